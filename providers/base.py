@@ -1,0 +1,54 @@
+"""The one interface every model adapter implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+
+from providers.types import LLMResponse, Message, ModelCapabilities, StreamEvent, ToolDefinition
+
+
+class ChatModel(ABC):
+    """A configured model. Adapters convert our vocabulary to a wire format and back, and own
+    nothing else: no history, no tool execution, no retries beyond the SDK's own."""
+
+    #: The provider family ("openai", "anthropic", "gemini", "scripted").
+    provider: str = ""
+
+    def __init__(self, name: str, model: str, capabilities: ModelCapabilities) -> None:
+        self.name = name  # the key under `models:` in config
+        self.model = model  # the provider's model id
+        self.capabilities = capabilities
+
+    @abstractmethod
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        """One request, the whole answer. Raises providers.errors.ProviderError subclasses."""
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream an answer. The default falls back to `complete` for adapters without streaming;
+        the final event is always `done` carrying the assembled response."""
+        response = await self.complete(messages, tools)
+        if response.content:
+            yield StreamEvent(type="text", text=response.content)
+        for index, call in enumerate(response.tool_calls):
+            yield StreamEvent(type="tool_call_start", index=index, tool_call=call)
+            yield StreamEvent(type="tool_call_end", index=index, tool_call=call)
+        yield StreamEvent(type="done", response=response)
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release HTTP clients; called once at shutdown."""
+
+
+async def collect(events: AsyncIterator[StreamEvent]) -> LLMResponse:
+    """Drain a stream and return its final response."""
+    final: LLMResponse | None = None
+    async for event in events:
+        if event.type == "done":
+            final = event.response
+    if final is None:  # adapters guarantee a done event or an exception; be loud if not
+        raise RuntimeError("stream ended without a done event")
+    return final

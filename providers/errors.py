@@ -1,0 +1,53 @@
+"""Provider failures in our own vocabulary, so the tool loop never sees an SDK exception type.
+
+The user-facing text for each lives at one boundary (the router); these carry the detail for logs.
+"""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """A model request failed. `retryable` says whether trying again later may help."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, status: int | None = None, provider: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider = provider
+
+
+class ProviderTimeout(ProviderError):
+    retryable = True
+
+
+class ProviderRateLimited(ProviderError):
+    retryable = True
+
+
+class ProviderUnavailable(ProviderError):
+    """Connection refused, 5xx, DNS: the service is not answering."""
+
+    retryable = True
+
+
+class ProviderAuthError(ProviderError):
+    """401/403: a wrong or missing API key; retrying will not help."""
+
+
+class ProviderBadRequest(ProviderError):
+    """4xx other than auth and rate limits: the request itself was refused."""
+
+
+class ToolsNotSupported(ProviderBadRequest):
+    """The endpoint refused the `tools` parameter; the model may be downgraded to prompt mode."""
+
+
+class StreamInterrupted(ProviderError):
+    """A stream ended before its final event, possibly in the middle of a tool call."""
+
+    retryable = True
+
+
+class ProviderNotInstalled(Exception):
+    """A configured provider's optional SDK is missing; the message holds the install command."""

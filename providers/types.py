@@ -1,0 +1,145 @@
+"""The provider-neutral vocabulary every adapter converts to and from.
+
+It is OpenAI-shaped (as the design notes chose) because that is the shape most providers copy;
+adapters for other wire formats carry what OpenAI has no field for (thinking signatures, Gemini
+thought signatures) in `ThinkingBlock` and `ToolCall.provider_data` so it can be replayed verbatim
+on the next turn of a tool loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(slots=True)
+class ToolDefinition:
+    """A function offered to the model: a name, what it is for, and a JSON schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call the model asked for.
+
+    `arguments` stays the raw JSON text the model wrote, because a malformed call must go back to
+    the model as an error it can fix, which needs the original text, not a parse of it.
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    # Opaque data a provider needs back verbatim on the next request (Gemini thought signatures).
+    provider_data: dict[str, Any] | None = None
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """Strict parse; raises ValueError with a short reason the model can act on."""
+        text = self.arguments.strip() or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        if not isinstance(value, dict):
+            raise ValueError("arguments must be a JSON object")
+        return value
+
+
+@dataclass(slots=True)
+class ThinkingBlock:
+    """Model reasoning. Kept so it can be replayed (Anthropic signatures, DeepSeek
+    reasoning_content) and logged at debug level; never shown to users unless config asks."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted: bool = False
+    # Anthropic redacted_thinking carries an encrypted `data` payload instead of text.
+    data: str | None = None
+    # Which provider produced it: a signature is only valid for the provider that made it.
+    provider: str | None = None
+
+
+@dataclass(slots=True)
+class Message:
+    """One turn in a conversation sent to a model."""
+
+    role: Role
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    # For role="tool": the function name (Gemini's functionResponse needs it); for role="user" in
+    # group chats, the speaker's display name.
+    name: str | None = None
+    # For role="tool": the call failed (Anthropic `is_error`, Gemini `error` response).
+    is_error: bool = False
+    thinking: list[ThinkingBlock] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    """A whole model answer: text and/or tool calls."""
+
+    content: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    thinking: list[ThinkingBlock] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+    def as_message(self) -> Message:
+        """The assistant turn to append to the conversation before the tool results."""
+        return Message(
+            role="assistant",
+            content=self.content,
+            tool_calls=list(self.tool_calls),
+            thinking=list(self.thinking),
+        )
+
+
+StreamEventType = Literal[
+    "text",  # a piece of visible text: `text`
+    "thinking",  # a piece of reasoning: `text`
+    "tool_call_start",  # `index`, `tool_call` (id and name known, arguments maybe not yet)
+    "tool_call_delta",  # `index`, `text` (a fragment of the JSON arguments)
+    "tool_call_end",  # `index`, `tool_call` (complete)
+    "done",  # `response`: the assembled LLMResponse
+]
+
+
+@dataclass(slots=True)
+class StreamEvent:
+    """One event of a streamed answer. A stream always ends with exactly one `done` event or
+    raises a ProviderError; it never yields a half-parsed tool call as complete."""
+
+    type: StreamEventType
+    text: str = ""
+    index: int = 0
+    tool_call: ToolCall | None = None
+    response: LLMResponse | None = None
+
+
+NativeTools = bool | Literal["auto"]
+PromptFormat = Literal["hermes", "json_block", "xml_tag", "function_call"]
+
+
+@dataclass(slots=True)
+class ModelCapabilities:
+    """What a configured model can do; the tool loop reads these, adapters set defaults."""
+
+    native_tools: NativeTools = True
+    prompt_format: PromptFormat = "hermes"
+    streaming: bool = True
+    system_message: bool = True
+    vision: bool = False
+    thinking: bool = False
