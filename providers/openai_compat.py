@@ -1,0 +1,471 @@
+"""OpenAI Chat Completions, and every endpoint that copies it, through the `openai` SDK.
+
+One adapter serves OpenAI, DeepSeek, Qwen/DashScope, Moonshot, Groq, Ollama, vLLM, LM Studio and
+Gemini's OpenAI-compatible endpoint. It converts our vocabulary (providers.types) to the Chat
+Completions wire format and back, and owns nothing else.
+
+Why `client.post(..., cast_to=object)` instead of `client.chat.completions.create(...)`: this
+adapter is on the hot path of the benchmark against the raw SDK. `create()` walks every message
+through the SDK's TypedDict transformer and builds a pydantic model tree for every response and
+every stream chunk; we need neither, because we convert to our own dataclasses anyway. `post` is
+the SDK's documented way to make a request it has no typed method for, and keeps everything we
+want from the SDK: auth headers, retries with `retry-after`, timeouts, SSE decoding and its
+exception types. Requests and responses are therefore plain dicts here.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+
+from providers.base import ChatModel
+from providers.config import ModelConfig
+from providers.errors import ProviderAuthError, ProviderError, StreamInterrupted
+from providers.openai_errors import map_openai_error
+from providers.types import (
+    LLMResponse,
+    Message,
+    NativeTools,
+    StreamEvent,
+    ThinkingBlock,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+PROVIDER = "openai"
+
+# Hosts known to accept `stream_options: {"include_usage": true}`. Some older compatible servers
+# reject unknown request fields with a 400, so elsewhere we only send it when asked to
+# (`stream_usage=True`); usage then arrives only if the server sends it on its own.
+STREAM_USAGE_HOSTS = frozenset({
+    "api.openai.com",
+    "api.deepseek.com",
+    "dashscope.aliyuncs.com",
+    "dashscope-intl.aliyuncs.com",
+    "api.moonshot.cn",
+    "api.moonshot.ai",
+    "api.groq.com",
+    "openrouter.ai",
+    "generativelanguage.googleapis.com",
+})
+
+# ThinkingBlock.provider values this adapter produced, and so may replay as `reasoning_content`.
+_COMPAT_THINKING = frozenset({"openai", "deepseek"})
+
+_STREAM_CLS = AsyncStream[object]
+
+
+def is_openai_host(base_url: str | None) -> bool:
+    """True for OpenAI's own API (no base_url means the SDK default, api.openai.com)."""
+    if not base_url:
+        return True
+    return (urlsplit(base_url).hostname or "") == "api.openai.com"
+
+
+def new_call_id() -> str:
+    """An id for a call the server sent without one. It is stored on our ToolCall, so the
+    assistant turn and the tool result replayed on the next request carry the same id."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+class OpenAICompatModel(ChatModel):
+    """A model behind a Chat Completions endpoint.
+
+    `OpenAICompatModel(name, cfg, *, native_tools=None, stream_usage=None, client=None)`:
+    `native_tools` is the effective setting the factory chose (it only lands in `capabilities`:
+    this adapter sends `tools` whenever it is given some); `stream_usage` forces
+    `stream_options.include_usage` on or off (default: on for hosts in STREAM_USAGE_HOSTS);
+    `client` injects a shared `AsyncOpenAI` (then `aclose` leaves it open).
+    """
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        name: str,
+        cfg: ModelConfig,
+        *,
+        native_tools: NativeTools | None = None,
+        stream_usage: bool | None = None,
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        base_url = cfg.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        openai_itself = is_openai_host(base_url)
+        if native_tools is None:
+            native_tools = True if openai_itself else "auto"
+        super().__init__(name, cfg.model, cfg.capabilities(default_native=native_tools))
+        self.cfg = cfg
+        self.base_url = base_url
+        host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
+        self._stream_usage = host in STREAM_USAGE_HOSTS if stream_usage is None else stream_usage
+        # DeepSeek's reasoning_content is the same field other servers (vLLM, Qwen) use; the
+        # provider tag only tells a reader where a block came from.
+        self._thinking_provider = (
+            "deepseek" if "deepseek" in host or cfg.model.startswith("deepseek") else PROVIDER
+        )
+        # OpenAI's reasoning models (o-series, gpt-5) refuse `max_tokens` and want
+        # `max_completion_tokens`; most compatible servers know only `max_tokens`.
+        self._max_tokens_key = "max_completion_tokens" if openai_itself else "max_tokens"
+        self._owns_client = client is None
+        self._client = client or self._make_client(name, cfg, base_url, openai_itself)
+
+    @staticmethod
+    def _make_client(
+        name: str, cfg: ModelConfig, base_url: str | None, openai_itself: bool
+    ) -> AsyncOpenAI:
+        key = cfg.api_key.get_secret_value() if cfg.api_key else os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if openai_itself:
+                raise ProviderAuthError(
+                    f"model {name!r}: no API key; set api_key in config or OPENAI_API_KEY",
+                    provider=PROVIDER,
+                )
+            # Local servers (Ollama, vLLM, LM Studio) ignore the key, but the SDK demands one.
+            key = "not-needed"
+        return AsyncOpenAI(
+            api_key=key, base_url=base_url, timeout=cfg.timeout, max_retries=cfg.max_retries
+        )
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.close()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _body(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None, stream: bool
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
+        if tools:
+            body["tools"] = [to_wire_tool(t) for t in tools]
+        cfg = self.cfg
+        if cfg.temperature is not None:
+            body["temperature"] = cfg.temperature
+        if cfg.max_tokens is not None:
+            body[self._max_tokens_key] = cfg.max_tokens
+        if stream:
+            body["stream"] = True
+            if self._stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        body = self._body(messages, tools, stream=False)
+        try:
+            data = await self._client.post("/chat/completions", body=body, cast_to=object)
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc) from exc
+        if not isinstance(data, dict):
+            # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
+            raise ProviderError(
+                f"expected a JSON chat completion, got: {str(data)[:200]!r}", provider=PROVIDER
+            )
+        return self._parse_completion(data)
+
+    def _parse_completion(self, data: dict[str, Any]) -> LLMResponse:
+        choices = data.get("choices") or []
+        if not choices:
+            raise ProviderError(f"response has no choices: {str(data)[:200]}", provider=PROVIDER)
+        choice = choices[0]
+        msg = choice.get("message") or {}
+        content = msg.get("content")
+        if content is None and msg.get("refusal"):
+            content = msg["refusal"]  # an OpenAI safety refusal is the model's visible answer
+        thinking: list[ThinkingBlock] = []
+        reasoning = _reasoning_of(msg)
+        if reasoning:
+            thinking.append(ThinkingBlock(text=reasoning, provider=self._thinking_provider))
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        for raw in msg.get("tool_calls") or ():
+            fn = raw.get("function") or {}
+            call_id = raw.get("id") or ""
+            if not call_id or call_id in seen:
+                call_id = new_call_id()
+            seen.add(call_id)
+            call = ToolCall(call_id, fn.get("name") or "", fn.get("arguments") or "{}")
+            extra = raw.get("extra_content")
+            if extra:
+                call.provider_data = {"extra_content": extra}
+            calls.append(call)
+        return LLMResponse(
+            content=content,
+            tool_calls=calls,
+            thinking=thinking,
+            finish_reason=choice.get("finish_reason"),
+            usage=_usage(data.get("usage")),
+            model=data.get("model"),
+        )
+
+    # -- streaming --------------------------------------------------------------------------
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        body = self._body(messages, tools, stream=True)
+        try:
+            sdk_stream = await self._client.post(
+                "/chat/completions", body=body, cast_to=object, stream=True,
+                stream_cls=_STREAM_CLS,
+            )
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc) from exc
+        asm = StreamAssembler(self._thinking_provider)
+        try:
+            async for chunk in sdk_stream:
+                if isinstance(chunk, dict):
+                    for event in asm.feed(chunk):
+                        yield event
+        except openai.OpenAIError as exc:
+            raise map_openai_error(exc, mid_stream=True) from exc
+        finally:
+            await sdk_stream.close()
+        for event in asm.finish():
+            yield event
+
+
+# -- conversions ------------------------------------------------------------------------------
+
+
+def to_wire_tool(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Our messages as Chat Completions messages.
+
+    DeepSeek quirk (thinking mode with tools): the `reasoning_content` of every assistant
+    tool-call turn since the last user message must be sent back, or the API answers 400
+    ("Missing `reasoning_content` field in the assistant message"); reasoning from earlier user
+    turns is dropped (https://api-docs.deepseek.com/guides/thinking_mode#tool-calls). The recorded
+    client sends `""` for a tool-call turn that had none once the turn uses reasoning, so we do
+    the same; a conversation without reasoning never gets the field, which keeps strict servers
+    (OpenAI itself) from seeing an unknown key.
+    """
+    last_user = -1
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            last_user = i
+            break
+    replay_reasoning = any(
+        m.role == "assistant" and _compat_reasoning(m) is not None
+        for m in messages[last_user + 1 :]
+    )
+    out: list[dict[str, Any]] = []
+    append = out.append
+    for i, m in enumerate(messages):
+        role = m.role
+        if role == "tool":
+            append({"role": "tool", "tool_call_id": m.tool_call_id or "",
+                    "content": m.content or ""})
+        elif role == "assistant":
+            wire: dict[str, Any] = {"role": "assistant"}
+            if m.tool_calls:
+                if m.content:
+                    wire["content"] = m.content
+                wire["tool_calls"] = [_wire_call(c) for c in m.tool_calls]
+                if replay_reasoning and i > last_user:
+                    wire["reasoning_content"] = _compat_reasoning(m) or ""
+            else:
+                wire["content"] = m.content or ""
+            append(wire)
+        else:
+            # `name` is not sent: OpenAI restricts it to ^[A-Za-z0-9_-]{1,64}$ (display names in
+            # group chats often are not) and several compatible servers reject it.
+            append({"role": role, "content": m.content or ""})
+    return out
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments or "{}"},
+    }
+    if call.provider_data and "extra_content" in call.provider_data:
+        # Gemini's OpenAI-compatible endpoint returns thought signatures in the tool call's
+        # `extra_content` and expects them back verbatim on the next request.
+        wire["extra_content"] = call.provider_data["extra_content"]
+    return wire
+
+
+def _compat_reasoning(m: Message) -> str | None:
+    """The reasoning text this adapter produced for `m`, or None if it carries none."""
+    texts = [b.text for b in m.thinking if b.provider in _COMPAT_THINKING and not b.redacted]
+    return "".join(texts) if texts else None
+
+
+def _reasoning_of(obj: dict[str, Any]) -> str | None:
+    # DeepSeek, Qwen and older vLLM use `reasoning_content`; newer vLLM and OpenRouter `reasoning`.
+    value = obj.get("reasoning_content")
+    if value is None:
+        value = obj.get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not raw:
+        return None
+    return Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0)
+
+
+class _PendingCall:
+    __slots__ = ("id", "name", "parts", "started", "extra")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.parts: list[str] = []
+        self.started = False
+        self.extra: Any = None
+
+
+class StreamAssembler:
+    """Turns Chat Completions chunks into StreamEvents and the final LLMResponse.
+
+    Calls are assembled by `delta.tool_calls[].index` (parallel calls interleave by index). A
+    call's `tool_call_end` is emitted only once `finish_reason` arrives, so a consumer never sees
+    a call as complete unless the server said the answer was complete; a stream that ends without
+    a `finish_reason` raises StreamInterrupted from `finish()`.
+    """
+
+    def __init__(self, thinking_provider: str = PROVIDER) -> None:
+        self.thinking_provider = thinking_provider
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _PendingCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.model: str | None = None
+        self._ended = False
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        if self.model is None:
+            self.model = chunk.get("model")
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = _usage(usage)
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = _reasoning_of(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+                events.append(StreamEvent(type="thinking", text=reasoning))
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
+                events.append(StreamEvent(type="text", text=content))
+            for raw in delta.get("tool_calls") or ():
+                self._feed_call(raw, events)
+            finish = choice.get("finish_reason")
+            if finish:
+                self.finish_reason = finish
+                self._end_calls(events)
+        return events
+
+    def _index_of(self, raw: dict[str, Any]) -> int:
+        index = raw.get("index")
+        if isinstance(index, int):
+            return index
+        # Some compatible servers omit `index`: a delta naming a different id or a new function
+        # starts a new call, anything else continues the last one.
+        if not self.calls:
+            return 0
+        last = max(self.calls)
+        cur = self.calls[last]
+        new_id = raw.get("id")
+        new_name = (raw.get("function") or {}).get("name")
+        if (new_id and cur.id and new_id != cur.id) or (new_name and cur.name and not new_id
+                                                        and cur.parts):
+            return last + 1
+        return last
+
+    def _feed_call(self, raw: dict[str, Any], events: list[StreamEvent]) -> None:
+        index = self._index_of(raw)
+        call = self.calls.get(index)
+        if call is None:
+            call = self.calls[index] = _PendingCall()
+        fn = raw.get("function") or {}
+        if raw.get("id") and not call.started:
+            call.id = raw["id"]
+        if fn.get("name") and not call.name:
+            call.name = fn["name"]
+        if raw.get("extra_content"):
+            call.extra = raw["extra_content"]
+        fragment = fn.get("arguments")
+        if fragment:
+            call.parts.append(fragment)
+        if not call.started and call.name:
+            call.started = True
+            if not call.id or any(c.id == call.id for i, c in self.calls.items() if i != index):
+                call.id = new_call_id()
+            events.append(StreamEvent(type="tool_call_start", index=index,
+                                      tool_call=ToolCall(call.id, call.name, "")))
+            if call.parts:
+                events.append(StreamEvent(type="tool_call_delta", index=index,
+                                          text="".join(call.parts)))
+        elif call.started and fragment:
+            events.append(StreamEvent(type="tool_call_delta", index=index, text=fragment))
+
+    def _to_call(self, call: _PendingCall) -> ToolCall:
+        out = ToolCall(call.id, call.name, "".join(call.parts) or "{}")
+        if call.extra:
+            out.provider_data = {"extra_content": call.extra}
+        return out
+
+    def _end_calls(self, events: list[StreamEvent]) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            if call.started:
+                events.append(StreamEvent(type="tool_call_end", index=index,
+                                          tool_call=self._to_call(call)))
+
+    def finish(self) -> list[StreamEvent]:
+        """The closing events once the SDK stream is exhausted; raises if it was cut short."""
+        if self.finish_reason is None:
+            pending = [c.name or "?" for c in self.calls.values()]
+            where = f" in the middle of tool call(s) {', '.join(pending)}" if pending else ""
+            raise StreamInterrupted(
+                f"stream ended before finish_reason{where}", provider=PROVIDER
+            )
+        unnamed = [i for i, c in self.calls.items() if not c.started]
+        if unnamed:
+            raise StreamInterrupted(
+                f"stream finished with tool call(s) at index {unnamed} that never got a name",
+                provider=PROVIDER,
+            )
+        thinking = (
+            [ThinkingBlock(text="".join(self.reasoning), provider=self.thinking_provider)]
+            if self.reasoning else []
+        )
+        response = LLMResponse(
+            content="".join(self.text) if self.text else None,
+            tool_calls=[self._to_call(self.calls[i]) for i in sorted(self.calls)],
+            thinking=thinking,
+            finish_reason=self.finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )
+        return [StreamEvent(type="done", response=response)]

@@ -1,0 +1,99 @@
+"""The `openai` SDK's exceptions in our vocabulary (providers.errors).
+
+Kept apart from the adapter because the "tools not supported" detection is a list of other
+servers' error texts that grows as we meet new ones, and it has its own tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import openai
+
+from providers.errors import (
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+    ProviderUnavailable,
+    StreamInterrupted,
+    ToolsNotSupported,
+)
+
+PROVIDER = "openai"
+
+# How OpenAI-compatible servers say "this model cannot take the `tools` parameter". A 400, 404 or
+# 422 whose message (or JSON body) matches one of these becomes ToolsNotSupported, which lets
+# native_tools="auto" downgrade the model to prompt-based tools. Matched case-insensitively.
+TOOLS_NOT_SUPPORTED_PATTERNS: tuple[str, ...] = (
+    # Ollama: "registry.ollama.ai/library/gemma:2b does not support tools"; DeepSeek R1:
+    # "deepseek-reasoner does not support Function Calling"; LM Studio and others alike.
+    r"does not support (?:tools|tool calling|tool use|tool calls|function calling|functions)",
+    # OpenAI o1-preview: "Unsupported parameter: 'tools' is not supported with this model."
+    r"\btools?\b['\"`]? (?:is|are) not supported",
+    r"\btool (?:use|calling|calls|choice) (?:is|are) not supported",  # Groq, Anthropic proxies
+    r"[`'\"]tools[`'\"].{0,60}\bnot supported",  # "`tools` and `functions` are not supported"
+    r"unrecognized request argument supplied: tools",  # Azure OpenAI, old api-versions
+    # vLLM started without --enable-auto-tool-choice / --tool-call-parser.
+    r"tool choice requires --enable-auto-tool-choice",
+    r"tools param requires --jinja",  # llama.cpp server started without --jinja
+    r"no endpoints found that support tool use",  # OpenRouter (a 404)
+)
+_TOOLS_RE = re.compile("|".join(TOOLS_NOT_SUPPORTED_PATTERNS), re.IGNORECASE | re.DOTALL)
+# Pydantic-validated servers (llama-cpp-python, some proxies) reject unknown fields with
+# "Extra inputs are not permitted" and the field's location; only `tools` in that location counts.
+_EXTRA_INPUTS = "extra inputs are not permitted"
+
+_TOOLS_STATUSES = frozenset({400, 404, 422})
+
+
+def tools_not_supported(text: str) -> bool:
+    """True if an error text says the endpoint or model refuses the `tools` parameter."""
+    if _TOOLS_RE.search(text):
+        return True
+    lowered = text.lower()
+    return _EXTRA_INPUTS in lowered and "tools" in lowered
+
+
+def _error_text(exc: openai.APIError) -> str:
+    body = exc.body
+    if body is None:
+        return exc.message
+    try:
+        return f"{exc.message} {json.dumps(body, ensure_ascii=False)}"
+    except (TypeError, ValueError):
+        return f"{exc.message} {body}"
+
+
+def map_openai_error(exc: openai.OpenAIError, *, mid_stream: bool = False) -> ProviderError:
+    """The ProviderError for an SDK exception. `mid_stream`: it was raised after the response
+    started, so a dropped connection means a cut-off answer, not an unreachable service."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderTimeout(f"request timed out: {exc.message}", provider=PROVIDER)
+    if isinstance(exc, openai.APIConnectionError):
+        if mid_stream:
+            return StreamInterrupted(f"stream connection lost: {exc.message}", provider=PROVIDER)
+        return ProviderUnavailable(f"cannot reach the server: {exc.message}", provider=PROVIDER)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        text = _error_text(exc)
+        if status == 429:
+            return ProviderRateLimited(text, status=status, provider=PROVIDER)
+        if status in (401, 403):
+            return ProviderAuthError(text, status=status, provider=PROVIDER)
+        if status == 408:
+            return ProviderTimeout(text, status=status, provider=PROVIDER)
+        if status >= 500:
+            return ProviderUnavailable(text, status=status, provider=PROVIDER)
+        if status in _TOOLS_STATUSES and tools_not_supported(text):
+            return ToolsNotSupported(text, status=status, provider=PROVIDER)
+        return ProviderBadRequest(text, status=status, provider=PROVIDER)
+    if isinstance(exc, openai.APIError):
+        # An `error` object inside an SSE stream (the SDK raises a bare APIError for it).
+        if mid_stream:
+            return StreamInterrupted(f"server error in stream: {_error_text(exc)}",
+                                     provider=PROVIDER)
+        return ProviderError(_error_text(exc), provider=PROVIDER)
+    return ProviderError(str(exc), provider=PROVIDER)
