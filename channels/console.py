@@ -1,0 +1,151 @@
+"""The default channel: talk to the bot in a terminal, or pipe a conversation through it.
+
+Lines starting with `:` are meta-commands that change who is speaking and where, so group vs
+private and admin vs user can be tried without any chat platform:
+
+    :as alice        speak as alice            :group team1   move to group chat "team1"
+    :admin on|off    make the speaker admin    :private       back to a private chat
+    :help            list meta-commands        :quit          leave
+
+`@bot` anywhere in a line mentions the bot (needed in groups by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import sys
+import threading
+from typing import TextIO
+
+from channels.base import Channel
+from function_calls.context import IncomingMessage, OutgoingMessage
+from providers.types import StreamEvent
+from runtime.bot import Bot
+
+MENTION = re.compile(r"(?<!\S)@bot\b", re.IGNORECASE)
+META_HELP = (":as NAME | :admin on|off | :group NAME | :private | :join NAME | :whoami | "
+             ":help | :quit   (@bot in a line mentions the bot)")
+
+
+class ConsoleChannel(Channel):
+    platform = "console"
+    streams = True
+
+    def __init__(self, bot: Bot, *, stdin: TextIO | None = None,
+                 stdout: TextIO | None = None) -> None:
+        super().__init__(bot)
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.user = bot.settings.channels.console.user
+        self.group: str | None = None
+        self.admin: bool | None = None
+        self.interactive = self.stdin.isatty()
+        self._ids = itertools.count(1)
+        self._streamed: list[str] = []
+        self._done = asyncio.Event()
+
+    # -- output ----------------------------------------------------------------------------
+    def _write(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def _format(self, out: OutgoingMessage) -> str:
+        mention = f"@{out.at} " if out.at else ""
+        where = f"[{out.chat_id}] " if out.is_group else ""
+        return f"{self.bot.settings.bot.name}> {where}{mention}{out.text}\n"
+
+    async def send(self, message: OutgoingMessage) -> None:
+        self._write(self._format(message))
+
+    async def _reply(self, out: OutgoingMessage) -> None:
+        streamed = "".join(self._streamed)
+        self._streamed.clear()
+        if streamed and streamed.strip() == out.text.strip():
+            self._write("\n")  # already shown as it arrived
+            return
+        if streamed:
+            self._write("\n")
+        self._write(self._format(out))
+
+    async def _on_stream(self, event: StreamEvent) -> None:
+        if event.type == "text" and event.text:
+            if not self._streamed:
+                self._write(f"{self.bot.settings.bot.name}> ")
+            self._streamed.append(event.text)
+            self._write(event.text)
+        elif event.type == "tool_call_start" and event.tool_call is not None:
+            if self._streamed:
+                self._write("\n")
+                self._streamed.clear()
+            self._write(f"  [calling {event.tool_call.name}]\n")
+
+    # -- input -----------------------------------------------------------------------------
+    def _meta(self, line: str) -> None:
+        cmd, _, arg = line[1:].strip().partition(" ")
+        arg = arg.strip()
+        if cmd == "as" and arg:
+            self.user = arg
+        elif cmd == "admin":
+            self.admin = arg.lower() in ("on", "yes", "true", "1")
+        elif cmd == "group" and arg:
+            self.group = arg
+        elif cmd == "private":
+            self.group = None
+        elif cmd in ("quit", "exit", "q"):
+            self._done.set()
+            return
+        elif cmd == "whoami":
+            pass
+        else:
+            self._write(META_HELP + "\n")
+            return
+        where = f"group {self.group}" if self.group else "private chat"
+        admin = " (admin)" if self._is_admin() else ""
+        self._write(f"-- you are {self.user}{admin} in {where}\n")
+
+    def _is_admin(self) -> bool:
+        if self.admin is not None:
+            return self.admin
+        return self.user in self.bot.settings.bot.admins
+
+    def message_for(self, line: str) -> IncomingMessage:
+        at_bot = bool(MENTION.search(line))
+        text = MENTION.sub("", line).strip() if at_bot else line.strip()
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=f"group:{self.group}" if self.group else f"private:{self.user}",
+            chat_name=self.group or "", is_group=self.group is not None,
+            sender_id=self.user, sender_name=self.user, text=text, is_at_bot=at_bot,
+            message_id=f"console-{next(self._ids)}", admin_override=self.admin,
+        )
+
+    async def handle_line(self, line: str) -> None:
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            return
+        if line.startswith(":"):
+            self._meta(line)
+            return
+        await self.bot.handle(self.message_for(line), self._reply, on_stream=self._on_stream)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+        def reader() -> None:  # a thread: blocking reads work for both ttys and pipes
+            for line in self.stdin:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        threading.Thread(target=reader, daemon=True, name="console-stdin").start()
+        if self.interactive:
+            self._write(f"chatfn console. {META_HELP}\n")
+        while not self._done.is_set():
+            if self.interactive:
+                self._write(self.bot.settings.channels.console.prompt)
+            line = await queue.get()
+            if line is None:
+                break
+            await self.handle_line(line)

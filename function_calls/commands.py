@@ -1,0 +1,81 @@
+"""Slash commands: `/name key=value ...`, `/name free text`, `/name {json}`, `/name`.
+
+They run a registered function directly, without any model call, so a user (or an admin) can
+always reach a function even when no model is configured or the model is down.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from function_calls.spec import FunctionSpec
+
+COMMAND = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:\s+(.*))?$", re.DOTALL)
+KEY_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+
+
+class CommandSyntaxError(ValueError):
+    """The command's arguments could not be read; the message says how to write them."""
+
+
+@dataclass(slots=True)
+class ParsedCommand:
+    name: str
+    rest: str
+
+
+def split_command(text: str) -> ParsedCommand | None:
+    """`/name rest` -> ParsedCommand; anything else (including a bare "/") -> None."""
+    m = COMMAND.match(text.strip())
+    if m is None:
+        return None
+    return ParsedCommand(m.group(1), (m.group(2) or "").strip())
+
+
+def _value(raw: str) -> Any:
+    """`3` -> 3, `true` -> True, `[1,2]` -> list, anything else stays text; pydantic's lax mode
+    converts further ("3" for a float field) at validation."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, ValueError):
+        return raw
+
+
+def parse_arguments(spec: FunctionSpec, rest: str) -> dict[str, Any]:
+    if not rest:
+        return {}
+    if rest.startswith("{"):
+        try:
+            value = json.loads(rest)
+        except json.JSONDecodeError as exc:
+            raise CommandSyntaxError(f"the JSON after /{spec.name} is invalid: {exc.msg}") from None
+        if not isinstance(value, dict):
+            raise CommandSyntaxError("the JSON must be an object")
+        return value
+    try:
+        tokens = shlex.split(rest)
+    except ValueError:
+        tokens = None  # an apostrophe in free text, for instance
+    fields = spec.args_model.model_fields if spec.args_model else {}
+    if tokens and all((m := KEY_VALUE.match(t)) and m.group(1) in fields for t in tokens):
+        return {k: _value(v) for k, v in (t.split("=", 1) for t in tokens)}
+    text_field = spec.single_text_field
+    if text_field is not None:
+        return {text_field: rest}
+    raise CommandSyntaxError(usage(spec))
+
+
+def usage(spec: FunctionSpec) -> str:
+    if spec.args_model is None:
+        return f"Usage: /{spec.name}"
+    parts = []
+    for name, f in spec.args_model.model_fields.items():
+        parts.append(f"{name}=…" if f.is_required() else f"[{name}=…]")
+    line = f"Usage: /{spec.name} " + " ".join(parts)
+    if spec.single_text_field:
+        line += f"  (or /{spec.name} <{spec.single_text_field}>)"
+    return line

@@ -1,0 +1,129 @@
+"""Runs one function call: authorisation (again), argument validation, timeout, exception
+capture, and an audit row. Every outcome becomes a short text the model can act on; nothing a
+handler does can crash the bot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from function_calls.context import MessageContext
+from function_calls.permissions import refusal_reason
+from function_calls.registry import Registry
+from function_calls.spec import FunctionResult, FunctionSpec
+
+Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
+
+
+@dataclass(slots=True)
+class Execution:
+    name: str
+    outcome: Outcome
+    result: FunctionResult | None
+    # What the model gets back as the tool result.
+    model_text: str
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+def format_validation_error(name: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{loc}: {err['msg']}")
+    return f"Invalid arguments for {name}: " + "; ".join(parts) + ". Fix them and call again."
+
+
+class FunctionExecutor:
+    def __init__(self, registry: Registry, *, default_timeout: float = 30.0) -> None:
+        self.registry = registry
+        self.default_timeout = default_timeout
+
+    async def execute(self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str,
+                      *, source: str = "llm") -> Execution:
+        started = time.perf_counter()
+        execution = await self._run(ctx, name, arguments, source)
+        execution.duration_ms = (time.perf_counter() - started) * 1000
+        try:
+            msg = ctx.message
+            ctx.storage.add_tool_call(
+                platform=msg.platform, chat_id=msg.chat_id, sender_id=msg.sender_id,
+                message_id=msg.message_id, function=name, arguments=arguments, source=source,
+                outcome=execution.outcome,
+                detail="" if execution.ok else execution.model_text,
+                duration_ms=execution.duration_ms,
+            )
+        except Exception as exc:  # the audit log must never take the reply down with it
+            ctx.logger.error("audit row for {} not written: {}", name, exc)
+        level = "INFO" if execution.ok else "WARNING"
+        ctx.logger.log(level, "call {} via {} -> {} in {:.1f} ms", name, source,
+                       execution.outcome, execution.duration_ms)
+        return execution
+
+    async def _run(self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str,
+                   source: str) -> Execution:
+        spec = self.registry.get(name)
+        if spec is None:
+            return Execution(name, "unknown", None,
+                             f"Unknown function {name!r}. Use only the functions you were given.")
+        reason = refusal_reason(spec, ctx, via_command=source == "command")
+        if reason is not None:
+            return Execution(name, "refused", None,
+                             f"Refused: {reason}. Do not retry; tell the user if relevant.")
+        try:
+            args = self._validate(spec, arguments)
+        except ValidationError as exc:
+            return Execution(name, "invalid", None, format_validation_error(name, exc))
+        except ValueError as exc:
+            return Execution(name, "invalid", None,
+                             f"Invalid arguments for {name}: {exc}. Send a JSON object.")
+        timeout = min(spec.timeout, self.default_timeout)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await self._call(spec, ctx, args)
+        except TimeoutError:
+            return Execution(name, "timeout", None,
+                             f"{name} did not finish within {timeout:g} s.")
+        except Exception as exc:
+            ctx.logger.opt(exception=exc).error("function {} raised", name)
+            return Execution(name, "error", None,
+                             f"{name} failed: {type(exc).__name__}: {str(exc)[:300]}")
+        if not isinstance(result, FunctionResult):
+            if isinstance(result, str):
+                result = FunctionResult(messages=[result])
+            elif result is None:
+                result = FunctionResult()
+            else:
+                return Execution(name, "error", None,
+                                 f"{name} returned {type(result).__name__}, not FunctionResult")
+        return Execution(name, "ok", result, result.content_for_model())
+
+    @staticmethod
+    def _validate(spec: FunctionSpec, arguments: dict[str, Any] | str) -> Any:
+        if isinstance(arguments, str):
+            text = arguments.strip() or "{}"
+            try:
+                arguments = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments must be a JSON object")
+        if spec.args_model is None:
+            return None
+        return spec.args_model.model_validate(arguments)
+
+    @staticmethod
+    async def _call(spec: FunctionSpec, ctx: MessageContext, args: Any) -> Any:
+        call_args = (ctx,) if spec.args_model is None else (ctx, args)
+        if spec.is_async:
+            return await spec.handler(*call_args)
+        # Sync handlers may block (I/O); keep the event loop free for other chats.
+        return await asyncio.to_thread(spec.handler, *call_args)

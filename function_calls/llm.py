@@ -1,0 +1,163 @@
+"""The tool loop: ask the model, run the calls it makes, feed results back, until it answers.
+
+Everything here is bounded, because the model is untrusted and may loop, repeat itself, name
+functions it was not offered, or produce garbage arguments: max rounds, max calls per message, a
+per-function retry budget, identical-call detection, a total deadline, and a cap on the size of
+each tool result sent back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from function_calls.context import MessageContext
+from function_calls.conversation import build_messages
+from function_calls.executor import Execution, FunctionExecutor
+from function_calls.spec import FunctionSpec
+from providers.base import ChatModel
+from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
+from runtime.settings import FunctionCallSettings
+
+
+@dataclass(slots=True)
+class LoopResult:
+    """How a tool loop ended. `text` is the model's final answer, still to be delivered."""
+
+    handled: bool
+    text: str | None = None
+    rounds: int = 0
+    executions: list[Execution] = field(default_factory=list)
+    # Why the loop stopped early: "max_rounds", "repeat", "deadline", "max_calls"; None if the
+    # model finished or a function ended the turn.
+    stopped: str | None = None
+    delivered: int = 0  # function messages sent to the chat
+
+
+def tool_definitions(specs: Sequence[FunctionSpec]) -> list[ToolDefinition]:
+    return [ToolDefinition(s.name, s.description, s.parameters_schema) for s in specs]
+
+
+def _call_key(call: ToolCall) -> tuple[str, str]:
+    try:
+        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+    except (json.JSONDecodeError, TypeError):
+        canonical = call.arguments.strip()
+    return call.name, canonical
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
+
+
+STOP_NOTES = {
+    "repeat": "I stopped because the same step kept repeating.",
+    "max_rounds": "I stopped because this needed too many steps.",
+    "max_calls": "I stopped because this needed too many function calls.",
+    "deadline": "That took too long, so I stopped.",
+}
+
+
+class FunctionCallLLM:
+    def __init__(self, model: ChatModel, executor: FunctionExecutor,
+                 settings: FunctionCallSettings, *, show_thinking: bool = False) -> None:
+        self.model = model
+        self.executor = executor
+        self.settings = settings
+        self.show_thinking = show_thinking
+
+    async def run(self, ctx: MessageContext, specs: Sequence[FunctionSpec],
+                  messages: list[Message] | None = None) -> LoopResult:
+        messages = build_messages(ctx) if messages is None else messages
+        result = LoopResult(handled=False)
+        try:
+            async with asyncio.timeout(self.settings.total_timeout):
+                await self._loop(ctx, list(specs), messages, result)
+        except TimeoutError:
+            result.stopped = "deadline"
+            ctx.logger.warning("tool loop deadline of {} s reached", self.settings.total_timeout)
+        if result.stopped and not result.text:
+            result.text = STOP_NOTES[result.stopped]
+        result.handled = result.handled or bool(result.text) or result.delivered > 0
+        return result
+
+    async def _loop(self, ctx: MessageContext, specs: list[FunctionSpec],
+                    messages: list[Message], result: LoopResult) -> None:
+        s = self.settings
+        seen: set[tuple[str, str]] = set()
+        failures: Counter[str] = Counter()
+        tools = tool_definitions(specs)
+        for _ in range(s.max_rounds):
+            result.rounds += 1
+            response = await self._ask(ctx, messages, tools)
+            for block in response.thinking:
+                ctx.logger.debug("thinking: {}", block.text[:2000])
+            if not response.tool_calls:
+                result.text = (response.content or "").strip() or None
+                result.handled = result.text is not None or result.delivered > 0
+                return
+            calls = response.tool_calls
+            keys = [_call_key(c) for c in calls]
+            if any(k in seen for k in keys):
+                ctx.logger.warning("identical call repeated: {}", [k[0] for k in keys if k in seen])
+                result.stopped = "repeat"
+                result.text = (response.content or "").strip() or None
+                return
+            seen.update(keys)
+            budget_left = s.max_calls_per_message - len(result.executions)
+            if budget_left <= 0:
+                result.stopped = "max_calls"
+                return
+            messages.append(response.as_message())
+            runnable, over = calls[:budget_left], calls[budget_left:]
+            executions = await asyncio.gather(
+                *(self.executor.execute(ctx, c.name, c.arguments) for c in runnable))
+            result.executions.extend(executions)
+            wants_model = False
+            for call, ex in zip(runnable, executions, strict=True):
+                text = ex.model_text
+                if ex.ok and ex.result is not None:
+                    for line in ex.result.messages:
+                        await ctx.reply(line, at=ex.result.at)
+                        result.delivered += 1
+                    if not ex.result.ends_turn:
+                        wants_model = True
+                else:
+                    failures[call.name] += 1
+                    if failures[call.name] > s.retries_per_call:
+                        text += " No retries left: tell the user it failed."
+                        tools = [t for t in tools if t.name != call.name]
+                    wants_model = True
+                messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
+                                        content=_cap(text, s.max_result_chars),
+                                        is_error=not ex.ok))
+            for call in over:
+                messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
+                                        content="Not run: too many calls in one message.",
+                                        is_error=True))
+            if over:
+                result.stopped = "max_calls"
+                return
+            if not wants_model:
+                result.handled = True
+                return
+        result.stopped = "max_rounds"
+
+    async def _ask(self, ctx: MessageContext, messages: list[Message],
+                   tools: list[ToolDefinition]) -> LLMResponse:
+        if ctx.on_stream is None or not self.model.capabilities.streaming:
+            return await self.model.complete(messages, tools or None)
+        final: LLMResponse | None = None
+        async for event in self.model.stream(messages, tools or None):
+            if event.type == "done":
+                final = event.response
+            elif event.type != "thinking" or self.show_thinking:
+                await ctx.on_stream(event)
+        if final is None:
+            raise RuntimeError(f"model {self.model.name} stream ended without a final response")
+        return final

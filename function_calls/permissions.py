@@ -1,0 +1,48 @@
+"""Who may call which function where. Used twice on purpose: to choose what the model is shown,
+and again at execution, because the model is untrusted and may name a function it was not shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from function_calls.context import MessageContext
+from function_calls.spec import FunctionSpec
+from runtime.settings import FunctionCallSettings
+
+
+def enabled_in_chat(spec: FunctionSpec, settings: FunctionCallSettings, chat_id: str) -> bool:
+    if spec.name in settings.disabled:
+        return False
+    if settings.enabled is not None and spec.name not in settings.enabled:
+        return False
+    rules = settings.chats.get(chat_id)
+    if rules is not None:
+        if spec.name in rules.disabled:
+            return False
+        if rules.enabled is not None and spec.name not in rules.enabled:
+            return False
+    return True
+
+
+def refusal_reason(spec: FunctionSpec, ctx: MessageContext, *, via_command: bool = False) -> str | None:
+    """None when `ctx` may call `spec`; otherwise a short reason, fit for the user and the model.
+
+    A slash command counts as addressing the bot, so `require_at` does not block it.
+    """
+    msg = ctx.message
+    if not enabled_in_chat(spec, ctx.config.function_calls, msg.chat_id):
+        return f"{spec.name} is disabled in this chat"
+    if spec.scope == "group" and not msg.is_group:
+        return f"{spec.name} only works in group chats"
+    if spec.scope == "private" and msg.is_group:
+        return f"{spec.name} only works in private chats"
+    if spec.admin_only and not ctx.is_admin:
+        return f"{spec.name} is for admins only"
+    if spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
+        return f"{spec.name} needs the bot to be @-mentioned"
+    return None
+
+
+def visible_functions(specs: Iterable[FunctionSpec], ctx: MessageContext) -> list[FunctionSpec]:
+    return [s for s in specs if refusal_reason(s, ctx) is None]

@@ -1,0 +1,228 @@
+"""`@tool_function` and the registries it writes to.
+
+A decorated function is registered into the *active* registry: the global one, unless a
+`Registry.collecting()` block (used when loading plugins for a specific bot or test) says
+otherwise. Every mistake a developer can make in a declaration fails at import time with the
+function's name and file, because a bot that starts and then breaks on first use is worse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import inspect
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from function_calls.spec import FunctionSpec, Scope
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI, Anthropic and Gemini accept
+SPEC_ATTR = "__chatfn_spec__"
+
+
+class FunctionDefinitionError(Exception):
+    """A `@tool_function` declaration that cannot work (bad name, signature, duplicate)."""
+
+
+class PluginLoadError(Exception):
+    """A plugin file failed to import; the message names the file and the cause."""
+
+
+class Registry:
+    """An ordered set of FunctionSpecs keyed by name."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, FunctionSpec] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def get(self, name: str) -> FunctionSpec | None:
+        return self._specs.get(name)
+
+    def all(self) -> list[FunctionSpec]:
+        return list(self._specs.values())
+
+    def add(self, spec: FunctionSpec) -> FunctionSpec:
+        existing = self._specs.get(spec.name)
+        if existing is not None and existing.handler is not spec.handler:
+            raise FunctionDefinitionError(
+                f"duplicate function name {spec.name!r}: defined at {existing.source} "
+                f"and again at {spec.source}"
+            )
+        self._specs[spec.name] = spec
+        return spec
+
+    def include(self, module: types.ModuleType) -> int:
+        """Register every decorated function of an already-imported module (built-ins)."""
+        count = 0
+        for value in vars(module).values():
+            spec = getattr(value, SPEC_ATTR, None)
+            if isinstance(spec, FunctionSpec):
+                self.add(spec)
+                count += 1
+        return count
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[Registry]:
+        """Make this registry the target of `@tool_function` inside the block."""
+        token = _active.set(self)
+        try:
+            yield self
+        finally:
+            _active.reset(token)
+
+    def load_plugins(self, paths: list[str | Path], base_dir: Path | None = None) -> list[Path]:
+        """Import every `*.py` file (not starting with `_`) under the given directories into this
+        registry. A path may also be a single file. Returns the files loaded."""
+        loaded: list[Path] = []
+        for raw in paths:
+            path = Path(raw)
+            if not path.is_absolute() and base_dir is not None:
+                path = base_dir / path
+            if path.is_file():
+                files = [path]
+            elif path.is_dir():
+                files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            else:
+                raise PluginLoadError(f"plugin path {raw!r} does not exist ({path})")
+            for file in files:
+                self._load_file(file)
+                loaded.append(file)
+        return loaded
+
+    def _load_file(self, file: Path) -> None:
+        module_name = f"chatfn_plugin_{file.stem}_{abs(hash(str(file.resolve()))):x}"
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise PluginLoadError(f"cannot import plugin {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            with self.collecting():
+                spec.loader.exec_module(module)
+        except FunctionDefinitionError as exc:
+            sys.modules.pop(module_name, None)
+            raise PluginLoadError(f"plugin {file}: {exc}") from exc
+        except Exception as exc:  # any import-time failure of user code is reported, not hidden
+            sys.modules.pop(module_name, None)
+            raise PluginLoadError(f"plugin {file} failed to import: {type(exc).__name__}: {exc}") \
+                from exc
+
+
+#: The registry `@tool_function` writes to outside any `collecting()` block.
+registry = Registry()
+_active: contextvars.ContextVar[Registry] = contextvars.ContextVar("chatfn_registry",
+                                                                  default=registry)
+
+
+def _source_of(func: Callable[..., Any]) -> str:
+    try:
+        file = inspect.getsourcefile(func) or "?"
+        line = inspect.getsourcelines(func)[1]
+    except (OSError, TypeError):
+        return getattr(func, "__module__", "?")
+    return f"{file}:{line}"
+
+
+def _args_model_of(func: Callable[..., Any], where: str) -> type[BaseModel] | None:
+    """Read the args model from the second parameter's annotation; enforce the signature."""
+    label = f"function {func.__name__!r} ({where})"
+    params = list(inspect.signature(func).parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) != len(positional) or not 1 <= len(positional) <= 2:
+        raise FunctionDefinitionError(
+            f"{label}: a handler takes (ctx: MessageContext, args: SomeArgsModel) or just (ctx); "
+            f"got ({', '.join(p.name for p in params)})"
+        )
+    if len(positional) == 1:
+        return None
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as exc:
+        raise FunctionDefinitionError(f"{label}: cannot resolve annotations: {exc}") from exc
+    annotation = hints.get(positional[1].name)
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        raise FunctionDefinitionError(
+            f"{label}: the second parameter must be annotated with a pydantic BaseModel subclass, "
+            f"got {annotation!r}"
+        )
+    return annotation
+
+
+def build_spec(
+    func: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    examples: list[str] | tuple[str, ...] = (),
+    scope: Scope = "both",
+    require_at: bool = False,
+    admin_only: bool = False,
+    timeout: float = 30.0,
+) -> FunctionSpec:
+    where = _source_of(func)
+    fname = name or func.__name__
+    if not NAME_PATTERN.match(fname):
+        raise FunctionDefinitionError(
+            f"function name {fname!r} ({where}) must match {NAME_PATTERN.pattern}: "
+            "providers reject other names"
+        )
+    if scope not in ("group", "private", "both"):
+        raise FunctionDefinitionError(f"function {fname!r} ({where}): scope must be "
+                                      f"'group', 'private' or 'both', got {scope!r}")
+    if timeout <= 0:
+        raise FunctionDefinitionError(f"function {fname!r} ({where}): timeout must be > 0")
+    desc = (description or inspect.getdoc(func) or "").strip()
+    if not desc:
+        raise FunctionDefinitionError(
+            f"function {fname!r} ({where}) needs a description (argument or docstring): "
+            "the model decides when to call it from that text"
+        )
+    args_model = _args_model_of(func, where)
+    if args_model is not None:
+        schema = args_model.model_json_schema()
+    else:
+        schema = {"type": "object", "properties": {}}
+    schema.pop("title", None)
+    return FunctionSpec(
+        name=fname, description=desc, parameters_schema=schema, handler=func,
+        args_model=args_model, examples=tuple(examples), scope=scope, require_at=require_at,
+        admin_only=admin_only, timeout=timeout, is_async=inspect.iscoroutinefunction(func),
+        source=where,
+    )
+
+
+def tool_function(
+    name: str | None = None,
+    description: str | None = None,
+    *,
+    examples: list[str] | tuple[str, ...] = (),
+    scope: Scope = "both",
+    require_at: bool = False,
+    admin_only: bool = False,
+    timeout: float = 30.0,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
+    model can call and users can run as `/name ...`. The handler is returned unchanged."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        spec = build_spec(func, name=name, description=description, examples=examples,
+                          scope=scope, require_at=require_at, admin_only=admin_only,
+                          timeout=timeout)
+        _active.get().add(spec)
+        setattr(func, SPEC_ATTR, spec)
+        return func
+
+    return decorate

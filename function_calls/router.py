@@ -1,0 +1,116 @@
+"""FunctionCallRouter: decides what happens to one message.
+
+1. A slash command runs its function directly (no model call).
+2. Otherwise the functions this context may see go to the tool loop.
+3. Whatever the loop did not answer falls back to plain chat.
+
+This is the one boundary where provider failures become a short user-facing sentence; the
+history already holds the user's message, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
+from function_calls.context import MessageContext
+from function_calls.executor import FunctionExecutor
+from function_calls.llm import FunctionCallLLM
+from function_calls.permissions import visible_functions
+from function_calls.registry import Registry
+from function_calls.services.chat import run_chat_fallback
+from providers.base import ChatModel
+from providers.errors import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+)
+from runtime.settings import Settings
+
+
+def user_message_for(exc: ProviderError) -> str:
+    if isinstance(exc, ProviderTimeout):
+        why = "the model took too long to answer"
+    elif isinstance(exc, ProviderRateLimited):
+        why = "the model is rate-limited right now"
+    elif isinstance(exc, ProviderAuthError):
+        why = "the model rejected the API key (check the bot's config)"
+    else:
+        why = "the model is not available right now"
+    return f"Sorry, {why}. Your message is saved; please try again in a moment."
+
+
+class FunctionCallRouter:
+    def __init__(self, registry: Registry, settings: Settings, model: ChatModel | None) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.model = model
+        self.executor = FunctionExecutor(registry,
+                                         default_timeout=settings.function_calls.call_timeout)
+        self.llm = (FunctionCallLLM(model, self.executor, settings.function_calls,
+                                    show_thinking=settings.bot.show_thinking)
+                    if model is not None else None)
+
+    def should_answer(self, ctx: MessageContext) -> bool:
+        """Group messages that do not address the bot are stored but not answered, unless
+        config says otherwise; slash commands count as addressing the bot."""
+        msg = ctx.message
+        if not msg.is_group:
+            return True
+        rule = self.settings.bot.respond_in_groups
+        if split_command(msg.text) is not None and rule != "never":
+            return True
+        if rule == "always":
+            return True
+        return rule == "at" and msg.is_at_bot
+
+    async def dispatch(self, ctx: MessageContext) -> bool:
+        """Handle one message; returns whether the bot answered it."""
+        if not self.should_answer(ctx):
+            return False
+        command = split_command(ctx.message.text)
+        if command is not None:
+            return await self._run_command(ctx, command.name, command.rest)
+        if self.llm is None:
+            await ctx.reply(self.settings.bot.no_model_reply)
+            return True
+        try:
+            visible = visible_functions(self.registry.all(), ctx)
+            if visible:
+                result = await self.llm.run(ctx, visible)
+                if result.text:
+                    await ctx.reply(result.text)
+                if result.handled:
+                    return True
+            return await run_chat_fallback(ctx)
+        except ProviderError as exc:
+            ctx.logger.error("model {} failed: {}: {}", self.model.name if self.model else "-",
+                             type(exc).__name__, exc)
+            await ctx.reply(user_message_for(exc))
+            return True
+
+    async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:
+        spec = self.registry.get(name)
+        if spec is None:
+            await ctx.reply(f"Unknown command /{name}. Send /help to see what you can use.")
+            return True
+        try:
+            args = parse_arguments(spec, rest)
+        except CommandSyntaxError as exc:
+            await ctx.reply(str(exc))
+            return True
+        ex = await self.executor.execute(ctx, name, args, source="command")
+        if ex.outcome == "invalid":
+            await ctx.reply(f"{ex.model_text.replace(' Fix them and call again.', '')}\n"
+                            f"{usage(spec)}")
+        elif ex.outcome == "refused":
+            await ctx.reply(ex.model_text.split(". Do not retry")[0].replace("Refused: ", "") + ".")
+        elif not ex.ok or ex.result is None:
+            await ctx.reply(f"/{name} failed. The error was logged.")
+        elif ex.result.messages:
+            for line in ex.result.messages:
+                await ctx.reply(line, at=ex.result.at)
+        elif ex.result.llm_content:
+            await ctx.reply(ex.result.llm_content)
+        else:
+            await ctx.reply(f"/{name}: done.")
+        return True

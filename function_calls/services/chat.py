@@ -1,0 +1,37 @@
+"""Plain chat: what the bot says when no function handled the message."""
+
+from __future__ import annotations
+
+from function_calls.context import MessageContext
+from function_calls.conversation import build_messages
+
+
+async def run_chat_fallback(ctx: MessageContext) -> bool:
+    """Answer from the chat model with the system prompt, the current time, the last N messages
+    of the chat and the current message (once). Returns whether anything was sent.
+
+    Provider errors propagate: the router turns them into one short user message.
+    """
+    model = ctx.model
+    if model is None:
+        await ctx.reply(ctx.config.bot.no_model_reply)
+        return True
+    messages = build_messages(ctx)
+    if ctx.on_stream is not None and model.capabilities.streaming:
+        text_parts: list[str] = []
+        final = None
+        async for event in model.stream(messages, None):
+            if event.type == "text":
+                text_parts.append(event.text)
+                await ctx.on_stream(event)
+            elif event.type == "done":
+                final = event.response
+        text = (final.content if final else "".join(text_parts)) or ""
+    else:
+        response = await model.complete(messages, None)
+        text = response.content or ""
+    text = text.strip()
+    if not text:
+        return False
+    await ctx.reply(text)
+    return True

@@ -1,0 +1,194 @@
+"""Bot: owns the registry, the model, the storage and the channels, and turns each incoming
+message into a MessageContext for the router.
+
+Per chat, messages are handled strictly in order (one lock per chat); different chats run
+concurrently. The incoming message is stored before anything else happens, so a crash or a
+provider outage never loses what a user said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from loguru import logger
+
+from function_calls.context import IncomingMessage, MessageContext, OutgoingMessage, StreamObserver
+from function_calls.init_handlers import register_builtins
+from function_calls.registry import Registry
+from function_calls.router import FunctionCallRouter
+from providers.base import ChatModel
+from runtime.settings import Settings
+from storage.db import Storage
+
+ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
+
+
+class OutboundChannel(Protocol):
+    platform: str
+
+    async def send(self, message: OutgoingMessage) -> None: ...
+
+
+def resolve_storage_url(url: str, base_dir: Path) -> str:
+    """Relative SQLite paths are relative to the config file's directory, not to wherever the
+    bot happened to be started from."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix):
+        path = url[len(prefix):]
+        if path and path != ":memory:" and not path.startswith(("/", "file:")):
+            return prefix + str((base_dir / path).resolve())
+    return url
+
+
+class _ChatLocks:
+    """One asyncio.Lock per chat, dropped when no one holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], list[Any]] = {}
+
+    async def __call__(self, key: tuple[str, str], work: Callable[[], Awaitable[Any]]) -> Any:
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                return await work()
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._locks.pop(key, None)
+
+
+class Bot:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: Registry | None = None,
+        model: ChatModel | None = None,
+        storage: Storage | None = None,
+        builtins: bool = True,
+        load_plugins: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry if registry is not None else Registry()
+        if builtins:
+            register_builtins(self.registry)
+        if load_plugins and settings.plugins.paths:
+            existing = [p for p in settings.plugins.paths
+                        if (settings.base_dir / p).exists() or p != "plugins"]
+            self.registry.load_plugins(existing, base_dir=settings.base_dir)
+        self.storage = storage or Storage(
+            resolve_storage_url(settings.storage.url, settings.base_dir))
+        self.storage.create_tables()
+        if model is None:
+            model = self._build_model()
+        self.model = model
+        self.router = FunctionCallRouter(self.registry, settings, model)
+        self.channels: dict[str, OutboundChannel] = {}
+        self.scheduler: Any = None
+        self.extras: dict[str, Any] = {}
+        self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
+        self._locks = _ChatLocks()
+
+    def _build_model(self) -> ChatModel | None:
+        name = self.settings.chat_model_name()
+        if name is None:
+            logger.warning("no model configured: only slash commands will work")
+            return None
+        if name not in self.settings.models:
+            from runtime.settings import ConfigError
+            raise ConfigError(f"bot.model: {name!r} is not a key of models "
+                              f"(have: {', '.join(self.settings.models) or 'none'})")
+        from providers.factory import build_model
+        return build_model(name, self.settings.models[name])
+
+    # -- channels and outgoing messages ----------------------------------------------------
+    def add_channel(self, channel: OutboundChannel) -> None:
+        self.channels[channel.platform] = channel
+
+    def subscribe(self) -> asyncio.Queue[OutgoingMessage]:
+        """A queue receiving every message the bot sends, to any chat (HTTP /v1/events)."""
+        queue: asyncio.Queue[OutgoingMessage] = asyncio.Queue(maxsize=1000)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[OutgoingMessage]) -> None:
+        self._subscribers.discard(queue)
+
+    def _publish(self, out: OutgoingMessage) -> None:
+        for queue in self._subscribers:
+            if queue.full():  # a stalled reader loses its oldest event, never blocks the bot
+                queue.get_nowait()
+            queue.put_nowait(out)
+
+    def _store_outgoing(self, out: OutgoingMessage) -> None:
+        self.storage.add_message(platform=out.platform, chat_id=out.chat_id, role="assistant",
+                                 sender_id="bot", sender_name=self.settings.bot.name,
+                                 text=out.text, is_group=out.is_group)
+
+    async def send(self, out: OutgoingMessage) -> None:
+        """Send a message the bot starts on its own (a reminder, a welcome)."""
+        self._store_outgoing(out)
+        self._publish(out)
+        channel = self.channels.get(out.platform)
+        if channel is not None:
+            await channel.send(out)
+        elif not self._subscribers:
+            logger.warning("no channel for platform {!r}: message to {} not delivered",
+                           out.platform, out.chat_id)
+
+    # -- incoming messages -----------------------------------------------------------------
+    def is_admin(self, msg: IncomingMessage) -> bool:
+        if msg.admin_override is not None:
+            return msg.admin_override
+        return msg.sender_id in self.settings.bot.admins
+
+    def context_for(self, msg: IncomingMessage, deliver: ReplySink, *,
+                    stored_id: int | None = None,
+                    on_stream: StreamObserver | None = None) -> MessageContext:
+        return MessageContext(
+            msg, is_admin=self.is_admin(msg), config=self.settings, storage=self.storage,
+            deliver=deliver, model=self.model, scheduler=self.scheduler, extras=self.extras,
+            stored_id=stored_id, registry=self.registry, on_stream=on_stream,
+        )
+
+    async def handle(self, msg: IncomingMessage, sink: ReplySink | None = None, *,
+                     on_stream: StreamObserver | None = None) -> list[OutgoingMessage]:
+        """Store, dispatch and answer one message; returns what the bot sent in reply."""
+        return await self._locks((msg.platform, msg.chat_id),
+                                 lambda: self._handle(msg, sink, on_stream))
+
+    async def _handle(self, msg: IncomingMessage, sink: ReplySink | None,
+                      on_stream: StreamObserver | None) -> list[OutgoingMessage]:
+        stored_id = self.storage.add_message(
+            platform=msg.platform, chat_id=msg.chat_id, role="user", sender_id=msg.sender_id,
+            sender_name=msg.sender_name, text=msg.text, is_group=msg.is_group,
+            message_id=msg.message_id, created_at=msg.time)
+
+        async def deliver(out: OutgoingMessage) -> None:
+            self._store_outgoing(out)
+            self._publish(out)
+            if sink is not None:
+                await sink(out)
+            else:
+                channel = self.channels.get(out.platform)
+                if channel is not None:
+                    await channel.send(out)
+
+        ctx = self.context_for(msg, deliver, stored_id=stored_id, on_stream=on_stream)
+        try:
+            await self.router.dispatch(ctx)
+        except Exception as exc:  # the one place an unexpected bug meets the user
+            ctx.logger.opt(exception=exc).error("unhandled error while handling message")
+            await ctx.reply("Sorry, something went wrong on my side. The error was logged.")
+        return ctx.sent
+
+    async def aclose(self) -> None:
+        if self.model is not None:
+            await self.model.aclose()
+        self.storage.close()

@@ -1,0 +1,160 @@
+"""The bot's database: SQLAlchemy 2.0, a SQLite file by default, any SQLAlchemy URL otherwise.
+
+Calls are synchronous and short. On SQLite in WAL mode a write is tens of microseconds, cheaper
+than a hop to a worker thread, so the event loop calls them directly; a deployment on a remote
+database with real latency should still be fine at chat rates (documented in README).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage.models import Base, MessageRow, ToolCallRow
+
+
+class StorageError(Exception):
+    """The database cannot be opened or written; the message says which URL and why."""
+
+
+@dataclass(slots=True, frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    sender_id: str
+    sender_name: str
+    text: str
+    created_at: datetime
+    is_group: bool
+
+
+def _prepare_sqlite_path(url: str) -> None:
+    """Create the directory of a relative or absolute SQLite file so `sqlite:///data/x.db` works
+    on a fresh checkout."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix):
+        path = url[len(prefix):]
+        if path and path != ":memory:" and not path.startswith("file:"):
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _utc(dt: datetime) -> datetime:
+    # SQLite drops tz info; every stored time is UTC.
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+class Storage:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            _prepare_sqlite_path(url)
+            self.engine: Engine = create_engine(url, future=True)
+        except Exception as exc:
+            raise StorageError(f"storage.url {url!r}: {exc}") from exc
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+
+    def create_tables(self) -> None:
+        try:
+            Base.metadata.create_all(self.engine)
+        except Exception as exc:
+            raise StorageError(f"cannot create tables at {self.safe_url}: {exc}") from exc
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password hidden, for logs and the health check."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def session(self) -> Session:
+        return self._session()
+
+    def check_writable(self) -> None:
+        """Write and roll back a row: proves the database accepts writes."""
+        with self.engine.connect() as conn:
+            trans = conn.begin()
+            conn.execute(MessageRow.__table__.insert().values(
+                platform="check", chat_id="check", is_group=False, role="user", sender_id="check",
+                sender_name="", text="", message_id="", created_at=datetime.now(UTC)))
+            trans.rollback()
+            conn.execute(text("SELECT 1"))
+
+    # -- history ---------------------------------------------------------------------------
+    def add_message(self, *, platform: str, chat_id: str, role: str, sender_id: str, text: str,
+                    sender_name: str = "", is_group: bool = False, message_id: str = "",
+                    created_at: datetime | None = None) -> int:
+        row = MessageRow(platform=platform, chat_id=chat_id, role=role, sender_id=sender_id,
+                         sender_name=sender_name, text=text, is_group=is_group,
+                         message_id=message_id, created_at=created_at or datetime.now(UTC))
+        with self._session.begin() as s:
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def recent_messages(self, platform: str, chat_id: str, limit: int,
+                        before_id: int | None = None) -> list[StoredMessage]:
+        """The last `limit` messages of a chat (before `before_id`), oldest first."""
+        if limit <= 0:
+            return []
+        q = select(MessageRow).where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
+        if before_id is not None:
+            q = q.where(MessageRow.id < before_id)
+        q = q.order_by(MessageRow.id.desc()).limit(limit)
+        with self._session() as s:
+            rows = s.scalars(q).all()
+        return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
+                              _utc(r.created_at), r.is_group) for r in reversed(rows)]
+
+    def messages_since(self, platform: str, chat_id: str, since: datetime,
+                       limit: int = 500) -> list[StoredMessage]:
+        q = (select(MessageRow)
+             .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id,
+                    MessageRow.created_at >= since)
+             .order_by(MessageRow.id.desc()).limit(limit))
+        with self._session() as s:
+            rows = s.scalars(q).all()
+        return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
+                              _utc(r.created_at), r.is_group) for r in reversed(rows)]
+
+    def count_messages(self, platform: str, chat_id: str) -> int:
+        with self._session() as s:
+            return s.scalar(select(func.count()).select_from(MessageRow).where(
+                MessageRow.platform == platform, MessageRow.chat_id == chat_id)) or 0
+
+    # -- audit -----------------------------------------------------------------------------
+    def add_tool_call(self, *, platform: str, chat_id: str, sender_id: str, message_id: str,
+                      function: str, arguments: Any, source: str, outcome: str,
+                      detail: str = "", duration_ms: float = 0.0) -> None:
+        args_text = arguments if isinstance(arguments, str) else json.dumps(
+            arguments, ensure_ascii=False, default=str)
+        row = ToolCallRow(platform=platform, chat_id=chat_id, sender_id=sender_id,
+                          message_id=message_id, function=function, arguments=args_text[:8000],
+                          source=source, outcome=outcome, detail=detail[:2000],
+                          duration_ms=duration_ms, created_at=datetime.now(UTC))
+        with self._session.begin() as s:
+            s.add(row)
+
+    def tool_calls(self, chat_id: str | None = None) -> list[ToolCallRow]:
+        q = select(ToolCallRow).order_by(ToolCallRow.id)
+        if chat_id is not None:
+            q = q.where(ToolCallRow.chat_id == chat_id)
+        with self._session() as s:
+            return list(s.scalars(q).all())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()

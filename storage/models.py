@@ -1,0 +1,53 @@
+"""Tables: chat history and the tool-call audit log. (Reminders keep their own table, owned by
+the reminder service, on the same database.)"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import DateTime, Float, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class MessageRow(Base):
+    """One chat message, incoming or sent by the bot, in arrival order per chat."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128))
+    is_group: Mapped[bool] = mapped_column(default=False)
+    role: Mapped[str] = mapped_column(String(16))  # "user" | "assistant"
+    sender_id: Mapped[str] = mapped_column(String(128))
+    sender_name: Mapped[str] = mapped_column(String(128), default="")
+    text: Mapped[str] = mapped_column(Text)
+    message_id: Mapped[str] = mapped_column(String(128), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_messages_chat", "platform", "chat_id", "id"),)
+
+
+class ToolCallRow(Base):
+    """An audit row per function call: who asked, where, what, and how it ended."""
+
+    __tablename__ = "tool_calls"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128))
+    sender_id: Mapped[str] = mapped_column(String(128))
+    message_id: Mapped[str] = mapped_column(String(128), default="")
+    function: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16))  # "llm" | "command" | "scheduler"
+    outcome: Mapped[str] = mapped_column(String(16))  # ok | invalid | refused | unknown | timeout | error
+    detail: Mapped[str] = mapped_column(Text, default="")
+    duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_tool_calls_chat", "platform", "chat_id", "id"),)
