@@ -55,6 +55,20 @@ class OutgoingMessage:
     reply_to: str | None = None  # message id being answered, if any
 
 
+@dataclass(slots=True)
+class SystemEvent:
+    """Something that happened in a chat that is not a message: a member joined, a friend
+    request arrived. Channels build these; services (welcome) subscribe with Bot.on_event."""
+
+    kind: str  # "member_joined" | "friend_request" | ...
+    platform: str
+    chat_id: str
+    user_id: str
+    user_name: str = ""
+    is_group: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 Deliver = Callable[[OutgoingMessage], Awaitable[None]]
 StreamObserver = Callable[["StreamEvent"], Awaitable[None]]
 

@@ -15,7 +15,13 @@ from typing import Any, Protocol
 
 from loguru import logger
 
-from function_calls.context import IncomingMessage, MessageContext, OutgoingMessage, StreamObserver
+from function_calls.context import (
+    IncomingMessage,
+    MessageContext,
+    OutgoingMessage,
+    StreamObserver,
+    SystemEvent,
+)
 from function_calls.init_handlers import register_builtins
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
@@ -24,6 +30,7 @@ from runtime.settings import Settings
 from storage.db import Storage
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
+EventHandler = Callable[["Bot", SystemEvent], Awaitable[list[OutgoingMessage] | None]]
 
 
 class OutboundChannel(Protocol):
@@ -94,6 +101,7 @@ class Bot:
         self.extras: dict[str, Any] = {}
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
         self._locks = _ChatLocks()
+        self._event_handlers: dict[str, list[EventHandler]] = {}
 
     def _build_model(self) -> ChatModel | None:
         name = self.settings.chat_model_name()
@@ -187,6 +195,23 @@ class Bot:
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
             await ctx.reply("Sorry, something went wrong on my side. The error was logged.")
         return ctx.sent
+
+    # -- system events ---------------------------------------------------------------------
+    def on_event(self, kind: str, handler: EventHandler) -> None:
+        """Subscribe a service to a system event kind ("member_joined", "friend_request")."""
+        self._event_handlers.setdefault(kind, []).append(handler)
+
+    async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
+        """Run the handlers of an event in the chat's order; returns what they sent."""
+        async def work() -> list[OutgoingMessage]:
+            sent: list[OutgoingMessage] = []
+            for handler in self._event_handlers.get(event.kind, []):
+                try:
+                    sent.extend(await handler(self, event) or [])
+                except Exception as exc:
+                    logger.opt(exception=exc).error("{} handler failed", event.kind)
+            return sent
+        return await self._locks((event.platform, event.chat_id), work)
 
     async def aclose(self) -> None:
         if self.model is not None:
