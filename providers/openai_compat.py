@@ -44,17 +44,19 @@ PROVIDER = "openai"
 # Hosts known to accept `stream_options: {"include_usage": true}`. Some older compatible servers
 # reject unknown request fields with a 400, so elsewhere we only send it when asked to
 # (`stream_usage=True`); usage then arrives only if the server sends it on its own.
-STREAM_USAGE_HOSTS = frozenset({
-    "api.openai.com",
-    "api.deepseek.com",
-    "dashscope.aliyuncs.com",
-    "dashscope-intl.aliyuncs.com",
-    "api.moonshot.cn",
-    "api.moonshot.ai",
-    "api.groq.com",
-    "openrouter.ai",
-    "generativelanguage.googleapis.com",
-})
+STREAM_USAGE_HOSTS = frozenset(
+    {
+        "api.openai.com",
+        "api.deepseek.com",
+        "dashscope.aliyuncs.com",
+        "dashscope-intl.aliyuncs.com",
+        "api.moonshot.cn",
+        "api.moonshot.ai",
+        "api.groq.com",
+        "openrouter.ai",
+        "generativelanguage.googleapis.com",
+    }
+)
 
 # ThinkingBlock.provider values this adapter produced, and so may replay as `reasoning_content`.
 _COMPAT_THINKING = frozenset({"openai", "deepseek"})
@@ -214,7 +216,10 @@ class OpenAICompatModel(ChatModel):
         body = self._body(messages, tools, stream=True)
         try:
             sdk_stream = await self._client.post(
-                "/chat/completions", body=body, cast_to=object, stream=True,
+                "/chat/completions",
+                body=body,
+                cast_to=object,
+                stream=True,
                 stream_cls=_STREAM_CLS,
             )
         except openai.OpenAIError as exc:
@@ -272,8 +277,9 @@ def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for i, m in enumerate(messages):
         role = m.role
         if role == "tool":
-            append({"role": "tool", "tool_call_id": m.tool_call_id or "",
-                    "content": m.content or ""})
+            append(
+                {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
+            )
         elif role == "assistant":
             wire: dict[str, Any] = {"role": "assistant"}
             if m.tool_calls:
@@ -394,8 +400,9 @@ class StreamAssembler:
         cur = self.calls[last]
         new_id = raw.get("id")
         new_name = (raw.get("function") or {}).get("name")
-        if (new_id and cur.id and new_id != cur.id) or (new_name and cur.name and not new_id
-                                                        and cur.parts):
+        if (new_id and cur.id and new_id != cur.id) or (
+            new_name and cur.name and not new_id and cur.parts
+        ):
             return last + 1
         return last
 
@@ -418,11 +425,15 @@ class StreamAssembler:
             call.started = True
             if not call.id or any(c.id == call.id for i, c in self.calls.items() if i != index):
                 call.id = new_call_id()
-            events.append(StreamEvent(type="tool_call_start", index=index,
-                                      tool_call=ToolCall(call.id, call.name, "")))
+            events.append(
+                StreamEvent(
+                    type="tool_call_start", index=index, tool_call=ToolCall(call.id, call.name, "")
+                )
+            )
             if call.parts:
-                events.append(StreamEvent(type="tool_call_delta", index=index,
-                                          text="".join(call.parts)))
+                events.append(
+                    StreamEvent(type="tool_call_delta", index=index, text="".join(call.parts))
+                )
         elif call.started and fragment:
             events.append(StreamEvent(type="tool_call_delta", index=index, text=fragment))
 
@@ -439,17 +450,16 @@ class StreamAssembler:
         for index in sorted(self.calls):
             call = self.calls[index]
             if call.started:
-                events.append(StreamEvent(type="tool_call_end", index=index,
-                                          tool_call=self._to_call(call)))
+                events.append(
+                    StreamEvent(type="tool_call_end", index=index, tool_call=self._to_call(call))
+                )
 
     def finish(self) -> list[StreamEvent]:
         """The closing events once the SDK stream is exhausted; raises if it was cut short."""
         if self.finish_reason is None:
             pending = [c.name or "?" for c in self.calls.values()]
             where = f" in the middle of tool call(s) {', '.join(pending)}" if pending else ""
-            raise StreamInterrupted(
-                f"stream ended before finish_reason{where}", provider=PROVIDER
-            )
+            raise StreamInterrupted(f"stream ended before finish_reason{where}", provider=PROVIDER)
         unnamed = [i for i, c in self.calls.items() if not c.started]
         if unnamed:
             raise StreamInterrupted(
@@ -458,7 +468,8 @@ class StreamAssembler:
             )
         thinking = (
             [ThinkingBlock(text="".join(self.reasoning), provider=self.thinking_provider)]
-            if self.reasoning else []
+            if self.reasoning
+            else []
         )
         response = LLMResponse(
             content="".join(self.text) if self.text else None,

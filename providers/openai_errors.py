@@ -93,7 +93,8 @@ def map_openai_error(exc: openai.OpenAIError, *, mid_stream: bool = False) -> Pr
     if isinstance(exc, openai.APIError):
         # An `error` object inside an SSE stream (the SDK raises a bare APIError for it).
         if mid_stream:
-            return StreamInterrupted(f"server error in stream: {_error_text(exc)}",
-                                     provider=PROVIDER)
+            return StreamInterrupted(
+                f"server error in stream: {_error_text(exc)}", provider=PROVIDER
+            )
         return ProviderError(_error_text(exc), provider=PROVIDER)
     return ProviderError(str(exc), provider=PROVIDER)

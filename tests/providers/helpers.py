@@ -27,8 +27,13 @@ def chat_interactions(cassette: str) -> list[Interaction]:
     return [i for i in load_cassette(cassette) if i.uri.endswith("/chat/completions")]
 
 
-def make_model(server: ReplayServer, model: str = "gpt-4o-mini", *,
-               stream_usage: bool | None = True, **cfg: Any) -> OpenAICompatModel:
+def make_model(
+    server: ReplayServer,
+    model: str = "gpt-4o-mini",
+    *,
+    stream_usage: bool | None = True,
+    **cfg: Any,
+) -> OpenAICompatModel:
     cfg.setdefault("api_key", "test-key")
     cfg.setdefault("max_retries", 0)
     config = ModelConfig(provider="openai", model=model, base_url=server.url + "/v1", **cfg)
@@ -37,14 +42,16 @@ def make_model(server: ReplayServer, model: str = "gpt-4o-mini", *,
 
 def tools_from_wire(body: dict[str, Any]) -> list[ToolDefinition]:
     return [
-        ToolDefinition(t["function"]["name"], t["function"].get("description", ""),
-                       t["function"]["parameters"])
+        ToolDefinition(
+            t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"]
+        )
         for t in body.get("tools") or []
     ]
 
 
-def messages_from_wire(wire: list[dict[str, Any]], idmap: dict[str, str] | None = None
-                       ) -> list[Message]:
+def messages_from_wire(
+    wire: list[dict[str, Any]], idmap: dict[str, str] | None = None
+) -> list[Message]:
     """Recorded request messages as ours (test-only inverse of to_wire_messages).
     `idmap` renames recorded call ids to the ids our adapter generated."""
     idmap = idmap or {}
@@ -52,15 +59,30 @@ def messages_from_wire(wire: list[dict[str, Any]], idmap: dict[str, str] | None 
     for w in wire:
         role = w["role"]
         if role == "tool":
-            out.append(Message(role="tool", content=w["content"],
-                               tool_call_id=idmap.get(w["tool_call_id"], w["tool_call_id"])))
+            out.append(
+                Message(
+                    role="tool",
+                    content=w["content"],
+                    tool_call_id=idmap.get(w["tool_call_id"], w["tool_call_id"]),
+                )
+            )
         elif role == "assistant":
-            calls = [ToolCall(idmap.get(c["id"], c["id"]), c["function"]["name"],
-                              c["function"]["arguments"]) for c in w.get("tool_calls") or []]
-            thinking = ([ThinkingBlock(text=w["reasoning_content"], provider="deepseek")]
-                        if w.get("reasoning_content") else [])
-            out.append(Message(role="assistant", content=w.get("content"), tool_calls=calls,
-                               thinking=thinking))
+            calls = [
+                ToolCall(
+                    idmap.get(c["id"], c["id"]), c["function"]["name"], c["function"]["arguments"]
+                )
+                for c in w.get("tool_calls") or []
+            ]
+            thinking = (
+                [ThinkingBlock(text=w["reasoning_content"], provider="deepseek")]
+                if w.get("reasoning_content")
+                else []
+            )
+            out.append(
+                Message(
+                    role="assistant", content=w.get("content"), tool_calls=calls, thinking=thinking
+                )
+            )
         else:
             out.append(Message(role=role, content=w["content"]))
     return out
@@ -77,17 +99,23 @@ def normalize(wire: list[dict[str, Any]], idmap: dict[str, str] | None = None) -
             m["tool_call_id"] = idmap.get(m["tool_call_id"], m["tool_call_id"])
         if "tool_calls" in m:
             m["tool_calls"] = [
-                {"id": idmap.get(c["id"], c["id"]), "type": "function",
-                 "function": {"name": c["function"]["name"],
-                              "arguments": c["function"]["arguments"]}}
+                {
+                    "id": idmap.get(c["id"], c["id"]),
+                    "type": "function",
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    },
+                }
                 for c in m["tool_calls"]
             ]
         out.append(m)
     return out
 
 
-async def run(model: ChatModel, messages: list[Message], tools: list[ToolDefinition] | None,
-              stream: bool) -> tuple[LLMResponse, list[StreamEvent]]:
+async def run(
+    model: ChatModel, messages: list[Message], tools: list[ToolDefinition] | None, stream: bool
+) -> tuple[LLMResponse, list[StreamEvent]]:
     """One request; for streams also the events, checking the single-final-`done` contract."""
     if not stream:
         return await model.complete(messages, tools), []
@@ -103,9 +131,14 @@ def sse(chunks: list[dict[str, Any] | str]) -> str:
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return {
+        "id": "chatcmpl-x",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
 
 
 def sse_response(body: str, status: int = 200) -> web.Response:

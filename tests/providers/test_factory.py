@@ -40,18 +40,22 @@ def fake_module(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: object) -> 
     monkeypatch.setitem(sys.modules, name, module)
 
 
-@pytest.mark.parametrize(("base_url", "expected"), [
-    (None, True),
-    ("https://api.openai.com/v1", True),
-    ("https://api.deepseek.com", "auto"),
-    ("http://127.0.0.1:11434/v1", "auto"),
-])
+@pytest.mark.parametrize(
+    ("base_url", "expected"),
+    [
+        (None, True),
+        ("https://api.openai.com/v1", True),
+        ("https://api.deepseek.com", "auto"),
+        ("http://127.0.0.1:11434/v1", "auto"),
+    ],
+)
 def test_default_native_tools_by_base_url(base_url: str | None, expected: object) -> None:
     assert default_native_tools(cfg(base_url=base_url)) == expected
 
 
 def test_explicit_native_tools_wins_and_env_base_url_counts(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert default_native_tools(cfg(native_tools=False)) is False
     assert default_native_tools(cfg(base_url="http://localhost/v1", native_tools=True)) is True
     monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:8000/v1")
@@ -89,19 +93,24 @@ def test_prompt_tools_and_auto_are_wrapped(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_wrappers_not_yet_available_leave_the_model_unwrapped(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "providers.text_tools.model", None)
     monkeypatch.setitem(sys.modules, "providers.text_tools.downgrade", None)
     assert isinstance(build_model("p", cfg(native_tools=False)), OpenAICompatModel)
     assert isinstance(build_model("a", cfg(native_tools="auto")), OpenAICompatModel)
 
 
-@pytest.mark.parametrize(("provider", "sdk", "extra"), [
-    ("anthropic", "anthropic", "anthropic"),
-    ("gemini", "google.genai", "gemini"),
-])
-def test_missing_sdk_names_the_install_command(monkeypatch: pytest.MonkeyPatch, provider: str,
-                                               sdk: str, extra: str) -> None:
+@pytest.mark.parametrize(
+    ("provider", "sdk", "extra"),
+    [
+        ("anthropic", "anthropic", "anthropic"),
+        ("gemini", "google.genai", "gemini"),
+    ],
+)
+def test_missing_sdk_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, provider: str, sdk: str, extra: str
+) -> None:
     monkeypatch.setitem(sys.modules, sdk, None)
     with pytest.raises(ProviderNotInstalled) as info:
         build_model("claude", cfg(provider=provider, model="m"))
@@ -111,12 +120,16 @@ def test_missing_sdk_names_the_install_command(monkeypatch: pytest.MonkeyPatch, 
     assert "'claude'" in message
 
 
-@pytest.mark.parametrize(("provider", "module", "cls"), [
-    ("anthropic", "providers.anthropic", "AnthropicModel"),
-    ("gemini", "providers.gemini", "GeminiModel"),
-])
-def test_other_providers_use_their_adapter(monkeypatch: pytest.MonkeyPatch, provider: str,
-                                           module: str, cls: str) -> None:
+@pytest.mark.parametrize(
+    ("provider", "module", "cls"),
+    [
+        ("anthropic", "providers.anthropic", "AnthropicModel"),
+        ("gemini", "providers.gemini", "GeminiModel"),
+    ],
+)
+def test_other_providers_use_their_adapter(
+    monkeypatch: pytest.MonkeyPatch, provider: str, module: str, cls: str
+) -> None:
     calls = []
 
     class Fake:

@@ -35,8 +35,9 @@ CASSETTES = {
 }
 
 
-async def replay(server: ReplayServer, cassette: str, stream: bool
-                 ) -> tuple[list[LLMResponse], list[list[StreamEvent]], list[dict[str, Any]]]:
+async def replay(
+    server: ReplayServer, cassette: str, stream: bool
+) -> tuple[list[LLMResponse], list[list[StreamEvent]], list[dict[str, Any]]]:
     """Hold the recorded conversation through our adapter, request by request.
 
     History for request k+1 = what we sent for request k + our parse of response k + whatever
@@ -58,10 +59,11 @@ async def replay(server: ReplayServer, cassette: str, stream: bool
             ours = responses[-1].as_message()
             recorded_turn = recorded["messages"][len(history)]
             assert recorded_turn["role"] == "assistant"
-            for rec_call, our_call in zip(recorded_turn.get("tool_calls") or [], ours.tool_calls,
-                                          strict=True):
+            for rec_call, our_call in zip(
+                recorded_turn.get("tool_calls") or [], ours.tool_calls, strict=True
+            ):
                 idmap[rec_call["id"]] = our_call.id
-            extra = recorded["messages"][len(history) + 1:]
+            extra = recorded["messages"][len(history) + 1 :]
             history = [*history, ours, *messages_from_wire(extra, idmap)]
         response, events = await run(model, history, tools_from_wire(recorded), stream)
         responses.append(response)
@@ -69,8 +71,10 @@ async def replay(server: ReplayServer, cassette: str, stream: bool
         sent = server.received[k].body
         assert normalize(sent["messages"]) == normalize(recorded["messages"], idmap)
         assert sent.get("tools", []) == [
-            {"type": "function", "function": {k2: t["function"][k2]
-                                              for k2 in ("name", "description", "parameters")}}
+            {
+                "type": "function",
+                "function": {k2: t["function"][k2] for k2 in ("name", "description", "parameters")},
+            }
             for t in recorded.get("tools", [])
         ]
         assert sent["model"] == recorded["model"]
@@ -92,23 +96,29 @@ async def test_conversation_replays_exactly(server: ReplayServer, cassette: str)
 
 
 async def test_tool_output_calls_and_usage(server: ReplayServer) -> None:
-    (first, second), _, bodies = await replay(server, "openai/test_openai_tool_output.yaml",
-                                              False)
+    (first, second), _, bodies = await replay(server, "openai/test_openai_tool_output.yaml", False)
     assert first.content is None and first.finish_reason == "tool_calls"
     [call] = first.tool_calls
-    assert (call.id, call.name, call.arguments) == ("call_iXFttys57ap0o16JSlC8yhYo",
-                                                    "get_user_country", "{}")
+    assert (call.id, call.name, call.arguments) == (
+        "call_iXFttys57ap0o16JSlC8yhYo",
+        "get_user_country",
+        "{}",
+    )
     assert (first.usage.input_tokens, first.usage.output_tokens) == (68, 12)
     assert first.model == "gpt-4o-2024-08-06"
-    assert bodies[1]["messages"][2] == {"role": "tool", "content": "Mexico",
-                                        "tool_call_id": "call_iXFttys57ap0o16JSlC8yhYo"}
+    assert bodies[1]["messages"][2] == {
+        "role": "tool",
+        "content": "Mexico",
+        "tool_call_id": "call_iXFttys57ap0o16JSlC8yhYo",
+    }
     [final] = second.tool_calls
     assert final.parsed_arguments() == {"city": "Mexico City", "country": "Mexico"}
 
 
 async def test_calls_without_ids_get_consistent_generated_ids(server: ReplayServer) -> None:
     (first, second), _, bodies = await replay(
-        server, "openai/test_compatible_api_with_tool_calls_without_id.yaml", False)
+        server, "openai/test_compatible_api_with_tool_calls_without_id.yaml", False
+    )
     [call] = first.tool_calls
     assert call.id.startswith("call_") and len(call.id) > 10  # the server sent id ""
     assert call.name == "get_current_time"
@@ -120,7 +130,8 @@ async def test_calls_without_ids_get_consistent_generated_ids(server: ReplayServ
 
 async def test_groq_short_ids_and_missing_content(server: ReplayServer) -> None:
     (first, second), _, bodies = await replay(
-        server, "openai/tool_choice_auto_groq_compatible.yaml", False)
+        server, "openai/tool_choice_auto_groq_compatible.yaml", False
+    )
     assert first.tool_calls[0].id == "48f5r72yf" and first.content is None
     assert bodies[1]["messages"][2]["tool_call_id"] == "48f5r72yf"
     assert (second.usage.input_tokens, second.usage.output_tokens) == (774, 15)
@@ -128,7 +139,8 @@ async def test_groq_short_ids_and_missing_content(server: ReplayServer) -> None:
 
 async def test_deepseek_reasoning_becomes_thinking_and_is_replayed(server: ReplayServer) -> None:
     responses, _, bodies = await replay(
-        server, "deepseek/test_deepseek_deferred_capability_with_thinking.yaml", False)
+        server, "deepseek/test_deepseek_deferred_capability_with_thinking.yaml", False
+    )
     first, second, third = responses
     [block] = first.thinking
     assert block.provider == "deepseek" and block.text.startswith("The user wants to play")
@@ -140,12 +152,16 @@ async def test_deepseek_reasoning_becomes_thinking_and_is_replayed(server: Repla
     # "" on the one that had none (the recorded client did the same).
     assistant_turns = [m for m in bodies[2]["messages"] if m["role"] == "assistant"]
     assert [m["reasoning_content"][:20] for m in assistant_turns] == [
-        "The user wants to pl", "", "Great, now I have ac"]
+        "The user wants to pl",
+        "",
+        "Great, now I have ac",
+    ]
 
 
 async def test_deepseek_thinking_without_tools(server: ReplayServer) -> None:
     [response], _, bodies = await replay(
-        server, "deepseek/test_deepseek_model_thinking_part.yaml", False)
+        server, "deepseek/test_deepseek_model_thinking_part.yaml", False
+    )
     assert response.thinking[0].text.startswith("Okay, the user is asking how to cross")
     assert response.content.startswith("Crossing the street safely")
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 789)
@@ -155,15 +171,15 @@ async def test_deepseek_thinking_without_tools(server: ReplayServer) -> None:
 async def test_earlier_turn_history_has_no_reasoning_content(server: ReplayServer) -> None:
     # test_multiple_agent_tool_calls starts with a finished earlier turn (a call, its result, an
     # answer) before the new user message: no reasoning field anywhere.
-    responses, _, bodies = await replay(server, "openai/test_multiple_agent_tool_calls.yaml",
-                                        False)
+    responses, _, bodies = await replay(server, "openai/test_multiple_agent_tool_calls.yaml", False)
     assert responses[0].tool_calls[0].parsed_arguments() == {"country": "England"}
     assert all("reasoning_content" not in m for b in bodies for m in b["messages"])
 
 
 async def test_stream_parallel_calls_by_index(server: ReplayServer) -> None:
     responses, events, _ = await replay(
-        server, "openai/test_complex_agent_run_stream_parallel.yaml", True)
+        server, "openai/test_complex_agent_run_stream_parallel.yaml", True
+    )
     first = responses[0]
     assert [(c.id, c.name, c.arguments) for c in first.tool_calls] == [
         ("call_q2UyBRP7eXNTzAoR8lEhjc9Z", "get_country", "{}"),
@@ -172,8 +188,14 @@ async def test_stream_parallel_calls_by_index(server: ReplayServer) -> None:
     assert first.finish_reason == "tool_calls"
     assert (first.usage.input_tokens, first.usage.output_tokens) == (364, 40)
     kinds = [(e.type, e.index) for e in events[0] if e.type.startswith("tool_call")]
-    assert kinds == [("tool_call_start", 0), ("tool_call_delta", 0), ("tool_call_start", 1),
-                     ("tool_call_delta", 1), ("tool_call_end", 0), ("tool_call_end", 1)]
+    assert kinds == [
+        ("tool_call_start", 0),
+        ("tool_call_delta", 0),
+        ("tool_call_start", 1),
+        ("tool_call_delta", 1),
+        ("tool_call_end", 0),
+        ("tool_call_end", 1),
+    ]
     ends = [e.tool_call for e in events[0] if e.type == "tool_call_end"]
     assert ends == first.tool_calls
     assert responses[1].tool_calls[0].parsed_arguments() == {"city": "Mexico City"}
@@ -184,7 +206,8 @@ async def test_stream_parallel_calls_by_index(server: ReplayServer) -> None:
 
 async def test_stream_text_after_tool_call(server: ReplayServer) -> None:
     responses, events, _ = await replay(
-        server, "openai/test_run_stream_sync_streams_real_model.yaml", True)
+        server, "openai/test_run_stream_sync_streams_real_model.yaml", True
+    )
     assert responses[0].tool_calls[0].parsed_arguments() == {"country": "UK"}
     text = [e.text for e in events[1] if e.type == "text"]
     assert len(text) > 3 and "".join(text) == responses[1].content
@@ -193,7 +216,8 @@ async def test_stream_text_after_tool_call(server: ReplayServer) -> None:
 
 async def test_deepseek_stream_thinking(server: ReplayServer) -> None:
     [response], [events], _ = await replay(
-        server, "deepseek/test_deepseek_model_thinking_stream.yaml", True)
+        server, "deepseek/test_deepseek_model_thinking_stream.yaml", True
+    )
     thinking = "".join(e.text for e in events if e.type == "thinking")
     assert thinking.startswith("Hmm, the user just") or thinking.startswith("Hmm")
     assert response.thinking[0].text == thinking

@@ -25,27 +25,47 @@ from tests.fakes.cassette import Interaction, ReplayServer, load_cassette, opena
 from tests.providers.helpers import chunk, make_model, run, sse, sse_response
 
 USER = [Message(role="user", content="weather in Paris?")]
-TOOLS = [ToolDefinition("get_weather", "Weather for a city.",
-                        {"type": "object", "properties": {"city": {"type": "string"}}})]
+TOOLS = [
+    ToolDefinition(
+        "get_weather",
+        "Weather for a city.",
+        {"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+]
 
 
 def ok(content: str = "fine") -> Interaction:
-    return Interaction(None, "/v1/chat/completions", 200,
-                       json_body=openai_chat_response(content=content))
+    return Interaction(
+        None, "/v1/chat/completions", 200, json_body=openai_chat_response(content=content)
+    )
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None):
     def handler(_req: object) -> web.Response:
-        return web.json_response({"error": {"message": message, "type": "invalid_request_error"}},
-                                 status=status, headers=headers)
+        return web.json_response(
+            {"error": {"message": message, "type": "invalid_request_error"}},
+            status=status,
+            headers=headers,
+        )
+
     return handler
 
 
 # -- streams cut short ------------------------------------------------------------------------
 
-CALL_START = chunk({"role": "assistant", "tool_calls": [
-    {"index": 0, "id": "call_a", "type": "function",
-     "function": {"name": "get_weather", "arguments": ""}}]})
+CALL_START = chunk(
+    {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": "call_a",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": ""},
+            }
+        ],
+    }
+)
 CALL_ARGS = chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Par'}}]})
 
 
@@ -84,16 +104,33 @@ async def test_stream_error_event_is_interrupted(server: ReplayServer) -> None:
 
 async def test_stream_without_ids_or_usage(server: ReplayServer) -> None:
     # Some compatible servers: no call ids, the whole call in one delta, no index, no usage.
-    body = sse([
-        chunk({"role": "assistant", "tool_calls": [
-            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city":"A"}'}}
-        ]}),
-        chunk({"tool_calls": [
-            {"type": "function", "function": {"name": "get_weather", "arguments": '{"city":"B"}'}}
-        ]}),
-        chunk({}, finish="tool_calls"),
-        "[DONE]",
-    ])
+    body = sse(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"A"}'},
+                        }
+                    ],
+                }
+            ),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city":"B"}'},
+                        }
+                    ]
+                }
+            ),
+            chunk({}, finish="tool_calls"),
+            "[DONE]",
+        ]
+    )
     server.queue = [lambda _r: sse_response(body), ok("done")]
     model = make_model(server, stream_usage=None)  # 127.0.0.1 is not a known host
     response, events = await run(model, USER, TOOLS, stream=True)
@@ -104,9 +141,12 @@ async def test_stream_without_ids_or_usage(server: ReplayServer) -> None:
     starts = [e.tool_call.id for e in events if e.type == "tool_call_start"]
     assert starts == [a.id, b.id] and response.usage is None
     # The generated ids go back unchanged with their results.
-    history = [*USER, response.as_message(),
-               Message(role="tool", tool_call_id=a.id, content="sun"),
-               Message(role="tool", tool_call_id=b.id, content="rain")]
+    history = [
+        *USER,
+        response.as_message(),
+        Message(role="tool", tool_call_id=a.id, content="sun"),
+        Message(role="tool", tool_call_id=b.id, content="rain"),
+    ]
     await model.complete(history, TOOLS)
     sent = server.received[1].body["messages"]
     assert [c["id"] for c in sent[1]["tool_calls"]] == [a.id, b.id]
@@ -114,16 +154,19 @@ async def test_stream_without_ids_or_usage(server: ReplayServer) -> None:
 
 
 async def test_duplicate_ids_in_one_response_are_made_unique(server: ReplayServer) -> None:
-    body = openai_chat_response(tool_calls=[
-        {"id": "call_0", "name": "get_weather", "arguments": {"city": "A"}},
-        {"id": "call_0", "name": "get_weather", "arguments": {"city": "B"}},
-    ])
+    body = openai_chat_response(
+        tool_calls=[
+            {"id": "call_0", "name": "get_weather", "arguments": {"city": "A"}},
+            {"id": "call_0", "name": "get_weather", "arguments": {"city": "B"}},
+        ]
+    )
     server.queue = [Interaction(None, "", 200, json_body=body)]
     response = await make_model(server).complete(USER, TOOLS)
     assert response.tool_calls[0].id == "call_0" and response.tool_calls[1].id != "call_0"
 
 
 # -- HTTP errors ------------------------------------------------------------------------------
+
 
 async def test_429_then_success_is_retried_by_the_sdk(server: ReplayServer) -> None:
     server.queue = [error(429, "Rate limit reached", {"retry-after-ms": "1"}), ok("after retry")]
@@ -157,10 +200,17 @@ async def test_recorded_web_search_400_is_a_plain_bad_request(server: ReplayServ
     assert "Web search options not supported" in str(info.value)
 
 
-@pytest.mark.parametrize(("status", "exc"), [
-    (500, ProviderUnavailable), (503, ProviderUnavailable), (401, ProviderAuthError),
-    (403, ProviderAuthError), (404, ProviderBadRequest), (422, ProviderBadRequest),
-])
+@pytest.mark.parametrize(
+    ("status", "exc"),
+    [
+        (500, ProviderUnavailable),
+        (503, ProviderUnavailable),
+        (401, ProviderAuthError),
+        (403, ProviderAuthError),
+        (404, ProviderBadRequest),
+        (422, ProviderBadRequest),
+    ],
+)
 async def test_status_mapping(server: ReplayServer, status: int, exc: type) -> None:
     server.queue = [error(status, "nope")]
     with pytest.raises(exc) as info:
@@ -170,9 +220,15 @@ async def test_status_mapping(server: ReplayServer, status: int, exc: type) -> N
 
 async def test_pydantic_extra_inputs_on_tools_is_tools_not_supported(server: ReplayServer) -> None:
     def handler(_r: object) -> web.Response:
-        detail = [{"type": "extra_forbidden", "loc": ["body", "tools"],
-                   "msg": "Extra inputs are not permitted"}]
+        detail = [
+            {
+                "type": "extra_forbidden",
+                "loc": ["body", "tools"],
+                "msg": "Extra inputs are not permitted",
+            }
+        ]
         return web.json_response({"detail": detail}, status=422)
+
     server.queue = [handler]
     with pytest.raises(ToolsNotSupported):
         await make_model(server).complete(USER, TOOLS)
@@ -201,35 +257,42 @@ async def test_connection_refused_is_unavailable() -> None:
         await model.complete(USER)
 
 
-@pytest.mark.parametrize("text", [
-    "registry.ollama.ai/library/gemma:2b does not support tools",
-    "deepseek-reasoner does not support Function Calling",
-    "Unsupported parameter: 'tools' is not supported with this model.",
-    "tool calling is not supported with this model",
-    "Tool use is not supported for this model",
-    "`tools` and `functions` are not supported by this endpoint",
-    "Unrecognized request argument supplied: tools",
-    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-    "tools param requires --jinja flag",
-    "No endpoints found that support tool use.",
-    'Extra inputs are not permitted {"loc": ["body", "tools"]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "registry.ollama.ai/library/gemma:2b does not support tools",
+        "deepseek-reasoner does not support Function Calling",
+        "Unsupported parameter: 'tools' is not supported with this model.",
+        "tool calling is not supported with this model",
+        "Tool use is not supported for this model",
+        "`tools` and `functions` are not supported by this endpoint",
+        "Unrecognized request argument supplied: tools",
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+        "tools param requires --jinja flag",
+        "No endpoints found that support tool use.",
+        'Extra inputs are not permitted {"loc": ["body", "tools"]}',
+    ],
+)
 def test_tools_not_supported_patterns(text: str) -> None:
     assert tools_not_supported(text)
 
 
-@pytest.mark.parametrize("text", [
-    "Web search options not supported with this model.",
-    "Invalid schema for function 'get_weather': 'foo' is not valid",
-    "The model `gpt-9` does not exist",
-    "Extra inputs are not permitted: temperature_x",
-    "This model's maximum context length is 8192 tokens",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Web search options not supported with this model.",
+        "Invalid schema for function 'get_weather': 'foo' is not valid",
+        "The model `gpt-9` does not exist",
+        "Extra inputs are not permitted: temperature_x",
+        "This model's maximum context length is 8192 tokens",
+    ],
+)
 def test_other_errors_do_not_match(text: str) -> None:
     assert not tools_not_supported(text)
 
 
 # -- request details --------------------------------------------------------------------------
+
 
 async def test_optional_parameters_only_when_set(server: ReplayServer) -> None:
     server.queue = [ok(), ok()]
@@ -251,9 +314,14 @@ async def test_reasoning_from_earlier_user_turns_is_not_sent(server: ReplayServe
         Message(role="tool", tool_call_id="c1", content="sun"),
         Message(role="assistant", content="Sunny.", thinking=think),
         Message(role="user", content="q2"),
-        Message(role="assistant", tool_calls=[ToolCall("c2", "get_weather", "{}")],
-                thinking=[ThinkingBlock(text="new", provider="deepseek"),
-                          ThinkingBlock(text="sig", signature="x", provider="anthropic")]),
+        Message(
+            role="assistant",
+            tool_calls=[ToolCall("c2", "get_weather", "{}")],
+            thinking=[
+                ThinkingBlock(text="new", provider="deepseek"),
+                ThinkingBlock(text="sig", signature="x", provider="anthropic"),
+            ],
+        ),
         Message(role="tool", tool_call_id="c2", content="rain"),
     ]
     server.queue = [ok()]
@@ -272,8 +340,10 @@ async def test_gemini_compat_extra_content_round_trips(server: ReplayServer) -> 
     response = await model.complete(USER, TOOLS)
     [call] = response.tool_calls
     assert call.provider_data == {"extra_content": extra}
-    await model.complete([*USER, response.as_message(),
-                          Message(role="tool", tool_call_id=call.id, content="x")], TOOLS)
+    await model.complete(
+        [*USER, response.as_message(), Message(role="tool", tool_call_id=call.id, content="x")],
+        TOOLS,
+    )
     sent_call = server.received[1].body["messages"][1]["tool_calls"][0]
     assert sent_call["extra_content"] == extra and sent_call["id"] == call.id
     assert json.dumps(server.received[1].body)  # plain JSON all the way
