@@ -1,0 +1,415 @@
+"""Anthropic Messages API adapter: our vocabulary to `anthropic` SDK requests and back.
+
+Everything Anthropic-specific lives here: `system` as a top-level field, tools as
+`{name, description, input_schema}`, calls as `tool_use` blocks, results as `tool_result` blocks in
+a user turn, thinking blocks that must be replayed verbatim with their signatures, and the raw
+streaming events (`content_block_start` / `_delta` / `_stop`, `message_delta`, `message_stop`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from providers.base import ChatModel
+from providers.config import ModelConfig
+from providers.errors import (
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderTimeout,
+    ProviderUnavailable,
+    StreamInterrupted,
+)
+from providers.schema import SchemaError, anthropic_input_schema
+from providers.types import (
+    LLMResponse,
+    Message,
+    StreamEvent,
+    ThinkingBlock,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "anthropic"
+# The Messages API has no default for max_tokens: it is a required field.
+DEFAULT_MAX_TOKENS = 4096
+# Anthropic's stop reasons in the OpenAI-shaped vocabulary the tool loop reads.
+# Text blocks separated by other blocks (a server tool, a call) are paragraphs, not one sentence.
+TEXT_BLOCK_SEPARATOR = "\n\n"
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
+           "max_tokens": "length", "refusal": "content_filter"}
+
+
+class AnthropicModel(ChatModel):
+    """A Claude model behind the Messages API (or any server speaking it, via `base_url`)."""
+
+    provider = PROVIDER
+
+    def __init__(self, name: str, cfg: ModelConfig) -> None:
+        super().__init__(name, cfg.model, cfg.capabilities())
+        self.cfg = cfg
+        self.client = anthropic.AsyncAnthropic(
+            api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+            base_url=cfg.base_url,
+            timeout=cfg.timeout,
+            max_retries=cfg.max_retries,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    # ------------------------------------------------------------------ requests
+
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None
+    ) -> dict[str, Any]:
+        """The keyword arguments of `messages.create`, minus `stream`."""
+        system, turns = to_anthropic_messages(messages)
+        thinking = self.cfg.thinking_config()
+        max_tokens = self.cfg.max_tokens or DEFAULT_MAX_TOKENS
+        request: dict[str, Any] = {"model": self.model, "messages": turns}
+        if system:
+            request["system"] = system
+        if tools:
+            try:
+                request["tools"] = [
+                    {"name": t.name, "description": t.description,
+                     "input_schema": anthropic_input_schema(t.parameters)}
+                    for t in tools
+                ]
+            except SchemaError as exc:
+                raise ProviderBadRequest(str(exc), provider=PROVIDER) from exc
+        if thinking.enabled:
+            request["thinking"] = {"type": "enabled", "budget_tokens": thinking.budget_tokens}
+            # The API refuses budget_tokens >= max_tokens: the budget is part of the output.
+            max_tokens = max(max_tokens, thinking.budget_tokens + DEFAULT_MAX_TOKENS)
+        elif self.cfg.temperature is not None:
+            # With thinking enabled the API only accepts the default temperature.
+            request["temperature"] = self.cfg.temperature
+        request["max_tokens"] = max_tokens
+        return request
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        request = self.build_request(messages, tools)
+        try:
+            message = await self.client.messages.create(**request, stream=False)
+        except anthropic.APIError as exc:
+            raise map_error(exc) from exc
+        return from_anthropic_message(message)
+
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        request = self.build_request(messages, tools)
+        assembler = _StreamAssembler()
+        try:
+            events = await self.client.messages.create(**request, stream=True)
+            async with events:
+                async for event in events:
+                    for out in assembler.feed(event):
+                        yield out
+        except anthropic.APIError as exc:
+            raise map_error(exc) from exc
+        except (OSError, ValueError) as exc:
+            raise StreamInterrupted(f"stream broke: {exc!r}", provider=PROVIDER) from exc
+        except Exception as exc:
+            # The SDK lets its HTTP library's transport errors (a connection reset mid-stream)
+            # through unwrapped; a half-read answer must surface as our retryable error.
+            if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "anyio"):
+                raise StreamInterrupted(f"stream broke: {exc!r}", provider=PROVIDER) from exc
+            raise
+        yield StreamEvent(type="done", response=assembler.finish())
+
+
+# ---------------------------------------------------------------------- our vocabulary -> wire
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """Split out the system prompt and convert the turns to content-block messages.
+
+    Consecutive turns of the same role are merged into one: the API wants user and assistant to
+    alternate, and all results of one round of tool calls in a single user turn, before any text.
+    """
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for msg in messages:
+        if msg.role == "system":
+            if msg.content:
+                system.append(msg.content)
+            continue
+        if msg.role == "assistant":
+            role, blocks = "assistant", _assistant_blocks(msg)
+        elif msg.role == "tool":
+            role, blocks = "user", [{
+                "type": "tool_result",
+                "tool_use_id": msg.tool_call_id,
+                "content": msg.content or "",
+                "is_error": msg.is_error,
+            }]
+        else:
+            role = "user"
+            # The API refuses empty text blocks.
+            blocks = [{"type": "text", "text": msg.content}] if msg.content else []
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            if role == "user" and blocks[0]["type"] == "tool_result":
+                # tool_result blocks must open the user turn that answers the tool_use turn.
+                results = [b for b in previous if b["type"] == "tool_result"]
+                others = [b for b in previous if b["type"] != "tool_result"]
+                turns[-1]["content"] = results + blocks + others
+            else:
+                previous.extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n\n".join(system), turns
+
+
+def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:
+    """Thinking first (verbatim, in original order), then text, then tool_use.
+
+    The API verifies each thinking block's signature and, during a tool loop, requires the
+    thinking that preceded the tool_use to come back unchanged
+    (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking#preserving-thinking-blocks).
+    Thinking from another provider carries no valid signature and is dropped.
+    """
+    blocks: list[dict[str, Any]] = []
+    for block in msg.thinking:
+        if block.provider != PROVIDER:
+            continue
+        if block.redacted:
+            blocks.append({"type": "redacted_thinking", "data": block.data or ""})
+        elif block.signature:
+            blocks.append({"type": "thinking", "thinking": block.text,
+                           "signature": block.signature})
+    if msg.content:
+        blocks.append({"type": "text", "text": msg.content})
+    for call in msg.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+                       "input": _input_of(call)})
+    return blocks
+
+
+def _input_of(call: ToolCall) -> dict[str, Any]:
+    """tool_use.input must be an object; a call whose text was not one was already answered with
+    a validation error, so an empty object keeps the transcript valid without inventing args."""
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {}
+
+
+# ---------------------------------------------------------------------- wire -> our vocabulary
+
+
+def from_anthropic_message(message: Any) -> LLMResponse:
+    """Convert a non-streamed `Message`."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    thinking: list[ThinkingBlock] = []
+    for block in message.content:
+        kind = block.type
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "tool_use":
+            calls.append(ToolCall(id=block.id, name=block.name,
+                                  arguments=json.dumps(block.input, ensure_ascii=False)))
+        elif kind == "thinking":
+            thinking.append(ThinkingBlock(text=block.thinking, signature=block.signature,
+                                          provider=PROVIDER))
+        elif kind == "redacted_thinking":
+            thinking.append(ThinkingBlock(redacted=True, data=block.data, provider=PROVIDER))
+        else:  # server tools (web search, tool search) run at Anthropic; nothing for us to do
+            log.debug("anthropic: ignoring %s block", kind)
+    for block in thinking:
+        log.debug("anthropic thinking (%s): %s", "redacted" if block.redacted else "text",
+                  block.text)
+    usage = message.usage
+    return LLMResponse(
+        content=TEXT_BLOCK_SEPARATOR.join(t for t in texts if t) or None,
+        tool_calls=calls,
+        thinking=thinking,
+        finish_reason=_FINISH.get(message.stop_reason or "", message.stop_reason),
+        usage=Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0),
+        model=message.model,
+    )
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    signature: str | None = None
+    data: str | None = None
+    call: ToolCall | None = None
+    call_index: int = 0
+    done: bool = False
+
+
+@dataclass
+class _StreamAssembler:
+    """Turns raw stream events into StreamEvents and the final LLMResponse.
+
+    A tool call is announced at `content_block_start` and only reported complete at its
+    `content_block_stop`; an answer without `message_stop` is StreamInterrupted, so a cut-off
+    stream can never leave a half-written call looking finished.
+    """
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    stop_reason: str | None = None
+    stopped: bool = False
+    calls: int = 0
+    text_seen: bool = False  # a text block with content came before: separate the next one
+
+    def feed(self, event: Any) -> list[StreamEvent]:
+        kind = event.type
+        if kind == "message_start":
+            self.model = event.message.model
+            self.usage.input_tokens = event.message.usage.input_tokens or 0
+            self.usage.output_tokens = event.message.usage.output_tokens or 0
+        elif kind == "content_block_start":
+            return self._start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif kind == "content_block_stop":
+            block = self.blocks.get(event.index)
+            if block is not None:
+                block.done = True
+                if block.call is not None:
+                    block.call.arguments = "".join(block.text) or "{}"
+                    return [StreamEvent(type="tool_call_end", index=block.call_index,
+                                        tool_call=block.call)]
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            if event.usage is not None:
+                self.usage.output_tokens = event.usage.output_tokens or self.usage.output_tokens
+                if getattr(event.usage, "input_tokens", None):
+                    self.usage.input_tokens = event.usage.input_tokens
+        elif kind == "message_stop":
+            self.stopped = True
+        return []
+
+    def _start(self, index: int, content: Any) -> list[StreamEvent]:
+        kind = content.type
+        block = _Block(kind)
+        self.blocks[index] = block
+        if kind == "text" and content.text:
+            return self._text(block, content.text)
+        if kind == "thinking" and content.thinking:
+            block.text.append(content.thinking)
+            block.signature = content.signature or None
+            return [StreamEvent(type="thinking", text=content.thinking)]
+        if kind == "redacted_thinking":
+            block.data = content.data
+        elif kind == "tool_use":
+            block.call = ToolCall(id=content.id, name=content.name, arguments="")
+            block.call_index = self.calls
+            self.calls += 1
+            return [StreamEvent(type="tool_call_start", index=block.call_index,
+                                tool_call=ToolCall(id=content.id, name=content.name,
+                                                   arguments=""))]
+        return []
+
+    def _text(self, block: _Block, text: str) -> list[StreamEvent]:
+        if not text:
+            return []
+        events = []
+        if not block.text and self.text_seen:
+            events.append(StreamEvent(type="text", text=TEXT_BLOCK_SEPARATOR))
+        block.text.append(text)
+        self.text_seen = True
+        events.append(StreamEvent(type="text", text=text))
+        return events
+
+    def _delta(self, index: int, delta: Any) -> list[StreamEvent]:
+        block = self.blocks.get(index)
+        if block is None:
+            return []
+        kind = delta.type
+        if kind == "text_delta" and block.kind == "text":
+            return self._text(block, delta.text)
+        if kind == "thinking_delta":
+            block.text.append(delta.thinking)
+            return [StreamEvent(type="thinking", text=delta.thinking)] if delta.thinking else []
+        if kind == "signature_delta":
+            block.signature = (block.signature or "") + delta.signature
+        elif kind == "input_json_delta" and block.call is not None:
+            block.text.append(delta.partial_json)
+            if delta.partial_json:
+                return [StreamEvent(type="tool_call_delta", index=block.call_index,
+                                    text=delta.partial_json)]
+        return []
+
+    def finish(self) -> LLMResponse:
+        open_calls = [b.call.name for b in self.blocks.values() if b.call and not b.done]
+        if open_calls:
+            raise StreamInterrupted(f"stream ended inside tool call(s) {open_calls}",
+                                    provider=PROVIDER)
+        if not self.stopped:
+            raise StreamInterrupted("stream ended before message_stop", provider=PROVIDER)
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        thinking: list[ThinkingBlock] = []
+        for _, block in sorted(self.blocks.items()):
+            if block.kind == "text" and block.text:
+                texts.append("".join(block.text))
+            elif block.kind == "thinking":
+                thinking.append(ThinkingBlock(text="".join(block.text), signature=block.signature,
+                                              provider=PROVIDER))
+            elif block.kind == "redacted_thinking":
+                thinking.append(ThinkingBlock(redacted=True, data=block.data, provider=PROVIDER))
+            elif block.call is not None:
+                calls.append(block.call)
+        return LLMResponse(
+            content=TEXT_BLOCK_SEPARATOR.join(t for t in texts if t) or None,
+            tool_calls=calls,
+            thinking=thinking,
+            finish_reason=_FINISH.get(self.stop_reason or "", self.stop_reason),
+            usage=self.usage,
+            model=self.model,
+        )
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def map_error(exc: anthropic.APIError) -> ProviderError:
+    """SDK exceptions in our vocabulary (the SDK has already retried what it retries)."""
+    message = str(exc)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderTimeout(message, provider=PROVIDER)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderUnavailable(message, provider=PROVIDER)
+    status = getattr(exc, "status_code", None)
+    if status is None or status < 400:
+        # An `error` event inside a 200 stream (overloaded_error mid-answer) arrives as a status
+        # error carrying the stream's 200; its body says what actually happened.
+        body = getattr(exc, "body", None)
+        kind = body.get("error", {}).get("type") if isinstance(body, dict) else None
+        if kind in ("overloaded_error", "api_error"):
+            return ProviderUnavailable(message, provider=PROVIDER)
+        if kind == "rate_limit_error":
+            return ProviderRateLimited(message, provider=PROVIDER)
+        return StreamInterrupted(message, provider=PROVIDER)
+    if isinstance(exc, anthropic.RateLimitError) or status == 429:
+        return ProviderRateLimited(message, status=status, provider=PROVIDER)
+    if status in (401, 403):
+        return ProviderAuthError(message, status=status, provider=PROVIDER)
+    if status >= 500:
+        return ProviderUnavailable(message, status=status, provider=PROVIDER)
+    return ProviderBadRequest(message, status=status, provider=PROVIDER)
