@@ -14,8 +14,12 @@ _secrets: set[str] = set()
 
 def secret_values(settings: Settings) -> set[str]:
     values = {m.api_key.get_secret_value() for m in settings.models.values() if m.api_key}
+    if settings.web_search.api_key:
+        values.add(settings.web_search.api_key.get_secret_value())
     if settings.channels.http.token:
         values.add(settings.channels.http.token)
+    if settings.channels.onebot.access_token:
+        values.add(settings.channels.onebot.access_token)
     return {v for v in values if v and len(v) >= 4}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from providers.config import ModelConfig
 
@@ -101,14 +101,99 @@ class HttpSettings(_Section):
         return v or None
 
 
+class OneBotSettings(_Section):
+    """OneBot v11 reverse WebSocket: the implementation (NapCat, LLOneBot, Lagrange) connects to
+    ws://host:port/onebot/v11/ws."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8081, ge=0, le=65535)
+    # When set, a connection must present it (Authorization: Bearer, or ?access_token=).
+    access_token: str | None = None
+    # Friend requests: accept them (set_friend_add_request) or leave them pending.
+    friend_requests: Literal["approve", "ignore"] = "ignore"
+    # Longer replies are split on line boundaries into parts of at most this many characters.
+    max_message_length: int = Field(default=3000, ge=50)
+    # Per chat: messages per second after a burst of `send_burst`; 0 disables the limit.
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+    # Seconds to wait for the answer to one action (send_group_msg, get_msg, ...).
+    action_timeout: float = Field(default=10.0, gt=0)
+    # Seconds a send waits for a bot account whose connection dropped to come back.
+    reconnect_wait: float = Field(default=10.0, ge=0)
+    # Messages kept for resending when a bot account reconnects, and for how many seconds.
+    resend_queue: int = Field(default=100, ge=0)
+    resend_max_age: float = Field(default=600.0, gt=0)
+    # Quote the user's message (a reply segment) in the bot's answer.
+    quote_replies: bool = False
+
+    @field_validator("access_token")
+    @classmethod
+    def _empty_token_is_none(cls, v: str | None) -> str | None:
+        return v or None
+
+
 class ChannelSettings(_Section):
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    onebot: OneBotSettings = Field(default_factory=OneBotSettings)
 
 
 class LoggingSettings(_Section):
     level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR"] = "INFO"
     file: str | None = None
+
+
+class ReminderSettings(_Section):
+    enabled: bool = True
+    # IANA zone for times users and the model write ("Europe/Berlin"); None: the machine's.
+    timezone: str | None = None
+    # Seconds after its due time that a reminder missed while the bot was down is still
+    # delivered (late, with a note); older ones are reported as missed instead.
+    grace_period: float = Field(default=3600.0, ge=0)
+    # Active reminders one user may have at a time.
+    max_per_user: int = Field(default=20, ge=1, le=10000)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"unknown time zone {v!r} (use an IANA name such as "
+                                 "'Europe/Berlin')") from None
+        return v or None
+
+
+class WebSearchSettings(_Section):
+    enabled: bool = True
+    # Without a key the web_search function is not offered to the model.
+    api_key: SecretStr | None = None
+    base_url: str = "https://api.perplexity.ai"
+    model: str = "sonar"
+    # Who may search: empty lists mean everyone; admins always may.
+    allowed_groups: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default_factory=list)
+    timeout: float = Field(default=60.0, gt=0)
+
+
+class SummarySettings(_Section):
+    enabled: bool = True
+    # Messages summarised when the user names no count or window, and the most ever read.
+    default_messages: int = Field(default=50, ge=1)
+    max_messages: int = Field(default=300, ge=1)
+    # Upper bound on the transcript sent to the model (characters); long messages are cut.
+    max_prompt_chars: int = Field(default=12000, ge=500)
+    max_message_chars: int = Field(default=400, ge=20)
+
+
+class WelcomeSettings(_Section):
+    enabled: bool = True
+    # Per group chat id; `{name}` is replaced by the new member's name.
+    messages: dict[str, str] = Field(default_factory=dict)
+    # For groups without their own message; null: say nothing there.
+    default: str | None = "Welcome, {name}! Send /help to see what I can do."
 
 
 class Settings(_Section):
@@ -119,6 +204,10 @@ class Settings(_Section):
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    reminders: ReminderSettings = Field(default_factory=ReminderSettings)
+    web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    summary: SummarySettings = Field(default_factory=SummarySettings)
+    welcome: WelcomeSettings = Field(default_factory=WelcomeSettings)
     # Directory relative paths (plugins, SQLite files) are resolved against.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
