@@ -136,7 +136,8 @@ def _source_of(func: Callable[..., Any]) -> str:
     return f"{file}:{line}"
 
 
-def _args_model_of(func: Callable[..., Any], where: str) -> type[BaseModel] | None:
+def _args_model_of(func: Callable[..., Any], where: str,
+                   localns: dict[str, Any] | None = None) -> type[BaseModel] | None:
     """Read the args model from the second parameter's annotation; enforce the signature."""
     label = f"function {func.__name__!r} ({where})"
     params = list(inspect.signature(func).parameters.values())
@@ -149,7 +150,7 @@ def _args_model_of(func: Callable[..., Any], where: str) -> type[BaseModel] | No
     if len(positional) == 1:
         return None
     try:
-        hints = typing.get_type_hints(func)
+        hints = typing.get_type_hints(func, localns=localns)
     except Exception as exc:
         raise FunctionDefinitionError(f"{label}: cannot resolve annotations: {exc}") from exc
     annotation = hints.get(positional[1].name)
@@ -171,9 +172,10 @@ def build_spec(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float = 30.0,
+    localns: dict[str, Any] | None = None,
 ) -> FunctionSpec:
     where = _source_of(func)
-    fname = name or func.__name__
+    fname = func.__name__ if name is None else name
     if not NAME_PATTERN.match(fname):
         raise FunctionDefinitionError(
             f"function name {fname!r} ({where}) must match {NAME_PATTERN.pattern}: "
@@ -190,7 +192,7 @@ def build_spec(
             f"function {fname!r} ({where}) needs a description (argument or docstring): "
             "the model decides when to call it from that text"
         )
-    args_model = _args_model_of(func, where)
+    args_model = _args_model_of(func, where, localns)
     if args_model is not None:
         schema = args_model.model_json_schema()
     else:
@@ -217,10 +219,14 @@ def tool_function(
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
     model can call and users can run as `/name ...`. The handler is returned unchanged."""
 
+    # With `from __future__ import annotations`, an args model defined inside a function (tests,
+    # factories) is only a string; resolve it in the namespace where the decorator was applied.
+    caller_locals = dict(sys._getframe(1).f_locals)
+
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         spec = build_spec(func, name=name, description=description, examples=examples,
                           scope=scope, require_at=require_at, admin_only=admin_only,
-                          timeout=timeout)
+                          timeout=timeout, localns=caller_locals)
         _active.get().add(spec)
         setattr(func, SPEC_ATTR, spec)
         return func

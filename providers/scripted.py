@@ -32,10 +32,10 @@ def say(text: str) -> LLMResponse:
     return LLMResponse(content=text, finish_reason="stop", usage=Usage(10, 5))
 
 
-def call(name: str, arguments: dict[str, Any] | str | None = None, *, text: str | None = None,
-         **kwargs: Any) -> LLMResponse:
-    """A step calling one function; `arguments` may be a raw (even malformed) JSON string."""
-    return calls((name, arguments if arguments is not None else kwargs), text=text)
+def call(name: str, arguments: dict[str, Any] | str | None = None, /, **kwargs: Any) -> LLMResponse:
+    """A step calling one function with `arguments` (a dict, or a raw and possibly malformed
+    JSON string) or keyword arguments."""
+    return calls((name, arguments if arguments is not None else kwargs))
 
 
 def calls(*items: tuple[str, dict[str, Any] | str], text: str | None = None) -> LLMResponse:

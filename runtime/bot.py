@@ -112,8 +112,13 @@ class Bot:
             from runtime.settings import ConfigError
             raise ConfigError(f"bot.model: {name!r} is not a key of models "
                               f"(have: {', '.join(self.settings.models) or 'none'})")
+        from providers.errors import ProviderError
         from providers.factory import build_model
-        return build_model(name, self.settings.models[name])
+        try:
+            return build_model(name, self.settings.models[name])
+        except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
+            from runtime.settings import ConfigError
+            raise ConfigError(f"models.{name}: {exc}") from None
 
     # -- channels and outgoing messages ----------------------------------------------------
     def add_channel(self, channel: OutboundChannel) -> None:
