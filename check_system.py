@@ -1,0 +1,278 @@
+"""Health check to run before going live: `python check_system.py [--config FILE] [--json]
+[--online]`.
+
+Prints a table of checks, each ✓ (ok), ! (warning) or ✗ (failure) with a reason, and exits 0
+only when the bot can really run. A missing model is a warning (the bot runs on slash commands);
+an invalid config, an unusable database, a plugin that fails to import or a schema a provider
+would reject is a failure. `--online` also makes one real request per configured model,
+including a tool-call round trip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+Status = Literal["ok", "warn", "fail"]
+MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
+CORE_MODULES = ("pydantic", "openai", "sqlalchemy", "apscheduler", "aiohttp", "loguru", "yaml",
+                "json_repair")
+OPTIONAL_SDKS = {"anthropic": "anthropic", "gemini": "google.genai"}
+
+
+@dataclass
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+class Report:
+    def __init__(self) -> None:
+        self.checks: list[Check] = []
+
+    def add(self, name: str, status: Status, detail: str) -> Check:
+        check = Check(name, status, detail)
+        self.checks.append(check)
+        return check
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def table(self) -> str:
+        width = max((len(c.name) for c in self.checks), default=10)
+        lines = [f"{MARK[c.status]} {c.name:<{width}}  {c.detail}" for c in self.checks]
+        fails = sum(c.status == "fail" for c in self.checks)
+        warns = sum(c.status == "warn" for c in self.checks)
+        verdict = "ready to run" if self.ok else "NOT ready: fix the ✗ lines"
+        lines.append(f"\n{len(self.checks)} checks, {fails} failed, {warns} warnings: {verdict}")
+        return "\n".join(lines)
+
+
+def check_imports(report: Report) -> bool:
+    missing = []
+    for name in CORE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        report.add("imports", "fail", f"missing {', '.join(missing)}: run pip install -e .")
+        return False
+    try:
+        for name in ("function_calls.router", "function_calls.llm", "providers.factory",
+                     "storage.db", "runtime.bot", "channels.console", "channels.http"):
+            importlib.import_module(name)
+    except Exception as exc:
+        report.add("imports", "fail", f"chatfn module failed to import: {exc}")
+        return False
+    sdks = []
+    for provider, module in OPTIONAL_SDKS.items():
+        try:
+            importlib.import_module(module)
+            sdks.append(f"{provider} ✓")
+        except ImportError:
+            sdks.append(f"{provider} not installed")
+    report.add("imports", "ok", f"core modules import; optional SDKs: {', '.join(sdks)}")
+    return True
+
+
+def load_config(report: Report, path: str | None) -> Any:
+    from runtime.settings import ConfigError, load_settings
+
+    try:
+        settings = load_settings(path)
+    except ConfigError as exc:
+        report.add("config", "fail", str(exc).replace("\n", " "))
+        return None
+    source = path or ("config.yaml" if Path("config.yaml").exists() else "built-in defaults")
+    report.add("config", "ok", f"{source} is valid")
+    return settings
+
+
+def check_storage(report: Report, settings: Any) -> Any:
+    from runtime.bot import resolve_storage_url
+    from storage.db import Storage
+
+    try:
+        storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
+        storage.create_tables()
+        storage.check_writable()
+    except Exception as exc:
+        report.add("database", "fail", f"{settings.storage.url}: {exc}")
+        return None
+    report.add("database", "ok", f"{storage.safe_url} reachable and writable")
+    return storage
+
+
+def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
+    from function_calls.init_handlers import register_builtins
+    from function_calls.registry import PluginLoadError, Registry
+    from providers.schema import check_schema_for
+
+    registry = Registry()
+    try:
+        register_builtins(registry)
+    except Exception as exc:
+        report.add("built-in functions", "fail", f"failed to register: {exc}")
+        return None
+    builtin_count = len(registry)
+    paths = [p for p in settings.plugins.paths
+             if (settings.base_dir / p).exists() or p != "plugins"]
+    try:
+        files = registry.load_plugins(paths, base_dir=settings.base_dir)
+    except PluginLoadError as exc:
+        report.add("plugins", "fail", str(exc))
+        return None
+    report.add("plugins", "ok", f"{len(files)} file(s) from {', '.join(paths) or 'no path'}; "
+               f"{builtin_count} built-in + {len(registry) - builtin_count} plugin function(s)")
+    providers = sorted({"openai", *(m.provider for m in settings.models.values())})
+    bad = []
+    for spec in registry.all():
+        for provider in providers:
+            for problem in check_schema_for(provider, spec.parameters_schema):
+                bad.append(f"{spec.name} ({provider}): {problem}")
+    if bad:
+        report.add("function schemas", "fail", "; ".join(bad))
+    else:
+        names = ", ".join(s.name for s in registry.all())
+        report.add("function schemas", "ok",
+                   f"{len(registry)} function(s) convert for {', '.join(providers)}: {names}")
+    return registry
+
+
+def check_builtins(report: Report, settings: Any) -> None:
+    """Each built-in's state (on, off, missing key), when the services expose it."""
+    try:
+        from function_calls.builtin_status import builtin_status
+    except ImportError:
+        return
+    for name, state, reason in builtin_status(settings):
+        status: Status = "ok" if state == "on" else "warn"
+        report.add(f"built-in {name}", status, f"{state}: {reason}" if reason else state)
+
+
+def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
+    from providers.errors import ProviderNotInstalled
+    from runtime.bot import Bot
+    from runtime.settings import ConfigError
+
+    try:
+        bot = Bot(settings, registry=registry, storage=storage, builtins=False,
+                  load_plugins=False)
+    except (ConfigError, ProviderNotInstalled) as exc:
+        report.add("router", "fail", str(exc))
+        return None
+    except Exception as exc:
+        report.add("router", "fail", f"{type(exc).__name__}: {exc}")
+        return None
+    if bot.model is None:
+        report.add("model", "warn", "no model configured: only slash commands work (set "
+                   "OPENAI_API_KEY or add models: to config.yaml)")
+    else:
+        cfg = settings.models[bot.model.name]
+        where = cfg.base_url or "the provider's endpoint"
+        tools = bot.model.capabilities.native_tools
+        mode = {True: "native tools", False: f"prompt tools ({cfg.prompt_format})",
+                "auto": "native tools, prompt fallback"}[tools]
+        report.add("model", "ok", f"{bot.model.name}: {cfg.provider} {cfg.model} at {where}, "
+                   f"{mode}")
+    report.add("router", "ok", f"FunctionCallRouter ready with {len(registry)} function(s)")
+    return bot
+
+
+async def check_online(report: Report, settings: Any) -> None:
+    """One real request per configured model, including one tool-call round trip."""
+    from providers.errors import ProviderError
+    from providers.factory import build_model
+    from providers.types import Message, ToolDefinition
+
+    tool = ToolDefinition("get_magic_number", "Returns the magic number. Always call it when "
+                          "asked for the magic number.",
+                          {"type": "object", "properties": {}})
+    for name, cfg in settings.models.items():
+        label = f"online {name}"
+        try:
+            model = build_model(name, cfg)
+        except Exception as exc:
+            report.add(label, "fail", str(exc))
+            continue
+        started = time.perf_counter()
+        try:
+            messages = [Message(role="user", content="What is the magic number? Use the tool.")]
+            first = await model.complete(messages, [tool])
+            if not first.tool_calls:
+                report.add(label, "warn", f"answered but did not call the tool "
+                           f"({(first.content or '')[:60]!r})")
+                continue
+            messages.append(first.as_message())
+            call = first.tool_calls[0]
+            messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
+                                    content="42"))
+            second = await model.complete(messages, [tool])
+            elapsed = (time.perf_counter() - started) * 1000
+            mode = "prompt mode (downgraded)" if getattr(model, "downgraded", False) else \
+                ("prompt mode" if model.capabilities.native_tools is False else "native")
+            ok = "42" in (second.content or "")
+            report.add(label, "ok" if ok else "warn",
+                       f"tool round trip in {elapsed:.0f} ms, {mode}; answer "
+                       f"{(second.content or '')[:60]!r}")
+        except ProviderError as exc:
+            report.add(label, "fail", f"{type(exc).__name__}: {exc}")
+        finally:
+            await model.aclose()
+
+
+def run_checks(config: str | None, online: bool) -> Report:
+    report = Report()
+    if not check_imports(report):
+        return report
+    settings = load_config(report, config)
+    if settings is None:
+        return report
+    storage = check_storage(report, settings)
+    registry = check_plugins_and_schemas(report, settings)
+    check_builtins(report, settings)
+    if storage is not None and registry is not None:
+        bot = check_bot(report, settings, registry, storage)
+        if bot is not None:
+            asyncio.run(bot.aclose())
+    if online:
+        if settings.models:
+            asyncio.run(check_online(report, settings))
+        else:
+            report.add("online", "warn", "no model configured: nothing to try online")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="check_system.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.add_argument("--online", action="store_true",
+                        help="also make one real request per configured model")
+    args = parser.parse_args(argv)
+    from loguru import logger
+
+    logger.remove()  # the table is the output; library warnings would only interleave with it
+    report = run_checks(args.config, args.online)
+    if args.json:
+        print(json.dumps({"ok": report.ok, "checks": [asdict(c) for c in report.checks]},
+                         ensure_ascii=False, indent=2))
+    else:
+        print(report.table())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
