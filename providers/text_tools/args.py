@@ -1,0 +1,208 @@
+"""Tolerant parsing of the values models write for tool arguments.
+
+Models without native tool calling write JSON by hand, and they get it wrong in a handful of
+recurring ways: raw newlines inside strings, Python literals (`True`, `None`, single quotes),
+unescaped inner quotes, trailing commas, comments, a missing closing brace. The repair order is
+fixed and documented in README.md, cheapest and most faithful first:
+
+1. strict `json.loads`;
+2. `json.loads(strict=False)` (raw control characters inside strings);
+3. `ast.literal_eval` (Python literals; never `eval`), converted to JSON-compatible values;
+4. unescape once, for text whose quotes were escaped one level too many (GLM raw-string output);
+5. `json_repair`, accepted only when it returns the container type the text started with, so a
+   sentence is never "repaired" into a string or a one-element list.
+
+Raw-text values (XML parameter dialects) are typed with the tool's JSON schema when we have it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import json_repair
+
+_MISSING = object()
+
+
+def _literal_to_json(value: Any) -> Any:
+    """Convert an `ast.literal_eval` result to JSON-compatible values, or raise ValueError.
+
+    Tuples become lists; bytes, sets, complex numbers and non-string keys are refused because
+    JSON has no faithful spelling for them.
+    """
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise ValueError("non-finite number")
+    if isinstance(value, list | tuple):
+        return [_literal_to_json(v) for v in value]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError("non-string key")
+            out[key] = _literal_to_json(item)
+        return out
+    raise ValueError(f"unsupported literal {type(value).__name__}")
+
+
+def parse_tolerant(text: str) -> Any:
+    """Parse `text` as a JSON value with the repair chain above; return _MISSING on failure."""
+    stripped = text.strip()
+    if not stripped:
+        return _MISSING
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    try:
+        return json.loads(stripped, strict=False)
+    except ValueError:
+        pass
+    try:
+        return _literal_to_json(ast.literal_eval(stripped))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    if '\\"' in stripped:
+        try:
+            unescaped = json.loads('"' + stripped.replace("\n", "\\n") + '"')
+            return json.loads(unescaped, strict=False)
+        except ValueError:
+            pass
+    if stripped[0] not in "{[":
+        return _MISSING
+    try:
+        repaired = json_repair.loads(stripped)
+    except Exception:  # noqa: BLE001 - third-party repair may raise anything; treat as failure
+        return _MISSING
+    expected_type = dict if stripped[0] == "{" else list
+    if not isinstance(repaired, expected_type):
+        return _MISSING
+    if expected_type is list and any(not isinstance(v, dict | list) for v in repaired):
+        # json_repair turns `{invalid json}` into ['invalid json}']: a guess, not a repair.
+        return _MISSING
+    return repaired
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING
+
+
+def complete_truncated_json(text: str) -> Any:
+    """Policy for a JSON body cut off at end of stream (see README, "Truncated calls").
+
+    Accept it only when what is missing is closing syntax: the text does not end inside a string
+    or after a key, and appending the missing `}`/`]` makes it valid JSON. A value cut mid-way
+    (inside a string, a half-written number or literal) is refused, because executing a call with
+    half an argument is worse than asking the model again.
+    """
+    stack: list[str] = []
+    in_str = False
+    esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack or stack.pop() != ch:
+                return _MISSING
+    if in_str:
+        return _MISSING
+    candidate = text.rstrip() + "".join(reversed(stack))
+    for strict in (True, False):
+        try:
+            return json.loads(candidate, strict=strict)
+        except ValueError:
+            continue
+    return _MISSING
+
+
+def _schema_type(schema: Mapping[str, Any] | None) -> str | None:
+    """The single JSON type a property schema names, looking through anyOf/oneOf with null."""
+    if not schema:
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        return kinds[0] if len(kinds) == 1 else None
+    if isinstance(kind, str):
+        return kind
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            kinds = [_schema_type(o) for o in options if isinstance(o, Mapping)]
+            kinds = [k for k in kinds if k and k != "null"]
+            if len(set(kinds)) == 1:
+                return kinds[0]
+    return None
+
+
+def coerce_raw(raw: str, schema: Mapping[str, Any] | None) -> Any:
+    """Type a raw-text parameter value (Qwen3-Coder, GLM, Cline-style XML) by its schema.
+
+    Without a schema a value stays a string unless it is a JSON object or array: the executor
+    validates types against the function's model anyway, and guessing that "007" is a number
+    would lose data.
+    """
+    kind = _schema_type(schema)
+    text = raw.strip()
+    if kind == "string":
+        return raw
+    if kind in ("integer", "number"):
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+            return number if math.isfinite(number) else raw
+        except ValueError:
+            return raw
+    if kind == "boolean":
+        lowered = text.lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        return raw
+    if kind == "null" and text.lower() in ("null", "none"):
+        return None
+    if kind in ("array", "object") or (kind is None and text[:1] in ("{", "[")):
+        value = parse_tolerant(text)
+        if not is_missing(value):
+            if kind == "array" and not isinstance(value, list):
+                return [value]
+            return value
+        if kind == "array":
+            return [raw]
+    return raw
+
+
+def property_schema(
+    schemas: Mapping[str, Mapping[str, Any]] | None, tool: str, param: str
+) -> Mapping[str, Any] | None:
+    """The JSON schema of one parameter of one tool, if known."""
+    if not schemas:
+        return None
+    schema = schemas.get(tool)
+    if not isinstance(schema, Mapping):
+        return None
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return None
+    prop = props.get(param)
+    return prop if isinstance(prop, Mapping) else None
