@@ -1,4 +1,4 @@
-"""Start the bot: `python bot.py [--config FILE] [--channel console|http] [--host H --port P]`.
+"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot]...`.
 
 With no config file it runs on embedded defaults: the console channel, a SQLite file under
 data/, and no model (slash commands only) unless OPENAI_API_KEY / OPENAI_BASE_URL / CHATFN_MODEL
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loguru import logger
 
-CHANNELS = ("console", "http")
+CHANNELS = ("console", "http", "onebot")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,6 +47,9 @@ async def run(args: argparse.Namespace) -> int:
         elif name == "http":
             from channels.http import HttpChannel
             channels.append(HttpChannel(bot, host=args.host, port=args.port))
+        elif name == "onebot":
+            from channels.onebot import OneBotChannel
+            channels.append(OneBotChannel(bot))
     logger.info("chatfn started: model={}, functions={}, channels={}",
                 bot.model.name if bot.model else "none", len(bot.registry), ",".join(names))
     loop = asyncio.get_running_loop()
