@@ -15,6 +15,7 @@ from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
     ProviderRateLimited,
+    ProviderTimeout,
     ProviderUnavailable,
     StreamInterrupted,
 )
@@ -363,3 +364,9 @@ def test_request_shape_without_a_server() -> None:
     assert len(request["messages"]) == 3
 
 
+
+
+async def test_timeout(server: RawReplayServer) -> None:
+    server.latency = 1.0
+    with pytest.raises(ProviderTimeout):
+        await make_model(server, timeout=0.2, max_retries=0).complete([user("hi")])

@@ -16,6 +16,7 @@ from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
     ProviderRateLimited,
+    ProviderTimeout,
     ProviderUnavailable,
     StreamInterrupted,
 )
@@ -375,3 +376,10 @@ def test_contents_conversion() -> None:
     responses = [p.function_response for p in contents[2].parts]
     assert [(r.id, r.name, r.response) for r in responses] == [
         ("a", "f", {"result": "1"}), ("b", "g", {"error": "bad JSON"})]  # name found by id
+
+
+async def test_timeout(server: RawReplayServer) -> None:
+    server.latency = 1.0
+    with pytest.raises(ProviderTimeout):
+        await make_model(server, "gemini-test", timeout=0.2, max_retries=0).complete(
+            [Message(role="user", content="hi")])
