@@ -46,8 +46,13 @@ DEFAULT_MAX_TOKENS = 4096
 # Anthropic's stop reasons in the OpenAI-shaped vocabulary the tool loop reads.
 # Text blocks separated by other blocks (a server tool, a call) are paragraphs, not one sentence.
 TEXT_BLOCK_SEPARATOR = "\n\n"
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
-           "max_tokens": "length", "refusal": "content_filter"}
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
 
 
 class AnthropicModel(ChatModel):
@@ -83,8 +88,11 @@ class AnthropicModel(ChatModel):
         if tools:
             try:
                 request["tools"] = [
-                    {"name": t.name, "description": t.description,
-                     "input_schema": anthropic_input_schema(t.parameters)}
+                    {
+                        "name": t.name,
+                        "description": t.description,
+                        "input_schema": anthropic_input_schema(t.parameters),
+                    }
                     for t in tools
                 ]
             except SchemaError as exc:
@@ -152,12 +160,17 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
         if msg.role == "assistant":
             role, blocks = "assistant", _assistant_blocks(msg)
         elif msg.role == "tool":
-            role, blocks = "user", [{
-                "type": "tool_result",
-                "tool_use_id": msg.tool_call_id,
-                "content": msg.content or "",
-                "is_error": msg.is_error,
-            }]
+            role, blocks = (
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": msg.tool_call_id,
+                        "content": msg.content or "",
+                        "is_error": msg.is_error,
+                    }
+                ],
+            )
         else:
             role = "user"
             # The API refuses empty text blocks.
@@ -193,13 +206,15 @@ def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:
         if block.redacted:
             blocks.append({"type": "redacted_thinking", "data": block.data or ""})
         elif block.signature:
-            blocks.append({"type": "thinking", "thinking": block.text,
-                           "signature": block.signature})
+            blocks.append(
+                {"type": "thinking", "thinking": block.text, "signature": block.signature}
+            )
     if msg.content:
         blocks.append({"type": "text", "text": msg.content})
     for call in msg.tool_calls:
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
-                       "input": _input_of(call)})
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input_of(call)}
+        )
     return blocks
 
 
@@ -225,18 +240,25 @@ def from_anthropic_message(message: Any) -> LLMResponse:
         if kind == "text":
             texts.append(block.text)
         elif kind == "tool_use":
-            calls.append(ToolCall(id=block.id, name=block.name,
-                                  arguments=json.dumps(block.input, ensure_ascii=False)))
+            calls.append(
+                ToolCall(
+                    id=block.id,
+                    name=block.name,
+                    arguments=json.dumps(block.input, ensure_ascii=False),
+                )
+            )
         elif kind == "thinking":
-            thinking.append(ThinkingBlock(text=block.thinking, signature=block.signature,
-                                          provider=PROVIDER))
+            thinking.append(
+                ThinkingBlock(text=block.thinking, signature=block.signature, provider=PROVIDER)
+            )
         elif kind == "redacted_thinking":
             thinking.append(ThinkingBlock(redacted=True, data=block.data, provider=PROVIDER))
         else:  # server tools (web search, tool search) run at Anthropic; nothing for us to do
             log.debug("anthropic: ignoring %s block", kind)
     for block in thinking:
-        log.debug("anthropic thinking (%s): %s", "redacted" if block.redacted else "text",
-                  block.text)
+        log.debug(
+            "anthropic thinking (%s): %s", "redacted" if block.redacted else "text", block.text
+        )
     usage = message.usage
     return LLMResponse(
         content=TEXT_BLOCK_SEPARATOR.join(t for t in texts if t) or None,
@@ -292,8 +314,11 @@ class _StreamAssembler:
                 block.done = True
                 if block.call is not None:
                     block.call.arguments = "".join(block.text) or "{}"
-                    return [StreamEvent(type="tool_call_end", index=block.call_index,
-                                        tool_call=block.call)]
+                    return [
+                        StreamEvent(
+                            type="tool_call_end", index=block.call_index, tool_call=block.call
+                        )
+                    ]
         elif kind == "message_delta":
             self.stop_reason = event.delta.stop_reason or self.stop_reason
             if event.usage is not None:
@@ -320,9 +345,13 @@ class _StreamAssembler:
             block.call = ToolCall(id=content.id, name=content.name, arguments="")
             block.call_index = self.calls
             self.calls += 1
-            return [StreamEvent(type="tool_call_start", index=block.call_index,
-                                tool_call=ToolCall(id=content.id, name=content.name,
-                                                   arguments=""))]
+            return [
+                StreamEvent(
+                    type="tool_call_start",
+                    index=block.call_index,
+                    tool_call=ToolCall(id=content.id, name=content.name, arguments=""),
+                )
+            ]
         return []
 
     def _text(self, block: _Block, text: str) -> list[StreamEvent]:
@@ -351,15 +380,19 @@ class _StreamAssembler:
         elif kind == "input_json_delta" and block.call is not None:
             block.text.append(delta.partial_json)
             if delta.partial_json:
-                return [StreamEvent(type="tool_call_delta", index=block.call_index,
-                                    text=delta.partial_json)]
+                return [
+                    StreamEvent(
+                        type="tool_call_delta", index=block.call_index, text=delta.partial_json
+                    )
+                ]
         return []
 
     def finish(self) -> LLMResponse:
         open_calls = [b.call.name for b in self.blocks.values() if b.call and not b.done]
         if open_calls:
-            raise StreamInterrupted(f"stream ended inside tool call(s) {open_calls}",
-                                    provider=PROVIDER)
+            raise StreamInterrupted(
+                f"stream ended inside tool call(s) {open_calls}", provider=PROVIDER
+            )
         if not self.stopped:
             raise StreamInterrupted("stream ended before message_stop", provider=PROVIDER)
         texts: list[str] = []
@@ -369,8 +402,11 @@ class _StreamAssembler:
             if block.kind == "text" and block.text:
                 texts.append("".join(block.text))
             elif block.kind == "thinking":
-                thinking.append(ThinkingBlock(text="".join(block.text), signature=block.signature,
-                                              provider=PROVIDER))
+                thinking.append(
+                    ThinkingBlock(
+                        text="".join(block.text), signature=block.signature, provider=PROVIDER
+                    )
+                )
             elif block.kind == "redacted_thinking":
                 thinking.append(ThinkingBlock(redacted=True, data=block.data, provider=PROVIDER))
             elif block.call is not None:

@@ -67,8 +67,11 @@ class GeminiModel(ChatModel):
             timeout=int(cfg.timeout * 1000),  # the SDK counts milliseconds
             # Without retry_options the SDK never retries; attempts include the first call.
             retry_options=types.HttpRetryOptions(
-                attempts=cfg.max_retries + 1, initial_delay=self.retry_initial_delay,
-                jitter=self.retry_jitter, max_delay=30.0),
+                attempts=cfg.max_retries + 1,
+                initial_delay=self.retry_initial_delay,
+                jitter=self.retry_jitter,
+                max_delay=30.0,
+            ),
         )
         try:
             self.client = genai.Client(
@@ -97,8 +100,11 @@ class GeminiModel(ChatModel):
         if tools:
             try:
                 declarations = [
-                    types.FunctionDeclaration(name=t.name, description=t.description,
-                                              parameters=gemini_parameters(t.parameters))
+                    types.FunctionDeclaration(
+                        name=t.name,
+                        description=t.description,
+                        parameters=gemini_parameters(t.parameters),
+                    )
                     for t in tools
                 ]
             except SchemaError as exc:
@@ -107,7 +113,8 @@ class GeminiModel(ChatModel):
         thinking = self.cfg.thinking_config()
         if thinking.enabled:
             config.thinking_config = types.ThinkingConfig(
-                include_thoughts=True, thinking_budget=thinking.budget_tokens)
+                include_thoughts=True, thinking_budget=thinking.budget_tokens
+            )
         return contents, config
 
     async def complete(
@@ -116,7 +123,8 @@ class GeminiModel(ChatModel):
         contents, config = self.build_config(messages, tools)
         try:
             response = await self.client.aio.models.generate_content(
-                model=self.model, contents=contents, config=config)
+                model=self.model, contents=contents, config=config
+            )
         except genai_errors.APIError as exc:
             raise map_error(exc) from exc
         except TimeoutError as exc:
@@ -134,7 +142,8 @@ class GeminiModel(ChatModel):
         assembler = _Assembler()
         try:
             chunks = await self.client.aio.models.generate_content_stream(
-                model=self.model, contents=contents, config=config)
+                model=self.model, contents=contents, config=config
+            )
             async for chunk in chunks:
                 for event in assembler.feed(chunk):
                     yield event
@@ -146,7 +155,11 @@ class GeminiModel(ChatModel):
             # The SDK lets transport errors of its HTTP library (aiohttp's payload errors, a
             # connection reset mid-stream) through unwrapped: a half-read answer is retryable.
             if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
-                    "aiohttp", "httpx", "httpx2", "httpcore"):
+                "aiohttp",
+                "httpx",
+                "httpx2",
+                "httpcore",
+            ):
                 raise StreamInterrupted(f"stream broke: {exc!r}", provider=PROVIDER) from exc
             raise
         yield StreamEvent(type="done", response=assembler.finish(streamed=True))
@@ -174,11 +187,18 @@ def to_gemini_contents(messages: Sequence[Message]) -> tuple[str, list[types.Con
             names.update({c.id: c.name for c in msg.tool_calls})
         elif msg.role == "tool":
             key = "error" if msg.is_error else "result"
-            role, parts = "user", [types.Part(function_response=types.FunctionResponse(
-                id=msg.tool_call_id,
-                name=msg.name or names.get(msg.tool_call_id or "", ""),
-                response={key: msg.content or ""},
-            ))]
+            role, parts = (
+                "user",
+                [
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            id=msg.tool_call_id,
+                            name=msg.name or names.get(msg.tool_call_id or "", ""),
+                            response={key: msg.content or ""},
+                        )
+                    )
+                ],
+            )
         else:
             # An empty user turn stays: with only a system instruction, Gemini still needs a
             # user turn to answer (it refuses empty `contents`), and accepts an empty text part.
@@ -205,8 +225,11 @@ def _model_parts(msg: Message) -> list[types.Part]:
         if block.provider != PROVIDER:
             continue
         if block.text:
-            parts.append(types.Part(text=block.text, thought=True,
-                                    thought_signature=_decode(block.signature)))
+            parts.append(
+                types.Part(
+                    text=block.text, thought=True, thought_signature=_decode(block.signature)
+                )
+            )
         elif block.signature:  # a signature that came on a plain text part
             text_signature = _decode(block.signature)
     if msg.content:
@@ -217,10 +240,12 @@ def _model_parts(msg: Message) -> list[types.Part]:
         except ValueError:
             args = {}  # already answered with a validation error; keep the turn well-formed
         signature = (call.provider_data or {}).get(SIGNATURE)
-        parts.append(types.Part(
-            function_call=types.FunctionCall(id=call.id, name=call.name, args=args),
-            thought_signature=_decode(signature),
-        ))
+        parts.append(
+            types.Part(
+                function_call=types.FunctionCall(id=call.id, name=call.name, args=args),
+                thought_signature=_decode(signature),
+            )
+        )
     return parts
 
 
@@ -288,15 +313,18 @@ class _Assembler:
             )
             index = len(self.calls)
             self.calls.append(call)
-            return [StreamEvent(type="tool_call_start", index=index, tool_call=call),
-                    StreamEvent(type="tool_call_end", index=index, tool_call=call)]
+            return [
+                StreamEvent(type="tool_call_start", index=index, tool_call=call),
+                StreamEvent(type="tool_call_end", index=index, tool_call=call),
+            ]
         if part.thought and part.text is not None:
             if self.thinking and not self.thinking[-1].signature:
                 self.thinking[-1].text += part.text  # streamed thought continues
                 self.thinking[-1].signature = signature
             else:
-                self.thinking.append(ThinkingBlock(text=part.text, signature=signature,
-                                                   provider=PROVIDER))
+                self.thinking.append(
+                    ThinkingBlock(text=part.text, signature=signature, provider=PROVIDER)
+                )
             log.debug("gemini thinking: %s", part.text)
             return [StreamEvent(type="thinking", text=part.text)] if part.text else []
         if signature:

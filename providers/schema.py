@@ -38,7 +38,7 @@ def _resolve_ref(ref: str, defs: dict[str, JsonSchema], provider: str, path: str
     """Pydantic only emits local references (`#/$defs/Name`); anything else we cannot inline."""
     for prefix in ("#/$defs/", "#/definitions/"):
         if ref.startswith(prefix):
-            name = ref[len(prefix):]
+            name = ref[len(prefix) :]
             if name in defs:
                 return defs[name]
     raise SchemaError(f"unresolvable $ref {ref!r}", provider=provider, path=path)
@@ -54,8 +54,10 @@ def _ensure_object_root(schema: JsonSchema, provider: str) -> JsonSchema:
         raise SchemaError("schema must be a JSON object", provider=provider)
     root = copy.deepcopy(schema)
     if "$ref" in root and len(root) <= 2:  # a root that only points at its own definition
-        root = {**copy.deepcopy(_resolve_ref(root["$ref"], _defs_of(schema), provider, "$")),
-                **{k: v for k, v in root.items() if k not in ("$ref",)}}
+        root = {
+            **copy.deepcopy(_resolve_ref(root["$ref"], _defs_of(schema), provider, "$")),
+            **{k: v for k, v in root.items() if k not in ("$ref",)},
+        }
     kind = root.get("type")
     if kind is None and "properties" in root:
         root["type"] = kind = "object"
@@ -74,16 +76,44 @@ def _is_null(s: Any) -> bool:
 # Keywords OpenAI strict mode refuses ("Supported schemas" in
 # https://platform.openai.com/docs/guides/structured-outputs): a schema using them is sent
 # non-strict rather than silently weakened.
-_OPENAI_STRICT_UNSUPPORTED = frozenset({
-    "minLength", "maxLength", "patternProperties", "unevaluatedProperties", "propertyNames",
-    "minProperties", "maxProperties", "unevaluatedItems", "contains", "minContains",
-    "maxContains", "uniqueItems", "prefixItems", "not", "if", "then", "else", "allOf",
-    "dependentRequired", "dependentSchemas",
-})
+_OPENAI_STRICT_UNSUPPORTED = frozenset(
+    {
+        "minLength",
+        "maxLength",
+        "patternProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "unevaluatedItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "prefixItems",
+        "not",
+        "if",
+        "then",
+        "else",
+        "allOf",
+        "dependentRequired",
+        "dependentSchemas",
+    }
+)
 # String formats strict mode accepts; any other format makes the schema non-strict.
-_OPENAI_STRICT_FORMATS = frozenset({
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
-})
+_OPENAI_STRICT_FORMATS = frozenset(
+    {
+        "date-time",
+        "time",
+        "date",
+        "duration",
+        "email",
+        "hostname",
+        "ipv4",
+        "ipv6",
+        "uuid",
+    }
+)
 # Annotations strict mode does not allow and that carry no validation meaning for the model.
 _OPENAI_STRICT_DROP = ("title", "default", "examples", "discriminator", "$schema")
 
@@ -163,8 +193,9 @@ def _openai_strict(node: Any, path: str) -> Any:
 def _admits_null(prop: Any) -> bool:
     if not isinstance(prop, dict):
         return False
-    if prop.get("type") == "null" or (isinstance(prop.get("type"), list)
-                                      and "null" in prop["type"]):
+    if prop.get("type") == "null" or (
+        isinstance(prop.get("type"), list) and "null" in prop["type"]
+    ):
         return True
     return any(_is_null(b) for b in prop.get("anyOf", []) + prop.get("oneOf", []))
 
@@ -189,14 +220,35 @@ def anthropic_input_schema(schema: JsonSchema) -> JsonSchema:
 # What Gemini's `Schema` (an OpenAPI 3.0 subset) accepts; the google-genai SDK validates the
 # dict with extra="forbid", so any other key fails before the request is even sent.
 # https://ai.google.dev/api/caching#Schema
-_GEMINI_KEYS = frozenset({
-    "type", "format", "description", "nullable", "enum", "maxItems", "minItems", "properties",
-    "required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "anyOf",
-    "items", "minimum", "maximum", "propertyOrdering",
-})
+_GEMINI_KEYS = frozenset(
+    {
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "maxItems",
+        "minItems",
+        "properties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "anyOf",
+        "items",
+        "minimum",
+        "maximum",
+        "propertyOrdering",
+    }
+)
 # Gemini only knows these formats per type; any other is moved into the description.
-_GEMINI_FORMATS = {"string": {"enum", "date-time"}, "integer": {"int32", "int64"},
-                   "number": {"float", "double"}}
+_GEMINI_FORMATS = {
+    "string": {"enum", "date-time"},
+    "integer": {"int32", "int64"},
+    "number": {"float", "double"},
+}
 
 
 def gemini_parameters(schema: JsonSchema) -> JsonSchema:
@@ -232,8 +284,12 @@ class _GeminiRewriter:
         if "$ref" in node:
             ref = node.pop("$ref")
             if ref in stack:
-                raise SchemaError(f"recursive model {ref.rsplit('/', 1)[-1]!r} cannot be "
-                                  "inlined (Gemini has no $ref)", provider="gemini", path=path)
+                raise SchemaError(
+                    f"recursive model {ref.rsplit('/', 1)[-1]!r} cannot be "
+                    "inlined (Gemini has no $ref)",
+                    provider="gemini",
+                    path=path,
+                )
             target = dict(_resolve_ref(ref, self.defs, "gemini", path))
             # Siblings of $ref (a field's description) win over the definition's own.
             node = {**target, **node}
@@ -286,8 +342,13 @@ class _GeminiRewriter:
                 hints.append("one of: " + ", ".join(repr(v) for v in values))
                 if "type" not in node:
                     kinds = {type(v).__name__ for v in values}
-                    node["type"] = {"int": "integer", "float": "number", "bool": "boolean"}.get(
-                        kinds.pop(), "string") if len(kinds) == 1 else "string"
+                    node["type"] = (
+                        {"int": "integer", "float": "number", "bool": "boolean"}.get(
+                            kinds.pop(), "string"
+                        )
+                        if len(kinds) == 1
+                        else "string"
+                    )
 
         for bound, word in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
             if bound in node:  # Gemini has no exclusive bounds; pydantic still enforces it
@@ -319,21 +380,23 @@ class _GeminiRewriter:
             if not props and path != "$":
                 # Gemini cannot describe an open map (dict[str, X]) nor an object without
                 # properties; it is sent as an object the model will usually leave empty.
-                self.notes.append(f"{path}: free-form object (dict) cannot be described to "
-                                  "Gemini; the model can only send {}")
+                self.notes.append(
+                    f"{path}: free-form object (dict) cannot be described to "
+                    "Gemini; the model can only send {}"
+                )
                 if isinstance(extra, dict) and extra:
                     hints.append("an object mapping names to values")
         if description or hints:
-            node["description"] = " ".join(
-                [description or ""] + [f"({h})" for h in hints]).strip()
+            node["description"] = " ".join([description or ""] + [f"({h})" for h in hints]).strip()
 
         out: JsonSchema = {}
         for key, value in node.items():
             if key not in _GEMINI_KEYS:
                 continue
             if key == "properties":
-                out[key] = {name: self.convert(sub, f"{path}.{name}", stack)
-                            for name, sub in value.items()}
+                out[key] = {
+                    name: self.convert(sub, f"{path}.{name}", stack) for name, sub in value.items()
+                }
             elif key == "items":
                 out[key] = self.convert(value, f"{path}[]", stack)
             elif key == "required":

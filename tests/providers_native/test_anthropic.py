@@ -36,8 +36,9 @@ async def server() -> AsyncIterator[RawReplayServer]:
 
 
 def make_model(server: RawReplayServer, model: str = "claude-sonnet-4-5", **extra: Any):
-    cfg = ModelConfig(provider="anthropic", model=model, api_key="sk-test", base_url=server.url,
-                      **extra)
+    cfg = ModelConfig(
+        provider="anthropic", model=model, api_key="sk-test", base_url=server.url, **extra
+    )
     adapter = AnthropicModel("claude", cfg)
     server.models.append(adapter)  # type: ignore[attr-defined]
     return adapter
@@ -45,8 +46,11 @@ def make_model(server: RawReplayServer, model: str = "claude-sonnet-4-5", **extr
 
 def recorded_tools(interaction: Interaction) -> list[ToolDefinition]:
     """The function tools of a recorded request, as our definitions (server tools skipped)."""
-    return [ToolDefinition(t["name"], t.get("description", ""), t["input_schema"])
-            for t in interaction.request_body.get("tools", []) if "input_schema" in t]
+    return [
+        ToolDefinition(t["name"], t.get("description", ""), t["input_schema"])
+        for t in interaction.request_body.get("tools", [])
+        if "input_schema" in t
+    ]
 
 
 def user(text: str) -> Message:
@@ -67,8 +71,9 @@ async def events_of(model: AnthropicModel, messages: list[Message], tools=None):
 async def test_thinking_signature_replayed_before_tool_use(server: RawReplayServer) -> None:
     tape = load_cassette(CASSETTES + "test_anthropic_tool_with_thinking.yaml")
     server.queue = list(tape)
-    model = make_model(server, "claude-sonnet-4-0",
-                       thinking=ThinkingConfig(enabled=True, budget_tokens=3000))
+    model = make_model(
+        server, "claude-sonnet-4-0", thinking=ThinkingConfig(enabled=True, budget_tokens=3000)
+    )
     tools = recorded_tools(tape[0])
     messages = [user("What is the largest city in the user country?")]
 
@@ -76,7 +81,8 @@ async def test_thinking_signature_replayed_before_tool_use(server: RawReplayServ
     recorded = tape[0].json_body["content"]
     assert first.content == recorded[1]["text"]
     assert [(c.id, c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
-        ("toolu_01YGzqpRE16Vricda3Aqcejo", "get_user_country", {})]
+        ("toolu_01YGzqpRE16Vricda3Aqcejo", "get_user_country", {})
+    ]
     [thought] = first.thinking
     assert thought.text == recorded[0]["thinking"]
     assert thought.signature == recorded[0]["signature"]
@@ -94,8 +100,11 @@ async def test_thinking_signature_replayed_before_tool_use(server: RawReplayServ
     # block with its signature first, then the text, then tool_use, then the tool_result.
     assert sent[1]["messages"] == tape[1].request_body["messages"]
     for body, rec in zip(sent, tape, strict=True):
-        assert body["thinking"] == rec.request_body["thinking"] == {
-            "type": "enabled", "budget_tokens": 3000}
+        assert (
+            body["thinking"]
+            == rec.request_body["thinking"]
+            == {"type": "enabled", "budget_tokens": 3000}
+        )
         assert body["tools"] == rec.request_body["tools"]
         assert body["max_tokens"] > 3000 and "temperature" not in body
     assert server.received[0].path == "/v1/messages"
@@ -107,8 +116,11 @@ async def test_thinking_signature_replayed_before_tool_use(server: RawReplayServ
 async def test_redacted_thinking_replayed_verbatim(server: RawReplayServer) -> None:
     tape = load_cassette(CASSETTES + "test_anthropic_model_thinking_part_redacted.yaml")
     server.queue = list(tape)
-    model = make_model(server, "claude-sonnet-4-5-20250929",
-                       thinking=ThinkingConfig(enabled=True, budget_tokens=1024))
+    model = make_model(
+        server,
+        "claude-sonnet-4-5-20250929",
+        thinking=ThinkingConfig(enabled=True, budget_tokens=1024),
+    )
     messages = [user(tape[0].request_body["messages"][0]["content"][0]["text"])]
     first = await model.complete(messages)
     [block] = first.thinking
@@ -125,15 +137,24 @@ async def test_parallel_tool_calls_and_merged_results(server: RawReplayServer) -
     server.queue = list(tape)
     model = make_model(server, "claude-haiku-4-5")
     tools = recorded_tools(tape[0])
-    messages = [Message(role="system", content=tape[0].request_body["system"]),
-                user("Alice, Bob, Charlie and Daisy are a family. Who is the youngest?")]
+    messages = [
+        Message(role="system", content=tape[0].request_body["system"]),
+        user("Alice, Bob, Charlie and Daisy are a family. Who is the youngest?"),
+    ]
     first = await model.complete(messages, tools)
     assert [json.loads(c.arguments)["name"] for c in first.tool_calls] == [
-        "Alice", "Bob", "Charlie", "Daisy"]
+        "Alice",
+        "Bob",
+        "Charlie",
+        "Daisy",
+    ]
     assert len({c.id for c in first.tool_calls}) == 4
-    answers = {"Alice": "alice is bob's wife", "Bob": "bob is alice's husband",
-               "Charlie": "charlie is alice's son",
-               "Daisy": "daisy is bob's daughter and charlie's younger sister"}
+    answers = {
+        "Alice": "alice is bob's wife",
+        "Bob": "bob is alice's husband",
+        "Charlie": "charlie is alice's son",
+        "Daisy": "daisy is bob's daughter and charlie's younger sister",
+    }
     messages.append(first.as_message())
     for call in first.tool_calls:
         messages.append(result(call.id, answers[json.loads(call.arguments)["name"]]))
@@ -145,8 +166,14 @@ async def test_parallel_tool_calls_and_merged_results(server: RawReplayServer) -
     assert sent[0]["system"] == tape[0].request_body["system"]
 
 
-@pytest.mark.parametrize("name", ["test_anthropic_mixed_strict_tool_run.yaml",
-                                  "test_anthropic_tool_output.yaml", "tool_choice_auto.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "test_anthropic_mixed_strict_tool_run.yaml",
+        "test_anthropic_tool_output.yaml",
+        "tool_choice_auto.yaml",
+    ],
+)
 async def test_sequential_tool_runs(server: RawReplayServer, name: str) -> None:
     """Replay each recorded run turn by turn: every request we send carries the same history."""
     tape = load_cassette(CASSETTES + name)
@@ -162,7 +189,8 @@ async def test_sequential_tool_runs(server: RawReplayServer, name: str) -> None:
         response = await model.complete(messages, tools)
         recorded_blocks = interaction.json_body["content"]
         assert [c.id for c in response.tool_calls] == [
-            b["id"] for b in recorded_blocks if b["type"] == "tool_use"]
+            b["id"] for b in recorded_blocks if b["type"] == "tool_use"
+        ]
         assert server.bodies()[turn]["messages"] == interaction.request_body["messages"]
         if turn + 1 < len(tape):
             messages.append(response.as_message())
@@ -175,8 +203,9 @@ async def test_sequential_tool_runs(server: RawReplayServer, name: str) -> None:
 async def test_streamed_thinking(server: RawReplayServer) -> None:
     tape = load_cassette(CASSETTES + "test_anthropic_model_thinking_part_stream.yaml")
     server.queue = list(tape)
-    model = make_model(server, "claude-sonnet-4-0",
-                       thinking=ThinkingConfig(enabled=True, budget_tokens=1024))
+    model = make_model(
+        server, "claude-sonnet-4-0", thinking=ThinkingConfig(enabled=True, budget_tokens=1024)
+    )
     events = await events_of(model, [user("How do I cross the street?")])
     kinds = [e.type for e in events]
     assert kinds[-1] == "done" and kinds.count("done") == 1
@@ -193,8 +222,11 @@ async def test_streamed_thinking(server: RawReplayServer) -> None:
     assert server.bodies()[0]["stream"] is True
     # The streamed block replays exactly like a non-streamed one.
     _, turns = to_anthropic_messages([response.as_message()])
-    assert turns[0]["content"][0] == {"type": "thinking", "thinking": thinking_text,
-                                      "signature": response.thinking[0].signature}
+    assert turns[0]["content"][0] == {
+        "type": "thinking",
+        "thinking": thinking_text,
+        "signature": response.thinking[0].signature,
+    }
 
 
 async def test_streamed_input_json_delta_with_server_tool_blocks(server: RawReplayServer) -> None:
@@ -216,7 +248,8 @@ async def test_streamed_input_json_delta_with_server_tool_blocks(server: RawRepl
     assert response.tool_calls[0].id == "toolu_01EFn5wTNBYA8Reni8rbmnHT"
     assert response.content == (
         "Let me search for a tool that can provide current exchange rate information.\n\n"
-        "I found the right tool! Let me fetch the current USD to EUR exchange rate for you.")
+        "I found the right tool! Let me fetch the current USD to EUR exchange rate for you."
+    )
     assert response.content == "".join(e.text for e in events if e.type == "text")
     assert response.usage.input_tokens == 1591 and response.usage.output_tokens == 175
 
@@ -225,23 +258,46 @@ async def test_streamed_input_json_delta_with_server_tool_blocks(server: RawRepl
     assert final.content.startswith("The current exchange rate is **1 USD = 0.92 EUR**")
     sent = server.bodies()[1]["messages"]
     assert sent[1]["content"][-1] == tape[1].request_body["messages"][1]["content"][-1]
-    assert sent[2]["content"][0] == {"type": "tool_result", "is_error": False,
-                                     "tool_use_id": "toolu_01EFn5wTNBYA8Reni8rbmnHT",
-                                     "content": "1 USD = 0.92 EUR"}
+    assert sent[2]["content"][0] == {
+        "type": "tool_result",
+        "is_error": False,
+        "tool_use_id": "toolu_01EFn5wTNBYA8Reni8rbmnHT",
+        "content": "1 USD = 0.92 EUR",
+    }
 
 
 # ------------------------------------------------------------------------- scripted cases
 
-_START = {"type": "message_start", "message": {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
-    "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 1}}}
+_START = {
+    "type": "message_start",
+    "message": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 7, "output_tokens": 1},
+    },
+}
 _TOOL_OPEN = [
     _START,
-    {"type": "content_block_start", "index": 0,
-     "content_block": {"type": "tool_use", "id": "toolu_cut", "name": "reminder_set",
-                       "input": {}}},
-    {"type": "content_block_delta", "index": 0,
-     "delta": {"type": "input_json_delta", "partial_json": '{"text": "stand'}},
+    {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {
+            "type": "tool_use",
+            "id": "toolu_cut",
+            "name": "reminder_set",
+            "input": {},
+        },
+    },
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": '{"text": "stand'},
+    },
 ]
 
 
@@ -257,8 +313,9 @@ async def test_stream_cut_mid_tool_call(server: RawReplayServer) -> None:
 
 async def test_stream_ending_cleanly_but_early(server: RawReplayServer) -> None:
     """A complete HTTP body without content_block_stop / message_stop is still cut off."""
-    server.queue = [Interaction(None, "", 200, raw_body=sse(_TOOL_OPEN),
-                                content_type="text/event-stream")]
+    server.queue = [
+        Interaction(None, "", 200, raw_body=sse(_TOOL_OPEN), content_type="text/event-stream")
+    ]
     model = make_model(server)
     seen: list[str] = []
     with pytest.raises(StreamInterrupted, match="reminder_set"):
@@ -268,18 +325,29 @@ async def test_stream_ending_cleanly_but_early(server: RawReplayServer) -> None:
 
 
 def _message(text: str) -> dict[str, Any]:
-    return {"id": "msg_2", "type": "message", "role": "assistant", "model": "claude-test",
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-            "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 2}}
+    return {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }
 
 
-_RATE_LIMITED = {"type": "error",
-                 "error": {"type": "rate_limit_error", "message": "Number of requests exceeded"}}
+_RATE_LIMITED = {
+    "type": "error",
+    "error": {"type": "rate_limit_error", "message": "Number of requests exceeded"},
+}
 
 
 async def test_429_then_success(server: RawReplayServer) -> None:
-    server.queue = [json_reply(_RATE_LIMITED, 429, {"retry-after-ms": "10"}),
-                    json_reply(_message("after the wait"))]
+    server.queue = [
+        json_reply(_RATE_LIMITED, 429, {"retry-after-ms": "10"}),
+        json_reply(_message("after the wait")),
+    ]
     response = await make_model(server, max_retries=2).complete([user("hi")])
     assert response.content == "after the wait"
     assert len(server.received) == 2
@@ -290,20 +358,34 @@ async def test_429_exhausted_and_other_statuses(server: RawReplayServer) -> None
     with pytest.raises(ProviderRateLimited) as info:
         await make_model(server, max_retries=0).complete([user("hi")])
     assert info.value.status == 429 and info.value.retryable
-    server.queue = [json_reply({"type": "error", "error": {
-        "type": "authentication_error", "message": "invalid x-api-key"}}, 401)]
+    server.queue = [
+        json_reply(
+            {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+            },
+            401,
+        )
+    ]
     with pytest.raises(ProviderAuthError):
         await make_model(server, max_retries=0).complete([user("hi")])
-    server.queue = [json_reply({"type": "error", "error": {
-        "type": "overloaded_error", "message": "Overloaded"}}, 529)]
+    server.queue = [
+        json_reply(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, 529
+        )
+    ]
     with pytest.raises(ProviderUnavailable):
         await make_model(server, max_retries=0).complete([user("hi")])
 
 
 async def test_400(server: RawReplayServer) -> None:
-    body = {"type": "error", "error": {
-        "type": "invalid_request_error",
-        "message": "messages.1.content.0.thinking.signature: Invalid signature"}}
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "messages.1.content.0.thinking.signature: Invalid signature",
+        },
+    }
     server.queue = [json_reply(body, 400)]
     model = make_model(server)
     with pytest.raises(ProviderBadRequest) as info:
@@ -317,8 +399,9 @@ async def test_400(server: RawReplayServer) -> None:
 
 async def test_stream_error_event(server: RawReplayServer) -> None:
     """Anthropic reports overload inside a 200 stream as an `error` event."""
-    text = sse([_START, {"type": "error", "error": {"type": "overloaded_error",
-                                                     "message": "Overloaded"}}])
+    text = sse(
+        [_START, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
+    )
     server.queue = [Interaction(None, "", 200, raw_body=text, content_type="text/event-stream")]
     with pytest.raises(ProviderUnavailable):
         await collect(make_model(server).stream([user("hi")]))
@@ -328,19 +411,32 @@ async def test_stream_error_event(server: RawReplayServer) -> None:
 
 
 def test_request_shape_without_a_server() -> None:
-    cfg = ModelConfig(provider="anthropic", model="claude-test", api_key="k",
-                      base_url="http://127.0.0.1:9", temperature=0.3, max_tokens=100)
+    cfg = ModelConfig(
+        provider="anthropic",
+        model="claude-test",
+        api_key="k",
+        base_url="http://127.0.0.1:9",
+        temperature=0.3,
+        max_tokens=100,
+    )
     model = AnthropicModel("c", cfg)
 
     messages = [
         Message(role="system", content="be brief"),
         Message(role="system", content="be kind"),
         user("hi"),
-        Message(role="assistant", content="", tool_calls=[
-            ToolCall(id="t1", name="f", arguments='{"a": 1}'),
-            ToolCall(id="t2", name="f", arguments="not json")],
-            thinking=[ThinkingBlock(text="from deepseek", provider="deepseek"),
-                      ThinkingBlock(redacted=True, data="xx", provider="anthropic")]),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=[
+                ToolCall(id="t1", name="f", arguments='{"a": 1}'),
+                ToolCall(id="t2", name="f", arguments="not json"),
+            ],
+            thinking=[
+                ThinkingBlock(text="from deepseek", provider="deepseek"),
+                ThinkingBlock(redacted=True, data="xx", provider="anthropic"),
+            ],
+        ),
         result("t1", "ok"),
         result("t2", "arguments are not valid JSON", error=True),
         user("and now?"),
@@ -355,15 +451,20 @@ def test_request_shape_without_a_server() -> None:
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}},
         {"type": "tool_use", "id": "t2", "name": "f", "input": {}},
     ]
-    assert results == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": False},
-        {"type": "tool_result", "tool_use_id": "t2", "content": "arguments are not valid JSON",
-         "is_error": True},
-        {"type": "text", "text": "and now?"},
-    ]}
+    assert results == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": False},
+            {
+                "type": "tool_result",
+                "tool_use_id": "t2",
+                "content": "arguments are not valid JSON",
+                "is_error": True,
+            },
+            {"type": "text", "text": "and now?"},
+        ],
+    }
     assert len(request["messages"]) == 3
-
-
 
 
 async def test_timeout(server: RawReplayServer) -> None:

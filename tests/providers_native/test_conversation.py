@@ -47,7 +47,6 @@ def _signature(round_: int) -> str:
     return base64.b64encode(f"sig-{round_}".encode()).decode()
 
 
-
 class Script:
     """What the model 'says' each round, checked against what the adapter sent."""
 
@@ -93,37 +92,92 @@ class Script:
         stop = "tool_use" if has_call else "end_turn"
         usage = {"input_tokens": 20, "output_tokens": 10}
         if not self.stream:
-            content = [{"type": "text", "text": v} if k == "text" else
-                       {"type": "tool_use", "id": f"toolu_{self.round}", "name": "reminder_set",
-                        "input": v} for k, v in blocks]
-            return web.json_response({
-                "id": f"msg_{self.round}", "type": "message", "role": "assistant",
-                "model": "claude-test", "content": content, "stop_reason": stop,
-                "stop_sequence": None, "usage": usage})
-        events: list[dict[str, Any]] = [{"type": "message_start", "message": {
-            "id": f"msg_{self.round}", "type": "message", "role": "assistant",
-            "model": "claude-test", "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 20, "output_tokens": 1}}}]
+            content = [
+                {"type": "text", "text": v}
+                if k == "text"
+                else {
+                    "type": "tool_use",
+                    "id": f"toolu_{self.round}",
+                    "name": "reminder_set",
+                    "input": v,
+                }
+                for k, v in blocks
+            ]
+            return web.json_response(
+                {
+                    "id": f"msg_{self.round}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-test",
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
+            )
+        events: list[dict[str, Any]] = [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_{self.round}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-test",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 20, "output_tokens": 1},
+                },
+            }
+        ]
         for index, (kind, value) in enumerate(blocks):
             if kind == "text":
-                events.append({"type": "content_block_start", "index": index,
-                               "content_block": {"type": "text", "text": ""}})
+                events.append(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "text", "text": ""},
+                    }
+                )
                 for piece in (value[:5], value[5:]):
-                    events.append({"type": "content_block_delta", "index": index,
-                                   "delta": {"type": "text_delta", "text": piece}})
+                    events.append(
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": piece},
+                        }
+                    )
             else:
-                events.append({"type": "content_block_start", "index": index, "content_block": {
-                    "type": "tool_use", "id": f"toolu_{self.round}", "name": "reminder_set",
-                    "input": {}}})
+                events.append(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": f"toolu_{self.round}",
+                            "name": "reminder_set",
+                            "input": {},
+                        },
+                    }
+                )
                 args = json.dumps(value)
                 for piece in (args[:7], args[7:]):
-                    events.append({"type": "content_block_delta", "index": index,
-                                   "delta": {"type": "input_json_delta", "partial_json": piece}})
+                    events.append(
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        }
+                    )
             events.append({"type": "content_block_stop", "index": index})
-        events += [{"type": "message_delta", "delta": {"stop_reason": stop,
-                                                        "stop_sequence": None},
-                    "usage": {"output_tokens": 10}},
-                   {"type": "message_stop"}]
+        events += [
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 10},
+            },
+            {"type": "message_stop"},
+        ]
         return web.Response(text=sse(events), content_type="text/event-stream")
 
     # -- Gemini generateContent
@@ -142,16 +196,21 @@ class Script:
                 response = part["functionResponse"]
                 assert response["id"] == call["id"] and response["id"].startswith("call_")
                 assert response["name"] == "reminder_set"
-                assert list(response["response"]) == (["error"] if self.round == 2
-                                                       else ["result"])
+                assert list(response["response"]) == (["error"] if self.round == 2 else ["result"])
                 # The signature came back on the call part it was sent with.
                 assert contents[-2]["parts"][-1]["thoughtSignature"] == _signature(self.round - 1)
 
         if self.round < 3:
-            parts = [{"text": "Let me set that."},
-                     {"functionCall": {"name": "reminder_set",
-                                       "args": BAD if self.round == 1 else GOOD},
-                      "thoughtSignature": _signature(self.round)}]
+            parts = [
+                {"text": "Let me set that."},
+                {
+                    "functionCall": {
+                        "name": "reminder_set",
+                        "args": BAD if self.round == 1 else GOOD,
+                    },
+                    "thoughtSignature": _signature(self.round),
+                },
+            ]
         else:
             parts = [{"text": FINAL}]
         return check, self._gemini_reply(parts)
@@ -160,12 +219,17 @@ class Script:
         usage = {"promptTokenCount": 20, "candidatesTokenCount": 10}
 
         def chunk(chunk_parts: list[dict[str, Any]], finish: bool) -> dict[str, Any]:
-            candidate: dict[str, Any] = {"content": {"parts": chunk_parts, "role": "model"},
-                                         "index": 0}
+            candidate: dict[str, Any] = {
+                "content": {"parts": chunk_parts, "role": "model"},
+                "index": 0,
+            }
             if finish:
                 candidate["finishReason"] = "STOP"
-            return {"candidates": [candidate], "usageMetadata": usage,
-                    "modelVersion": "gemini-test"}
+            return {
+                "candidates": [candidate],
+                "usageMetadata": usage,
+                "modelVersion": "gemini-test",
+            }
 
         if not self.stream:
             return web.json_response(chunk(parts, True))
@@ -184,10 +248,13 @@ async def server() -> AsyncIterator[RawReplayServer]:
 
 def _model(protocol: str, url: str) -> ChatModel:
     if protocol == "anthropic":
-        return AnthropicModel("claude", ModelConfig(provider="anthropic", model="claude-test",
-                                                    api_key="k", base_url=url))
-    return GeminiModel("gemini", ModelConfig(provider="gemini", model="gemini-test",
-                                             api_key="k", base_url=url))
+        return AnthropicModel(
+            "claude",
+            ModelConfig(provider="anthropic", model="claude-test", api_key="k", base_url=url),
+        )
+    return GeminiModel(
+        "gemini", ModelConfig(provider="gemini", model="gemini-test", api_key="k", base_url=url)
+    )
 
 
 def execute(call_arguments: str) -> tuple[str, bool]:
@@ -209,8 +276,10 @@ async def test_validation_error_corrected_then_answer(
     script = Script(protocol, stream)
     server.queue = [script, script, script]
     model = _model(protocol, server.url)
-    messages = [Message(role="system", content="You are a helpful bot."),
-                Message(role="user", content="remind me to stand up tomorrow at 9")]
+    messages = [
+        Message(role="system", content="You are a helpful bot."),
+        Message(role="user", content="remind me to stand up tomorrow at 9"),
+    ]
     responses: list[LLMResponse] = []
     try:
         for _ in range(5):
@@ -224,8 +293,15 @@ async def test_validation_error_corrected_then_answer(
                 break
             for call in response.tool_calls:
                 content, is_error = execute(call.arguments)
-                messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
-                                        content=content, is_error=is_error))
+                messages.append(
+                    Message(
+                        role="tool",
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=content,
+                        is_error=is_error,
+                    )
+                )
     finally:
         await model.aclose()
 

@@ -44,8 +44,9 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def make_model(server: RawReplayServer, model: str, **extra: Any) -> GeminiModel:
-    cfg = ModelConfig(provider="gemini", model=model, api_key="g-test", base_url=server.url,
-                      **extra)
+    cfg = ModelConfig(
+        provider="gemini", model=model, api_key="g-test", base_url=server.url, **extra
+    )
     adapter = GeminiModel("gemini", cfg)
     server.models.append(adapter)  # type: ignore[attr-defined]
     return adapter
@@ -108,9 +109,15 @@ def _normalise(contents: list[dict[str, Any]], ids: dict[str, str]) -> list[dict
     return out
 
 
-async def replay(server: RawReplayServer, name: str, model_name: str,
-                 tools: list[ToolDefinition], *, stream: bool,
-                 turns: int | None = None) -> tuple[list[LLMResponse], list[Interaction]]:
+async def replay(
+    server: RawReplayServer,
+    name: str,
+    model_name: str,
+    tools: list[ToolDefinition],
+    *,
+    stream: bool,
+    turns: int | None = None,
+) -> tuple[list[LLMResponse], list[Interaction]]:
     """Run a recorded conversation turn by turn through our adapter and check that every
     request after the first carries exactly the history the real client sent: the calls with
     our generated ids, their thought signatures on the same parts, and the results."""
@@ -143,16 +150,25 @@ async def replay(server: RawReplayServer, name: str, model_name: str,
         for part in results["parts"]:
             fr = part["functionResponse"]
             error = "error" in fr["response"]
-            messages.append(Message(
-                role="tool", tool_call_id=ids[fr["id"]], name=fr["name"], is_error=error,
-                content=fr["response"]["error" if error else "return_value"]))
+            messages.append(
+                Message(
+                    role="tool",
+                    tool_call_id=ids[fr["id"]],
+                    name=fr["name"],
+                    is_error=error,
+                    content=fr["response"]["error" if error else "return_value"],
+                )
+            )
     return responses, tape
 
 
 def _sig(interaction: Interaction, index: int = 0) -> str | None:
     """The standard-base64 thoughtSignature on the index-th part of a recorded response."""
-    return interaction.json_body["candidates"][0]["content"]["parts"][index].get(
-        "thoughtSignature") if interaction.json_body else None
+    return (
+        interaction.json_body["candidates"][0]["content"]["parts"][index].get("thoughtSignature")
+        if interaction.json_body
+        else None
+    )
 
 
 # ------------------------------------------------------------------------- recorded replays
@@ -160,8 +176,12 @@ def _sig(interaction: Interaction, index: int = 0) -> str | None:
 
 async def test_error_result_and_thought_signatures(server: RawReplayServer) -> None:
     responses, tape = await replay(
-        server, "test_google_model_retry.yaml", "gemini-2.5-pro",
-        [tool("get_capital", "Get the capital of a country.", Country)], stream=False)
+        server,
+        "test_google_model_retry.yaml",
+        "gemini-2.5-pro",
+        [tool("get_capital", "Get the capital of a country.", Country)],
+        stream=False,
+    )
     first, second, final = responses
     assert [json.loads(c.arguments) for c in first.tool_calls] == [{"country": "France"}]
     assert first.tool_calls[0].provider_data == {SIGNATURE: _sig(tape[0])}
@@ -175,12 +195,17 @@ async def test_error_result_and_thought_signatures(server: RawReplayServer) -> N
     sent = server.bodies()
     # The recorded error: an `error` response, the name, and our id on both sides.
     assert sent[1]["contents"][2]["parts"][0]["functionResponse"] == {
-        "id": first.tool_calls[0].id, "name": "get_capital",
-        "response": {"error": 'The country is not supported. Use "La France" instead.\n\n'
-                              "Fix the errors and try again."}}
+        "id": first.tool_calls[0].id,
+        "name": "get_capital",
+        "response": {
+            "error": 'The country is not supported. Use "La France" instead.\n\n'
+            "Fix the errors and try again."
+        },
+    }
     call_part = sent[1]["contents"][1]["parts"][0]
     assert base64.urlsafe_b64decode(call_part["thoughtSignature"]) == base64.b64decode(
-        _sig(tape[0]))
+        _sig(tape[0])
+    )
     for received in server.received:
         assert received.path == "/v1beta/models/gemini-2.5-pro:generateContent"
         headers = {k.lower(): v for k, v in received.headers.items()}
@@ -188,10 +213,17 @@ async def test_error_result_and_thought_signatures(server: RawReplayServer) -> N
 
 
 async def test_parallel_calls_only_first_signed(server: RawReplayServer) -> None:
-    tools = [tool("generate_topic", "", NoArgs),
-             tool("final_result", "The final response which ends this conversation", Topics)]
-    responses, tape = await replay(server, "test_google_instructions_only_with_tool_calls.yaml",
-                                   "gemini-3-flash-preview", tools, stream=False)
+    tools = [
+        tool("generate_topic", "", NoArgs),
+        tool("final_result", "The final response which ends this conversation", Topics),
+    ]
+    responses, tape = await replay(
+        server,
+        "test_google_instructions_only_with_tool_calls.yaml",
+        "gemini-3-flash-preview",
+        tools,
+        stream=False,
+    )
     first = responses[0]
     assert [c.name for c in first.tool_calls] == ["generate_topic"] * 3
     assert len({c.id for c in first.tool_calls}) == 3
@@ -200,15 +232,19 @@ async def test_parallel_calls_only_first_signed(server: RawReplayServer) -> None
     results = server.bodies()[1]["contents"][2]["parts"]
     assert [p["functionResponse"]["id"] for p in results] == [c.id for c in first.tool_calls]
     assert json.loads(responses[-1].tool_calls[0].arguments)["response"][0].startswith(
-        "What kind of car does a sheep drive?")
+        "What kind of car does a sheep drive?"
+    )
     assert server.bodies()[0]["contents"][0] == {"parts": [{"text": ""}], "role": "user"}
 
 
 async def test_stream_whole_function_calls(server: RawReplayServer) -> None:
-    tools = [tool("get_capital", "Get the capital of a country.", Country),
-             tool("get_temperature", "Get the temperature in a city.", City)]
-    responses, tape = await replay(server, "test_google_model_iter_stream.yaml",
-                                   "gemini-2.0-flash", tools, stream=True)
+    tools = [
+        tool("get_capital", "Get the capital of a country.", Country),
+        tool("get_temperature", "Get the temperature in a city.", City),
+    ]
+    responses, tape = await replay(
+        server, "test_google_model_iter_stream.yaml", "gemini-2.0-flash", tools, stream=True
+    )
     assert [c.name for r in responses for c in r.tool_calls] == ["get_capital", "get_temperature"]
     assert responses[2].content == "The temperature in Paris is 30°C.\n"
     # The old-style OpenAPI schema the real client sent is exactly what our rewrite produces.
@@ -230,30 +266,54 @@ async def test_stream_events_and_streamed_signature(server: RawReplayServer) -> 
     call = events[-1].response.tool_calls[0]
     assert events[0].tool_call == events[1].tool_call == call
     assert call.provider_data[SIGNATURE].startswith("EpwICpkIAXLI2nxlU6gsWZaZHRYk")
-    messages += [events[-1].response.as_message(),
-                 Message(role="tool", tool_call_id=call.id, name="get_country", content="Mexico")]
+    messages += [
+        events[-1].response.as_message(),
+        Message(role="tool", tool_call_id=call.id, name="get_country", content="Mexico"),
+    ]
     events = [e async for e in model.stream(messages, tools)]
-    assert [e.text for e in events if e.type == "text"] == ["The capital of Mexico",
-                                                             " is Mexico City."]
+    assert [e.text for e in events if e.type == "text"] == [
+        "The capital of Mexico",
+        " is Mexico City.",
+    ]
     assert events[-1].response.content == "The capital of Mexico is Mexico City."
-    recorded = _normalise(tape[1].request_body["contents"],
-                          {tape[1].request_body["contents"][1]["parts"][0]["functionCall"]["id"]:
-                           call.id})
+    recorded = _normalise(
+        tape[1].request_body["contents"],
+        {tape[1].request_body["contents"][1]["parts"][0]["functionCall"]["id"]: call.id},
+    )
     assert server.bodies()[1]["contents"] == recorded
 
 
-@pytest.mark.parametrize(("name", "model_name", "tools"), [
-    ("test_google_tool_config_any_with_tool_without_args.yaml", "gemini-2.0-flash",
-     [tool("bar", "", NoArgs),
-      tool("final_result", "The final response which ends this conversation", Bar)]),
-    ("test_google_tool_output.yaml", "gemini-2.0-flash",
-     [tool("get_user_country", "", NoArgs),
-      tool("final_result", "The final response which ends this conversation", CityLocation)]),
-    ("tool_choice_auto.yaml", "gemini-2.5-flash",
-     [tool("get_weather", "Get the current weather for a city.", Weather)]),
-])
-async def test_recorded_tool_runs(server: RawReplayServer, name: str, model_name: str,
-                                  tools: list[ToolDefinition]) -> None:
+@pytest.mark.parametrize(
+    ("name", "model_name", "tools"),
+    [
+        (
+            "test_google_tool_config_any_with_tool_without_args.yaml",
+            "gemini-2.0-flash",
+            [
+                tool("bar", "", NoArgs),
+                tool("final_result", "The final response which ends this conversation", Bar),
+            ],
+        ),
+        (
+            "test_google_tool_output.yaml",
+            "gemini-2.0-flash",
+            [
+                tool("get_user_country", "", NoArgs),
+                tool(
+                    "final_result", "The final response which ends this conversation", CityLocation
+                ),
+            ],
+        ),
+        (
+            "tool_choice_auto.yaml",
+            "gemini-2.5-flash",
+            [tool("get_weather", "Get the current weather for a city.", Weather)],
+        ),
+    ],
+)
+async def test_recorded_tool_runs(
+    server: RawReplayServer, name: str, model_name: str, tools: list[ToolDefinition]
+) -> None:
     responses, tape = await replay(server, name, model_name, tools, stream=False)
     assert responses[0].tool_calls and responses[0].tool_calls[0].id.startswith("call_")
     if "parameters" in tape[0].request_body["tools"][0]["functionDeclarations"][0]:
@@ -263,12 +323,16 @@ async def test_recorded_tool_runs(server: RawReplayServer, name: str, model_name
 
 # ------------------------------------------------------------------------- scripted cases
 
+
 def _chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
     if finish:
         candidate["finishReason"] = finish
-    return {"candidates": [candidate], "modelVersion": "gemini-test",
-            "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3}}
+    return {
+        "candidates": [candidate],
+        "modelVersion": "gemini-test",
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3},
+    }
 
 
 _CALL = {"functionCall": {"name": "reminder_set", "args": {"text": "stand up"}}}
@@ -280,7 +344,8 @@ async def test_stream_without_finish_reason_is_interrupted(server: RawReplayServ
     seen: list[str] = []
     with pytest.raises(StreamInterrupted, match="finishReason"):
         async for event in make_model(server, "gemini-test").stream(
-                [Message(role="user", content="remind me")]):
+            [Message(role="user", content="remind me")]
+        ):
             seen.append(event.type)
     assert "done" not in seen
 
@@ -291,19 +356,26 @@ async def test_stream_connection_cut(server: RawReplayServer) -> None:
     seen: list[str] = []
     with pytest.raises(StreamInterrupted):
         async for event in make_model(server, "gemini-test", max_retries=0).stream(
-                [Message(role="user", content="remind me")]):
+            [Message(role="user", content="remind me")]
+        ):
             seen.append(event.type)
     assert "tool_call_end" not in seen and "done" not in seen
 
 
-_QUOTA = {"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
-                    "status": "RESOURCE_EXHAUSTED"}}
+_QUOTA = {
+    "error": {
+        "code": 429,
+        "message": "Resource has been exhausted (e.g. check quota).",
+        "status": "RESOURCE_EXHAUSTED",
+    }
+}
 
 
 async def test_429_then_success(server: RawReplayServer) -> None:
     server.queue = [json_reply(_QUOTA, 429), json_reply(_chunk([{"text": "hello"}], "STOP"))]
     response = await make_model(server, "gemini-test", max_retries=2).complete(
-        [Message(role="user", content="hi")])
+        [Message(role="user", content="hi")]
+    )
     assert response.content == "hello" and len(server.received) == 2
 
 
@@ -311,9 +383,15 @@ async def test_error_statuses(server: RawReplayServer) -> None:
     server.queue = [json_reply(_QUOTA, 429)]
     with pytest.raises(ProviderRateLimited):
         await make_model(server, "gemini-test", max_retries=0).complete(
-            [Message(role="user", content="hi")])
-    bad = {"error": {"code": 400, "message": "Please ensure that function call turn comes "
-                     "immediately after a user turn", "status": "INVALID_ARGUMENT"}}
+            [Message(role="user", content="hi")]
+        )
+    bad = {
+        "error": {
+            "code": 400,
+            "message": "Please ensure that function call turn comes immediately after a user turn",
+            "status": "INVALID_ARGUMENT",
+        }
+    }
     server.queue = [json_reply(bad, 400)]
     with pytest.raises(ProviderBadRequest) as info:
         await make_model(server, "gemini-test").complete([Message(role="user", content="hi")])
@@ -321,33 +399,52 @@ async def test_error_statuses(server: RawReplayServer) -> None:
     server.queue = [json_reply(bad, 400)]
     with pytest.raises(ProviderBadRequest):
         await collect(make_model(server, "gemini-test").stream([Message(role="user", content="x")]))
-    key = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
-                     "status": "INVALID_ARGUMENT"}}
+    key = {
+        "error": {
+            "code": 400,
+            "message": "API key not valid. Please pass a valid API key.",
+            "status": "INVALID_ARGUMENT",
+        }
+    }
     server.queue = [json_reply(key, 400)]
     with pytest.raises(ProviderAuthError):
         await make_model(server, "gemini-test").complete([Message(role="user", content="hi")])
-    server.queue = [json_reply({"error": {"code": 503, "message": "overloaded",
-                                          "status": "UNAVAILABLE"}}, 503)]
+    server.queue = [
+        json_reply({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}, 503)
+    ]
     with pytest.raises(ProviderUnavailable):
         await make_model(server, "gemini-test", max_retries=0).complete(
-            [Message(role="user", content="hi")])
+            [Message(role="user", content="hi")]
+        )
 
 
 async def test_thinking_parts_and_config(server: RawReplayServer) -> None:
-    server.queue = [json_reply(_chunk([
-        {"text": "Let me think.", "thought": True},
-        {"text": "Here.", "thoughtSignature": base64.b64encode(b"sig-text").decode()}], "STOP"))]
-    model = make_model(server, "gemini-test",
-                       thinking=ThinkingConfig(enabled=True, budget_tokens=2048))
+    server.queue = [
+        json_reply(
+            _chunk(
+                [
+                    {"text": "Let me think.", "thought": True},
+                    {"text": "Here.", "thoughtSignature": base64.b64encode(b"sig-text").decode()},
+                ],
+                "STOP",
+            )
+        )
+    ]
+    model = make_model(
+        server, "gemini-test", thinking=ThinkingConfig(enabled=True, budget_tokens=2048)
+    )
     response = await model.complete([Message(role="user", content="hi")])
     assert response.content == "Here."
     assert response.thinking == [
         ThinkingBlock(text="Let me think.", provider="gemini"),
-        ThinkingBlock(signature=base64.b64encode(b"sig-text").decode(), provider="gemini")]
+        ThinkingBlock(signature=base64.b64encode(b"sig-text").decode(), provider="gemini"),
+    ]
     config = server.bodies()[0]["generationConfig"]
     # This SDK version serialises thinkingConfig's fields in snake_case; the API takes both.
-    assert config["thinkingConfig"] in ({"includeThoughts": True, "thinkingBudget": 2048},
-                                        {"include_thoughts": True, "thinking_budget": 2048})
+    assert config["thinkingConfig"] in (
+        {"includeThoughts": True, "thinkingBudget": 2048},
+        {"include_thoughts": True, "thinking_budget": 2048},
+    )
     # Replayed: the thought as a thought part, the text with its signature.
     _, contents = to_gemini_contents([response.as_message()])
     parts = contents[0].parts
@@ -359,11 +456,20 @@ def test_contents_conversion() -> None:
     messages = [
         Message(role="system", content="be brief"),
         Message(role="user", content="hi"),
-        Message(role="assistant", content=None, tool_calls=[
-            ToolCall(id="a", name="f", arguments='{"x": 1}',
-                     provider_data={SIGNATURE: base64.b64encode(b"s").decode()}),
-            ToolCall(id="b", name="g", arguments="{broken")],
-            thinking=[ThinkingBlock(text="anthropic's", signature="x", provider="anthropic")]),
+        Message(
+            role="assistant",
+            content=None,
+            tool_calls=[
+                ToolCall(
+                    id="a",
+                    name="f",
+                    arguments='{"x": 1}',
+                    provider_data={SIGNATURE: base64.b64encode(b"s").decode()},
+                ),
+                ToolCall(id="b", name="g", arguments="{broken"),
+            ],
+            thinking=[ThinkingBlock(text="anthropic's", signature="x", provider="anthropic")],
+        ),
         Message(role="tool", tool_call_id="a", name="f", content="1"),
         Message(role="tool", tool_call_id="b", content="bad JSON", is_error=True),
     ]
@@ -375,11 +481,14 @@ def test_contents_conversion() -> None:
     assert calls[1].function_call.args == {} and calls[1].thought_signature is None
     responses = [p.function_response for p in contents[2].parts]
     assert [(r.id, r.name, r.response) for r in responses] == [
-        ("a", "f", {"result": "1"}), ("b", "g", {"error": "bad JSON"})]  # name found by id
+        ("a", "f", {"result": "1"}),
+        ("b", "g", {"error": "bad JSON"}),
+    ]  # name found by id
 
 
 async def test_timeout(server: RawReplayServer) -> None:
     server.latency = 1.0
     with pytest.raises(ProviderTimeout):
         await make_model(server, "gemini-test", timeout=0.2, max_retries=0).complete(
-            [Message(role="user", content="hi")])
+            [Message(role="user", content="hi")]
+        )

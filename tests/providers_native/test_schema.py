@@ -89,8 +89,17 @@ def test_gemini_everything() -> None:
     # The SDK validates `parameters` with extra="forbid": this is what it will accept.
     gtypes.Schema.model_validate(out)
     keys = {k for node in _walk(out) for k in node}
-    assert not keys & {"$ref", "$defs", "title", "default", "additionalProperties", "const",
-                       "exclusiveMinimum", "prefixItems", "examples"}
+    assert not keys & {
+        "$ref",
+        "$defs",
+        "title",
+        "default",
+        "additionalProperties",
+        "const",
+        "exclusiveMinimum",
+        "prefixItems",
+        "examples",
+    }
     props = out["properties"]
     assert out["type"] == "object" and out["description"] == "Set a reminder."
     assert props["at"] == {"description": "when", "format": "date-time", "type": "string"}
@@ -131,17 +140,19 @@ def test_gemini_empty_and_odd_shapes() -> None:
         pass
 
     assert gemini_parameters(NoArgs.model_json_schema()) == {"type": "object", "properties": {}}
-    out = gemini_parameters({
-        "type": "object",
-        "properties": {
-            "a": {"type": ["integer", "null"]},
-            "b": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
-            "c": {"type": "array"},
-            "d": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]},
-            "e": {"type": "object", "properties": {}},
-        },
-        "required": ["a", "ghost"],
-    })
+    out = gemini_parameters(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": ["integer", "null"]},
+                "b": {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+                "c": {"type": "array"},
+                "d": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]},
+                "e": {"type": "object", "properties": {}},
+            },
+            "required": ["a", "ghost"],
+        }
+    )
     gtypes.Schema.model_validate(out)
     p = out["properties"]
     assert p["a"] == {"type": "integer", "nullable": True}
@@ -175,8 +186,10 @@ def test_openai_strict_when_meaning_is_kept() -> None:
     # optional-with-None became required-but-nullable: null still means "not given".
     assert out["properties"]["note"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
     # strict forbids siblings of $ref: the description moves next to an anyOf.
-    assert out["properties"]["home"] == {"anyOf": [{"$ref": "#/$defs/Place"}],
-                                         "description": "an address"}
+    assert out["properties"]["home"] == {
+        "anyOf": [{"$ref": "#/$defs/Place"}],
+        "description": "an address",
+    }
     assert out["properties"]["kind"] == {"enum": ["p", "q"], "type": "string"}
 
 
@@ -208,8 +221,12 @@ def test_openai_strict_refusals() -> None:
 
     out, strict = openai_parameters(Empty.model_json_schema())
     assert strict is True
-    assert out == {"properties": {}, "type": "object", "required": [],
-                   "additionalProperties": False}
+    assert out == {
+        "properties": {},
+        "type": "object",
+        "required": [],
+        "additionalProperties": False,
+    }
 
 
 # ---------------------------------------------------------------------------------- anthropic
