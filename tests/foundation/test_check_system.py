@@ -1,0 +1,103 @@
+"""check_system.py: exit codes and what each failure says."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from tests.fakes.cassette import ReplayServer, openai_chat_response
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(tmp_path: Path, config: str | None, *args: str) -> tuple[int, dict]:
+    cmd = [sys.executable, str(ROOT / "check_system.py"), "--json", *args]
+    if config is not None:
+        path = tmp_path / "config.yaml"
+        path.write_text(config)
+        cmd += ["--config", str(path)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    import os
+
+    env.update({k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "VIRTUAL"))})
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in report["checks"]}
+
+
+BASE = "storage: {url: 'sqlite:///db/x.db'}\nplugins: {paths: [plugins]}\n"
+
+
+def test_no_model_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    code, report = run(tmp_path, BASE)
+    checks = by_name(report)
+    assert code == 0 and report["ok"]
+    assert checks["model"]["status"] == "warn"
+    assert checks["database"]["status"] == "ok" and (tmp_path / "db" / "x.db").exists()
+    assert "help" in checks["function schemas"]["detail"]
+
+
+def test_invalid_config_fails(tmp_path: Path) -> None:
+    code, report = run(tmp_path, "bot: {history_size: -1}\n")
+    assert code == 1 and by_name(report)["config"]["status"] == "fail"
+    assert "bot.history_size" in by_name(report)["config"]["detail"]
+
+
+def test_broken_plugin_fails_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "oops.py").write_text("1/0\n")
+    code, report = run(tmp_path, BASE)
+    assert code == 1
+    assert "oops.py" in by_name(report)["plugins"]["detail"]
+    assert "ZeroDivisionError" in by_name(report)["plugins"]["detail"]
+
+
+def test_unusable_database_fails(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    (tmp_path / "plugins").mkdir()
+    code, report = run(tmp_path, "storage: {url: 'sqlite:///blocker/x.db'}\n")
+    assert code == 1 and by_name(report)["database"]["status"] == "fail"
+
+
+def test_missing_provider_extra_fails_with_install_command(tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['anthropic'] = None\n")
+    cfg = BASE + "models:\n  claude: {provider: anthropic, model: c, api_key: k}\n"
+    import os
+
+    os.environ["PYTHONPATH"] = str(tmp_path)
+    try:
+        code, report = run(tmp_path, cfg)
+    finally:
+        del os.environ["PYTHONPATH"]
+    assert code == 1
+    assert 'pip install ".[anthropic]"' in by_name(report)["router"]["detail"]
+
+
+async def test_online_round_trip(tmp_path: Path) -> None:
+    import asyncio
+
+    (tmp_path / "plugins").mkdir()
+    async with ReplayServer() as server:
+        server.queue.extend([
+            lambda _r: web.json_response(openai_chat_response(
+                tool_calls=[{"name": "get_magic_number", "arguments": {}}])),
+            lambda _r: web.json_response(openai_chat_response("The magic number is 42.")),
+        ])
+        cfg = BASE + (f"models:\n  local: {{provider: openai, model: m, api_key: k, "
+                      f"base_url: '{server.url}/v1'}}\n")
+        code, report = await asyncio.to_thread(run, tmp_path, cfg, "--online")
+    assert code == 0, report
+    online = by_name(report)["online local"]
+    assert online["status"] == "ok" and "tool round trip" in online["detail"]
+    tool_msg = server.received[1].body["messages"][-1]
+    assert tool_msg["role"] == "tool" and tool_msg["content"] == "42"
