@@ -1,0 +1,64 @@
+"""The shared real-output cases (../shared/fixtures/text_tool_calls/cases.jsonl) as a test.
+
+How the offered tools and schemas of each case are chosen is documented in
+providers/text_tools/report.py, which prints the same figures per format.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.text_tools.report import CASES, CONTENT_POLICY, evaluate, load_cases
+
+if not CASES.exists():  # pragma: no cover - the fixtures live beside the repository
+    pytest.skip(f"fixtures not found at {CASES}", allow_module_level=True)
+
+ALL = load_cases()
+OUTCOMES = [evaluate(i, c) for i, c in enumerate(ALL)]
+
+
+def test_there_are_cases() -> None:
+    assert len(ALL) >= 160
+    assert sum(1 for c in ALL if not c["expected"]) >= 25
+
+
+def test_at_least_95_percent_of_positive_cases_give_exactly_the_expected_calls() -> None:
+    positives = [o for o in OUTCOMES if o.positive]
+    ok = sum(o.calls_ok for o in positives)
+    failing = [o.index for o in positives if not o.calls_ok]
+    assert ok / len(positives) >= 0.95, f"{ok}/{len(positives)}; failing: {failing}"
+
+
+@pytest.mark.parametrize(
+    "outcome", [o for o in OUTCOMES if not o.positive], ids=lambda o: str(o.index)
+)
+def test_negative_case_gives_no_call(outcome) -> None:
+    assert outcome.got == []
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        o
+        for o in OUTCOMES
+        if o.content_ok is not None and o.index not in CONTENT_POLICY and o.calls_ok
+    ],
+    ids=lambda o: str(o.index),
+)
+def test_non_call_content_is_preserved(outcome) -> None:
+    """Where the calls were found (a missed positive is counted by the 95% test instead) and
+    the fixture's text agrees with our documented policy (report.CONTENT_POLICY)."""
+    case = ALL[outcome.index]
+    assert outcome.content_ok, case["expected_content"]
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda o: str(o.index))
+def test_streaming_equals_whole(outcome) -> None:
+    """Recorded chunks where the case has them, plus 7-char and 1-char chunks for every case."""
+    assert outcome.stream_ok
+
+
+def test_recorded_streaming_cases_are_all_exact() -> None:
+    streamed = [o for o, c in zip(OUTCOMES, ALL, strict=True) if c.get("chunks")]
+    assert len(streamed) >= 10
+    assert all(o.calls_ok and o.stream_ok for o in streamed)
