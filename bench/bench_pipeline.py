@@ -1,0 +1,444 @@
+"""chatfn's whole pipeline against the raw `openai` SDK, on the same two requests.
+
+Each "message" is one user question that costs two Chat Completions requests: request 1 (with
+the tool definition) is answered with a call to `get_weather`; the function runs; request 2
+(with the tool result appended) is answered with the final text. A fake OpenAI-compatible server
+(bench/fake_openai.py) answers both, in a separate process so its CPU is not counted.
+
+Contenders:
+  raw     the minimal hand-written loop: `AsyncOpenAI.chat.completions.create` with the tool,
+          parse the call, run a trivial Python function, `create` again with the result.
+  chatfn  `Bot.handle()`: history stored in a real SQLite file, router, tool loop, executor
+          (validation into the pydantic model, timeout, audit row), reply stored and delivered.
+
+Measurements:
+  sequential  process CPU ms per message (`time.process_time()`, all threads of this process)
+              over N messages after a warm-up, 0 ms server latency; repeated, contenders
+              interleaved, and the median kept.
+  concurrent  1000 messages, 200 in flight (semaphore), 200 ms server latency: messages/s (wall),
+              after one warm-up wave; repeated with alternating order, median kept.
+  Every message has its own chat id (the Bot serialises messages of one chat, and a growing
+  history would make chatfn's requests bigger than raw's).
+
+Targets (issue 2): chatfn/raw CPU <= 1.5, chatfn/raw throughput >= 0.7.
+
+Run: `python bench/bench_pipeline.py` (about a minute); `--json` for machine-readable output;
+`--profile chatfn` prints where chatfn's CPU goes (cProfile, per message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from openai import AsyncOpenAI  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+from bench.fake_openai import FINAL_TEXT, TOOL_NAME, ServerProcess  # noqa: E402
+from function_calls.context import IncomingMessage, MessageContext, OutgoingMessage  # noqa: E402
+from function_calls.registry import Registry, tool_function  # noqa: E402
+from function_calls.spec import FunctionResult  # noqa: E402
+from runtime.bot import Bot  # noqa: E402
+from runtime.logging import setup_logging  # noqa: E402
+from runtime.settings import DEFAULT_SYSTEM_PROMPT, parse_settings  # noqa: E402
+
+MODEL = "gpt-4o-mini"
+QUESTION = "What's the weather in Paris right now?"
+TARGET_CPU_RATIO = 1.5
+TARGET_THROUGHPUT_RATIO = 0.7
+
+Runner = Callable[[int], Awaitable[str]]
+
+
+# -- the function both contenders run -------------------------------------------------------
+
+class WeatherArgs(BaseModel):
+    city: str = Field(description="City name, e.g. Paris")
+
+
+WEATHER_DESCRIPTION = "Current weather for a city."
+
+
+def weather_for(city: str) -> str:
+    """The 'work' of the function: trivial on purpose, so only the plumbing is measured."""
+    return json.dumps({"city": city, "temp_c": 18, "sky": "sunny"})
+
+
+def weather_schema() -> dict[str, Any]:
+    """The same JSON schema chatfn's registry derives from WeatherArgs, so both contenders send
+    byte-for-byte comparable tool definitions."""
+    schema = WeatherArgs.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+# -- contender (a): the raw SDK -------------------------------------------------------------
+
+class RawContender:
+    """The minimal hand-written tool loop on one shared AsyncOpenAI client."""
+
+    name = "raw"
+
+    def __init__(self, base_url: str) -> None:
+        # Same retry and timeout settings as chatfn's ModelConfig defaults; SDK default pool.
+        self.client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=2,
+                                  timeout=60.0)
+        self.tools: list[dict[str, Any]] = [{
+            "type": "function",
+            "function": {"name": TOOL_NAME, "description": WEATHER_DESCRIPTION,
+                         "parameters": weather_schema()},
+        }]
+        # A system prompt of the same size as chatfn's (which adds time and place lines).
+        self.system = (DEFAULT_SYSTEM_PROMPT.replace("{bot_name}", "chatfn")
+                       + "\nCurrent time: 2025-01-01 12:00 (Wednesday), time zone UTC (UTC+0000)."
+                       + "\nYou are in a private chat, talking to Bench User.")
+
+    async def message(self, i: int) -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": QUESTION},
+        ]
+        first = await self.client.chat.completions.create(
+            model=MODEL, messages=messages, tools=self.tools)  # type: ignore[arg-type]
+        reply = first.choices[0].message
+        if not reply.tool_calls:
+            return reply.content or ""
+        messages.append({
+            "role": "assistant",
+            "tool_calls": [{"id": c.id, "type": "function",
+                            "function": {"name": c.function.name,
+                                         "arguments": c.function.arguments}}
+                           for c in reply.tool_calls],
+        })
+        for call in reply.tool_calls:
+            args = json.loads(call.function.arguments or "{}")
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": weather_for(**args)})
+        second = await self.client.chat.completions.create(
+            model=MODEL, messages=messages, tools=self.tools)  # type: ignore[arg-type]
+        return second.choices[0].message.content or ""
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+# -- contender (b): the chatfn pipeline -----------------------------------------------------
+
+class _NullStream:
+    """Log sink that formats every line (that cost is the framework's) but writes nowhere, so
+    terminal speed does not enter the figures."""
+
+    def write(self, _text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+class ChatfnContender:
+    """A Bot as `bot.py` would build it: model from settings (one AsyncOpenAI inside the
+    adapter, reused), SQLite file storage, INFO logging, one registered function."""
+
+    name = "chatfn"
+
+    def __init__(self, base_url: str, db_dir: Path, *, logs: str = "null") -> None:
+        registry = Registry()
+        with registry.collecting():
+            @tool_function(name=TOOL_NAME, description=WEATHER_DESCRIPTION)
+            async def get_weather(ctx: MessageContext, args: WeatherArgs) -> FunctionResult:
+                return FunctionResult(llm_content=weather_for(args.city))
+
+        settings = parse_settings({
+            "models": {"default": {"provider": "openai", "base_url": base_url,
+                                   "api_key": "bench", "model": MODEL, "native_tools": True}},
+            "storage": {"url": f"sqlite:///{db_dir / 'bench.db'}"},
+            "plugins": {"paths": []},
+            "logging": {"level": "INFO"},
+        }, base_dir=db_dir)
+        if logs == "off":
+            from loguru import logger
+            logger.remove()
+        elif logs == "null":
+            setup_logging(settings, stream=_NullStream())
+        else:
+            setup_logging(settings)
+        # builtins off: `help` would add a second tool and make request 1 bigger than raw's.
+        self.bot = Bot(settings, registry=registry, builtins=False, load_plugins=False)
+
+    async def message(self, i: int) -> str:
+        msg = IncomingMessage(platform="bench", chat_id=f"chat-{i}", sender_id="u1",
+                              sender_name="Bench User", text=QUESTION, message_id=f"m{i}")
+        sent = await self.bot.handle(msg, _discard)
+        return sent[-1].text if sent else ""
+
+    async def aclose(self) -> None:
+        await self.bot.aclose()
+
+
+async def _discard(_out: OutgoingMessage) -> None:
+    """The channel: delivery itself is not what is measured."""
+
+
+# -- measurement ----------------------------------------------------------------------------
+
+@dataclass
+class Figures:
+    contender: str
+    cpu_ms_per_msg: float = 0.0
+    seq_wall_ms_per_msg: float = 0.0
+    cpu_runs: list[float] | None = None
+    msgs_per_s: float = 0.0
+    rate_runs: list[float] | None = None
+    conc_cpu_ms_per_msg: float = 0.0
+
+
+def _control(root: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = None if payload is None else json.dumps(payload).encode()
+    req = urllib.request.Request(root + path, data=data,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _check(answer: str, who: str) -> None:
+    if answer != FINAL_TEXT:
+        raise RuntimeError(f"{who} answered {answer!r}, expected the fake server's final text")
+
+
+class Counter:
+    """Hands out message numbers, so chat ids never repeat across phases."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def take(self, k: int) -> range:
+        start = self.n
+        self.n += k
+        return range(start, self.n)
+
+
+async def sequential(run: Runner, ids: Counter, n: int, warmup: int, who: str,
+                     profile: cProfile.Profile | None = None) -> tuple[float, float]:
+    """(CPU ms/msg, wall ms/msg) over `n` messages one after another."""
+    for i in ids.take(warmup):
+        _check(await run(i), who)
+    gc.collect()
+    if profile is not None:
+        profile.enable()
+    c0, w0 = time.process_time(), time.perf_counter()
+    for i in ids.take(n):
+        _check(await run(i), who)
+    c1, w1 = time.process_time(), time.perf_counter()
+    if profile is not None:
+        profile.disable()
+    return (c1 - c0) * 1000 / n, (w1 - w0) * 1000 / n
+
+
+async def concurrent(run: Runner, ids: Counter, total: int, concurrency: int,
+                     who: str) -> tuple[float, float]:
+    """(messages/s wall, CPU ms/msg) for `total` messages with `concurrency` in flight."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with sem:
+            _check(await run(i), who)
+
+    # Warm-up: one full wave, so connection set-up to the fake server is not in the figure.
+    await asyncio.gather(*(one(i) for i in ids.take(concurrency)))
+    gc.collect()
+    c0, w0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one(i) for i in ids.take(total)))
+    c1, w1 = time.process_time(), time.perf_counter()
+    return total / (w1 - w0), (c1 - c0) * 1000 / total
+
+
+def _print_profile(profile: cProfile.Profile, n: int, who: str, top: int) -> None:
+    """The hottest functions, in ms per message (cProfile inflates every call, so read the
+    shares, not the absolute numbers)."""
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out)
+    total = stats.total_tt * 1000 / n  # type: ignore[attr-defined]
+    rows = []
+    for (file, line, fn), (_cc, ncalls, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((tt * 1000 / n, ct * 1000 / n, ncalls / n, f"{_short(file)}:{line}({fn})"))
+    print(f"\n== cProfile, {who}: {total:.2f} ms/msg under the profiler ==")
+    for title, key in (("self time", 0), ("cumulative", 1)):
+        print(f"-- top {top} by {title} (ms/msg, calls/msg) --")
+        for tt, ct, calls, where in sorted(rows, key=lambda r: r[key], reverse=True)[:top]:
+            print(f"{tt:8.3f} self {ct:8.3f} cum {calls:7.1f}x  {where}")
+
+
+def _short(file: str) -> str:
+    for marker in ("site-packages/", str(ROOT) + "/"):
+        if marker in file:
+            return file.split(marker, 1)[1]
+    return file
+
+
+async def run_all(args: argparse.Namespace) -> dict[str, Any]:
+    with ServerProcess(latency_ms=0) as server, tempfile.TemporaryDirectory() as tmp:
+        raw = RawContender(server.url)
+        chatfn = ChatfnContender(server.url, Path(tmp), logs=args.logs)
+        contenders: list[tuple[str, Runner]] = [("raw", raw.message), ("chatfn", chatfn.message)]
+        figures = {name: Figures(name, cpu_runs=[]) for name, _ in contenders}
+        ids = Counter()
+        try:
+            if not args.skip_sequential:
+                _control(server.root, "/_bench/latency", {"ms": args.seq_latency_ms})
+                walls: dict[str, list[float]] = {name: [] for name, _ in contenders}
+                # Interleaved repeats: drift (thermal, neighbours) hits both contenders alike.
+                for _ in range(args.repeats):
+                    for name, run in contenders:
+                        cpu, wall = await sequential(run, ids, args.n, args.warmup, name)
+                        figures[name].cpu_runs.append(cpu)  # type: ignore[union-attr]
+                        walls[name].append(wall)
+                for name, _ in contenders:
+                    f = figures[name]
+                    f.cpu_ms_per_msg = statistics.median(f.cpu_runs or [0.0])
+                    f.seq_wall_ms_per_msg = statistics.median(walls[name])
+            if not args.skip_concurrent:
+                _control(server.root, "/_bench/latency", {"ms": args.latency_ms})
+                rates: dict[str, list[float]] = {name: [] for name, _ in contenders}
+                cpus: dict[str, list[float]] = {name: [] for name, _ in contenders}
+                for k in range(args.conc_repeats):
+                    # Alternate who goes first: on a shared 2-core machine, load from elsewhere
+                    # should not always fall on the same contender.
+                    order = contenders if k % 2 == 0 else contenders[::-1]
+                    for name, run in order:
+                        rate, cpu = await concurrent(run, ids, args.messages, args.concurrency,
+                                                     name)
+                        rates[name].append(rate)
+                        cpus[name].append(cpu)
+                for name, _ in contenders:
+                    figures[name].msgs_per_s = statistics.median(rates[name])
+                    figures[name].rate_runs = rates[name]
+                    figures[name].conc_cpu_ms_per_msg = statistics.median(cpus[name])
+            if args.profile:
+                _control(server.root, "/_bench/latency", {"ms": args.seq_latency_ms})
+                run = dict(contenders)[args.profile]
+                prof = cProfile.Profile()
+                await sequential(run, ids, args.n, args.warmup, args.profile, profile=prof)
+                _print_profile(prof, args.n, args.profile, args.top)
+            stats = _control(server.root, "/_bench/stats")
+        finally:
+            await raw.aclose()
+            await chatfn.aclose()
+    return _report(args, figures, stats)
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def _report(args: argparse.Namespace, figures: dict[str, Figures],
+            stats: dict[str, Any]) -> dict[str, Any]:
+    raw, fn = figures["raw"], figures["chatfn"]
+    cpu_ratio = _ratio(fn.cpu_ms_per_msg, raw.cpu_ms_per_msg)
+    tput_ratio = _ratio(fn.msgs_per_s, raw.msgs_per_s)
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform(), "processor": platform.processor(),
+                    # The 1-minute load average at the end: on a shared machine, anything much
+                    # above 1 (this benchmark plus its server) means the figures are noisy.
+                    "loadavg_1m": round(os.getloadavg()[0], 2)},
+        "settings": {"n": args.n, "warmup": args.warmup, "repeats": args.repeats,
+                     "seq_latency_ms": args.seq_latency_ms, "messages": args.messages,
+                     "concurrency": args.concurrency, "latency_ms": args.latency_ms,
+                     "conc_repeats": args.conc_repeats,
+                     "logs": args.logs},
+        "results": {name: asdict(f) for name, f in figures.items()},
+        "ratios": {"cpu": cpu_ratio, "throughput": tput_ratio},
+        "targets": {"cpu_max": TARGET_CPU_RATIO, "throughput_min": TARGET_THROUGHPUT_RATIO,
+                    "cpu_ok": None if cpu_ratio is None else cpu_ratio <= TARGET_CPU_RATIO,
+                    "throughput_ok": None if tput_ratio is None
+                    else tput_ratio >= TARGET_THROUGHPUT_RATIO},
+        "server": stats,
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    s = report["settings"]
+    print(f"sequential: {s['n']} msgs x {s['repeats']} runs (median), "
+          f"{s['seq_latency_ms']:g} ms latency | concurrent: {s['messages']} msgs, "
+          f"{s['concurrency']} in flight, {s['latency_ms']:g} ms latency | "
+          f"{report['machine']['cpus']} CPUs, Python {report['machine']['python']}, "
+          f"load {report['machine']['loadavg_1m']}")
+    print(f"{'contender':<10} {'CPU ms/msg':>11} {'(runs)':>20} {'wall ms/msg':>12} "
+          f"{'msgs/s':>9} {'(runs)':>20} {'CPU ms/msg@conc':>16}")
+    for name, f in report["results"].items():
+        runs = ", ".join(f"{r:.2f}" for r in f["cpu_runs"] or [])
+        rates = ", ".join(f"{r:.0f}" for r in f["rate_runs"] or [])
+        print(f"{name:<10} {f['cpu_ms_per_msg']:>11.3f} {runs:>20} "
+              f"{f['seq_wall_ms_per_msg']:>12.3f} {f['msgs_per_s']:>9.1f} {rates:>20} "
+              f"{f['conc_cpu_ms_per_msg']:>16.3f}")
+    r, t = report["ratios"], report["targets"]
+
+    def verdict(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("ok" if ok else "MISSED")
+
+    print(f"chatfn/raw CPU        {r['cpu'] if r['cpu'] is not None else '-':>6}  "
+          f"(target <= {t['cpu_max']}: {verdict(t['cpu_ok'])})")
+    print(f"chatfn/raw throughput {r['throughput'] if r['throughput'] is not None else '-':>6}"
+          f"  (target >= {t['throughput_min']}: {verdict(t['throughput_ok'])})")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="chatfn pipeline vs raw openai SDK benchmark")
+    p.add_argument("-n", "--n", type=int, default=300, help="sequential messages per run")
+    p.add_argument("--warmup", type=int, default=50, help="sequential warm-up messages per run")
+    p.add_argument("--repeats", type=int, default=3, help="sequential runs per contender")
+    p.add_argument("--seq-latency-ms", type=float, default=0.0)
+    p.add_argument("--messages", type=int, default=1000, help="concurrent: total messages")
+    p.add_argument("--concurrency", type=int, default=200, help="concurrent: in flight")
+    p.add_argument("--latency-ms", type=float, default=200.0, help="concurrent: server latency")
+    p.add_argument("--conc-repeats", type=int, default=3,
+                   help="concurrent runs per contender (median kept)")
+    p.add_argument("--logs", choices=("null", "off", "stderr"), default="null",
+                   help="chatfn logging: INFO formatted to a null sink (default), "
+                        "removed, or to stderr")
+    p.add_argument("--skip-sequential", action="store_true")
+    p.add_argument("--skip-concurrent", action="store_true")
+    p.add_argument("--profile", choices=("raw", "chatfn"),
+                   help="after the benchmark, cProfile N sequential messages of a contender")
+    p.add_argument("--top", type=int, default=30, help="profile rows to print")
+    p.add_argument("--json", action="store_true", help="print the report as JSON only")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when a target is missed")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = asyncio.run(run_all(args))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+    missed = [k for k in ("cpu_ok", "throughput_ok") if report["targets"][k] is False]
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
