@@ -82,7 +82,7 @@ async def test_500_gives_short_message_and_history_keeps_question(
 
 async def test_provider_timeout(tmp_path: Path, server: ReplayServer) -> None:
     async def hang(_r):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(5)
+        await asyncio.sleep(1.0)
         return web.json_response(openai_chat_response("late"))
 
     server.queue.append(hang)
