@@ -222,6 +222,19 @@ class StreamingToolParser:
         self._sep = ""
         self._name = ""
         self._scanner = BracketScanner()
+        self._handler_map: dict[str, Callable[[bool], bool]] = {
+            "text": self._text,
+            "head": self._head,
+            "think": self._think,
+            "tag": self._tag_body,
+            "value": self._value,
+            "sep": self._separator,
+            "fence_info": self._fence_info,
+            "fence_ws": self._fence_ws,
+            "fence_value": self._fence_value,
+            "fence_close": self._fence_close,
+            "code": self._code,
+        }
 
     # --- public API -------------------------------------------------------------------------
 
@@ -317,21 +330,10 @@ class StreamingToolParser:
     # --- the machine ------------------------------------------------------------------------
 
     def _run(self, final: bool) -> None:
-        handlers = {
-            "text": self._text,
-            "head": self._head,
-            "think": self._think,
-            "tag": self._tag_body,
-            "value": self._value,
-            "sep": self._separator,
-            "fence_info": self._fence_info,
-            "fence_ws": self._fence_ws,
-            "fence_value": self._fence_value,
-            "fence_close": self._fence_close,
-            "code": self._code,
-        }
+        handlers = self._handler_map
         while handlers[self._mode](final):
             pass
+
 
     def _prev_char(self, i: int) -> str:
         return self._buf[i - 1] if i > 0 else self._prev

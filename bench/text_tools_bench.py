@@ -1,0 +1,88 @@
+"""Throughput and scaling of the prompt-mode tool-call parser (providers/text_tools).
+
+    python bench/text_tools_bench.py
+
+Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces
+and tool calls in several dialects, and times the parser fed whole and in 16-byte chunks (as a
+token stream arrives). Linear work shows as a time ratio of ~10x per 10x size.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from providers.text_tools.parser import StreamingToolParser  # noqa: E402
+
+ALLOWED = {"reminder_set", "web_search", "get_weather"}
+BLOCKS = [
+    "Here is what I found about the weather in {n}. It looks {n} degrees [see note] and mild. ",
+    'Let me set that.<tool_call>{{"name": "reminder_set", "arguments": {{"at": "09:{n:02d}", '
+    '"text": "tea"}}}}</tool_call>\n',
+    "Some code:\n```python\ndef f(x):\n    return {{'a': x, 'n': {n}}}  # <tool_call> in code\n```\n",
+    '<tool name="web_search">{{"query": "item {n}", "max_results": 3}}</tool>\n',
+    "A set {{1, 2}} and a list [1, 2] and <b>bold</b> text, {n} times. ",
+    "[get_weather(city='Paris', day={n})] then more prose follows here. ",
+    '{{"name": "get_weather", "parameters": {{"city": "Rome {n}"}}}}\n',
+]
+
+
+def make_reply(size: int) -> tuple[str, int]:
+    parts = ["<think>Planning the answer step by step. </think>"]
+    total = len(parts[0])
+    n = 0
+    calls = 0
+    while total < size:
+        block = BLOCKS[n % len(BLOCKS)].format(n=n % 60)
+        calls += n % len(BLOCKS) in (1, 3, 5, 6)
+        parts.append(block)
+        total += len(block)
+        n += 1
+    return "".join(parts), calls
+
+
+def run(text: str, chunk: int | None) -> tuple[float, int]:
+    start = time.perf_counter()
+    parser = StreamingToolParser(ALLOWED)
+    if chunk is None:
+        parser.feed(text)
+    else:
+        for i in range(0, len(text), chunk):
+            parser.feed(text[i : i + chunk])
+    parser.finish()
+    elapsed = time.perf_counter() - start
+    return elapsed, len(parser.result().calls)
+
+
+def best_of(text: str, chunk: int | None, repeat: int) -> tuple[float, int]:
+    results = [run(text, chunk) for _ in range(repeat)]
+    return min(r[0] for r in results), results[0][1]
+
+
+def main() -> None:
+    sizes = [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)]
+    print(f"{'reply':<8}{'calls':>7}{'whole (s)':>12}{'16-B chunks (s)':>17}{'whole MB/s':>12}"
+          f"{'chunked MB/s':>14}")
+    base: tuple[float, float] | None = None
+    ratios = []
+    for label, size in sizes:
+        text, expected = make_reply(size)
+        repeat = 5 if size <= 100_000 else 2
+        whole, calls = best_of(text, None, repeat)
+        chunked, calls_chunked = best_of(text, 16, repeat)
+        assert calls == calls_chunked == expected, (calls, calls_chunked, expected)
+        mb = len(text.encode()) / 1e6
+        print(f"{label:<8}{calls:>7}{whole:>12.4f}{chunked:>17.4f}{mb / whole:>12.1f}"
+              f"{mb / chunked:>14.1f}")
+        if base is not None:
+            ratios.append((label, whole / base[0], chunked / base[1]))
+        base = (whole, chunked)
+    for label, rw, rc in ratios:
+        print(f"time ratio to the 10x smaller reply at {label}: whole {rw:.1f}x, chunked {rc:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
