@@ -50,6 +50,7 @@ async def run(args: argparse.Namespace) -> int:
         elif name == "onebot":
             from channels.onebot import OneBotChannel
             channels.append(OneBotChannel(bot))
+    await bot.start()  # after the channels: reminders due while down are sent at once
     logger.info("chatfn started: model={}, functions={}, channels={}",
                 bot.model.name if bot.model else "none", len(bot.registry), ",".join(names))
     loop = asyncio.get_running_loop()

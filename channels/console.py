@@ -5,7 +5,8 @@ private and admin vs user can be tried without any chat platform:
 
     :as alice        speak as alice            :group team1   move to group chat "team1"
     :admin on|off    make the speaker admin    :private       back to a private chat
-    :help            list meta-commands        :quit          leave
+    :join NAME       NAME joins the group      :help          list meta-commands
+    :quit            leave
 
 `@bot` anywhere in a line mentions the bot (needed in groups by default).
 """
@@ -20,7 +21,7 @@ import threading
 from typing import TextIO
 
 from channels.base import Channel
-from function_calls.context import IncomingMessage, OutgoingMessage
+from function_calls.context import IncomingMessage, OutgoingMessage, SystemEvent
 from providers.types import StreamEvent
 from runtime.bot import Bot
 
@@ -125,10 +126,26 @@ class ConsoleChannel(Channel):
         line = line.rstrip("\r\n")
         if not line.strip():
             return
+        if line.startswith(":join"):
+            await self._join(line[len(":join"):].strip())
+            return
         if line.startswith(":"):
             self._meta(line)
             return
         await self.bot.handle(self.message_for(line), self._reply, on_stream=self._on_stream)
+
+    async def _join(self, name: str) -> None:
+        """`:join NAME`: NAME joins the current group (a member_joined event); the bot's
+        answer (a welcome) is printed through `send` as any unsolicited message."""
+        if not name or self.group is None:
+            self._write("-- :join NAME works in a group (:group NAME first)\n")
+            return
+        self._write(f"-- {name} joined group {self.group}\n")
+        sent = await self.bot.handle_event(SystemEvent(
+            kind="member_joined", platform=self.platform, chat_id=f"group:{self.group}",
+            user_id=name, user_name=name))
+        if not sent:
+            self._write("-- (nothing was sent)\n")
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

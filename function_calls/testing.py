@@ -53,5 +53,10 @@ class TestBot:
     async def _collect(_out: OutgoingMessage) -> None:
         return None
 
+    async def start(self) -> TestBot:
+        """Start the bot's services (the reminder scheduler); `send` works without it."""
+        await self.bot.start()
+        return self
+
     async def aclose(self) -> None:
         await self.bot.aclose()

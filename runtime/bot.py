@@ -22,7 +22,7 @@ from function_calls.context import (
     StreamObserver,
     SystemEvent,
 )
-from function_calls.init_handlers import register_builtins
+from function_calls.init_handlers import register_builtins, setup_builtins
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
 from providers.base import ChatModel
@@ -84,7 +84,7 @@ class Bot:
         self.settings = settings
         self.registry = registry if registry is not None else Registry()
         if builtins:
-            register_builtins(self.registry)
+            register_builtins(self.registry, settings)
         if load_plugins and settings.plugins.paths:
             existing = [p for p in settings.plugins.paths
                         if (settings.base_dir / p).exists() or p != "plugins"]
@@ -102,6 +102,11 @@ class Bot:
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
         self._locks = _ChatLocks()
         self._event_handlers: dict[str, list[EventHandler]] = {}
+        self._startup: list[Callable[[], Awaitable[None]]] = []
+        self._shutdown: list[Callable[[], Awaitable[None]]] = []
+        self.started = False
+        if builtins:
+            setup_builtins(self)  # services of built-ins: scheduler, welcome, search client
 
     def _build_model(self) -> ChatModel | None:
         name = self.settings.chat_model_name()
@@ -218,7 +223,30 @@ class Bot:
             return sent
         return await self._locks((event.platform, event.chat_id), work)
 
+    # -- lifecycle ---------------------------------------------------------------------------
+    def on_startup(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` in `start()`: for services that need a running event loop (the
+        reminder scheduler), which a sync constructor cannot give them."""
+        self._startup.append(hook)
+
+    def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
+        self._shutdown.append(hook)
+
+    async def start(self) -> None:
+        """Start services once the event loop runs; call after the channels are added, so what
+        the services send at once (reminders missed while down) has a way out."""
+        if self.started:
+            return
+        self.started = True
+        for hook in self._startup:
+            await hook()
+
     async def aclose(self) -> None:
+        for hook in reversed(self._shutdown):
+            try:
+                await hook()
+            except Exception as exc:  # one service failing to stop must not keep others open
+                logger.opt(exception=exc).error("shutdown hook {} failed", hook)
         if self.model is not None:
             await self.model.aclose()
         self.storage.close()

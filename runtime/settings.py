@@ -193,7 +193,7 @@ class WelcomeSettings(_Section):
     # Per group chat id; `{name}` is replaced by the new member's name.
     messages: dict[str, str] = Field(default_factory=dict)
     # For groups without their own message; null: say nothing there.
-    default: str | None = "Welcome, {name}! Send /help to see what I can do."
+    default: str | None = "Welcome! Send /help to see what I can do."
 
 
 class Settings(_Section):

@@ -1,0 +1,91 @@
+"""Built-in `summary` (groups only): what the chat talked about, from its stored history.
+
+A failing or missing model never turns into an error message: the user gets a short extract of
+the last messages instead, which is still what they were after (catching up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+from function_calls.context import MessageContext
+from function_calls.registry import tool_function
+from function_calls.services.reminder_time import zone_named
+from function_calls.services.summary import (
+    SpanError,
+    extract,
+    now_utc,
+    parse_span,
+    summarise,
+    transcript,
+    worth_summarising,
+)
+from function_calls.spec import FunctionResult
+from providers.errors import ProviderError
+from runtime.settings import Settings
+
+FEATURE = "summary"
+MODEL_TIMEOUT = 45.0
+
+
+class SummaryArgs(BaseModel):
+    span: str = Field(default="", max_length=60,
+                      description="What to cover: a number of recent messages ('100'), a time "
+                                  "window ('30m', '2h', '1d') or 'today'. Empty: the last 50.")
+
+
+@tool_function(
+    name="summary",
+    description="Summarise this group chat's recent conversation: the last N messages or a time "
+                "window the user names (e.g. 'the last 2 hours').",
+    examples=["/summary", "/summary 2h", "/summary 100", "what did I miss today?"],
+    scope="group",
+    timeout=60,
+)
+async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
+    cfg = ctx.config.summary
+    tz = zone_named(ctx.config.reminders.timezone)
+    try:
+        span = parse_span(args.span, cfg, now_utc(), tz)
+    except SpanError as exc:
+        return FunctionResult(llm_content=f"Not summarised: {exc}.", metadata={"refused": True})
+    msg = ctx.message
+    if span.count is not None:
+        rows = ctx.history(span.count)
+    else:
+        assert span.since is not None
+        rows = [r for r in ctx.storage.messages_since(msg.platform, msg.chat_id, span.since,
+                                                      limit=cfg.max_messages)
+                if ctx.stored_id is None or r.id < ctx.stored_id]
+    rows = [r for r in rows if worth_summarising(r)]
+    if not rows:
+        text = f"Nothing to summarise in {span.label}."
+        return FunctionResult(messages=[text], llm_content=text)
+    bot_name = ctx.config.bot.name
+    body, used = transcript(rows, cfg, tz, bot_name)
+    cut = f" (only the newest {used} fit)" if used < len(rows) else ""
+    header = f"Summary of {span.label}, {len(rows)} messages{cut}:"
+    result = None
+    if ctx.model is not None:
+        try:
+            async with asyncio.timeout(MODEL_TIMEOUT):
+                result = await summarise(ctx.model, body, msg.chat_name or msg.chat_id)
+        except (ProviderError, TimeoutError) as exc:
+            ctx.logger.warning("summary model call failed: {}: {}", type(exc).__name__, exc)
+    if not result:
+        why = "no model is configured" if ctx.model is None else "the model is not available"
+        text = (f"I could not summarise {span.label} ({why}); the last messages were:\n"
+                f"{extract(rows, bot_name)}")
+        return FunctionResult(messages=[text], llm_content=text, metadata={"fallback": True})
+    text = f"{header}\n{result}"
+    return FunctionResult(messages=[text], llm_content=text)
+
+
+def status(settings: Settings) -> tuple[str, str, str]:
+    cfg = settings.summary
+    if not cfg.enabled:
+        return FEATURE, "off", "summary.enabled is false"
+    return FEATURE, "on", (f"up to {cfg.max_messages} messages, prompt at most "
+                           f"{cfg.max_prompt_chars} characters")

@@ -1,0 +1,381 @@
+"""Reminders: a table that is the source of truth, and an APScheduler job per active reminder.
+
+Why two stores: APScheduler's SQLAlchemy job store (on the bot's own database) wakes us at the
+right moment and survives restarts, but it removes or advances a job *before* the job runs, and
+it knows nothing about grace periods, creators or late notes. So the `reminders` table decides:
+each firing claims its occurrence with a compare-and-set on `next_run` (one UPDATE), which makes
+a duplicate wake-up (a job re-added after a crash, two schedulers on one file) a no-op. The cost
+is at-most-once at the instant of a crash between that UPDATE and the channel send; a reminder
+is never delivered twice. At start, every active row gets its job back if the store lost it,
+and jobs whose row is gone are removed.
+
+Due while the bot was down: delivered late with a note when within `reminders.grace_period`,
+reported as missed after that, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.date import DateTrigger
+from loguru import logger
+from sqlalchemy import DateTime, Integer, String, Text, func, select, update
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from function_calls.context import IncomingMessage, OutgoingMessage
+from function_calls.permissions import refusal_reason
+from function_calls.services.reminder_time import (
+    Schedule,
+    build_schedule,
+    fmt,
+    next_fire,
+    zone_named,
+)
+from runtime.settings import ReminderSettings
+
+if TYPE_CHECKING:
+    from runtime.bot import Bot
+
+JOB_TABLE = "apscheduler_jobs"
+SHORT_ID = 8
+# A firing more than this late (event loop busy, clock jump) says so even when the bot was up.
+LATE_NOTE_AFTER = timedelta(seconds=60)
+# A wake-up this much before the row's due time is stale (a job left from an earlier schedule).
+EARLY_TOLERANCE = timedelta(seconds=2)
+
+
+class ReminderBase(DeclarativeBase):
+    pass
+
+
+class ReminderRow(ReminderBase):
+    """One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same)."""
+
+    __tablename__ = "reminders"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128), index=True)
+    chat_name: Mapped[str] = mapped_column(String(128), default="")
+    is_group: Mapped[bool] = mapped_column(default=False)
+    creator_id: Mapped[str] = mapped_column(String(128), index=True)
+    creator_name: Mapped[str] = mapped_column(String(128), default="")
+    text: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(8))  # once | daily | weekly | cron
+    spec: Mapped[str] = mapped_column(String(128))  # as shown to users
+    at: Mapped[str | None] = mapped_column(String(64), nullable=True)  # ISO UTC / HH:MM[:SS]
+    weekday: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    cron: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    timezone: Mapped[str] = mapped_column(String(64))
+    # active | done | deleted | missed | refused
+    status: Mapped[str] = mapped_column(String(16), default="active", index=True)
+    next_run: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime())
+    fired_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:SHORT_ID]
+
+
+class ReminderError(Exception):
+    """A request the service refuses; the text is shown to the user and the model as is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Creator:
+    platform: str
+    chat_id: str
+    chat_name: str
+    is_group: bool
+    user_id: str
+    user_name: str
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _naive(dt: datetime) -> datetime:
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
+
+
+def trigger_for(row: ReminderRow) -> BaseTrigger:
+    """Rebuild a row's trigger (the same one it was validated with)."""
+    tz = ZoneInfo(row.timezone)
+    if row.kind == "once":
+        return DateTrigger(run_date=_aware(datetime.fromisoformat(row.at or "")), timezone=tz)
+    return build_schedule(row.kind, row.at, row.weekday, row.cron,  # type: ignore[arg-type]
+                          utcnow(), tz).trigger
+
+
+def describe(row: ReminderRow, tz: ZoneInfo | None = None) -> str:
+    """`Mon 2025-06-02 09:00 CEST` for one-off reminders, `daily 09:00 (next ...)` otherwise."""
+    zone = tz or ZoneInfo(row.timezone)
+    nxt = fmt(_aware(row.next_run), zone) if row.next_run else "—"
+    if row.kind == "once":
+        return nxt
+    label = {"daily": "daily", "weekly": "weekly on", "cron": "cron"}[row.kind]
+    return f"{label} {row.spec} (next {nxt})"
+
+
+# One service per running bot, found by its database URL: APScheduler persists only a function
+# reference and arguments, so the job function needs a way back to the live service.
+_services: dict[str, ReminderService] = {}
+
+
+async def run_job(service_key: str, reminder_id: str) -> None:
+    """The APScheduler job function (referenced by name in the job store)."""
+    service = _services.get(service_key)
+    if service is None and len(_services) == 1:  # the database file moved; only one candidate
+        service = next(iter(_services.values()))
+    if service is None:
+        logger.error("reminder {} woke up but no reminder service is running", reminder_id)
+        return
+    await service.fire(reminder_id)
+
+
+class ReminderService:
+    """Creates, lists, deletes and fires reminders for one bot."""
+
+    def __init__(self, bot: Bot, settings: ReminderSettings) -> None:
+        self.bot = bot
+        self.settings = settings
+        self.tz = zone_named(settings.timezone)
+        self.storage = bot.storage
+        self.key = bot.storage.url
+        ReminderBase.metadata.create_all(self.storage.engine)
+        self.scheduler = AsyncIOScheduler(
+            jobstores={"default": SQLAlchemyJobStore(engine=self.storage.engine,
+                                                     tablename=JOB_TABLE)},
+            # The row decides lateness, so APScheduler must never skip a late job itself.
+            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
+            timezone=self.tz,
+        )
+        self._offline: set[str] = set()  # due while the bot was down (found at start)
+        self.fired: list[OutgoingMessage] = []  # what this process delivered (tests, status)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the scheduler paused, put the job store in line with the table, then run."""
+        _services[self.key] = self
+        self.scheduler.start(paused=True)
+        now = utcnow()
+        active = {r.id: r for r in self._rows(ReminderRow.status == "active")}
+        jobs = {j.id for j in self.scheduler.get_jobs()}
+        for job_id in jobs - active.keys():
+            self.scheduler.remove_job(job_id)
+        for row in active.values():
+            if row.next_run is not None and _aware(row.next_run) <= now:
+                self._offline.add(row.id)
+            if row.id not in jobs:
+                logger.warning("reminder {} had no scheduler job; re-adding it", row.short_id)
+                self._add_job(row, overdue=row.id in self._offline)
+        if self._offline:
+            logger.info("{} reminder(s) fell due while the bot was down", len(self._offline))
+        self.scheduler.resume()
+
+    async def shutdown(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        if _services.get(self.key) is self:
+            del _services[self.key]
+
+    def _add_job(self, row: ReminderRow, *, overdue: bool = False) -> None:
+        trigger = DateTrigger(run_date=utcnow()) if overdue else trigger_for(row)
+        self.scheduler.add_job(run_job, trigger=trigger, args=[self.key, row.id], id=row.id,
+                               name=f"reminder {row.short_id}", replace_existing=True)
+
+    # -- queries ---------------------------------------------------------------------------
+    def _rows(self, *where: Any) -> list[ReminderRow]:
+        with self.storage.session() as s:
+            return list(s.scalars(select(ReminderRow).where(*where)
+                                  .order_by(ReminderRow.next_run, ReminderRow.id)).all())
+
+    def get(self, reminder_id: str) -> ReminderRow | None:
+        with self.storage.session() as s:
+            return s.get(ReminderRow, reminder_id)
+
+    def active_count(self, platform: str, user_id: str) -> int:
+        with self.storage.session() as s:
+            return s.scalar(select(func.count()).select_from(ReminderRow).where(
+                ReminderRow.platform == platform, ReminderRow.creator_id == user_id,
+                ReminderRow.status == "active")) or 0
+
+    def visible_to(self, platform: str, chat_id: str, is_group: bool,
+                   user_id: str) -> list[ReminderRow]:
+        """A group sees its own reminders; a private chat sees all its user's reminders."""
+        base = [ReminderRow.platform == platform, ReminderRow.status == "active"]
+        if is_group:
+            return self._rows(*base, ReminderRow.chat_id == chat_id)
+        return self._rows(*base, ReminderRow.creator_id == user_id)
+
+    def resolve(self, prefix: str, candidates: list[ReminderRow]) -> ReminderRow:
+        """Find a reminder by a unique id prefix among the ones the caller can see."""
+        needle = prefix.strip().lower().lstrip("#")
+        if not needle:
+            raise ReminderError("Give the reminder's id (see /reminder_list).")
+        found = [r for r in candidates if r.id.startswith(needle)]
+        if not found:
+            raise ReminderError(f"No active reminder with id {needle!r} here. Use /reminder_list "
+                                "to see the ids.")
+        if len(found) > 1:
+            ids = ", ".join(r.short_id for r in found[:5])
+            raise ReminderError(f"Id {needle!r} matches {len(found)} reminders ({ids}); "
+                                "give more characters.")
+        return found[0]
+
+    # -- changes -----------------------------------------------------------------------------
+    def schedule(self, kind: str, at: str | None, weekday: str | None,
+                 cron: str | None) -> Schedule:
+        """Validate a schedule now (raises ReminderTimeError with the fix)."""
+        return build_schedule(kind, at, weekday, cron, utcnow(), self.tz)  # type: ignore[arg-type]
+
+    def create(self, who: Creator, text: str, schedule: Schedule) -> ReminderRow:
+        if self.active_count(who.platform, who.user_id) >= self.settings.max_per_user:
+            raise ReminderError(
+                f"You already have {self.settings.max_per_user} active reminders, the maximum. "
+                "Delete one first (/reminder_list, then /reminder_delete id=...).")
+        at: str | None = None
+        if schedule.kind == "once":
+            at = _naive(schedule.first_run).isoformat()
+        elif schedule.kind in ("daily", "weekly"):
+            at = schedule.spec.split()[-1]
+        row = ReminderRow(
+            id=uuid.uuid4().hex, platform=who.platform, chat_id=who.chat_id,
+            chat_name=who.chat_name, is_group=who.is_group, creator_id=who.user_id,
+            creator_name=who.user_name, text=text, kind=schedule.kind, spec=schedule.spec,
+            at=at, weekday=_weekday_of(schedule), cron=schedule.spec if schedule.kind == "cron"
+            else None, timezone=self.tz.key, status="active",
+            next_run=_naive(schedule.first_run), created_at=_naive(utcnow()), fired_count=0,
+            note="")
+        with self.storage.session() as s:
+            s.add(row)
+            s.commit()
+        self._add_job(row)
+        logger.bind(chat_id=who.chat_id).info("reminder {} set by {} for {}", row.short_id,
+                                              who.user_id, row.next_run)
+        return row
+
+    def delete(self, row: ReminderRow) -> None:
+        self._set_status(row.id, "deleted", "deleted by a user")
+        if self.scheduler.get_job(row.id) is not None:
+            self.scheduler.remove_job(row.id)
+
+    def _set_status(self, reminder_id: str, status: str, note: str) -> None:
+        with self.storage.session() as s:
+            s.execute(update(ReminderRow).where(ReminderRow.id == reminder_id)
+                      .values(status=status, note=note))
+            s.commit()
+
+    # -- firing ------------------------------------------------------------------------------
+    async def fire(self, reminder_id: str) -> OutgoingMessage | None:
+        """Deliver the reminder's due occurrence once: claim it, re-check, send."""
+        now = utcnow()
+        row = self.get(reminder_id)
+        if row is None or row.status != "active" or row.next_run is None:
+            return None
+        due = _aware(row.next_run)
+        if due - now > EARLY_TOLERANCE:
+            logger.warning("reminder {} woke at {} but is due {}; ignored", row.short_id, now, due)
+            return None
+        nxt = None if row.kind == "once" else next_fire(trigger_for(row),
+                                                        max(now, due) + timedelta(seconds=1))
+        if not self._claim(row, nxt, now):
+            return None  # another wake-up already delivered this occurrence
+        reason = self._refusal(row)
+        if reason is not None:
+            self._set_status(row.id, "refused", reason)
+            if self.scheduler.get_job(row.id) is not None:
+                self.scheduler.remove_job(row.id)
+            logger.bind(chat_id=row.chat_id).warning("reminder {} not delivered: {}",
+                                                     row.short_id, reason)
+            self._audit(row, "refused", reason)
+            return None
+        lateness = now - due
+        offline = row.id in self._offline
+        self._offline.discard(row.id)
+        text, status = self._text(row, due, nxt, lateness, offline)
+        if status == "missed" and nxt is None:
+            self._set_status(row.id, "missed", text)
+        out = OutgoingMessage(platform=row.platform, chat_id=row.chat_id, text=text,
+                              is_group=row.is_group,
+                              at=row.creator_id if row.is_group else None)
+        self.fired.append(out)
+        self._audit(row, "ok", f"late by {lateness.total_seconds():.1f} s"
+                    if lateness > EARLY_TOLERANCE else "")
+        await self.bot.send(out)
+        return out
+
+    def _claim(self, row: ReminderRow, nxt: datetime | None, now: datetime) -> bool:
+        with self.storage.session() as s:
+            result = s.execute(
+                update(ReminderRow)
+                .where(ReminderRow.id == row.id, ReminderRow.status == "active",
+                       ReminderRow.next_run == row.next_run)
+                .values(next_run=_naive(nxt) if nxt else row.next_run,
+                        status="active" if nxt else "done",
+                        fired_count=ReminderRow.fired_count + 1, last_fired_at=_naive(now)))
+            s.commit()
+            return result.rowcount == 1  # type: ignore[attr-defined]
+
+    def _refusal(self, row: ReminderRow) -> str | None:
+        """Fire with the creator's permissions as they are now, not as they were."""
+        spec = self.bot.registry.get("reminder_set")
+        if spec is None:
+            return "reminder_set is no longer available"
+        msg = IncomingMessage(platform=row.platform, chat_id=row.chat_id, sender_id=row.creator_id,
+                              sender_name=row.creator_name, text="", is_group=row.is_group,
+                              chat_name=row.chat_name, message_id=f"reminder-{row.short_id}")
+        ctx = self.bot.context_for(msg, self.bot.send)
+        return refusal_reason(spec, ctx, via_command=True)
+
+    def _text(self, row: ReminderRow, due: datetime, nxt: datetime | None,
+              lateness: timedelta, offline: bool) -> tuple[str, str]:
+        zone = ZoneInfo(row.timezone)
+        after = f" Next: {fmt(nxt, zone)}." if nxt else ""
+        if lateness.total_seconds() > self.settings.grace_period:
+            return (f"⏰ Missed reminder: “{row.text}” was due {fmt(due, zone)}, while I was "
+                    f"offline, and is now {_span(lateness)} late.{after}", "missed")
+        if offline or lateness > LATE_NOTE_AFTER:
+            why = "I was offline then" if offline else "I was busy"
+            return (f"⏰ Reminder: {row.text}\n(Late: it was due {fmt(due, zone)}, "
+                    f"{_span(lateness)} ago; {why}.){after}", "done")
+        return f"⏰ Reminder: {row.text}", "done"
+
+    def _audit(self, row: ReminderRow, outcome: str, detail: str) -> None:
+        try:
+            self.storage.add_tool_call(
+                platform=row.platform, chat_id=row.chat_id, sender_id=row.creator_id,
+                message_id=f"reminder-{row.short_id}", function="reminder_set",
+                arguments={"id": row.id}, source="scheduler", outcome=outcome, detail=detail)
+        except Exception as exc:  # the audit log must not stop a delivery
+            logger.error("audit row for reminder {} not written: {}", row.short_id, exc)
+
+
+def _weekday_of(schedule: Schedule) -> str | None:
+    return schedule.spec.split()[0] if schedule.kind == "weekly" else None
+
+
+def _span(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

@@ -1,0 +1,233 @@
+"""Reading the times people and models write for reminders, and turning them into triggers.
+
+Kept apart from the scheduling service because it is pure (no database, no loop): everything
+here takes `now` and a zone explicitly, so the tests pin both. Every refusal is a
+`ReminderTimeError` whose text tells the caller (a user or the model) what to send instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, tzinfo
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
+
+Kind = Literal["once", "daily", "weekly", "cron"]
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_UNITS = {
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+}
+_RELATIVE = re.compile(r"^in\s+((?:\d+\s*[a-z]+\s*(?:and\s+)?)+)$", re.IGNORECASE)
+_REL_PART = re.compile(r"(\d+)\s*([a-z]+)", re.IGNORECASE)
+_CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?(?::(\d{2}))?\s*(am|pm)?$", re.IGNORECASE)
+_DAY_WORD = re.compile(r"^(today|tomorrow)(?:\s+(?:at\s+)?(.+))?$", re.IGNORECASE)
+# Leading time expressions a slash-command user may put before the reminder text.
+_LEADING = [
+    re.compile(r"^(in\s+(?:\d+\s*[a-z]+\s*(?:and\s+)?)+?)(?:\s+(?:to\s+)?(?=\D)|$)", re.I),
+    re.compile(r"^((?:today|tomorrow)(?:\s+(?:at\s+)?\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)?)"
+               r"(?:\s+|$)", re.I),
+    re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?)(?:\s+|$)"),
+    re.compile(r"^(\d{1,2}:\d{2}(?:\s*(?:am|pm))?)(?:\s+|$)", re.I),
+]
+MAX_AHEAD = timedelta(days=366 * 5)
+
+
+class ReminderTimeError(ValueError):
+    """A time, date or cron expression that cannot be used; the text says what would work."""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A validated schedule: what kind, the normalised spec shown to users, and its trigger."""
+
+    kind: Kind
+    spec: str  # "2025-06-01 09:00", "09:00", "mon,wed 09:00", "0 9 * * 1-5"
+    trigger: BaseTrigger
+    first_run: datetime  # aware, in the reminder's zone
+
+
+def zone_named(name: str | None) -> ZoneInfo:
+    """The configured zone, or the machine's (tzlocal) when none is configured."""
+    if name:
+        return ZoneInfo(name)
+    from tzlocal import get_localzone_name
+    try:
+        return ZoneInfo(get_localzone_name() or "UTC")
+    except Exception:  # an odd /etc/localtime should not stop reminders; UTC is explicit
+        return ZoneInfo("UTC")
+
+
+def fmt(dt: datetime, tz: tzinfo) -> str:
+    """How a time is shown to users: local, to the minute (seconds only when they matter)."""
+    local = dt.astimezone(tz)
+    pattern = "%a %Y-%m-%d %H:%M:%S" if local.second else "%a %Y-%m-%d %H:%M"
+    return f"{local.strftime(pattern)} {local.tzname()}"
+
+
+def parse_clock(text: str) -> time:
+    """`9:00`, `09:30`, `21:15:30`, `9pm`, `9:30 am` -> time."""
+    m = _CLOCK.match(text.strip())
+    if m is None:
+        raise ReminderTimeError(f"{text!r} is not a time of day; write it as HH:MM, e.g. 09:30")
+    hour, minute, second = int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
+    meridiem = (m.group(4) or "").lower()
+    if meridiem:
+        if not 1 <= hour <= 12:
+            raise ReminderTimeError(f"{text!r}: with am/pm the hour must be 1-12")
+        hour = hour % 12 + (12 if meridiem == "pm" else 0)
+    if hour > 23 or minute > 59 or second > 59:
+        raise ReminderTimeError(f"{text!r} is not a valid time of day (00:00 to 23:59)")
+    return time(hour, minute, second)
+
+
+def _localize(day: date, clock: time, tz: ZoneInfo) -> datetime:
+    return datetime.combine(day, clock).replace(tzinfo=tz)
+
+
+def _parse_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ReminderTimeError(
+            f"{text!r} is not a real date; write YYYY-MM-DD (e.g. 2025-06-01) and check the "
+            "day exists in that month") from None
+
+
+def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
+    """A single moment: `in 10m`, `in 1h 30m`, `tomorrow 9:00`, `today 18:00`, `09:30` (the next
+    such time), `2025-06-01 09:00` or ISO 8601 with an offset. Returns an aware datetime."""
+    raw = " ".join(text.strip().split())
+    if not raw:
+        raise ReminderTimeError("no time given; e.g. at='in 10m' or at='2025-06-01 09:00'")
+    if m := _RELATIVE.match(raw):
+        seconds = 0
+        for amount, unit in _REL_PART.findall(m.group(1)):
+            if unit.lower() not in _UNITS:
+                raise ReminderTimeError(f"unknown unit {unit!r} in {raw!r}; use s, m, h, d or w")
+            seconds += int(amount) * _UNITS[unit.lower()]
+        if seconds <= 0:
+            raise ReminderTimeError(f"{raw!r} is not in the future; give a positive duration")
+        return now + timedelta(seconds=seconds)
+    local_now = now.astimezone(tz)
+    if m := _DAY_WORD.match(raw):
+        day = local_now.date() + timedelta(days=1 if m.group(1).lower() == "tomorrow" else 0)
+        clock = parse_clock(m.group(2)) if m.group(2) else time(9, 0)
+        return _localize(day, clock, tz)
+    if _CLOCK.match(raw):
+        at = _localize(local_now.date(), parse_clock(raw), tz)
+        return at if at > now else _localize(local_now.date() + timedelta(days=1),
+                                              parse_clock(raw), tz)
+    iso = raw.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} ", raw) else raw
+    if re.match(r"^\d{4}-\d{2}-\d{2}$", iso):
+        raise ReminderTimeError(f"{raw!r} has no time of day; add one, e.g. '{raw} 09:00'")
+    m = re.match(r"^(\d{4}-\d{2}-\d{2})T(.+)$", iso)
+    if m is None:
+        raise ReminderTimeError(
+            f"cannot read the time {raw!r}; use 'YYYY-MM-DD HH:MM', 'HH:MM', 'tomorrow 9:00' "
+            "or 'in 10m'")
+    day = _parse_date(m.group(1))
+    try:
+        parsed = datetime.fromisoformat(f"{day.isoformat()}T{m.group(2)}")
+    except ValueError:
+        clock = parse_clock(m.group(2))  # raises a helpful message for a bad time of day
+        parsed = datetime.combine(day, clock)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)
+
+
+def parse_weekdays(text: str) -> str:
+    """`mon`, `Monday`, `mon,wed,fri`, `mon-fri` -> the cron day_of_week field."""
+    parts = []
+    for token in re.split(r"[,\s]+", text.strip().lower()):
+        if not token:
+            continue
+        ends = token.split("-")
+        names = []
+        for end in ends:
+            short = end[:3]
+            if short not in WEEKDAYS or (len(end) > 3 and not _full_day(end)):
+                raise ReminderTimeError(f"{end!r} is not a weekday; use mon, tue, wed, thu, fri, "
+                                        "sat or sun")
+            names.append(short)
+        if len(names) > 2:
+            raise ReminderTimeError(f"{token!r}: write a range as mon-fri")
+        parts.append("-".join(names))
+    if not parts:
+        raise ReminderTimeError("a weekly reminder needs a weekday, e.g. weekday='mon'")
+    return ",".join(parts)
+
+
+def _full_day(word: str) -> bool:
+    return word in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                    "sunday", "tues", "thur", "thurs", "weds")
+
+
+def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
+    """The first fire time of `trigger` at or after `after` (aware)."""
+    return trigger.get_next_fire_time(None, after)
+
+
+def build_schedule(kind: Kind, at: str | None, weekday: str | None, cron: str | None,
+                   now: datetime, tz: ZoneInfo) -> Schedule:
+    """Validate what was asked and build the trigger; raises ReminderTimeError with a fix."""
+    if kind == "once":
+        if not at:
+            raise ReminderTimeError("say when: at='in 10m', at='tomorrow 9:00' or "
+                                    "at='2025-06-01 09:00'")
+        when = parse_once(at, now, tz)
+        if when <= now:
+            raise ReminderTimeError(
+                f"{fmt(when, tz)} is in the past (now it is {fmt(now, tz)}); give a future time")
+        if when - now > MAX_AHEAD:
+            raise ReminderTimeError("that is more than 5 years ahead; pick a nearer date")
+        return Schedule("once", fmt(when, tz), DateTrigger(run_date=when, timezone=tz), when)
+    if kind in ("daily", "weekly"):
+        if not at:
+            raise ReminderTimeError(f"a {kind} reminder needs a time of day, e.g. at='09:00'")
+        clock = parse_clock(at)
+        fields = {"hour": clock.hour, "minute": clock.minute, "second": clock.second}
+        spec = clock.strftime("%H:%M:%S" if clock.second else "%H:%M")
+        if kind == "weekly":
+            days = parse_weekdays(weekday or "")
+            fields["day_of_week"] = days
+            spec = f"{days} {spec}"
+        trigger = CronTrigger(timezone=tz, **fields)
+    else:
+        if not cron or not cron.strip():
+            raise ReminderTimeError("a cron reminder needs cron='MIN HOUR DAY MONTH WEEKDAY', "
+                                    "e.g. cron='0 9 * * 1-5'")
+        expr = " ".join(cron.split())
+        if len(expr.split()) != 5:
+            raise ReminderTimeError(f"cron {expr!r} must have 5 fields: minute hour day month "
+                                    "weekday, e.g. '0 9 * * 1-5'")
+        try:
+            trigger = CronTrigger.from_crontab(expr, timezone=tz)
+        except ValueError as exc:
+            raise ReminderTimeError(f"bad cron expression {expr!r}: {exc}; e.g. "
+                                    "'30 8 * * mon-fri'") from None
+        spec = expr
+    first = next_fire(trigger, now)
+    if first is None:
+        raise ReminderTimeError(f"the {kind} schedule {spec!r} never fires; check the date "
+                                "fields (e.g. 31 in a 30-day month)")
+    return Schedule(kind, spec, trigger, first)
+
+
+def split_leading_time(text: str) -> tuple[str | None, str]:
+    """For `/reminder_set in 10m stretch`: the time expression at the start, and the rest."""
+    stripped = text.strip()
+    for pattern in _LEADING:
+        m = pattern.match(stripped)
+        if m and m.group(1).strip():
+            rest = stripped[m.end():].strip()
+            return m.group(1).strip(), rest
+    return None, stripped
