@@ -1,0 +1,90 @@
+"""Fixtures for channel tests: a real Bot on a temporary SQLite file, with test functions on a
+fresh Registry and a scripted model, and a OneBot channel listening on a free port."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from channels.onebot import OneBotChannel
+from function_calls.context import MessageContext
+from function_calls.registry import Registry, tool_function
+from function_calls.spec import FunctionResult
+from providers.base import ChatModel
+from runtime.bot import Bot
+from runtime.settings import parse_settings
+
+TOKEN = "sim-secret-token"
+
+
+ESSAY = [f"line {i:03d} " + "x" * 40 for i in range(60)]
+
+
+class RollArgs(BaseModel):
+    sides: int = 6
+
+
+class EchoArgs(BaseModel):
+    text: str
+
+
+def make_registry() -> Registry:
+    """Functions the channel tests trigger: `roll` (through the model), `echo` and `quote`
+    (slash commands, no model)."""
+    registry = Registry()
+    with registry.collecting():
+
+        @tool_function(description="Roll a die with the given number of sides.")
+        async def roll(ctx: MessageContext, args: RollArgs) -> FunctionResult:
+            return FunctionResult(messages=[f"rolled a d{args.sides}: {args.sides}"],
+                                  at=ctx.message.sender_id)
+
+        @tool_function(description="Repeat the text.")
+        async def echo(ctx: MessageContext, args: EchoArgs) -> FunctionResult:
+            return FunctionResult(messages=[args.text])
+
+        @tool_function(description="Write a long text (60 lines of 50 characters).")
+        async def essay(ctx: MessageContext) -> FunctionResult:
+            return FunctionResult(messages=["\n".join(ESSAY)], at=ctx.message.sender_id)
+
+        @tool_function(description="Show the quoted message.")
+        async def quote(ctx: MessageContext) -> FunctionResult:
+            return FunctionResult(messages=[f"quoted: {ctx.message.quoted_text}"])
+
+    return registry
+
+
+
+MakeOneBot = Callable[..., Awaitable[tuple[Bot, OneBotChannel, str]]]
+
+
+@pytest.fixture
+async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
+    """`bot, channel, url = await make_onebot(model=..., **onebot_settings)`."""
+    made: list[tuple[Bot, OneBotChannel]] = []
+
+    async def make(model: ChatModel | None = None,
+                   **onebot: Any) -> tuple[Bot, OneBotChannel, str]:
+        cfg = {"host": "127.0.0.1", "port": 0, "access_token": TOKEN, "send_rate": 0,
+               "reconnect_wait": 2.0, "action_timeout": 2.0, **onebot}
+        settings = parse_settings({
+            "storage": {"url": f"sqlite:///{tmp_path / f'onebot{len(made)}.db'}"},
+            "plugins": {"paths": []},
+            "bot": {"name": "simbot"},
+            "channels": {"onebot": cfg},
+        }, base_dir=tmp_path)
+        bot = Bot(settings, registry=make_registry(), model=model, builtins=False,
+                  load_plugins=False)
+        channel = OneBotChannel(bot)
+        await channel.start()
+        made.append((bot, channel))
+        return bot, channel, f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws"
+
+    yield make
+    for bot, channel in made:
+        await channel.stop()
+        await bot.aclose()
