@@ -11,12 +11,24 @@ from providers.types import ModelCapabilities, NativeTools, PromptFormat
 ProviderName = Literal["openai", "anthropic", "gemini", "scripted"]
 
 
+ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 class ThinkingConfig(BaseModel):
+    """`models.<name>.thinking`. Each adapter maps it to what its API documents: Anthropic
+    `thinking.budget_tokens`, Gemini `thinkingConfig.thinkingBudget`, OpenAI reasoning models
+    `reasoning_effort`, DeepSeek `thinking: {"type": ...}` (+ `reasoning_effort` when set)."""
+
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
+    # Anthropic and Gemini: tokens the model may spend thinking.
     budget_tokens: int = Field(default=2048, ge=1024)
-    # Show reasoning text in the chat. Off by default: users see answers, not deliberation.
+    # OpenAI reasoning models (o-series, gpt-5) and DeepSeek: `reasoning_effort`. None: OpenAI
+    # gets "medium" (its own default), DeepSeek gets nothing (the server's default).
+    effort: ReasoningEffort | None = None
+    # Stream reasoning to channels that can show it (HTTP `thinking` events). Off by default:
+    # users see answers, not deliberation. Thinking is stored and logged at debug level anyway.
     show: bool = False
 
 
@@ -35,10 +47,18 @@ class ModelConfig(BaseModel):
     prompt_format: PromptFormat = "hermes"
     streaming: bool = False
     thinking: ThinkingConfig | bool = False
+    # OpenAI strict function calling (`"strict": true` on tools whose schema allows it). None:
+    # on for api.openai.com only, since many compatible servers reject the field.
+    strict_tools: bool | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
+
+    def thinking_explicit(self) -> bool:
+        """Whether `thinking` was written in the config (DeepSeek V3.2+/V4 think by default, so
+        an explicit `thinking: false` must be sent as "disabled" while an unset one is not)."""
+        return "thinking" in self.model_fields_set
 
     def thinking_config(self) -> ThinkingConfig:
         if isinstance(self.thinking, bool):
@@ -51,4 +71,5 @@ class ModelConfig(BaseModel):
             prompt_format=self.prompt_format,
             streaming=self.streaming,
             thinking=self.thinking_config().enabled,
+            show_thinking=self.thinking_config().show,
         )

@@ -16,6 +16,7 @@ exception types. Requests and responses are therefore plain dicts here.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from providers.base import ChatModel
 from providers.config import ModelConfig
 from providers.errors import ProviderAuthError, ProviderError, StreamInterrupted
 from providers.openai_errors import map_openai_error
+from providers.schema import openai_parameters
 from providers.types import (
     LLMResponse,
     Message,
@@ -62,6 +64,12 @@ STREAM_USAGE_HOSTS = frozenset(
 _COMPAT_THINKING = frozenset({"openai", "deepseek"})
 
 _STREAM_CLS = AsyncStream[object]
+
+# OpenAI's reasoning models take `reasoning_effort` (o1, o3, o4-mini, gpt-5...); other chat models
+# answer 400 to it. Matched on the model id, with an optional gateway prefix ("openai/o3-mini").
+_OPENAI_REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)")
+# DeepSeek's own thinking model: it always thinks, and the `thinking` toggle is not for it.
+_DEEPSEEK_ALWAYS_THINKS = ("deepseek-reasoner",)
 
 
 def is_openai_host(base_url: str | None) -> bool:
@@ -115,6 +123,11 @@ class OpenAICompatModel(ChatModel):
         # OpenAI's reasoning models (o-series, gpt-5) refuse `max_tokens` and want
         # `max_completion_tokens`; most compatible servers know only `max_tokens`.
         self._max_tokens_key = "max_completion_tokens" if openai_itself else "max_tokens"
+        self._strict = openai_itself if cfg.strict_tools is None else cfg.strict_tools
+        # (name, description, id(parameters)) -> (parameters, wire tool): the tool loop passes
+        # the same schema dicts every round and the strict rewrite deep-copies, so do it once.
+        self._tool_cache: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._thinking_params = thinking_params(cfg, deepseek=self._thinking_provider == "deepseek")
         self._owns_client = client is None
         self._client = client or self._make_client(name, cfg, base_url, openai_itself)
 
@@ -146,17 +159,32 @@ class OpenAICompatModel(ChatModel):
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
         if tools:
-            body["tools"] = [to_wire_tool(t) for t in tools]
+            body["tools"] = [self._wire_tool(t) for t in tools]
         cfg = self.cfg
         if cfg.temperature is not None:
             body["temperature"] = cfg.temperature
         if cfg.max_tokens is not None:
             body[self._max_tokens_key] = cfg.max_tokens
+        if self._thinking_params:
+            body.update(self._thinking_params)
         if stream:
             body["stream"] = True
             if self._stream_usage:
                 body["stream_options"] = {"include_usage": True}
         return body
+
+    def _wire_tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        if not self._strict:
+            return to_wire_tool(tool)
+        key = (tool.name, tool.description, id(tool.parameters))
+        cached = self._tool_cache.get(key)
+        if cached is not None and cached[0] is tool.parameters:
+            return cached[1]
+        if len(self._tool_cache) > 512:  # plugins reloaded many times: start over
+            self._tool_cache.clear()
+        wire = to_wire_tool(tool, strict=True)
+        self._tool_cache[key] = (tool.parameters, wire)
+        return wire
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
@@ -241,15 +269,68 @@ class OpenAICompatModel(ChatModel):
 # -- conversions ------------------------------------------------------------------------------
 
 
-def to_wire_tool(tool: ToolDefinition) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
+def to_wire_tool(tool: ToolDefinition, *, strict: bool = False) -> dict[str, Any]:
+    """A Chat Completions function tool.
+
+    With `strict`, the schema goes through `openai_parameters` and the tool is marked
+    `"strict": true` when the schema can be made strict (every property required, closed
+    objects; https://platform.openai.com/docs/guides/function-calling#strict-mode): OpenAI then
+    guarantees arguments that match it. A schema that cannot be strict is sent non-strict
+    rather than weakened. Without `strict` the schema goes as it is, because many compatible
+    servers (vLLM, Ollama, older gateways) reject the `strict` field or the rewritten schema.
+    """
+    if not strict:
+        return {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+            },
+        }
+    parameters, strict_ok = openai_parameters(tool.parameters)
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": parameters,
     }
+    if strict_ok:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def thinking_params(cfg: ModelConfig, *, deepseek: bool) -> dict[str, Any]:
+    """The request fields `models.<name>.thinking` turns into, per the APIs' documentation.
+
+    - DeepSeek (https://api-docs.deepseek.com/guides/thinking_mode): `thinking: {"type":
+      "enabled"|"disabled"}` switches thinking mode on the models that have both modes
+      (deepseek-chat V3.1+, V4), plus `reasoning_effort` when `thinking.effort` is set. Sent
+      only when the config says so: an unset `thinking` leaves the server's default (V4 models
+      think by default), and `deepseek-reasoner` always thinks, so it gets no toggle.
+    - OpenAI reasoning models (o-series, gpt-5): `reasoning_effort`
+      (https://platform.openai.com/docs/api-reference/chat/create#chat-create-reasoning_effort),
+      `thinking.effort` or "medium". Their reasoning itself is never returned by Chat
+      Completions, so there is nothing to replay. Other OpenAI models take no thinking field.
+    - Any other compatible server: nothing; its own switches differ (Qwen `enable_thinking`,
+      vLLM `chat_template_kwargs`) and go unsent rather than guessed.
+    """
+    thinking = cfg.thinking_config()
+    model = cfg.model.lower()
+    if deepseek:
+        if model.endswith(_DEEPSEEK_ALWAYS_THINKS):
+            params: dict[str, Any] = {}
+        elif thinking.enabled:
+            params = {"thinking": {"type": "enabled"}}
+        elif cfg.thinking_explicit():
+            return {"thinking": {"type": "disabled"}}
+        else:
+            return {}
+        if thinking.enabled and thinking.effort:
+            params["reasoning_effort"] = thinking.effort
+        return params
+    if thinking.enabled and _OPENAI_REASONING_MODEL.search(model):
+        return {"reasoning_effort": thinking.effort or "medium"}
+    return {}
 
 
 def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

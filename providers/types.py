@@ -143,3 +143,7 @@ class ModelCapabilities:
     system_message: bool = True
     vision: bool = False
     thinking: bool = False
+    # Forward reasoning to channels that show streams (`models.<name>.thinking.show`). Not a
+    # capability but per-model config the tool loop needs, and capabilities travel with the
+    # model through every wrapper (prompt tools, auto-downgrade).
+    show_thinking: bool = False
