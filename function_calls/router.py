@@ -20,6 +20,7 @@ from function_calls.services.chat import run_chat_fallback
 from providers.base import ChatModel
 from providers.errors import (
     ProviderAuthError,
+    ProviderBadRequest,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -34,6 +35,8 @@ def user_message_for(exc: ProviderError) -> str:
         why = "the model is rate-limited right now"
     elif isinstance(exc, ProviderAuthError):
         why = "the model rejected the API key (check the bot's config)"
+    elif isinstance(exc, ProviderBadRequest):
+        why = "the model refused this request (the bot's log says why)"
     else:
         why = "the model is not available right now"
     return f"Sorry, {why}. Your message is saved; please try again in a moment."
