@@ -1,0 +1,178 @@
+"""The web chat page (channels/static/index.html) in a real headless Chromium, against the real
+HTTP channel and bot: type a message, watch the tool call run, see the reply stream in, and
+get a message the bot sends on its own through /v1/events.
+
+Needs Debian's `chromium` and `chromium-driver` (.ci/install-browser.sh) and the `selenium`
+package; skipped with the reason when either is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from channels.http import HttpChannel
+from function_calls.context import MessageContext, OutgoingMessage
+from function_calls.registry import Registry, tool_function
+from function_calls.spec import FunctionResult
+from providers.scripted import ScriptedModel, calls, say
+from providers.types import Message, ModelCapabilities, StreamEvent, ToolDefinition
+from runtime.bot import Bot
+from runtime.settings import parse_settings
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+webdriver = pytest.importorskip(
+    "selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="headless Chromium not installed: run .ci/install-browser.sh "
+           "(apt-get install chromium chromium-driver)")
+
+TOKEN = "web-page-token"
+STREAMED = "Streaming works: this answer arrives in small pieces, one after the other."
+
+
+class SlowStreamingModel(ScriptedModel):
+    """A scripted model that streams its text in small, delayed chunks, so the page has
+    something to show arriving."""
+
+    async def stream(self, messages: Sequence[Message],
+                     tools: Sequence[ToolDefinition] | None = None
+                     ) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(messages, tools)
+        text = response.content or ""
+        for i in range(0, len(text), 6):
+            await asyncio.sleep(0.03)
+            yield StreamEvent(type="text", text=text[i:i + 6])
+        for index, tool_call in enumerate(response.tool_calls):
+            yield StreamEvent(type="tool_call_start", index=index, tool_call=tool_call)
+            yield StreamEvent(type="tool_call_end", index=index, tool_call=tool_call)
+        yield StreamEvent(type="done", response=response)
+
+
+class DiceArgs(BaseModel):
+    sides: int
+
+
+def _registry() -> Registry:
+    registry = Registry()
+    with registry.collecting():
+
+        @tool_function(description="Roll a die (slowly, so the page shows it running).")
+        async def roll_dice(ctx: MessageContext, args: DiceArgs) -> FunctionResult:
+            await asyncio.sleep(0.6)
+            return FunctionResult(messages=[f"You rolled {args.sides} on a d{args.sides}."])
+
+    return registry
+
+
+@pytest.fixture
+async def web_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str]]:
+    settings = parse_settings({
+        "storage": {"url": f"sqlite:///{tmp_path / 'web.db'}"},
+        "plugins": {"paths": []},
+        "channels": {"http": {"host": "127.0.0.1", "port": 0, "token": TOKEN}},
+    }, base_dir=tmp_path)
+    model = SlowStreamingModel(
+        [calls(("roll_dice", {"sides": 20}), text="Let me roll that. "), say(STREAMED)],
+        capabilities=ModelCapabilities(streaming=True))
+    bot = Bot(settings, registry=_registry(), model=model, builtins=False, load_plugins=False)
+    channel = HttpChannel(bot)
+    await channel.start()
+    try:
+        yield bot, f"http://127.0.0.1:{channel.bound_port}/"
+    finally:
+        await channel.stop()
+        await bot.aclose()
+
+
+def _browser(profile: Path) -> Any:
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM or ""
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 "--window-size=1100,800", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    # An explicit driver path: Selenium Manager (which would download one) is never needed.
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) -> list[str]:
+    """The browser session (blocking Selenium calls; run in a thread so the server keeps
+    serving). Returns the page's bot message texts at the end."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _browser(tmp_path / "chromium-profile")
+    try:
+        wait = WebDriverWait(driver, 10, poll_frequency=0.02)
+        driver.get(url)
+        token = driver.find_element(By.ID, "token")
+        token.send_keys(TOKEN, Keys.TAB)  # "change" reconnects /v1/events with ?token=
+        wait.until(ec.text_to_be_present_in_element((By.ID, "live"), "live"))
+        driver.find_element(By.ID, "speaker").clear()
+        driver.find_element(By.ID, "speaker").send_keys("alice", Keys.TAB)
+        driver.find_element(By.CSS_SELECTOR, "label:has(#mode-group)").click()
+        assert driver.find_element(By.ID, "atbot").is_selected()
+
+        box = driver.find_element(By.ID, "input")
+        box.send_keys("@bot roll a d20 for me", Keys.ENTER)
+        # The call shows while the function runs, then is marked done.
+        running = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.running")))
+        assert "roll_dice" in running.text
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".tool .args"),
+                                                    "sides=20"))
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.done")))
+        wait.until(ec.text_to_be_present_in_element((By.ID, "log"), "You rolled 20 on a d20."))
+        # The model's words before its call stay visible, marked as not being the reply.
+        partial = driver.find_element(By.CSS_SELECTOR, ".msg.bot.partial").text
+        assert "Let me roll that." in partial
+
+        box.send_keys("and now say something long", Keys.ENTER)  # the @bot toggle is on
+        # Seen while still streaming: the text grows before the reply is complete.
+        partial = wait.until(ec.presence_of_element_located(
+            (By.CSS_SELECTOR, ".msg.bot.streaming .body")))
+        wait.until(lambda d: len(partial.text) > 0)
+        assert len(partial.text) < len(STREAMED)
+        wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg.bot.streaming"))
+        wait.until(ec.text_to_be_present_in_element((By.ID, "log"), STREAMED))
+
+        # A message the bot sends on its own (a reminder) reaches the open chat via /v1/events.
+        asyncio.run_coroutine_threadsafe(bot.send(OutgoingMessage(
+            platform="http", chat_id="group:team1", text="Reminder: stand-up in 5 minutes",
+            is_group=True)), loop).result(5)
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".msg.event"),
+                                                    "Reminder: stand-up"))
+        # ... but not one to another chat.
+        asyncio.run_coroutine_threadsafe(bot.send(OutgoingMessage(
+            platform="http", chat_id="private:bob", text="for bob only")), loop).result(5)
+        driver.save_screenshot(str(tmp_path / "web-chat.png"))
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".msg.bot .body")]
+    finally:
+        driver.quit()
+
+
+async def test_page_shows_tool_call_and_streamed_reply(web_bot: tuple[Bot, str],
+                                                       tmp_path: Path) -> None:
+    bot, url = web_bot
+    texts = await asyncio.to_thread(_drive, url, tmp_path, asyncio.get_running_loop(), bot)
+    assert texts.count("You rolled 20 on a d20.") == 1  # once, though /v1/events also saw it
+    assert texts.count(STREAMED) == 1
+    assert "for bob only" not in texts
+    assert (tmp_path / "web-chat.png").stat().st_size > 5000
+    history = bot.storage.recent_messages("http", "group:team1", 10)
+    assert [(m.sender_id, m.text) for m in history if m.role == "user"] == [
+        ("alice", "roll a d20 for me"), ("alice", "and now say something long")]
