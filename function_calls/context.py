@@ -53,6 +53,9 @@ class OutgoingMessage:
     is_group: bool = False
     at: str | None = None  # sender id to @-mention
     reply_to: str | None = None  # message id being answered, if any
+    # The model's reasoning behind this reply: stored with it in history, never shown by
+    # channels (they send `text` only).
+    thinking: str | None = None
 
 
 @dataclass(slots=True)
@@ -123,12 +126,14 @@ class MessageContext:
     def text(self) -> str:
         return self.message.text
 
-    async def reply(self, text: str, at: str | None = None) -> None:
-        """Send `text` to this chat (stored in history, delivered by the channel)."""
+    async def reply(self, text: str, at: str | None = None, *,
+                    thinking: str | None = None) -> None:
+        """Send `text` to this chat (stored in history, delivered by the channel). `thinking`,
+        the model reasoning that led to it, is stored with it and never sent."""
         out = OutgoingMessage(
             platform=self.message.platform, chat_id=self.message.chat_id, text=text,
             is_group=self.message.is_group, at=at if self.message.is_group else None,
-            reply_to=self.message.message_id or None,
+            reply_to=self.message.message_id or None, thinking=thinking,
         )
         self.sent.append(out)
         await self._deliver(out)

@@ -35,6 +35,17 @@ class LoopResult:
     # model finished or a function ended the turn.
     stopped: str | None = None
     delivered: int = 0  # function messages sent to the chat
+    # Reasoning text of the rounds not yet attached to a delivered reply.
+    thinking: list[str] = field(default_factory=list)
+
+    def take_thinking(self) -> str | None:
+        """The pending reasoning, joined, for the reply about to be stored; then cleared, so
+        each reply row holds the thinking that led to it and nothing is stored twice."""
+        if not self.thinking:
+            return None
+        text = "\n\n".join(self.thinking)
+        self.thinking.clear()
+        return text
 
 
 def tool_definitions(specs: Sequence[FunctionSpec]) -> list[ToolDefinition]:
@@ -65,11 +76,10 @@ STOP_NOTES = {
 
 class FunctionCallLLM:
     def __init__(self, model: ChatModel, executor: FunctionExecutor,
-                 settings: FunctionCallSettings, *, show_thinking: bool = False) -> None:
+                 settings: FunctionCallSettings) -> None:
         self.model = model
         self.executor = executor
         self.settings = settings
-        self.show_thinking = show_thinking
 
     async def run(self, ctx: MessageContext, specs: Sequence[FunctionSpec],
                   messages: list[Message] | None = None) -> LoopResult:
@@ -96,7 +106,9 @@ class FunctionCallLLM:
             result.rounds += 1
             response = await self._ask(ctx, messages, tools)
             for block in response.thinking:
-                ctx.logger.debug("thinking: {}", block.text[:2000])
+                if block.text:
+                    ctx.logger.debug("thinking: {}", block.text[:2000])
+                    result.thinking.append(block.text)
             if not response.tool_calls:
                 result.text = (response.content or "").strip() or None
                 result.handled = result.text is not None or result.delivered > 0
@@ -123,7 +135,8 @@ class FunctionCallLLM:
                 text = ex.model_text
                 if ex.ok and ex.result is not None:
                     for line in ex.result.messages:
-                        await ctx.reply(line, at=ex.result.at)
+                        await ctx.reply(line, at=ex.result.at,
+                                        thinking=result.take_thinking())
                         result.delivered += 1
                     if not ex.result.ends_turn:
                         wants_model = True
@@ -156,7 +169,8 @@ class FunctionCallLLM:
         async for event in self.model.stream(messages, tools or None):
             if event.type == "done":
                 final = event.response
-            elif event.type != "thinking" or self.show_thinking:
+            elif event.type != "thinking" or self.model.capabilities.show_thinking:
+                # Reasoning reaches a channel only when models.<name>.thinking.show says so.
                 await ctx.on_stream(event)
         if final is None:
             raise RuntimeError(f"model {self.model.name} stream ended without a final response")

@@ -49,8 +49,7 @@ class FunctionCallRouter:
         self.model = model
         self.executor = FunctionExecutor(registry,
                                          default_timeout=settings.function_calls.call_timeout)
-        self.llm = (FunctionCallLLM(model, self.executor, settings.function_calls,
-                                    show_thinking=settings.bot.show_thinking)
+        self.llm = (FunctionCallLLM(model, self.executor, settings.function_calls)
                     if model is not None else None)
 
     def should_answer(self, ctx: MessageContext) -> bool:
@@ -81,7 +80,7 @@ class FunctionCallRouter:
             if visible:
                 result = await self.llm.run(ctx, visible)
                 if result.text:
-                    await ctx.reply(result.text)
+                    await ctx.reply(result.text, thinking=result.take_thinking())
                 if result.handled:
                     return True
             return await run_chat_fallback(ctx)

@@ -147,7 +147,7 @@ class Bot:
     def _store_outgoing(self, out: OutgoingMessage) -> None:
         self.storage.add_message(platform=out.platform, chat_id=out.chat_id, role="assistant",
                                  sender_id="bot", sender_name=self.settings.bot.name,
-                                 text=out.text, is_group=out.is_group)
+                                 text=out.text, is_group=out.is_group, thinking=out.thinking)
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""

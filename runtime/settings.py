@@ -42,7 +42,6 @@ class BotSettings(_Section):
     respond_in_groups: Literal["at", "always", "never"] = "at"
     # Which `models:` entry answers chat and calls functions; default: the first one.
     model: str | None = None
-    show_thinking: bool = False
     # Said once to a user when no model is configured.
     no_model_reply: str = (
         "No model is configured, so I can only run slash commands (try /help). Set "

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy import create_engine, event, func, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -65,8 +65,24 @@ class Storage:
     def create_tables(self) -> None:
         try:
             Base.metadata.create_all(self.engine)
+            self._add_missing_columns()
         except Exception as exc:
             raise StorageError(f"cannot create tables at {self.safe_url}: {exc}") from exc
+
+    def _add_missing_columns(self) -> None:
+        """`create_all` creates missing tables but never adds columns to existing ones, so a
+        database written by an older version gets its new nullable columns here (e.g.
+        messages.thinking); without them every insert would fail."""
+        inspector = inspect(self.engine)
+        for table in (MessageRow.__table__, ToolCallRow.__table__):
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in have or not column.nullable:
+                    continue
+                kind = column.type.compile(dialect=self.engine.dialect)
+                with self.engine.begin() as conn:
+                    conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" '
+                                      f"{kind}"))
 
     @property
     def safe_url(self) -> str:
@@ -89,10 +105,11 @@ class Storage:
     # -- history ---------------------------------------------------------------------------
     def add_message(self, *, platform: str, chat_id: str, role: str, sender_id: str, text: str,
                     sender_name: str = "", is_group: bool = False, message_id: str = "",
-                    created_at: datetime | None = None) -> int:
+                    created_at: datetime | None = None, thinking: str | None = None) -> int:
         row = MessageRow(platform=platform, chat_id=chat_id, role=role, sender_id=sender_id,
                          sender_name=sender_name, text=text, is_group=is_group,
-                         message_id=message_id, created_at=created_at or datetime.now(UTC))
+                         message_id=message_id, created_at=created_at or datetime.now(UTC),
+                         thinking=thinking)
         with self._session.begin() as s:
             s.add(row)
             s.flush()
@@ -111,6 +128,11 @@ class Storage:
             rows = s.scalars(q).all()
         return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
                               _utc(r.created_at), r.is_group) for r in reversed(rows)]
+
+    def thinking_of(self, row_id: int) -> str | None:
+        """The stored reasoning behind the bot reply with row id `row_id` (None if none)."""
+        with self._session() as s:
+            return s.scalar(select(MessageRow.thinking).where(MessageRow.id == row_id))
 
     def messages_since(self, platform: str, chat_id: str, since: datetime,
                        limit: int = 500) -> list[StoredMessage]:

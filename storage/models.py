@@ -28,6 +28,11 @@ class MessageRow(Base):
     text: Mapped[str] = mapped_column(Text)
     message_id: Mapped[str] = mapped_column(String(128), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The model's reasoning behind a bot reply (every round of the turn, joined). Kept for
+    # debugging and audits, never shown in chat nor sent back to a model. Deferred: history
+    # reads on the hot path do not load it.
+    thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None,
+                                                 deferred=True)
 
     __table_args__ = (Index("ix_messages_chat", "platform", "chat_id", "id"),)
 
@@ -45,7 +50,8 @@ class ToolCallRow(Base):
     function: Mapped[str] = mapped_column(String(64))
     arguments: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(16))  # "llm" | "command" | "scheduler"
-    outcome: Mapped[str] = mapped_column(String(16))  # ok | invalid | refused | unknown | timeout | error
+    # ok | invalid | refused | unknown | timeout | error
+    outcome: Mapped[str] = mapped_column(String(16))
     detail: Mapped[str] = mapped_column(Text, default="")
     duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

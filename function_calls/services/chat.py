@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from function_calls.context import MessageContext
 from function_calls.conversation import build_messages
+from providers.types import LLMResponse
 
 
 async def run_chat_fallback(ctx: MessageContext) -> bool:
@@ -17,21 +18,27 @@ async def run_chat_fallback(ctx: MessageContext) -> bool:
         await ctx.reply(ctx.config.bot.no_model_reply)
         return True
     messages = build_messages(ctx)
+    final: LLMResponse | None = None
     if ctx.on_stream is not None and model.capabilities.streaming:
         text_parts: list[str] = []
-        final = None
         async for event in model.stream(messages, None):
-            if event.type == "text":
-                text_parts.append(event.text)
+            if event.type == "text" or (
+                event.type == "thinking" and model.capabilities.show_thinking
+            ):
+                if event.type == "text":
+                    text_parts.append(event.text)
                 await ctx.on_stream(event)
             elif event.type == "done":
                 final = event.response
         text = (final.content if final else "".join(text_parts)) or ""
     else:
-        response = await model.complete(messages, None)
-        text = response.content or ""
+        final = await model.complete(messages, None)
+        text = final.content or ""
+    thinking = "\n\n".join(b.text for b in final.thinking if b.text) if final else ""
+    if thinking:
+        ctx.logger.debug("thinking: {}", thinking[:2000])
     text = text.strip()
     if not text:
         return False
-    await ctx.reply(text)
+    await ctx.reply(text, thinking=thinking or None)
     return True
