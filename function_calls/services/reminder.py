@@ -15,6 +15,7 @@ reported as missed after that, never dropped silently.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 JOB_TABLE = "apscheduler_jobs"
 SHORT_ID = 8
+CATCH_UP = ":late"  # job id suffix of a recurring reminder's missed occurrence
 # A firing more than this late (event loop busy, clock jump) says so even when the bot was up.
 LATE_NOTE_AFTER = timedelta(seconds=60)
 # A wake-up this much before the row's due time is stale (a job left from an earlier schedule).
@@ -176,14 +178,21 @@ class ReminderService:
         now = utcnow()
         active = {r.id: r for r in self._rows(ReminderRow.status == "active")}
         jobs = {j.id for j in self.scheduler.get_jobs()}
-        for job_id in jobs - active.keys():
-            self.scheduler.remove_job(job_id)
+        for job_id in jobs:
+            if job_id.removesuffix(CATCH_UP) not in active:
+                self.scheduler.remove_job(job_id)
         for row in active.values():
-            if row.next_run is not None and _aware(row.next_run) <= now:
+            overdue = row.next_run is not None and _aware(row.next_run) <= now
+            if overdue:
                 self._offline.add(row.id)
             if row.id not in jobs:
                 logger.warning("reminder {} had no scheduler job; re-adding it", row.short_id)
-                self._add_job(row, overdue=row.id in self._offline)
+                self._add_job(row)
+            if overdue and row.kind != "once":
+                # The recurring trigger only knows future occurrences; deliver the missed one now.
+                self.scheduler.add_job(run_job, trigger=DateTrigger(run_date=now),
+                                       args=[self.key, row.id], id=row.id + CATCH_UP,
+                                       replace_existing=True)
         if self._offline:
             logger.info("{} reminder(s) fell due while the bot was down", len(self._offline))
         self.scheduler.resume()
@@ -191,12 +200,17 @@ class ReminderService:
     async def shutdown(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+            # AsyncIOScheduler.shutdown only queues the work (call_soon_threadsafe); let it run
+            # before the caller disposes the engine the job store uses.
+            await asyncio.sleep(0)
         if _services.get(self.key) is self:
             del _services[self.key]
 
-    def _add_job(self, row: ReminderRow, *, overdue: bool = False) -> None:
-        trigger = DateTrigger(run_date=utcnow()) if overdue else trigger_for(row)
-        self.scheduler.add_job(run_job, trigger=trigger, args=[self.key, row.id], id=row.id,
+    def _add_job(self, row: ReminderRow) -> None:
+        # A one-off reminder whose time has passed still gets its DateTrigger: with no misfire
+        # limit, APScheduler runs it at once, and `fire` adds the late note.
+        self.scheduler.add_job(run_job, trigger=trigger_for(row), args=[self.key, row.id],
+                               id=row.id,
                                name=f"reminder {row.short_id}", replace_existing=True)
 
     # -- queries ---------------------------------------------------------------------------
@@ -290,7 +304,7 @@ class ReminderService:
             return None
         due = _aware(row.next_run)
         if due - now > EARLY_TOLERANCE:
-            logger.warning("reminder {} woke at {} but is due {}; ignored", row.short_id, now, due)
+            logger.info("reminder {} woke at {} but is due {}; ignored", row.short_id, now, due)
             return None
         nxt = None if row.kind == "once" else next_fire(trigger_for(row),
                                                         max(now, due) + timedelta(seconds=1))

@@ -171,6 +171,43 @@ def _full_day(word: str) -> bool:
                     "sunday", "tues", "thur", "thurs", "weds")
 
 
+def cron_weekdays(field: str) -> str:
+    """Standard cron weekday numbers (0 or 7 = Sunday, 1 = Monday) as day names.
+
+    APScheduler 3 counts 0 = Monday, also in `CronTrigger.from_crontab`, so `0 9 * * 1-5` would
+    fire Tuesday to Saturday (agronholm/apscheduler#286). Names mean the same to both.
+    """
+    if field in ("*", "?"):
+        return "*"
+    days: set[int] = set()
+    for part in field.lower().split(","):
+        base, _, step_text = part.partition("/")
+        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
+        if step_text and not (step_text.isdigit() and int(step_text) > 0):
+            raise ReminderTimeError(f"bad step {step_text!r} in the weekday field {field!r}")
+        if base in ("*", "?"):
+            span = list(range(0, 7))
+        elif "-" in base:
+            first, last = (_cron_day(x, field) for x in base.split("-", 1))
+            span = list(range(first, last + 1)) if first <= last else \
+                [*range(first, 7), *range(0, last + 1)]
+        else:
+            span = [_cron_day(base, field)]
+        days.update(d % 7 for d in span[::step])
+    order = (1, 2, 3, 4, 5, 6, 0)
+    names = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+    return ",".join(n for d, n in zip(order, names, strict=True) if d in days)
+
+
+def _cron_day(token: str, field: str) -> int:
+    if token.isdigit() and 0 <= int(token) <= 7:
+        return int(token)
+    if token[:3] in WEEKDAYS:
+        return (WEEKDAYS.index(token[:3]) + 1) % 7
+    raise ReminderTimeError(f"{token!r} in the weekday field {field!r} is not a day: use 0-7 "
+                            "(0 and 7 are Sunday) or mon..sun")
+
+
 def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
     """The first fire time of `trigger` at or after `after` (aware)."""
     return trigger.get_next_fire_time(None, after)
@@ -210,7 +247,9 @@ def build_schedule(kind: Kind, at: str | None, weekday: str | None, cron: str | 
             raise ReminderTimeError(f"cron {expr!r} must have 5 fields: minute hour day month "
                                     "weekday, e.g. '0 9 * * 1-5'")
         try:
-            trigger = CronTrigger.from_crontab(expr, timezone=tz)
+            minute, hour, day, month, dow = expr.split()
+            trigger = CronTrigger(minute=minute, hour=hour, day=day, month=month,
+                                  day_of_week=cron_weekdays(dow), timezone=tz)
         except ValueError as exc:
             raise ReminderTimeError(f"bad cron expression {expr!r}: {exc}; e.g. "
                                     "'30 8 * * mon-fri'") from None

@@ -1,0 +1,225 @@
+"""Reminders in one process: the real AsyncIOScheduler, the real SQLite file, short real delays.
+A "restart" here is closing one Bot and starting another on the same database."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+
+from sqlalchemy import select, text, update
+
+from function_calls.services.reminder import ReminderRow, utcnow
+from providers.scripted import ScriptedModel, call, say
+from tests.builtins.conftest import MakeBot
+
+GROUP = "team1"
+
+
+def reminder_id(reply: str) -> str:
+    m = re.search(r"\(id ([0-9a-f]{8})\)", reply)
+    assert m, reply
+    return m.group(1)
+
+
+def rows(tb) -> list[ReminderRow]:
+    with tb.bot.storage.session() as s:
+        return list(s.scalars(select(ReminderRow)).all())
+
+
+async def test_fires_in_the_group_mentioning_its_creator(make_bot: MakeBot) -> None:
+    tb, outbox = await make_bot()
+    [reply] = await tb.send("/reminder_set in 1s stretch", sender="bob", group=GROUP)
+    assert reply.startswith("⏰ Reminder set for ") and "stretch" in reply
+    [out] = await outbox.wait(1, timeout=4)
+    assert (out.chat_id, out.at, out.text) == (GROUP, "bob", "⏰ Reminder: stretch")
+    await asyncio.sleep(0.3)
+    assert len(outbox.messages) == 1
+    [row] = rows(tb)
+    assert (row.status, row.fired_count) == ("done", 1)
+    audit = [c for c in tb.bot.storage.tool_calls(GROUP) if c.source == "scheduler"]
+    assert [(c.function, c.outcome) for c in audit] == [("reminder_set", "ok")]
+
+
+async def test_private_reminder_has_no_mention(make_bot: MakeBot) -> None:
+    tb, outbox = await make_bot()
+    await tb.send('/reminder_set at="in 1s" text="tea"', sender="carol")
+    [out] = await outbox.wait(1, timeout=4)
+    assert (out.chat_id, out.at, out.is_group) == ("private:carol", None, False)
+
+
+async def test_model_confirmation_comes_from_the_function(make_bot: MakeBot) -> None:
+    """The model calls reminder_set; the user sees the function's own confirmation and the
+    model is not asked again to paraphrase it."""
+    model = ScriptedModel([call("reminder_set", text="call the bank", at="in 2h")])
+    tb, _ = await make_bot(model=model)
+    replies = await tb.send("remind me in 2 hours to call the bank", sender="bob")
+    assert len(replies) == 1 and replies[0].startswith("⏰ Reminder set for ")
+    assert len(model.requests) == 1
+    tools = {t.name for t in model.requests[0].tools}
+    assert {"reminder_set", "reminder_list", "reminder_delete"} <= tools
+    assert [r.text for r in rows(tb)] == ["call the bank"]
+
+
+async def test_model_gets_refusal_it_can_act_on(make_bot: MakeBot) -> None:
+    model = ScriptedModel([call("reminder_set", text="x", at="2020-01-01 09:00"),
+                           call("reminder_set", text="x", at="in 1h"), say("unused")])
+    tb, _ = await make_bot(model=model)
+    replies = await tb.send("remind me of x", sender="bob")
+    tool_result = model.requests[1].messages[-1]
+    assert tool_result.role == "tool" and "is in the past" in tool_result.content
+    assert "give a future time" in tool_result.content
+    assert len(replies) == 1 and replies[0].startswith("⏰ Reminder set")
+    assert len(rows(tb)) == 1
+
+
+async def test_slash_refusals(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    cases = {
+        '/reminder_set at="2020-01-01 09:00" text=x': "is in the past",
+        '/reminder_set at="2025-02-30 09:00" text=x': "is not a real date",
+        '/reminder_set kind=cron cron="0 25 * * *" text=x': "bad cron expression",
+        "/reminder_set kind=weekly at=09:00 weekday=funday text=x": "is not a weekday",
+        "/reminder_set just some text": "say when",
+    }
+    for command, expected in cases.items():
+        [reply] = await tb.send(command, sender="bob")
+        assert reply.startswith("Reminder not set: ") and expected in reply, (command, reply)
+    assert rows(tb) == []
+
+
+async def test_recurring_kinds_and_free_text(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot(config={"reminders": {"timezone": "Europe/Berlin"}})
+    [daily] = await tb.send("/reminder_set daily 08:30 pills", sender="bob")
+    [weekly] = await tb.send("/reminder_set every mon 9:00 report", sender="bob")
+    [cron] = await tb.send('/reminder_set kind=cron cron="0 9 * * 1-5" text="stand-up"',
+                           sender="bob")
+    assert "daily 08:30 (next " in daily and ": pills" in daily
+    assert "weekly on mon 09:00 (next Mon " in weekly
+    assert "cron 0 9 * * 1-5 (next " in cron and "CE" in cron  # CET or CEST
+    assert {r.kind for r in rows(tb)} == {"daily", "weekly", "cron"}
+
+
+async def test_list_and_delete_by_unique_prefix(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    ids = []
+    for i in range(3):
+        [reply] = await tb.send(f"/reminder_set in {i + 1}h thing {i}", sender="bob", group=GROUP)
+        ids.append(reminder_id(reply))
+    [listing] = await tb.send("/reminder_list", sender="alice", group=GROUP)
+    for i, rid in enumerate(ids):
+        assert f"• {rid} — " in listing and f"thing {i} (by bob)" in listing
+    target = ids[1]
+    others = [r for r in ids if r != target]
+    prefix = next(target[:n] for n in range(1, 9)
+                  if not any(o.startswith(target[:n]) for o in others))
+    [deleted] = await tb.send(f"/reminder_delete {prefix}", sender="bob", group=GROUP)
+    assert deleted == f"Deleted reminder {target}: thing 1"
+    [listing] = await tb.send("/reminder_list", sender="bob", group=GROUP)
+    assert target not in listing and all(o in listing for o in others)
+    [missing] = await tb.send("/reminder_delete id=zzz", sender="bob", group=GROUP)
+    assert "No active reminder with id 'zzz'" in missing
+
+
+async def test_ambiguous_prefix_asks_for_more(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    service = tb.bot.extras["reminders"]
+    for i in range(17):  # 17 ids over 16 hex digits: two share a first character
+        await tb.send(f"/reminder_set in {i + 1}h t{i}", sender="bob", group=GROUP)
+    by_first: dict[str, int] = {}
+    for row in service.visible_to("test", GROUP, True, "bob"):
+        by_first[row.id[0]] = by_first.get(row.id[0], 0) + 1
+    shared = next(c for c, n in by_first.items() if n > 1)
+    [reply] = await tb.send(f"/reminder_delete {shared}", sender="bob", group=GROUP)
+    assert f"Id '{shared}' matches" in reply and "give more characters" in reply
+
+
+async def test_only_creator_or_admin_deletes(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot(config={"bot": {"admins": ["root"]}})
+    rid = reminder_id((await tb.send("/reminder_set in 1h mine", sender="bob", group=GROUP))[0])
+    [refused] = await tb.send(f"/reminder_delete {rid}", sender="mallory", group=GROUP)
+    assert refused == f"Only bob (who set it) or an admin can delete reminder {rid}."
+    assert rows(tb)[0].status == "active"
+    [ok] = await tb.send(f"/reminder_delete {rid}", sender="root", group=GROUP)
+    assert ok.startswith("Deleted reminder")
+    assert rows(tb)[0].status == "deleted"
+
+
+async def test_per_user_cap(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot(config={"reminders": {"max_per_user": 2}})
+    for i in range(2):
+        assert "set for" in (await tb.send(f"/reminder_set in {i + 1}h r{i}", sender="bob"))[0]
+    [refused] = await tb.send("/reminder_set in 3h r2", sender="bob")
+    assert "already have 2 active reminders" in refused and "/reminder_delete" in refused
+    assert "set for" in (await tb.send("/reminder_set in 3h other", sender="alice"))[0]
+
+
+async def test_due_while_down_is_delivered_late_once(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    await tb.send("/reminder_set in 1s water", sender="bob", group=GROUP)
+    await tb.aclose()
+    await asyncio.sleep(1.6)  # due while no bot runs
+    tb2, outbox = await make_bot()
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text.startswith("⏰ Reminder: water\n(Late: it was due ")
+    assert "I was offline then" in out.text and out.at == "bob"
+    await tb2.aclose()
+    _, outbox3 = await make_bot()  # and once more: nothing is delivered twice
+    await asyncio.sleep(0.5)
+    assert outbox3.messages == []
+
+
+async def test_past_grace_is_reported_not_dropped(make_bot: MakeBot) -> None:
+    cfg = {"reminders": {"grace_period": 0.5}}
+    tb, _ = await make_bot(config=cfg)
+    await tb.send("/reminder_set in 1s water", sender="bob", group=GROUP)
+    await tb.aclose()
+    await asyncio.sleep(2.0)
+    tb2, outbox = await make_bot(config=cfg)
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text.startswith("⏰ Missed reminder: “water” was due ") and "offline" in out.text
+    assert rows(tb2)[0].status == "missed"
+
+
+async def test_recurring_due_while_down_fires_once_and_moves_on(make_bot: MakeBot) -> None:
+    """Simulate a daily reminder whose occurrence passed during downtime (row and job moved
+    back in time) and check one late delivery, then the next occurrence tomorrow."""
+    tb, _ = await make_bot()
+    [reply] = await tb.send("/reminder_set daily 09:00 pills", sender="bob", group=GROUP)
+    rid = reminder_id(reply)
+    service = tb.bot.extras["reminders"]
+    row = service.visible_to("test", GROUP, True, "bob")[0]
+    await tb.aclose()
+    due = utcnow().replace(tzinfo=None) - timedelta(seconds=5)
+    with tb.bot.storage.session() as s:  # the engine reconnects after close
+        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=due))
+        s.execute(text("DELETE FROM apscheduler_jobs"))  # and the job store lost it
+        s.commit()
+    tb2, outbox = await make_bot()
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text.startswith("⏰ Reminder: pills\n(Late:") and "Next: " in out.text
+    [after] = rows(tb2)
+    assert after.status == "active" and after.next_run > utcnow().replace(tzinfo=None)
+    assert tb2.bot.scheduler.get_job(after.id) is not None, rid
+
+
+async def test_fire_time_permission_recheck(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    await tb.send("/reminder_set in 1s secret", sender="bob", group=GROUP)
+    await tb.aclose()
+    # Before it fires, an admin switches reminder_set off in that group.
+    cfg = {"function_calls": {"chats": {GROUP: {"disabled": ["reminder_set"]}}}}
+    tb2, outbox = await make_bot(config=cfg)
+    await asyncio.sleep(1.5)
+    assert outbox.messages == []
+    [row] = rows(tb2)
+    assert row.status == "refused" and "disabled in this chat" in row.note
+    audit = [c for c in tb2.bot.storage.tool_calls(GROUP) if c.source == "scheduler"]
+    assert [c.outcome for c in audit] == ["refused"]
+
+
+async def test_switched_off_in_config(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot(config={"reminders": {"enabled": False}})
+    assert "reminder_set" not in tb.bot.registry and tb.bot.scheduler is None
+    [reply] = await tb.send("/reminder_set in 1h x", sender="bob")
+    assert reply.startswith("Unknown command /reminder_set")
