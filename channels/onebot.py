@@ -126,6 +126,9 @@ class OneBotChannel(Channel):
         self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
         logger.info("OneBot v11 channel listening on ws://{}:{}{}", self.host, self.bound_port,
                     WS_PATH)
+        if not self.cfg.access_token and self.host not in ("127.0.0.1", "localhost", "::1"):
+            logger.warning("channels.onebot.access_token is not set but the channel listens on "
+                           "{}: anyone who can reach it can speak as any QQ account", self.host)
 
     async def run(self) -> None:
         await self.start()
@@ -268,6 +271,8 @@ class OneBotChannel(Channel):
         if kind not in ("group", "private") or not user_id:
             logger.debug("OneBot message event ignored: message_type={!r}", kind)
             return None
+        if user_id == self_id:
+            return None  # the account's own message (reported by some implementations)
         parsed = parse_message(normalize(event.get("message", event.get("raw_message", ""))),
                                self_id)
         sender = event.get("sender") or {}

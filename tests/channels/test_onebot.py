@@ -58,6 +58,7 @@ async def test_group_message_without_at_is_stored_not_answered(make_onebot: Make
         # CQ-code string format, with an escaped bracket and a face.
         await sim.group_message(GROUP, ALICE, "just chatting &#91;not a code&#93;[CQ:face,id=14]")
         await sim.group_message(GROUP, ALICE, "[CQ:at,qq=424242] you there?")  # someone else
+        await sim.group_message(GROUP, SELF, f"[CQ:at,qq={SELF}] my own echo")  # the bot's own
         for _ in range(50):
             if len(bot.storage.recent_messages("onebot", f"group:{GROUP}", 10)) == 2:
                 break
