@@ -14,7 +14,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from function_calls.context import IncomingMessage, OutgoingMessage
+from function_calls.context import IncomingMessage, OutgoingMessage, StreamObserver
 from function_calls.registry import Registry
 from providers.base import ChatModel
 from runtime.bot import Bot
@@ -36,18 +36,23 @@ class TestBot:
         self.bot = Bot(self.settings, registry=registry, model=model, builtins=builtins)
 
     async def send(self, text: str, *, sender: str = "alice", group: str | None = None,
-                   at_bot: bool = False, admin: bool | None = None) -> list[str]:
-        """Send a message and return the texts the bot replied with."""
-        sent = await self.send_raw(text, sender=sender, group=group, at_bot=at_bot, admin=admin)
+                   at_bot: bool = False, admin: bool | None = None,
+                   on_stream: StreamObserver | None = None) -> list[str]:
+        """Send a message and return the texts the bot replied with. With `on_stream`, the bot
+        streams as it does to the console or HTTP channel (when the model has `streaming`
+        on), and the observer gets each event: text deltas, tool-call start/end."""
+        sent = await self.send_raw(text, sender=sender, group=group, at_bot=at_bot, admin=admin,
+                                   on_stream=on_stream)
         return [m.text for m in sent]
 
     async def send_raw(self, text: str, *, sender: str = "alice", group: str | None = None,
-                       at_bot: bool = False, admin: bool | None = None) -> list[OutgoingMessage]:
+                       at_bot: bool = False, admin: bool | None = None,
+                       on_stream: StreamObserver | None = None) -> list[OutgoingMessage]:
         msg = IncomingMessage(
             platform="test", chat_id=group or f"private:{sender}", sender_id=sender,
             sender_name=sender, text=text, is_group=group is not None, is_at_bot=at_bot,
             message_id=f"m{next(_ids)}", admin_override=admin)
-        return await self.bot.handle(msg, self._collect)
+        return await self.bot.handle(msg, self._collect, on_stream=on_stream)
 
     @staticmethod
     async def _collect(_out: OutgoingMessage) -> None:
