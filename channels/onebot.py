@@ -28,6 +28,7 @@ import itertools
 import json
 import time
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -217,10 +218,19 @@ class OneBotChannel(Channel):
         conn.pending.clear()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
+        return self._track(asyncio.ensure_future(coro))
+
+    def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Keep a reference (so the task is not garbage-collected), cancel it on stop, and log
+        what it raised instead of leaving it to "exception was never retrieved"."""
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.opt(exception=task.exception()).error("OneBot event handling failed")
 
     # -- frames and events -----------------------------------------------------------------
     def _on_frame(self, conn: _Connection, raw: str) -> None:
@@ -252,16 +262,21 @@ class OneBotChannel(Channel):
                 return
             msg, reply_id = parsed
             self._route[msg.chat_id] = self_id
-            task = self._inbound.submit((self_id, msg.chat_id),
-                                        lambda: self._handle_message(self_id, msg, reply_id))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._in_order(self_id, msg.chat_id,
+                           lambda: self._handle_message(self_id, msg, reply_id))
         elif post_type == "notice":
-            self._spawn(self._on_notice(self_id, event))
+            # In the group's queue: a welcome goes out before the answer to the newcomer's
+            # first message.
+            self._in_order(self_id, f"group:{event.get('group_id')}",
+                           lambda: self._on_notice(self_id, event))
         elif post_type == "request":
-            self._spawn(self._on_request(self_id, event))
+            self._in_order(self_id, f"private:{event.get('user_id')}",
+                           lambda: self._on_request(self_id, event))
         elif post_type == "meta_event":
             self._on_meta(conn, event)
+
+    def _in_order(self, self_id: str, chat_id: str, job: Callable[[], Awaitable[None]]) -> None:
+        self._track(self._inbound.submit((self_id, chat_id), job))
 
     def _incoming(self, self_id: str,
                   event: dict[str, Any]) -> tuple[IncomingMessage, str | None] | None:
