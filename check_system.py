@@ -125,7 +125,7 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
 
     registry = Registry()
     try:
-        register_builtins(registry)
+        register_builtins(registry, settings)
     except Exception as exc:
         report.add("built-in functions", "fail", f"failed to register: {exc}")
         return None
@@ -156,10 +156,8 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
 
 def check_builtins(report: Report, settings: Any) -> None:
     """Each built-in's state (on, off, missing key), when the services expose it."""
-    try:
-        from function_calls.builtin_status import builtin_status
-    except ImportError:
-        return
+    from function_calls.init_handlers import builtin_status
+
     for name, state, reason in builtin_status(settings):
         status: Status = "ok" if state == "on" else "warn"
         report.add(f"built-in {name}", status, f"{state}: {reason}" if reason else state)
