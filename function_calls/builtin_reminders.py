@@ -141,7 +141,10 @@ async def reminder_list(ctx: MessageContext) -> FunctionResult:
     where = "this group" if msg.is_group else "you"
     lines = [f"Active reminders for {where} ({len(rows)}):"]
     for row in rows:
-        by = f" (by {row.creator_name or row.creator_id})" if msg.is_group else ""
+        if msg.is_group:
+            by = f" (by {row.creator_name or row.creator_id})"
+        else:
+            by = f" (in {row.chat_name or row.chat_id})" if row.is_group else ""
         lines.append(f"• {row.short_id} — {describe(row, service.tz)} — {row.text}{by}")
     lines.append("Delete one with /reminder_delete ID (the first characters are enough).")
     text = "\n".join(lines)

@@ -223,3 +223,14 @@ async def test_switched_off_in_config(make_bot: MakeBot) -> None:
     assert "reminder_set" not in tb.bot.registry and tb.bot.scheduler is None
     [reply] = await tb.send("/reminder_set in 1h x", sender="bob")
     assert reply.startswith("Unknown command /reminder_set")
+
+
+async def test_private_list_shows_own_reminders_from_groups(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    rid = reminder_id((await tb.send("/reminder_set in 1h demo", sender="bob", group=GROUP))[0])
+    await tb.send("/reminder_set in 1h other", sender="alice", group=GROUP)
+    [listing] = await tb.send("/reminder_list", sender="bob")
+    assert listing.startswith("Active reminders for you (1):")
+    assert f"• {rid} — " in listing and "demo (in team1)" in listing
+    [ok] = await tb.send(f"/reminder_delete {rid[:4]}", sender="bob")
+    assert ok == f"Deleted reminder {rid}: demo"
