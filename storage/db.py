@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, func, inspect, select, text
+from sqlalchemy import bindparam, create_engine, event, func, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -106,26 +106,29 @@ class Storage:
     def add_message(self, *, platform: str, chat_id: str, role: str, sender_id: str, text: str,
                     sender_name: str = "", is_group: bool = False, message_id: str = "",
                     created_at: datetime | None = None, thinking: str | None = None) -> int:
-        row = MessageRow(platform=platform, chat_id=chat_id, role=role, sender_id=sender_id,
-                         sender_name=sender_name, text=text, is_group=is_group,
-                         message_id=message_id, created_at=created_at or datetime.now(UTC),
-                         thinking=thinking)
-        with self._session.begin() as s:
-            s.add(row)
-            s.flush()
-            return row.id
+        # Core, not an ORM unit of work: this runs twice per message on the event loop, where
+        # Session + add + flush cost several times this insert (bench/README.md).
+        values = {"platform": platform, "chat_id": chat_id, "role": role,
+                  "sender_id": sender_id, "sender_name": sender_name, "text": text,
+                  "is_group": is_group, "message_id": message_id,
+                  "created_at": created_at or datetime.now(UTC), "thinking": thinking}
+        with self.engine.begin() as conn:
+            return conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0]
 
     def recent_messages(self, platform: str, chat_id: str, limit: int,
                         before_id: int | None = None) -> list[StoredMessage]:
         """The last `limit` messages of a chat (before `before_id`), oldest first."""
         if limit <= 0:
             return []
-        q = select(MessageRow).where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
+        # A prebuilt statement returning plain rows, not ORM entities: this runs once per
+        # message, and building the query and loading entities cost several times the query.
+        params: dict[str, Any] = {"platform": platform, "chat_id": chat_id, "limit": limit}
+        stmt = _RECENT
         if before_id is not None:
-            q = q.where(MessageRow.id < before_id)
-        q = q.order_by(MessageRow.id.desc()).limit(limit)
-        with self._session() as s:
-            rows = s.scalars(q).all()
+            params["before_id"] = before_id
+            stmt = _RECENT_BEFORE
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt, params).all()
         return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
                               _utc(r.created_at), r.is_group) for r in reversed(rows)]
 
@@ -156,12 +159,13 @@ class Storage:
                       detail: str = "", duration_ms: float = 0.0) -> None:
         args_text = arguments if isinstance(arguments, str) else json.dumps(
             arguments, ensure_ascii=False, default=str)
-        row = ToolCallRow(platform=platform, chat_id=chat_id, sender_id=sender_id,
-                          message_id=message_id, function=function, arguments=args_text[:8000],
-                          source=source, outcome=outcome, detail=detail[:2000],
-                          duration_ms=duration_ms, created_at=datetime.now(UTC))
-        with self._session.begin() as s:
-            s.add(row)
+        values = {"platform": platform, "chat_id": chat_id, "sender_id": sender_id,
+                  "message_id": message_id, "function": function,
+                  "arguments": args_text[:8000], "source": source, "outcome": outcome,
+                  "detail": detail[:2000], "duration_ms": duration_ms,
+                  "created_at": datetime.now(UTC)}
+        with self.engine.begin() as conn:  # Core insert, once per call: see add_message
+            conn.execute(_INSERT_TOOL_CALL, values)
 
     def tool_calls(self, chat_id: str | None = None) -> list[ToolCallRow]:
         q = select(ToolCallRow).order_by(ToolCallRow.id)
@@ -172,6 +176,21 @@ class Storage:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+# Hot-path statements, built once. Same tables, columns and column types (so the same
+# DateTime(timezone=True) processing) as the ORM mapping they come from.
+_INSERT_MESSAGE = MessageRow.__table__.insert()
+_INSERT_TOOL_CALL = ToolCallRow.__table__.insert()
+_RECENT = (
+    select(MessageRow.id, MessageRow.role, MessageRow.sender_id, MessageRow.sender_name,
+           MessageRow.text, MessageRow.created_at, MessageRow.is_group)
+    .where(MessageRow.platform == bindparam("platform"),
+           MessageRow.chat_id == bindparam("chat_id"))
+    .order_by(MessageRow.id.desc())
+    .limit(bindparam("limit"))
+)
+_RECENT_BEFORE = _RECENT.where(MessageRow.id < bindparam("before_id"))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
