@@ -1,8 +1,9 @@
 """Built-in `web_search`: a question answered by a search-grounded model, with its sources.
 
 Registered only when `web_search.enabled` is on and an API key is configured (see `status`), so
-a model never sees a function that can only fail. Who may search is checked in the handler:
-`allowed_groups` / `allowed_users` (empty: everyone; admins always).
+a model never sees a function that can only fail. Who may search (`allowed_groups` /
+`allowed_users`; empty: everyone; admins always) is an `allow` rule, so the model is not offered
+web_search where it is not allowed and a call it makes anyway is refused in code.
 """
 
 from __future__ import annotations
@@ -50,11 +51,9 @@ def not_allowed(ctx: MessageContext) -> str | None:
                 "events, anything you are not sure of) and answer with source links.",
     examples=["/web_search who won the 2024 Tour de France?", "what's the weather in Oslo today?"],
     timeout=90,
+    allow=not_allowed,
 )
 async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult:
-    reason = not_allowed(ctx)
-    if reason is not None:
-        return FunctionResult(llm_content=f"Not searched: {reason}.", metadata={"refused": True})
     client = ctx.extras.get(EXTRAS_KEY)
     if not isinstance(client, WebSearchClient):
         return FunctionResult(llm_content="Web search is not configured on this bot.",

@@ -7,6 +7,7 @@ prompt with the current time, the last N stored messages, and the current messag
 from __future__ import annotations
 
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from function_calls.context import MessageContext
 from providers.types import Message
@@ -15,7 +16,10 @@ from storage.db import StoredMessage
 
 def system_prompt(ctx: MessageContext, extra: str = "") -> str:
     bot = ctx.config.bot
-    now = datetime.now().astimezone()
+    # The zone users and functions think in: reminders.timezone when set, so times the model
+    # works out ("in 2 hours" -> 15:30) match what reminder_set will read; else the machine's.
+    zone = ctx.config.reminders.timezone
+    now = datetime.now(ZoneInfo(zone)) if zone else datetime.now().astimezone()
     place = (f"a group chat ({ctx.message.chat_name or ctx.message.chat_id})"
              if ctx.message.is_group else "a private chat")
     base = bot.system_prompt.replace("{bot_name}", bot.name)

@@ -41,6 +41,8 @@ def refusal_reason(spec: FunctionSpec, ctx: MessageContext, *, via_command: bool
         return f"{spec.name} is for admins only"
     if spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
         return f"{spec.name} needs the bot to be @-mentioned"
+    if spec.allow is not None:
+        return spec.allow(ctx)
     return None
 
 

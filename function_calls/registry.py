@@ -172,6 +172,7 @@ def build_spec(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float = 30.0,
+    allow: Callable[[Any], str | None] | None = None,
     localns: dict[str, Any] | None = None,
 ) -> FunctionSpec:
     where = _source_of(func)
@@ -202,7 +203,7 @@ def build_spec(
         name=fname, description=desc, parameters_schema=schema, handler=func,
         args_model=args_model, examples=tuple(examples), scope=scope, require_at=require_at,
         admin_only=admin_only, timeout=timeout, is_async=inspect.iscoroutinefunction(func),
-        source=where,
+        source=where, allow=allow,
     )
 
 
@@ -215,9 +216,14 @@ def tool_function(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float = 30.0,
+    allow: Callable[[Any], str | None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
-    model can call and users can run as `/name ...`. The handler is returned unchanged."""
+    model can call and users can run as `/name ...`. The handler is returned unchanged.
+
+    `allow(ctx) -> str | None` adds a permission rule of your own (None: allowed, else the
+    reason); like `admin_only` it hides the function from the model and is enforced again when
+    the call executes."""
 
     # With `from __future__ import annotations`, an args model defined inside a function (tests,
     # factories) is only a string; resolve it in the namespace where the decorator was applied.
@@ -226,7 +232,7 @@ def tool_function(
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         spec = build_spec(func, name=name, description=description, examples=examples,
                           scope=scope, require_at=require_at, admin_only=admin_only,
-                          timeout=timeout, localns=caller_locals)
+                          timeout=timeout, allow=allow, localns=caller_locals)
         _active.get().add(spec)
         setattr(func, SPEC_ATTR, spec)
         return func

@@ -32,6 +32,10 @@ class FunctionSpec:
     is_async: bool = True
     # "path/to/file.py:LINE" of the handler, for error messages and the health check.
     source: str = ""
+    # Extra permission rule: `allow(ctx)` returns None when the caller may use the function,
+    # else a short reason. Checked like scope/admin_only: hides the function from the model and
+    # refuses the call at execution (e.g. web_search's allowed groups/users).
+    allow: Callable[[Any], str | None] | None = None
 
     @property
     def single_text_field(self) -> str | None:

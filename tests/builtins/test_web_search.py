@@ -11,7 +11,7 @@ from aiohttp import web
 
 from function_calls.init_handlers import builtin_status
 from function_calls.services.search import SearchAnswer, Source, sources_of, strip_think
-from providers.scripted import ScriptedModel, call
+from providers.scripted import ScriptedModel, call, say
 from runtime.logging import secret_values
 from runtime.settings import parse_settings
 from tests.builtins.conftest import MakeBot
@@ -87,7 +87,7 @@ async def test_allowed_groups_and_users(make_bot: MakeBot, search_server: Replay
     tb, _ = await make_bot(config=config(search_server, allowed_groups=["g-ok"],
                                          allowed_users=["vip"]))
     [refused] = await tb.send("/web_search cats", sender="bob", group="g-other")
-    assert refused == ("Not searched: web search is not enabled for this group (ask an admin to "
+    assert refused == ("web search is not enabled for this group (ask an admin to "
                        "add it to web_search config).")
     [refused] = await tb.send("/web_search cats", sender="bob")
     assert "not enabled for you" in refused
@@ -98,6 +98,19 @@ async def test_allowed_groups_and_users(make_bot: MakeBot, search_server: Replay
         [reply] = await tb.send("/web_search cats", sender=sender, group=group)
         assert reply.startswith("Cats [1].")
     assert len(search_server.received) == 3
+
+
+async def test_model_is_not_offered_web_search_where_not_allowed(
+        make_bot: MakeBot, search_server: ReplayServer) -> None:
+    model = ScriptedModel([say("no search"), call("web_search", query="cats"), say("refused")])
+    tb, _ = await make_bot(config=config(search_server, allowed_groups=["g-ok"]), model=model)
+    await tb.send("search cats", sender="bob", group="g-other", at_bot=True)
+    assert "web_search" not in {t.name for t in model.requests[0].tools}
+    # Asked for anyway (prompt injection): refused in code, the search API never called.
+    assert await tb.send("search cats!", sender="bob", group="g-other", at_bot=True) == ["refused"]
+    tool_result = [m for m in model.requests[2].messages if m.role == "tool"][0]
+    assert tool_result.is_error and "not enabled for this group" in tool_result.content
+    assert search_server.received == []
 
 
 async def test_errors_become_short_messages(make_bot: MakeBot,

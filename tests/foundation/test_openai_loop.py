@@ -125,3 +125,14 @@ async def test_history_window_starts_at_a_user_turn(tmp_path: Path, server: Repl
     assert [(m["role"], m["content"]) for m in msgs] == [
         ("user", "b"), ("assistant", "B"), ("user", "c")]
     await tb.aclose()
+
+
+async def test_system_prompt_uses_configured_time_zone(tmp_path: Path,
+                                                       server: ReplayServer) -> None:
+    server.queue.append(lambda _r: web.json_response(openai_chat_response("ok")))
+    tb = TestBot(tmp_path, model=model_for(server), builtins=False,
+                 config={"reminders": {"timezone": "Asia/Kathmandu"}})
+    await tb.send("what time is it?")
+    system = server.bodies()[0]["messages"][0]["content"]
+    assert "(UTC+0545)" in system
+    await tb.aclose()
