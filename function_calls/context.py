@@ -56,6 +56,10 @@ class OutgoingMessage:
     # The model's reasoning behind this reply: stored with it in history, never shown by
     # channels (they send `text` only).
     thinking: str | None = None
+    # A notice from the bot itself (an outage, no model configured), not the model's words:
+    # stored with role "notice" and left out of the conversation a model sees, so the model
+    # never reads "Sorry, the model is not available" as something it said.
+    notice: bool = False
 
 
 @dataclass(slots=True)
@@ -127,13 +131,13 @@ class MessageContext:
         return self.message.text
 
     async def reply(self, text: str, at: str | None = None, *,
-                    thinking: str | None = None) -> None:
+                    thinking: str | None = None, notice: bool = False) -> None:
         """Send `text` to this chat (stored in history, delivered by the channel). `thinking`,
         the model reasoning that led to it, is stored with it and never sent."""
         out = OutgoingMessage(
             platform=self.message.platform, chat_id=self.message.chat_id, text=text,
             is_group=self.message.is_group, at=at if self.message.is_group else None,
-            reply_to=self.message.message_id or None, thinking=thinking,
+            reply_to=self.message.message_id or None, thinking=thinking, notice=notice,
         )
         self.sent.append(out)
         await self._deliver(out)

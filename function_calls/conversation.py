@@ -39,7 +39,9 @@ def _as_message(row: StoredMessage, bot_id: str) -> Message:
 
 def history_messages(rows: list[StoredMessage]) -> list[Message]:
     """Stored rows to model messages, starting at a user turn: a window that opens on the bot's
-    own reply would show an answer without its question."""
+    own reply would show an answer without its question. The bot's own notices (outages) are
+    not the model's words and are left out."""
+    rows = [r for r in rows if r.role != "notice"]
     start = 0
     while start < len(rows) and rows[start].role != "user":
         start += 1

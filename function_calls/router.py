@@ -73,7 +73,7 @@ class FunctionCallRouter:
         if command is not None:
             return await self._run_command(ctx, command.name, command.rest)
         if self.llm is None:
-            await ctx.reply(self.settings.bot.no_model_reply)
+            await ctx.reply(self.settings.bot.no_model_reply, notice=True)
             return True
         try:
             visible = visible_functions(self.registry.all(), ctx)
@@ -87,7 +87,7 @@ class FunctionCallRouter:
         except ProviderError as exc:
             ctx.logger.error("model {} failed: {}: {}", self.model.name if self.model else "-",
                              type(exc).__name__, exc)
-            await ctx.reply(user_message_for(exc))
+            await ctx.reply(user_message_for(exc), notice=True)
             return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:

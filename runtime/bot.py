@@ -145,7 +145,8 @@ class Bot:
             queue.put_nowait(out)
 
     def _store_outgoing(self, out: OutgoingMessage) -> None:
-        self.storage.add_message(platform=out.platform, chat_id=out.chat_id, role="assistant",
+        self.storage.add_message(platform=out.platform, chat_id=out.chat_id,
+                                 role="notice" if out.notice else "assistant",
                                  sender_id="bot", sender_name=self.settings.bot.name,
                                  text=out.text, is_group=out.is_group, thinking=out.thinking)
 
@@ -203,7 +204,8 @@ class Bot:
             await self.router.dispatch(ctx)
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
-            await ctx.reply("Sorry, something went wrong on my side. The error was logged.")
+            await ctx.reply("Sorry, something went wrong on my side. The error was logged.",
+                            notice=True)
         return ctx.sent
 
     # -- system events ---------------------------------------------------------------------

@@ -70,7 +70,10 @@ def parse_span(text: str, cfg: SummarySettings, now: datetime, tz: tzinfo) -> Sp
 
 
 def worth_summarising(row: StoredMessage) -> bool:
-    """Slash commands are noise for a summary; the bot's own replies stay (they carry answers)."""
+    """Slash commands and the bot's notices (outages) are noise for a summary; the bot's own
+    replies stay (they carry answers)."""
+    if row.role == "notice":
+        return False
     return bool(row.text.strip()) and not (row.role == "user" and row.text.startswith("/"))
 
 

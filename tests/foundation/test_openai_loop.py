@@ -71,12 +71,14 @@ async def test_500_gives_short_message_and_history_keeps_question(
                        "please try again in a moment."]
     rows = tb.bot.storage.recent_messages("test", "private:alice", 10)
     assert [(r.role, r.text) for r in rows] == [("user", "Are you there?"),
-                                                ("assistant", replies[0])]
+                                                ("notice", replies[0])]
     # The next message still sees the unanswered question in its history.
     server.queue.append(lambda _r: web.json_response(openai_chat_response("Yes, I'm here.")))
     assert await tb.send("hello again") == ["Yes, I'm here."]
     contents = [m.get("content") for m in server.bodies()[-1]["messages"]]
     assert "Are you there?" in contents and contents[-1] == "hello again"
+    # The outage notice is not shown to the model as something it said.
+    assert not any("not available" in (c or "") for c in contents)
     await tb.aclose()
 
 

@@ -178,7 +178,7 @@ async def test_http_stream_cut_off_mid_call(tmp_path: Path, server: RawReplaySer
                            ("done", {"replies": [{"text": OUTAGE, "at": None}]})]
     rows = tb.bot.storage.recent_messages("http", "c1", 5)
     assert [(r.role, r.text) for r in rows] == [("user", "weather in Oslo?"),
-                                                ("assistant", OUTAGE)]
+                                                ("notice", OUTAGE)]
     # The next message works, and the model sees the unanswered question.
     events = await http(tb, "hello?")
     assert events[-2] == ("reply", {"text": "Sunny in Oslo.", "at": None})
