@@ -45,6 +45,12 @@ def _prepare_sqlite_path(url: str) -> None:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
+def _to_utc(dt: datetime) -> datetime:
+    """Every stored time is UTC: SQLite keeps no offset, so a time in another zone would be
+    read back shifted by its offset."""
+    return dt.astimezone(UTC) if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
 def _utc(dt: datetime) -> datetime:
     # SQLite drops tz info; every stored time is UTC.
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
@@ -111,7 +117,8 @@ class Storage:
         values = {"platform": platform, "chat_id": chat_id, "role": role,
                   "sender_id": sender_id, "sender_name": sender_name, "text": text,
                   "is_group": is_group, "message_id": message_id,
-                  "created_at": created_at or datetime.now(UTC), "thinking": thinking}
+                  "created_at": _to_utc(created_at) if created_at else datetime.now(UTC),
+                  "thinking": thinking}
         with self.engine.begin() as conn:
             return conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0]
 
@@ -141,7 +148,7 @@ class Storage:
                        limit: int = 500) -> list[StoredMessage]:
         q = (select(MessageRow)
              .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id,
-                    MessageRow.created_at >= since)
+                    MessageRow.created_at >= _to_utc(since))
              .order_by(MessageRow.id.desc()).limit(limit))
         with self._session() as s:
             rows = s.scalars(q).all()
