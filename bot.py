@@ -78,10 +78,10 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from function_calls.registry import PluginLoadError
     from providers.errors import ProviderNotInstalled
     from runtime.settings import ConfigError
     from storage.db import StorageError
-    from function_calls.registry import PluginLoadError
 
     args = parse_args(argv)
     try:

@@ -5,7 +5,6 @@ handler does can crash the bot."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.registry import Registry
 from function_calls.spec import FunctionResult, FunctionSpec
+from providers.types import parse_arguments
 
 Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
 
@@ -109,11 +109,7 @@ class FunctionExecutor:
     @staticmethod
     def _validate(spec: FunctionSpec, arguments: dict[str, Any] | str) -> Any:
         if isinstance(arguments, str):
-            text = arguments.strip() or "{}"
-            try:
-                arguments = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from exc
+            arguments = parse_arguments(arguments)
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
         if spec.args_model is None:

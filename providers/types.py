@@ -24,6 +24,18 @@ class ToolDefinition:
     parameters: dict[str, Any]
 
 
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A call's raw JSON arguments as a dict (empty text is `{}`); raises ValueError with a
+    short reason the model can act on."""
+    try:
+        value = json.loads(text.strip() or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One call the model asked for.
@@ -40,14 +52,7 @@ class ToolCall:
 
     def parsed_arguments(self) -> dict[str, Any]:
         """Strict parse; raises ValueError with a short reason the model can act on."""
-        text = self.arguments.strip() or "{}"
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
-        if not isinstance(value, dict):
-            raise ValueError("arguments must be a JSON object")
-        return value
+        return parse_arguments(self.arguments)
 
 
 @dataclass(slots=True)

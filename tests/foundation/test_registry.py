@@ -39,7 +39,7 @@ def test_spec_built_from_annotation_and_docstring() -> None:
     assert spec.parameters_schema["required"] == ["text"]
     assert "title" not in spec.parameters_schema
     assert (spec.scope, spec.require_at, spec.admin_only, spec.timeout) == ("group", True, True, 5)
-    assert spec.is_async and spec.source.endswith(f"{Path(__file__).name}:{spec.source.split(':')[-1]}")
+    assert spec.is_async and spec.source.rsplit(":", 1)[0].endswith(Path(__file__).name)
     assert spec.single_text_field == "text"
 
 
