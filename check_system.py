@@ -121,7 +121,7 @@ def check_storage(report: Report, settings: Any) -> Any:
 def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     from function_calls.init_handlers import register_builtins
     from function_calls.registry import PluginLoadError, Registry
-    from providers.schema import check_schema_for
+    from providers.schema import schema_issues
 
     registry = Registry()
     try:
@@ -140,13 +140,16 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     report.add("plugins", "ok", f"{len(files)} file(s) from {', '.join(paths) or 'no path'}; "
                f"{builtin_count} built-in + {len(registry) - builtin_count} plugin function(s)")
     providers = sorted({"openai", *(m.provider for m in settings.models.values())})
-    bad = []
+    bad, lossy = [], []
     for spec in registry.all():
         for provider in providers:
-            for problem in check_schema_for(provider, spec.parameters_schema):
-                bad.append(f"{spec.name} ({provider}): {problem}")
+            errors, warnings = schema_issues(provider, spec.parameters_schema)
+            bad += [f"{spec.name} ({provider}): {p}" for p in errors]
+            lossy += [f"{spec.name} ({provider}): {p}" for p in warnings]
     if bad:
         report.add("function schemas", "fail", "; ".join(bad))
+    elif lossy:
+        report.add("function schemas", "warn", "accepted, but: " + "; ".join(lossy))
     else:
         names = ", ".join(s.name for s in registry.all())
         report.add("function schemas", "ok",

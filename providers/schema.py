@@ -415,24 +415,31 @@ class _GeminiRewriter:
 # --------------------------------------------------------------------------- health check
 
 
-def check_schema_for(provider: str, schema: JsonSchema) -> list[str]:
-    """Problems a provider would have with a function's schema; empty when it converts cleanly.
+def schema_issues(provider: str, schema: JsonSchema) -> tuple[list[str], list[str]]:
+    """(errors, warnings) a provider would have with a function's schema.
 
-    Called by the health check for every registered function and configured provider, so a
-    refusal shows up at start-up, not in the middle of a conversation.
+    Errors: the provider would reject the schema. Warnings: it is accepted but the rewrite loses
+    something (Gemini: a dict field the model can only fill with `{}`). Called by the health
+    check for every registered function and configured provider, so a refusal shows up at
+    start-up, not in the middle of a conversation.
     """
-    problems: list[str] = []
+    errors: list[str] = []
+    warnings: list[str] = []
     try:
         if provider == "gemini":
-            notes: list[str] = []
-            _gemini(schema, notes)
-            problems.extend(notes)
+            _gemini(schema, warnings)
         elif provider == "anthropic":
             anthropic_input_schema(schema)
         elif provider in ("openai", "scripted"):
             openai_parameters(schema)
         else:
-            problems.append(f"unknown provider {provider!r}")
+            errors.append(f"unknown provider {provider!r}")
     except SchemaError as exc:
-        problems.append(str(exc))
-    return problems
+        errors.append(str(exc))
+    return errors, warnings
+
+
+def check_schema_for(provider: str, schema: JsonSchema) -> list[str]:
+    """Every problem, errors and lossy rewrites alike; empty when it converts cleanly."""
+    errors, warnings = schema_issues(provider, schema)
+    return errors + warnings

@@ -117,3 +117,25 @@ async def test_online_round_trip_over_native_protocols(tmp_path: Path) -> None:
     [gemini_result] = tool_results("gemini", gem.received[1].body)
     assert (gemini_result.name, gemini_result.content) == ("get_magic_number", "42")
     assert gemini_result.is_error is False
+
+
+LOSSY_PLUGIN = '''
+from pydantic import BaseModel
+from function_calls.registry import tool_function
+from function_calls.spec import FunctionResult
+
+class TagArgs(BaseModel):
+    labels: dict[str, str]
+
+@tool_function(name="tag", description="Tag things.")
+def tag(ctx, args: TagArgs) -> FunctionResult:
+    return FunctionResult(llm_content="ok")
+'''
+
+
+def test_a_lossy_gemini_rewrite_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    _plugins(tmp_path, LOSSY_PLUGIN)
+    code, report = run(tmp_path, BASE + NATIVE_MODELS)
+    schemas = by_name(report)["function schemas"]
+    assert code == 0 and schemas["status"] == "warn"
+    assert schemas["detail"].startswith("accepted, but: tag (gemini)")
