@@ -45,6 +45,7 @@ class ConsoleChannel(Channel):
         self.interactive = self.stdin.isatty()
         self._ids = itertools.count(1)
         self._streamed: list[str] = []
+        self._thinking = False  # a "(thinking)" line is open
         self._done = asyncio.Event()
 
     # -- output ----------------------------------------------------------------------------
@@ -71,6 +72,16 @@ class ConsoleChannel(Channel):
         self._write(self._format(out))
 
     async def _on_stream(self, event: StreamEvent) -> None:
+        # Reasoning arrives here only when models.<name>.thinking.show is on.
+        if event.type == "thinking" and event.text:
+            if not self._thinking:
+                self._write("  (thinking) ")
+                self._thinking = True
+            self._write(event.text)
+            return
+        if self._thinking:
+            self._write("\n")
+            self._thinking = False
         if event.type == "text" and event.text:
             if not self._streamed:
                 self._write(f"{self.bot.settings.bot.name}> ")

@@ -88,6 +88,21 @@ async def test_console_cut_off_stream_prints_the_outage_message(
     await tb.aclose()
 
 
+async def test_console_shows_thinking_only_when_configured(
+        tmp_path: Path, server: RawReplayServer) -> None:
+    for show, expected in ((False, "chatfn> Checking.\n  [calling weather]\n"
+                                   "chatfn> Sunny in Oslo.\n"),
+                           (True, "  (thinking) Look it up.\nchatfn> Checking.\n"
+                                  "  [calling weather]\n  (thinking) Say it.\n"
+                                  "chatfn> Sunny in Oslo.\n")):
+        server.queue = list(replies("deepseek", [WEATHER, ANSWER], stream=True))
+        tb = _bot(tmp_path / str(show), server, "deepseek", show=show)
+        out = StringIO()
+        await ConsoleChannel(tb.bot, stdin=StringIO(""), stdout=out).handle_line("weather?")
+        assert out.getvalue() == expected
+        await tb.aclose()
+
+
 # ------------------------------------------------------------------------ HTTP
 
 
