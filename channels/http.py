@@ -217,6 +217,10 @@ class HttpChannel(Channel):
         if self.webhook_url:
             self._webhook_task = asyncio.create_task(self._webhook_loop())
         logger.info("HTTP channel listening on http://{}:{}", self.host, self.bound_port)
+        if not self.token and self.host not in ("127.0.0.1", "localhost", "::1"):
+            logger.warning("channels.http.token is not set but the channel listens on {}: "
+                           "anyone who can reach it can speak as any sender, admins included",
+                           self.host)
 
     async def run(self) -> None:
         await self.start()

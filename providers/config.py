@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from providers.types import ModelCapabilities, NativeTools, PromptFormat
 
-ProviderName = Literal["openai", "anthropic", "gemini", "scripted"]
+# What `provider:` accepts in config. (The scripted test model is built in code with its script.)
+ProviderName = Literal["openai", "anthropic", "gemini"]
 
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]

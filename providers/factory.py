@@ -75,8 +75,7 @@ def build_model(name: str, cfg: ModelConfig) -> ChatModel:
         from providers.gemini import GeminiModel
 
         inner = GeminiModel(name, cfg)
-    else:
-        # "scripted" models are built by tests with their script, not from config alone.
+    else:  # unreachable through validated config; kept for callers building ModelConfig freely
         raise ValueError(f"model {name!r}: provider {cfg.provider!r} cannot be built from config")
     return _wrap_for_tools(inner, native)
 

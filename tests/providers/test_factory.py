@@ -141,6 +141,8 @@ def test_other_providers_use_their_adapter(
     assert calls == [("x", provider)]
 
 
-def test_scripted_is_not_built_from_config() -> None:
-    with pytest.raises(ValueError, match="scripted"):
-        build_model("s", cfg(provider="scripted"))
+def test_scripted_is_not_a_config_provider() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="provider"):
+        cfg(provider="scripted")
