@@ -13,176 +13,26 @@ README.md.
 from __future__ import annotations
 
 import json
-import re
-import secrets
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from providers.text_tools import dialects
 from providers.text_tools.args import complete_truncated_json, is_missing, parse_tolerant
+from providers.text_tools.markers import (
+    BARE_ARRAY,
+    BARE_OBJECT,
+    BARE_PY,
+    FIXED,
+    JSON_FENCE_INFOS,
+    TRIGGER,
+    WS,
+    Markers,
+    Spec,
+    random_id,
+)
+from providers.text_tools.result import ParsedText, Segment, SegmentKind
 from providers.text_tools.scan import BracketScanner, array_head, object_head, window_head
 from providers.types import StreamEvent, ToolCall
-
-SegmentKind = Literal["text", "thinking", "call"]
-
-
-@dataclass(slots=True)
-class Segment:
-    """A run of the reply: plain text, a reasoning block (raw, with its tags) or a call section
-    (raw). Joining every segment's `raw` gives back the reply exactly."""
-
-    kind: SegmentKind
-    parts: list[str] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
-
-    @property
-    def raw(self) -> str:
-        if len(self.parts) > 1:
-            self.parts[:] = ["".join(self.parts)]
-        return self.parts[0] if self.parts else ""
-
-
-@dataclass(slots=True)
-class ParsedText:
-    """What a reply says: visible text, calls, reasoning, and the segments they came from."""
-
-    content: str
-    calls: list[ToolCall]
-    thinking: str = ""
-    segments: list[Segment] = field(default_factory=list)
-    #: Names of calls written in a call syntax but naming a function not offered this turn.
-    rejected: list[str] = field(default_factory=list)
-
-    def text_runs(self) -> list[str]:
-        """Non-call text as runs split at each call, think blocks kept raw in place. This is the
-        shape of the fixtures' `expected_content`, and the reply minus its calls."""
-        runs: list[str] = []
-        current: list[str] = []
-        for seg in self.segments:
-            if seg.kind == "call":
-                runs.append("".join(current))
-                current = []
-            else:
-                current.append(seg.raw)
-        runs.append("".join(current))
-        return runs
-
-
-def _random_id() -> str:
-    return "call_" + secrets.token_hex(6)
-
-
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    """One start marker and what follows it."""
-
-    open: str
-    kind: Literal["think", "tag", "value"]
-    close: str = ""
-    body: str = ""
-    head: re.Pattern[str] | None = None
-    sep: bool = False
-    #: How many characters after the marker the head pattern may need before it is refused.
-    head_limit: int = 128
-
-
-_JSON_HEAD = re.compile(r"\s*[\[{]")
-_TOOL_CALL_HEAD = re.compile(
-    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function="
-    r"|[\w.\-]+(?:\s|\\n)*(?:<arg_key>|</tool_call>))"
-)
-_FUNCTION_HEAD = re.compile(r"[^<>\n]{1,80}>")
-_ATTR_HEAD = re.compile(r"\s*name\s*=\s*([\"'])([^\"'<>\n]{1,100})\1\s*>")
-_LANGCHAIN_HEAD = re.compile(r"[^<\n]{1,100}</tool>\s*<tool_input>")
-_VALUE_PRE = re.compile(r"\s*(?=[\[{])")
-_MISTRAL_PRE = re.compile(
-    r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_][\w.\-]*)(?:\[ARGS\])?(?=\{)|[^\n\[{]{0,64}?(?=\[\{))"
-)
-_FUNCTOOLS_PRE = re.compile(r"(?=\[)")
-
-
-def _ds(name: str) -> list[str]:
-    """DeepSeek markers in the full-width form and the ASCII forms some servers emit."""
-    out = []
-    for bar in ("｜", "|"):
-        for sp in ("▁", "_"):
-            out.append(f"<{bar}{name.replace(' ', sp)}{bar}>")
-    return out
-
-
-def _fixed_specs() -> list[_Spec]:
-    specs = [
-        _Spec("<think>", "think", "</think>"),
-        _Spec("<thinking>", "think", "</thinking>"),
-        _Spec("<seed:think>", "think", "</seed:think>"),
-        _Spec("<tool_call>", "tag", "</tool_call>", "tool_call", _TOOL_CALL_HEAD),
-        _Spec("<seed:tool_call>", "tag", "</seed:tool_call>", "tool_call", _TOOL_CALL_HEAD),
-        _Spec("<tool_calls>", "tag", "</tool_calls>", "json", _JSON_HEAD),
-        _Spec("<function_call>", "tag", "</function_call>", "json", _JSON_HEAD),
-        _Spec("<|python_start|>", "tag", "<|python_end|>", "json_or_py"),
-        _Spec("<|tool_call_start|>", "tag", "<|tool_call_end|>", "json_or_py"),
-        _Spec("<|action_start|><|plugin|>", "tag", "<|action_end|>", "json"),
-        _Spec("<|tool_calls_section_begin|>", "tag", "<|tool_calls_section_end|>", "kimi"),
-        _Spec("<function=", "tag", "</function>", "qwen", _FUNCTION_HEAD),
-        _Spec("<tool ", "tag", "</tool>", "attr", _ATTR_HEAD),
-        _Spec("<tool>", "tag", "</tool_input>", "langchain", _LANGCHAIN_HEAD),
-        _Spec("[TOOL_CALLS]", "value", body="mistral", head=_MISTRAL_PRE, sep=True, head_limit=80),
-        _Spec("<|python_tag|>", "value", body="json", head=_VALUE_PRE, sep=True, head_limit=33),
-        _Spec("<|tool_call|>", "value", body="json", head=_VALUE_PRE, head_limit=33),
-        _Spec("functools", "value", body="json", head=_FUNCTOOLS_PRE, head_limit=1),
-    ]
-    for begin, end in zip(_ds("tool calls begin"), _ds("tool calls end"), strict=True):
-        specs.append(_Spec(begin, "tag", end, "deepseek"))
-    for bar in ("｜", "|"):
-        specs.append(
-            _Spec(f"<{bar}DSML{bar}function_calls>", "tag", f"</{bar}DSML{bar}function_calls>",
-                  "dsml")
-        )
-    return specs
-
-
-_FIXED = _fixed_specs()
-_BARE_OBJECT = _Spec("{", "value", body="bare_json", sep=True)
-_BARE_ARRAY = _Spec("[", "value", body="bare_json", sep=True)
-_BARE_PY = _Spec("[", "value", body="bare_py")
-_TRIGGER = re.compile(r"[<\[{`]|functools")
-_JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code"})
-_WS = frozenset(" \t\r\n")
-
-
-class _Markers:
-    """Start markers by their first two characters, so a `<` in prose costs a dict lookup."""
-
-    def __init__(self, allowed: frozenset[str]) -> None:
-        specs = list(_FIXED)
-        fixed_opens = {s.open for s in specs}
-        for name in sorted(allowed):
-            if re.fullmatch(r"[A-Za-z_][\w.\-]*", name) and f"<{name}>" not in fixed_opens:
-                head = re.compile(r"\s*(?:<[A-Za-z_][\w.\-]*>|</" + re.escape(name) + r">|\{)")
-                specs.append(_Spec(f"<{name}>", "tag", f"</{name}>", "cline:" + name, head))
-        self.by_prefix: dict[str, list[_Spec]] = {}
-        for spec in specs:
-            self.by_prefix.setdefault(spec.open[:2], []).append(spec)
-
-    def match(self, buf: str, i: int, final: bool) -> tuple[_Spec | None, bool]:
-        """(spec, need_more) for a marker starting at buf[i]."""
-        rest = len(buf) - i
-        if rest < 2:
-            first = buf[i]
-            possible = any(k[0] == first for k in self.by_prefix)
-            return None, possible and not final
-        best: _Spec | None = None
-        need = False
-        for spec in self.by_prefix.get(buf[i : i + 2], ()):
-            if buf.startswith(spec.open, i):
-                if best is None or len(spec.open) > len(best.open):
-                    best = spec
-            elif not final and rest < len(spec.open) and spec.open.startswith(buf[i:]):
-                need = True
-        if need:
-            return None, True
-        return best, False
 
 
 class StreamingToolParser:
@@ -201,8 +51,8 @@ class StreamingToolParser:
     ) -> None:
         self._allowed = frozenset(allowed_names)
         self._schemas = schemas
-        self._new_id = id_factory or _random_id
-        self._markers = _Markers(self._allowed)
+        self._new_id = id_factory or random_id
+        self._markers = Markers(self._allowed)
         self._buf = ""
         self._pos = 0
         self._prev = "\n"  # the start of the reply counts as the start of a line
@@ -215,7 +65,7 @@ class StreamingToolParser:
         self._pending_sep = ""
         self._finished = False
         # per-section state
-        self._spec: _Spec = _FIXED[0]
+        self._spec: Spec = FIXED[0]
         self._start = 0
         self._open = ""
         self._parts: list[str] = []
@@ -340,7 +190,7 @@ class StreamingToolParser:
 
     def _text(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
-        m = _TRIGGER.search(buf, pos)
+        m = TRIGGER.search(buf, pos)
         if m is None:
             end = len(buf)
             if not final:
@@ -372,7 +222,7 @@ class StreamingToolParser:
             if verdict == "need":
                 return False
             if verdict == "ok":
-                spec = _BARE_OBJECT if ch == "{" else (_BARE_ARRAY if kind == "json" else _BARE_PY)
+                spec = BARE_OBJECT if ch == "{" else (BARE_ARRAY if kind == "json" else BARE_PY)
                 self._begin_value(spec, i, i)
                 return True
         if spec is None:
@@ -426,7 +276,7 @@ class StreamingToolParser:
         self._mode = "tag"
         return True
 
-    def _begin_value(self, spec: _Spec, start: int, value_start: int) -> None:
+    def _begin_value(self, spec: Spec, start: int, value_start: int) -> None:
         self._spec = spec
         self._sep, self._pending_sep = self._pending_sep, ""
         self._open = self._buf[start:value_start]
@@ -471,7 +321,7 @@ class StreamingToolParser:
         self._mode = "text"
         return True
 
-    def _parse_tag(self, spec: _Spec, body: str, truncated: bool) -> dialects.Found | None:
+    def _parse_tag(self, spec: Spec, body: str, truncated: bool) -> dialects.Found | None:
         kind = spec.body
         schemas = self._schemas
         if kind == "tool_call":
@@ -583,7 +433,7 @@ class StreamingToolParser:
     def _separator(self, final: bool) -> bool:
         """After a JSON call: `;` between calls (Llama 3) belongs to the calls, not the text."""
         buf, pos = self._buf, self._pos
-        while pos < len(buf) and (buf[pos] in _WS or buf[pos] == ";"):
+        while pos < len(buf) and (buf[pos] in WS or buf[pos] == ";"):
             pos += 1
         self._sep += buf[self._pos : pos]
         self._pos = pos
@@ -625,7 +475,7 @@ class StreamingToolParser:
             self._mode = "code"
             return True
         info = buf[i + 3 : nl].strip().lower()
-        if info not in _JSON_FENCE_INFOS:
+        if info not in JSON_FENCE_INFOS:
             self._emit_text(buf[i : nl + 1])
             self._pos = nl + 1
             self._mode = "code"
@@ -646,7 +496,7 @@ class StreamingToolParser:
 
     def _fence_ws(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
-        while pos < len(buf) and buf[pos] in _WS:
+        while pos < len(buf) and buf[pos] in WS:
             pos += 1
         self._parts.append(buf[self._pos : pos])
         self._pos = pos
@@ -683,7 +533,7 @@ class StreamingToolParser:
     def _fence_close(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
         start = pos
-        while pos < len(buf) and buf[pos] in _WS:
+        while pos < len(buf) and buf[pos] in WS:
             pos += 1
         self._parts.append(buf[start:pos])
         self._pos = pos

@@ -1,0 +1,126 @@
+"""The start markers the parser looks for, and what follows each: one table for every dialect
+(think blocks, tag-delimited calls, value-prefixed calls, DeepSeek tokens), plus the per-turn
+index of markers by their first two characters so prose costs one dict lookup per `<`."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+
+def random_id() -> str:
+    return "call_" + secrets.token_hex(6)
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """One start marker and what follows it."""
+
+    open: str
+    kind: Literal["think", "tag", "value"]
+    close: str = ""
+    body: str = ""
+    head: re.Pattern[str] | None = None
+    sep: bool = False
+    #: How many characters after the marker the head pattern may need before it is refused.
+    head_limit: int = 128
+
+
+_JSON_HEAD = re.compile(r"\s*[\[{]")
+_TOOL_CALL_HEAD = re.compile(
+    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function="
+    r"|[\w.\-]+(?:\s|\\n)*(?:<arg_key>|</tool_call>))"
+)
+_FUNCTION_HEAD = re.compile(r"[^<>\n]{1,80}>")
+_ATTR_HEAD = re.compile(r"\s*name\s*=\s*([\"'])([^\"'<>\n]{1,100})\1\s*>")
+_LANGCHAIN_HEAD = re.compile(r"[^<\n]{1,100}</tool>\s*<tool_input>")
+_VALUE_PRE = re.compile(r"\s*(?=[\[{])")
+_MISTRAL_PRE = re.compile(
+    r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_][\w.\-]*)(?:\[ARGS\])?(?=\{)|[^\n\[{]{0,64}?(?=\[\{))"
+)
+_FUNCTOOLS_PRE = re.compile(r"(?=\[)")
+
+
+def _ds(name: str) -> list[str]:
+    """DeepSeek markers in the full-width form and the ASCII forms some servers emit."""
+    out = []
+    for bar in ("｜", "|"):
+        for sp in ("▁", "_"):
+            out.append(f"<{bar}{name.replace(' ', sp)}{bar}>")
+    return out
+
+
+def _fixed_specs() -> list[Spec]:
+    specs = [
+        Spec("<think>", "think", "</think>"),
+        Spec("<thinking>", "think", "</thinking>"),
+        Spec("<seed:think>", "think", "</seed:think>"),
+        Spec("<tool_call>", "tag", "</tool_call>", "tool_call", _TOOL_CALL_HEAD),
+        Spec("<seed:tool_call>", "tag", "</seed:tool_call>", "tool_call", _TOOL_CALL_HEAD),
+        Spec("<tool_calls>", "tag", "</tool_calls>", "json", _JSON_HEAD),
+        Spec("<function_call>", "tag", "</function_call>", "json", _JSON_HEAD),
+        Spec("<|python_start|>", "tag", "<|python_end|>", "json_or_py"),
+        Spec("<|tool_call_start|>", "tag", "<|tool_call_end|>", "json_or_py"),
+        Spec("<|action_start|><|plugin|>", "tag", "<|action_end|>", "json"),
+        Spec("<|tool_calls_section_begin|>", "tag", "<|tool_calls_section_end|>", "kimi"),
+        Spec("<function=", "tag", "</function>", "qwen", _FUNCTION_HEAD),
+        Spec("<tool ", "tag", "</tool>", "attr", _ATTR_HEAD),
+        Spec("<tool>", "tag", "</tool_input>", "langchain", _LANGCHAIN_HEAD),
+        Spec("[TOOL_CALLS]", "value", body="mistral", head=_MISTRAL_PRE, sep=True, head_limit=80),
+        Spec("<|python_tag|>", "value", body="json", head=_VALUE_PRE, sep=True, head_limit=33),
+        Spec("<|tool_call|>", "value", body="json", head=_VALUE_PRE, head_limit=33),
+        Spec("functools", "value", body="json", head=_FUNCTOOLS_PRE, head_limit=1),
+    ]
+    for begin, end in zip(_ds("tool calls begin"), _ds("tool calls end"), strict=True):
+        specs.append(Spec(begin, "tag", end, "deepseek"))
+    for bar in ("｜", "|"):
+        specs.append(
+            Spec(f"<{bar}DSML{bar}function_calls>", "tag", f"</{bar}DSML{bar}function_calls>",
+                  "dsml")
+        )
+    return specs
+
+
+FIXED = _fixed_specs()
+BARE_OBJECT = Spec("{", "value", body="bare_json", sep=True)
+BARE_ARRAY = Spec("[", "value", body="bare_json", sep=True)
+BARE_PY = Spec("[", "value", body="bare_py")
+TRIGGER = re.compile(r"[<\[{`]|functools")
+JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code"})
+WS = frozenset(" \t\r\n")
+
+
+class Markers:
+    """Start markers by their first two characters, so a `<` in prose costs a dict lookup."""
+
+    def __init__(self, allowed: frozenset[str]) -> None:
+        specs = list(FIXED)
+        fixed_opens = {s.open for s in specs}
+        for name in sorted(allowed):
+            if re.fullmatch(r"[A-Za-z_][\w.\-]*", name) and f"<{name}>" not in fixed_opens:
+                head = re.compile(r"\s*(?:<[A-Za-z_][\w.\-]*>|</" + re.escape(name) + r">|\{)")
+                specs.append(Spec(f"<{name}>", "tag", f"</{name}>", "cline:" + name, head))
+        self.by_prefix: dict[str, list[Spec]] = {}
+        for spec in specs:
+            self.by_prefix.setdefault(spec.open[:2], []).append(spec)
+
+    def match(self, buf: str, i: int, final: bool) -> tuple[Spec | None, bool]:
+        """(spec, need_more) for a marker starting at buf[i]."""
+        rest = len(buf) - i
+        if rest < 2:
+            first = buf[i]
+            possible = any(k[0] == first for k in self.by_prefix)
+            return None, possible and not final
+        best: Spec | None = None
+        need = False
+        for spec in self.by_prefix.get(buf[i : i + 2], ()):
+            if buf.startswith(spec.open, i):
+                if best is None or len(spec.open) > len(best.open):
+                    best = spec
+            elif not final and rest < len(spec.open) and spec.open.startswith(buf[i:]):
+                need = True
+        if need:
+            return None, True
+        return best, False
