@@ -19,6 +19,7 @@ import anthropic
 from providers.base import ChatModel
 from providers.config import ModelConfig
 from providers.errors import (
+    MALFORMED_RESPONSE_ERRORS,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
@@ -69,6 +70,13 @@ class AnthropicModel(ChatModel):
             timeout=cfg.timeout,
             max_retries=cfg.max_retries,
         )
+        client = self.client
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            # Otherwise the SDK raises a bare TypeError on every request; fail at start instead.
+            raise ProviderAuthError(
+                f"model {name!r}: no API key; set api_key in config or ANTHROPIC_API_KEY",
+                provider=PROVIDER,
+            )
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -113,9 +121,11 @@ class AnthropicModel(ChatModel):
         request = self.build_request(messages, tools)
         try:
             message = await self.client.messages.create(**request, stream=False)
+            return from_anthropic_message(message)
         except anthropic.APIError as exc:
             raise map_error(exc) from exc
-        return from_anthropic_message(message)
+        except MALFORMED_RESPONSE_ERRORS as exc:  # not JSON, or not a Message (a proxy's page)
+            raise ProviderError(f"malformed response: {exc!r}", provider=PROVIDER) from exc
 
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
@@ -132,6 +142,8 @@ class AnthropicModel(ChatModel):
             raise map_error(exc) from exc
         except (OSError, ValueError) as exc:
             raise StreamInterrupted(f"stream broke: {exc!r}", provider=PROVIDER) from exc
+        except MALFORMED_RESPONSE_ERRORS as exc:  # an event whose fields have the wrong shape
+            raise ProviderError(f"malformed stream event: {exc!r}", provider=PROVIDER) from exc
         except Exception as exc:
             # The SDK lets its HTTP library's transport errors (a connection reset mid-stream)
             # through unwrapped; a half-read answer must surface as our retryable error.

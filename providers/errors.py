@@ -49,5 +49,11 @@ class StreamInterrupted(ProviderError):
     retryable = True
 
 
+# What a malformed answer raises while an SDK or an adapter decodes it: invalid JSON or a pydantic
+# ValidationError (both ValueError), or a field of an unexpected type (a proxy's error page, a
+# server that bends the schema). Adapters convert these to ProviderError at their boundary.
+MALFORMED_RESPONSE_ERRORS = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+
+
 class ProviderNotInstalled(Exception):
     """A configured provider's optional SDK is missing; the message holds the install command."""

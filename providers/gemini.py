@@ -22,6 +22,7 @@ from google.genai import types
 from providers.base import ChatModel
 from providers.config import ModelConfig
 from providers.errors import (
+    MALFORMED_RESPONSE_ERRORS,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
@@ -131,6 +132,8 @@ class GeminiModel(ChatModel):
             raise ProviderTimeout(str(exc) or "timed out", provider=PROVIDER) from exc
         except OSError as exc:
             raise ProviderUnavailable(str(exc), provider=PROVIDER) from exc
+        except MALFORMED_RESPONSE_ERRORS as exc:  # the SDK could not decode the body
+            raise ProviderError(f"malformed response: {exc!r}", provider=PROVIDER) from exc
         assembler = _Assembler()
         assembler.feed(response)
         return assembler.finish(streamed=False)
@@ -161,6 +164,8 @@ class GeminiModel(ChatModel):
                 "httpcore",
             ):
                 raise StreamInterrupted(f"stream broke: {exc!r}", provider=PROVIDER) from exc
+            if isinstance(exc, MALFORMED_RESPONSE_ERRORS):  # a chunk the SDK could not decode
+                raise ProviderError(f"malformed stream chunk: {exc!r}", provider=PROVIDER) from exc
             raise
         yield StreamEvent(type="done", response=assembler.finish(streamed=True))
 

@@ -15,6 +15,7 @@ exception types. Requests and responses are therefore plain dicts here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -27,7 +28,12 @@ from openai import AsyncOpenAI, AsyncStream
 
 from providers.base import ChatModel
 from providers.config import ModelConfig
-from providers.errors import ProviderAuthError, ProviderError, StreamInterrupted
+from providers.errors import (
+    MALFORMED_RESPONSE_ERRORS,
+    ProviderAuthError,
+    ProviderError,
+    StreamInterrupted,
+)
 from providers.openai_errors import map_openai_error
 from providers.schema import openai_parameters
 from providers.types import (
@@ -192,14 +198,16 @@ class OpenAICompatModel(ChatModel):
         body = self._body(messages, tools, stream=False)
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
+            if not isinstance(data, dict):
+                # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
+                raise ProviderError(
+                    f"expected a JSON chat completion, got: {str(data)[:200]!r}", provider=PROVIDER
+                )
+            return self._parse_completion(data)
         except openai.OpenAIError as exc:
             raise map_openai_error(exc) from exc
-        if not isinstance(data, dict):
-            # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
-            raise ProviderError(
-                f"expected a JSON chat completion, got: {str(data)[:200]!r}", provider=PROVIDER
-            )
-        return self._parse_completion(data)
+        except MALFORMED_RESPONSE_ERRORS as exc:  # a JSON content-type over a non-JSON body, ...
+            raise ProviderError(f"malformed chat completion: {exc!r}", provider=PROVIDER) from exc
 
     def _parse_completion(self, data: dict[str, Any]) -> LLMResponse:
         choices = data.get("choices") or []
@@ -222,7 +230,7 @@ class OpenAICompatModel(ChatModel):
             if not call_id or call_id in seen:
                 call_id = new_call_id()
             seen.add(call_id)
-            call = ToolCall(call_id, fn.get("name") or "", fn.get("arguments") or "{}")
+            call = ToolCall(call_id, fn.get("name") or "", _arguments_text(fn.get("arguments")))
             extra = raw.get("extra_content")
             if extra:
                 call.provider_data = {"extra_content": extra}
@@ -260,6 +268,8 @@ class OpenAICompatModel(ChatModel):
                         yield event
         except openai.OpenAIError as exc:
             raise map_openai_error(exc, mid_stream=True) from exc
+        except MALFORMED_RESPONSE_ERRORS as exc:  # an SSE data line that is not a chunk
+            raise ProviderError(f"malformed stream chunk: {exc!r}", provider=PROVIDER) from exc
         finally:
             await sdk_stream.close()
         for event in asm.finish():
@@ -392,6 +402,16 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
     return wire
 
 
+def _arguments_text(value: Any) -> str:
+    """A call's arguments as JSON text. Some compatible servers (TGI, some gateways) send them
+    as a JSON object instead of the string Chat Completions specifies."""
+    if isinstance(value, str):
+        return value or "{}"
+    if value is None:
+        return "{}"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _compat_reasoning(m: Message) -> str | None:
     """The reasoning text this adapter produced for `m`, or None if it carries none."""
     texts = [b.text for b in m.thinking if b.provider in _COMPAT_THINKING and not b.redacted]
@@ -500,6 +520,8 @@ class StreamAssembler:
         if raw.get("extra_content"):
             call.extra = raw["extra_content"]
         fragment = fn.get("arguments")
+        if fragment is not None and not isinstance(fragment, str):
+            fragment = _arguments_text(fragment)  # the whole call as an object, in one delta
         if fragment:
             call.parts.append(fragment)
         if not call.started and call.name:

@@ -150,3 +150,6 @@ class TextToolsModel(ChatModel):
         for out in parser.finish():
             yield out
         yield StreamEvent(type="done", response=_response(final, parser.result()))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
