@@ -43,8 +43,11 @@ TOOLS_NOT_SUPPORTED_PATTERNS: tuple[str, ...] = (
 )
 _TOOLS_RE = re.compile("|".join(TOOLS_NOT_SUPPORTED_PATTERNS), re.IGNORECASE | re.DOTALL)
 # Pydantic-validated servers (llama-cpp-python, some proxies) reject unknown fields with
-# "Extra inputs are not permitted" and the field's location; only `tools` in that location counts.
+# "Extra inputs are not permitted" and the field's location; only `tools` in that location counts
+# (the last element of `loc`): `["body", "tools", 0, "function", "strict"]` refuses a field inside
+# a tool, so the server does take tools.
 _EXTRA_INPUTS = "extra inputs are not permitted"
+_EXTRA_TOOLS_LOC = re.compile(r"""["']tools["']\s*\]""")
 
 _TOOLS_STATUSES = frozenset({400, 404, 422})
 
@@ -53,8 +56,7 @@ def tools_not_supported(text: str) -> bool:
     """True if an error text says the endpoint or model refuses the `tools` parameter."""
     if _TOOLS_RE.search(text):
         return True
-    lowered = text.lower()
-    return _EXTRA_INPUTS in lowered and "tools" in lowered
+    return _EXTRA_INPUTS in text.lower() and _EXTRA_TOOLS_LOC.search(text) is not None
 
 
 def _error_text(exc: openai.APIError) -> str:

@@ -165,3 +165,16 @@ async def test_text_tools_model_closes_inner_model() -> None:
     inner = _Inner()
     await TextToolsModel(inner).aclose()
     assert inner.closed
+
+
+# -- "auto" downgrade: a server refusing a field *inside* a tool does support tools ---------------
+
+
+def test_extra_input_inside_a_tool_is_not_tools_not_supported() -> None:
+    from providers.openai_errors import tools_not_supported
+
+    detail = {"detail": [{"type": "extra_forbidden", "msg": "Extra inputs are not permitted",
+                          "loc": ["body", "tools", 0, "function", "strict"], "input": True}]}
+    assert not tools_not_supported(f"Error code: 422 {json.dumps(detail)}")
+    detail["detail"][0]["loc"] = ["body", "tools"]
+    assert tools_not_supported(f"Error code: 422 {json.dumps(detail)}")
