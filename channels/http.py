@@ -41,7 +41,7 @@ class MessageIn(BaseModel):
     text: str = Field(min_length=1, max_length=20000)
     is_group: bool = False
     at_bot: bool = False
-    chat_name: str | None = None
+    chat_name: str | None = Field(default=None, max_length=128)
 
 
 def _out_json(out: OutgoingMessage) -> dict[str, Any]:

@@ -306,8 +306,7 @@ class ReminderService:
         if due - now > EARLY_TOLERANCE:
             logger.info("reminder {} woke at {} but is due {}; ignored", row.short_id, now, due)
             return None
-        nxt = None if row.kind == "once" else next_fire(trigger_for(row),
-                                                        max(now, due) + timedelta(seconds=1))
+        nxt = None if row.kind == "once" else self._next_after(row, max(now, due))
         if not self._claim(row, nxt, now):
             return None  # another wake-up already delivered this occurrence
         reason = self._refusal(row)
@@ -333,6 +332,19 @@ class ReminderService:
                     if lateness > EARLY_TOLERANCE else "")
         await self.bot.send(out)
         return out
+
+    @staticmethod
+    def _next_after(row: ReminderRow, after: datetime) -> datetime | None:
+        """The occurrence after `after`, skipping a repeat of the same local wall-clock time:
+        when clocks go back, APScheduler's CronTrigger yields 01:30 twice (before and after
+        the change), and a reminder must not be delivered twice that night."""
+        trigger = trigger_for(row)
+        zone = ZoneInfo(row.timezone)
+        wall = after.astimezone(zone).replace(tzinfo=None, microsecond=0)
+        nxt = next_fire(trigger, after + timedelta(seconds=1))
+        while nxt is not None and nxt.astimezone(zone).replace(tzinfo=None) <= wall:
+            nxt = next_fire(trigger, nxt.astimezone(UTC) + timedelta(seconds=1))
+        return nxt
 
     def _claim(self, row: ReminderRow, nxt: datetime | None, now: datetime) -> bool:
         with self.storage.session() as s:

@@ -14,6 +14,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
@@ -117,6 +118,8 @@ def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
             seconds += int(amount) * _UNITS[unit.lower()]
         if seconds <= 0:
             raise ReminderTimeError(f"{raw!r} is not in the future; give a positive duration")
+        if seconds > MAX_AHEAD.total_seconds():  # also keeps timedelta from overflowing
+            raise ReminderTimeError("that is more than 5 years ahead; pick a nearer date")
         return now + timedelta(seconds=seconds)
     local_now = now.astimezone(tz)
     if m := _DAY_WORD.match(raw):
@@ -160,6 +163,11 @@ def parse_weekdays(text: str) -> str:
             names.append(short)
         if len(names) > 2:
             raise ReminderTimeError(f"{token!r}: write a range as mon-fri")
+        first, last = WEEKDAYS.index(names[0]), WEEKDAYS.index(names[-1])
+        if first > last:  # fri-mon, sun-thu: APScheduler only takes ranges within mon..sun
+            names = [WEEKDAYS[i % 7] for i in range(first, last + 8)]
+            parts.append(",".join(names))
+            continue
         parts.append("-".join(names))
     if not parts:
         raise ReminderTimeError("a weekly reminder needs a weekday, e.g. weekday='mon'")
@@ -250,6 +258,13 @@ def build_schedule(kind: Kind, at: str | None, weekday: str | None, cron: str | 
             minute, hour, day, month, dow = expr.split()
             trigger = CronTrigger(minute=minute, hour=hour, day=day, month=month,
                                   day_of_week=cron_weekdays(dow), timezone=tz)
+            if day not in ("*", "?") and dow not in ("*", "?"):
+                # crontab(5): with both day fields restricted, either one matching fires;
+                # APScheduler requires both, so `0 9 1 * 1` would be only Mondays that are 1sts.
+                trigger = OrTrigger([
+                    CronTrigger(minute=minute, hour=hour, day=day, month=month, timezone=tz),
+                    CronTrigger(minute=minute, hour=hour, month=month,
+                                day_of_week=cron_weekdays(dow), timezone=tz)])
         except ValueError as exc:
             raise ReminderTimeError(f"bad cron expression {expr!r}: {exc}; e.g. "
                                     "'30 8 * * mon-fri'") from None

@@ -26,6 +26,7 @@ _WINDOW = re.compile(r"^(?:last\s+|past\s+)?(\d+)\s*([a-z]+)$", re.IGNORECASE)
 _UNITS = {"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
           "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
           "d": 86400, "day": 86400, "days": 86400}
+MAX_WINDOW = timedelta(days=3650)
 _COUNT = re.compile(r"^(?:last\s+)?(\d+)(?:\s*(?:messages?|msgs?))?$", re.IGNORECASE)
 
 
@@ -63,6 +64,8 @@ def parse_span(text: str, cfg: SummarySettings, now: datetime, tz: tzinfo) -> Sp
         seconds = int(m.group(1)) * unit
         if seconds <= 0:
             raise SpanError("give a positive window, e.g. 2h")
+        if seconds > MAX_WINDOW.total_seconds():  # also keeps timedelta from overflowing
+            raise SpanError("give a window of at most 3650d, or a number of messages")
         return Span(since=now - timedelta(seconds=seconds), label=f"the last {m.group(1)}"
                                                                   f"{m.group(2)[0]}")
     raise SpanError(f"cannot read {text!r}; use a number of messages (100), a window (30m, 2h, "

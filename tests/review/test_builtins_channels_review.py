@@ -1,0 +1,108 @@
+"""Review findings in the built-in functions and the channels, each pinned by a test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from aiohttp import ClientSession
+from sqlalchemy import update
+
+from channels.http import HttpChannel
+from function_calls.services import reminder as reminder_mod
+from function_calls.services.reminder import ReminderRow
+from function_calls.services.reminder_time import ReminderTimeError, build_schedule, parse_once
+from function_calls.services.summary import SpanError, parse_span
+from function_calls.testing import TestBot
+from runtime.settings import SummarySettings
+from tests.builtins import conftest as builtins_conftest
+from tests.builtins.conftest import MakeBot
+
+UTC_ZONE = ZoneInfo("UTC")
+NOW = datetime(2025, 6, 1, 0, 0, tzinfo=UTC)  # a Sunday
+make_bot = builtins_conftest.make_bot  # the fixture: a started TestBot and its outbox
+
+
+# -- reminder times ----------------------------------------------------------------------------
+def test_huge_relative_time_is_refused_not_a_crash() -> None:
+    with pytest.raises(ReminderTimeError, match="5 years"):
+        parse_once("in 99999999999w", NOW, UTC_ZONE)
+
+
+async def test_huge_relative_time_via_command_gets_a_usable_refusal(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    [reply] = await tb.send("/reminder_set in 99999999999w stretch", sender="bob")
+    assert "Reminder not set" in reply and "5 years" in reply
+
+
+def test_huge_summary_window_is_refused_not_a_crash() -> None:
+    with pytest.raises(SpanError):
+        parse_span("99999999999999d", SummarySettings(), NOW, UTC_ZONE)
+
+
+@pytest.mark.parametrize(("days", "expected"), [
+    ("fri-mon", {4, 5, 6, 0}),          # wraps over the weekend
+    ("sun-thu", {6, 0, 1, 2, 3}),       # a week that starts on Sunday
+])
+def test_weekly_wrapping_weekday_range(days: str, expected: set[int]) -> None:
+    s = build_schedule("weekly", "09:00", days, None, NOW, UTC_ZONE)
+    fired = set()
+    after = NOW
+    for _ in range(10):
+        after = s.trigger.get_next_fire_time(None, after + timedelta(seconds=1))
+        fired.add(after.weekday())
+    assert fired == expected
+
+
+def test_cron_day_of_month_and_weekday_mean_either() -> None:
+    """Standard cron: with both day-of-month and weekday restricted, either one matching
+    fires (crontab(5)); `0 9 1 * 1` is the 1st of each month and every Monday."""
+    s = build_schedule("cron", None, None, "0 9 1 * 1", NOW, UTC_ZONE)
+    assert s.first_run == datetime(2025, 6, 1, 9, 0, tzinfo=UTC)   # the 1st, a Sunday
+    nxt = s.trigger.get_next_fire_time(None, s.first_run + timedelta(seconds=1))
+    assert nxt == datetime(2025, 6, 2, 9, 0, tzinfo=UTC)            # the next Monday
+
+
+# -- reminders across a DST fall-back ------------------------------------------------------------
+async def test_daily_reminder_fires_once_on_the_fall_back_night(
+        make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """01:30 happens twice in New York on 2025-11-02 (EDT, then EST): a daily 01:30 reminder
+    must be delivered once that night, not at both."""
+    tb, outbox = await make_bot(config={"reminders": {"timezone": "America/New_York"}})
+    [reply] = await tb.send("/reminder_set daily 01:30 water the plants", sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.extras["reminders"]
+    [row] = service.visible_to("test", "private:bob", False, "bob")
+    first = datetime(2025, 11, 2, 5, 30)  # 01:30 EDT, naive UTC as stored
+    with tb.bot.storage.session() as s:
+        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=first))
+        s.commit()
+
+    monkeypatch.setattr(reminder_mod, "utcnow",
+                        lambda: datetime(2025, 11, 2, 5, 30, 0, 500000, tzinfo=UTC))
+    assert await service.fire(row.id) is not None
+    # The scheduler's own trigger wakes again at 01:30 EST (06:30 UTC).
+    monkeypatch.setattr(reminder_mod, "utcnow",
+                        lambda: datetime(2025, 11, 2, 6, 30, 0, 500000, tzinfo=UTC))
+    assert await service.fire(row.id) is None
+    assert len(outbox.messages) == 1
+    assert service.get(row.id).next_run == datetime(2025, 11, 3, 6, 30)  # 01:30 EST next day
+
+
+# -- HTTP channel input ----------------------------------------------------------------------------
+async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -> None:
+    tb = TestBot(tmp_path, builtins=False)
+    channel = HttpChannel(tb.bot, host="127.0.0.1", port=0)
+    await channel.start()
+    try:
+        async with ClientSession() as http:
+            resp = await http.post(f"http://127.0.0.1:{channel.bound_port}/v1/messages",
+                                   json={"chat_id": "group:x", "sender_id": "a", "text": "hi",
+                                         "is_group": True, "chat_name": "n" * 5000})
+            assert resp.status == 400
+            assert (await resp.json())["field"] == "chat_name"
+    finally:
+        await channel.stop()
+        await tb.bot.aclose()
