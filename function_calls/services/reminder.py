@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ CATCH_UP = ":late"  # job id suffix of a recurring reminder's missed occurrence
 LATE_NOTE_AFTER = timedelta(seconds=60)
 # A wake-up this much before the row's due time is stale (a job left from an earlier schedule).
 EARLY_TOLERANCE = timedelta(seconds=2)
+FIRED_KEPT = 100
 
 
 class ReminderBase(DeclarativeBase):
@@ -168,7 +170,8 @@ class ReminderService:
             timezone=self.tz,
         )
         self._offline: set[str] = set()  # due while the bot was down (found at start)
-        self.fired: list[OutgoingMessage] = []  # what this process delivered (tests, status)
+        # The latest deliveries of this process (tests, status); bounded: a bot runs for months.
+        self.fired: deque[OutgoingMessage] = deque(maxlen=FIRED_KEPT)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:

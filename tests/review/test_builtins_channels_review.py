@@ -106,3 +106,24 @@ async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -
     finally:
         await channel.stop()
         await tb.bot.aclose()
+
+
+async def test_delivered_reminders_are_not_kept_forever(
+        make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ReminderService.fired` grew by one message per delivery for the life of the process
+    (a cron reminder every minute: 1440 a day), and nothing read it."""
+    tb, outbox = await make_bot()
+    [reply] = await tb.send('/reminder_set kind=cron cron="* * * * *" text=tick', sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.extras["reminders"]
+    [row] = service.visible_to("test", "private:bob", False, "bob")
+    due = datetime(2025, 6, 1, 0, 0)
+    with tb.bot.storage.session() as s:
+        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=due))
+        s.commit()
+    for minute in range(110):
+        now = datetime(2025, 6, 1, 0, 0, 0, 100000, tzinfo=UTC) + timedelta(minutes=minute)
+        monkeypatch.setattr(reminder_mod, "utcnow", lambda now=now: now)
+        assert await service.fire(row.id) is not None
+    assert len(outbox.messages) == 110
+    assert len(service.fired) <= 100
