@@ -81,19 +81,14 @@ def build_model(name: str, cfg: ModelConfig) -> ChatModel:
 
 
 def _wrap_for_tools(inner: ChatModel, native: NativeTools) -> ChatModel:
+    """Prompt-based tools for `native_tools: false`; native with a one-way downgrade for
+    "auto". A model configured `true` is never wrapped, so it can never be downgraded."""
     if native is True:
         return inner
-    module_name, class_name = (
-        ("providers.text_tools.model", "TextToolsModel")
-        if native is False
-        else ("providers.text_tools.downgrade", "AutoToolsModel")
-    )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if exc.name != module_name:
-            raise  # the module exists but is broken: say so, do not hide it
-        # TODO(lead): text_tools is being written; until it lands, prompt-based and "auto"
-        # models run with native tools only. Remove this fallback once it is merged.
-        return inner
-    return getattr(module, class_name)(inner)
+    if native is False:
+        from providers.text_tools.model import TextToolsModel
+
+        return TextToolsModel(inner)
+    from providers.text_tools.downgrade import AutoToolsModel
+
+    return AutoToolsModel(inner)

@@ -76,29 +76,17 @@ def test_openai_without_key_fails_at_build() -> None:
     assert build_model("local", cfg(api_key=None, base_url="http://127.0.0.1:1/v1"))
 
 
-def test_prompt_tools_and_auto_are_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    class TextTools(Wrapper):
-        pass
+def test_prompt_tools_and_auto_are_wrapped() -> None:
+    from providers.text_tools.downgrade import AutoToolsModel
+    from providers.text_tools.model import TextToolsModel
 
-    class Auto(Wrapper):
-        pass
-
-    fake_module(monkeypatch, "providers.text_tools.model", TextToolsModel=TextTools)
-    fake_module(monkeypatch, "providers.text_tools.downgrade", AutoToolsModel=Auto)
     prompt = build_model("p", cfg(native_tools=False))
-    assert isinstance(prompt, TextTools) and isinstance(prompt.inner, OpenAICompatModel)
+    assert isinstance(prompt, TextToolsModel) and isinstance(prompt.inner, OpenAICompatModel)
     assert prompt.inner.capabilities.native_tools is False
     auto = build_model("a", cfg(base_url="http://127.0.0.1:1/v1"))
-    assert isinstance(auto, Auto) and auto.inner.capabilities.native_tools == "auto"
-
-
-def test_wrappers_not_yet_available_leave_the_model_unwrapped(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "providers.text_tools.model", None)
-    monkeypatch.setitem(sys.modules, "providers.text_tools.downgrade", None)
-    assert isinstance(build_model("p", cfg(native_tools=False)), OpenAICompatModel)
-    assert isinstance(build_model("a", cfg(native_tools="auto")), OpenAICompatModel)
+    assert isinstance(auto, AutoToolsModel) and auto.inner.capabilities.native_tools == "auto"
+    native = build_model("n", cfg(base_url="http://127.0.0.1:1/v1", native_tools=True))
+    assert isinstance(native, OpenAICompatModel)
 
 
 @pytest.mark.parametrize(
