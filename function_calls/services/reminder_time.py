@@ -28,13 +28,14 @@ _UNITS = {
     "d": 86400, "day": 86400, "days": 86400,
     "w": 604800, "week": 604800, "weeks": 604800,
 }
-_RELATIVE = re.compile(r"^in\s+((?:\d+\s*[a-z]+\s*(?:and\s+)?)+)$", re.IGNORECASE)
+# "and" only after a space: `1hand` read as `h`+`and` or as `hand` made the match exponential.
+_RELATIVE = re.compile(r"^in\s+((?:\d+\s*[a-z]+(?:\s+and\b)?\s*)+)$", re.IGNORECASE)
 _REL_PART = re.compile(r"(\d+)\s*([a-z]+)", re.IGNORECASE)
 _CLOCK = re.compile(r"^(\d{1,2})(?::(\d{2}))?(?::(\d{2}))?\s*(am|pm)?$", re.IGNORECASE)
 _DAY_WORD = re.compile(r"^(today|tomorrow)(?:\s+(?:at\s+)?(.+))?$", re.IGNORECASE)
 # Leading time expressions a slash-command user may put before the reminder text.
 _LEADING = [
-    re.compile(r"^(in\s+(?:\d+\s*[a-z]+\s*(?:and\s+)?)+?)(?:\s+(?:to\s+)?(?=\D)|$)", re.I),
+    re.compile(r"^(in\s+(?:\d+\s*[a-z]+(?:\s+and\b)?\s*)+?)(?:\s+(?:to\s+)?(?=\D)|$)", re.I),
     re.compile(r"^((?:today|tomorrow)(?:\s+(?:at\s+)?\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)?)"
                r"(?:\s+|$)", re.I),
     re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?)(?:\s+|$)"),

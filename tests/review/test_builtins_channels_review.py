@@ -13,7 +13,12 @@ from sqlalchemy import update
 from channels.http import HttpChannel
 from function_calls.services import reminder as reminder_mod
 from function_calls.services.reminder import ReminderRow
-from function_calls.services.reminder_time import ReminderTimeError, build_schedule, parse_once
+from function_calls.services.reminder_time import (
+    ReminderTimeError,
+    build_schedule,
+    parse_once,
+    split_leading_time,
+)
 from function_calls.services.summary import SpanError, parse_span
 from function_calls.testing import TestBot
 from runtime.settings import SummarySettings
@@ -127,3 +132,17 @@ async def test_delivered_reminders_are_not_kept_forever(
         assert await service.fire(row.id) is not None
     assert len(outbox.messages) == 110
     assert len(service.fired) <= 100
+
+
+def test_relative_time_patterns_do_not_backtrack_exponentially() -> None:
+    """`1hand` could be read as unit `hand` or as `h` + `and`, so each repetition doubled the
+    regex work: ~150 characters in `/reminder_set` froze the event loop for minutes."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ReminderTimeError):
+        parse_once("in " + "1hand " * 24 + "!", NOW, UTC_ZONE)
+    split_leading_time("in " + "1hand " * 24 + "5")
+    assert time.perf_counter() - start < 1.0
+    assert split_leading_time("in 1h and 30m call") == ("in 1h and 30m", "call")
+    assert parse_once("in 1h and 30m", NOW, UTC_ZONE) == NOW + timedelta(minutes=90)
