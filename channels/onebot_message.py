@@ -18,7 +18,7 @@ from typing import Any
 Segment = dict[str, Any]
 
 _TEXT_ESCAPES = (("&", "&amp;"), ("[", "&#91;"), ("]", "&#93;"))
-_CQ = re.compile(r"\[CQ:([A-Za-z0-9_.\-]+)((?:,[^\]]*)?)\]")
+_CQ = re.compile(r"\[CQ:([A-Za-z0-9_.\-]+)((?:,[^\[\]]*)?)\]")  # [ and ] are escaped inside
 
 
 def escape(text: str, *, in_param: bool = False) -> str:
