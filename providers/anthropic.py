@@ -27,6 +27,7 @@ from providers.errors import (
     ProviderTimeout,
     ProviderUnavailable,
     StreamInterrupted,
+    error_for_status,
 )
 from providers.schema import SchemaError, anthropic_input_schema
 from providers.types import (
@@ -454,10 +455,4 @@ def map_error(exc: anthropic.APIError) -> ProviderError:
         if kind == "rate_limit_error":
             return ProviderRateLimited(message, provider=PROVIDER)
         return StreamInterrupted(message, provider=PROVIDER)
-    if isinstance(exc, anthropic.RateLimitError) or status == 429:
-        return ProviderRateLimited(message, status=status, provider=PROVIDER)
-    if status in (401, 403):
-        return ProviderAuthError(message, status=status, provider=PROVIDER)
-    if status >= 500:
-        return ProviderUnavailable(message, status=status, provider=PROVIDER)
-    return ProviderBadRequest(message, status=status, provider=PROVIDER)
+    return error_for_status(status, message, PROVIDER)

@@ -57,3 +57,17 @@ MALFORMED_RESPONSE_ERRORS = (ValueError, TypeError, AttributeError, KeyError, In
 
 class ProviderNotInstalled(Exception):
     """A configured provider's optional SDK is missing; the message holds the install command."""
+
+
+def error_for_status(status: int, message: str, provider: str) -> ProviderError:
+    """The error an HTTP status means, the same for every provider; adapters check their own
+    quirks first (OpenAI-compatible "tools not supported", Gemini's 400 for a bad key)."""
+    if status == 429:
+        return ProviderRateLimited(message, status=status, provider=provider)
+    if status in (401, 403):
+        return ProviderAuthError(message, status=status, provider=provider)
+    if status in (408, 504):
+        return ProviderTimeout(message, status=status, provider=provider)
+    if status >= 500:
+        return ProviderUnavailable(message, status=status, provider=provider)
+    return ProviderBadRequest(message, status=status, provider=provider)

@@ -26,10 +26,10 @@ from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
-    ProviderRateLimited,
     ProviderTimeout,
     ProviderUnavailable,
     StreamInterrupted,
+    error_for_status,
 )
 from providers.schema import SchemaError, gemini_parameters
 from providers.types import (
@@ -373,15 +373,9 @@ def map_error(exc: genai_errors.APIError) -> ProviderError:
     """google.genai errors in our vocabulary (after the SDK's own retries)."""
     code = exc.code
     message = f"{code} {exc.status}: {exc.message}" if exc.message else str(exc)
-    if code == 429:
-        return ProviderRateLimited(message, status=code, provider=PROVIDER)
-    if code in (401, 403):
-        return ProviderAuthError(message, status=code, provider=PROVIDER)
-    if code in (408, 504):
-        return ProviderTimeout(message, status=code, provider=PROVIDER)
-    if code is not None and code >= 500:
-        return ProviderUnavailable(message, status=code, provider=PROVIDER)
     if code == 400 and "API key not valid" in (exc.message or ""):
         # Gemini answers a wrong key with 400 INVALID_ARGUMENT, not 401.
         return ProviderAuthError(message, status=code, provider=PROVIDER)
-    return ProviderBadRequest(message, status=code, provider=PROVIDER)
+    if code is None:
+        return ProviderBadRequest(message, provider=PROVIDER)
+    return error_for_status(code, message, PROVIDER)

@@ -12,14 +12,12 @@ import re
 import openai
 
 from providers.errors import (
-    ProviderAuthError,
-    ProviderBadRequest,
     ProviderError,
-    ProviderRateLimited,
     ProviderTimeout,
     ProviderUnavailable,
     StreamInterrupted,
     ToolsNotSupported,
+    error_for_status,
 )
 
 PROVIDER = "openai"
@@ -81,17 +79,9 @@ def map_openai_error(exc: openai.OpenAIError, *, mid_stream: bool = False) -> Pr
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         text = _error_text(exc)
-        if status == 429:
-            return ProviderRateLimited(text, status=status, provider=PROVIDER)
-        if status in (401, 403):
-            return ProviderAuthError(text, status=status, provider=PROVIDER)
-        if status == 408:
-            return ProviderTimeout(text, status=status, provider=PROVIDER)
-        if status >= 500:
-            return ProviderUnavailable(text, status=status, provider=PROVIDER)
         if status in _TOOLS_STATUSES and tools_not_supported(text):
             return ToolsNotSupported(text, status=status, provider=PROVIDER)
-        return ProviderBadRequest(text, status=status, provider=PROVIDER)
+        return error_for_status(status, text, PROVIDER)
     if isinstance(exc, openai.APIError):
         # An `error` object inside an SSE stream (the SDK raises a bare APIError for it).
         if mid_stream:
