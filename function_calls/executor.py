@@ -27,6 +27,8 @@ class Execution:
     result: FunctionResult | None
     # What the model gets back as the tool result.
     model_text: str
+    # The same outcome for a person (a slash-command user): no instructions meant for the model.
+    reason: str = ""
     duration_ms: float = 0.0
 
     @property
@@ -39,7 +41,7 @@ def format_validation_error(name: str, exc: ValidationError) -> str:
     for err in exc.errors()[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "arguments"
         parts.append(f"{loc}: {err['msg']}")
-    return f"Invalid arguments for {name}: " + "; ".join(parts) + ". Fix them and call again."
+    return f"Invalid arguments for {name}: " + "; ".join(parts) + "."
 
 
 class FunctionExecutor:
@@ -77,14 +79,17 @@ class FunctionExecutor:
         reason = refusal_reason(spec, ctx, via_command=source == "command")
         if reason is not None:
             return Execution(name, "refused", None,
-                             f"Refused: {reason}. Do not retry; tell the user if relevant.")
+                             f"Refused: {reason}. Do not retry; tell the user if relevant.",
+                             reason=f"{reason}.")
         try:
             args = self._validate(spec, arguments)
         except ValidationError as exc:
-            return Execution(name, "invalid", None, format_validation_error(name, exc))
+            text = format_validation_error(name, exc)
+            return Execution(name, "invalid", None, f"{text} Fix them and call again.",
+                             reason=text)
         except ValueError as exc:
-            return Execution(name, "invalid", None,
-                             f"Invalid arguments for {name}: {exc}. Send a JSON object.")
+            text = f"Invalid arguments for {name}: {exc}."
+            return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
         timeout = min(spec.timeout, self.default_timeout)
         try:
             async with asyncio.timeout(timeout):

@@ -102,10 +102,9 @@ class FunctionCallRouter:
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
         if ex.outcome == "invalid":
-            await ctx.reply(f"{ex.model_text.replace(' Fix them and call again.', '')}\n"
-                            f"{usage(spec)}")
+            await ctx.reply(f"{ex.reason}\n{usage(spec)}")
         elif ex.outcome == "refused":
-            await ctx.reply(ex.model_text.split(". Do not retry")[0].replace("Refused: ", "") + ".")
+            await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
             await ctx.reply(f"/{name} failed. The error was logged.")
         elif ex.result.messages:
