@@ -22,8 +22,12 @@ CHANNELS = ("console", "http", "onebot")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bot.py", description="Run the chatfn bot.")
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
-    parser.add_argument("--channel", action="append", choices=CHANNELS,
-                        help="channel to run; repeat to run several (default: console)")
+    parser.add_argument(
+        "--channel",
+        action="append",
+        choices=CHANNELS,
+        help="channel to run; repeat to run several (default: console)",
+    )
     parser.add_argument("--host", help="HTTP channel host (overrides channels.http.host)")
     parser.add_argument("--port", type=int, help="HTTP channel port (overrides channels.http.port)")
     return parser.parse_args(argv)
@@ -43,19 +47,28 @@ async def run(args: argparse.Namespace) -> int:
     for name in names:
         if name == "console":
             from channels.console import ConsoleChannel
+
             channels.append(ConsoleChannel(bot))
         elif name == "http":
             from channels.http import HttpChannel
+
             channels.append(HttpChannel(bot, host=args.host, port=args.port))
         elif name == "onebot":
             from channels.onebot import OneBotChannel
+
             channels.append(OneBotChannel(bot))
     await bot.start()  # after the channels: reminders due while down are sent at once
-    logger.info("chatfn started: model={}, functions={}, channels={}",
-                bot.model.name if bot.model else "none", len(bot.registry), ",".join(names))
+    logger.info(
+        "chatfn started: model={}, functions={}, channels={}",
+        bot.model.name if bot.model else "none",
+        len(bot.registry),
+        ",".join(names),
+    )
     loop = asyncio.get_running_loop()
-    tasks = [asyncio.create_task(c.run(), name=f"channel-{n}") for c, n in zip(channels, names,
-                                                                               strict=True)]
+    tasks = [
+        asyncio.create_task(c.run(), name=f"channel-{n}")
+        for c, n in zip(channels, names, strict=True)
+    ]
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):

@@ -25,8 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 Status = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
-CORE_MODULES = ("pydantic", "openai", "sqlalchemy", "apscheduler", "aiohttp", "loguru", "yaml",
-                "json_repair")
+CORE_MODULES = (
+    "pydantic",
+    "openai",
+    "sqlalchemy",
+    "apscheduler",
+    "aiohttp",
+    "loguru",
+    "yaml",
+    "json_repair",
+)
 OPTIONAL_SDKS = {"anthropic": "anthropic", "gemini": "google.genai"}
 
 
@@ -71,8 +79,15 @@ def check_imports(report: Report) -> bool:
         report.add("imports", "fail", f"missing {', '.join(missing)}: run pip install -e .")
         return False
     try:
-        for name in ("function_calls.router", "function_calls.llm", "providers.factory",
-                     "storage.db", "runtime.bot", "channels.console", "channels.http"):
+        for name in (
+            "function_calls.router",
+            "function_calls.llm",
+            "providers.factory",
+            "storage.db",
+            "runtime.bot",
+            "channels.console",
+            "channels.http",
+        ):
             importlib.import_module(name)
     except Exception as exc:
         report.add("imports", "fail", f"chatfn module failed to import: {exc}")
@@ -130,15 +145,20 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
         report.add("built-in functions", "fail", f"failed to register: {exc}")
         return None
     builtin_count = len(registry)
-    paths = [p for p in settings.plugins.paths
-             if (settings.base_dir / p).exists() or p != "plugins"]
+    paths = [
+        p for p in settings.plugins.paths if (settings.base_dir / p).exists() or p != "plugins"
+    ]
     try:
         files = registry.load_plugins(paths, base_dir=settings.base_dir)
     except PluginLoadError as exc:
         report.add("plugins", "fail", str(exc))
         return None
-    report.add("plugins", "ok", f"{len(files)} file(s) from {', '.join(paths) or 'no path'}; "
-               f"{builtin_count} built-in + {len(registry) - builtin_count} plugin function(s)")
+    report.add(
+        "plugins",
+        "ok",
+        f"{len(files)} file(s) from {', '.join(paths) or 'no path'}; "
+        f"{builtin_count} built-in + {len(registry) - builtin_count} plugin function(s)",
+    )
     providers = sorted({"openai", *(m.provider for m in settings.models.values())})
     bad, lossy = [], []
     for spec in registry.all():
@@ -152,8 +172,11 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
         report.add("function schemas", "warn", "accepted, but: " + "; ".join(lossy))
     else:
         names = ", ".join(s.name for s in registry.all())
-        report.add("function schemas", "ok",
-                   f"{len(registry)} function(s) convert for {', '.join(providers)}: {names}")
+        report.add(
+            "function schemas",
+            "ok",
+            f"{len(registry)} function(s) convert for {', '.join(providers)}: {names}",
+        )
     return registry
 
 
@@ -172,8 +195,7 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
     from runtime.settings import ConfigError
 
     try:
-        bot = Bot(settings, registry=registry, storage=storage, builtins=False,
-                  load_plugins=False)
+        bot = Bot(settings, registry=registry, storage=storage, builtins=False, load_plugins=False)
     except (ConfigError, ProviderNotInstalled) as exc:
         report.add("router", "fail", str(exc))
         return None
@@ -181,16 +203,24 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
         report.add("router", "fail", f"{type(exc).__name__}: {exc}")
         return None
     if bot.model is None:
-        report.add("model", "warn", "no model configured: only slash commands work (set "
-                   "OPENAI_API_KEY or add models: to config.yaml)")
+        report.add(
+            "model",
+            "warn",
+            "no model configured: only slash commands work (set "
+            "OPENAI_API_KEY or add models: to config.yaml)",
+        )
     else:
         cfg = settings.models[bot.model.name]
         where = cfg.base_url or "the provider's endpoint"
         tools = bot.model.capabilities.native_tools
-        mode = {True: "native tools", False: f"prompt tools ({cfg.prompt_format})",
-                "auto": "native tools, prompt fallback"}[tools]
-        report.add("model", "ok", f"{bot.model.name}: {cfg.provider} {cfg.model} at {where}, "
-                   f"{mode}")
+        mode = {
+            True: "native tools",
+            False: f"prompt tools ({cfg.prompt_format})",
+            "auto": "native tools, prompt fallback",
+        }[tools]
+        report.add(
+            "model", "ok", f"{bot.model.name}: {cfg.provider} {cfg.model} at {where}, {mode}"
+        )
     report.add("router", "ok", f"FunctionCallRouter ready with {len(registry)} function(s)")
     return bot
 
@@ -201,9 +231,11 @@ async def check_online(report: Report, settings: Any) -> None:
     from providers.factory import build_model
     from providers.types import Message, ToolDefinition
 
-    tool = ToolDefinition("get_magic_number", "Returns the magic number. Always call it when "
-                          "asked for the magic number.",
-                          {"type": "object", "properties": {}})
+    tool = ToolDefinition(
+        "get_magic_number",
+        "Returns the magic number. Always call it when asked for the magic number.",
+        {"type": "object", "properties": {}},
+    )
     for name, cfg in settings.models.items():
         label = f"online {name}"
         try:
@@ -216,21 +248,31 @@ async def check_online(report: Report, settings: Any) -> None:
             messages = [Message(role="user", content="What is the magic number? Use the tool.")]
             first = await model.complete(messages, [tool])
             if not first.tool_calls:
-                report.add(label, "warn", f"answered but did not call the tool "
-                           f"({(first.content or '')[:60]!r})")
+                report.add(
+                    label,
+                    "warn",
+                    f"answered but did not call the tool ({(first.content or '')[:60]!r})",
+                )
                 continue
             messages.append(first.as_message())
             call = first.tool_calls[0]
-            messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
-                                    content="42"))
+            messages.append(
+                Message(role="tool", tool_call_id=call.id, name=call.name, content="42")
+            )
             second = await model.complete(messages, [tool])
             elapsed = (time.perf_counter() - started) * 1000
-            mode = "prompt mode (downgraded)" if getattr(model, "downgraded", False) else \
-                ("prompt mode" if model.capabilities.native_tools is False else "native")
+            mode = (
+                "prompt mode (downgraded)"
+                if getattr(model, "downgraded", False)
+                else ("prompt mode" if model.capabilities.native_tools is False else "native")
+            )
             ok = "42" in (second.content or "")
-            report.add(label, "ok" if ok else "warn",
-                       f"tool round trip in {elapsed:.0f} ms, {mode}; answer "
-                       f"{(second.content or '')[:60]!r}")
+            report.add(
+                label,
+                "ok" if ok else "warn",
+                f"tool round trip in {elapsed:.0f} ms, {mode}; answer "
+                f"{(second.content or '')[:60]!r}",
+            )
         except ProviderError as exc:
             report.add(label, "fail", f"{type(exc).__name__}: {exc}")
         finally:
@@ -263,16 +305,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="check_system.py", description=__doc__.splitlines()[0])
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
-    parser.add_argument("--online", action="store_true",
-                        help="also make one real request per configured model")
+    parser.add_argument(
+        "--online", action="store_true", help="also make one real request per configured model"
+    )
     args = parser.parse_args(argv)
     from loguru import logger
 
     logger.remove()  # the table is the output; library warnings would only interleave with it
     report = run_checks(args.config, args.online)
     if args.json:
-        print(json.dumps({"ok": report.ok, "checks": [asdict(c) for c in report.checks]},
-                         ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {"ok": report.ok, "checks": [asdict(c) for c in report.checks]},
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
     else:
         print(report.table())
     return 0 if report.ok else 1

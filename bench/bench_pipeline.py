@@ -73,6 +73,7 @@ Runner = Callable[[int], Awaitable[str]]
 
 # -- the function both contenders run -------------------------------------------------------
 
+
 class WeatherArgs(BaseModel):
     city: str = Field(description="City name, e.g. Paris")
 
@@ -95,6 +96,7 @@ def weather_schema() -> dict[str, Any]:
 
 # -- contender (a): the raw SDK -------------------------------------------------------------
 
+
 class RawContender:
     """The minimal hand-written tool loop on one shared AsyncOpenAI client."""
 
@@ -102,17 +104,23 @@ class RawContender:
 
     def __init__(self, base_url: str) -> None:
         # Same retry and timeout settings as chatfn's ModelConfig defaults; SDK default pool.
-        self.client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=2,
-                                  timeout=60.0)
-        self.tools: list[dict[str, Any]] = [{
-            "type": "function",
-            "function": {"name": TOOL_NAME, "description": WEATHER_DESCRIPTION,
-                         "parameters": weather_schema()},
-        }]
+        self.client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=2, timeout=60.0)
+        self.tools: list[dict[str, Any]] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": TOOL_NAME,
+                    "description": WEATHER_DESCRIPTION,
+                    "parameters": weather_schema(),
+                },
+            }
+        ]
         # A system prompt of the same size as chatfn's (which adds time and place lines).
-        self.system = (DEFAULT_SYSTEM_PROMPT.replace("{bot_name}", "chatfn")
-                       + "\nCurrent time: 2025-01-01 12:00 (Wednesday), time zone UTC (UTC+0000)."
-                       + "\nYou are in a private chat, talking to Bench User.")
+        self.system = (
+            DEFAULT_SYSTEM_PROMPT.replace("{bot_name}", "chatfn")
+            + "\nCurrent time: 2025-01-01 12:00 (Wednesday), time zone UTC (UTC+0000)."
+            + "\nYou are in a private chat, talking to Bench User."
+        )
 
     async def message(self, i: int) -> str:
         messages: list[dict[str, Any]] = [
@@ -120,23 +128,32 @@ class RawContender:
             {"role": "user", "content": QUESTION},
         ]
         first = await self.client.chat.completions.create(
-            model=MODEL, messages=messages, tools=self.tools)  # type: ignore[arg-type]
+            model=MODEL, messages=messages, tools=self.tools
+        )  # type: ignore[arg-type]
         reply = first.choices[0].message
         if not reply.tool_calls:
             return reply.content or ""
-        messages.append({
-            "role": "assistant",
-            "tool_calls": [{"id": c.id, "type": "function",
-                            "function": {"name": c.function.name,
-                                         "arguments": c.function.arguments}}
-                           for c in reply.tool_calls],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
+                    for c in reply.tool_calls
+                ],
+            }
+        )
         for call in reply.tool_calls:
             args = json.loads(call.function.arguments or "{}")
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": weather_for(**args)})
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": weather_for(**args)}
+            )
         second = await self.client.chat.completions.create(
-            model=MODEL, messages=messages, tools=self.tools)  # type: ignore[arg-type]
+            model=MODEL, messages=messages, tools=self.tools
+        )  # type: ignore[arg-type]
         return second.choices[0].message.content or ""
 
     async def aclose(self) -> None:
@@ -165,13 +182,15 @@ class RawPostContender(RawContender):
         messages.append({"role": "assistant", "tool_calls": calls})
         for call in calls:
             args = json.loads(call["function"]["arguments"] or "{}")
-            messages.append({"role": "tool", "tool_call_id": call["id"],
-                             "content": weather_for(**args)})
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": weather_for(**args)}
+            )
         second: Any = await self.client.post("/chat/completions", body=body, cast_to=object)
         return second["choices"][0]["message"].get("content") or ""
 
 
 # -- contender (b): the chatfn pipeline -----------------------------------------------------
+
 
 class _NullStream:
     """Log sink that formats every line (that cost is the framework's) but writes nowhere, so
@@ -190,8 +209,9 @@ class ChatfnContender:
 
     name = "chatfn"
 
-    def __init__(self, base_url: str, db_dir: Path, *, logs: str = "null",
-                 sync_handler: bool = False) -> None:
+    def __init__(
+        self, base_url: str, db_dir: Path, *, logs: str = "null", sync_handler: bool = False
+    ) -> None:
         registry = Registry()
         with registry.collecting():
             if sync_handler:
@@ -201,19 +221,31 @@ class ChatfnContender:
                 def get_weather_sync(ctx: MessageContext, args: WeatherArgs) -> FunctionResult:
                     return FunctionResult(llm_content=weather_for(args.city))
             else:
+
                 @tool_function(name=TOOL_NAME, description=WEATHER_DESCRIPTION)
                 async def get_weather(ctx: MessageContext, args: WeatherArgs) -> FunctionResult:
                     return FunctionResult(llm_content=weather_for(args.city))
 
-        settings = parse_settings({
-            "models": {"default": {"provider": "openai", "base_url": base_url,
-                                   "api_key": "bench", "model": MODEL, "native_tools": True}},
-            "storage": {"url": f"sqlite:///{db_dir / 'bench.db'}"},
-            "plugins": {"paths": []},
-            "logging": {"level": "INFO"},
-        }, base_dir=db_dir)
+        settings = parse_settings(
+            {
+                "models": {
+                    "default": {
+                        "provider": "openai",
+                        "base_url": base_url,
+                        "api_key": "bench",
+                        "model": MODEL,
+                        "native_tools": True,
+                    }
+                },
+                "storage": {"url": f"sqlite:///{db_dir / 'bench.db'}"},
+                "plugins": {"paths": []},
+                "logging": {"level": "INFO"},
+            },
+            base_dir=db_dir,
+        )
         if logs == "off":
             from loguru import logger
+
             logger.remove()
         elif logs == "null":
             setup_logging(settings, stream=_NullStream())
@@ -223,8 +255,14 @@ class ChatfnContender:
         self.bot = Bot(settings, registry=registry, builtins=False, load_plugins=False)
 
     async def message(self, i: int) -> str:
-        msg = IncomingMessage(platform="bench", chat_id=f"chat-{i}", sender_id="u1",
-                              sender_name="Bench User", text=QUESTION, message_id=f"m{i}")
+        msg = IncomingMessage(
+            platform="bench",
+            chat_id=f"chat-{i}",
+            sender_id="u1",
+            sender_name="Bench User",
+            text=QUESTION,
+            message_id=f"m{i}",
+        )
         sent = await self.bot.handle(msg, _discard)
         return sent[-1].text if sent else ""
 
@@ -237,6 +275,7 @@ async def _discard(_out: OutgoingMessage) -> None:
 
 
 # -- measurement ----------------------------------------------------------------------------
+
 
 @dataclass
 class Figures:
@@ -252,8 +291,9 @@ class Figures:
 
 def _control(root: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if payload is None else json.dumps(payload).encode()
-    req = urllib.request.Request(root + path, data=data,
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        root + path, data=data, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -275,8 +315,14 @@ class Counter:
         return range(start, self.n)
 
 
-async def sequential(run: Runner, ids: Counter, n: int, warmup: int, who: str,
-                     profile: cProfile.Profile | None = None) -> tuple[float, float]:
+async def sequential(
+    run: Runner,
+    ids: Counter,
+    n: int,
+    warmup: int,
+    who: str,
+    profile: cProfile.Profile | None = None,
+) -> tuple[float, float]:
     """(CPU ms/msg, wall ms/msg) over `n` messages one after another."""
     for i in ids.take(warmup):
         _check(await run(i), who)
@@ -292,8 +338,9 @@ async def sequential(run: Runner, ids: Counter, n: int, warmup: int, who: str,
     return (c1 - c0) * 1000 / n, (w1 - w0) * 1000 / n
 
 
-async def concurrent(run: Runner, ids: Counter, total: int, concurrency: int,
-                     who: str) -> tuple[float, float]:
+async def concurrent(
+    run: Runner, ids: Counter, total: int, concurrency: int, who: str
+) -> tuple[float, float]:
     """(messages/s wall, CPU ms/msg) for `total` messages with `concurrency` in flight."""
     sem = asyncio.Semaphore(concurrency)
 
@@ -337,13 +384,13 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     with ServerProcess(latency_ms=0) as server, tempfile.TemporaryDirectory() as tmp:
         raw = RawContender(server.url)
         raw_post = RawPostContender(server.url)
-        chatfn = ChatfnContender(server.url, Path(tmp), logs=args.logs,
-                                 sync_handler=args.sync_handler)
+        chatfn = ChatfnContender(
+            server.url, Path(tmp), logs=args.logs, sync_handler=args.sync_handler
+        )
         contenders: list[tuple[str, Runner]] = [("raw", raw.message), ("chatfn", chatfn.message)]
         # raw_post runs in the sequential phase only (it explains the CPU figure; the targets
         # compare raw and chatfn).
-        seq_contenders = contenders + ([] if args.no_raw_post else
-                                       [("raw_post", raw_post.message)])
+        seq_contenders = contenders + ([] if args.no_raw_post else [("raw_post", raw_post.message)])
         figures = {name: Figures(name, cpu_runs=[]) for name, _ in seq_contenders}
         ids = Counter()
         try:
@@ -370,8 +417,9 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
                     # should not always fall on the same contender.
                     order = contenders if k % 2 == 0 else contenders[::-1]
                     for name, run in order:
-                        rate, cpu = await concurrent(run, ids, args.messages, args.concurrency,
-                                                     name)
+                        rate, cpu = await concurrent(
+                            run, ids, args.messages, args.concurrency, name
+                        )
                         rates[name].append(rate)
                         cpus[name].append(cpu)
                 for name, _ in contenders:
@@ -396,99 +444,146 @@ def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def _report(args: argparse.Namespace, figures: dict[str, Figures],
-            stats: dict[str, Any]) -> dict[str, Any]:
+def _report(
+    args: argparse.Namespace, figures: dict[str, Figures], stats: dict[str, Any]
+) -> dict[str, Any]:
     raw, fn = figures["raw"], figures["chatfn"]
     cpu_ratio = _ratio(fn.cpu_ms_per_msg, raw.cpu_ms_per_msg)
     cpu_ratio_min = _ratio(fn.cpu_ms_per_msg_min, raw.cpu_ms_per_msg_min)
     post = figures.get("raw_post")
-    overhead = (round(fn.cpu_ms_per_msg - post.cpu_ms_per_msg, 3)
-                if post and post.cpu_ms_per_msg and fn.cpu_ms_per_msg else None)
+    overhead = (
+        round(fn.cpu_ms_per_msg - post.cpu_ms_per_msg, 3)
+        if post and post.cpu_ms_per_msg and fn.cpu_ms_per_msg
+        else None
+    )
     tput_ratio = _ratio(fn.msgs_per_s, raw.msgs_per_s)
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "processor": platform.processor(),
-                    # The 1-minute load average at the end: on a shared machine, anything much
-                    # above 1 (this benchmark plus its server) means the figures are noisy.
-                    "loadavg_1m": round(os.getloadavg()[0], 2)},
-        "settings": {"n": args.n, "warmup": args.warmup, "repeats": args.repeats,
-                     "seq_latency_ms": args.seq_latency_ms, "messages": args.messages,
-                     "concurrency": args.concurrency, "latency_ms": args.latency_ms,
-                     "conc_repeats": args.conc_repeats,
-                     "logs": args.logs, "sync_handler": args.sync_handler},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            # The 1-minute load average at the end: on a shared machine, anything much
+            # above 1 (this benchmark plus its server) means the figures are noisy.
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+        },
+        "settings": {
+            "n": args.n,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "seq_latency_ms": args.seq_latency_ms,
+            "messages": args.messages,
+            "concurrency": args.concurrency,
+            "latency_ms": args.latency_ms,
+            "conc_repeats": args.conc_repeats,
+            "logs": args.logs,
+            "sync_handler": args.sync_handler,
+        },
         "results": {name: asdict(f) for name, f in figures.items()},
-        "ratios": {"cpu": cpu_ratio, "cpu_best_runs": cpu_ratio_min, "throughput": tput_ratio,
-                   "cpu_vs_raw_post": _ratio(fn.cpu_ms_per_msg,
-                                             post.cpu_ms_per_msg if post else 0.0)},
+        "ratios": {
+            "cpu": cpu_ratio,
+            "cpu_best_runs": cpu_ratio_min,
+            "throughput": tput_ratio,
+            "cpu_vs_raw_post": _ratio(fn.cpu_ms_per_msg, post.cpu_ms_per_msg if post else 0.0),
+        },
         # chatfn's own cost per message, on the same HTTP path (chatfn - raw_post CPU ms/msg).
         "pipeline_overhead_ms": overhead,
-        "targets": {"cpu_max": TARGET_CPU_RATIO, "throughput_min": TARGET_THROUGHPUT_RATIO,
-                    "cpu_ok": None if cpu_ratio is None else cpu_ratio <= TARGET_CPU_RATIO,
-                    "throughput_ok": None if tput_ratio is None
-                    else tput_ratio >= TARGET_THROUGHPUT_RATIO},
+        "targets": {
+            "cpu_max": TARGET_CPU_RATIO,
+            "throughput_min": TARGET_THROUGHPUT_RATIO,
+            "cpu_ok": None if cpu_ratio is None else cpu_ratio <= TARGET_CPU_RATIO,
+            "throughput_ok": None if tput_ratio is None else tput_ratio >= TARGET_THROUGHPUT_RATIO,
+        },
         "server": stats,
     }
 
 
 def print_table(report: dict[str, Any]) -> None:
     s = report["settings"]
-    print(f"sequential: {s['n']} msgs x {s['repeats']} runs (median), "
-          f"{s['seq_latency_ms']:g} ms latency | concurrent: {s['messages']} msgs, "
-          f"{s['concurrency']} in flight, {s['latency_ms']:g} ms latency | "
-          f"{report['machine']['cpus']} CPUs, Python {report['machine']['python']}, "
-          f"load {report['machine']['loadavg_1m']}")
-    print(f"{'contender':<10} {'CPU ms/msg':>11} {'(runs)':>20} {'wall ms/msg':>12} "
-          f"{'msgs/s':>9} {'(runs)':>20} {'CPU ms/msg@conc':>16}")
+    print(
+        f"sequential: {s['n']} msgs x {s['repeats']} runs (median), "
+        f"{s['seq_latency_ms']:g} ms latency | concurrent: {s['messages']} msgs, "
+        f"{s['concurrency']} in flight, {s['latency_ms']:g} ms latency | "
+        f"{report['machine']['cpus']} CPUs, Python {report['machine']['python']}, "
+        f"load {report['machine']['loadavg_1m']}"
+    )
+    print(
+        f"{'contender':<10} {'CPU ms/msg':>11} {'(runs)':>20} {'wall ms/msg':>12} "
+        f"{'msgs/s':>9} {'(runs)':>20} {'CPU ms/msg@conc':>16}"
+    )
     for name, f in report["results"].items():
         runs = ", ".join(f"{r:.2f}" for r in f["cpu_runs"] or [])
         rates = ", ".join(f"{r:.0f}" for r in f["rate_runs"] or [])
-        print(f"{name:<10} {f['cpu_ms_per_msg']:>11.3f} {runs:>20} "
-              f"{f['seq_wall_ms_per_msg']:>12.3f} {f['msgs_per_s']:>9.1f} {rates:>20} "
-              f"{f['conc_cpu_ms_per_msg']:>16.3f}")
+        print(
+            f"{name:<10} {f['cpu_ms_per_msg']:>11.3f} {runs:>20} "
+            f"{f['seq_wall_ms_per_msg']:>12.3f} {f['msgs_per_s']:>9.1f} {rates:>20} "
+            f"{f['conc_cpu_ms_per_msg']:>16.3f}"
+        )
     r, t = report["ratios"], report["targets"]
 
     def verdict(ok: bool | None) -> str:
         return "n/a" if ok is None else ("ok" if ok else "MISSED")
 
-    print(f"chatfn/raw CPU        {r['cpu'] if r['cpu'] is not None else '-':>6}  "
-          f"(target <= {t['cpu_max']}: {verdict(t['cpu_ok'])}; best runs: "
-          f"{r['cpu_best_runs'] if r['cpu_best_runs'] is not None else '-'})")
-    print(f"chatfn/raw throughput {r['throughput'] if r['throughput'] is not None else '-':>6}"
-          f"  (target >= {t['throughput_min']}: {verdict(t['throughput_ok'])})")
+    print(
+        f"chatfn/raw CPU        {r['cpu'] if r['cpu'] is not None else '-':>6}  "
+        f"(target <= {t['cpu_max']}: {verdict(t['cpu_ok'])}; best runs: "
+        f"{r['cpu_best_runs'] if r['cpu_best_runs'] is not None else '-'})"
+    )
+    print(
+        f"chatfn/raw throughput {r['throughput'] if r['throughput'] is not None else '-':>6}"
+        f"  (target >= {t['throughput_min']}: {verdict(t['throughput_ok'])})"
+    )
     if report["pipeline_overhead_ms"] is not None:
-        print(f"chatfn/raw_post CPU   {r['cpu_vs_raw_post']:>6}  (chatfn's own pipeline: "
-              f"{report['pipeline_overhead_ms']:+.3f} ms/msg over the same HTTP path)")
+        print(
+            f"chatfn/raw_post CPU   {r['cpu_vs_raw_post']:>6}  (chatfn's own pipeline: "
+            f"{report['pipeline_overhead_ms']:+.3f} ms/msg over the same HTTP path)"
+        )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="chatfn pipeline vs raw openai SDK benchmark")
     p.add_argument("-n", "--n", type=int, default=300, help="sequential messages per run")
     p.add_argument("--warmup", type=int, default=50, help="sequential warm-up messages per run")
-    p.add_argument("--repeats", type=int, default=5,
-                   help="sequential runs per contender (interleaved; median and min kept)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="sequential runs per contender (interleaved; median and min kept)",
+    )
     p.add_argument("--seq-latency-ms", type=float, default=0.0)
     p.add_argument("--messages", type=int, default=1000, help="concurrent: total messages")
     p.add_argument("--concurrency", type=int, default=200, help="concurrent: in flight")
     p.add_argument("--latency-ms", type=float, default=200.0, help="concurrent: server latency")
-    p.add_argument("--conc-repeats", type=int, default=3,
-                   help="concurrent runs per contender (median kept)")
-    p.add_argument("--logs", choices=("null", "off", "stderr"), default="null",
-                   help="chatfn logging: INFO formatted to a null sink (default), "
-                        "removed, or to stderr")
-    p.add_argument("--sync-handler", action="store_true",
-                   help="chatfn's function is a plain def (run via asyncio.to_thread) "
-                        "instead of async def")
-    p.add_argument("--no-raw-post", action="store_true",
-                   help="skip the raw_post reference contender in the sequential phase")
+    p.add_argument(
+        "--conc-repeats", type=int, default=3, help="concurrent runs per contender (median kept)"
+    )
+    p.add_argument(
+        "--logs",
+        choices=("null", "off", "stderr"),
+        default="null",
+        help="chatfn logging: INFO formatted to a null sink (default), removed, or to stderr",
+    )
+    p.add_argument(
+        "--sync-handler",
+        action="store_true",
+        help="chatfn's function is a plain def (run via asyncio.to_thread) instead of async def",
+    )
+    p.add_argument(
+        "--no-raw-post",
+        action="store_true",
+        help="skip the raw_post reference contender in the sequential phase",
+    )
     p.add_argument("--skip-sequential", action="store_true")
     p.add_argument("--skip-concurrent", action="store_true")
-    p.add_argument("--profile", choices=("raw", "chatfn", "raw_post"),
-                   help="after the benchmark, cProfile N sequential messages of a contender")
+    p.add_argument(
+        "--profile",
+        choices=("raw", "chatfn", "raw_post"),
+        help="after the benchmark, cProfile N sequential messages of a contender",
+    )
     p.add_argument("--top", type=int, default=30, help="profile rows to print")
     p.add_argument("--json", action="store_true", help="print the report as JSON only")
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 when a target is missed")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     return p.parse_args(argv)
 
 

@@ -58,7 +58,11 @@ class FakeOpenAI:
     def __init__(self, latency_ms: float = 0.0) -> None:
         self.latency = latency_ms / 1000.0
         self.stats: dict[str, int] = {
-            "requests": 0, "first": 0, "second": 0, "with_tools": 0, "bad": 0,
+            "requests": 0,
+            "first": 0,
+            "second": 0,
+            "with_tools": 0,
+            "bad": 0,
         }
 
     def app(self) -> web.Application:
@@ -84,8 +88,9 @@ class FakeOpenAI:
         self.stats["second" if second else "first"] += 1
         if self.latency:
             await asyncio.sleep(self.latency)
-        return web.Response(body=FINAL_BODY if second else CALL_BODY,
-                            content_type="application/json")
+        return web.Response(
+            body=FINAL_BODY if second else CALL_BODY, content_type="application/json"
+        )
 
     async def set_latency(self, request: web.Request) -> web.Response:
         data = await request.json()
@@ -134,9 +139,18 @@ class ServerProcess:
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         self._proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--host", self.host, "--port", "0",
-             "--latency-ms", str(self.latency_ms)],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--host",
+                self.host,
+                "--port",
+                "0",
+                "--latency-ms",
+                str(self.latency_ms),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self._proc.stdout is not None
         deadline = time.monotonic() + timeout

@@ -24,8 +24,7 @@ BLOCKS = [
     "Here is what I found about the weather in {n}. It looks {n} degrees [see note] and mild. ",
     'Let me set that.<tool_call>{{"name": "reminder_set", "arguments": {{"at": "09:{n:02d}", '
     '"text": "tea"}}}}</tool_call>\n',
-    "Some code:\n```python\ndef f(x):\n    return {{'a': x, 'n': {n}}}  # <tool_call> here\n"
-    "```\n",
+    "Some code:\n```python\ndef f(x):\n    return {{'a': x, 'n': {n}}}  # <tool_call> here\n```\n",
     '<tool name="web_search">{{"query": "item {n}", "max_results": 3}}</tool>\n',
     "A set {{1, 2}} and a list [1, 2] and <b>bold</b> text, {n} times. ",
     "[get_weather(city='Paris', day={n})] then more prose follows here. ",
@@ -78,8 +77,10 @@ def best_without_gc(text: str, chunk: int | None, repeat: int) -> float:
 
 def main() -> None:
     sizes = [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)]
-    print(f"{'reply':<8}{'calls':>7}{'whole (s)':>12}{'16-B chunks (s)':>17}{'whole MB/s':>12}"
-          f"{'chunked MB/s':>14}{'whole, no GC':>14}{'chunked, no GC':>16}")
+    print(
+        f"{'reply':<8}{'calls':>7}{'whole (s)':>12}{'16-B chunks (s)':>17}{'whole MB/s':>12}"
+        f"{'chunked MB/s':>14}{'whole, no GC':>14}{'chunked, no GC':>16}"
+    )
     base: tuple[float, ...] | None = None
     ratios = []
     for label, size in sizes:
@@ -91,15 +92,19 @@ def main() -> None:
         whole_ng = best_without_gc(text, None, repeat)
         chunked_ng = best_without_gc(text, 16, repeat)
         mb = len(text.encode()) / 1e6
-        print(f"{label:<8}{calls:>7}{whole:>12.4f}{chunked:>17.4f}{mb / whole:>12.1f}"
-              f"{mb / chunked:>14.1f}{whole_ng:>14.4f}{chunked_ng:>16.4f}")
+        print(
+            f"{label:<8}{calls:>7}{whole:>12.4f}{chunked:>17.4f}{mb / whole:>12.1f}"
+            f"{mb / chunked:>14.1f}{whole_ng:>14.4f}{chunked_ng:>16.4f}"
+        )
         times = (whole, chunked, whole_ng, chunked_ng)
         if base is not None:
             ratios.append((label, *(t / b for t, b in zip(times, base, strict=True))))
         base = times
     for label, rw, rc, rwn, rcn in ratios:
-        print(f"time ratio to the 10x smaller reply at {label}: whole {rw:.1f}x, chunked "
-              f"{rc:.1f}x; without GC: whole {rwn:.1f}x, chunked {rcn:.1f}x")
+        print(
+            f"time ratio to the 10x smaller reply at {label}: whole {rw:.1f}x, chunked "
+            f"{rc:.1f}x; without GC: whole {rwn:.1f}x, chunked {rcn:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -26,16 +26,19 @@ from providers.types import StreamEvent
 from runtime.bot import Bot
 
 MENTION = re.compile(r"(?<!\S)@bot\b", re.IGNORECASE)
-META_HELP = (":as NAME | :admin on|off | :group NAME | :private | :join NAME | :whoami | "
-             ":help | :quit   (@bot in a line mentions the bot)")
+META_HELP = (
+    ":as NAME | :admin on|off | :group NAME | :private | :join NAME | :whoami | "
+    ":help | :quit   (@bot in a line mentions the bot)"
+)
 
 
 class ConsoleChannel(Channel):
     platform = "console"
     streams = True
 
-    def __init__(self, bot: Bot, *, stdin: TextIO | None = None,
-                 stdout: TextIO | None = None) -> None:
+    def __init__(
+        self, bot: Bot, *, stdin: TextIO | None = None, stdout: TextIO | None = None
+    ) -> None:
         super().__init__(bot)
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
@@ -128,9 +131,14 @@ class ConsoleChannel(Channel):
         return IncomingMessage(
             platform=self.platform,
             chat_id=f"group:{self.group}" if self.group else f"private:{self.user}",
-            chat_name=self.group or "", is_group=self.group is not None,
-            sender_id=self.user, sender_name=self.user, text=text, is_at_bot=at_bot,
-            message_id=f"console-{next(self._ids)}", admin_override=self.admin,
+            chat_name=self.group or "",
+            is_group=self.group is not None,
+            sender_id=self.user,
+            sender_name=self.user,
+            text=text,
+            is_at_bot=at_bot,
+            message_id=f"console-{next(self._ids)}",
+            admin_override=self.admin,
         )
 
     async def handle_line(self, line: str) -> None:
@@ -138,7 +146,7 @@ class ConsoleChannel(Channel):
         if not line.strip():
             return
         if line.startswith(":join"):
-            await self._join(line[len(":join"):].strip())
+            await self._join(line[len(":join") :].strip())
             return
         if line.startswith(":"):
             self._meta(line)
@@ -152,9 +160,15 @@ class ConsoleChannel(Channel):
             self._write("-- :join NAME works in a group (:group NAME first)\n")
             return
         self._write(f"-- {name} joined group {self.group}\n")
-        sent = await self.bot.handle_event(SystemEvent(
-            kind="member_joined", platform=self.platform, chat_id=f"group:{self.group}",
-            user_id=name, user_name=name))
+        sent = await self.bot.handle_event(
+            SystemEvent(
+                kind="member_joined",
+                platform=self.platform,
+                chat_id=f"group:{self.group}",
+                user_id=name,
+                user_name=name,
+            )
+        )
         if not sent:
             self._write("-- (nothing was sent)\n")
 

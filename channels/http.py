@@ -84,13 +84,15 @@ class HttpChannel(Channel):
             if not hmac.compare_digest(given.encode(), self.token.encode()):
                 return web.json_response(
                     {"error": "missing or wrong token: send 'Authorization: Bearer <token>'"},
-                    status=401)
+                    status=401,
+                )
         return await handler(request)
 
     # -- routes ----------------------------------------------------------------------------
     async def healthz(self, _request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "model": self.bot.model.name
-                                  if self.bot.model else None})
+        return web.json_response(
+            {"status": "ok", "model": self.bot.model.name if self.bot.model else None}
+        )
 
     async def index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
@@ -107,13 +109,20 @@ class HttpChannel(Channel):
         except ValidationError as exc:
             err = exc.errors()[0]
             field = ".".join(str(p) for p in err["loc"]) or "body"
-            return web.json_response({"error": f"{field}: {err['msg']}", "field": field},
-                                     status=400)
+            return web.json_response(
+                {"error": f"{field}: {err['msg']}", "field": field}, status=400
+            )
         return IncomingMessage(
-            platform=self.platform, chat_id=data.chat_id, sender_id=data.sender_id,
-            sender_name=data.sender_name or data.sender_id, text=data.text,
-            is_group=data.is_group, is_at_bot=data.at_bot, chat_name=data.chat_name or "",
-            message_id=uuid.uuid4().hex[:16])
+            platform=self.platform,
+            chat_id=data.chat_id,
+            sender_id=data.sender_id,
+            sender_name=data.sender_name or data.sender_id,
+            text=data.text,
+            is_group=data.is_group,
+            is_at_bot=data.at_bot,
+            chat_name=data.chat_name or "",
+            message_id=uuid.uuid4().hex[:16],
+        )
 
     async def post_message(self, request: web.Request) -> web.Response:
         msg = await self._read(request)
@@ -167,9 +176,13 @@ class HttpChannel(Channel):
     # -- SSE helpers -----------------------------------------------------------------------
     @staticmethod
     async def _sse_response(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
         await resp.prepare(request)
         return resp
 
@@ -196,11 +209,13 @@ class HttpChannel(Channel):
                 while True:
                     out = await queue.get()
                     try:
-                        async with session.post(self.webhook_url or "", json=_event_json(out),
-                                                headers=headers) as r:
+                        async with session.post(
+                            self.webhook_url or "", json=_event_json(out), headers=headers
+                        ) as r:
                             if r.status >= 400:
-                                logger.warning("webhook answered {} for a message to {}",
-                                               r.status, out.chat_id)
+                                logger.warning(
+                                    "webhook answered {} for a message to {}", r.status, out.chat_id
+                                )
                     except Exception as exc:  # a down webhook must not stop the bot
                         logger.warning("webhook POST failed: {}", exc)
             finally:
@@ -218,9 +233,11 @@ class HttpChannel(Channel):
             self._webhook_task = asyncio.create_task(self._webhook_loop())
         logger.info("HTTP channel listening on http://{}:{}", self.host, self.bound_port)
         if not self.token and self.host not in ("127.0.0.1", "localhost", "::1"):
-            logger.warning("channels.http.token is not set but the channel listens on {}: "
-                           "anyone who can reach it can speak as any sender, admins included",
-                           self.host)
+            logger.warning(
+                "channels.http.token is not set but the channel listens on {}: "
+                "anyone who can reach it can speak as any sender, admins included",
+                self.host,
+            )
 
     async def run(self) -> None:
         await self.start()

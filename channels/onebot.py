@@ -100,8 +100,11 @@ class OneBotChannel(Channel):
         self.cfg = bot.settings.channels.onebot
         self.host = host or self.cfg.host
         self.port = self.cfg.port if port is None else port
-        self.outbound = Outbound(max_length=self.cfg.max_message_length,
-                                 rate=self.cfg.send_rate, burst=self.cfg.send_burst)
+        self.outbound = Outbound(
+            max_length=self.cfg.max_message_length,
+            rate=self.cfg.send_rate,
+            burst=self.cfg.send_burst,
+        )
         self.app = web.Application()
         for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
             self.app.router.add_get(path, self._ws_handler)
@@ -125,11 +128,15 @@ class OneBotChannel(Channel):
         await site.start()
         sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
         self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
-        logger.info("OneBot v11 channel listening on ws://{}:{}{}", self.host, self.bound_port,
-                    WS_PATH)
+        logger.info(
+            "OneBot v11 channel listening on ws://{}:{}{}", self.host, self.bound_port, WS_PATH
+        )
         if not self.cfg.access_token and self.host not in ("127.0.0.1", "localhost", "::1"):
-            logger.warning("channels.onebot.access_token is not set but the channel listens on "
-                           "{}: anyone who can reach it can speak as any QQ account", self.host)
+            logger.warning(
+                "channels.onebot.access_token is not set but the channel listens on "
+                "{}: anyone who can reach it can speak as any QQ account",
+                self.host,
+            )
 
     async def run(self) -> None:
         await self.start()
@@ -175,8 +182,11 @@ class OneBotChannel(Channel):
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         refused = self._authorised(request)
         if refused is not None:
-            logger.warning("OneBot connection from {} refused: {}", request.remote,
-                           "no token" if refused.status == 401 else "wrong token")
+            logger.warning(
+                "OneBot connection from {} refused: {}",
+                request.remote,
+                "no token" if refused.status == 401 else "wrong token",
+            )
             return refused
         self_id = request.headers.get("X-Self-ID", "").strip()
         if not self_id:
@@ -262,24 +272,28 @@ class OneBotChannel(Channel):
                 return
             msg, reply_id = parsed
             self._route[msg.chat_id] = self_id
-            self._in_order(self_id, msg.chat_id,
-                           lambda: self._handle_message(self_id, msg, reply_id))
+            self._in_order(
+                self_id, msg.chat_id, lambda: self._handle_message(self_id, msg, reply_id)
+            )
         elif post_type == "notice":
             # In the group's queue: a welcome goes out before the answer to the newcomer's
             # first message.
-            self._in_order(self_id, f"group:{event.get('group_id')}",
-                           lambda: self._on_notice(self_id, event))
+            self._in_order(
+                self_id, f"group:{event.get('group_id')}", lambda: self._on_notice(self_id, event)
+            )
         elif post_type == "request":
-            self._in_order(self_id, f"private:{event.get('user_id')}",
-                           lambda: self._on_request(self_id, event))
+            self._in_order(
+                self_id, f"private:{event.get('user_id')}", lambda: self._on_request(self_id, event)
+            )
         elif post_type == "meta_event":
             self._on_meta(conn, event)
 
     def _in_order(self, self_id: str, chat_id: str, job: Callable[[], Awaitable[None]]) -> None:
         self._track(self._inbound.submit((self_id, chat_id), job))
 
-    def _incoming(self, self_id: str,
-                  event: dict[str, Any]) -> tuple[IncomingMessage, str | None] | None:
+    def _incoming(
+        self, self_id: str, event: dict[str, Any]
+    ) -> tuple[IncomingMessage, str | None] | None:
         """The IncomingMessage of a message event, and the id of the message it quotes."""
         kind = event.get("message_type")
         user_id = str(event.get("user_id", ""))
@@ -288,8 +302,9 @@ class OneBotChannel(Channel):
             return None
         if user_id == self_id:
             return None  # the account's own message (reported by some implementations)
-        parsed = parse_message(normalize(event.get("message", event.get("raw_message", ""))),
-                               self_id)
+        parsed = parse_message(
+            normalize(event.get("message", event.get("raw_message", ""))), self_id
+        )
         sender = event.get("sender") or {}
         name = str(sender.get("card") or sender.get("nickname") or user_id)
         is_group = kind == "group"
@@ -298,19 +313,28 @@ class OneBotChannel(Channel):
         if message_id:
             self._remember(message_id, f"{name}: {parsed.text}")
         msg = IncomingMessage(
-            platform=self.platform, chat_id=chat_id, sender_id=user_id, text=parsed.text,
-            is_group=is_group, chat_name=str(event.get("group_name") or ""), sender_name=name,
-            is_at_bot=parsed.at_bot, message_id=message_id)
+            platform=self.platform,
+            chat_id=chat_id,
+            sender_id=user_id,
+            text=parsed.text,
+            is_group=is_group,
+            chat_name=str(event.get("group_name") or ""),
+            sender_name=name,
+            is_at_bot=parsed.at_bot,
+            message_id=message_id,
+        )
         with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
             if event.get("time"):
                 msg.time = datetime.fromtimestamp(int(event["time"]), UTC)
         return msg, parsed.reply_id
 
-    async def _handle_message(self, self_id: str, msg: IncomingMessage,
-                              reply_id: str | None) -> None:
+    async def _handle_message(
+        self, self_id: str, msg: IncomingMessage, reply_id: str | None
+    ) -> None:
         if reply_id:
-            msg.quoted_text = self._quotes.get(reply_id) or await self._fetch_quote(self_id,
-                                                                                     reply_id)
+            msg.quoted_text = self._quotes.get(reply_id) or await self._fetch_quote(
+                self_id, reply_id
+            )
         if not msg.text and not msg.quoted_text:
             return  # a bare mention or an unsupported segment only: nothing to answer
 
@@ -323,21 +347,26 @@ class OneBotChannel(Channel):
         try:
             await self.bot.handle(msg, sink)
         except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error("OneBot message {} in {} failed", msg.message_id,
-                                            msg.chat_id)
+            logger.opt(exception=exc).error(
+                "OneBot message {} in {} failed", msg.message_id, msg.chat_id
+            )
 
     async def _fetch_quote(self, self_id: str, message_id: str) -> str | None:
         """The text of a quoted message the bot has not seen (sent before it started, or by
         another client): one `get_msg`, bounded so a slow implementation cannot stall the chat.
         None when it cannot be had; the message is still handled."""
         try:
-            data = await self.call_action(self_id, "get_msg", {"message_id": _int(message_id)},
-                                          timeout=min(3.0, self.cfg.action_timeout), wait=0)
+            data = await self.call_action(
+                self_id,
+                "get_msg",
+                {"message_id": _int(message_id)},
+                timeout=min(3.0, self.cfg.action_timeout),
+                wait=0,
+            )
         except ActionError as exc:
             logger.debug("quoted message {} not fetched: {}", message_id, exc)
             return None
-        parsed = parse_message(normalize(data.get("message", data.get("raw_message", ""))),
-                               self_id)
+        parsed = parse_message(normalize(data.get("message", data.get("raw_message", ""))), self_id)
         sender = data.get("sender") or {}
         name = sender.get("card") or sender.get("nickname") or sender.get("user_id") or "?"
         text = f"{name}: {parsed.text}"
@@ -358,33 +387,56 @@ class OneBotChannel(Channel):
             return
         chat_id = f"group:{event.get('group_id')}"
         self._route[chat_id] = self_id
-        await self.bot.handle_event(SystemEvent(
-            kind="member_joined", platform=self.platform, chat_id=chat_id, user_id=user_id,
-            user_name=user_id, is_group=True,
-            data={"self_id": self_id, "sub_type": event.get("sub_type"),
-                  "operator_id": str(event.get("operator_id", ""))}))
+        await self.bot.handle_event(
+            SystemEvent(
+                kind="member_joined",
+                platform=self.platform,
+                chat_id=chat_id,
+                user_id=user_id,
+                user_name=user_id,
+                is_group=True,
+                data={
+                    "self_id": self_id,
+                    "sub_type": event.get("sub_type"),
+                    "operator_id": str(event.get("operator_id", "")),
+                },
+            )
+        )
 
     async def _on_request(self, self_id: str, event: dict[str, Any]) -> None:
         if event.get("request_type") != "friend":
-            logger.info("OneBot {} request from {} left pending", event.get("request_type"),
-                        event.get("user_id"))
+            logger.info(
+                "OneBot {} request from {} left pending",
+                event.get("request_type"),
+                event.get("user_id"),
+            )
             return
         user_id = str(event.get("user_id", ""))
         approve = self.cfg.friend_requests == "approve"
         if approve:
             try:
-                await self.call_action(self_id, "set_friend_add_request",
-                                       {"flag": event.get("flag", ""), "approve": True})
+                await self.call_action(
+                    self_id,
+                    "set_friend_add_request",
+                    {"flag": event.get("flag", ""), "approve": True},
+                )
             except ActionError as exc:
                 logger.error("friend request from {} not approved: {}", user_id, exc)
                 approve = False
         logger.info("friend request from {} {}", user_id, "approved" if approve else "ignored")
         chat_id = f"private:{user_id}"
         self._route[chat_id] = self_id
-        await self.bot.handle_event(SystemEvent(
-            kind="friend_request", platform=self.platform, chat_id=chat_id, user_id=user_id,
-            user_name=user_id, is_group=False,
-            data={"self_id": self_id, "approved": approve, "comment": event.get("comment", "")}))
+        await self.bot.handle_event(
+            SystemEvent(
+                kind="friend_request",
+                platform=self.platform,
+                chat_id=chat_id,
+                user_id=user_id,
+                user_name=user_id,
+                is_group=False,
+                data={"self_id": self_id, "approved": approve, "comment": event.get("comment", "")},
+            )
+        )
 
     def _on_meta(self, conn: _Connection, event: dict[str, Any]) -> None:
         """Lifecycle events are logged; heartbeats only refresh `last_seen` (the socket's own
@@ -417,9 +469,15 @@ class OneBotChannel(Channel):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), remaining)
 
-    async def call_action(self, self_id: str, action: str, params: dict[str, Any], *,
-                          timeout: float | None = None,
-                          wait: float | None = None) -> dict[str, Any]:
+    async def call_action(
+        self,
+        self_id: str,
+        action: str,
+        params: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        wait: float | None = None,
+    ) -> dict[str, Any]:
         """Call one OneBot action on an account and return its `data`. Waits up to `wait`
         seconds (default `reconnect_wait`) for a dropped account to reconnect. Raises
         ActionError (retcode from the response), ActionTimeout or NotConnected."""
@@ -429,8 +487,11 @@ class OneBotChannel(Channel):
         conn.pending[echo] = fut
         try:
             async with conn.send_lock:
-                await conn.ws.send_str(json.dumps(
-                    {"action": action, "params": params, "echo": echo}, ensure_ascii=False))
+                await conn.ws.send_str(
+                    json.dumps(
+                        {"action": action, "params": params, "echo": echo}, ensure_ascii=False
+                    )
+                )
             resp = await asyncio.wait_for(fut, timeout or self.cfg.action_timeout)
         except TimeoutError:
             raise ActionTimeout(action, -1, "no response in time") from None
@@ -442,8 +503,11 @@ class OneBotChannel(Channel):
             conn.pending.pop(echo, None)
         retcode = resp.get("retcode", 0)
         if resp.get("status") == "failed" or retcode not in (0, 1):
-            raise ActionError(action, int(retcode) if isinstance(retcode, int) else -1,
-                              str(resp.get("wording") or resp.get("msg") or ""))
+            raise ActionError(
+                action,
+                int(retcode) if isinstance(retcode, int) else -1,
+                str(resp.get("wording") or resp.get("msg") or ""),
+            )
         data = resp.get("data")
         return data if isinstance(data, dict) else {}
 
@@ -458,8 +522,7 @@ class OneBotChannel(Channel):
             return next(iter(self._conns))
         if self._connected:
             return next(iter(self._connected))
-        raise DeliveryError(f"no OneBot account has connected yet; message to {chat_id} "
-                            "not sent")
+        raise DeliveryError(f"no OneBot account has connected yet; message to {chat_id} not sent")
 
     async def send(self, message: OutgoingMessage) -> None:
         """Unsolicited messages (reminders, welcomes). Raises DeliveryError when the platform
@@ -480,8 +543,10 @@ class OneBotChannel(Channel):
             nonlocal parts_sent
             first = index == 0
             segments = outgoing_segments(
-                text, at=out.at if first and kind == "group" else None,
-                reply_to=out.reply_to if first and self.cfg.quote_replies else None)
+                text,
+                at=out.at if first and kind == "group" else None,
+                reply_to=out.reply_to if first and self.cfg.quote_replies else None,
+            )
             params = {id_key: _int(target), "message": segments}
             data = await self._send_with_retry(self_id, action, params, out)
             parts_sent += 1
@@ -494,8 +559,9 @@ class OneBotChannel(Channel):
             rest = self.outbound.split(out.text)[parts_sent:]
             self._keep(self_id, replace(out, text="\n".join(rest)) if parts_sent else out)
 
-    async def _send_with_retry(self, self_id: str, action: str, params: dict[str, Any],
-                               out: OutgoingMessage) -> dict[str, Any]:
+    async def _send_with_retry(
+        self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
+    ) -> dict[str, Any]:
         """One send, retried once. A socket that dropped mid-send is retried once the account
         is back (at least once: the implementation may have sent it already); an account that
         stays away raises NotConnected, and the caller keeps the message for its return."""
@@ -504,34 +570,45 @@ class OneBotChannel(Channel):
         except NotConnected as exc:
             if not exc.in_flight:
                 raise
-            logger.warning("{} to {}: connection dropped before the answer; resending",
-                           action, out.chat_id)
+            logger.warning(
+                "{} to {}: connection dropped before the answer; resending", action, out.chat_id
+            )
             return await self.call_action(self_id, action, params)
         except ActionError as first:
-            logger.warning("{} to {} failed (retcode {}): retrying once", action, out.chat_id,
-                           first.retcode)
+            logger.warning(
+                "{} to {} failed (retcode {}): retrying once", action, out.chat_id, first.retcode
+            )
             await asyncio.sleep(0.5)
             try:
                 return await self.call_action(self_id, action, params)
             except NotConnected:
                 raise
             except ActionError as second:
-                logger.error("message to {} not delivered: {} retcode {} then {}: {!r}",
-                             out.chat_id, action, first.retcode, second.retcode,
-                             out.text[:80])
+                logger.error(
+                    "message to {} not delivered: {} retcode {} then {}: {!r}",
+                    out.chat_id,
+                    action,
+                    first.retcode,
+                    second.retcode,
+                    out.text[:80],
+                )
                 raise DeliveryError(str(second)) from second
 
     def _keep(self, self_id: str, out: OutgoingMessage) -> None:
         if self.cfg.resend_queue == 0:
-            logger.error("account {} not connected: message to {} dropped (resend_queue is 0)",
-                         self_id, out.chat_id)
+            logger.error(
+                "account {} not connected: message to {} dropped (resend_queue is 0)",
+                self_id,
+                out.chat_id,
+            )
             return
         if len(self._undelivered) >= self.cfg.resend_queue:
             lost = self._undelivered.popleft()
             logger.error("resend queue full: message to {} dropped", lost.out.chat_id)
         self._undelivered.append(_Undelivered(out, self_id, time.monotonic()))
-        logger.warning("account {} not connected: message to {} kept until it reconnects",
-                       self_id, out.chat_id)
+        logger.warning(
+            "account {} not connected: message to {} kept until it reconnects", self_id, out.chat_id
+        )
         if self_id in self._conns:  # it came back while this send was failing
             self._spawn(self._flush_undelivered(self_id))
 
@@ -544,8 +621,7 @@ class OneBotChannel(Channel):
         now = time.monotonic()
         for item in mine:
             if now - item.queued_at > self.cfg.resend_max_age:
-                logger.error("message to {} dropped: older than resend_max_age",
-                             item.out.chat_id)
+                logger.error("message to {} dropped: older than resend_max_age", item.out.chat_id)
                 continue
             try:
                 await self._deliver(self_id, item.out)

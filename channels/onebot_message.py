@@ -32,8 +32,9 @@ def escape(text: str, *, in_param: bool = False) -> str:
 
 def unescape(text: str) -> str:
     """Undo `escape`; `&amp;` goes last so `&amp;#91;` stays the literal text `&#91;`."""
-    return (text.replace("&#44;", ",").replace("&#91;", "[").replace("&#93;", "]")
-            .replace("&amp;", "&"))
+    return (
+        text.replace("&#44;", ",").replace("&#91;", "[").replace("&#93;", "]").replace("&amp;", "&")
+    )
 
 
 def parse_cq(message: str) -> list[Segment]:
@@ -43,7 +44,7 @@ def parse_cq(message: str) -> list[Segment]:
     pos = 0
     for m in _CQ.finditer(message):
         if m.start() > pos:
-            segments.append(text_segment(unescape(message[pos:m.start()])))
+            segments.append(text_segment(unescape(message[pos : m.start()])))
         data: dict[str, str] = {}
         for pair in m.group(2).split(",")[1:]:
             key, sep, value = pair.partition("=")
@@ -101,9 +102,18 @@ def reply_segment(message_id: str) -> Segment:
 
 # Segment types shown to the model as a short placeholder instead of being dropped, so "what is
 # in this picture?" still makes sense in history.
-_PLACEHOLDERS = {"image": "[image]", "face": "[face]", "record": "[voice]", "video": "[video]",
-                 "file": "[file]", "share": "[link]", "location": "[location]",
-                 "forward": "[forwarded messages]", "json": "[card]", "xml": "[card]"}
+_PLACEHOLDERS = {
+    "image": "[image]",
+    "face": "[face]",
+    "record": "[voice]",
+    "video": "[video]",
+    "file": "[file]",
+    "share": "[link]",
+    "location": "[location]",
+    "forward": "[forwarded messages]",
+    "json": "[card]",
+    "xml": "[card]",
+}
 
 
 @dataclass(slots=True)
@@ -140,8 +150,7 @@ def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
             reply_id = str(data.get("id", "")) or None
         elif kind in _PLACEHOLDERS:
             parts.append(_PLACEHOLDERS[kind])
-    return ParsedMessage(text=_join(parts), at_bot=at_bot,
-                         at_targets=targets, reply_id=reply_id)
+    return ParsedMessage(text=_join(parts), at_bot=at_bot, at_targets=targets, reply_id=reply_id)
 
 
 def _join(parts: list[str]) -> str:
@@ -156,8 +165,9 @@ def _join(parts: list[str]) -> str:
     return out.strip()
 
 
-def outgoing_segments(text: str, *, at: str | None = None,
-                      reply_to: str | None = None) -> list[Segment]:
+def outgoing_segments(
+    text: str, *, at: str | None = None, reply_to: str | None = None
+) -> list[Segment]:
     """The segment array for one outgoing message part: an optional quote of the message being
     answered, an optional mention, then the text."""
     segments: list[Segment] = []

@@ -62,8 +62,9 @@ class RateLimiter:
     are many, so a bot in thousands of chats keeps a small table.
     """
 
-    def __init__(self, rate: float, burst: int = 1, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, burst: int = 1, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = max(1, burst)
         self._clock = clock
@@ -111,8 +112,9 @@ class OrderedRunner:
         self._tails[key] = task
         return task
 
-    async def _run(self, key: Hashable, prev: asyncio.Task[Any] | None,
-                   job: Callable[[], Awaitable[T]]) -> T:
+    async def _run(
+        self, key: Hashable, prev: asyncio.Task[Any] | None, job: Callable[[], Awaitable[T]]
+    ) -> T:
         try:
             if prev is not None and not prev.done():
                 await asyncio.wait([prev])
@@ -137,8 +139,9 @@ class Outbound:
     def split(self, text: str) -> list[str]:
         return split_text(text, self.max_length)
 
-    async def deliver(self, key: Hashable, text: str,
-                      send_part: Callable[[str, int], Awaitable[None]]) -> None:
+    async def deliver(
+        self, key: Hashable, text: str, send_part: Callable[[str, int], Awaitable[None]]
+    ) -> None:
         """Send `text` to the chat `key` as one or more parts, in order with everything else
         sent to that chat, each part waiting for the chat's rate limit. `send_part(part, index)`
         does the platform call; index 0 is the part that carries a mention or a quote. An

@@ -31,32 +31,49 @@ if TYPE_CHECKING:
 FEATURE = "reminders"
 EXTRAS_KEY = "reminders"
 
-_DAILY = re.compile(r"^(?:daily|every\s+day)\s+(?:at\s+)?(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)"
-                    r"\s+(.+)$", re.I | re.S)
-_WEEKLY = re.compile(r"^(?:weekly\s+(?:on\s+)?|every\s+)([a-z]+(?:[,-][a-z]+)*)\s+(?:at\s+)?"
-                     r"(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)\s+(.+)$", re.I | re.S)
+_DAILY = re.compile(
+    r"^(?:daily|every\s+day)\s+(?:at\s+)?(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)"
+    r"\s+(.+)$",
+    re.I | re.S,
+)
+_WEEKLY = re.compile(
+    r"^(?:weekly\s+(?:on\s+)?|every\s+)([a-z]+(?:[,-][a-z]+)*)\s+(?:at\s+)?"
+    r"(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)\s+(.+)$",
+    re.I | re.S,
+)
 
 
 class ReminderSetArgs(BaseModel):
-    text: str = Field(min_length=1, max_length=1000,
-                      description="What to remind about, worded for the person reminded.")
+    text: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="What to remind about, worded for the person reminded.",
+    )
     at: str | None = Field(
         default=None,
         description="When. kind=once: 'YYYY-MM-DD HH:MM' in the bot's time zone (or ISO 8601 "
-                    "with an offset), 'in 10m', 'tomorrow 9:00'. kind=daily/weekly: 'HH:MM'. "
-                    "Not used for kind=cron.")
+        "with an offset), 'in 10m', 'tomorrow 9:00'. kind=daily/weekly: 'HH:MM'. "
+        "Not used for kind=cron.",
+    )
     kind: Literal["once", "daily", "weekly", "cron"] = Field(
-        default="once", description="once, daily, weekly, or cron for anything else.")
+        default="once", description="once, daily, weekly, or cron for anything else."
+    )
     weekday: str | None = Field(
-        default=None, description="kind=weekly only: mon..sun; several as 'mon,wed' or 'mon-fri'.")
+        default=None, description="kind=weekly only: mon..sun; several as 'mon,wed' or 'mon-fri'."
+    )
     cron: str | None = Field(
-        default=None, description="kind=cron only: 'MIN HOUR DAY MONTH WEEKDAY', e.g. "
-                                  "'0 9 * * 1-5' for 09:00 on weekdays.")
+        default=None,
+        description="kind=cron only: 'MIN HOUR DAY MONTH WEEKDAY', e.g. "
+        "'0 9 * * 1-5' for 09:00 on weekdays.",
+    )
 
 
 class ReminderDeleteArgs(BaseModel):
-    id: str = Field(min_length=1, max_length=64,
-                    description="The reminder id from reminder_list; a unique prefix is enough.")
+    id: str = Field(
+        min_length=1,
+        max_length=64,
+        description="The reminder id from reminder_list; a unique prefix is enough.",
+    )
 
 
 def _service(ctx: MessageContext) -> ReminderService | None:
@@ -86,8 +103,9 @@ def _read_free_text(args: ReminderSetArgs) -> ReminderSetArgs:
     if args.kind in ("once", "weekly") and (m := _WEEKLY.match(text)):
         days = m.group(1).lower()
         if days[:3] in ("mon", "tue", "wed", "thu", "fri", "sat", "sun"):
-            return args.model_copy(update={"kind": "weekly", "weekday": days, "at": m.group(2),
-                                           "text": m.group(3)})
+            return args.model_copy(
+                update={"kind": "weekly", "weekday": days, "at": m.group(2), "text": m.group(3)}
+            )
     when, rest = split_leading_time(text)
     if when and rest:
         return args.model_copy(update={"at": when, "text": rest})
@@ -97,11 +115,14 @@ def _read_free_text(args: ReminderSetArgs) -> ReminderSetArgs:
 @tool_function(
     name="reminder_set",
     description="Set a reminder in this chat: once at a date and time, daily or weekly at a time, "
-                "or on a cron schedule. The reminder is posted here and mentions the user. Use "
-                "the current time and time zone from the system prompt for absolute times.",
-    examples=["/reminder_set at=\"tomorrow 9:00\" text=\"stand-up\"",
-              "/reminder_set in 10m stretch", "/reminder_set daily 08:30 take the pills",
-              "remind me every Monday at 9 to send the report"],
+    "or on a cron schedule. The reminder is posted here and mentions the user. Use "
+    "the current time and time zone from the system prompt for absolute times.",
+    examples=[
+        '/reminder_set at="tomorrow 9:00" text="stand-up"',
+        "/reminder_set in 10m stretch",
+        "/reminder_set daily 08:30 take the pills",
+        "remind me every Monday at 9 to send the report",
+    ],
 )
 async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionResult:
     service = _service(ctx)
@@ -112,21 +133,32 @@ async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionRe
     try:
         schedule = service.schedule(args.kind, args.at, args.weekday, args.cron)
         row = service.create(
-            Creator(platform=msg.platform, chat_id=msg.chat_id, chat_name=msg.chat_name,
-                    is_group=msg.is_group, user_id=msg.sender_id, user_name=msg.display_name),
-            args.text.strip(), schedule)
+            Creator(
+                platform=msg.platform,
+                chat_id=msg.chat_id,
+                chat_name=msg.chat_name,
+                is_group=msg.is_group,
+                user_id=msg.sender_id,
+                user_name=msg.display_name,
+            ),
+            args.text.strip(),
+            schedule,
+        )
     except (ReminderTimeError, ReminderError) as exc:
         return _refuse(str(exc))
     text = f"⏰ Reminder set for {describe(row)}: {row.text} (id {row.short_id})"
-    return FunctionResult(messages=[text], at=msg.sender_id if msg.is_group else None,
-                          llm_content=f"Reminder {row.short_id} set; the user saw: {text}",
-                          metadata={"id": row.id})
+    return FunctionResult(
+        messages=[text],
+        at=msg.sender_id if msg.is_group else None,
+        llm_content=f"Reminder {row.short_id} set; the user saw: {text}",
+        metadata={"id": row.id},
+    )
 
 
 @tool_function(
     name="reminder_list",
     description="List the active reminders (in a group: this group's; in private: the user's "
-                "own), with the ids reminder_delete accepts.",
+    "own), with the ids reminder_delete accepts.",
     examples=["/reminder_list", "what reminders do I have?"],
 )
 async def reminder_list(ctx: MessageContext) -> FunctionResult:
@@ -154,7 +186,7 @@ async def reminder_list(ctx: MessageContext) -> FunctionResult:
 @tool_function(
     name="reminder_delete",
     description="Delete an active reminder by its id from reminder_list (a unique prefix is "
-                "enough). Only the person who set it, or an admin, may delete it.",
+    "enough). Only the person who set it, or an admin, may delete it.",
     examples=["/reminder_delete 3f2a9c1b", "/reminder_delete id=3f2a"],
 )
 async def reminder_delete(ctx: MessageContext, args: ReminderDeleteArgs) -> FunctionResult:
@@ -163,13 +195,16 @@ async def reminder_delete(ctx: MessageContext, args: ReminderDeleteArgs) -> Func
         return _not_running()
     msg = ctx.message
     try:
-        row = service.resolve(args.id, service.visible_to(msg.platform, msg.chat_id,
-                                                          msg.is_group, msg.sender_id))
+        row = service.resolve(
+            args.id, service.visible_to(msg.platform, msg.chat_id, msg.is_group, msg.sender_id)
+        )
     except ReminderError as exc:
         return FunctionResult(llm_content=str(exc), metadata={"refused": True})
     if row.creator_id != msg.sender_id and not ctx.is_admin:
-        text = (f"Only {row.creator_name or row.creator_id} (who set it) or an admin can delete "
-                f"reminder {row.short_id}.")
+        text = (
+            f"Only {row.creator_name or row.creator_id} (who set it) or an admin can delete "
+            f"reminder {row.short_id}."
+        )
         return FunctionResult(messages=[text], llm_content=text, metadata={"refused": True})
     service.delete(row)
     text = f"Deleted reminder {row.short_id}: {row.text}"
@@ -182,8 +217,11 @@ def status(settings: Settings) -> tuple[str, str, str]:
     if not cfg.enabled:
         return FEATURE, "off", "reminders.enabled is false"
     zone = cfg.timezone or "the machine's time zone"
-    return FEATURE, "on", (f"{zone}, grace period {cfg.grace_period:g} s, "
-                           f"at most {cfg.max_per_user} per user")
+    return (
+        FEATURE,
+        "on",
+        (f"{zone}, grace period {cfg.grace_period:g} s, at most {cfg.max_per_user} per user"),
+    )
 
 
 def setup(bot: Bot) -> None:

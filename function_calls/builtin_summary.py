@@ -31,15 +31,18 @@ MODEL_TIMEOUT = 45.0
 
 
 class SummaryArgs(BaseModel):
-    span: str = Field(default="", max_length=60,
-                      description="What to cover: a number of recent messages ('100'), a time "
-                                  "window ('30m', '2h', '1d') or 'today'. Empty: the last 50.")
+    span: str = Field(
+        default="",
+        max_length=60,
+        description="What to cover: a number of recent messages ('100'), a time "
+        "window ('30m', '2h', '1d') or 'today'. Empty: the last 50.",
+    )
 
 
 @tool_function(
     name="summary",
     description="Summarise this group chat's recent conversation: the last N messages or a time "
-                "window the user names (e.g. 'the last 2 hours').",
+    "window the user names (e.g. 'the last 2 hours').",
     examples=["/summary", "/summary 2h", "/summary 100", "what did I miss today?"],
     scope="group",
     timeout=60,
@@ -56,9 +59,13 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
         rows = ctx.history(span.count)
     else:
         assert span.since is not None
-        rows = [r for r in ctx.storage.messages_since(msg.platform, msg.chat_id, span.since,
-                                                      limit=cfg.max_messages)
-                if ctx.stored_id is None or r.id < ctx.stored_id]
+        rows = [
+            r
+            for r in ctx.storage.messages_since(
+                msg.platform, msg.chat_id, span.since, limit=cfg.max_messages
+            )
+            if ctx.stored_id is None or r.id < ctx.stored_id
+        ]
     rows = [r for r in rows if worth_summarising(r)]
     if not rows:
         text = f"Nothing to summarise in {span.label}."
@@ -76,8 +83,10 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
             ctx.logger.warning("summary model call failed: {}: {}", type(exc).__name__, exc)
     if not result:
         why = "no model is configured" if ctx.model is None else "the model is not available"
-        text = (f"I could not summarise {span.label} ({why}); the last messages were:\n"
-                f"{extract(rows, bot_name)}")
+        text = (
+            f"I could not summarise {span.label} ({why}); the last messages were:\n"
+            f"{extract(rows, bot_name)}"
+        )
         return FunctionResult(messages=[text], llm_content=text, metadata={"fallback": True})
     text = f"{header}\n{result}"
     return FunctionResult(messages=[text], llm_content=text)
@@ -87,5 +96,8 @@ def status(settings: Settings) -> tuple[str, str, str]:
     cfg = settings.summary
     if not cfg.enabled:
         return FEATURE, "off", "summary.enabled is false"
-    return FEATURE, "on", (f"up to {cfg.max_messages} messages, prompt at most "
-                           f"{cfg.max_prompt_chars} characters")
+    return (
+        FEATURE,
+        "on",
+        (f"up to {cfg.max_messages} messages, prompt at most {cfg.max_prompt_chars} characters"),
+    )

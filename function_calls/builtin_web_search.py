@@ -26,9 +26,12 @@ EXTRAS_KEY = "web_search"
 
 
 class WebSearchArgs(BaseModel):
-    query: str = Field(min_length=2, max_length=500,
-                       description="The question to look up, self-contained: include names, "
-                                   "places and dates from the conversation.")
+    query: str = Field(
+        min_length=2,
+        max_length=500,
+        description="The question to look up, self-contained: include names, "
+        "places and dates from the conversation.",
+    )
 
 
 def not_allowed(ctx: MessageContext) -> str | None:
@@ -48,7 +51,7 @@ def not_allowed(ctx: MessageContext) -> str | None:
 @tool_function(
     name="web_search",
     description="Search the web for current or specific facts (news, prices, schedules, recent "
-                "events, anything you are not sure of) and answer with source links.",
+    "events, anything you are not sure of) and answer with source links.",
     examples=["/web_search who won the 2024 Tour de France?", "what's the weather in Oslo today?"],
     timeout=90,
     allow=not_allowed,
@@ -56,19 +59,24 @@ def not_allowed(ctx: MessageContext) -> str | None:
 async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult:
     client = ctx.extras.get(EXTRAS_KEY)
     if not isinstance(client, WebSearchClient):
-        return FunctionResult(llm_content="Web search is not configured on this bot.",
-                              metadata={"refused": True})
+        return FunctionResult(
+            llm_content="Web search is not configured on this bot.", metadata={"refused": True}
+        )
     try:
         answer = await client.search(args.query.strip())
     except SearchError as exc:
         ctx.logger.warning("web search failed: {}", exc)
-        return FunctionResult(llm_content=f"Web search failed: {exc}. Tell the user, or answer "
-                                          "from what you know and say it was not checked.",
-                              metadata={"error": str(exc)})
+        return FunctionResult(
+            llm_content=f"Web search failed: {exc}. Tell the user, or answer "
+            "from what you know and say it was not checked.",
+            metadata={"error": str(exc)},
+        )
     text = answer.render()
-    return FunctionResult(messages=[text], llm_content=text,
-                          metadata={"sources": [s.url for s in answer.sources],
-                                    "model": answer.model})
+    return FunctionResult(
+        messages=[text],
+        llm_content=text,
+        metadata={"sources": [s.url for s in answer.sources], "model": answer.model},
+    )
 
 
 # -- wiring (called by function_calls.init_handlers) ---------------------------------------------
@@ -77,12 +85,17 @@ def status(settings: Settings) -> tuple[str, str, str]:
     if not cfg.enabled:
         return FEATURE, "off", "web_search.enabled is false"
     if cfg.api_key is None or not cfg.api_key.get_secret_value():
-        return FEATURE, "missing key", ("web_search.api_key is not set, so the model is not "
-                                        "offered web_search (e.g. api_key: ${PERPLEXITY_API_KEY})")
+        return (
+            FEATURE,
+            "missing key",
+            (
+                "web_search.api_key is not set, so the model is not "
+                "offered web_search (e.g. api_key: ${PERPLEXITY_API_KEY})"
+            ),
+        )
     who = "everyone"
     if cfg.allowed_groups or cfg.allowed_users:
-        who = (f"{len(cfg.allowed_groups)} group(s), {len(cfg.allowed_users)} user(s) "
-               "and admins")
+        who = f"{len(cfg.allowed_groups)} group(s), {len(cfg.allowed_users)} user(s) and admins"
     return FEATURE, "on", f"{cfg.model} at {cfg.base_url}, for {who}"
 
 

@@ -32,8 +32,9 @@ async def welcome_member(bot: Bot, event: SystemEvent) -> list[OutgoingMessage]:
     text = welcome_text(bot.settings, event)
     if text is None:
         return []
-    out = OutgoingMessage(platform=event.platform, chat_id=event.chat_id, text=text,
-                          is_group=True, at=event.user_id)
+    out = OutgoingMessage(
+        platform=event.platform, chat_id=event.chat_id, text=text, is_group=True, at=event.user_id
+    )
     await bot.send(out)
     return [out]
 

@@ -84,9 +84,21 @@ class MessageContext:
     """One per incoming message: who, where, whether the bot was addressed, and the services a
     handler may use. Handlers get everything they need from here, never from globals."""
 
-    __slots__ = ("message", "is_admin", "config", "storage", "scheduler", "model", "logger",
-                 "sent", "_deliver", "extras", "stored_id", "registry",
-                 "on_stream")
+    __slots__ = (
+        "message",
+        "is_admin",
+        "config",
+        "storage",
+        "scheduler",
+        "model",
+        "logger",
+        "sent",
+        "_deliver",
+        "extras",
+        "stored_id",
+        "registry",
+        "on_stream",
+    )
 
     def __init__(
         self,
@@ -130,14 +142,20 @@ class MessageContext:
     def text(self) -> str:
         return self.message.text
 
-    async def reply(self, text: str, at: str | None = None, *,
-                    thinking: str | None = None, notice: bool = False) -> None:
+    async def reply(
+        self, text: str, at: str | None = None, *, thinking: str | None = None, notice: bool = False
+    ) -> None:
         """Send `text` to this chat (stored in history, delivered by the channel). `thinking`,
         the model reasoning that led to it, is stored with it and never sent."""
         out = OutgoingMessage(
-            platform=self.message.platform, chat_id=self.message.chat_id, text=text,
-            is_group=self.message.is_group, at=at if self.message.is_group else None,
-            reply_to=self.message.message_id or None, thinking=thinking, notice=notice,
+            platform=self.message.platform,
+            chat_id=self.message.chat_id,
+            text=text,
+            is_group=self.message.is_group,
+            at=at if self.message.is_group else None,
+            reply_to=self.message.message_id or None,
+            thinking=thinking,
+            notice=notice,
         )
         self.sent.append(out)
         await self._deliver(out)

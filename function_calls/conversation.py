@@ -20,11 +20,17 @@ def system_prompt(ctx: MessageContext, extra: str = "") -> str:
     # works out ("in 2 hours" -> 15:30) match what reminder_set will read; else the machine's.
     zone = ctx.config.reminders.timezone
     now = datetime.now(ZoneInfo(zone)) if zone else datetime.now().astimezone()
-    place = (f"a group chat ({ctx.message.chat_name or ctx.message.chat_id})"
-             if ctx.message.is_group else "a private chat")
+    place = (
+        f"a group chat ({ctx.message.chat_name or ctx.message.chat_id})"
+        if ctx.message.is_group
+        else "a private chat"
+    )
     base = bot.system_prompt.replace("{bot_name}", bot.name)
-    lines = [base, f"Current time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {now.tzname()} "
-             f"(UTC{now:%z}).", f"You are in {place}, talking to {ctx.message.display_name}."]
+    lines = [
+        base,
+        f"Current time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {now.tzname()} (UTC{now:%z}).",
+        f"You are in {place}, talking to {ctx.message.display_name}.",
+    ]
     if extra:
         lines.append(extra)
     return "\n".join(lines)
@@ -58,9 +64,13 @@ def current_message(ctx: MessageContext) -> Message:
     return Message(role="user", content=text, name=msg.sender_name or None)
 
 
-def build_messages(ctx: MessageContext, *, extra_system: str = "",
-                   history_limit: int | None = None) -> list[Message]:
+def build_messages(
+    ctx: MessageContext, *, extra_system: str = "", history_limit: int | None = None
+) -> list[Message]:
     limit = ctx.config.bot.history_size if history_limit is None else history_limit
     rows = ctx.history(limit) if limit else []
-    return [Message(role="system", content=system_prompt(ctx, extra_system)),
-            *history_messages(rows), current_message(ctx)]
+    return [
+        Message(role="system", content=system_prompt(ctx, extra_system)),
+        *history_messages(rows),
+        current_message(ctx),
+    ]

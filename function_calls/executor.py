@@ -49,16 +49,27 @@ class FunctionExecutor:
         self.registry = registry
         self.default_timeout = default_timeout
 
-    async def execute(self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str,
-                      *, source: str = "llm") -> Execution:
+    async def execute(
+        self,
+        ctx: MessageContext,
+        name: str,
+        arguments: dict[str, Any] | str,
+        *,
+        source: str = "llm",
+    ) -> Execution:
         started = time.perf_counter()
         execution = await self._run(ctx, name, arguments, source)
         execution.duration_ms = (time.perf_counter() - started) * 1000
         try:
             msg = ctx.message
             ctx.storage.add_tool_call(
-                platform=msg.platform, chat_id=msg.chat_id, sender_id=msg.sender_id,
-                message_id=msg.message_id, function=name, arguments=arguments, source=source,
+                platform=msg.platform,
+                chat_id=msg.chat_id,
+                sender_id=msg.sender_id,
+                message_id=msg.message_id,
+                function=name,
+                arguments=arguments,
+                source=source,
                 outcome=execution.outcome,
                 detail="" if execution.ok else execution.model_text,
                 duration_ms=execution.duration_ms,
@@ -66,27 +77,41 @@ class FunctionExecutor:
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
         level = "INFO" if execution.ok else "WARNING"
-        ctx.logger.log(level, "call {} via {} -> {} in {:.1f} ms", name, source,
-                       execution.outcome, execution.duration_ms)
+        ctx.logger.log(
+            level,
+            "call {} via {} -> {} in {:.1f} ms",
+            name,
+            source,
+            execution.outcome,
+            execution.duration_ms,
+        )
         return execution
 
-    async def _run(self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str,
-                   source: str) -> Execution:
+    async def _run(
+        self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str, source: str
+    ) -> Execution:
         spec = self.registry.get(name)
         if spec is None:
-            return Execution(name, "unknown", None,
-                             f"Unknown function {name!r}. Use only the functions you were given.")
+            return Execution(
+                name,
+                "unknown",
+                None,
+                f"Unknown function {name!r}. Use only the functions you were given.",
+            )
         reason = refusal_reason(spec, ctx, via_command=source == "command")
         if reason is not None:
-            return Execution(name, "refused", None,
-                             f"Refused: {reason}. Do not retry; tell the user if relevant.",
-                             reason=f"{reason}.")
+            return Execution(
+                name,
+                "refused",
+                None,
+                f"Refused: {reason}. Do not retry; tell the user if relevant.",
+                reason=f"{reason}.",
+            )
         try:
             args = self._validate(spec, arguments)
         except ValidationError as exc:
             text = format_validation_error(name, exc)
-            return Execution(name, "invalid", None, f"{text} Fix them and call again.",
-                             reason=text)
+            return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
         except ValueError as exc:
             text = f"Invalid arguments for {name}: {exc}."
             return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
@@ -95,20 +120,24 @@ class FunctionExecutor:
             async with asyncio.timeout(timeout):
                 result = await self._call(spec, ctx, args)
         except TimeoutError:
-            return Execution(name, "timeout", None,
-                             f"{name} did not finish within {timeout:g} s.")
+            return Execution(name, "timeout", None, f"{name} did not finish within {timeout:g} s.")
         except Exception as exc:
             ctx.logger.opt(exception=exc).error("function {} raised", name)
-            return Execution(name, "error", None,
-                             f"{name} failed: {type(exc).__name__}: {str(exc)[:300]}")
+            return Execution(
+                name, "error", None, f"{name} failed: {type(exc).__name__}: {str(exc)[:300]}"
+            )
         if not isinstance(result, FunctionResult):
             if isinstance(result, str):
                 result = FunctionResult(messages=[result])
             elif result is None:
                 result = FunctionResult()
             else:
-                return Execution(name, "error", None,
-                                 f"{name} returned {type(result).__name__}, not FunctionResult")
+                return Execution(
+                    name,
+                    "error",
+                    None,
+                    f"{name} returned {type(result).__name__}, not FunctionResult",
+                )
         return Execution(name, "ok", result, result.content_for_model())
 
     @staticmethod

@@ -23,5 +23,4 @@ def help_function(ctx: MessageContext) -> FunctionResult:
         lines.append(f"• /{spec.name} — {first}")
         if spec.args_model is not None and spec.args_model.model_fields:
             lines.append(f"  {usage(spec)}")
-    return FunctionResult(messages=["\n".join(lines)],
-                          llm_content="\n".join(lines))
+    return FunctionResult(messages=["\n".join(lines)], llm_content="\n".join(lines))

@@ -62,8 +62,11 @@ def builtin_status(settings: Settings) -> list[tuple[str, str, str]]:
     rows: list[tuple[str, str, str]] = []
     disabled = set(settings.function_calls.disabled)
     for module in _modules():
-        names = [spec.name for v in vars(module).values()
-                 if (spec := getattr(v, SPEC_ATTR, None)) is not None]
+        names = [
+            spec.name
+            for v in vars(module).values()
+            if (spec := getattr(v, SPEC_ATTR, None)) is not None
+        ]
         status = getattr(module, "status", None)
         if status is not None:
             name, state, reason = status(settings)

@@ -75,14 +75,19 @@ STOP_NOTES = {
 
 
 class FunctionCallLLM:
-    def __init__(self, model: ChatModel, executor: FunctionExecutor,
-                 settings: FunctionCallSettings) -> None:
+    def __init__(
+        self, model: ChatModel, executor: FunctionExecutor, settings: FunctionCallSettings
+    ) -> None:
         self.model = model
         self.executor = executor
         self.settings = settings
 
-    async def run(self, ctx: MessageContext, specs: Sequence[FunctionSpec],
-                  messages: list[Message] | None = None) -> LoopResult:
+    async def run(
+        self,
+        ctx: MessageContext,
+        specs: Sequence[FunctionSpec],
+        messages: list[Message] | None = None,
+    ) -> LoopResult:
         messages = build_messages(ctx) if messages is None else messages
         result = LoopResult(handled=False)
         try:
@@ -96,8 +101,13 @@ class FunctionCallLLM:
         result.handled = result.handled or bool(result.text) or result.delivered > 0
         return result
 
-    async def _loop(self, ctx: MessageContext, specs: list[FunctionSpec],
-                    messages: list[Message], result: LoopResult) -> None:
+    async def _loop(
+        self,
+        ctx: MessageContext,
+        specs: list[FunctionSpec],
+        messages: list[Message],
+        result: LoopResult,
+    ) -> None:
         s = self.settings
         seen: set[tuple[str, str]] = set()
         failures: Counter[str] = Counter()
@@ -128,15 +138,15 @@ class FunctionCallLLM:
             messages.append(response.as_message())
             runnable, over = calls[:budget_left], calls[budget_left:]
             executions = await asyncio.gather(
-                *(self.executor.execute(ctx, c.name, c.arguments) for c in runnable))
+                *(self.executor.execute(ctx, c.name, c.arguments) for c in runnable)
+            )
             result.executions.extend(executions)
             wants_model = False
             for call, ex in zip(runnable, executions, strict=True):
                 text = ex.model_text
                 if ex.ok and ex.result is not None:
                     for line in ex.result.messages:
-                        await ctx.reply(line, at=ex.result.at,
-                                        thinking=result.take_thinking())
+                        await ctx.reply(line, at=ex.result.at, thinking=result.take_thinking())
                         result.delivered += 1
                     if not ex.result.ends_turn:
                         wants_model = True
@@ -146,13 +156,25 @@ class FunctionCallLLM:
                         text += " No retries left: tell the user it failed."
                         tools = [t for t in tools if t.name != call.name]
                     wants_model = True
-                messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
-                                        content=_cap(text, s.max_result_chars),
-                                        is_error=not ex.ok))
+                messages.append(
+                    Message(
+                        role="tool",
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=_cap(text, s.max_result_chars),
+                        is_error=not ex.ok,
+                    )
+                )
             for call in over:
-                messages.append(Message(role="tool", tool_call_id=call.id, name=call.name,
-                                        content="Not run: too many calls in one message.",
-                                        is_error=True))
+                messages.append(
+                    Message(
+                        role="tool",
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content="Not run: too many calls in one message.",
+                        is_error=True,
+                    )
+                )
             if over:
                 result.stopped = "max_calls"
                 return
@@ -161,8 +183,9 @@ class FunctionCallLLM:
                 return
         result.stopped = "max_rounds"
 
-    async def _ask(self, ctx: MessageContext, messages: list[Message],
-                   tools: list[ToolDefinition]) -> LLMResponse:
+    async def _ask(
+        self, ctx: MessageContext, messages: list[Message], tools: list[ToolDefinition]
+    ) -> LLMResponse:
         if ctx.on_stream is None or not self.model.capabilities.streaming:
             return await self.model.complete(messages, tools or None)
         final: LLMResponse | None = None

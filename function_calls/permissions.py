@@ -25,8 +25,9 @@ def enabled_in_chat(spec: FunctionSpec, settings: FunctionCallSettings, chat_id:
     return True
 
 
-def refusal_reason(spec: FunctionSpec, ctx: MessageContext, *,
-                   via_command: bool = False) -> str | None:
+def refusal_reason(
+    spec: FunctionSpec, ctx: MessageContext, *, via_command: bool = False
+) -> str | None:
     """None when `ctx` may call `spec`; otherwise a short reason, fit for the user and the model.
 
     A slash command counts as addressing the bot, so `require_at` does not block it.

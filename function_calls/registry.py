@@ -117,14 +117,16 @@ class Registry:
             raise PluginLoadError(f"plugin {file}: {exc}") from exc
         except Exception as exc:  # any import-time failure of user code is reported, not hidden
             sys.modules.pop(module_name, None)
-            raise PluginLoadError(f"plugin {file} failed to import: {type(exc).__name__}: {exc}") \
-                from exc
+            raise PluginLoadError(
+                f"plugin {file} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 #: The registry `@tool_function` writes to outside any `collecting()` block.
 registry = Registry()
-_active: contextvars.ContextVar[Registry] = contextvars.ContextVar("chatfn_registry",
-                                                                  default=registry)
+_active: contextvars.ContextVar[Registry] = contextvars.ContextVar(
+    "chatfn_registry", default=registry
+)
 
 
 def _source_of(func: Callable[..., Any]) -> str:
@@ -136,8 +138,9 @@ def _source_of(func: Callable[..., Any]) -> str:
     return f"{file}:{line}"
 
 
-def _args_model_of(func: Callable[..., Any], where: str,
-                   localns: dict[str, Any] | None = None) -> type[BaseModel] | None:
+def _args_model_of(
+    func: Callable[..., Any], where: str, localns: dict[str, Any] | None = None
+) -> type[BaseModel] | None:
     """Read the args model from the second parameter's annotation; enforce the signature."""
     label = f"function {func.__name__!r} ({where})"
     params = list(inspect.signature(func).parameters.values())
@@ -183,8 +186,10 @@ def build_spec(
             "providers reject other names"
         )
     if scope not in ("group", "private", "both"):
-        raise FunctionDefinitionError(f"function {fname!r} ({where}): scope must be "
-                                      f"'group', 'private' or 'both', got {scope!r}")
+        raise FunctionDefinitionError(
+            f"function {fname!r} ({where}): scope must be "
+            f"'group', 'private' or 'both', got {scope!r}"
+        )
     if timeout <= 0:
         raise FunctionDefinitionError(f"function {fname!r} ({where}): timeout must be > 0")
     desc = (description or inspect.getdoc(func) or "").strip()
@@ -200,10 +205,19 @@ def build_spec(
         schema = {"type": "object", "properties": {}}
     schema.pop("title", None)
     return FunctionSpec(
-        name=fname, description=desc, parameters_schema=schema, handler=func,
-        args_model=args_model, examples=tuple(examples), scope=scope, require_at=require_at,
-        admin_only=admin_only, timeout=timeout, is_async=inspect.iscoroutinefunction(func),
-        source=where, allow=allow,
+        name=fname,
+        description=desc,
+        parameters_schema=schema,
+        handler=func,
+        args_model=args_model,
+        examples=tuple(examples),
+        scope=scope,
+        require_at=require_at,
+        admin_only=admin_only,
+        timeout=timeout,
+        is_async=inspect.iscoroutinefunction(func),
+        source=where,
+        allow=allow,
     )
 
 
@@ -230,9 +244,18 @@ def tool_function(
     caller_locals = dict(sys._getframe(1).f_locals)
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        spec = build_spec(func, name=name, description=description, examples=examples,
-                          scope=scope, require_at=require_at, admin_only=admin_only,
-                          timeout=timeout, allow=allow, localns=caller_locals)
+        spec = build_spec(
+            func,
+            name=name,
+            description=description,
+            examples=examples,
+            scope=scope,
+            require_at=require_at,
+            admin_only=admin_only,
+            timeout=timeout,
+            allow=allow,
+            localns=caller_locals,
+        )
         _active.get().add(spec)
         setattr(func, SPEC_ATTR, spec)
         return func

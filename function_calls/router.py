@@ -47,10 +47,14 @@ class FunctionCallRouter:
         self.registry = registry
         self.settings = settings
         self.model = model
-        self.executor = FunctionExecutor(registry,
-                                         default_timeout=settings.function_calls.call_timeout)
-        self.llm = (FunctionCallLLM(model, self.executor, settings.function_calls)
-                    if model is not None else None)
+        self.executor = FunctionExecutor(
+            registry, default_timeout=settings.function_calls.call_timeout
+        )
+        self.llm = (
+            FunctionCallLLM(model, self.executor, settings.function_calls)
+            if model is not None
+            else None
+        )
 
     def should_answer(self, ctx: MessageContext) -> bool:
         """Group messages that do not address the bot are stored but not answered, unless
@@ -85,8 +89,12 @@ class FunctionCallRouter:
                     return True
             return await run_chat_fallback(ctx)
         except ProviderError as exc:
-            ctx.logger.error("model {} failed: {}: {}", self.model.name if self.model else "-",
-                             type(exc).__name__, exc)
+            ctx.logger.error(
+                "model {} failed: {}: {}",
+                self.model.name if self.model else "-",
+                type(exc).__name__,
+                exc,
+            )
             await ctx.reply(user_message_for(exc), notice=True)
             return True
 

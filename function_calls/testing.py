@@ -26,32 +26,61 @@ _ids = itertools.count(1)
 class TestBot:
     __test__ = False  # not a pytest test class
 
-    def __init__(self, tmp_path: Path, *, model: ChatModel | None = None,
-                 config: dict[str, Any] | None = None, plugins: list[str] | None = None,
-                 registry: Registry | None = None, builtins: bool = True) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        model: ChatModel | None = None,
+        config: dict[str, Any] | None = None,
+        plugins: list[str] | None = None,
+        registry: Registry | None = None,
+        builtins: bool = True,
+    ) -> None:
         data = dict(config or {})
         data.setdefault("storage", {"url": f"sqlite:///{tmp_path / 'test.db'}"})
         data.setdefault("plugins", {"paths": plugins or []})
         self.settings = parse_settings(data, base_dir=Path.cwd())
         self.bot = Bot(self.settings, registry=registry, model=model, builtins=builtins)
 
-    async def send(self, text: str, *, sender: str = "alice", group: str | None = None,
-                   at_bot: bool = False, admin: bool | None = None,
-                   on_stream: StreamObserver | None = None) -> list[str]:
+    async def send(
+        self,
+        text: str,
+        *,
+        sender: str = "alice",
+        group: str | None = None,
+        at_bot: bool = False,
+        admin: bool | None = None,
+        on_stream: StreamObserver | None = None,
+    ) -> list[str]:
         """Send a message and return the texts the bot replied with. With `on_stream`, the bot
         streams as it does to the console or HTTP channel (when the model has `streaming`
         on), and the observer gets each event: text deltas, tool-call start/end."""
-        sent = await self.send_raw(text, sender=sender, group=group, at_bot=at_bot, admin=admin,
-                                   on_stream=on_stream)
+        sent = await self.send_raw(
+            text, sender=sender, group=group, at_bot=at_bot, admin=admin, on_stream=on_stream
+        )
         return [m.text for m in sent]
 
-    async def send_raw(self, text: str, *, sender: str = "alice", group: str | None = None,
-                       at_bot: bool = False, admin: bool | None = None,
-                       on_stream: StreamObserver | None = None) -> list[OutgoingMessage]:
+    async def send_raw(
+        self,
+        text: str,
+        *,
+        sender: str = "alice",
+        group: str | None = None,
+        at_bot: bool = False,
+        admin: bool | None = None,
+        on_stream: StreamObserver | None = None,
+    ) -> list[OutgoingMessage]:
         msg = IncomingMessage(
-            platform="test", chat_id=group or f"private:{sender}", sender_id=sender,
-            sender_name=sender, text=text, is_group=group is not None, is_at_bot=at_bot,
-            message_id=f"m{next(_ids)}", admin_override=admin)
+            platform="test",
+            chat_id=group or f"private:{sender}",
+            sender_id=sender,
+            sender_name=sender,
+            text=text,
+            is_group=group is not None,
+            is_at_bot=at_bot,
+            message_id=f"m{next(_ids)}",
+            admin_override=admin,
+        )
         return await self.bot.handle(msg, self._collect, on_stream=on_stream)
 
     @staticmethod

@@ -18,8 +18,11 @@ class RollArgs(BaseModel):
     sides: int = Field(default=6, ge=2, le=100, description="Sides per die")
 
 
-@tool_function(name="roll_dice", description="Roll dice and report the result.",
-               examples=["/roll_dice count=2", "roll a d20"])
+@tool_function(
+    name="roll_dice",
+    description="Roll dice and report the result.",
+    examples=["/roll_dice count=2", "roll a d20"],
+)
 def roll_dice(ctx: MessageContext, args: RollArgs) -> FunctionResult:
     rolls = [random.randint(1, args.sides) for _ in range(args.count)]
     text = f"🎲 {args.count}d{args.sides}: {', '.join(map(str, rolls))} (total {sum(rolls)})"

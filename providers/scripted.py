@@ -41,12 +41,16 @@ def call(name: str, arguments: dict[str, Any] | str | None = None, /, **kwargs: 
 def calls(*items: tuple[str, dict[str, Any] | str], text: str | None = None) -> LLMResponse:
     """A step calling several functions in one round (parallel calls)."""
     tool_calls = [
-        ToolCall(id=f"call_s{next(_ids)}", name=name,
-                 arguments=args if isinstance(args, str) else json.dumps(args))
+        ToolCall(
+            id=f"call_s{next(_ids)}",
+            name=name,
+            arguments=args if isinstance(args, str) else json.dumps(args),
+        )
         for name, args in items
     ]
-    return LLMResponse(content=text, tool_calls=tool_calls, finish_reason="tool_calls",
-                       usage=Usage(10, 5))
+    return LLMResponse(
+        content=text, tool_calls=tool_calls, finish_reason="tool_calls", usage=Usage(10, 5)
+    )
 
 
 @dataclass(slots=True)
@@ -62,8 +66,14 @@ class ScriptedModel(ChatModel):
 
     provider = "scripted"
 
-    def __init__(self, steps: Sequence[Step] = (), *, name: str = "scripted",
-                 capabilities: ModelCapabilities | None = None, repeat_last: bool = False) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step] = (),
+        *,
+        name: str = "scripted",
+        capabilities: ModelCapabilities | None = None,
+        repeat_last: bool = False,
+    ) -> None:
         super().__init__(name, "scripted", capabilities or ModelCapabilities(streaming=False))
         self.steps: list[Step] = list(steps)
         self.requests: list[Request] = []
@@ -73,20 +83,29 @@ class ScriptedModel(ChatModel):
         self.steps.extend(steps)
         return self
 
-    async def complete(self, messages: Sequence[Message],
-                       tools: Sequence[ToolDefinition] | None = None) -> LLMResponse:
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
         msgs, tls = list(messages), list(tools or [])
         self.requests.append(Request(msgs, tls))
         if not self.steps:
-            raise ProviderError("scripted model has no step left for this request",
-                                provider="scripted")
+            raise ProviderError(
+                "scripted model has no step left for this request", provider="scripted"
+            )
         step = self.steps[0] if (self.repeat_last and len(self.steps) == 1) else self.steps.pop(0)
         if isinstance(step, Exception):
             raise step
         if callable(step):
             return step(msgs, tls)
         # A fresh copy per request: the loop appends the response to its history.
-        return LLMResponse(content=step.content, tool_calls=[
-            ToolCall(f"{c.id}_{len(self.requests)}", c.name, c.arguments, c.provider_data)
-            for c in step.tool_calls], thinking=list(step.thinking),
-            finish_reason=step.finish_reason, usage=step.usage, model=step.model)
+        return LLMResponse(
+            content=step.content,
+            tool_calls=[
+                ToolCall(f"{c.id}_{len(self.requests)}", c.name, c.arguments, c.provider_data)
+                for c in step.tool_calls
+            ],
+            thinking=list(step.thinking),
+            finish_reason=step.finish_reason,
+            usage=step.usage,
+            model=step.model,
+        )

@@ -44,7 +44,7 @@ def resolve_storage_url(url: str, base_dir: Path) -> str:
     bot happened to be started from."""
     prefix = "sqlite:///"
     if url.startswith(prefix):
-        path = url[len(prefix):]
+        path = url[len(prefix) :]
         if path and path != ":memory:" and not path.startswith(("/", "file:")):
             return prefix + str((base_dir / path).resolve())
     return url
@@ -86,11 +86,15 @@ class Bot:
         if builtins:
             register_builtins(self.registry, settings)
         if load_plugins and settings.plugins.paths:
-            existing = [p for p in settings.plugins.paths
-                        if (settings.base_dir / p).exists() or p != "plugins"]
+            existing = [
+                p
+                for p in settings.plugins.paths
+                if (settings.base_dir / p).exists() or p != "plugins"
+            ]
             self.registry.load_plugins(existing, base_dir=settings.base_dir)
         self.storage = storage or Storage(
-            resolve_storage_url(settings.storage.url, settings.base_dir))
+            resolve_storage_url(settings.storage.url, settings.base_dir)
+        )
         self.storage.create_tables()
         if model is None:
             model = self._build_model()
@@ -115,14 +119,19 @@ class Bot:
             return None
         if name not in self.settings.models:
             from runtime.settings import ConfigError
-            raise ConfigError(f"bot.model: {name!r} is not a key of models "
-                              f"(have: {', '.join(self.settings.models) or 'none'})")
+
+            raise ConfigError(
+                f"bot.model: {name!r} is not a key of models "
+                f"(have: {', '.join(self.settings.models) or 'none'})"
+            )
         from providers.errors import ProviderError
         from providers.factory import build_model
+
         try:
             return build_model(name, self.settings.models[name])
         except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
             from runtime.settings import ConfigError
+
             raise ConfigError(f"models.{name}: {exc}") from None
 
     # -- channels and outgoing messages ----------------------------------------------------
@@ -145,10 +154,16 @@ class Bot:
             queue.put_nowait(out)
 
     def _store_outgoing(self, out: OutgoingMessage) -> None:
-        self.storage.add_message(platform=out.platform, chat_id=out.chat_id,
-                                 role="notice" if out.notice else "assistant",
-                                 sender_id="bot", sender_name=self.settings.bot.name,
-                                 text=out.text, is_group=out.is_group, thinking=out.thinking)
+        self.storage.add_message(
+            platform=out.platform,
+            chat_id=out.chat_id,
+            role="notice" if out.notice else "assistant",
+            sender_id="bot",
+            sender_name=self.settings.bot.name,
+            text=out.text,
+            is_group=out.is_group,
+            thinking=out.thinking,
+        )
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
@@ -158,8 +173,11 @@ class Bot:
         if channel is not None:
             await channel.send(out)
         elif not self._subscribers:
-            logger.warning("no channel for platform {!r}: message to {} not delivered",
-                           out.platform, out.chat_id)
+            logger.warning(
+                "no channel for platform {!r}: message to {} not delivered",
+                out.platform,
+                out.chat_id,
+            )
 
     # -- incoming messages -----------------------------------------------------------------
     def is_admin(self, msg: IncomingMessage) -> bool:
@@ -167,27 +185,54 @@ class Bot:
             return msg.admin_override
         return msg.sender_id in self.settings.bot.admins
 
-    def context_for(self, msg: IncomingMessage, deliver: ReplySink, *,
-                    stored_id: int | None = None,
-                    on_stream: StreamObserver | None = None) -> MessageContext:
+    def context_for(
+        self,
+        msg: IncomingMessage,
+        deliver: ReplySink,
+        *,
+        stored_id: int | None = None,
+        on_stream: StreamObserver | None = None,
+    ) -> MessageContext:
         return MessageContext(
-            msg, is_admin=self.is_admin(msg), config=self.settings, storage=self.storage,
-            deliver=deliver, model=self.model, scheduler=self.scheduler, extras=self.extras,
-            stored_id=stored_id, registry=self.registry, on_stream=on_stream,
+            msg,
+            is_admin=self.is_admin(msg),
+            config=self.settings,
+            storage=self.storage,
+            deliver=deliver,
+            model=self.model,
+            scheduler=self.scheduler,
+            extras=self.extras,
+            stored_id=stored_id,
+            registry=self.registry,
+            on_stream=on_stream,
         )
 
-    async def handle(self, msg: IncomingMessage, sink: ReplySink | None = None, *,
-                     on_stream: StreamObserver | None = None) -> list[OutgoingMessage]:
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None = None,
+        *,
+        on_stream: StreamObserver | None = None,
+    ) -> list[OutgoingMessage]:
         """Store, dispatch and answer one message; returns what the bot sent in reply."""
-        return await self._locks((msg.platform, msg.chat_id),
-                                 lambda: self._handle(msg, sink, on_stream))
+        return await self._locks(
+            (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
+        )
 
-    async def _handle(self, msg: IncomingMessage, sink: ReplySink | None,
-                      on_stream: StreamObserver | None) -> list[OutgoingMessage]:
+    async def _handle(
+        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+    ) -> list[OutgoingMessage]:
         stored_id = self.storage.add_message(
-            platform=msg.platform, chat_id=msg.chat_id, role="user", sender_id=msg.sender_id,
-            sender_name=msg.sender_name, text=msg.text, is_group=msg.is_group,
-            message_id=msg.message_id, created_at=msg.time)
+            platform=msg.platform,
+            chat_id=msg.chat_id,
+            role="user",
+            sender_id=msg.sender_id,
+            sender_name=msg.sender_name,
+            text=msg.text,
+            is_group=msg.is_group,
+            message_id=msg.message_id,
+            created_at=msg.time,
+        )
 
         async def deliver(out: OutgoingMessage) -> None:
             self._store_outgoing(out)
@@ -204,8 +249,9 @@ class Bot:
             await self.router.dispatch(ctx)
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
-            await ctx.reply("Sorry, something went wrong on my side. The error was logged.",
-                            notice=True)
+            await ctx.reply(
+                "Sorry, something went wrong on my side. The error was logged.", notice=True
+            )
         return ctx.sent
 
     # -- system events ---------------------------------------------------------------------
@@ -215,6 +261,7 @@ class Bot:
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
         """Run the handlers of an event in the chat's order; returns what they sent."""
+
         async def work() -> list[OutgoingMessage]:
             sent: list[OutgoingMessage] = []
             for handler in self._event_handlers.get(event.kind, []):
@@ -223,6 +270,7 @@ class Bot:
                 except Exception as exc:
                     logger.opt(exception=exc).error("{} handler failed", event.kind)
             return sent
+
         return await self._locks((event.platform, event.chat_id), work)
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -39,11 +39,27 @@ def setup_logging(settings: Settings, *, stream: Any = None) -> None:
     _secrets.clear()
     _secrets.update(secret_values(settings))
     logger.remove()
-    fmt = ("<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> "
-           "{extra[chat_id]}/{extra[message_id]} <level>{message}</level>")
+    fmt = (
+        "<green>{time:HH:mm:ss.SSS}</green> <level>{level: <7}</level> "
+        "{extra[chat_id]}/{extra[message_id]} <level>{message}</level>"
+    )
     logger.configure(extra={"chat_id": "-", "message_id": "-", "sender_id": "-"})
-    logger.add(stream or sys.stderr, level=settings.logging.level, format=fmt, filter=_mask,
-               backtrace=False, diagnose=False)
+    logger.add(
+        stream or sys.stderr,
+        level=settings.logging.level,
+        format=fmt,
+        filter=_mask,
+        backtrace=False,
+        diagnose=False,
+    )
     if settings.logging.file:
-        logger.add(settings.logging.file, level=settings.logging.level, format=fmt, filter=_mask,
-                   rotation="10 MB", retention=5, backtrace=False, diagnose=False)
+        logger.add(
+            settings.logging.file,
+            level=settings.logging.level,
+            format=fmt,
+            filter=_mask,
+            rotation="10 MB",
+            retention=5,
+            backtrace=False,
+            diagnose=False,
+        )

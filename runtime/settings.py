@@ -157,11 +157,13 @@ class ReminderSettings(_Section):
     def _known_zone(cls, v: str | None) -> str | None:
         if v:
             from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
             try:
                 ZoneInfo(v)
             except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"unknown time zone {v!r} (use an IANA name such as "
-                                 "'Europe/Berlin')") from None
+                raise ValueError(
+                    f"unknown time zone {v!r} (use an IANA name such as 'Europe/Berlin')"
+                ) from None
         return v or None
 
 
@@ -246,8 +248,9 @@ def _substitute(value: Any, missing: set[str]) -> Any:
 
 def _env_model() -> dict[str, Any] | None:
     """A default model from OPENAI_API_KEY / OPENAI_BASE_URL / CHATFN_MODEL, when any is set."""
-    key, url, model = (os.environ.get(n) or None for n in
-                       ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL"))
+    key, url, model = (
+        os.environ.get(n) or None for n in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL")
+    )
     if not (key or url or model):
         return None
     return {"provider": "openai", "api_key": key, "base_url": url, "model": model or "gpt-4o-mini"}

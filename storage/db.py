@@ -40,7 +40,7 @@ def _prepare_sqlite_path(url: str) -> None:
     on a fresh checkout."""
     prefix = "sqlite:///"
     if url.startswith(prefix):
-        path = url[len(prefix):]
+        path = url[len(prefix) :]
         if path and path != ":memory:" and not path.startswith("file:"):
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
@@ -87,8 +87,9 @@ class Storage:
                     continue
                 kind = column.type.compile(dialect=self.engine.dialect)
                 with self.engine.begin() as conn:
-                    conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" '
-                                      f"{kind}"))
+                    conn.execute(
+                        text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+                    )
 
     @property
     def safe_url(self) -> str:
@@ -102,28 +103,57 @@ class Storage:
         """Write and roll back a row: proves the database accepts writes."""
         with self.engine.connect() as conn:
             trans = conn.begin()
-            conn.execute(MessageRow.__table__.insert().values(
-                platform="check", chat_id="check", is_group=False, role="user", sender_id="check",
-                sender_name="", text="", message_id="", created_at=datetime.now(UTC)))
+            conn.execute(
+                MessageRow.__table__.insert().values(
+                    platform="check",
+                    chat_id="check",
+                    is_group=False,
+                    role="user",
+                    sender_id="check",
+                    sender_name="",
+                    text="",
+                    message_id="",
+                    created_at=datetime.now(UTC),
+                )
+            )
             trans.rollback()
             conn.execute(text("SELECT 1"))
 
     # -- history ---------------------------------------------------------------------------
-    def add_message(self, *, platform: str, chat_id: str, role: str, sender_id: str, text: str,
-                    sender_name: str = "", is_group: bool = False, message_id: str = "",
-                    created_at: datetime | None = None, thinking: str | None = None) -> int:
+    def add_message(
+        self,
+        *,
+        platform: str,
+        chat_id: str,
+        role: str,
+        sender_id: str,
+        text: str,
+        sender_name: str = "",
+        is_group: bool = False,
+        message_id: str = "",
+        created_at: datetime | None = None,
+        thinking: str | None = None,
+    ) -> int:
         # Core, not an ORM unit of work: this runs twice per message on the event loop, where
         # Session + add + flush cost several times this insert (bench/README.md).
-        values = {"platform": platform, "chat_id": chat_id, "role": role,
-                  "sender_id": sender_id, "sender_name": sender_name, "text": text,
-                  "is_group": is_group, "message_id": message_id,
-                  "created_at": _to_utc(created_at) if created_at else datetime.now(UTC),
-                  "thinking": thinking}
+        values = {
+            "platform": platform,
+            "chat_id": chat_id,
+            "role": role,
+            "sender_id": sender_id,
+            "sender_name": sender_name,
+            "text": text,
+            "is_group": is_group,
+            "message_id": message_id,
+            "created_at": _to_utc(created_at) if created_at else datetime.now(UTC),
+            "thinking": thinking,
+        }
         with self.engine.begin() as conn:
             return conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0]
 
-    def recent_messages(self, platform: str, chat_id: str, limit: int,
-                        before_id: int | None = None) -> list[StoredMessage]:
+    def recent_messages(
+        self, platform: str, chat_id: str, limit: int, before_id: int | None = None
+    ) -> list[StoredMessage]:
         """The last `limit` messages of a chat (before `before_id`), oldest first."""
         if limit <= 0:
             return []
@@ -136,41 +166,84 @@ class Storage:
             stmt = _RECENT_BEFORE
         with self.engine.connect() as conn:
             rows = conn.execute(stmt, params).all()
-        return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
-                              _utc(r.created_at), r.is_group) for r in reversed(rows)]
+        return [
+            StoredMessage(
+                r.id, r.role, r.sender_id, r.sender_name, r.text, _utc(r.created_at), r.is_group
+            )
+            for r in reversed(rows)
+        ]
 
     def thinking_of(self, row_id: int) -> str | None:
         """The stored reasoning behind the bot reply with row id `row_id` (None if none)."""
         with self._session() as s:
             return s.scalar(select(MessageRow.thinking).where(MessageRow.id == row_id))
 
-    def messages_since(self, platform: str, chat_id: str, since: datetime,
-                       limit: int = 500) -> list[StoredMessage]:
-        q = (select(MessageRow)
-             .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id,
-                    MessageRow.created_at >= _to_utc(since))
-             .order_by(MessageRow.id.desc()).limit(limit))
+    def messages_since(
+        self, platform: str, chat_id: str, since: datetime, limit: int = 500
+    ) -> list[StoredMessage]:
+        q = (
+            select(MessageRow)
+            .where(
+                MessageRow.platform == platform,
+                MessageRow.chat_id == chat_id,
+                MessageRow.created_at >= _to_utc(since),
+            )
+            .order_by(MessageRow.id.desc())
+            .limit(limit)
+        )
         with self._session() as s:
             rows = s.scalars(q).all()
-        return [StoredMessage(r.id, r.role, r.sender_id, r.sender_name, r.text,
-                              _utc(r.created_at), r.is_group) for r in reversed(rows)]
+        return [
+            StoredMessage(
+                r.id, r.role, r.sender_id, r.sender_name, r.text, _utc(r.created_at), r.is_group
+            )
+            for r in reversed(rows)
+        ]
 
     def count_messages(self, platform: str, chat_id: str) -> int:
         with self._session() as s:
-            return s.scalar(select(func.count()).select_from(MessageRow).where(
-                MessageRow.platform == platform, MessageRow.chat_id == chat_id)) or 0
+            return (
+                s.scalar(
+                    select(func.count())
+                    .select_from(MessageRow)
+                    .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
+                )
+                or 0
+            )
 
     # -- audit -----------------------------------------------------------------------------
-    def add_tool_call(self, *, platform: str, chat_id: str, sender_id: str, message_id: str,
-                      function: str, arguments: Any, source: str, outcome: str,
-                      detail: str = "", duration_ms: float = 0.0) -> None:
-        args_text = arguments if isinstance(arguments, str) else json.dumps(
-            arguments, ensure_ascii=False, default=str)
-        values = {"platform": platform, "chat_id": chat_id, "sender_id": sender_id,
-                  "message_id": message_id, "function": function,
-                  "arguments": args_text[:8000], "source": source, "outcome": outcome,
-                  "detail": detail[:2000], "duration_ms": duration_ms,
-                  "created_at": datetime.now(UTC)}
+    def add_tool_call(
+        self,
+        *,
+        platform: str,
+        chat_id: str,
+        sender_id: str,
+        message_id: str,
+        function: str,
+        arguments: Any,
+        source: str,
+        outcome: str,
+        detail: str = "",
+        duration_ms: float = 0.0,
+    ) -> None:
+        args_text = (
+            arguments
+            if isinstance(arguments, str)
+            else json.dumps(arguments, ensure_ascii=False, default=str)
+        )
+        values = {
+            "platform": platform,
+            "chat_id": chat_id,
+            "sender_id": sender_id,
+            "message_id": message_id,
+            "function": function,
+            "arguments": args_text[:8000],
+            "source": source,
+            "outcome": outcome,
+            "detail": detail[:2000],
+            "duration_ms": duration_ms,
+            "created_at": datetime.now(UTC),
+        }
         with self.engine.begin() as conn:  # Core insert, once per call: see add_message
             conn.execute(_INSERT_TOOL_CALL, values)
 
@@ -190,10 +263,16 @@ class Storage:
 _INSERT_MESSAGE = MessageRow.__table__.insert()
 _INSERT_TOOL_CALL = ToolCallRow.__table__.insert()
 _RECENT = (
-    select(MessageRow.id, MessageRow.role, MessageRow.sender_id, MessageRow.sender_name,
-           MessageRow.text, MessageRow.created_at, MessageRow.is_group)
-    .where(MessageRow.platform == bindparam("platform"),
-           MessageRow.chat_id == bindparam("chat_id"))
+    select(
+        MessageRow.id,
+        MessageRow.role,
+        MessageRow.sender_id,
+        MessageRow.sender_name,
+        MessageRow.text,
+        MessageRow.created_at,
+        MessageRow.is_group,
+    )
+    .where(MessageRow.platform == bindparam("platform"), MessageRow.chat_id == bindparam("chat_id"))
     .order_by(MessageRow.id.desc())
     .limit(bindparam("limit"))
 )

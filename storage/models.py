@@ -31,8 +31,7 @@ class MessageRow(Base):
     # The model's reasoning behind a bot reply (every round of the turn, joined). Kept for
     # debugging and audits, never shown in chat nor sent back to a model. Deferred: history
     # reads on the hot path do not load it.
-    thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None,
-                                                 deferred=True)
+    thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None, deferred=True)
 
     __table_args__ = (Index("ix_messages_chat", "platform", "chat_id", "id"),)
 

@@ -122,8 +122,14 @@ def trigger_for(row: ReminderRow) -> BaseTrigger:
     tz = ZoneInfo(row.timezone)
     if row.kind == "once":
         return DateTrigger(run_date=_aware(datetime.fromisoformat(row.at or "")), timezone=tz)
-    return build_schedule(row.kind, row.at, row.weekday, row.cron,  # type: ignore[arg-type]
-                          utcnow(), tz).trigger
+    return build_schedule(
+        row.kind,
+        row.at,
+        row.weekday,
+        row.cron,  # type: ignore[arg-type]
+        utcnow(),
+        tz,
+    ).trigger
 
 
 def describe(row: ReminderRow, tz: ZoneInfo | None = None) -> str:
@@ -163,8 +169,9 @@ class ReminderService:
         self.key = bot.storage.url
         ReminderBase.metadata.create_all(self.storage.engine)
         self.scheduler = AsyncIOScheduler(
-            jobstores={"default": SQLAlchemyJobStore(engine=self.storage.engine,
-                                                     tablename=JOB_TABLE)},
+            jobstores={
+                "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
+            },
             # The row decides lateness, so APScheduler must never skip a late job itself.
             job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
             timezone=self.tz,
@@ -193,9 +200,13 @@ class ReminderService:
                 self._add_job(row)
             if overdue and row.kind != "once":
                 # The recurring trigger only knows future occurrences; deliver the missed one now.
-                self.scheduler.add_job(run_job, trigger=DateTrigger(run_date=now),
-                                       args=[self.key, row.id], id=row.id + CATCH_UP,
-                                       replace_existing=True)
+                self.scheduler.add_job(
+                    run_job,
+                    trigger=DateTrigger(run_date=now),
+                    args=[self.key, row.id],
+                    id=row.id + CATCH_UP,
+                    replace_existing=True,
+                )
         if self._offline:
             logger.info("{} reminder(s) fell due while the bot was down", len(self._offline))
         self.scheduler.resume()
@@ -212,15 +223,23 @@ class ReminderService:
     def _add_job(self, row: ReminderRow) -> None:
         # A one-off reminder whose time has passed still gets its DateTrigger: with no misfire
         # limit, APScheduler runs it at once, and `fire` adds the late note.
-        self.scheduler.add_job(run_job, trigger=trigger_for(row), args=[self.key, row.id],
-                               id=row.id,
-                               name=f"reminder {row.short_id}", replace_existing=True)
+        self.scheduler.add_job(
+            run_job,
+            trigger=trigger_for(row),
+            args=[self.key, row.id],
+            id=row.id,
+            name=f"reminder {row.short_id}",
+            replace_existing=True,
+        )
 
     # -- queries ---------------------------------------------------------------------------
     def _rows(self, *where: Any) -> list[ReminderRow]:
         with self.storage.session() as s:
-            return list(s.scalars(select(ReminderRow).where(*where)
-                                  .order_by(ReminderRow.next_run, ReminderRow.id)).all())
+            return list(
+                s.scalars(
+                    select(ReminderRow).where(*where).order_by(ReminderRow.next_run, ReminderRow.id)
+                ).all()
+            )
 
     def get(self, reminder_id: str) -> ReminderRow | None:
         with self.storage.session() as s:
@@ -228,12 +247,22 @@ class ReminderService:
 
     def active_count(self, platform: str, user_id: str) -> int:
         with self.storage.session() as s:
-            return s.scalar(select(func.count()).select_from(ReminderRow).where(
-                ReminderRow.platform == platform, ReminderRow.creator_id == user_id,
-                ReminderRow.status == "active")) or 0
+            return (
+                s.scalar(
+                    select(func.count())
+                    .select_from(ReminderRow)
+                    .where(
+                        ReminderRow.platform == platform,
+                        ReminderRow.creator_id == user_id,
+                        ReminderRow.status == "active",
+                    )
+                )
+                or 0
+            )
 
-    def visible_to(self, platform: str, chat_id: str, is_group: bool,
-                   user_id: str) -> list[ReminderRow]:
+    def visible_to(
+        self, platform: str, chat_id: str, is_group: bool, user_id: str
+    ) -> list[ReminderRow]:
         """A group sees its own reminders; a private chat sees all its user's reminders."""
         base = [ReminderRow.platform == platform, ReminderRow.status == "active"]
         if is_group:
@@ -247,17 +276,20 @@ class ReminderService:
             raise ReminderError("Give the reminder's id (see /reminder_list).")
         found = [r for r in candidates if r.id.startswith(needle)]
         if not found:
-            raise ReminderError(f"No active reminder with id {needle!r} here. Use /reminder_list "
-                                "to see the ids.")
+            raise ReminderError(
+                f"No active reminder with id {needle!r} here. Use /reminder_list to see the ids."
+            )
         if len(found) > 1:
             ids = ", ".join(r.short_id for r in found[:5])
-            raise ReminderError(f"Id {needle!r} matches {len(found)} reminders ({ids}); "
-                                "give more characters.")
+            raise ReminderError(
+                f"Id {needle!r} matches {len(found)} reminders ({ids}); give more characters."
+            )
         return found[0]
 
     # -- changes -----------------------------------------------------------------------------
-    def schedule(self, kind: str, at: str | None, weekday: str | None,
-                 cron: str | None) -> Schedule:
+    def schedule(
+        self, kind: str, at: str | None, weekday: str | None, cron: str | None
+    ) -> Schedule:
         """Validate a schedule now (raises ReminderTimeError with the fix)."""
         return build_schedule(kind, at, weekday, cron, utcnow(), self.tz)  # type: ignore[arg-type]
 
@@ -265,26 +297,41 @@ class ReminderService:
         if self.active_count(who.platform, who.user_id) >= self.settings.max_per_user:
             raise ReminderError(
                 f"You already have {self.settings.max_per_user} active reminders, the maximum. "
-                "Delete one first (/reminder_list, then /reminder_delete id=...).")
+                "Delete one first (/reminder_list, then /reminder_delete id=...)."
+            )
         at: str | None = None
         if schedule.kind == "once":
             at = _naive(schedule.first_run).isoformat()
         elif schedule.kind in ("daily", "weekly"):
             at = schedule.spec.split()[-1]
         row = ReminderRow(
-            id=uuid.uuid4().hex, platform=who.platform, chat_id=who.chat_id,
-            chat_name=who.chat_name, is_group=who.is_group, creator_id=who.user_id,
-            creator_name=who.user_name, text=text, kind=schedule.kind, spec=schedule.spec,
-            at=at, weekday=_weekday_of(schedule), cron=schedule.spec if schedule.kind == "cron"
-            else None, timezone=self.tz.key, status="active",
-            next_run=_naive(schedule.first_run), created_at=_naive(utcnow()), fired_count=0,
-            note="")
+            id=uuid.uuid4().hex,
+            platform=who.platform,
+            chat_id=who.chat_id,
+            chat_name=who.chat_name,
+            is_group=who.is_group,
+            creator_id=who.user_id,
+            creator_name=who.user_name,
+            text=text,
+            kind=schedule.kind,
+            spec=schedule.spec,
+            at=at,
+            weekday=_weekday_of(schedule),
+            cron=schedule.spec if schedule.kind == "cron" else None,
+            timezone=self.tz.key,
+            status="active",
+            next_run=_naive(schedule.first_run),
+            created_at=_naive(utcnow()),
+            fired_count=0,
+            note="",
+        )
         with self.storage.session() as s:
             s.add(row)
             s.commit()
         self._add_job(row)
-        logger.bind(chat_id=who.chat_id).info("reminder {} set by {} for {}", row.short_id,
-                                              who.user_id, row.next_run)
+        logger.bind(chat_id=who.chat_id).info(
+            "reminder {} set by {} for {}", row.short_id, who.user_id, row.next_run
+        )
         return row
 
     def delete(self, row: ReminderRow) -> None:
@@ -294,8 +341,11 @@ class ReminderService:
 
     def _set_status(self, reminder_id: str, status: str, note: str) -> None:
         with self.storage.session() as s:
-            s.execute(update(ReminderRow).where(ReminderRow.id == reminder_id)
-                      .values(status=status, note=note))
+            s.execute(
+                update(ReminderRow)
+                .where(ReminderRow.id == reminder_id)
+                .values(status=status, note=note)
+            )
             s.commit()
 
     # -- firing ------------------------------------------------------------------------------
@@ -317,8 +367,9 @@ class ReminderService:
             self._set_status(row.id, "refused", reason)
             if self.scheduler.get_job(row.id) is not None:
                 self.scheduler.remove_job(row.id)
-            logger.bind(chat_id=row.chat_id).warning("reminder {} not delivered: {}",
-                                                     row.short_id, reason)
+            logger.bind(chat_id=row.chat_id).warning(
+                "reminder {} not delivered: {}", row.short_id, reason
+            )
             self._audit(row, "refused", reason)
             return None
         lateness = now - due
@@ -327,12 +378,19 @@ class ReminderService:
         text, status = self._text(row, due, nxt, lateness, offline)
         if status == "missed" and nxt is None:
             self._set_status(row.id, "missed", text)
-        out = OutgoingMessage(platform=row.platform, chat_id=row.chat_id, text=text,
-                              is_group=row.is_group,
-                              at=row.creator_id if row.is_group else None)
+        out = OutgoingMessage(
+            platform=row.platform,
+            chat_id=row.chat_id,
+            text=text,
+            is_group=row.is_group,
+            at=row.creator_id if row.is_group else None,
+        )
         self.fired.append(out)
-        self._audit(row, "ok", f"late by {lateness.total_seconds():.1f} s"
-                    if lateness > EARLY_TOLERANCE else "")
+        self._audit(
+            row,
+            "ok",
+            f"late by {lateness.total_seconds():.1f} s" if lateness > EARLY_TOLERANCE else "",
+        )
         await self.bot.send(out)
         return out
 
@@ -353,11 +411,18 @@ class ReminderService:
         with self.storage.session() as s:
             result = s.execute(
                 update(ReminderRow)
-                .where(ReminderRow.id == row.id, ReminderRow.status == "active",
-                       ReminderRow.next_run == row.next_run)
-                .values(next_run=_naive(nxt) if nxt else row.next_run,
-                        status="active" if nxt else "done",
-                        fired_count=ReminderRow.fired_count + 1, last_fired_at=_naive(now)))
+                .where(
+                    ReminderRow.id == row.id,
+                    ReminderRow.status == "active",
+                    ReminderRow.next_run == row.next_run,
+                )
+                .values(
+                    next_run=_naive(nxt) if nxt else row.next_run,
+                    status="active" if nxt else "done",
+                    fired_count=ReminderRow.fired_count + 1,
+                    last_fired_at=_naive(now),
+                )
+            )
             s.commit()
             return result.rowcount == 1  # type: ignore[attr-defined]
 
@@ -366,31 +431,57 @@ class ReminderService:
         spec = self.bot.registry.get("reminder_set")
         if spec is None:
             return "reminder_set is no longer available"
-        msg = IncomingMessage(platform=row.platform, chat_id=row.chat_id, sender_id=row.creator_id,
-                              sender_name=row.creator_name, text="", is_group=row.is_group,
-                              chat_name=row.chat_name, message_id=f"reminder-{row.short_id}")
+        msg = IncomingMessage(
+            platform=row.platform,
+            chat_id=row.chat_id,
+            sender_id=row.creator_id,
+            sender_name=row.creator_name,
+            text="",
+            is_group=row.is_group,
+            chat_name=row.chat_name,
+            message_id=f"reminder-{row.short_id}",
+        )
         ctx = self.bot.context_for(msg, self.bot.send)
         return refusal_reason(spec, ctx, via_command=True)
 
-    def _text(self, row: ReminderRow, due: datetime, nxt: datetime | None,
-              lateness: timedelta, offline: bool) -> tuple[str, str]:
+    def _text(
+        self,
+        row: ReminderRow,
+        due: datetime,
+        nxt: datetime | None,
+        lateness: timedelta,
+        offline: bool,
+    ) -> tuple[str, str]:
         zone = ZoneInfo(row.timezone)
         after = f" Next: {fmt(nxt, zone)}." if nxt else ""
         if lateness.total_seconds() > self.settings.grace_period:
-            return (f"⏰ Missed reminder: “{row.text}” was due {fmt(due, zone)}, while I was "
-                    f"offline, and is now {_span(lateness)} late.{after}", "missed")
+            return (
+                f"⏰ Missed reminder: “{row.text}” was due {fmt(due, zone)}, while I was "
+                f"offline, and is now {_span(lateness)} late.{after}",
+                "missed",
+            )
         if offline or lateness > LATE_NOTE_AFTER:
             why = "I was offline then" if offline else "I was busy"
-            return (f"⏰ Reminder: {row.text}\n(Late: it was due {fmt(due, zone)}, "
-                    f"{_span(lateness)} ago; {why}.){after}", "done")
+            return (
+                f"⏰ Reminder: {row.text}\n(Late: it was due {fmt(due, zone)}, "
+                f"{_span(lateness)} ago; {why}.){after}",
+                "done",
+            )
         return f"⏰ Reminder: {row.text}", "done"
 
     def _audit(self, row: ReminderRow, outcome: str, detail: str) -> None:
         try:
             self.storage.add_tool_call(
-                platform=row.platform, chat_id=row.chat_id, sender_id=row.creator_id,
-                message_id=f"reminder-{row.short_id}", function="reminder_set",
-                arguments={"id": row.id}, source="scheduler", outcome=outcome, detail=detail)
+                platform=row.platform,
+                chat_id=row.chat_id,
+                sender_id=row.creator_id,
+                message_id=f"reminder-{row.short_id}",
+                function="reminder_set",
+                arguments={"id": row.id},
+                source="scheduler",
+                outcome=outcome,
+                detail=detail,
+            )
         except Exception as exc:  # the audit log must not stop a delivery
             logger.error("audit row for reminder {} not written: {}", row.short_id, exc)
 

@@ -22,11 +22,27 @@ Kind = Literal["once", "daily", "weekly", "cron"]
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
 }
 # "and" only after a space: `1hand` read as `h`+`and` or as `hand` made the match exponential.
 _RELATIVE = re.compile(r"^in\s+((?:\d+\s*[a-z]+(?:\s+and\b)?\s*)+)$", re.IGNORECASE)
@@ -36,8 +52,11 @@ _DAY_WORD = re.compile(r"^(today|tomorrow)(?:\s+(?:at\s+)?(.+))?$", re.IGNORECAS
 # Leading time expressions a slash-command user may put before the reminder text.
 _LEADING = [
     re.compile(r"^(in\s+(?:\d+\s*[a-z]+(?:\s+and\b)?\s*)+?)(?:\s+(?:to\s+)?(?=\D)|$)", re.I),
-    re.compile(r"^((?:today|tomorrow)(?:\s+(?:at\s+)?\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)?)"
-               r"(?:\s+|$)", re.I),
+    re.compile(
+        r"^((?:today|tomorrow)(?:\s+(?:at\s+)?\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)?)"
+        r"(?:\s+|$)",
+        re.I,
+    ),
     re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{1,2}:\d{2}(?::\d{2})?)(?:\s+|$)"),
     re.compile(r"^(\d{1,2}:\d{2}(?:\s*(?:am|pm))?)(?:\s+|$)", re.I),
 ]
@@ -63,6 +82,7 @@ def zone_named(name: str | None) -> ZoneInfo:
     if name:
         return ZoneInfo(name)
     from tzlocal import get_localzone_name
+
     try:
         return ZoneInfo(get_localzone_name() or "UTC")
     except Exception:  # an odd /etc/localtime should not stop reminders; UTC is explicit
@@ -102,7 +122,8 @@ def _parse_date(text: str) -> date:
     except ValueError:
         raise ReminderTimeError(
             f"{text!r} is not a real date; write YYYY-MM-DD (e.g. 2025-06-01) and check the "
-            "day exists in that month") from None
+            "day exists in that month"
+        ) from None
 
 
 def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
@@ -129,8 +150,11 @@ def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
         return _localize(day, clock, tz)
     if _CLOCK.match(raw):
         at = _localize(local_now.date(), parse_clock(raw), tz)
-        return at if at > now else _localize(local_now.date() + timedelta(days=1),
-                                              parse_clock(raw), tz)
+        return (
+            at
+            if at > now
+            else _localize(local_now.date() + timedelta(days=1), parse_clock(raw), tz)
+        )
     iso = raw.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} ", raw) else raw
     if re.match(r"^\d{4}-\d{2}-\d{2}$", iso):
         raise ReminderTimeError(f"{raw!r} has no time of day; add one, e.g. '{raw} 09:00'")
@@ -138,7 +162,8 @@ def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
     if m is None:
         raise ReminderTimeError(
             f"cannot read the time {raw!r}; use 'YYYY-MM-DD HH:MM', 'HH:MM', 'tomorrow 9:00' "
-            "or 'in 10m'")
+            "or 'in 10m'"
+        )
     day = _parse_date(m.group(1))
     try:
         parsed = datetime.fromisoformat(f"{day.isoformat()}T{m.group(2)}")
@@ -159,8 +184,9 @@ def parse_weekdays(text: str) -> str:
         for end in ends:
             short = end[:3]
             if short not in WEEKDAYS or (len(end) > 3 and not _full_day(end)):
-                raise ReminderTimeError(f"{end!r} is not a weekday; use mon, tue, wed, thu, fri, "
-                                        "sat or sun")
+                raise ReminderTimeError(
+                    f"{end!r} is not a weekday; use mon, tue, wed, thu, fri, sat or sun"
+                )
             names.append(short)
         if len(names) > 2:
             raise ReminderTimeError(f"{token!r}: write a range as mon-fri")
@@ -176,8 +202,19 @@ def parse_weekdays(text: str) -> str:
 
 
 def _full_day(word: str) -> bool:
-    return word in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-                    "sunday", "tues", "thur", "thurs", "weds")
+    return word in (
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "tues",
+        "thur",
+        "thurs",
+        "weds",
+    )
 
 
 def cron_weekdays(field: str) -> str:
@@ -198,8 +235,11 @@ def cron_weekdays(field: str) -> str:
             span = list(range(0, 7))
         elif "-" in base:
             first, last = (_cron_day(x, field) for x in base.split("-", 1))
-            span = list(range(first, last + 1)) if first <= last else \
-                [*range(first, 7), *range(0, last + 1)]
+            span = (
+                list(range(first, last + 1))
+                if first <= last
+                else [*range(first, 7), *range(0, last + 1)]
+            )
         else:
             span = [_cron_day(base, field)]
         days.update(d % 7 for d in span[::step])
@@ -213,8 +253,10 @@ def _cron_day(token: str, field: str) -> int:
         return int(token)
     if token[:3] in WEEKDAYS:
         return (WEEKDAYS.index(token[:3]) + 1) % 7
-    raise ReminderTimeError(f"{token!r} in the weekday field {field!r} is not a day: use 0-7 "
-                            "(0 and 7 are Sunday) or mon..sun")
+    raise ReminderTimeError(
+        f"{token!r} in the weekday field {field!r} is not a day: use 0-7 "
+        "(0 and 7 are Sunday) or mon..sun"
+    )
 
 
 def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
@@ -222,17 +264,20 @@ def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
     return trigger.get_next_fire_time(None, after)
 
 
-def build_schedule(kind: Kind, at: str | None, weekday: str | None, cron: str | None,
-                   now: datetime, tz: ZoneInfo) -> Schedule:
+def build_schedule(
+    kind: Kind, at: str | None, weekday: str | None, cron: str | None, now: datetime, tz: ZoneInfo
+) -> Schedule:
     """Validate what was asked and build the trigger; raises ReminderTimeError with a fix."""
     if kind == "once":
         if not at:
-            raise ReminderTimeError("say when: at='in 10m', at='tomorrow 9:00' or "
-                                    "at='2025-06-01 09:00'")
+            raise ReminderTimeError(
+                "say when: at='in 10m', at='tomorrow 9:00' or at='2025-06-01 09:00'"
+            )
         when = parse_once(at, now, tz)
         if when <= now:
             raise ReminderTimeError(
-                f"{fmt(when, tz)} is in the past (now it is {fmt(now, tz)}); give a future time")
+                f"{fmt(when, tz)} is in the past (now it is {fmt(now, tz)}); give a future time"
+            )
         if when - now > MAX_AHEAD:
             raise ReminderTimeError("that is more than 5 years ahead; pick a nearer date")
         return Schedule("once", fmt(when, tz), DateTrigger(run_date=when, timezone=tz), when)
@@ -249,31 +294,51 @@ def build_schedule(kind: Kind, at: str | None, weekday: str | None, cron: str | 
         trigger = CronTrigger(timezone=tz, **fields)
     else:
         if not cron or not cron.strip():
-            raise ReminderTimeError("a cron reminder needs cron='MIN HOUR DAY MONTH WEEKDAY', "
-                                    "e.g. cron='0 9 * * 1-5'")
+            raise ReminderTimeError(
+                "a cron reminder needs cron='MIN HOUR DAY MONTH WEEKDAY', e.g. cron='0 9 * * 1-5'"
+            )
         expr = " ".join(cron.split())
         if len(expr.split()) != 5:
-            raise ReminderTimeError(f"cron {expr!r} must have 5 fields: minute hour day month "
-                                    "weekday, e.g. '0 9 * * 1-5'")
+            raise ReminderTimeError(
+                f"cron {expr!r} must have 5 fields: minute hour day month "
+                "weekday, e.g. '0 9 * * 1-5'"
+            )
         try:
             minute, hour, day, month, dow = expr.split()
-            trigger = CronTrigger(minute=minute, hour=hour, day=day, month=month,
-                                  day_of_week=cron_weekdays(dow), timezone=tz)
+            trigger = CronTrigger(
+                minute=minute,
+                hour=hour,
+                day=day,
+                month=month,
+                day_of_week=cron_weekdays(dow),
+                timezone=tz,
+            )
             if day not in ("*", "?") and dow not in ("*", "?"):
                 # crontab(5): with both day fields restricted, either one matching fires;
                 # APScheduler requires both, so `0 9 1 * 1` would be only Mondays that are 1sts.
-                trigger = OrTrigger([
-                    CronTrigger(minute=minute, hour=hour, day=day, month=month, timezone=tz),
-                    CronTrigger(minute=minute, hour=hour, month=month,
-                                day_of_week=cron_weekdays(dow), timezone=tz)])
+                trigger = OrTrigger(
+                    [
+                        CronTrigger(minute=minute, hour=hour, day=day, month=month, timezone=tz),
+                        CronTrigger(
+                            minute=minute,
+                            hour=hour,
+                            month=month,
+                            day_of_week=cron_weekdays(dow),
+                            timezone=tz,
+                        ),
+                    ]
+                )
         except ValueError as exc:
-            raise ReminderTimeError(f"bad cron expression {expr!r}: {exc}; e.g. "
-                                    "'30 8 * * mon-fri'") from None
+            raise ReminderTimeError(
+                f"bad cron expression {expr!r}: {exc}; e.g. '30 8 * * mon-fri'"
+            ) from None
         spec = expr
     first = next_fire(trigger, now)
     if first is None:
-        raise ReminderTimeError(f"the {kind} schedule {spec!r} never fires; check the date "
-                                "fields (e.g. 31 in a 30-day month)")
+        raise ReminderTimeError(
+            f"the {kind} schedule {spec!r} never fires; check the date "
+            "fields (e.g. 31 in a 30-day month)"
+        )
     return Schedule(kind, spec, trigger, first)
 
 
@@ -283,6 +348,6 @@ def split_leading_time(text: str) -> tuple[str | None, str]:
     for pattern in _LEADING:
         m = pattern.match(stripped)
         if m and m.group(1).strip():
-            rest = stripped[m.end():].strip()
+            rest = stripped[m.end() :].strip()
             return m.group(1).strip(), rest
     return None, stripped

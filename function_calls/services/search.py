@@ -112,8 +112,10 @@ def _describe(exc: openai.OpenAIError) -> str:
         return "cannot reach the search service"
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code in (401, 403):
-            return f"the search service rejected the API key ({exc.status_code}); check " \
-                   "web_search.api_key"
+            return (
+                f"the search service rejected the API key ({exc.status_code}); check "
+                "web_search.api_key"
+            )
         if exc.status_code == 429:
             return "the search service is rate-limiting us (429); try again later"
         return f"the search service answered {exc.status_code}"
@@ -130,13 +132,20 @@ class WebSearchClient:
         self._owns_client = client is None
         self._client = client or AsyncOpenAI(
             api_key=cfg.api_key.get_secret_value() if cfg.api_key else "",
-            base_url=cfg.base_url, timeout=cfg.timeout, max_retries=1)
+            base_url=cfg.base_url,
+            timeout=cfg.timeout,
+            max_retries=1,
+        )
 
     async def search(self, query: str) -> SearchAnswer:
         today = datetime.now().astimezone().strftime("%Y-%m-%d")
-        body = {"model": self.cfg.model, "messages": [
-            {"role": "system", "content": SYSTEM_PROMPT.format(today=today)},
-            {"role": "user", "content": query}]}
+        body = {
+            "model": self.cfg.model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT.format(today=today)},
+                {"role": "user", "content": query},
+            ],
+        }
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
         except openai.OpenAIError as exc:

@@ -23,9 +23,21 @@ SYSTEM_PROMPT = (
     "Use only the transcript; do not add advice."
 )
 _WINDOW = re.compile(r"^(?:last\s+|past\s+)?(\d+)\s*([a-z]+)$", re.IGNORECASE)
-_UNITS = {"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-          "d": 86400, "day": 86400, "days": 86400}
+_UNITS = {
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+}
 MAX_WINDOW = timedelta(days=3650)
 _COUNT = re.compile(r"^(?:last\s+)?(\d+)(?:\s*(?:messages?|msgs?))?$", re.IGNORECASE)
 
@@ -66,10 +78,12 @@ def parse_span(text: str, cfg: SummarySettings, now: datetime, tz: tzinfo) -> Sp
             raise SpanError("give a positive window, e.g. 2h")
         if seconds > MAX_WINDOW.total_seconds():  # also keeps timedelta from overflowing
             raise SpanError("give a window of at most 3650d, or a number of messages")
-        return Span(since=now - timedelta(seconds=seconds), label=f"the last {m.group(1)}"
-                                                                  f"{m.group(2)[0]}")
-    raise SpanError(f"cannot read {text!r}; use a number of messages (100), a window (30m, 2h, "
-                    "1d) or 'today'")
+        return Span(
+            since=now - timedelta(seconds=seconds), label=f"the last {m.group(1)}{m.group(2)[0]}"
+        )
+    raise SpanError(
+        f"cannot read {text!r}; use a number of messages (100), a window (30m, 2h, 1d) or 'today'"
+    )
 
 
 def worth_summarising(row: StoredMessage) -> bool:
@@ -80,8 +94,9 @@ def worth_summarising(row: StoredMessage) -> bool:
     return bool(row.text.strip()) and not (row.role == "user" and row.text.startswith("/"))
 
 
-def transcript(rows: list[StoredMessage], cfg: SummarySettings, tz: tzinfo,
-               bot_name: str) -> tuple[str, int]:
+def transcript(
+    rows: list[StoredMessage], cfg: SummarySettings, tz: tzinfo, bot_name: str
+) -> tuple[str, int]:
     """The newest messages that fit in `max_prompt_chars`, oldest first, and how many fit."""
     lines: list[str] = []
     used = 0
@@ -113,8 +128,10 @@ def extract(rows: list[StoredMessage], bot_name: str, limit: int = 8, width: int
 
 async def summarise(model: ChatModel, text: str, chat_label: str) -> str:
     """One model call; raises whatever the provider raises (the caller falls back)."""
-    messages = [Message(role="system", content=SYSTEM_PROMPT),
-                Message(role="user", content=f"Transcript of {chat_label}:\n\n{text}")]
+    messages = [
+        Message(role="system", content=SYSTEM_PROMPT),
+        Message(role="user", content=f"Transcript of {chat_label}:\n\n{text}"),
+    ]
     response = await model.complete(messages, None)
     return (response.content or "").strip()
 

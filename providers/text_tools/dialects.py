@@ -57,7 +57,7 @@ def call_from_dict(value: dict[str, Any], require_args: bool) -> tuple[str, Any]
     `{"name": "Alice"}` is data, not a call.
     """
     if len(value) == 1:
-        (key, inner), = value.items()
+        ((key, inner),) = value.items()
         if key in ("function_call", "function", "tool_call") and isinstance(inner, dict):
             return call_from_dict(inner, require_args)
     if isinstance(value.get("function"), dict):

@@ -77,8 +77,9 @@ def _fixed_specs() -> list[Spec]:
         specs.append(Spec(begin, "tag", end, "deepseek"))
     for bar in ("｜", "|"):
         specs.append(
-            Spec(f"<{bar}DSML{bar}function_calls>", "tag", f"</{bar}DSML{bar}function_calls>",
-                  "dsml")
+            Spec(
+                f"<{bar}DSML{bar}function_calls>", "tag", f"</{bar}DSML{bar}function_calls>", "dsml"
+            )
         )
     return specs
 

@@ -184,7 +184,6 @@ class StreamingToolParser:
         while handlers[self._mode](final):
             pass
 
-
     def _prev_char(self, i: int) -> str:
         return self._buf[i - 1] if i > 0 else self._prev
 

@@ -181,16 +181,20 @@ def main(argv: list[str]) -> int:
             f"{frac(sum(bool(o.content_ok) for o in cont), len(cont)):>15}"
             f"{frac(sum(o.stream_ok for o in group), len(group)):>17}"
         )
-    print(f"\ncontent: {len(CONTENT_POLICY)} cases excluded by documented policy "
-          f"({', '.join(str(i) for i in CONTENT_POLICY)}); streaming: each case fed in its "
-          "recorded chunks (if any), 7-char chunks and 1-char chunks")
+    print(
+        f"\ncontent: {len(CONTENT_POLICY)} cases excluded by documented policy "
+        f"({', '.join(str(i) for i in CONTENT_POLICY)}); streaming: each case fed in its "
+        "recorded chunks (if any), 7-char chunks and 1-char chunks"
+    )
     if "--failures" in argv:
         for o in outcomes:
             bad = not o.calls_ok or o.content_ok is False or not o.stream_ok
             if bad:
                 case = cases[o.index]
-                print(f"\n#{o.index} {o.fmt} calls_ok={o.calls_ok} content_ok={o.content_ok} "
-                      f"stream_ok={o.stream_ok}\n  got={o.got}\n  want={case['expected']}")
+                print(
+                    f"\n#{o.index} {o.fmt} calls_ok={o.calls_ok} content_ok={o.content_ok} "
+                    f"stream_ok={o.stream_ok}\n  got={o.got}\n  want={case['expected']}"
+                )
     return 0
 
 

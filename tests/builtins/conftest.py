@@ -50,8 +50,9 @@ async def make_bot(tmp_path: Path) -> AsyncIterator[MakeBot]:
     file (a restart), and every bot is closed at the end."""
     bots: list[TestBot] = []
 
-    async def make(*, config: dict[str, Any] | None = None, model: ChatModel | None = None,
-                   start: bool = True) -> tuple[TestBot, Outbox]:
+    async def make(
+        *, config: dict[str, Any] | None = None, model: ChatModel | None = None, start: bool = True
+    ) -> tuple[TestBot, Outbox]:
         tb = TestBot(tmp_path, config=config, model=model)
         outbox = Outbox()
         tb.bot.add_channel(outbox)

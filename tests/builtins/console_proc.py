@@ -17,8 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def write_config(tmp_path: Path, **sections: Any) -> Path:
     """A config file in tmp_path: its own SQLite file, no plugins, no model."""
-    data: dict[str, Any] = {"storage": {"url": "sqlite:///bot.db"}, "plugins": {"paths": []},
-                            "bot": {"admins": ["root"]}}
+    data: dict[str, Any] = {
+        "storage": {"url": "sqlite:///bot.db"},
+        "plugins": {"paths": []},
+        "bot": {"admins": ["root"]},
+    }
     data.update(sections)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -33,13 +36,23 @@ class ConsoleProc:
 
     @classmethod
     async def start(cls, config: Path) -> ConsoleProc:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL")
+        }
         env["PYTHONUNBUFFERED"] = "1"
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "bot.py"), "--config", str(config),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, cwd=str(config.parent), env=env)
+            sys.executable,
+            str(ROOT / "bot.py"),
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            cwd=str(config.parent),
+            env=env,
+        )
         return cls(proc)
 
     async def send(self, line: str) -> None:

@@ -20,13 +20,15 @@ SET = r"@(\w+) ⏰ Reminder set for .*\(id ([0-9a-f]{8})\)"
 def delivered(db: Path, text: str) -> int:
     """How many times the bot's history holds `text` (every sent message is stored)."""
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT count(*) FROM messages WHERE role='assistant' AND text=?",
-                            (text,)).fetchone()[0]
+        return conn.execute(
+            "SELECT count(*) FROM messages WHERE role='assistant' AND text=?", (text,)
+        ).fetchone()[0]
 
 
 async def test_group_conversation_set_list_delete(tmp_path: Path) -> None:
-    config = write_config(tmp_path, welcome={"messages": {"group:team1": "Hi {name}, read the "
-                                                                          "pinned rules!"}})
+    config = write_config(
+        tmp_path, welcome={"messages": {"group:team1": "Hi {name}, read the pinned rules!"}}
+    )
     bot = await ConsoleProc.start(config)
     try:
         await bot.send(":group team1")

@@ -18,35 +18,41 @@ TZ = ZoneInfo("Europe/Berlin")
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # 12:00 in Berlin
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("in 10m", "2025-06-01 12:10"),
-    ("in 1h 30m", "2025-06-01 13:30"),
-    ("in 2 hours and 5 minutes", "2025-06-01 14:05"),
-    ("tomorrow 9:00", "2025-06-02 09:00"),
-    ("today 18:00", "2025-06-01 18:00"),
-    ("09:30", "2025-06-02 09:30"),  # already past today: the next one
-    ("13:00", "2025-06-01 13:00"),
-    ("9pm", "2025-06-01 21:00"),
-    ("2025-06-03 07:45", "2025-06-03 07:45"),
-    ("2025-06-03T05:45:00+00:00", "2025-06-03 07:45"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("in 10m", "2025-06-01 12:10"),
+        ("in 1h 30m", "2025-06-01 13:30"),
+        ("in 2 hours and 5 minutes", "2025-06-01 14:05"),
+        ("tomorrow 9:00", "2025-06-02 09:00"),
+        ("today 18:00", "2025-06-01 18:00"),
+        ("09:30", "2025-06-02 09:30"),  # already past today: the next one
+        ("13:00", "2025-06-01 13:00"),
+        ("9pm", "2025-06-01 21:00"),
+        ("2025-06-03 07:45", "2025-06-03 07:45"),
+        ("2025-06-03T05:45:00+00:00", "2025-06-03 07:45"),
+    ],
+)
 def test_once_forms(text: str, expected: str) -> None:
     assert parse_once(text, NOW, TZ).astimezone(TZ).strftime("%Y-%m-%d %H:%M") == expected
 
 
-@pytest.mark.parametrize("kind,at,weekday,cron,message", [
-    ("once", "2024-01-01 09:00", None, None, "is in the past"),
-    ("once", "2025-02-30 09:00", None, None, "is not a real date"),
-    ("once", "2025-06-01 25:00", None, None, "not a valid time of day"),
-    ("once", "2025-06-03", None, None, "has no time of day"),
-    ("once", "yesterday", None, None, "cannot read the time"),
-    ("once", None, None, None, "say when"),
-    ("daily", None, None, None, "needs a time of day"),
-    ("weekly", "09:00", "someday", None, "is not a weekday"),
-    ("cron", None, None, "61 9 * * *", "bad cron expression"),
-    ("cron", None, None, "0 9 *", "must have 5 fields"),
-    ("cron", None, None, "0 9 31 2 *", "never fires"),
-])
+@pytest.mark.parametrize(
+    "kind,at,weekday,cron,message",
+    [
+        ("once", "2024-01-01 09:00", None, None, "is in the past"),
+        ("once", "2025-02-30 09:00", None, None, "is not a real date"),
+        ("once", "2025-06-01 25:00", None, None, "not a valid time of day"),
+        ("once", "2025-06-03", None, None, "has no time of day"),
+        ("once", "yesterday", None, None, "cannot read the time"),
+        ("once", None, None, None, "say when"),
+        ("daily", None, None, None, "needs a time of day"),
+        ("weekly", "09:00", "someday", None, "is not a weekday"),
+        ("cron", None, None, "61 9 * * *", "bad cron expression"),
+        ("cron", None, None, "0 9 *", "must have 5 fields"),
+        ("cron", None, None, "0 9 31 2 *", "never fires"),
+    ],
+)
 def test_refusals_say_what_to_send_instead(kind, at, weekday, cron, message) -> None:
     with pytest.raises(ReminderTimeError, match=message):
         build_schedule(kind, at, weekday, cron, NOW, TZ)
@@ -61,22 +67,33 @@ def test_recurring_first_runs() -> None:
     assert cron.first_run.strftime("%Y-%m-%d %H:%M") == "2025-06-02 09:00"
 
 
-@pytest.mark.parametrize("text,when,rest", [
-    ("in 10m drink water", "in 10m", "drink water"),
-    ("tomorrow 9:00 call mom", "tomorrow 9:00", "call mom"),
-    ("2025-06-01 09:00 dentist", "2025-06-01 09:00", "dentist"),
-    ("9:30 standup", "9:30", "standup"),
-    ("in 2 hours and 5 min to stretch", "in 2 hours and 5 min", "stretch"),
-    ("hello world", None, "hello world"),
-])
+@pytest.mark.parametrize(
+    "text,when,rest",
+    [
+        ("in 10m drink water", "in 10m", "drink water"),
+        ("tomorrow 9:00 call mom", "tomorrow 9:00", "call mom"),
+        ("2025-06-01 09:00 dentist", "2025-06-01 09:00", "dentist"),
+        ("9:30 standup", "9:30", "standup"),
+        ("in 2 hours and 5 min to stretch", "in 2 hours and 5 min", "stretch"),
+        ("hello world", None, "hello world"),
+    ],
+)
 def test_time_written_before_the_text(text: str, when: str | None, rest: str) -> None:
     assert split_leading_time(text) == (when, rest)
 
 
-@pytest.mark.parametrize("field,names", [("1-5", "mon,tue,wed,thu,fri"), ("0", "sun"),
-                                         ("7", "sun"), ("*/2", "tue,thu,sat,sun"),
-                                         ("sat-mon", "mon,sat,sun")])
+@pytest.mark.parametrize(
+    "field,names",
+    [
+        ("1-5", "mon,tue,wed,thu,fri"),
+        ("0", "sun"),
+        ("7", "sun"),
+        ("*/2", "tue,thu,sat,sun"),
+        ("sat-mon", "mon,sat,sun"),
+    ],
+)
 def test_cron_weekday_numbers_are_standard_cron(field: str, names: str) -> None:
     """APScheduler 3 counts Monday as 0; users write cron, where 1 is Monday."""
     from function_calls.services.reminder_time import cron_weekdays
+
     assert cron_weekdays(field) == names

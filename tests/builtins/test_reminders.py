@@ -62,8 +62,13 @@ async def test_model_confirmation_comes_from_the_function(make_bot: MakeBot) -> 
 
 
 async def test_model_gets_refusal_it_can_act_on(make_bot: MakeBot) -> None:
-    model = ScriptedModel([call("reminder_set", text="x", at="2020-01-01 09:00"),
-                           call("reminder_set", text="x", at="in 1h"), say("unused")])
+    model = ScriptedModel(
+        [
+            call("reminder_set", text="x", at="2020-01-01 09:00"),
+            call("reminder_set", text="x", at="in 1h"),
+            say("unused"),
+        ]
+    )
     tb, _ = await make_bot(model=model)
     replies = await tb.send("remind me of x", sender="bob")
     tool_result = model.requests[1].messages[-1]
@@ -92,8 +97,9 @@ async def test_recurring_kinds_and_free_text(make_bot: MakeBot) -> None:
     tb, _ = await make_bot(config={"reminders": {"timezone": "Europe/Berlin"}})
     [daily] = await tb.send("/reminder_set daily 08:30 pills", sender="bob")
     [weekly] = await tb.send("/reminder_set every mon 9:00 report", sender="bob")
-    [cron] = await tb.send('/reminder_set kind=cron cron="0 9 * * 1-5" text="stand-up"',
-                           sender="bob")
+    [cron] = await tb.send(
+        '/reminder_set kind=cron cron="0 9 * * 1-5" text="stand-up"', sender="bob"
+    )
     assert "daily 08:30 (next " in daily and ": pills" in daily
     assert "weekly on mon 09:00 (next Mon " in weekly
     assert "cron 0 9 * * 1-5 (next " in cron and "CE" in cron  # CET or CEST
@@ -111,8 +117,9 @@ async def test_list_and_delete_by_unique_prefix(make_bot: MakeBot) -> None:
         assert f"• {rid} — " in listing and f"thing {i} (by bob)" in listing
     target = ids[1]
     others = [r for r in ids if r != target]
-    prefix = next(target[:n] for n in range(1, 9)
-                  if not any(o.startswith(target[:n]) for o in others))
+    prefix = next(
+        target[:n] for n in range(1, 9) if not any(o.startswith(target[:n]) for o in others)
+    )
     [deleted] = await tb.send(f"/reminder_delete {prefix}", sender="bob", group=GROUP)
     assert deleted == f"Deleted reminder {target}: thing 1"
     [listing] = await tb.send("/reminder_list", sender="bob", group=GROUP)

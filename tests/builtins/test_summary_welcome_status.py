@@ -17,9 +17,15 @@ GROUP = "team1"
 
 async def chat(tb, n: int, *, text: str = "message {i} about the release") -> None:
     for i in range(n):
-        tb.bot.storage.add_message(platform="test", chat_id=GROUP, role="user",
-                                   sender_id=f"u{i % 3}", sender_name=f"user{i % 3}",
-                                   text=text.format(i=i), is_group=True)
+        tb.bot.storage.add_message(
+            platform="test",
+            chat_id=GROUP,
+            role="user",
+            sender_id=f"u{i % 3}",
+            sender_name=f"user{i % 3}",
+            text=text.format(i=i),
+            is_group=True,
+        )
 
 
 async def test_summary_uses_the_model_within_the_prompt_bound(make_bot: MakeBot) -> None:
@@ -42,8 +48,15 @@ async def test_time_window_and_nothing_to_say(make_bot: MakeBot) -> None:
     model = ScriptedModel([say("• recent stuff")])
     tb, _ = await make_bot(model=model)
     old = datetime.now(UTC) - timedelta(hours=3)
-    tb.bot.storage.add_message(platform="test", chat_id=GROUP, role="user", sender_id="a",
-                               text="ancient history", is_group=True, created_at=old)
+    tb.bot.storage.add_message(
+        platform="test",
+        chat_id=GROUP,
+        role="user",
+        sender_id="a",
+        text="ancient history",
+        is_group=True,
+        created_at=old,
+    )
     await chat(tb, 2)
     [reply] = await tb.send("/summary 1h", sender="bob", group=GROUP)
     assert reply.startswith("Summary of the last 1h, 2 messages:")
@@ -62,8 +75,10 @@ async def test_model_failure_gives_an_extract(make_bot: MakeBot) -> None:
     await chat(tb, 12)
     [reply] = await tb.send("/summary", sender="bob", group=GROUP)
     lines = reply.splitlines()
-    assert lines[0] == ("I could not summarise the last 50 messages (the model is not "
-                        "available); the last messages were:")
+    assert lines[0] == (
+        "I could not summarise the last 50 messages (the model is not "
+        "available); the last messages were:"
+    )
     assert lines[1:] == [f"• user{i % 3}: message {i} about the release" for i in range(4, 12)]
 
 
@@ -76,14 +91,16 @@ async def test_summary_is_for_groups_only(make_bot: MakeBot) -> None:
 async def test_welcome_per_group_default_and_off(make_bot: MakeBot) -> None:
     cfg = {"welcome": {"messages": {"g1": "Hi {name}, read the rules."}}}
     tb, outbox = await make_bot(config=cfg)
-    event = SystemEvent(kind="member_joined", platform="test", chat_id="g1", user_id="d7",
-                        user_name="Dana")
+    event = SystemEvent(
+        kind="member_joined", platform="test", chat_id="g1", user_id="d7", user_name="Dana"
+    )
     [sent] = await tb.bot.handle_event(event)
     assert (sent.text, sent.at, sent.chat_id) == ("Hi Dana, read the rules.", "d7", "g1")
     assert outbox.texts == ["Hi Dana, read the rules."]
     other = SystemEvent(kind="member_joined", platform="test", chat_id="g2", user_id="e")
     assert [m.text for m in await tb.bot.handle_event(other)] == [
-        "Welcome! Send /help to see what I can do."]
+        "Welcome! Send /help to see what I can do."
+    ]
     off, _ = await make_bot(config={"welcome": {"enabled": False}})
     assert await off.bot.handle_event(event) == []
 
@@ -93,18 +110,33 @@ def test_status_rows() -> None:
     assert rows["reminders"][0] == "on" and rows["summary"][0] == "on"
     assert rows["welcome"][0] == "on" and rows["web_search"][0] == "missing key"
     assert rows["help"] == ("on", "always available")
-    rows = {r[0]: r[1:] for r in builtin_status(parse_settings({
-        "reminders": {"enabled": False}, "web_search": {"api_key": "k" * 8},
-        "function_calls": {"disabled": ["summary"]}}))}
+    rows = {
+        r[0]: r[1:]
+        for r in builtin_status(
+            parse_settings(
+                {
+                    "reminders": {"enabled": False},
+                    "web_search": {"api_key": "k" * 8},
+                    "function_calls": {"disabled": ["summary"]},
+                }
+            )
+        )
+    }
     assert rows["reminders"] == ("off", "reminders.enabled is false")
-    assert rows["web_search"][0] == "on" and "sonar at https://api.perplexity.ai" in \
-        rows["web_search"][1]
+    assert (
+        rows["web_search"][0] == "on"
+        and "sonar at https://api.perplexity.ai" in rows["web_search"][1]
+    )
     assert rows["summary"] == ("off", "listed in function_calls.disabled")
 
 
 async def test_each_builtin_switches_off(make_bot: MakeBot) -> None:
-    cfg = {"reminders": {"enabled": False}, "summary": {"enabled": False},
-           "web_search": {"enabled": False, "api_key": "k" * 8}, "welcome": {"enabled": False}}
+    cfg = {
+        "reminders": {"enabled": False},
+        "summary": {"enabled": False},
+        "web_search": {"enabled": False, "api_key": "k" * 8},
+        "welcome": {"enabled": False},
+    }
     tb, _ = await make_bot(config=cfg)
     assert [s.name for s in tb.bot.registry.all()] == ["help"]
     assert tb.bot.scheduler is None and "web_search" not in tb.bot.extras

@@ -25,8 +25,11 @@ def perplexity_body(content: str) -> dict[str, Any]:
     body = openai_chat_response(content, model="sonar")
     body["citations"] = ["https://example.org/tdf-2024", "https://news.example.com/pogacar"]
     body["search_results"] = [
-        {"title": "Tour de France 2024 results", "url": "https://example.org/tdf-2024",
-         "date": "2024-07-21"},
+        {
+            "title": "Tour de France 2024 results",
+            "url": "https://example.org/tdf-2024",
+            "date": "2024-07-21",
+        },
         {"title": "Pogačar wins his third Tour", "url": "https://news.example.com/pogacar"},
     ]
     body["usage"]["search_context_size"] = "low"
@@ -40,31 +43,48 @@ async def search_server() -> AsyncIterator[ReplayServer]:
 
 
 def config(server: ReplayServer, **extra: Any) -> dict[str, Any]:
-    return {"web_search": {"api_key": KEY, "base_url": f"{server.url}/v1", **extra},
-            "bot": {"admins": ["root"]}}
+    return {
+        "web_search": {"api_key": KEY, "base_url": f"{server.url}/v1", **extra},
+        "bot": {"admins": ["root"]},
+    }
 
 
-async def test_answer_with_sources_and_no_thinking(make_bot: MakeBot,
-                                                    search_server: ReplayServer) -> None:
-    search_server.queue.append(Interaction(None, "", 200, json_body=perplexity_body(
-        "<think>The user asks about 2024. Let me check.</think>\nTadej Pogačar won [1][2].")))
+async def test_answer_with_sources_and_no_thinking(
+    make_bot: MakeBot, search_server: ReplayServer
+) -> None:
+    search_server.queue.append(
+        Interaction(
+            None,
+            "",
+            200,
+            json_body=perplexity_body(
+                "<think>The user asks about 2024. Let me check.</think>\nTadej Pogačar won [1][2]."
+            ),
+        )
+    )
     tb, _ = await make_bot(config=config(search_server))
     [reply] = await tb.send("/web_search who won the 2024 Tour de France?", sender="bob")
-    assert reply == ("Tadej Pogačar won [1][2].\n\nSources:\n"
-                     "[1] Tour de France 2024 results — https://example.org/tdf-2024\n"
-                     "[2] Pogačar wins his third Tour — https://news.example.com/pogacar")
+    assert reply == (
+        "Tadej Pogačar won [1][2].\n\nSources:\n"
+        "[1] Tour de France 2024 results — https://example.org/tdf-2024\n"
+        "[2] Pogačar wins his third Tour — https://news.example.com/pogacar"
+    )
     [request] = search_server.received
     assert request.path == "/v1/chat/completions"
     assert request.headers["Authorization"] == f"Bearer {KEY}"
     assert request.body["model"] == "sonar"
-    assert request.body["messages"][-1] == {"role": "user",
-                                            "content": "who won the 2024 Tour de France?"}
+    assert request.body["messages"][-1] == {
+        "role": "user",
+        "content": "who won the 2024 Tour de France?",
+    }
 
 
-async def test_model_calls_it_and_user_gets_the_links(make_bot: MakeBot,
-                                                       search_server: ReplayServer) -> None:
-    search_server.queue.append(Interaction(None, "", 200,
-                                           json_body=perplexity_body("Pogačar [1].")))
+async def test_model_calls_it_and_user_gets_the_links(
+    make_bot: MakeBot, search_server: ReplayServer
+) -> None:
+    search_server.queue.append(
+        Interaction(None, "", 200, json_body=perplexity_body("Pogačar [1]."))
+    )
     model = ScriptedModel([call("web_search", query="Tour de France 2024 winner")])
     tb, _ = await make_bot(config=config(search_server), model=model)
     [reply] = await tb.send("who won the tour this year?", sender="bob")
@@ -84,24 +104,28 @@ async def test_not_offered_without_a_key(make_bot: MakeBot) -> None:
 
 
 async def test_allowed_groups_and_users(make_bot: MakeBot, search_server: ReplayServer) -> None:
-    tb, _ = await make_bot(config=config(search_server, allowed_groups=["g-ok"],
-                                         allowed_users=["vip"]))
+    tb, _ = await make_bot(
+        config=config(search_server, allowed_groups=["g-ok"], allowed_users=["vip"])
+    )
     [refused] = await tb.send("/web_search cats", sender="bob", group="g-other")
-    assert refused == ("web search is not enabled for this group (ask an admin to "
-                       "add it to web_search config).")
+    assert refused == (
+        "web search is not enabled for this group (ask an admin to add it to web_search config)."
+    )
     [refused] = await tb.send("/web_search cats", sender="bob")
     assert "not enabled for you" in refused
     assert search_server.received == []
     for sender, group in (("bob", "g-ok"), ("vip", None), ("root", "g-other")):
-        search_server.queue.append(Interaction(None, "", 200,
-                                               json_body=perplexity_body("Cats [1].")))
+        search_server.queue.append(
+            Interaction(None, "", 200, json_body=perplexity_body("Cats [1]."))
+        )
         [reply] = await tb.send("/web_search cats", sender=sender, group=group)
         assert reply.startswith("Cats [1].")
     assert len(search_server.received) == 3
 
 
 async def test_model_is_not_offered_web_search_where_not_allowed(
-        make_bot: MakeBot, search_server: ReplayServer) -> None:
+    make_bot: MakeBot, search_server: ReplayServer
+) -> None:
     model = ScriptedModel([say("no search"), call("web_search", query="cats"), say("refused")])
     tb, _ = await make_bot(config=config(search_server, allowed_groups=["g-ok"]), model=model)
     await tb.send("search cats", sender="bob", group="g-other", at_bot=True)
@@ -113,34 +137,49 @@ async def test_model_is_not_offered_web_search_where_not_allowed(
     assert search_server.received == []
 
 
-async def test_errors_become_short_messages(make_bot: MakeBot,
-                                            search_server: ReplayServer) -> None:
-    search_server.queue.append(lambda _r: web.json_response(
-        {"error": {"message": "invalid key", "type": "invalid_request_error"}}, status=401))
+async def test_errors_become_short_messages(make_bot: MakeBot, search_server: ReplayServer) -> None:
+    search_server.queue.append(
+        lambda _r: web.json_response(
+            {"error": {"message": "invalid key", "type": "invalid_request_error"}}, status=401
+        )
+    )
     tb, _ = await make_bot(config=config(search_server))
     [reply] = await tb.send("/web_search cats", sender="bob")
-    assert reply.startswith("Web search failed: the search service rejected the API key (401); "
-                            "check web_search.api_key.")
+    assert reply.startswith(
+        "Web search failed: the search service rejected the API key (401); "
+        "check web_search.api_key."
+    )
     assert KEY not in reply
 
 
 def test_openai_search_models_annotations_and_plain_citations() -> None:
     body = openai_chat_response("Answer.", model="gpt-4o-search-preview")
     body["choices"][0]["message"]["annotations"] = [
-        {"type": "url_citation", "url_citation": {"url": "https://a.example/", "title": "A",
-                                                  "start_index": 0, "end_index": 6}},
-        {"type": "url_citation", "url_citation": {"url": "https://a.example/", "title": "A"}}]
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "url": "https://a.example/",
+                "title": "A",
+                "start_index": 0,
+                "end_index": 6,
+            },
+        },
+        {"type": "url_citation", "url_citation": {"url": "https://a.example/", "title": "A"}},
+    ]
     assert sources_of(body) == [Source("https://a.example/", "A")]
     plain = {"choices": [{"message": {"content": "x"}}], "citations": ["https://b.example/p"]}
     assert SearchAnswer("x", sources_of(plain)).render() == "x\n\nSources:\n[1] https://b.example/p"
 
 
-@pytest.mark.parametrize("raw,clean", [
-    ("<think>a\nb</think>\n\nAnswer", "Answer"),
-    ("<THINK>x</THINK>Answer <think>y</think>more", "Answer more"),
-    ("<think>cut off before the answer", ""),
-    ("No thinking", "No thinking"),
-])
+@pytest.mark.parametrize(
+    "raw,clean",
+    [
+        ("<think>a\nb</think>\n\nAnswer", "Answer"),
+        ("<THINK>x</THINK>Answer <think>y</think>more", "Answer more"),
+        ("<think>cut off before the answer", ""),
+        ("No thinking", "No thinking"),
+    ],
+)
 def test_strip_think(raw: str, clean: str) -> None:
     assert strip_think(raw) == clean
 

@@ -40,8 +40,9 @@ def make_registry() -> Registry:
 
         @tool_function(description="Roll a die with the given number of sides.")
         async def roll(ctx: MessageContext, args: RollArgs) -> FunctionResult:
-            return FunctionResult(messages=[f"rolled a d{args.sides}: {args.sides}"],
-                                  at=ctx.message.sender_id)
+            return FunctionResult(
+                messages=[f"rolled a d{args.sides}: {args.sides}"], at=ctx.message.sender_id
+            )
 
         @tool_function(description="Repeat the text.")
         async def echo(ctx: MessageContext, args: EchoArgs) -> FunctionResult:
@@ -58,7 +59,6 @@ def make_registry() -> Registry:
     return registry
 
 
-
 MakeOneBot = Callable[..., Awaitable[tuple[Bot, OneBotChannel, str]]]
 
 
@@ -67,18 +67,28 @@ async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
     """`bot, channel, url = await make_onebot(model=..., **onebot_settings)`."""
     made: list[tuple[Bot, OneBotChannel]] = []
 
-    async def make(model: ChatModel | None = None,
-                   **onebot: Any) -> tuple[Bot, OneBotChannel, str]:
-        cfg = {"host": "127.0.0.1", "port": 0, "access_token": TOKEN, "send_rate": 0,
-               "reconnect_wait": 2.0, "action_timeout": 2.0, **onebot}
-        settings = parse_settings({
-            "storage": {"url": f"sqlite:///{tmp_path / f'onebot{len(made)}.db'}"},
-            "plugins": {"paths": []},
-            "bot": {"name": "simbot"},
-            "channels": {"onebot": cfg},
-        }, base_dir=tmp_path)
-        bot = Bot(settings, registry=make_registry(), model=model, builtins=False,
-                  load_plugins=False)
+    async def make(model: ChatModel | None = None, **onebot: Any) -> tuple[Bot, OneBotChannel, str]:
+        cfg = {
+            "host": "127.0.0.1",
+            "port": 0,
+            "access_token": TOKEN,
+            "send_rate": 0,
+            "reconnect_wait": 2.0,
+            "action_timeout": 2.0,
+            **onebot,
+        }
+        settings = parse_settings(
+            {
+                "storage": {"url": f"sqlite:///{tmp_path / f'onebot{len(made)}.db'}"},
+                "plugins": {"paths": []},
+                "bot": {"name": "simbot"},
+                "channels": {"onebot": cfg},
+            },
+            base_dir=tmp_path,
+        )
+        bot = Bot(
+            settings, registry=make_registry(), model=model, builtins=False, load_plugins=False
+        )
         channel = OneBotChannel(bot)
         await channel.start()
         made.append((bot, channel))

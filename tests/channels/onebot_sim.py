@@ -55,8 +55,15 @@ def plain(message: Any) -> str:
 class OneBotSim:
     """One bot account of a OneBot v11 implementation, in reverse-WebSocket (Universal) mode."""
 
-    def __init__(self, url: str, self_id: int = 10001000, *, token: str | None = None,
-                 token_in: str = "header", heartbeat_interval: float = 0.5) -> None:
+    def __init__(
+        self,
+        url: str,
+        self_id: int = 10001000,
+        *,
+        token: str | None = None,
+        token_in: str = "header",
+        heartbeat_interval: float = 0.5,
+    ) -> None:
         self.url = url
         self.self_id = self_id
         self.token = token
@@ -81,8 +88,11 @@ class OneBotSim:
     async def connect(self) -> None:
         """Connect as an implementation does: X-Self-ID, X-Client-Role, the token. Raises
         aiohttp.WSServerHandshakeError when the bot refuses."""
-        headers = {"X-Self-ID": str(self.self_id), "X-Client-Role": "Universal",
-                   "User-Agent": "OneBot/11"}
+        headers = {
+            "X-Self-ID": str(self.self_id),
+            "X-Client-Role": "Universal",
+            "User-Agent": "OneBot/11",
+        }
         url = self.url
         if self.token is not None:
             if self.token_in == "header":
@@ -96,10 +106,8 @@ class OneBotSim:
             await self._session.close()
             self._session = None
             raise
-        self._tasks = [asyncio.create_task(self._reader()),
-                       asyncio.create_task(self._heartbeat())]
-        await self.post(self._base("meta_event", meta_event_type="lifecycle",
-                                   sub_type="connect"))
+        self._tasks = [asyncio.create_task(self._reader()), asyncio.create_task(self._heartbeat())]
+        await self.post(self._base("meta_event", meta_event_type="lifecycle", sub_type="connect"))
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -121,9 +129,14 @@ class OneBotSim:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
-            await self.post(self._base(
-                "meta_event", meta_event_type="heartbeat", status={"online": True, "good": True},
-                interval=int(self.heartbeat_interval * 1000)))
+            await self.post(
+                self._base(
+                    "meta_event",
+                    meta_event_type="heartbeat",
+                    status={"online": True, "good": True},
+                    interval=int(self.heartbeat_interval * 1000),
+                )
+            )
 
     async def _reader(self) -> None:
         assert self._ws is not None
@@ -142,112 +155,195 @@ class OneBotSim:
 
     # -- actions -----------------------------------------------------------------------------
     def _answer(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        action, params, echo = request.get("action"), request.get("params", {}), request.get(
-            "echo")
+        action, params, echo = request.get("action"), request.get("params", {}), request.get("echo")
         if action in self.silent:
             return None
         if self.fail.get(action):
             code = self.fail[action].pop(0)
-            return {"status": "failed", "retcode": code, "data": None, "echo": echo,
-                    "msg": "SEND_MSG_API_ERROR", "wording": "simulated failure"}
+            return {
+                "status": "failed",
+                "retcode": code,
+                "data": None,
+                "echo": echo,
+                "msg": "SEND_MSG_API_ERROR",
+                "wording": "simulated failure",
+            }
         data: Any = None
         if action in ("send_private_msg", "send_group_msg", "send_msg"):
             data = {"message_id": next(self._ids)}
         elif action == "get_msg":
             event = self.messages.get(int(params.get("message_id", 0)))
             if event is None:
-                return {"status": "failed", "retcode": 100, "data": None, "echo": echo,
-                        "msg": "MESSAGE_NOT_FOUND", "wording": "message not found"}
-            data = {"time": event["time"], "message_type": event["message_type"],
-                    "message_id": event["message_id"], "real_id": event["message_id"],
-                    "sender": event["sender"], "message": event["message"]}
+                return {
+                    "status": "failed",
+                    "retcode": 100,
+                    "data": None,
+                    "echo": echo,
+                    "msg": "MESSAGE_NOT_FOUND",
+                    "wording": "message not found",
+                }
+            data = {
+                "time": event["time"],
+                "message_type": event["message_type"],
+                "message_id": event["message_id"],
+                "real_id": event["message_id"],
+                "sender": event["sender"],
+                "message": event["message"],
+            }
         elif action == "get_login_info":
             data = {"user_id": self.self_id, "nickname": "simbot"}
         elif action == "set_friend_add_request":
             data = None
         else:
-            return {"status": "failed", "retcode": 1404, "data": None, "echo": echo,
-                    "msg": "API_NOT_FOUND", "wording": f"{action} not implemented"}
+            return {
+                "status": "failed",
+                "retcode": 1404,
+                "data": None,
+                "echo": echo,
+                "msg": "API_NOT_FOUND",
+                "wording": f"{action} not implemented",
+            }
         return {"status": "ok", "retcode": 0, "data": data, "echo": echo}
 
     def sent(self, action: str | None = None) -> list[dict[str, Any]]:
         """Actions received (optionally only one kind), in order."""
         return [a for a in self.actions if action is None or a["action"] == action]
 
-    async def wait_actions(self, count: int, action: str | None = None,
-                           where: Callable[[dict[str, Any]], bool] = lambda a: True,
-                           timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_actions(
+        self,
+        count: int,
+        action: str | None = None,
+        where: Callable[[dict[str, Any]], bool] = lambda a: True,
+        timeout: float = 5.0,
+    ) -> list[dict[str, Any]]:
         """Wait until at least `count` matching actions arrived; return them all."""
+
         def matching() -> list[dict[str, Any]]:
             return [a for a in self.sent(action) if where(a)]
 
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(matching()) >= count),
-                                   timeout)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(matching()) >= count), timeout
+            )
         return matching()
 
-    async def wait_action(self, action: str, timeout: float = 5.0,
-                          where: Callable[[dict[str, Any]], bool] = lambda a: True
-                          ) -> dict[str, Any]:
+    async def wait_action(
+        self,
+        action: str,
+        timeout: float = 5.0,
+        where: Callable[[dict[str, Any]], bool] = lambda a: True,
+    ) -> dict[str, Any]:
         return (await self.wait_actions(1, action, where, timeout))[-1]
 
     # -- events ------------------------------------------------------------------------------
     def _base(self, post_type: str, **fields: Any) -> dict[str, Any]:
-        return {"time": int(time.time()), "self_id": self.self_id, "post_type": post_type,
-                **fields}
+        return {"time": int(time.time()), "self_id": self.self_id, "post_type": post_type, **fields}
 
     async def post(self, event: dict[str, Any]) -> None:
         assert self._ws is not None, "not connected"
         with contextlib.suppress(ConnectionResetError):
             await self._ws.send_str(json.dumps(event, ensure_ascii=False))
 
-    def _message_event(self, message_type: str, user_id: int, message: list[Segment] | str,
-                       sender: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    def _message_event(
+        self,
+        message_type: str,
+        user_id: int,
+        message: list[Segment] | str,
+        sender: dict[str, Any],
+        **extra: Any,
+    ) -> dict[str, Any]:
         message_id = next(self._ids)
         raw = message if isinstance(message, str) else _to_cq(message)
-        event = self._base("message", message_type=message_type, message_id=message_id,
-                           user_id=user_id, message=message, raw_message=raw, font=0,
-                           sender=sender, **extra)
+        event = self._base(
+            "message",
+            message_type=message_type,
+            message_id=message_id,
+            user_id=user_id,
+            message=message,
+            raw_message=raw,
+            font=0,
+            sender=sender,
+            **extra,
+        )
         self.messages[message_id] = event
         return event
 
-    async def group_message(self, group_id: int, user_id: int, message: list[Segment] | str, *,
-                            nickname: str = "小不点", card: str = "",
-                            role: str = "member") -> dict[str, Any]:
+    async def group_message(
+        self,
+        group_id: int,
+        user_id: int,
+        message: list[Segment] | str,
+        *,
+        nickname: str = "小不点",
+        card: str = "",
+        role: str = "member",
+    ) -> dict[str, Any]:
         """event/message.md, 群消息."""
         event = self._message_event(
-            "group", user_id, message,
-            {"user_id": user_id, "nickname": nickname, "card": card, "sex": "unknown",
-             "age": 0, "area": "", "level": "1", "role": role, "title": ""},
-            sub_type="normal", group_id=group_id, anonymous=None)
+            "group",
+            user_id,
+            message,
+            {
+                "user_id": user_id,
+                "nickname": nickname,
+                "card": card,
+                "sex": "unknown",
+                "age": 0,
+                "area": "",
+                "level": "1",
+                "role": role,
+                "title": "",
+            },
+            sub_type="normal",
+            group_id=group_id,
+            anonymous=None,
+        )
         await self.post(event)
         return event
 
-    async def private_message(self, user_id: int, message: list[Segment] | str, *,
-                              nickname: str = "小不点", deliver: bool = True) -> dict[str, Any]:
+    async def private_message(
+        self,
+        user_id: int,
+        message: list[Segment] | str,
+        *,
+        nickname: str = "小不点",
+        deliver: bool = True,
+    ) -> dict[str, Any]:
         """event/message.md, 私聊消息. `deliver=False` only records it (a message sent before
         the bot connected, which `get_msg` can still return)."""
         event = self._message_event(
-            "private", user_id, message,
+            "private",
+            user_id,
+            message,
             {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
-            sub_type="friend")
+            sub_type="friend",
+        )
         if deliver:
             await self.post(event)
         return event
 
-    async def group_increase(self, group_id: int, user_id: int,
-                             operator_id: int = 0) -> dict[str, Any]:
+    async def group_increase(
+        self, group_id: int, user_id: int, operator_id: int = 0
+    ) -> dict[str, Any]:
         """event/notice.md, 群成员增加."""
-        event = self._base("notice", notice_type="group_increase", sub_type="approve",
-                           group_id=group_id, operator_id=operator_id, user_id=user_id)
+        event = self._base(
+            "notice",
+            notice_type="group_increase",
+            sub_type="approve",
+            group_id=group_id,
+            operator_id=operator_id,
+            user_id=user_id,
+        )
         await self.post(event)
         return event
 
-    async def friend_request(self, user_id: int, comment: str = "",
-                             flag: str = "flag-1") -> dict[str, Any]:
+    async def friend_request(
+        self, user_id: int, comment: str = "", flag: str = "flag-1"
+    ) -> dict[str, Any]:
         """event/request.md, 加好友请求."""
-        event = self._base("request", request_type="friend", user_id=user_id, comment=comment,
-                           flag=flag)
+        event = self._base(
+            "request", request_type="friend", user_id=user_id, comment=comment, flag=flag
+        )
         await self.post(event)
         return event
 

@@ -31,8 +31,7 @@ async def test_group_message_at_bot_triggers_a_function(make_onebot: MakeOneBot)
     bot, _channel, url = await make_onebot(model=model)
     sim = await connected(url)
     try:
-        await sim.group_message(GROUP, ALICE, [at(SELF), text(" roll a d20 please")],
-                                card="Alice")
+        await sim.group_message(GROUP, ALICE, [at(SELF), text(" roll a d20 please")], card="Alice")
         action = await sim.wait_action("send_group_msg")
     finally:
         await sim.close()
@@ -46,8 +45,10 @@ async def test_group_message_at_bot_triggers_a_function(make_onebot: MakeOneBot)
     assert "roll a d20 please" in str(user_turn.content)
     assert str(SELF) not in str(user_turn.content)
     history = bot.storage.recent_messages("onebot", f"group:{GROUP}", 10)
-    assert [(m.role, m.sender_name) for m in history] == [("user", "Alice"),
-                                                          ("assistant", "simbot")]
+    assert [(m.role, m.sender_name) for m in history] == [
+        ("user", "Alice"),
+        ("assistant", "simbot"),
+    ]
 
 
 async def test_group_message_without_at_is_stored_not_answered(make_onebot: MakeOneBot) -> None:
@@ -79,11 +80,11 @@ async def test_private_message_answered_and_quote_fetched(make_onebot: MakeOneBo
         await sim.private_message(ALICE, "hi bot")
         first = await sim.wait_action("send_private_msg")
         # Quote a message the bot has never seen: the channel fetches it with get_msg.
-        other = await sim.private_message(777, "the original words", nickname="Bob",
-                                          deliver=False)
+        other = await sim.private_message(777, "the original words", nickname="Bob", deliver=False)
         await sim.private_message(ALICE, [reply(other["message_id"]), text("/quote")])
-        second = await sim.wait_action("send_private_msg",
-                                       where=lambda a: "quoted" in plain(a["params"]["message"]))
+        second = await sim.wait_action(
+            "send_private_msg", where=lambda a: "quoted" in plain(a["params"]["message"])
+        )
     finally:
         await sim.close()
     assert first["params"] == {"user_id": ALICE, "message": [text("hello there")]}
@@ -123,8 +124,13 @@ async def test_member_join_gets_a_welcome(make_onebot: MakeOneBot) -> None:
     bot, _channel, url = await make_onebot()
 
     async def welcome(bot: Bot, event: SystemEvent) -> list[OutgoingMessage]:
-        out = OutgoingMessage(platform=event.platform, chat_id=event.chat_id,
-                              text="welcome to the group!", is_group=True, at=event.user_id)
+        out = OutgoingMessage(
+            platform=event.platform,
+            chat_id=event.chat_id,
+            text="welcome to the group!",
+            is_group=True,
+            at=event.user_id,
+        )
         await bot.send(out)
         return [out]
 
@@ -200,7 +206,11 @@ async def test_peer_restart_reconnects_and_nothing_is_lost(make_onebot: MakeOneB
     finally:
         await sim.close()
     assert [plain(a["params"]["message"]) for a in actions] == [
-        "before", "during restart", "while down", "after"]
+        "before",
+        "during restart",
+        "while down",
+        "after",
+    ]
 
 
 async def test_failed_action_retried_then_reported(make_onebot: MakeOneBot) -> None:
@@ -255,7 +265,8 @@ async def test_fifty_chats_at_once_keep_order_within_each(make_onebot: MakeOneBo
     by_chat: dict[int, list[str]] = {}
     for action in sim.sent("send_group_msg"):
         by_chat.setdefault(action["params"]["group_id"], []).append(
-            plain(action["params"]["message"]))
+            plain(action["params"]["message"])
+        )
     assert len(by_chat) == 50
     for g in range(1, 51):
         assert by_chat[1000 + g] == [f"{g}:{n}" for n in range(per_chat)]

@@ -26,17 +26,33 @@ def _free_port() -> int:
 async def test_bot_py_runs_onebot_and_http_side_by_side(tmp_path: Path) -> None:
     ob_port, http_port = _free_port(), _free_port()
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "storage": {"url": "sqlite:///chatfn.db"},
-        "plugins": {"paths": []},
-        "channels": {"onebot": {"port": ob_port, "access_token": TOKEN},
-                     "http": {"port": http_port}},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "storage": {"url": "sqlite:///chatfn.db"},
+                "plugins": {"paths": []},
+                "channels": {
+                    "onebot": {"port": ob_port, "access_token": TOKEN},
+                    "http": {"port": http_port},
+                },
+            }
+        )
+    )
     env_log = tmp_path / "bot.log"
     with env_log.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(ROOT / "bot.py"), "--config", str(config),
-            "--channel", "onebot", "--channel", "http", cwd=tmp_path, stdout=log, stderr=log)
+            sys.executable,
+            str(ROOT / "bot.py"),
+            "--config",
+            str(config),
+            "--channel",
+            "onebot",
+            "--channel",
+            "http",
+            cwd=tmp_path,
+            stdout=log,
+            stderr=log,
+        )
     sim = OneBotSim(f"ws://127.0.0.1:{ob_port}/onebot/v11/ws", 4242, token=TOKEN)
     try:
         for _ in range(100):

@@ -26,8 +26,10 @@ def test_parse_cq_with_escapes_in_text_and_params() -> None:
 
 
 def test_round_trip_and_literal_escape_sequences() -> None:
-    segments = [{"type": "text", "data": {"text": "[x], &#91; & y"}},
-                {"type": "image", "data": {"file": "a,b.png"}}]
+    segments = [
+        {"type": "text", "data": {"text": "[x], &#91; & y"}},
+        {"type": "image", "data": {"file": "a,b.png"}},
+    ]
     assert parse_cq(to_cq(segments)) == segments
     assert unescape(escape("&#91;")) == "&#91;"
     assert escape("a,b", in_param=True) == "a&#44;b"
@@ -45,8 +47,10 @@ def test_normalize_accepts_every_posted_shape() -> None:
 
 
 def test_parse_message_mentions_reply_and_placeholders() -> None:
-    parsed = parse_message(parse_cq(
-        f"[CQ:reply,id=77][CQ:at,qq={SELF}] look[CQ:image,file=a.jpg] [CQ:at,qq=42]ok"), SELF)
+    parsed = parse_message(
+        parse_cq(f"[CQ:reply,id=77][CQ:at,qq={SELF}] look[CQ:image,file=a.jpg] [CQ:at,qq=42]ok"),
+        SELF,
+    )
     assert parsed.at_bot and parsed.reply_id == "77"
     assert parsed.text == "look[image] @42 ok"
     assert parse_message(parse_cq("[CQ:at,qq=all] meeting"), SELF).at_bot is False
@@ -54,6 +58,8 @@ def test_parse_message_mentions_reply_and_placeholders() -> None:
 
 def test_outgoing_segments() -> None:
     assert outgoing_segments("hi", at="5", reply_to="9") == [
-        {"type": "reply", "data": {"id": "9"}}, {"type": "at", "data": {"qq": "5"}},
-        {"type": "text", "data": {"text": " hi"}}]
+        {"type": "reply", "data": {"id": "9"}},
+        {"type": "at", "data": {"qq": "5"}},
+        {"type": "text", "data": {"text": " hi"}},
+    ]
     assert outgoing_segments("hi") == [{"type": "text", "data": {"text": "hi"}}]

@@ -51,6 +51,7 @@ async def test_ordered_runner_keeps_submission_order_per_key() -> None:
             if n == 1:
                 raise ValueError("a failed job does not block the next")
             seen.append((key, n))
+
         return run
 
     tasks = [runner.submit(k, job(k, n, 0.03 - n * 0.01)) for n in range(3) for k in "ab"]
@@ -68,7 +69,8 @@ async def test_deliver_splits_rate_limits_and_orders() -> None:
         sent.append((part, index))
 
     start = time.monotonic()
-    await asyncio.gather(outbound.deliver("c", "aaaa\nbbbb\ncccc", send),
-                         outbound.deliver("c", "dddd", send))
+    await asyncio.gather(
+        outbound.deliver("c", "aaaa\nbbbb\ncccc", send), outbound.deliver("c", "dddd", send)
+    )
     assert sent == [("aaaa\nbbbb", 0), ("cccc", 1), ("dddd", 0)]
     assert time.monotonic() - start >= 0.09  # three sends at 20/s after a burst of one

@@ -29,11 +29,13 @@ from runtime.settings import parse_settings
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 webdriver = pytest.importorskip(
-    "selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    "selenium.webdriver", reason="selenium is not installed (pip install selenium)"
+)
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
     reason="headless Chromium not installed: run .ci/install-browser.sh "
-           "(apt-get install chromium chromium-driver)")
+    "(apt-get install chromium chromium-driver)",
+)
 
 TOKEN = "web-page-token"
 STREAMED = "Streaming works: this answer arrives in small pieces, one after the other."
@@ -43,14 +45,14 @@ class SlowStreamingModel(ScriptedModel):
     """A scripted model that streams its text in small, delayed chunks, so the page has
     something to show arriving."""
 
-    async def stream(self, messages: Sequence[Message],
-                     tools: Sequence[ToolDefinition] | None = None
-                     ) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
         response = await self.complete(messages, tools)
         text = response.content or ""
         for i in range(0, len(text), 6):
             await asyncio.sleep(0.03)
-            yield StreamEvent(type="text", text=text[i:i + 6])
+            yield StreamEvent(type="text", text=text[i : i + 6])
         for index, tool_call in enumerate(response.tool_calls):
             yield StreamEvent(type="tool_call_start", index=index, tool_call=tool_call)
             yield StreamEvent(type="tool_call_end", index=index, tool_call=tool_call)
@@ -75,14 +77,18 @@ def _registry() -> Registry:
 
 @pytest.fixture
 async def web_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str]]:
-    settings = parse_settings({
-        "storage": {"url": f"sqlite:///{tmp_path / 'web.db'}"},
-        "plugins": {"paths": []},
-        "channels": {"http": {"host": "127.0.0.1", "port": 0, "token": TOKEN}},
-    }, base_dir=tmp_path)
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'web.db'}"},
+            "plugins": {"paths": []},
+            "channels": {"http": {"host": "127.0.0.1", "port": 0, "token": TOKEN}},
+        },
+        base_dir=tmp_path,
+    )
     model = SlowStreamingModel(
         [calls(("roll_dice", {"sides": 20}), text="Let me roll that. "), say(STREAMED)],
-        capabilities=ModelCapabilities(streaming=True))
+        capabilities=ModelCapabilities(streaming=True),
+    )
     bot = Bot(settings, registry=_registry(), model=model, builtins=False, load_plugins=False)
     channel = HttpChannel(bot)
     await channel.start()
@@ -99,10 +105,19 @@ def _browser(profile: Path) -> Any:
 
     options = Options()
     options.binary_location = CHROMIUM or ""
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1100,800", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1100,800",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     # An explicit driver path: Selenium Manager (which would download one) is never needed.
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -133,8 +148,7 @@ def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) 
         # The call shows while the function runs, then is marked done.
         running = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.running")))
         assert "roll_dice" in running.text
-        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".tool .args"),
-                                                    "sides=20"))
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".tool .args"), "sides=20"))
         wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.done")))
         wait.until(ec.text_to_be_present_in_element((By.ID, "log"), "You rolled 20 on a d20."))
         # The model's words before its call stay visible, marked as not being the reply.
@@ -143,30 +157,43 @@ def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) 
 
         box.send_keys("and now say something long", Keys.ENTER)  # the @bot toggle is on
         # Seen while still streaming: the text grows before the reply is complete.
-        partial = wait.until(ec.presence_of_element_located(
-            (By.CSS_SELECTOR, ".msg.bot.streaming .body")))
+        partial = wait.until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, ".msg.bot.streaming .body"))
+        )
         wait.until(lambda d: len(partial.text) > 0)
         assert len(partial.text) < len(STREAMED)
         wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg.bot.streaming"))
         wait.until(ec.text_to_be_present_in_element((By.ID, "log"), STREAMED))
 
         # A message the bot sends on its own (a reminder) reaches the open chat via /v1/events.
-        asyncio.run_coroutine_threadsafe(bot.send(OutgoingMessage(
-            platform="http", chat_id="group:team1", text="Reminder: stand-up in 5 minutes",
-            is_group=True)), loop).result(5)
-        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".msg.event"),
-                                                    "Reminder: stand-up"))
+        asyncio.run_coroutine_threadsafe(
+            bot.send(
+                OutgoingMessage(
+                    platform="http",
+                    chat_id="group:team1",
+                    text="Reminder: stand-up in 5 minutes",
+                    is_group=True,
+                )
+            ),
+            loop,
+        ).result(5)
+        wait.until(
+            ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".msg.event"), "Reminder: stand-up")
+        )
         # ... but not one to another chat.
-        asyncio.run_coroutine_threadsafe(bot.send(OutgoingMessage(
-            platform="http", chat_id="private:bob", text="for bob only")), loop).result(5)
+        asyncio.run_coroutine_threadsafe(
+            bot.send(OutgoingMessage(platform="http", chat_id="private:bob", text="for bob only")),
+            loop,
+        ).result(5)
         driver.save_screenshot(str(tmp_path / "web-chat.png"))
         return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".msg.bot .body")]
     finally:
         driver.quit()
 
 
-async def test_page_shows_tool_call_and_streamed_reply(web_bot: tuple[Bot, str],
-                                                       tmp_path: Path) -> None:
+async def test_page_shows_tool_call_and_streamed_reply(
+    web_bot: tuple[Bot, str], tmp_path: Path
+) -> None:
     bot, url = web_bot
     texts = await asyncio.to_thread(_drive, url, tmp_path, asyncio.get_running_loop(), bot)
     assert texts.count("You rolled 20 on a d20.") == 1  # once, though /v1/events also saw it
@@ -175,4 +202,6 @@ async def test_page_shows_tool_call_and_streamed_reply(web_bot: tuple[Bot, str],
     assert (tmp_path / "web-chat.png").stat().st_size > 5000
     history = bot.storage.recent_messages("http", "group:team1", 10)
     assert [(m.sender_id, m.text) for m in history if m.role == "user"] == [
-        ("alice", "roll a d20 for me"), ("alice", "and now say something long")]
+        ("alice", "roll a d20 for me"),
+        ("alice", "and now say something long"),
+    ]

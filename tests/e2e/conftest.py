@@ -13,7 +13,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
-NOTE_PLUGIN = '''
+NOTE_PLUGIN = """
 from pydantic import BaseModel, Field
 from function_calls.registry import tool_function
 from function_calls.spec import FunctionResult
@@ -32,7 +32,7 @@ def note_add(ctx, args: NoteArgs) -> FunctionResult:
 @tool_function(name="secret_reset", description="Reset everything.", admin_only=True)
 def secret_reset(ctx) -> FunctionResult:
     return FunctionResult(messages=["reset done"])
-'''
+"""
 
 
 def free_port() -> int:
@@ -52,9 +52,16 @@ def write_config(tmp_path: Path, model_url: str | None, **sections: object) -> P
         "logging": {"level": "DEBUG"},
     }
     if model_url:
-        data["models"] = {"default": {"provider": "openai", "base_url": model_url,
-                                      "api_key": "${TEST_SECRET_KEY}", "model": "gpt-4o-mini",
-                                      "native_tools": True, "max_retries": 0}}
+        data["models"] = {
+            "default": {
+                "provider": "openai",
+                "base_url": model_url,
+                "api_key": "${TEST_SECRET_KEY}",
+                "model": "gpt-4o-mini",
+                "native_tools": True,
+                "max_retries": 0,
+            }
+        }
     data.update(sections)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -65,8 +72,11 @@ def write_config(tmp_path: Path, model_url: str | None, **sections: object) -> P
 def bot_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     import os
 
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL")
+    }
     env["TEST_SECRET_KEY"] = "sk-e2e-very-secret-value"
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -11,37 +11,58 @@ from tests.e2e.conftest import PYTHON, ROOT, write_config
 from tests.fakes.cassette import ReplayServer, openai_chat_response
 
 
-async def run_console(cfg: Path | None, lines: list[str], cwd: Path, env: dict[str, str],
-                      ) -> subprocess.CompletedProcess[str]:
+async def run_console(
+    cfg: Path | None,
+    lines: list[str],
+    cwd: Path,
+    env: dict[str, str],
+) -> subprocess.CompletedProcess[str]:
     import asyncio
 
     args = [PYTHON, str(ROOT / "bot.py")] + (["--config", str(cfg)] if cfg else [])
 
     def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True,
-                              text=True, cwd=cwd, env=env, timeout=60)
+        return subprocess.run(
+            args,
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=env,
+            timeout=60,
+        )
 
     return await asyncio.to_thread(run)
 
 
 async def test_piped_conversation_with_model(tmp_path: Path, bot_env: dict[str, str]) -> None:
     async with ReplayServer() as model:
-        model.queue.extend([
-            lambda _r: web.json_response(openai_chat_response("Hello Alice!")),
-            lambda _r: web.json_response(openai_chat_response(
-                tool_calls=[{"name": "note_add", "arguments": {"text": "team lunch"}}])),
-        ])
+        model.queue.extend(
+            [
+                lambda _r: web.json_response(openai_chat_response("Hello Alice!")),
+                lambda _r: web.json_response(
+                    openai_chat_response(
+                        tool_calls=[{"name": "note_add", "arguments": {"text": "team lunch"}}]
+                    )
+                ),
+            ]
+        )
         cfg = write_config(tmp_path, f"{model.url}/v1", channels={"console": {"user": "alice"}})
-        proc = await run_console(cfg, [
-            "hello",
-            ":group team1",
-            "nobody mentioned the bot here",
-            "@bot note team lunch",
-            ":as bob",
-            "/secret_reset",
-            ":admin on",
-            "/secret_reset",
-        ], tmp_path, bot_env)
+        proc = await run_console(
+            cfg,
+            [
+                "hello",
+                ":group team1",
+                "nobody mentioned the bot here",
+                "@bot note team lunch",
+                ":as bob",
+                "/secret_reset",
+                ":admin on",
+                "/secret_reset",
+            ],
+            tmp_path,
+            bot_env,
+        )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert out == [
@@ -66,8 +87,9 @@ async def test_no_config_no_model_still_runs(tmp_path: Path, bot_env: dict[str, 
     assert "/note_add" in proc.stdout and "No model is configured" in proc.stdout
 
 
-async def test_bad_config_fails_at_start_naming_the_key(tmp_path: Path,
-                                                        bot_env: dict[str, str]) -> None:
+async def test_bad_config_fails_at_start_naming_the_key(
+    tmp_path: Path, bot_env: dict[str, str]
+) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("models:\n  default:\n    model: x\n    timeout: soon\nbot:\n  admns: []\n")
     proc = await run_console(cfg, [], tmp_path, bot_env)

@@ -48,29 +48,47 @@ async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) 
 
     async with ReplayServer() as model:
         port = free_port()
-        cfg = write_config(tmp_path, f"{model.url}/v1", channels={"http": {
-            "host": "127.0.0.1", "port": port, "token": TOKEN,
-            "webhook_url": f"http://127.0.0.1:{hook_port}/hook"}})
-        proc = subprocess.Popen([PYTHON, str(ROOT / "bot.py"), "--config", str(cfg),
-                                 "--channel", "http"], cwd=tmp_path, env=bot_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cfg = write_config(
+            tmp_path,
+            f"{model.url}/v1",
+            channels={
+                "http": {
+                    "host": "127.0.0.1",
+                    "port": port,
+                    "token": TOKEN,
+                    "webhook_url": f"http://127.0.0.1:{hook_port}/hook",
+                }
+            },
+        )
+        proc = subprocess.Popen(
+            [PYTHON, str(ROOT / "bot.py"), "--config", str(cfg), "--channel", "http"],
+            cwd=tmp_path,
+            env=bot_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         url = f"http://127.0.0.1:{port}"
         auth = {"Authorization": f"Bearer {TOKEN}"}
         try:
             await wait_healthy(url, proc)
             async with aiohttp.ClientSession() as s:
                 # Token required.
-                async with s.post(f"{url}/v1/messages", json={"chat_id": "c", "sender_id": "u",
-                                                              "text": "hi"}) as r:
+                async with s.post(
+                    f"{url}/v1/messages", json={"chat_id": "c", "sender_id": "u", "text": "hi"}
+                ) as r:
                     assert r.status == 401
                 # Malformed bodies name the field.
-                async with s.post(f"{url}/v1/messages", headers=auth,
-                                  json={"chat_id": "c", "text": "hi"}) as r:
+                async with s.post(
+                    f"{url}/v1/messages", headers=auth, json={"chat_id": "c", "text": "hi"}
+                ) as r:
                     assert r.status == 400 and (await r.json())["field"] == "sender_id"
                 async with s.post(f"{url}/v1/messages", headers=auth, data="not json") as r:
                     assert r.status == 400 and "JSON" in (await r.json())["error"]
-                async with s.post(f"{url}/v1/messages", headers=auth,
-                                  json={"chat_id": "c", "sender_id": "u", "text": 5}) as r:
+                async with s.post(
+                    f"{url}/v1/messages",
+                    headers=auth,
+                    json={"chat_id": "c", "sender_id": "u", "text": 5},
+                ) as r:
                     assert r.status == 400 and (await r.json())["field"] == "text"
 
                 # The event stream sees every message the bot sends.
@@ -80,14 +98,24 @@ async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) 
 
                 # A group message with @bot: the model calls note_add; the function's own
                 # confirmation is the reply, with an @-mention, and no second model call.
-                model.queue.append(lambda _r: web.json_response(openai_chat_response(
-                    tool_calls=[{"name": "note_add", "arguments": {"text": "buy milk"}}])))
-                body = {"chat_id": "team", "sender_id": "bob", "sender_name": "Bob",
-                        "text": "note: buy milk", "is_group": True, "at_bot": True}
+                model.queue.append(
+                    lambda _r: web.json_response(
+                        openai_chat_response(
+                            tool_calls=[{"name": "note_add", "arguments": {"text": "buy milk"}}]
+                        )
+                    )
+                )
+                body = {
+                    "chat_id": "team",
+                    "sender_id": "bob",
+                    "sender_name": "Bob",
+                    "text": "note: buy milk",
+                    "is_group": True,
+                    "at_bot": True,
+                }
                 async with s.post(f"{url}/v1/messages", headers=auth, json=body) as r:
                     assert r.status == 200
-                    assert await r.json() == {"replies": [{"text": "Noted: buy milk",
-                                                           "at": "bob"}]}
+                    assert await r.json() == {"replies": [{"text": "Noted: buy milk", "at": "bob"}]}
                 assert len(model.received) == 1
                 sent = model.received[0].body
                 assert sent["messages"][-1]["content"] == "Bob: note: buy milk"
@@ -97,19 +125,30 @@ async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) 
                 assert line == {"chat_id": "team", "text": "Noted: buy milk", "at": "bob"}
 
                 # Not addressed in a group: stored, silent.
-                body = {"chat_id": "team", "sender_id": "bob", "text": "just chatting",
-                        "is_group": True}
+                body = {
+                    "chat_id": "team",
+                    "sender_id": "bob",
+                    "text": "just chatting",
+                    "is_group": True,
+                }
                 async with s.post(f"{url}/v1/messages", headers=auth, json=body) as r:
                     assert await r.json() == {"replies": []}
                 assert len(model.received) == 1
 
                 # A slash command needs no model; admin rules apply.
-                async with s.post(f"{url}/v1/messages", headers=auth, json={
-                        "chat_id": "dm", "sender_id": "bob", "text": "/secret_reset"}) as r:
-                    assert (await r.json())["replies"][0]["text"] == \
-                        "secret_reset is for admins only."
-                async with s.post(f"{url}/v1/messages", headers=auth, json={
-                        "chat_id": "dm2", "sender_id": "alice", "text": "/secret_reset"}) as r:
+                async with s.post(
+                    f"{url}/v1/messages",
+                    headers=auth,
+                    json={"chat_id": "dm", "sender_id": "bob", "text": "/secret_reset"},
+                ) as r:
+                    assert (await r.json())["replies"][0][
+                        "text"
+                    ] == "secret_reset is for admins only."
+                async with s.post(
+                    f"{url}/v1/messages",
+                    headers=auth,
+                    json={"chat_id": "dm2", "sender_id": "alice", "text": "/secret_reset"},
+                ) as r:
                     assert (await r.json())["replies"][0]["text"] == "reset done"
                 events.close()
 

@@ -20,8 +20,14 @@ from providers.config import ModelConfig
 from providers.factory import build_model
 from tests.fakes.cassette import Received, ReplayServer, openai_chat_response
 
-REJECT = {"error": {"message": "registry.ollama.ai/library/llama3:8b does not support tools",
-                    "type": "api_error", "param": None, "code": None}}
+REJECT = {
+    "error": {
+        "message": "registry.ollama.ai/library/llama3:8b does not support tools",
+        "type": "api_error",
+        "param": None,
+        "code": None,
+    }
+}
 
 
 def written_call(fmt: str, args: dict) -> str:
@@ -48,11 +54,13 @@ class PromptModeServer:
         last = body["messages"][-1]["content"]
         if "<tool_result" not in last:
             # First attempt: a bad time (the model must fix it from the error).
-            return web.json_response(openai_chat_response(
-                written_call(self.fmt, {"text": "stand-up", "minutes": -5})))
+            return web.json_response(
+                openai_chat_response(written_call(self.fmt, {"text": "stand-up", "minutes": -5}))
+            )
         if 'error="true"' in last or "Invalid arguments" in last:
-            return web.json_response(openai_chat_response(
-                written_call(self.fmt, {"text": "stand-up", "minutes": 10})))
+            return web.json_response(
+                openai_chat_response(written_call(self.fmt, {"text": "stand-up", "minutes": 10}))
+            )
         return web.json_response(openai_chat_response("Reminder set for 10 minutes from now."))
 
 
@@ -74,8 +82,13 @@ async def test_downgrade_and_full_loop_in_each_format(tmp_path: Path, fmt: str) 
     async with ReplayServer() as server:
         handler = PromptModeServer(fmt)
         server.queue.extend([handler] * 12)
-        cfg = ModelConfig(provider="openai", model="llama3:8b", base_url=f"{server.url}/v1",
-                          prompt_format=fmt, max_retries=0)
+        cfg = ModelConfig(
+            provider="openai",
+            model="llama3:8b",
+            base_url=f"{server.url}/v1",
+            prompt_format=fmt,
+            max_retries=0,
+        )
         model = build_model("local", cfg)
         assert model.capabilities.native_tools == "auto"
         tb = TestBot(tmp_path, model=model, registry=reg, builtins=False)
@@ -113,8 +126,13 @@ async def test_native_true_never_downgrades(tmp_path: Path) -> None:
 
     async with ReplayServer() as server:
         server.queue.append(lambda _r: web.json_response(REJECT, status=400))
-        cfg = ModelConfig(provider="openai", model="m", base_url=f"{server.url}/v1",
-                          native_tools=True, max_retries=0)
+        cfg = ModelConfig(
+            provider="openai",
+            model="m",
+            base_url=f"{server.url}/v1",
+            native_tools=True,
+            max_retries=0,
+        )
         model = build_model("strict", cfg)
         tb = TestBot(tmp_path, model=model, registry=reg, builtins=False)
         [reply] = await tb.send("ping please")

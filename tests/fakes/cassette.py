@@ -44,13 +44,23 @@ def load_cassette(relative: str) -> list[Interaction]:
         ctype = (resp.get("headers", {}).get("content-type") or ["application/json"])[0]
         if "parsed_body" in resp:
             out.append(
-                Interaction(req.get("parsed_body"), req["uri"], resp["status"]["code"],
-                            json_body=resp["parsed_body"], content_type=ctype)
+                Interaction(
+                    req.get("parsed_body"),
+                    req["uri"],
+                    resp["status"]["code"],
+                    json_body=resp["parsed_body"],
+                    content_type=ctype,
+                )
             )
         else:
             out.append(
-                Interaction(req.get("parsed_body"), req["uri"], resp["status"]["code"],
-                            raw_body=resp["body"]["string"], content_type=ctype)
+                Interaction(
+                    req.get("parsed_body"),
+                    req["uri"],
+                    resp["status"]["code"],
+                    raw_body=resp["body"]["string"],
+                    content_type=ctype,
+                )
             )
     return out
 
@@ -115,8 +125,9 @@ class ReplayServer:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
-        rec = Received(request.method, request.path, dict(request.query), dict(request.headers),
-                       body)
+        rec = Received(
+            request.method, request.path, dict(request.query), dict(request.headers), body
+        )
         self.received.append(rec)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -131,27 +142,46 @@ class ReplayServer:
         if item.delay:
             await asyncio.sleep(item.delay)
         if item.raw_body is not None:
-            return web.Response(status=item.status, text=item.raw_body,
-                                content_type=item.content_type.split(";")[0].strip(),
-                                headers={"Cache-Control": "no-cache"})
+            return web.Response(
+                status=item.status,
+                text=item.raw_body,
+                content_type=item.content_type.split(";")[0].strip(),
+                headers={"Cache-Control": "no-cache"},
+            )
         return web.json_response(item.json_body, status=item.status)
 
 
-def openai_chat_response(content: str | None = None, tool_calls: list[dict] | None = None,
-                         model: str = "gpt-4o-mini") -> dict[str, Any]:
+def openai_chat_response(
+    content: str | None = None, tool_calls: list[dict] | None = None, model: str = "gpt-4o-mini"
+) -> dict[str, Any]:
     """A Chat Completions body shaped like the recorded ones, for scripted scenarios."""
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls:
         message["tool_calls"] = [
-            {"id": c.get("id", f"call_{i}"), "type": "function",
-             "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))
-                          if not isinstance(c.get("arguments"), str) else c["arguments"]}}
+            {
+                "id": c.get("id", f"call_{i}"),
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": json.dumps(c.get("arguments", {}))
+                    if not isinstance(c.get("arguments"), str)
+                    else c["arguments"],
+                },
+            }
             for i, c in enumerate(tool_calls)
         ]
     return {
-        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 1700000000,
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 1700000000,
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }

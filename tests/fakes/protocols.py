@@ -69,9 +69,13 @@ def openai_events(turn: Turn, round_: int, *, deepseek: bool) -> list[Any]:
     model = "deepseek-chat" if deepseek else "gpt-4o"
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": f"chatcmpl-{round_}", "object": "chat.completion.chunk", "created": 1,
-                "model": model, "choices": [{"index": 0, "delta": delta,
-                                             "finish_reason": finish}]}
+        return {
+            "id": f"chatcmpl-{round_}",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     out: list[Any] = [chunk({"role": "assistant", "content": ""})]
     if deepseek and turn.thinking:
@@ -79,14 +83,32 @@ def openai_events(turn: Turn, round_: int, *, deepseek: bool) -> list[Any]:
     if turn.text:
         out += [chunk({"content": p}) for p in _split(turn.text)]
     for i, (name, args) in enumerate(turn.calls):
-        out.append(chunk({"tool_calls": [{"index": i, "id": f"call_{round_}_{i}",
-                                          "type": "function",
-                                          "function": {"name": name, "arguments": ""}}]}))
-        out += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-                for p in _split(json.dumps(args))]
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": f"call_{round_}_{i}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        out += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
+            for p in _split(json.dumps(args))
+        ]
     out.append(chunk({}, "tool_calls" if turn.calls else "stop"))
-    out.append({**chunk({}), "choices": [],
-                "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}})
+    out.append(
+        {
+            **chunk({}),
+            "choices": [],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
+        }
+    )
     out.append("[DONE]")
     return out
 
@@ -97,14 +119,27 @@ def openai_body(turn: Turn, round_: int, *, deepseek: bool) -> dict[str, Any]:
         message["reasoning_content"] = turn.thinking
     if turn.calls:
         message["tool_calls"] = [
-            {"id": f"call_{round_}_{i}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args)}}
-            for i, (name, args) in enumerate(turn.calls)]
-    return {"id": f"chatcmpl-{round_}", "object": "chat.completion", "created": 1,
-            "model": "deepseek-chat" if deepseek else "gpt-4o",
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if turn.calls else "stop"}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}}
+            {
+                "id": f"call_{round_}_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for i, (name, args) in enumerate(turn.calls)
+        ]
+    return {
+        "id": f"chatcmpl-{round_}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "deepseek-chat" if deepseek else "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if turn.calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
+    }
 
 
 # ------------------------------------------------------------------------ Anthropic
@@ -113,26 +148,39 @@ def openai_body(turn: Turn, round_: int, *, deepseek: bool) -> dict[str, Any]:
 def _anthropic_blocks(turn: Turn, round_: int) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if turn.thinking:
-        blocks.append({"type": "thinking", "thinking": turn.thinking,
-                       "signature": signature(round_)})
+        blocks.append(
+            {"type": "thinking", "thinking": turn.thinking, "signature": signature(round_)}
+        )
     if turn.text:
         blocks.append({"type": "text", "text": turn.text})
-    blocks += [{"type": "tool_use", "id": f"toolu_{round_}_{i}", "name": name, "input": args}
-               for i, (name, args) in enumerate(turn.calls)]
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{round_}_{i}", "name": name, "input": args}
+        for i, (name, args) in enumerate(turn.calls)
+    ]
     return blocks
 
 
 def anthropic_body(turn: Turn, round_: int) -> dict[str, Any]:
-    return {"id": f"msg_{round_}", "type": "message", "role": "assistant",
-            "model": "claude-test", "content": _anthropic_blocks(turn, round_),
-            "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 20, "output_tokens": 10}}
+    return {
+        "id": f"msg_{round_}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": _anthropic_blocks(turn, round_),
+        "stop_reason": "tool_use" if turn.calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 10},
+    }
 
 
 def anthropic_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
     """Messages API stream events: each block opened, filled by deltas, closed."""
-    start = {**anthropic_body(turn, round_), "content": [], "stop_reason": None,
-             "usage": {"input_tokens": 20, "output_tokens": 1}}
+    start = {
+        **anthropic_body(turn, round_),
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 20, "output_tokens": 1},
+    }
     out: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(_anthropic_blocks(turn, round_)):
         kind = block["type"]
@@ -145,16 +193,24 @@ def anthropic_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
             deltas = [{"type": "text_delta", "text": p} for p in _split(block["text"])]
         else:
             opened = {**block, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": p}
-                      for p in _split(json.dumps(block["input"]))]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in _split(json.dumps(block["input"]))
+            ]
         out.append({"type": "content_block_start", "index": index, "content_block": opened})
         out += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
         out.append({"type": "content_block_stop", "index": index})
-    out += [{"type": "message_delta",
-             "delta": {"stop_reason": "tool_use" if turn.calls else "end_turn",
-                       "stop_sequence": None},
-             "usage": {"output_tokens": 10}},
-            {"type": "message_stop"}]
+    out += [
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": "tool_use" if turn.calls else "end_turn",
+                "stop_sequence": None,
+            },
+            "usage": {"output_tokens": 10},
+        },
+        {"type": "message_stop"},
+    ]
     return out
 
 
@@ -179,8 +235,11 @@ def gemini_chunk(parts: list[dict[str, Any]], *, finish: bool) -> dict[str, Any]
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
     if finish:
         candidate["finishReason"] = "STOP"
-    return {"candidates": [candidate], "modelVersion": "gemini-test",
-            "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 10}}
+    return {
+        "candidates": [candidate],
+        "modelVersion": "gemini-test",
+        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 10},
+    }
 
 
 def gemini_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
@@ -188,8 +247,9 @@ def gemini_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
     chunks: list[dict[str, Any]] = []
     for part in gemini_parts(turn, round_):
         if "text" in part:
-            chunks += [gemini_chunk([{**part, "text": p}], finish=False)
-                       for p in _split(part["text"])]
+            chunks += [
+                gemini_chunk([{**part, "text": p}], finish=False) for p in _split(part["text"])
+            ]
         else:
             chunks.append(gemini_chunk([part], finish=False))
     chunks.append(gemini_chunk([{"text": ""}], finish=True))
@@ -215,11 +275,14 @@ def reply(protocol: Protocol, turn: Turn, round_: int, *, stream: bool) -> web.R
     return web.json_response(gemini_chunk(gemini_parts(turn, round_), finish=True))
 
 
-def replies(protocol: Protocol, turns: list[Turn], *, stream: bool
-            ) -> list[Callable[[Any], web.Response]]:
+def replies(
+    protocol: Protocol, turns: list[Turn], *, stream: bool
+) -> list[Callable[[Any], web.Response]]:
     """ReplayServer queue entries answering the turns in order."""
-    return [lambda _received, t=turn, r=k: reply(protocol, t, r, stream=stream)
-            for k, turn in enumerate(turns, 1)]
+    return [
+        lambda _received, t=turn, r=k: reply(protocol, t, r, stream=stream)
+        for k, turn in enumerate(turns, 1)
+    ]
 
 
 @dataclass
@@ -244,8 +307,11 @@ def tool_results(protocol: Protocol, body: dict[str, Any]) -> list[ToolResult]:
         return out[::-1]
     if protocol == "anthropic":
         last = body["messages"][-1]
-        return [ToolResult(b["tool_use_id"], None, b["content"], b.get("is_error"))
-                for b in last["content"] if b["type"] == "tool_result"]
+        return [
+            ToolResult(b["tool_use_id"], None, b["content"], b.get("is_error"))
+            for b in last["content"]
+            if b["type"] == "tool_result"
+        ]
     out = []
     for part in body["contents"][-1]["parts"]:
         response = part["functionResponse"]
@@ -254,23 +320,35 @@ def tool_results(protocol: Protocol, body: dict[str, Any]) -> list[ToolResult]:
     return out
 
 
-def model_config(protocol: Protocol, url: str, *, stream: bool = False,
-                 thinking: bool | dict[str, Any] = True) -> ModelConfig:
+def model_config(
+    protocol: Protocol, url: str, *, stream: bool = False, thinking: bool | dict[str, Any] = True
+) -> ModelConfig:
     """A `models:` entry for a model of `protocol` served at `url` (a local scripted server).
 
     Thinking is on by default where the protocol has it, so its replay is exercised; OpenAI
     gets none (its Chat Completions returns no reasoning). Native tools are forced on: the
     default for a non-OpenAI URL is "auto", whose downgrade path is tested elsewhere.
     """
-    common: dict[str, Any] = {"api_key": "test-key", "streaming": stream, "max_retries": 0,
-                              "timeout": 10}
+    common: dict[str, Any] = {
+        "api_key": "test-key",
+        "streaming": stream,
+        "max_retries": 0,
+        "timeout": 10,
+    }
     if thinking and not isinstance(thinking, dict):
         thinking = {"enabled": True, "budget_tokens": 1024}
     if protocol == "openai":
-        return ModelConfig(provider="openai", model="gpt-4o", base_url=f"{url}/v1",
-                           native_tools=True, **common)
+        return ModelConfig(
+            provider="openai", model="gpt-4o", base_url=f"{url}/v1", native_tools=True, **common
+        )
     if protocol == "deepseek":
-        return ModelConfig(provider="openai", model="deepseek-chat", base_url=f"{url}/v1",
-                           native_tools=True, thinking=thinking, **common)
+        return ModelConfig(
+            provider="openai",
+            model="deepseek-chat",
+            base_url=f"{url}/v1",
+            native_tools=True,
+            thinking=thinking,
+            **common,
+        )
     name = "claude-test" if protocol == "anthropic" else "gemini-test"
     return ModelConfig(provider=protocol, model=name, base_url=url, thinking=thinking, **common)

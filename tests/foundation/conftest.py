@@ -74,10 +74,12 @@ def registry(calls: Calls) -> Registry:
             await asyncio.sleep(30)
             return FunctionResult(messages=["never"])
 
-        @tool_function(name="team_only", description="Group-only function.", scope="group",
-                       require_at=True)
+        @tool_function(
+            name="team_only", description="Group-only function.", scope="group", require_at=True
+        )
         def team_only(ctx: MessageContext) -> FunctionResult:
             return FunctionResult(messages=["team!"])
+
     return reg
 
 

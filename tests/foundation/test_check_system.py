@@ -69,8 +69,7 @@ def test_unusable_database_fails(tmp_path: Path) -> None:
 
 def test_missing_provider_extra_fails_with_install_command(tmp_path: Path) -> None:
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "sitecustomize.py").write_text(
-        "import sys\nsys.modules['anthropic'] = None\n")
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['anthropic'] = None\n")
     cfg = BASE + "models:\n  claude: {provider: anthropic, model: c, api_key: k}\n"
     import os
 
@@ -88,13 +87,18 @@ async def test_online_round_trip(tmp_path: Path) -> None:
 
     (tmp_path / "plugins").mkdir()
     async with ReplayServer() as server:
-        server.queue.extend([
-            lambda _r: web.json_response(openai_chat_response(
-                tool_calls=[{"name": "get_magic_number", "arguments": {}}])),
-            lambda _r: web.json_response(openai_chat_response("The magic number is 42.")),
-        ])
-        cfg = BASE + (f"models:\n  local: {{provider: openai, model: m, api_key: k, "
-                      f"base_url: '{server.url}/v1'}}\n")
+        server.queue.extend(
+            [
+                lambda _r: web.json_response(
+                    openai_chat_response(tool_calls=[{"name": "get_magic_number", "arguments": {}}])
+                ),
+                lambda _r: web.json_response(openai_chat_response("The magic number is 42.")),
+            ]
+        )
+        cfg = BASE + (
+            f"models:\n  local: {{provider: openai, model: m, api_key: k, "
+            f"base_url: '{server.url}/v1'}}\n"
+        )
         code, report = await asyncio.to_thread(run, tmp_path, cfg, "--online")
     assert code == 0, report
     online = by_name(report)["online local"]

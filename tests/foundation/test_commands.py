@@ -21,21 +21,27 @@ class OneInt(BaseModel):
 
 def spec_for(model: type[BaseModel] | None):  # type: ignore[no-untyped-def]
     if model is None:
+
         def h(ctx):  # type: ignore[no-untyped-def]
             return FunctionResult()
     else:
+
         def h(ctx, args: model):  # type: ignore[no-untyped-def,valid-type]
             return FunctionResult()
+
     h.__annotations__ = {"args": model} if model else {}
     return build_spec(h, name="cmd", description="d")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("/help", ("help", "")),
-    ("  /note_add buy milk ", ("note_add", "buy milk")),
-    ("/a-b_1 x=1", ("a-b_1", "x=1")),
-    ("/note\nline two", ("note", "line two")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("/help", ("help", "")),
+        ("  /note_add buy milk ", ("note_add", "buy milk")),
+        ("/a-b_1 x=1", ("a-b_1", "x=1")),
+        ("/note\nline two", ("note", "line two")),
+    ],
+)
 def test_split_command(text: str, expected: tuple[str, str]) -> None:
     parsed = split_command(text)
     assert parsed is not None and (parsed.name, parsed.rest) == expected

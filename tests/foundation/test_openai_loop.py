@@ -18,8 +18,15 @@ from tests.fakes.cassette import ReplayServer, load_cassette, openai_chat_respon
 
 
 def model_for(server: ReplayServer, **extra: object):  # type: ignore[no-untyped-def]
-    cfg = ModelConfig(provider="openai", model="gpt-4o", api_key="sk-test",  # type: ignore[arg-type]
-                      base_url=f"{server.url}/v1", native_tools=True, max_retries=0, **extra)
+    cfg = ModelConfig(
+        provider="openai",
+        model="gpt-4o",
+        api_key="sk-test",  # type: ignore[arg-type]
+        base_url=f"{server.url}/v1",
+        native_tools=True,
+        max_retries=0,
+        **extra,
+    )
     return build_model("default", cfg)
 
 
@@ -53,25 +60,32 @@ async def test_recorded_tool_round_trip(tmp_path: Path, server: ReplayServer) ->
     first, second = server.bodies()
     assert {t["function"]["name"] for t in first["tools"]} == {"get_user_country", "final_result"}
     assert first["messages"][0]["role"] == "system"
-    assert first["messages"][-1] == {"role": "user",
-                                     "content": "What is the largest city in the user country?"}
+    assert first["messages"][-1] == {
+        "role": "user",
+        "content": "What is the largest city in the user country?",
+    }
     assistant, tool = second["messages"][-2:]
     assert assistant["tool_calls"][0]["id"] == "call_iXFttys57ap0o16JSlC8yhYo"
-    assert tool == {"role": "tool", "tool_call_id": "call_iXFttys57ap0o16JSlC8yhYo",
-                    "content": "Mexico"}
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_iXFttys57ap0o16JSlC8yhYo",
+        "content": "Mexico",
+    }
     await tb.aclose()
 
 
 async def test_500_gives_short_message_and_history_keeps_question(
-        tmp_path: Path, server: ReplayServer) -> None:
+    tmp_path: Path, server: ReplayServer
+) -> None:
     server.queue.append(lambda _r: web.json_response({"error": {"message": "boom"}}, status=500))
     tb = TestBot(tmp_path, model=model_for(server))
     replies = await tb.send("Are you there?")
-    assert replies == ["Sorry, the model is not available right now. Your message is saved; "
-                       "please try again in a moment."]
+    assert replies == [
+        "Sorry, the model is not available right now. Your message is saved; "
+        "please try again in a moment."
+    ]
     rows = tb.bot.storage.recent_messages("test", "private:alice", 10)
-    assert [(r.role, r.text) for r in rows] == [("user", "Are you there?"),
-                                                ("notice", replies[0])]
+    assert [(r.role, r.text) for r in rows] == [("user", "Are you there?"), ("notice", replies[0])]
     # The next message still sees the unanswered question in its history.
     server.queue.append(lambda _r: web.json_response(openai_chat_response("Yes, I'm here.")))
     assert await tb.send("hello again") == ["Yes, I'm here."]
@@ -90,18 +104,29 @@ async def test_provider_timeout(tmp_path: Path, server: ReplayServer) -> None:
     server.queue.append(hang)
     tb = TestBot(tmp_path, model=model_for(server, timeout=0.3))
     replies = await tb.send("slow?")
-    assert replies == ["Sorry, the model took too long to answer. Your message is saved; "
-                       "please try again in a moment."]
+    assert replies == [
+        "Sorry, the model took too long to answer. Your message is saved; "
+        "please try again in a moment."
+    ]
     assert tb.bot.storage.recent_messages("test", "private:alice", 5)[0].text == "slow?"
     await tb.aclose()
 
 
 async def test_chat_fallback_sends_current_message_once_with_history(
-        tmp_path: Path, server: ReplayServer) -> None:
-    server.queue.extend([lambda _r: web.json_response(openai_chat_response("Hi Alice")),
-                         lambda _r: web.json_response(openai_chat_response("You said hi"))])
-    tb = TestBot(tmp_path, model=model_for(server), builtins=False,
-                 config={"bot": {"system_prompt": "You are {bot_name}.", "name": "Testy"}})
+    tmp_path: Path, server: ReplayServer
+) -> None:
+    server.queue.extend(
+        [
+            lambda _r: web.json_response(openai_chat_response("Hi Alice")),
+            lambda _r: web.json_response(openai_chat_response("You said hi")),
+        ]
+    )
+    tb = TestBot(
+        tmp_path,
+        model=model_for(server),
+        builtins=False,
+        config={"bot": {"system_prompt": "You are {bot_name}.", "name": "Testy"}},
+    )
     await tb.send("hi")
     await tb.send("what did I say?")
     body = server.bodies()[-1]
@@ -110,30 +135,42 @@ async def test_chat_fallback_sends_current_message_once_with_history(
     assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("You are Testy.")
     assert "Current time:" in msgs[0]["content"]
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
-        ("user", "hi"), ("assistant", "Hi Alice"), ("user", "what did I say?")]
+        ("user", "hi"),
+        ("assistant", "Hi Alice"),
+        ("user", "what did I say?"),
+    ]
     await tb.aclose()
 
 
 async def test_history_window_starts_at_a_user_turn(tmp_path: Path, server: ReplayServer) -> None:
     for text in ["a", "b", "c"]:
         server.queue.append(lambda _r, t=text: web.json_response(openai_chat_response(t.upper())))
-    tb = TestBot(tmp_path, model=model_for(server), builtins=False,
-                 config={"bot": {"history_size": 3}})
+    tb = TestBot(
+        tmp_path, model=model_for(server), builtins=False, config={"bot": {"history_size": 3}}
+    )
     for text in ["a", "b", "c"]:
         await tb.send(text)
     msgs = server.bodies()[-1]["messages"][1:]
     # The last 3 stored rows before "c" are A(assistant), b, B: the window drops the leading
     # assistant reply rather than show an answer without its question.
     assert [(m["role"], m["content"]) for m in msgs] == [
-        ("user", "b"), ("assistant", "B"), ("user", "c")]
+        ("user", "b"),
+        ("assistant", "B"),
+        ("user", "c"),
+    ]
     await tb.aclose()
 
 
-async def test_system_prompt_uses_configured_time_zone(tmp_path: Path,
-                                                       server: ReplayServer) -> None:
+async def test_system_prompt_uses_configured_time_zone(
+    tmp_path: Path, server: ReplayServer
+) -> None:
     server.queue.append(lambda _r: web.json_response(openai_chat_response("ok")))
-    tb = TestBot(tmp_path, model=model_for(server), builtins=False,
-                 config={"reminders": {"timezone": "Asia/Kathmandu"}})
+    tb = TestBot(
+        tmp_path,
+        model=model_for(server),
+        builtins=False,
+        config={"reminders": {"timezone": "Asia/Kathmandu"}},
+    )
     await tb.send("what time is it?")
     system = server.bodies()[0]["messages"][0]["content"]
     assert "(UTC+0545)" in system

@@ -26,8 +26,9 @@ def test_spec_built_from_annotation_and_docstring() -> None:
     reg = Registry()
     with reg.collecting():
 
-        @tool_function(scope="group", require_at=True, admin_only=True, timeout=5,
-                       examples=["/echo text=hi"])
+        @tool_function(
+            scope="group", require_at=True, admin_only=True, timeout=5, examples=["/echo text=hi"]
+        )
         async def echo(ctx: MessageContext, args: Args) -> FunctionResult:
             """Repeat the text."""
             return FunctionResult(messages=[args.text])
@@ -148,7 +149,8 @@ def test_broken_plugin_names_file_and_cause(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text(
         "from function_calls.registry import tool_function\n"
         "@tool_function(name='bad name', description='x')\n"
-        "def f(ctx): pass\n")
+        "def f(ctx): pass\n"
+    )
     with pytest.raises(PluginLoadError, match=r"bad\.py.*must match"):
         Registry().load_plugins([tmp_path])
 

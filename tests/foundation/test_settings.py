@@ -36,8 +36,11 @@ def test_minimal_config_from_the_issue(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "config.yaml").write_text(MINIMAL)
     s = load_settings(tmp_path / "config.yaml")
     m = s.models["default"]
-    assert (m.provider, m.base_url, m.model) == ("openai", "http://127.0.0.1:8000/v1",
-                                                 "gpt-4o-mini")
+    assert (m.provider, m.base_url, m.model) == (
+        "openai",
+        "http://127.0.0.1:8000/v1",
+        "gpt-4o-mini",
+    )
     assert m.api_key is not None and m.api_key.get_secret_value() == "sk-abc"
     assert "sk-abc" not in repr(s)
     assert s.bot.admins == ["alice"] and s.channels.http.token == "change-me"
@@ -69,14 +72,17 @@ def test_template_is_valid_and_documents_every_option() -> None:
 def test_env_substitution_with_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOT_NAME", "Jeeves")
     monkeypatch.delenv("UNSET_THING", raising=False)
-    s = parse_settings({"bot": {"name": "${BOT_NAME}", "system_prompt": "${UNSET_THING:-hi}"},
-                        "channels": {"http": {"token": "${UNSET_THING}"}}})
+    s = parse_settings(
+        {
+            "bot": {"name": "${BOT_NAME}", "system_prompt": "${UNSET_THING:-hi}"},
+            "channels": {"http": {"token": "${UNSET_THING}"}},
+        }
+    )
     assert s.bot.name == "Jeeves" and s.bot.system_prompt == "hi"
     assert s.channels.http.token is None
 
 
-def test_environment_defines_a_model_when_config_has_none(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_defines_a_model_when_config_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHATFN_MODEL"):
         monkeypatch.delenv(var, raising=False)
     assert parse_settings({}).models == {}
@@ -86,15 +92,18 @@ def test_environment_defines_a_model_when_config_has_none(
     assert (m.base_url, m.model, m.api_key) == ("http://127.0.0.1:11434/v1", "qwen2.5", None)
 
 
-@pytest.mark.parametrize("data,expected", [
-    ({"models": {"m": {"model": "x", "timeout": "soon"}}}, "models.m.timeout"),
-    ({"models": {"m": {"model": "x", "provider": "cohere"}}}, "models.m.provider"),
-    ({"models": {"m": {}}}, "models.m.model: Field required"),
-    ({"function_calls": {"max_rounds": 0}}, "function_calls.max_rounds"),
-    ({"bot": {"respond_in_groups": "sometimes"}}, "bot.respond_in_groups"),
-    ({"channels": {"http": {"port": 99999}}}, "channels.http.port"),
-    ({"storage": {"uri": "x"}}, "storage.uri: unknown key"),
-])
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        ({"models": {"m": {"model": "x", "timeout": "soon"}}}, "models.m.timeout"),
+        ({"models": {"m": {"model": "x", "provider": "cohere"}}}, "models.m.provider"),
+        ({"models": {"m": {}}}, "models.m.model: Field required"),
+        ({"function_calls": {"max_rounds": 0}}, "function_calls.max_rounds"),
+        ({"bot": {"respond_in_groups": "sometimes"}}, "bot.respond_in_groups"),
+        ({"channels": {"http": {"port": 99999}}}, "channels.http.port"),
+        ({"storage": {"uri": "x"}}, "storage.uri: unknown key"),
+    ],
+)
 def test_bad_values_name_key_path(data: dict, expected: str) -> None:
     with pytest.raises(ConfigError) as exc:
         parse_settings(data)
@@ -121,8 +130,12 @@ def test_secrets_masked_in_logs() -> None:
 
     from runtime.logging import setup_logging
 
-    s = parse_settings({"models": {"m": {"model": "x", "api_key": "sk-supersecret-123"}},
-                        "channels": {"http": {"token": "tok-abcdef"}}})
+    s = parse_settings(
+        {
+            "models": {"m": {"model": "x", "api_key": "sk-supersecret-123"}},
+            "channels": {"http": {"token": "tok-abcdef"}},
+        }
+    )
     sink = io.StringIO()
     setup_logging(s, stream=sink)
     logger.info("request failed with key sk-supersecret-123 and token tok-abcdef")

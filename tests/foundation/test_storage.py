@@ -13,8 +13,9 @@ def test_times_in_other_zones_are_stored_as_utc(tmp_path: Path) -> None:
     storage.create_tables()
     tokyo = timezone(timedelta(hours=9))
     sent = datetime(2026, 5, 1, 18, 0, tzinfo=tokyo)
-    storage.add_message(platform="p", chat_id="c", role="user", sender_id="u", text="hi",
-                        created_at=sent)
+    storage.add_message(
+        platform="p", chat_id="c", role="user", sender_id="u", text="hi", created_at=sent
+    )
     [row] = storage.recent_messages("p", "c", 5)
     assert row.created_at == sent and row.created_at.tzinfo == UTC
     assert storage.messages_since("p", "c", datetime(2026, 5, 1, 17, 59, tzinfo=tokyo))

@@ -23,18 +23,26 @@ from tests.fakes.protocols import Protocol, Turn, model_config, openai_events, r
 from tests.integration.functions import make_registry
 from tests.providers_native.helpers import RawReplayServer, cut_off_after, raw
 
-OUTAGE = ("Sorry, the model is not available right now. Your message is saved; please try "
-          "again in a moment.")
+OUTAGE = (
+    "Sorry, the model is not available right now. Your message is saved; please try "
+    "again in a moment."
+)
 WEATHER = Turn(text="Checking.", calls=[("weather", {"city": "Oslo"})], thinking="Look it up.")
 ANSWER = Turn(text="Sunny in Oslo.", thinking="Say it.")
 
 
-def _bot(tmp_path: Path, server: RawReplayServer, protocol: Protocol = "openai",
-         **thinking: Any) -> TestBot:
-    cfg = model_config(protocol, server.url, stream=True,
-                       thinking={"enabled": True, **thinking} if thinking else True)
-    return TestBot(tmp_path, model=build_model("default", cfg), registry=make_registry(),
-                   builtins=False)
+def _bot(
+    tmp_path: Path, server: RawReplayServer, protocol: Protocol = "openai", **thinking: Any
+) -> TestBot:
+    cfg = model_config(
+        protocol,
+        server.url,
+        stream=True,
+        thinking={"enabled": True, **thinking} if thinking else True,
+    )
+    return TestBot(
+        tmp_path, model=build_model("default", cfg), registry=make_registry(), builtins=False
+    )
 
 
 def _sse_text(chunks: list[Any]) -> str:
@@ -44,8 +52,7 @@ def _sse_text(chunks: list[Any]) -> str:
 # ------------------------------------------------------------------------ console
 
 
-async def test_console_prints_text_as_it_arrives(tmp_path: Path,
-                                                 server: RawReplayServer) -> None:
+async def test_console_prints_text_as_it_arrives(tmp_path: Path, server: RawReplayServer) -> None:
     """The answer's first half is on screen while the server still holds the second half;
     the finished reply is not printed a second time."""
     gate = asyncio.Event()
@@ -72,13 +79,13 @@ async def test_console_prints_text_as_it_arrives(tmp_path: Path,
     assert "in Oslo." not in out.getvalue()  # the rest has not arrived yet
     gate.set()
     await asyncio.wait_for(task, 10)
-    assert out.getvalue() == ("chatfn> Checking.\n  [calling weather]\n"
-                              "chatfn> Sunny in Oslo.\n")
+    assert out.getvalue() == ("chatfn> Checking.\n  [calling weather]\nchatfn> Sunny in Oslo.\n")
     await tb.aclose()
 
 
 async def test_console_cut_off_stream_prints_the_outage_message(
-        tmp_path: Path, server: RawReplayServer) -> None:
+    tmp_path: Path, server: RawReplayServer
+) -> None:
     server.queue = [cut_off_after(_sse_text(openai_events(WEATHER, 1, deepseek=False)[:4]))]
     tb = _bot(tmp_path, server)
     out = StringIO()
@@ -89,12 +96,17 @@ async def test_console_cut_off_stream_prints_the_outage_message(
 
 
 async def test_console_shows_thinking_only_when_configured(
-        tmp_path: Path, server: RawReplayServer) -> None:
-    for show, expected in ((False, "chatfn> Checking.\n  [calling weather]\n"
-                                   "chatfn> Sunny in Oslo.\n"),
-                           (True, "  (thinking) Look it up.\nchatfn> Checking.\n"
-                                  "  [calling weather]\n  (thinking) Say it.\n"
-                                  "chatfn> Sunny in Oslo.\n")):
+    tmp_path: Path, server: RawReplayServer
+) -> None:
+    for show, expected in (
+        (False, "chatfn> Checking.\n  [calling weather]\nchatfn> Sunny in Oslo.\n"),
+        (
+            True,
+            "  (thinking) Look it up.\nchatfn> Checking.\n"
+            "  [calling weather]\n  (thinking) Say it.\n"
+            "chatfn> Sunny in Oslo.\n",
+        ),
+    ):
         server.queue = list(replies("deepseek", [WEATHER, ANSWER], stream=True))
         tb = _bot(tmp_path / str(show), server, "deepseek", show=show)
         out = StringIO()
@@ -118,8 +130,10 @@ async def http(tmp_path: Path, server: RawReplayServer) -> AsyncIterator[Any]:
             started.append((channel, tb))
         channel = started[0][0]
         url = f"http://127.0.0.1:{channel.bound_port}/v1/messages/stream"
-        async with ClientSession() as session, session.post(
-                url, json={"chat_id": "c1", "sender_id": "alice", "text": text}) as resp:
+        async with (
+            ClientSession() as session,
+            session.post(url, json={"chat_id": "c1", "sender_id": "alice", "text": text}) as resp,
+        ):
             assert resp.status == 200
             assert resp.headers["Content-Type"] == "text/event-stream"
             body = await resp.text()
@@ -141,14 +155,14 @@ def _collapse(names: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("protocol", ["openai", "deepseek"])
-async def test_http_stream_event_sequence(tmp_path: Path, server: RawReplayServer, http: Any,
-                                          protocol: Protocol) -> None:
+async def test_http_stream_event_sequence(
+    tmp_path: Path, server: RawReplayServer, http: Any, protocol: Protocol
+) -> None:
     server.queue = list(replies(protocol, [WEATHER, ANSWER], stream=True))
     tb = _bot(tmp_path, server, protocol)
     events = await http(tb, "weather in Oslo?")
     names = [name for name, _ in events]
-    assert _collapse(names) == ["text", "tool_call_start", "tool_call_end", "text", "reply",
-                                "done"]
+    assert _collapse(names) == ["text", "tool_call_start", "tool_call_end", "text", "reply", "done"]
     texts = [data["text"] for name, data in events if name == "text"]
     assert len(texts) == 4 and "".join(texts) == "Checking.Sunny in Oslo."
     start = next(data for name, data in events if name == "tool_call_start")
@@ -164,36 +178,47 @@ async def test_http_stream_event_sequence(tmp_path: Path, server: RawReplayServe
 
 
 async def test_http_stream_shows_thinking_when_configured(
-        tmp_path: Path, server: RawReplayServer, http: Any) -> None:
+    tmp_path: Path, server: RawReplayServer, http: Any
+) -> None:
     server.queue = list(replies("deepseek", [WEATHER, ANSWER], stream=True))
     tb = _bot(tmp_path, server, "deepseek", show=True)
     events = await http(tb, "weather in Oslo?")
     assert _collapse([n for n, _ in events]) == [
-        "thinking", "text", "tool_call_start", "tool_call_end", "thinking", "text", "reply",
-        "done"]
+        "thinking",
+        "text",
+        "tool_call_start",
+        "tool_call_end",
+        "thinking",
+        "text",
+        "reply",
+        "done",
+    ]
     assert "".join(d["text"] for n, d in events if n == "thinking") == "Look it up.Say it."
 
 
-async def test_http_stream_cut_off_mid_call(tmp_path: Path, server: RawReplayServer,
-                                            http: Any) -> None:
+async def test_http_stream_cut_off_mid_call(
+    tmp_path: Path, server: RawReplayServer, http: Any
+) -> None:
     """The server drops the connection in the middle of the call's arguments: no function
     runs, the user gets one short sentence, and the question stays in history for the next
     message."""
     ran: list[str] = []
     cut = _sse_text(openai_events(WEATHER, 1, deepseek=False)[:5])  # name + half the args
-    assert '"arguments": "{\\"city' in cut and "finish_reason\": \"tool_calls" not in cut
+    assert '"arguments": "{\\"city' in cut and 'finish_reason": "tool_calls' not in cut
     server.queue = [cut_off_after(cut), *replies("openai", [ANSWER], stream=True)]
     cfg = model_config("openai", server.url, stream=True)
-    tb = TestBot(tmp_path, model=build_model("default", cfg), registry=make_registry(ran),
-                 builtins=False)
+    tb = TestBot(
+        tmp_path, model=build_model("default", cfg), registry=make_registry(ran), builtins=False
+    )
     events = await http(tb, "weather in Oslo?")
     names = [n for n, _ in events]
     assert "tool_call_end" not in names and ran == []
-    assert events[-2:] == [("reply", {"text": OUTAGE, "at": None}),
-                           ("done", {"replies": [{"text": OUTAGE, "at": None}]})]
+    assert events[-2:] == [
+        ("reply", {"text": OUTAGE, "at": None}),
+        ("done", {"replies": [{"text": OUTAGE, "at": None}]}),
+    ]
     rows = tb.bot.storage.recent_messages("http", "c1", 5)
-    assert [(r.role, r.text) for r in rows] == [("user", "weather in Oslo?"),
-                                                ("notice", OUTAGE)]
+    assert [(r.role, r.text) for r in rows] == [("user", "weather in Oslo?"), ("notice", OUTAGE)]
     # The next message works, and the model sees the unanswered question.
     events = await http(tb, "hello?")
     assert events[-2] == ("reply", {"text": "Sunny in Oslo.", "at": None})

@@ -12,11 +12,13 @@ from tests.fakes.protocols import Turn, replies, tool_results
 from tests.foundation.test_check_system import BASE, by_name, run
 from tests.providers_native.helpers import RawReplayServer
 
-NATIVE_MODELS = ("models:\n"
-                 "  claude: {provider: anthropic, model: claude-test, api_key: k}\n"
-                 "  gem: {provider: gemini, model: gemini-test, api_key: k}\n")
+NATIVE_MODELS = (
+    "models:\n"
+    "  claude: {provider: anthropic, model: claude-test, api_key: k}\n"
+    "  gem: {provider: gemini, model: gemini-test, api_key: k}\n"
+)
 
-CLEAN_PLUGIN = '''
+CLEAN_PLUGIN = """
 from enum import Enum
 from typing import Literal
 from pydantic import BaseModel, Field
@@ -40,9 +42,9 @@ class OrderArgs(BaseModel):
 @tool_function(name="order", description="Place an order.")
 def order(ctx, args: OrderArgs) -> FunctionResult:
     return FunctionResult(llm_content="ok")
-'''
+"""
 
-RECURSIVE_PLUGIN = '''
+RECURSIVE_PLUGIN = """
 from pydantic import BaseModel
 from function_calls.registry import tool_function
 from function_calls.spec import FunctionResult
@@ -57,7 +59,7 @@ class TreeArgs(BaseModel):
 @tool_function(name="tree_save", description="Save a tree.")
 def tree_save(ctx, args: TreeArgs) -> FunctionResult:
     return FunctionResult(llm_content="ok")
-'''
+"""
 
 
 def _plugins(tmp_path: Path, *sources: str) -> None:
@@ -106,7 +108,8 @@ async def test_online_round_trip_over_native_protocols(tmp_path: Path) -> None:
             f"  claude: {{provider: anthropic, model: claude-test, api_key: k, "
             f"base_url: '{claude.url}'}}\n"
             f"  gem: {{provider: gemini, model: gemini-test, api_key: k, "
-            f"base_url: '{gem.url}'}}\n")
+            f"base_url: '{gem.url}'}}\n"
+        )
         code, report = await asyncio.to_thread(run, tmp_path, config, "--online")
     assert code == 0, report
     for name in ("online claude", "online gem"):
@@ -119,7 +122,7 @@ async def test_online_round_trip_over_native_protocols(tmp_path: Path) -> None:
     assert gemini_result.is_error is False
 
 
-LOSSY_PLUGIN = '''
+LOSSY_PLUGIN = """
 from pydantic import BaseModel
 from function_calls.registry import tool_function
 from function_calls.spec import FunctionResult
@@ -130,7 +133,7 @@ class TagArgs(BaseModel):
 @tool_function(name="tag", description="Tag things.")
 def tag(ctx, args: TagArgs) -> FunctionResult:
     return FunctionResult(llm_content="ok")
-'''
+"""
 
 
 def test_a_lossy_gemini_rewrite_is_a_warning_not_a_failure(tmp_path: Path) -> None:

@@ -36,24 +36,31 @@ from tests.providers_native.helpers import RawReplayServer
 BAD = {"when": "tomorrow morning", "text": "umbrella"}
 GOOD = {"when": "2030-01-01T08:00:00", "text": "umbrella"}
 FINAL = "Oslo is sunny, and I will remind you about the umbrella on 1 January 2030 at 08:00."
-THOUGHTS = ["Weather and a reminder: both at once.", "The time was not ISO; fix it.",
-            "All set; answer."]
+THOUGHTS = [
+    "Weather and a reminder: both at once.",
+    "The time was not ISO; fix it.",
+    "All set; answer.",
+]
 TURNS = [
-    Turn(thinking=THOUGHTS[0], text="Let me check.",
-         calls=[("weather", {"city": "Oslo"}), ("reminder_set", BAD)]),
+    Turn(
+        thinking=THOUGHTS[0],
+        text="Let me check.",
+        calls=[("weather", {"city": "Oslo"}), ("reminder_set", BAD)],
+    ),
     Turn(thinking=THOUGHTS[1], calls=[("reminder_set", GOOD)]),
     Turn(thinking=THOUGHTS[2], text=FINAL),
 ]
 QUESTION = "Weather in Oslo? And remind me about the umbrella tomorrow morning."
 
 
-async def _converse(tmp_path: Path, server: RawReplayServer, protocol: Protocol, stream: bool,
-                    *, show: bool = False) -> tuple[TestBot, list[str], list[str],
-                                                    list[StreamEvent]]:
+async def _converse(
+    tmp_path: Path, server: RawReplayServer, protocol: Protocol, stream: bool, *, show: bool = False
+) -> tuple[TestBot, list[str], list[str], list[StreamEvent]]:
     server.queue = list(replies(protocol, TURNS, stream=stream))
     thinking: dict[str, Any] = {"enabled": True, "budget_tokens": 1024, "show": show}
-    model = build_model("default", model_config(protocol, server.url, stream=stream,
-                                                thinking=thinking))
+    model = build_model(
+        "default", model_config(protocol, server.url, stream=stream, thinking=thinking)
+    )
     ran: list[str] = []
     tb = TestBot(tmp_path, model=model, registry=make_registry(ran), builtins=False)
     events: list[StreamEvent] = []
@@ -81,8 +88,11 @@ def _check_thinking_replayed(protocol: Protocol, body: dict[str, Any], rounds: i
         elif protocol == "deepseek":
             assert turn["reasoning_content"] == THOUGHTS[k - 1]
         elif protocol == "anthropic":
-            assert turn["content"][0] == {"type": "thinking", "thinking": THOUGHTS[k - 1],
-                                          "signature": signature(k)}
+            assert turn["content"][0] == {
+                "type": "thinking",
+                "thinking": THOUGHTS[k - 1],
+                "signature": signature(k),
+            }
         else:
             assert turn[0] == {"text": THOUGHTS[k - 1], "thought": True}
             first_call = next(p for p in turn if "functionCall" in p)
@@ -92,7 +102,8 @@ def _check_thinking_replayed(protocol: Protocol, body: dict[str, Any], rounds: i
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_parallel_calls_validation_error_retry_answer(
-        tmp_path: Path, server: RawReplayServer, protocol: Protocol, stream: bool) -> None:
+    tmp_path: Path, server: RawReplayServer, protocol: Protocol, stream: bool
+) -> None:
     tb, answer, ran, events = await _converse(tmp_path, server, protocol, stream)
     assert answer == [FINAL]
     assert ran == ["weather Oslo", "reminder 2030-01-01 08:00 umbrella"]
@@ -115,7 +126,8 @@ async def test_parallel_calls_validation_error_retry_answer(
     ok, error = tool_results(protocol, retry)
     assert ok.content == "Oslo: 21°C, sunny"
     assert error.content.startswith("Invalid arguments for reminder_set") and "when" in (
-        error.content)
+        error.content
+    )
     if protocol in ("openai", "deepseek"):
         # Chat Completions has no error flag: the message itself says what to fix.
         assert (ok.is_error, error.is_error) == (None, None)
@@ -162,7 +174,8 @@ async def test_parallel_calls_validation_error_retry_answer(
 
 @pytest.mark.parametrize("protocol", ["deepseek", "anthropic", "gemini"])
 async def test_thinking_show_streams_reasoning_to_the_channel(
-        tmp_path: Path, server: RawReplayServer, protocol: Protocol) -> None:
+    tmp_path: Path, server: RawReplayServer, protocol: Protocol
+) -> None:
     tb, answer, _ran, events = await _converse(tmp_path, server, protocol, True, show=True)
     assert answer == [FINAL]
     assert "".join(e.text for e in events if e.type == "thinking") == "".join(THOUGHTS)

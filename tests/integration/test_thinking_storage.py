@@ -24,16 +24,20 @@ def thinking(step: LLMResponse, *texts: str) -> LLMResponse:
 
 def rows(tb: TestBot, chat: str = "private:alice") -> list[tuple[str, str, str | None]]:
     storage = tb.bot.storage
-    return [(r.role, r.text, storage.thinking_of(r.id))
-            for r in storage.recent_messages("test", chat, 50)]
+    return [
+        (r.role, r.text, storage.thinking_of(r.id))
+        for r in storage.recent_messages("test", chat, 50)
+    ]
 
 
 async def test_tool_loop_thinking_is_stored_on_the_reply_row(tmp_path: Path) -> None:
-    model = ScriptedModel([
-        thinking(call("weather", city="Oslo"), "I need the weather."),
-        thinking(say("Sunny in Oslo."), "It is sunny; say so."),
-        say("You asked about Oslo."),
-    ])
+    model = ScriptedModel(
+        [
+            thinking(call("weather", city="Oslo"), "I need the weather."),
+            thinking(say("Sunny in Oslo."), "It is sunny; say so."),
+            say("You asked about Oslo."),
+        ]
+    )
     tb = TestBot(tmp_path, model=model, registry=make_registry(), builtins=False)
     debug: list[str] = []
     sink = logger.add(lambda m: debug.append(m.record["message"]), level="DEBUG")
@@ -56,8 +60,7 @@ async def test_tool_loop_thinking_is_stored_on_the_reply_row(tmp_path: Path) -> 
     await tb.aclose()
 
 
-async def test_thinking_goes_with_the_function_message_that_ends_the_turn(
-        tmp_path: Path) -> None:
+async def test_thinking_goes_with_the_function_message_that_ends_the_turn(tmp_path: Path) -> None:
     model = ScriptedModel([thinking(call("note_add", city="milk"), "Save it.")])
     tb = TestBot(tmp_path, model=model, registry=make_registry(), builtins=False)
     assert await tb.send("note milk") == ["Noted: milk"]
@@ -81,14 +84,18 @@ def test_old_database_gets_the_thinking_column(tmp_path: Path) -> None:
             "NOT NULL, chat_id VARCHAR(128) NOT NULL, is_group BOOLEAN NOT NULL, role "
             "VARCHAR(16) NOT NULL, sender_id VARCHAR(128) NOT NULL, sender_name VARCHAR(128) "
             "NOT NULL, text TEXT NOT NULL, message_id VARCHAR(128) NOT NULL, created_at "
-            "DATETIME NOT NULL)")
-        conn.execute("INSERT INTO messages VALUES (1, 'p', 'c', 0, 'user', 'u', '', 'old', '', "
-                     "'2024-01-01 00:00:00')")
+            "DATETIME NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO messages VALUES (1, 'p', 'c', 0, 'user', 'u', '', 'old', '', "
+            "'2024-01-01 00:00:00')"
+        )
     storage = Storage(f"sqlite:///{path}")
     storage.create_tables()
     storage.create_tables()  # idempotent
-    row = storage.add_message(platform="p", chat_id="c", role="assistant", sender_id="bot",
-                              text="new", thinking="why")
+    row = storage.add_message(
+        platform="p", chat_id="c", role="assistant", sender_id="bot", text="new", thinking="why"
+    )
     assert [m.text for m in storage.recent_messages("p", "c", 5)] == ["old", "new"]
     assert storage.thinking_of(1) is None and storage.thinking_of(row) == "why"
     storage.close()
@@ -97,7 +104,12 @@ def test_old_database_gets_the_thinking_column(tmp_path: Path) -> None:
 def test_bot_show_thinking_is_gone_in_favour_of_the_model_setting() -> None:
     with pytest.raises(ConfigError, match="bot.show_thinking: unknown key"):
         parse_settings({"bot": {"show_thinking": True}})
-    settings = parse_settings({"models": {"m": {"model": "x", "api_key": "k",
-                                                "thinking": {"enabled": True, "show": True}}}})
+    settings = parse_settings(
+        {
+            "models": {
+                "m": {"model": "x", "api_key": "k", "thinking": {"enabled": True, "show": True}}
+            }
+        }
+    )
     caps = settings.models["m"].capabilities()
     assert caps.thinking and caps.show_thinking

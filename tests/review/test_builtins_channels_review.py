@@ -47,10 +47,13 @@ def test_huge_summary_window_is_refused_not_a_crash() -> None:
         parse_span("99999999999999d", SummarySettings(), NOW, UTC_ZONE)
 
 
-@pytest.mark.parametrize(("days", "expected"), [
-    ("fri-mon", {4, 5, 6, 0}),          # wraps over the weekend
-    ("sun-thu", {6, 0, 1, 2, 3}),       # a week that starts on Sunday
-])
+@pytest.mark.parametrize(
+    ("days", "expected"),
+    [
+        ("fri-mon", {4, 5, 6, 0}),  # wraps over the weekend
+        ("sun-thu", {6, 0, 1, 2, 3}),  # a week that starts on Sunday
+    ],
+)
 def test_weekly_wrapping_weekday_range(days: str, expected: set[int]) -> None:
     s = build_schedule("weekly", "09:00", days, None, NOW, UTC_ZONE)
     fired = set()
@@ -65,14 +68,15 @@ def test_cron_day_of_month_and_weekday_mean_either() -> None:
     """Standard cron: with both day-of-month and weekday restricted, either one matching
     fires (crontab(5)); `0 9 1 * 1` is the 1st of each month and every Monday."""
     s = build_schedule("cron", None, None, "0 9 1 * 1", NOW, UTC_ZONE)
-    assert s.first_run == datetime(2025, 6, 1, 9, 0, tzinfo=UTC)   # the 1st, a Sunday
+    assert s.first_run == datetime(2025, 6, 1, 9, 0, tzinfo=UTC)  # the 1st, a Sunday
     nxt = s.trigger.get_next_fire_time(None, s.first_run + timedelta(seconds=1))
-    assert nxt == datetime(2025, 6, 2, 9, 0, tzinfo=UTC)            # the next Monday
+    assert nxt == datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # the next Monday
 
 
 # -- reminders across a DST fall-back ------------------------------------------------------------
 async def test_daily_reminder_fires_once_on_the_fall_back_night(
-        make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """01:30 happens twice in New York on 2025-11-02 (EDT, then EST): a daily 01:30 reminder
     must be delivered once that night, not at both."""
     tb, outbox = await make_bot(config={"reminders": {"timezone": "America/New_York"}})
@@ -85,12 +89,14 @@ async def test_daily_reminder_fires_once_on_the_fall_back_night(
         s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=first))
         s.commit()
 
-    monkeypatch.setattr(reminder_mod, "utcnow",
-                        lambda: datetime(2025, 11, 2, 5, 30, 0, 500000, tzinfo=UTC))
+    monkeypatch.setattr(
+        reminder_mod, "utcnow", lambda: datetime(2025, 11, 2, 5, 30, 0, 500000, tzinfo=UTC)
+    )
     assert await service.fire(row.id) is not None
     # The scheduler's own trigger wakes again at 01:30 EST (06:30 UTC).
-    monkeypatch.setattr(reminder_mod, "utcnow",
-                        lambda: datetime(2025, 11, 2, 6, 30, 0, 500000, tzinfo=UTC))
+    monkeypatch.setattr(
+        reminder_mod, "utcnow", lambda: datetime(2025, 11, 2, 6, 30, 0, 500000, tzinfo=UTC)
+    )
     assert await service.fire(row.id) is None
     assert len(outbox.messages) == 1
     assert service.get(row.id).next_run == datetime(2025, 11, 3, 6, 30)  # 01:30 EST next day
@@ -103,9 +109,16 @@ async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -
     await channel.start()
     try:
         async with ClientSession() as http:
-            resp = await http.post(f"http://127.0.0.1:{channel.bound_port}/v1/messages",
-                                   json={"chat_id": "group:x", "sender_id": "a", "text": "hi",
-                                         "is_group": True, "chat_name": "n" * 5000})
+            resp = await http.post(
+                f"http://127.0.0.1:{channel.bound_port}/v1/messages",
+                json={
+                    "chat_id": "group:x",
+                    "sender_id": "a",
+                    "text": "hi",
+                    "is_group": True,
+                    "chat_name": "n" * 5000,
+                },
+            )
             assert resp.status == 400
             assert (await resp.json())["field"] == "chat_name"
     finally:
@@ -114,7 +127,8 @@ async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -
 
 
 async def test_delivered_reminders_are_not_kept_forever(
-        make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`ReminderService.fired` grew by one message per delivery for the life of the process
     (a cron reminder every minute: 1440 a day), and nothing read it."""
     tb, outbox = await make_bot()
@@ -161,5 +175,7 @@ def test_cq_parse_of_unclosed_codes_is_linear() -> None:
     assert time.perf_counter() - start < 0.5
     assert "".join(s["data"]["text"] for s in segments) == "[CQ:a," * 8000
     assert parse_cq("hi[CQ:at,qq=1]x") == [
-        {"type": "text", "data": {"text": "hi"}}, {"type": "at", "data": {"qq": "1"}},
-        {"type": "text", "data": {"text": "x"}}]
+        {"type": "text", "data": {"text": "hi"}},
+        {"type": "at", "data": {"qq": "1"}},
+        {"type": "text", "data": {"text": "x"}},
+    ]

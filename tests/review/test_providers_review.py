@@ -117,8 +117,12 @@ async def test_openai_object_arguments_become_json_text(server: ReplayServer) ->
 
 
 async def test_openai_streamed_object_arguments_become_json_text(server: ReplayServer) -> None:
-    call = {"index": 0, "id": "c1", "type": "function",
-            "function": {"name": "f", "arguments": {"a": "x"}}}
+    call = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": {"a": "x"}},
+    }
     chunks = [
         {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
@@ -173,8 +177,16 @@ async def test_text_tools_model_closes_inner_model() -> None:
 def test_extra_input_inside_a_tool_is_not_tools_not_supported() -> None:
     from providers.openai_errors import tools_not_supported
 
-    detail = {"detail": [{"type": "extra_forbidden", "msg": "Extra inputs are not permitted",
-                          "loc": ["body", "tools", 0, "function", "strict"], "input": True}]}
+    detail = {
+        "detail": [
+            {
+                "type": "extra_forbidden",
+                "msg": "Extra inputs are not permitted",
+                "loc": ["body", "tools", 0, "function", "strict"],
+                "input": True,
+            }
+        ]
+    }
     assert not tools_not_supported(f"Error code: 422 {json.dumps(detail)}")
     detail["detail"][0]["loc"] = ["body", "tools"]
     assert tools_not_supported(f"Error code: 422 {json.dumps(detail)}")

@@ -12,9 +12,14 @@ from providers.types import Message, ToolCall, ToolDefinition
 
 from .fake_model import FakeModel
 
-REMIND = ToolDefinition("reminder_set", "Set a reminder.", {
-    "type": "object", "properties": {"at": {"type": "string"}, "minutes": {"type": "integer"}},
-})
+REMIND = ToolDefinition(
+    "reminder_set",
+    "Set a reminder.",
+    {
+        "type": "object",
+        "properties": {"at": {"type": "string"}, "minutes": {"type": "integer"}},
+    },
+)
 CALL_REPLY = (
     'OK.<tool_call>{"name": "reminder_set", "arguments": {"at": "9:00"}}</tool_call>'
     '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>'
@@ -25,10 +30,14 @@ def history() -> list[Message]:
     return [
         Message(role="system", content="You are helpful."),
         Message(role="user", content="remind me twice"),
-        Message(role="assistant", content="Setting them.", tool_calls=[
-            ToolCall(id="a", name="reminder_set", arguments='{"at": "9:00"}'),
-            ToolCall(id="b", name="reminder_set", arguments='{"at": "10:00"}'),
-        ]),
+        Message(
+            role="assistant",
+            content="Setting them.",
+            tool_calls=[
+                ToolCall(id="a", name="reminder_set", arguments='{"at": "9:00"}'),
+                ToolCall(id="b", name="reminder_set", arguments='{"at": "10:00"}'),
+            ],
+        ),
         Message(role="tool", tool_call_id="a", content="done"),
         Message(role="tool", tool_call_id="b", content="clash", is_error=True),
         Message(role="user", content="thanks"),
@@ -100,7 +109,8 @@ async def test_collect_gives_the_same_as_complete() -> None:
     a = await TextToolsModel(FakeModel([CALL_REPLY])).complete(history(), [REMIND])
     b = await collect(TextToolsModel(FakeModel([CALL_REPLY])).stream(history(), [REMIND]))
     assert (a.content, [(c.name, c.arguments) for c in a.tool_calls]) == (
-        b.content, [(c.name, c.arguments) for c in b.tool_calls]
+        b.content,
+        [(c.name, c.arguments) for c in b.tool_calls],
     )
 
 

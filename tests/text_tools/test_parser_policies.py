@@ -26,7 +26,7 @@ def test_calls_inside_think_are_never_executed() -> None:
 
 
 def test_code_fence_examples_are_content_except_a_json_call_fence() -> None:
-    example = "Example:\n```xml\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n```\n"
+    example = 'Example:\n```xml\n<tool_call>{"name": "f", "arguments": {}}</tool_call>\n```\n'
     assert calls(example) == []
     python = "```python\n[f(x=1)]\n```"
     assert calls(python) == []

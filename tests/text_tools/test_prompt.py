@@ -34,8 +34,12 @@ def test_prompt_lists_tools_compactly_with_the_format_instructions(fmt) -> None:
     assert '"required":["at","text"]' in text  # compact JSON, no pretty printing
     assert "title" not in text  # titles cost tokens and say nothing
     assert "<tool_result" in text
-    marker = {"hermes": "<tool_call>", "json_block": "```json", "xml_tag": '<tool name="NAME">',
-              "function_call": "<function_call>"}[fmt]
+    marker = {
+        "hermes": "<tool_call>",
+        "json_block": "```json",
+        "xml_tag": '<tool name="NAME">',
+        "function_call": "<function_call>",
+    }[fmt]
     assert marker in text
 
 

@@ -20,12 +20,52 @@ SETTINGS = settings(
 
 # Pieces of every marker the parser knows, so random text hits partial and nested markers.
 FRAGMENTS = [
-    "<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_c", "</thi", "{", "}", "[", "]",
-    '{"name": "f", "arguments": {"x": 1}}', '"name"', ": ", ", ", "'", '"', "\\", "\n", "```",
-    "```json\n", "[TOOL_CALLS]", "<|python_tag|>", "[f(x=1)]", "f(", ")", "<f>", "</f>", "<x>",
-    "<function=f>", "<parameter=x>", "</function>", "<tool name=\"f\">", "</tool>", "functools",
-    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
-    "<|tool_calls_section_begin|>", "<arg_key>", "<arg_value>", ";", " ", "hello", "é", "燃",
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<tool_c",
+    "</thi",
+    "{",
+    "}",
+    "[",
+    "]",
+    '{"name": "f", "arguments": {"x": 1}}',
+    '"name"',
+    ": ",
+    ", ",
+    "'",
+    '"',
+    "\\",
+    "\n",
+    "```",
+    "```json\n",
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    "[f(x=1)]",
+    "f(",
+    ")",
+    "<f>",
+    "</f>",
+    "<x>",
+    "<function=f>",
+    "<parameter=x>",
+    "</function>",
+    '<tool name="f">',
+    "</tool>",
+    "functools",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<|tool_calls_section_begin|>",
+    "<arg_key>",
+    "<arg_value>",
+    ";",
+    " ",
+    "hello",
+    "é",
+    "燃",
 ]
 fuzz_text = st.one_of(
     st.text(max_size=200),
@@ -54,8 +94,10 @@ def _summary(parsed):
 
 
 @SETTINGS
-@given(index=st.integers(min_value=0, max_value=max(len(CASE_LIST) - 1, 0)),
-       cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30))
+@given(
+    index=st.integers(min_value=0, max_value=max(len(CASE_LIST) - 1, 0)),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=30),
+)
 def test_any_split_of_any_case_gives_the_same_result(index: int, cuts: list[int]) -> None:
     case = CASE_LIST[index]
     allowed, schemas = allowed_for(index, case), schemas_for(case)
@@ -64,8 +106,11 @@ def test_any_split_of_any_case_gives_the_same_result(index: int, cuts: list[int]
 
 
 @SETTINGS
-@given(text=fuzz_text, cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20),
-       offered=st.sampled_from([set(), {"f"}, {"f", "x"}]))
+@given(
+    text=fuzz_text,
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20),
+    offered=st.sampled_from([set(), {"f"}, {"f", "x"}]),
+)
 def test_arbitrary_text_never_raises_and_every_character_is_kept(text, cuts, offered) -> None:
     whole = parse_text(text, offered)
     # Every character is in exactly one segment: text, reasoning (with its tags) or a call.
@@ -78,7 +123,9 @@ def test_arbitrary_text_never_raises_and_every_character_is_kept(text, cuts, off
 
 
 @SETTINGS
-@given(text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=300),
-       cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20))
+@given(
+    text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=300),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20),
+)
 def test_text_without_calls_streams_unchanged(text, cuts) -> None:
     assert _stream(text, cuts, set()).content == text
