@@ -1,4 +1,4 @@
-"""Run the shared real-output cases through the parser and print the per-format table.
+"""Run the real-output cases (tests/fixtures/text_tool_calls) through the parser and print the per-format table.
 
     python -m providers.text_tools.report [path/to/cases.jsonl] [--failures]
 
@@ -28,7 +28,7 @@ from typing import Any
 from providers.text_tools.parser import ParsedText, StreamingToolParser, parse_text
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = ROOT.parent / "shared" / "fixtures" / "text_tool_calls" / "cases.jsonl"
+CASES = ROOT / "tests" / "fixtures" / "text_tool_calls" / "cases.jsonl"
 
 #: Case index -> (name, why) offered in addition to the expected calls' names.
 EXTRA_ALLOWED: dict[int, tuple[str, str]] = {

@@ -1,4 +1,4 @@
-"""Replay recorded provider traffic (../shared/fixtures/providers) from a real local HTTP server.
+"""Replay recorded provider traffic (tests/fixtures/providers) from a real local HTTP server.
 
 The real SDKs talk to it over TCP, so what our adapters send and receive is exactly what they
 would exchange with the provider. Each request received is recorded (path, query, JSON body) so a
@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = (ROOT.parent / "shared" / "fixtures").resolve()
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROVIDER_FIXTURES = FIXTURES / "providers"
 
 

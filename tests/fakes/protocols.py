@@ -6,7 +6,7 @@ the HTTP response the real API would send, whole or streamed.
 
 Protocols: "openai" (Chat Completions), "deepseek" (the same, thinking as `reasoning_content`),
 "anthropic" (Messages API), "gemini" (generateContent). Shapes follow the recorded traffic in
-../shared/fixtures/providers, so the real SDKs parse them as they parse the real APIs. Ids are
+tests/fixtures/providers, so the real SDKs parse them as they parse the real APIs. Ids are
 predictable: OpenAI `call_<round>_<i>`, Anthropic `toolu_<round>_<i>`; Gemini sends none (the
 adapter makes them). `tool_results` reads the results a request carries back, in each shape.
 """

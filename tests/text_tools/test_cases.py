@@ -1,4 +1,4 @@
-"""The shared real-output cases (../shared/fixtures/text_tool_calls/cases.jsonl) as a test.
+"""The real-output cases (tests/fixtures/text_tool_calls/cases.jsonl) as a test.
 
 How the offered tools and schemas of each case are chosen is documented in
 providers/text_tools/report.py, which prints the same figures per format.
@@ -6,12 +6,7 @@ providers/text_tools/report.py, which prints the same figures per format.
 
 from __future__ import annotations
 
-import pytest
-
-from providers.text_tools.report import CASES, CONTENT_POLICY, evaluate, load_cases
-
-if not CASES.exists():  # pragma: no cover - the fixtures live beside the repository
-    pytest.skip(f"fixtures not found at {CASES}", allow_module_level=True)
+from providers.text_tools.report import CONTENT_POLICY, evaluate, load_cases
 
 ALL = load_cases()
 OUTCOMES = [evaluate(i, c) for i, c in enumerate(ALL)]

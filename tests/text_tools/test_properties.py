@@ -8,9 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from providers.text_tools.parser import StreamingToolParser, parse_text
-from providers.text_tools.report import CASES, allowed_for, load_cases, schemas_for
+from providers.text_tools.report import allowed_for, load_cases, schemas_for
 
-CASE_LIST = load_cases() if CASES.exists() else []
+CASE_LIST = load_cases()
+assert CASE_LIST, "no real-output cases found under tests/fixtures/text_tool_calls"
 # TEXT_TOOLS_EXAMPLES=5000 for a longer fuzzing run (passes; ~1 min).
 SETTINGS = settings(
     max_examples=int(os.environ.get("TEXT_TOOLS_EXAMPLES", "150")),
