@@ -2,7 +2,7 @@
 
     python -m providers.text_tools.report [path/to/cases.jsonl] [--failures]
 
-The same evaluation is asserted by tests/text_tools/test_cases.py. How each case's offered
+The same evaluation is asserted by tests/providers/text_tools/test_cases.py. How each case's offered
 tools are chosen (the parser only accepts offered names, so this matters):
 
 * positives: the names of the expected calls, plus the few names listed in EXTRA_ALLOWED (calls

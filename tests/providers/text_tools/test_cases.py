@@ -6,6 +6,8 @@ providers/text_tools/report.py, which prints the same figures per format.
 
 from __future__ import annotations
 
+import pytest
+
 from providers.text_tools.report import CONTENT_POLICY, evaluate, load_cases
 
 ALL = load_cases()
