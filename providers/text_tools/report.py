@@ -1,4 +1,4 @@
-"""Run the real-output cases (tests/fixtures/text_tool_calls) through the parser and print the per-format table.
+"""Run the real-output cases (tests/fixtures/text_tool_calls) through the parser; print a table.
 
     python -m providers.text_tools.report [path/to/cases.jsonl] [--failures]
 
