@@ -106,12 +106,16 @@ def check_imports(report: Report) -> bool:
 
 
 def load_config(report: Report, path: str | None) -> Any:
+    from function_calls.registry import PluginLoadError
     from runtime.settings import ConfigError, load_settings
 
     try:
         settings = load_settings(path)
     except ConfigError as exc:
         report.add("config", "fail", str(exc).replace("\n", " "))
+        return None
+    except PluginLoadError as exc:  # plugins are loaded with the config: they add its sections
+        report.add("plugins", "fail", str(exc))
         return None
     source = path or ("config.yaml" if Path("config.yaml").exists() else "built-in defaults")
     report.add("config", "ok", f"{source} is valid")
@@ -134,29 +138,19 @@ def check_storage(report: Report, settings: Any) -> Any:
 
 
 def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
-    from function_calls.init_handlers import register_builtins
-    from function_calls.registry import PluginLoadError, Registry
+    from function_calls.registry import Registry
     from providers.schema import schema_issues
 
     registry = Registry()
-    try:
-        register_builtins(registry, settings)
-    except Exception as exc:
-        report.add("built-in functions", "fail", f"failed to register: {exc}")
-        return None
-    builtin_count = len(registry)
-    paths = [
-        p for p in settings.plugins.paths if (settings.base_dir / p).exists() or p != "plugins"
-    ]
-    try:
-        files = registry.load_plugins(paths, base_dir=settings.base_dir)
-    except PluginLoadError as exc:
-        report.add("plugins", "fail", str(exc))
-        return None
+    active = [p for p in settings.plugins_loaded if p.state(settings).state == "on"]
+    for loaded in active:
+        registry.include(loaded.module)
+    builtin_count = sum(len(p.specs()) for p in active if p.builtin)
+    files = [p for p in settings.plugins_loaded if not p.builtin]
     report.add(
         "plugins",
         "ok",
-        f"{len(files)} file(s) from {', '.join(paths) or 'no path'}; "
+        f"{len(files)} file(s) from {', '.join(settings.plugins.paths) or 'no path'}; "
         f"{builtin_count} built-in + {len(registry) - builtin_count} plugin function(s)",
     )
     providers = sorted({"openai", *(m.provider for m in settings.models.values())})
@@ -180,13 +174,13 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     return registry
 
 
-def check_builtins(report: Report, settings: Any) -> None:
-    """Each built-in's state (on, off, missing key), when the services expose it."""
-    from function_calls.init_handlers import builtin_status
-
-    for name, state, reason in builtin_status(settings):
-        status: Status = "ok" if state == "on" else "warn"
-        report.add(f"built-in {name}", status, f"{state}: {reason}" if reason else state)
+def check_plugin_status(report: Report, settings: Any) -> None:
+    """Each plugin's status line (on, off, missing key), built-ins first."""
+    for loaded in settings.plugins_loaded:
+        state = loaded.state(settings)
+        status: Status = "ok" if state.state == "on" else "warn"
+        label = f"built-in {loaded.name}" if loaded.builtin else f"plugin {loaded.name}"
+        report.add(label, status, f"{state.state}: {state.detail}" if state.detail else state.state)
 
 
 def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
@@ -288,7 +282,7 @@ def run_checks(config: str | None, online: bool) -> Report:
         return report
     storage = check_storage(report, settings)
     registry = check_plugins_and_schemas(report, settings)
-    check_builtins(report, settings)
+    check_plugin_status(report, settings)
     if storage is not None and registry is not None:
         bot = check_bot(report, settings, registry, storage)
         if bot is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
-from function_calls.context import OutgoingMessage
+from common.messages import OutgoingMessage
 
 if TYPE_CHECKING:
     from runtime.bot import Bot

@@ -21,8 +21,7 @@ import threading
 from typing import TextIO
 
 from channels.base import Channel
-from function_calls.context import IncomingMessage, OutgoingMessage, SystemEvent
-from providers.types import StreamEvent
+from common.messages import IncomingMessage, OutgoingMessage, StreamEvent, SystemEvent
 from runtime.bot import Bot
 
 MENTION = re.compile(r"(?<!\S)@bot\b", re.IGNORECASE)

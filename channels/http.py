@@ -25,8 +25,7 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.base import Channel
-from function_calls.context import IncomingMessage, OutgoingMessage
-from providers.types import StreamEvent
+from common.messages import IncomingMessage, OutgoingMessage, StreamEvent
 from runtime.bot import Bot
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"

@@ -39,7 +39,7 @@ from loguru import logger
 from channels.base import Channel
 from channels.onebot_message import normalize, outgoing_segments, parse_message
 from channels.outbound import OrderedRunner, Outbound
-from function_calls.context import IncomingMessage, OutgoingMessage, SystemEvent
+from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from runtime.bot import Bot
 
 WS_PATH = "/onebot/v11/ws"

@@ -1,0 +1,38 @@
+"""The plugin API: everything a plugin (and every built-in) needs, in one import line.
+
+    from function_calls import tool_function, MessageContext, FunctionResult
+
+The modules behind these names (`function_calls.registry`, `.context`, `.spec`, `.plugin`) stay
+importable, but this is the front door; built-ins use nothing else.
+"""
+
+from common.config import Section, zone_named
+from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from function_calls.context import MessageContext
+from function_calls.plugin import Plugin, PluginHost, Status
+from function_calls.registry import tool_function
+from function_calls.spec import FunctionResult, FunctionSpec
+from providers.base import ChatModel
+from providers.errors import ProviderError
+from providers.types import Message
+from storage.db import Storage, StoredMessage
+
+__all__ = [
+    "ChatModel",
+    "FunctionResult",
+    "FunctionSpec",
+    "IncomingMessage",
+    "Message",
+    "MessageContext",
+    "OutgoingMessage",
+    "Plugin",
+    "PluginHost",
+    "ProviderError",
+    "Section",
+    "Status",
+    "Storage",
+    "StoredMessage",
+    "SystemEvent",
+    "tool_function",
+    "zone_named",
+]

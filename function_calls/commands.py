@@ -70,12 +70,4 @@ def parse_arguments(spec: FunctionSpec, rest: str) -> dict[str, Any]:
 
 
 def usage(spec: FunctionSpec) -> str:
-    if spec.args_model is None:
-        return f"Usage: /{spec.name}"
-    parts = []
-    for name, f in spec.args_model.model_fields.items():
-        parts.append(f"{name}=…" if f.is_required() else f"[{name}=…]")
-    line = f"Usage: /{spec.name} " + " ".join(parts)
-    if spec.single_text_field:
-        line += f"  (or /{spec.name} <{spec.single_text_field}>)"
-    return line
+    return spec.usage

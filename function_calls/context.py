@@ -1,83 +1,46 @@
-"""The incoming message, and the per-message context every handler receives."""
+"""The per-message context every handler receives.
+
+The message types themselves live in `common.messages` (channels import them from there); they
+are re-exported here because plugins have always imported them from this module.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from loguru import logger as _root_logger
+from pydantic import BaseModel
+
+from common.config import CoreSettings
+from common.messages import (
+    Deliver,
+    IncomingMessage,
+    OutgoingMessage,
+    StreamObserver,
+    SystemEvent,
+)
+from function_calls.permissions import refusal_reason
+from function_calls.plugin import Services
 
 if TYPE_CHECKING:
     from loguru import Logger
 
     from function_calls.registry import Registry
+    from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
-    from providers.types import StreamEvent
-    from runtime.settings import Settings
     from storage.db import Storage, StoredMessage
 
+__all__ = [
+    "Deliver",
+    "IncomingMessage",
+    "MessageContext",
+    "OutgoingMessage",
+    "StreamObserver",
+    "SystemEvent",
+]
 
-@dataclass(slots=True)
-class IncomingMessage:
-    """A platform-neutral chat message. Channels build these; nothing downstream knows the
-    platform's own event shape."""
-
-    platform: str
-    chat_id: str
-    sender_id: str
-    text: str
-    is_group: bool = False
-    chat_name: str = ""
-    sender_name: str = ""
-    is_at_bot: bool = False
-    quoted_text: str | None = None
-    message_id: str = ""
-    time: datetime = field(default_factory=lambda: datetime.now(UTC))
-    # Set only by trusted local channels (the console's `:admin on`); network channels never do.
-    admin_override: bool | None = None
-
-    @property
-    def display_name(self) -> str:
-        return self.sender_name or self.sender_id
-
-
-@dataclass(slots=True)
-class OutgoingMessage:
-    """A message the bot sends: a reply, a reminder, a welcome."""
-
-    platform: str
-    chat_id: str
-    text: str
-    is_group: bool = False
-    at: str | None = None  # sender id to @-mention
-    reply_to: str | None = None  # message id being answered, if any
-    # The model's reasoning behind this reply: stored with it in history, never shown by
-    # channels (they send `text` only).
-    thinking: str | None = None
-    # A notice from the bot itself (an outage, no model configured), not the model's words:
-    # stored with role "notice" and left out of the conversation a model sees, so the model
-    # never reads "Sorry, the model is not available" as something it said.
-    notice: bool = False
-
-
-@dataclass(slots=True)
-class SystemEvent:
-    """Something that happened in a chat that is not a message: a member joined, a friend
-    request arrived. Channels build these; services (welcome) subscribe with Bot.on_event."""
-
-    kind: str  # "member_joined" | "friend_request" | ...
-    platform: str
-    chat_id: str
-    user_id: str
-    user_name: str = ""
-    is_group: bool = True
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-Deliver = Callable[[OutgoingMessage], Awaitable[None]]
-StreamObserver = Callable[["StreamEvent"], Awaitable[None]]
+S = TypeVar("S", bound=BaseModel)
+T = TypeVar("T")
 
 
 class MessageContext:
@@ -89,12 +52,11 @@ class MessageContext:
         "is_admin",
         "config",
         "storage",
-        "scheduler",
         "model",
         "logger",
         "sent",
         "_deliver",
-        "extras",
+        "services",
         "stored_id",
         "registry",
         "on_stream",
@@ -105,12 +67,11 @@ class MessageContext:
         message: IncomingMessage,
         *,
         is_admin: bool,
-        config: Settings,
+        config: CoreSettings,
         storage: Storage,
         deliver: Deliver,
         model: ChatModel | None = None,
-        scheduler: Any = None,
-        extras: dict[str, Any] | None = None,
+        services: Services | None = None,
         stored_id: int | None = None,
         registry: Registry | None = None,
         on_stream: StreamObserver | None = None,
@@ -119,11 +80,11 @@ class MessageContext:
         self.is_admin = is_admin
         self.config = config
         self.storage = storage
-        self.scheduler = scheduler
         self.model = model
         self._deliver = deliver
         self.sent: list[OutgoingMessage] = []
-        self.extras: dict[str, Any] = extras or {}
+        # What plugins provided for their handlers (`service(SomeClient)`).
+        self.services = services if services is not None else Services()
         # Row id of this message in history: history() returns what came before it.
         self.stored_id = stored_id
         # The functions of this bot (the `help` built-in lists them).
@@ -133,6 +94,21 @@ class MessageContext:
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
+
+    def settings(self, model: type[S]) -> S:
+        """A plugin's validated config section, by its settings model (typed)."""
+        return self.config.section(model)
+
+    def service(self, cls: type[T]) -> T | None:
+        """The service of type `cls` a plugin provided (None when its plugin is not running)."""
+        return self.services.get(cls)
+
+    def usable_functions(self, *, via_command: bool = True) -> list[FunctionSpec]:
+        """The functions this sender may use in this chat now (scope, admin, per-chat lists and
+        plugins' own rules applied): what `/help` lists. `via_command=False` gives what the
+        model is offered (then `require_at` counts too)."""
+        specs = self.registry.all() if self.registry is not None else []
+        return [s for s in specs if refusal_reason(s, self, via_command=via_command) is None]
 
     @property
     def is_group(self) -> bool:

@@ -16,9 +16,9 @@ from storage.db import StoredMessage
 
 def system_prompt(ctx: MessageContext, extra: str = "") -> str:
     bot = ctx.config.bot
-    # The zone users and functions think in: reminders.timezone when set, so times the model
-    # works out ("in 2 hours" -> 15:30) match what reminder_set will read; else the machine's.
-    zone = ctx.config.reminders.timezone
+    # The zone users and functions think in (bot.timezone), so times the model works out
+    # ("in 2 hours" -> 15:30) match what reminder_set will read; else the machine's.
+    zone = ctx.config.bot.timezone
     now = datetime.now(ZoneInfo(zone)) if zone else datetime.now().astimezone()
     place = (
         f"a group chat ({ctx.message.chat_name or ctx.message.chat_id})"

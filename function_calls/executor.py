@@ -115,7 +115,9 @@ class FunctionExecutor:
         except ValueError as exc:
             text = f"Invalid arguments for {name}: {exc}."
             return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
-        timeout = min(spec.timeout, self.default_timeout)
+        # The function's own declared timeout wins (summary needs 60 s to fall back to its
+        # extract); call_timeout is the default for functions that declare none.
+        timeout = spec.timeout if spec.timeout is not None else self.default_timeout
         try:
             async with asyncio.timeout(timeout):
                 result = await self._call(spec, ctx, args)

@@ -14,13 +14,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from common.config import FunctionCallSettings
 from function_calls.context import MessageContext
 from function_calls.conversation import build_messages
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
-from runtime.settings import FunctionCallSettings
 
 
 @dataclass(slots=True)

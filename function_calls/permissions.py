@@ -5,10 +5,24 @@ and again at execution, because the model is untrusted and may name a function i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
-from function_calls.context import MessageContext
+from common.config import CoreSettings, FunctionCallSettings
+from common.messages import IncomingMessage
 from function_calls.spec import FunctionSpec
-from runtime.settings import FunctionCallSettings
+
+
+class Caller(Protocol):
+    """Who is asking, where: the part of a MessageContext the rules read."""
+
+    @property
+    def message(self) -> IncomingMessage: ...
+
+    @property
+    def is_admin(self) -> bool: ...
+
+    @property
+    def config(self) -> CoreSettings: ...
 
 
 def enabled_in_chat(spec: FunctionSpec, settings: FunctionCallSettings, chat_id: str) -> bool:
@@ -25,9 +39,7 @@ def enabled_in_chat(spec: FunctionSpec, settings: FunctionCallSettings, chat_id:
     return True
 
 
-def refusal_reason(
-    spec: FunctionSpec, ctx: MessageContext, *, via_command: bool = False
-) -> str | None:
+def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False) -> str | None:
     """None when `ctx` may call `spec`; otherwise a short reason, fit for the user and the model.
 
     A slash command counts as addressing the bot, so `require_at` does not block it.
@@ -48,5 +60,5 @@ def refusal_reason(
     return None
 
 
-def visible_functions(specs: Iterable[FunctionSpec], ctx: MessageContext) -> list[FunctionSpec]:
+def visible_functions(specs: Iterable[FunctionSpec], ctx: Caller) -> list[FunctionSpec]:
     return [s for s in specs if refusal_reason(s, ctx) is None]

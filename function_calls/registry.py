@@ -84,42 +84,55 @@ class Registry:
             _active.reset(token)
 
     def load_plugins(self, paths: list[str | Path], base_dir: Path | None = None) -> list[Path]:
-        """Import every `*.py` file (not starting with `_`) under the given directories into this
-        registry. A path may also be a single file. Returns the files loaded."""
-        loaded: list[Path] = []
-        for raw in paths:
-            path = Path(raw)
-            if not path.is_absolute() and base_dir is not None:
-                path = base_dir / path
-            if path.is_file():
-                files = [path]
-            elif path.is_dir():
-                files = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
-            else:
-                raise PluginLoadError(f"plugin path {raw!r} does not exist ({path})")
-            for file in files:
-                self._load_file(file)
-                loaded.append(file)
-        return loaded
+        """Import every plugin file under `paths` into this registry; returns the files."""
+        files = plugin_files(paths, base_dir)
+        for file in files:
+            self._load_file(file)
+        return files
 
     def _load_file(self, file: Path) -> None:
-        module_name = f"chatfn_plugin_{file.stem}_{abs(hash(str(file.resolve()))):x}"
-        spec = importlib.util.spec_from_file_location(module_name, file)
-        if spec is None or spec.loader is None:
-            raise PluginLoadError(f"cannot import plugin {file}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            with self.collecting():
-                spec.loader.exec_module(module)
-        except FunctionDefinitionError as exc:
-            sys.modules.pop(module_name, None)
-            raise PluginLoadError(f"plugin {file}: {exc}") from exc
-        except Exception as exc:  # any import-time failure of user code is reported, not hidden
-            sys.modules.pop(module_name, None)
-            raise PluginLoadError(
-                f"plugin {file} failed to import: {type(exc).__name__}: {exc}"
-            ) from exc
+        self.include(import_plugin_file(file))
+
+
+def import_plugin_file(file: Path) -> types.ModuleType:
+    """Import one plugin file as its own module. Its `@tool_function`s are collected into a
+    throwaway registry (so duplicates inside the file fail here, naming it) and stay attached
+    to the functions for any registry to `include`."""
+    module_name = f"chatfn_plugin_{file.stem}_{abs(hash(str(file.resolve()))):x}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise PluginLoadError(f"cannot import plugin {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        with Registry().collecting():
+            spec.loader.exec_module(module)
+    except FunctionDefinitionError as exc:
+        sys.modules.pop(module_name, None)
+        raise PluginLoadError(f"plugin {file}: {exc}") from exc
+    except Exception as exc:  # any import-time failure of user code is reported, not hidden
+        sys.modules.pop(module_name, None)
+        raise PluginLoadError(
+            f"plugin {file} failed to import: {type(exc).__name__}: {exc}"
+        ) from exc
+    return module
+
+
+def plugin_files(paths: list[str | Path], base_dir: Path | None = None) -> list[Path]:
+    """The plugin files named by `plugins.paths`: each `*.py` (not starting with `_`) of a
+    directory, or a single file; relative paths are taken from `base_dir`."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(sorted(p for p in path.glob("*.py") if not p.name.startswith("_")))
+        else:
+            raise PluginLoadError(f"plugin path {raw!r} does not exist ({path})")
+    return files
 
 
 #: The registry `@tool_function` writes to outside any `collecting()` block.
@@ -174,7 +187,7 @@ def build_spec(
     scope: Scope = "both",
     require_at: bool = False,
     admin_only: bool = False,
-    timeout: float = 30.0,
+    timeout: float | None = None,
     allow: Callable[[Any], str | None] | None = None,
     localns: dict[str, Any] | None = None,
 ) -> FunctionSpec:
@@ -190,7 +203,7 @@ def build_spec(
             f"function {fname!r} ({where}): scope must be "
             f"'group', 'private' or 'both', got {scope!r}"
         )
-    if timeout <= 0:
+    if timeout is not None and timeout <= 0:
         raise FunctionDefinitionError(f"function {fname!r} ({where}): timeout must be > 0")
     desc = (description or inspect.getdoc(func) or "").strip()
     if not desc:
@@ -229,7 +242,7 @@ def tool_function(
     scope: Scope = "both",
     require_at: bool = False,
     admin_only: bool = False,
-    timeout: float = 30.0,
+    timeout: float | None = None,
     allow: Callable[[Any], str | None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the

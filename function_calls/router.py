@@ -10,13 +10,14 @@ history already holds the user's message, so nothing is lost.
 
 from __future__ import annotations
 
+from common.config import CoreSettings
+from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
 from function_calls.llm import FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
-from function_calls.services.chat import run_chat_fallback
 from providers.base import ChatModel
 from providers.errors import (
     ProviderAuthError,
@@ -25,7 +26,6 @@ from providers.errors import (
     ProviderRateLimited,
     ProviderTimeout,
 )
-from runtime.settings import Settings
 
 
 def user_message_for(exc: ProviderError) -> str:
@@ -43,7 +43,7 @@ def user_message_for(exc: ProviderError) -> str:
 
 
 class FunctionCallRouter:
-    def __init__(self, registry: Registry, settings: Settings, model: ChatModel | None) -> None:
+    def __init__(self, registry: Registry, settings: CoreSettings, model: ChatModel | None) -> None:
         self.registry = registry
         self.settings = settings
         self.model = model

@@ -28,7 +28,8 @@ class FunctionSpec:
     scope: Scope = "both"
     require_at: bool = False
     admin_only: bool = False
-    timeout: float = 30.0
+    # Seconds the handler may run; None: `function_calls.call_timeout`.
+    timeout: float | None = None
     is_async: bool = True
     # "path/to/file.py:LINE" of the handler, for error messages and the health check.
     source: str = ""
@@ -50,6 +51,19 @@ class FunctionSpec:
             return None
         name = candidates[0]
         return name if fields[name].annotation is str else None
+
+    @property
+    def usage(self) -> str:
+        """The slash-command usage line shown to people (`/help`, a wrong command)."""
+        if self.args_model is None:
+            return f"Usage: /{self.name}"
+        parts = []
+        for name, f in self.args_model.model_fields.items():
+            parts.append(f"{name}=…" if f.is_required() else f"[{name}=…]")
+        line = f"Usage: /{self.name} " + " ".join(parts)
+        if self.single_text_field:
+            line += f"  (or /{self.name} <{self.single_text_field}>)"
+        return line
 
 
 @dataclass(slots=True)

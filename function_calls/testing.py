@@ -1,24 +1,39 @@
 """A test harness a plugin author can import: a real Bot on a temporary SQLite file with a
 scripted (or any) model, and one call to send a message as anyone, anywhere.
 
+    from function_calls.testing import TestBot, ScriptedModel, call, say
+
     async def test_my_plugin(tmp_path):
         tb = TestBot(tmp_path, model=ScriptedModel([call("weather", city="Oslo"), say("Sunny")]),
                      plugins=["plugins/weather.py"])
         replies = await tb.send("weather in Oslo?")
         assert "Oslo" in replies[0]
+
+or with the `testbot` pytest fixture (registered for pytest when chatfn is installed), which
+also starts the bot (start-up hooks run) and closes it after the test:
+
+    async def test_my_plugin(testbot):
+        tb = await testbot(plugins=["plugins/weather.py"], config={"weather": {"units": "metric"}})
+
+This module composes a whole bot, so it sits above the runtime in the layers (with `bot.py`
+and `check_system.py`), although plugin authors import it from here.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from function_calls.context import IncomingMessage, OutgoingMessage, StreamObserver
+from common.messages import IncomingMessage, OutgoingMessage, StreamObserver
 from function_calls.registry import Registry
 from providers.base import ChatModel
+from providers.scripted import ScriptedModel, call, say
 from runtime.bot import Bot
 from runtime.settings import parse_settings
+
+__all__ = ["ScriptedModel", "TestBot", "call", "say", "testbot"]
 
 _ids = itertools.count(1)
 
@@ -94,3 +109,30 @@ class TestBot:
 
     async def aclose(self) -> None:
         await self.bot.aclose()
+
+
+MakeTestBot = Callable[..., Awaitable[TestBot]]
+
+try:
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - the fixture needs pytest-asyncio; TestBot does not
+    pytest_asyncio = None
+
+if pytest_asyncio is not None:
+
+    @pytest_asyncio.fixture
+    async def testbot(tmp_path: Path) -> AsyncIterator[MakeTestBot]:
+        """`await testbot(plugins=[...], model=..., config={...})`: a started TestBot, each on
+        its own database under the test's tmp_path, closed when the test ends."""
+        made: list[TestBot] = []
+
+        async def make(**kwargs: Any) -> TestBot:
+            folder = tmp_path / f"testbot{len(made)}"
+            folder.mkdir()
+            tb = TestBot(folder, **kwargs)
+            made.append(tb)
+            return await tb.start()
+
+        yield make
+        for tb in reversed(made):
+            await tb.aclose()

@@ -8,9 +8,23 @@ on the next turn of a tool loop.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from common.messages import StreamEvent, StreamEventType, ToolCall, parse_arguments
+
+__all__ = [
+    "LLMResponse",
+    "Message",
+    "ModelCapabilities",
+    "StreamEvent",
+    "StreamEventType",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolDefinition",
+    "Usage",
+    "parse_arguments",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -22,37 +36,6 @@ class ToolDefinition:
     name: str
     description: str
     parameters: dict[str, Any]
-
-
-def parse_arguments(text: str) -> dict[str, Any]:
-    """A call's raw JSON arguments as a dict (empty text is `{}`); raises ValueError with a
-    short reason the model can act on."""
-    try:
-        value = json.loads(text.strip() or "{}")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
-    if not isinstance(value, dict):
-        raise ValueError("arguments must be a JSON object")
-    return value
-
-
-@dataclass(slots=True)
-class ToolCall:
-    """One call the model asked for.
-
-    `arguments` stays the raw JSON text the model wrote, because a malformed call must go back to
-    the model as an error it can fix, which needs the original text, not a parse of it.
-    """
-
-    id: str
-    name: str
-    arguments: str = "{}"
-    # Opaque data a provider needs back verbatim on the next request (Gemini thought signatures).
-    provider_data: dict[str, Any] | None = None
-
-    def parsed_arguments(self) -> dict[str, Any]:
-        """Strict parse; raises ValueError with a short reason the model can act on."""
-        return parse_arguments(self.arguments)
 
 
 @dataclass(slots=True)
@@ -110,28 +93,6 @@ class LLMResponse:
             tool_calls=list(self.tool_calls),
             thinking=list(self.thinking),
         )
-
-
-StreamEventType = Literal[
-    "text",  # a piece of visible text: `text`
-    "thinking",  # a piece of reasoning: `text`
-    "tool_call_start",  # `index`, `tool_call` (id and name known, arguments maybe not yet)
-    "tool_call_delta",  # `index`, `text` (a fragment of the JSON arguments)
-    "tool_call_end",  # `index`, `tool_call` (complete)
-    "done",  # `response`: the assembled LLMResponse
-]
-
-
-@dataclass(slots=True)
-class StreamEvent:
-    """One event of a streamed answer. A stream always ends with exactly one `done` event or
-    raises a ProviderError; it never yields a half-parsed tool call as complete."""
-
-    type: StreamEventType
-    text: str = ""
-    index: int = 0
-    tool_call: ToolCall | None = None
-    response: LLMResponse | None = None
 
 
 NativeTools = bool | Literal["auto"]

@@ -11,26 +11,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loguru import logger
+from pydantic import BaseModel
 
-from function_calls.context import (
-    IncomingMessage,
-    MessageContext,
-    OutgoingMessage,
-    StreamObserver,
-    SystemEvent,
-)
-from function_calls.init_handlers import register_builtins, setup_builtins
+from common.config import ConfigError
+from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from function_calls.context import MessageContext
+from function_calls.permissions import refusal_reason
+from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
 from providers.base import ChatModel
+from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
 from storage.db import Storage
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
-EventHandler = Callable[["Bot", SystemEvent], Awaitable[list[OutgoingMessage] | None]]
+S = TypeVar("S", bound=BaseModel)
+T = TypeVar("T")
 
 
 class OutboundChannel(Protocol):
@@ -71,6 +71,8 @@ class _ChatLocks:
 
 
 class Bot:
+    """The running bot, and the `PluginHost` its plugins' hooks receive."""
+
     def __init__(
         self,
         settings: Settings,
@@ -83,15 +85,13 @@ class Bot:
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else Registry()
-        if builtins:
-            register_builtins(self.registry, settings)
-        if load_plugins and settings.plugins.paths:
-            existing = [
-                p
-                for p in settings.plugins.paths
-                if (settings.base_dir / p).exists() or p != "plugins"
-            ]
-            self.registry.load_plugins(existing, base_dir=settings.base_dir)
+        self.services = Services()
+        self._event_handlers: dict[str, list[EventHandler]] = {}
+        self._startup: list[Callable[[], Awaitable[None]]] = []
+        self._shutdown: list[Callable[[], Awaitable[None]]] = []
+        self.plugins = self._active_plugins(builtins=builtins, user=load_plugins)
+        for loaded in self.plugins:
+            self.registry.include(loaded.module)
         self.storage = storage or Storage(
             resolve_storage_url(settings.storage.url, settings.base_dir)
         )
@@ -101,16 +101,51 @@ class Bot:
         self.model = model
         self.router = FunctionCallRouter(self.registry, settings, model)
         self.channels: dict[str, OutboundChannel] = {}
-        self.scheduler: Any = None
-        self.extras: dict[str, Any] = {}
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
         self._locks = _ChatLocks()
-        self._event_handlers: dict[str, list[EventHandler]] = {}
-        self._startup: list[Callable[[], Awaitable[None]]] = []
-        self._shutdown: list[Callable[[], Awaitable[None]]] = []
         self.started = False
-        if builtins:
-            setup_builtins(self)  # services of built-ins: scheduler, welcome, search client
+        for loaded in self.plugins:
+            self._wire(loaded)
+
+    # -- plugins -----------------------------------------------------------------------------
+    def _active_plugins(self, *, builtins: bool, user: bool) -> list[LoadedPlugin]:
+        """The plugins the settings were validated with (or, for settings built in code, the
+        built-ins and the files of `plugins.paths`), minus those whose status is not "on"."""
+        loaded = self.settings.plugins_loaded
+        if loaded is None:
+            loaded = load_builtins()
+            if user:
+                loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
+        wanted = [p for p in loaded if (builtins if p.builtin else user)]
+        return [p for p in wanted if p.state(self.settings).state == "on"]
+
+    def _wire(self, loaded: LoadedPlugin) -> None:
+        plugin = loaded.plugin
+        if plugin is None:
+            return
+        for setup in plugin.setup_hooks:
+            setup(self)
+        for kind, handler in plugin.event_handlers:
+            self._event_handlers.setdefault(kind, []).append(handler)
+        for hook in plugin.startup_hooks:
+            self._startup.append(_bound(hook, self))
+        for hook in plugin.shutdown_hooks:
+            self._shutdown.append(_bound(hook, self))
+
+    def section(self, model: type[S]) -> S:
+        return self.settings.section(model)
+
+    def provide(self, service: object, *, as_type: type | None = None) -> None:
+        self.services.provide(service, as_type=as_type)
+
+    def service(self, cls: type[T]) -> T | None:
+        return self.services.get(cls)
+
+    def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
+        spec = self.registry.get(function)
+        if spec is None:
+            return f"{function} is no longer available"
+        return refusal_reason(spec, self.context_for(message, self.send), via_command=True)
 
     def _build_model(self) -> ChatModel | None:
         name = self.settings.chat_model_name()
@@ -118,8 +153,6 @@ class Bot:
             logger.warning("no model configured: only slash commands will work")
             return None
         if name not in self.settings.models:
-            from runtime.settings import ConfigError
-
             raise ConfigError(
                 f"bot.model: {name!r} is not a key of models "
                 f"(have: {', '.join(self.settings.models) or 'none'})"
@@ -130,8 +163,6 @@ class Bot:
         try:
             return build_model(name, self.settings.models[name])
         except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
-            from runtime.settings import ConfigError
-
             raise ConfigError(f"models.{name}: {exc}") from None
 
     # -- channels and outgoing messages ----------------------------------------------------
@@ -200,8 +231,7 @@ class Bot:
             storage=self.storage,
             deliver=deliver,
             model=self.model,
-            scheduler=self.scheduler,
-            extras=self.extras,
+            services=self.services,
             stored_id=stored_id,
             registry=self.registry,
             on_stream=on_stream,
@@ -256,7 +286,8 @@ class Bot:
 
     # -- system events ---------------------------------------------------------------------
     def on_event(self, kind: str, handler: EventHandler) -> None:
-        """Subscribe a service to a system event kind ("member_joined", "friend_request")."""
+        """Handle a system event kind ("member_joined", "friend_request"); plugins declare
+        theirs with `Plugin.on_event`."""
         self._event_handlers.setdefault(kind, []).append(handler)
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
@@ -275,8 +306,8 @@ class Bot:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def on_startup(self, hook: Callable[[], Awaitable[None]]) -> None:
-        """Run `hook` in `start()`: for services that need a running event loop (the
-        reminder scheduler), which a sync constructor cannot give them."""
+        """Run `hook` in `start()`: for services that need a running event loop, which a sync
+        constructor cannot give them (plugins declare theirs with `Plugin.on_startup`)."""
         self._startup.append(hook)
 
     def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
@@ -300,3 +331,11 @@ class Bot:
         if self.model is not None:
             await self.model.aclose()
         self.storage.close()
+
+
+def _bound(hook: Hook, host: Bot) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        await hook(host)
+
+    run.__qualname__ = getattr(hook, "__qualname__", "hook")
+    return run

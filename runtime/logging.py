@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from loguru import logger
+from pydantic import BaseModel, SecretStr
 
 from runtime.settings import Settings
 
@@ -13,13 +14,23 @@ _secrets: set[str] = set()
 
 
 def secret_values(settings: Settings) -> set[str]:
-    values = {m.api_key.get_secret_value() for m in settings.models.values() if m.api_key}
-    if settings.web_search.api_key:
-        values.add(settings.web_search.api_key.get_secret_value())
-    if settings.channels.http.token:
-        values.add(settings.channels.http.token)
-    if settings.channels.onebot.access_token:
-        values.add(settings.channels.onebot.access_token)
+    """Every secret in the configuration, whichever section (a plugin's too) holds it: each
+    `SecretStr` value and each `*token` field."""
+    values: set[str] = set()
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, SecretStr):
+            values.add(value.get_secret_value())
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name), name)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, str) and key.endswith("token"):
+            values.add(value)
+
+    walk(settings)
     return {v for v in values if v and len(v) >= 4}
 
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from function_calls.services.reminder_time import (
+from function_calls.builtins.reminders.times import (
     ReminderTimeError,
     build_schedule,
     parse_once,
@@ -94,6 +94,6 @@ def test_time_written_before_the_text(text: str, when: str | None, rest: str) ->
 )
 def test_cron_weekday_numbers_are_standard_cron(field: str, names: str) -> None:
     """APScheduler 3 counts Monday as 0; users write cron, where 1 is Monday."""
-    from function_calls.services.reminder_time import cron_weekdays
+    from function_calls.builtins.reminders.times import cron_weekdays
 
     assert cron_weekdays(field) == names

@@ -9,7 +9,8 @@ from datetime import timedelta
 
 from sqlalchemy import select, text, update
 
-from function_calls.services.reminder import ReminderRow, utcnow
+from function_calls.builtins.reminders import ReminderService
+from function_calls.builtins.reminders.service import ReminderRow, utcnow
 from providers.scripted import ScriptedModel, call, say
 from tests.builtins.conftest import MakeBot
 
@@ -130,7 +131,7 @@ async def test_list_and_delete_by_unique_prefix(make_bot: MakeBot) -> None:
 
 async def test_ambiguous_prefix_asks_for_more(make_bot: MakeBot) -> None:
     tb, _ = await make_bot()
-    service = tb.bot.extras["reminders"]
+    service = tb.bot.service(ReminderService)
     for i in range(17):  # 17 ids over 16 hex digits: two share a first character
         await tb.send(f"/reminder_set in {i + 1}h t{i}", sender="bob", group=GROUP)
     by_first: dict[str, int] = {}
@@ -194,7 +195,7 @@ async def test_recurring_due_while_down_fires_once_and_moves_on(make_bot: MakeBo
     tb, _ = await make_bot()
     [reply] = await tb.send("/reminder_set daily 09:00 pills", sender="bob", group=GROUP)
     rid = reminder_id(reply)
-    service = tb.bot.extras["reminders"]
+    service = tb.bot.service(ReminderService)
     row = service.visible_to("test", GROUP, True, "bob")[0]
     await tb.aclose()
     due = utcnow().replace(tzinfo=None) - timedelta(seconds=5)
@@ -207,7 +208,7 @@ async def test_recurring_due_while_down_fires_once_and_moves_on(make_bot: MakeBo
     assert out.text.startswith("⏰ Reminder: pills\n(Late:") and "Next: " in out.text
     [after] = rows(tb2)
     assert after.status == "active" and after.next_run > utcnow().replace(tzinfo=None)
-    assert tb2.bot.scheduler.get_job(after.id) is not None, rid
+    assert tb2.bot.service(ReminderService).scheduler.get_job(after.id) is not None, rid
 
 
 async def test_fire_time_permission_recheck(make_bot: MakeBot) -> None:
@@ -227,7 +228,7 @@ async def test_fire_time_permission_recheck(make_bot: MakeBot) -> None:
 
 async def test_switched_off_in_config(make_bot: MakeBot) -> None:
     tb, _ = await make_bot(config={"reminders": {"enabled": False}})
-    assert "reminder_set" not in tb.bot.registry and tb.bot.scheduler is None
+    assert "reminder_set" not in tb.bot.registry and tb.bot.service(ReminderService) is None
     [reply] = await tb.send("/reminder_set in 1h x", sender="bob")
     assert reply.startswith("Unknown command /reminder_set")
 

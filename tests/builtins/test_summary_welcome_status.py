@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from function_calls.builtins.reminders import ReminderService
+from function_calls.builtins.web_search import WebSearchClient
 from function_calls.context import SystemEvent
-from function_calls.init_handlers import builtin_status
 from providers.errors import ProviderUnavailable
 from providers.scripted import ScriptedModel, say
+from runtime.plugins import builtin_status
 from runtime.settings import parse_settings
 from tests.builtins.conftest import MakeBot
 
@@ -139,4 +141,4 @@ async def test_each_builtin_switches_off(make_bot: MakeBot) -> None:
     }
     tb, _ = await make_bot(config=cfg)
     assert [s.name for s in tb.bot.registry.all()] == ["help"]
-    assert tb.bot.scheduler is None and "web_search" not in tb.bot.extras
+    assert tb.bot.service(ReminderService) is None and tb.bot.service(WebSearchClient) is None

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from function_calls.init_handlers import builtin_status
-from function_calls.services.search import SearchAnswer, Source, sources_of, strip_think
+from function_calls.builtins.web_search.client import SearchAnswer, Source, sources_of, strip_think
 from providers.scripted import ScriptedModel, call, say
 from runtime.logging import secret_values
+from runtime.plugins import builtin_status
 from runtime.settings import parse_settings
 from tests.builtins.conftest import MakeBot
 from tests.fakes.cassette import Interaction, ReplayServer, openai_chat_response

@@ -11,17 +11,18 @@ from aiohttp import ClientSession
 from sqlalchemy import update
 
 from channels.http import HttpChannel
-from function_calls.services import reminder as reminder_mod
-from function_calls.services.reminder import ReminderRow
-from function_calls.services.reminder_time import (
+from function_calls.builtins.reminders import ReminderService
+from function_calls.builtins.reminders import service as reminder_mod
+from function_calls.builtins.reminders.service import ReminderRow
+from function_calls.builtins.reminders.times import (
     ReminderTimeError,
     build_schedule,
     parse_once,
     split_leading_time,
 )
-from function_calls.services.summary import SpanError, parse_span
+from function_calls.builtins.summary.settings import SummarySettings
+from function_calls.builtins.summary.transcript import SpanError, parse_span
 from function_calls.testing import TestBot
-from runtime.settings import SummarySettings
 from tests.builtins import conftest as builtins_conftest
 from tests.builtins.conftest import MakeBot
 
@@ -82,7 +83,7 @@ async def test_daily_reminder_fires_once_on_the_fall_back_night(
     tb, outbox = await make_bot(config={"reminders": {"timezone": "America/New_York"}})
     [reply] = await tb.send("/reminder_set daily 01:30 water the plants", sender="bob")
     assert "Reminder set" in reply, reply
-    service = tb.bot.extras["reminders"]
+    service = tb.bot.service(ReminderService)
     [row] = service.visible_to("test", "private:bob", False, "bob")
     first = datetime(2025, 11, 2, 5, 30)  # 01:30 EDT, naive UTC as stored
     with tb.bot.storage.session() as s:
@@ -134,7 +135,7 @@ async def test_delivered_reminders_are_not_kept_forever(
     tb, outbox = await make_bot()
     [reply] = await tb.send('/reminder_set kind=cron cron="* * * * *" text=tick', sender="bob")
     assert "Reminder set" in reply, reply
-    service = tb.bot.extras["reminders"]
+    service = tb.bot.service(ReminderService)
     [row] = service.visible_to("test", "private:bob", False, "bob")
     due = datetime(2025, 6, 1, 0, 0)
     with tb.bot.storage.session() as s:

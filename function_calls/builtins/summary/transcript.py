@@ -12,10 +12,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from providers.base import ChatModel
-from providers.types import Message
-from runtime.settings import SummarySettings
-from storage.db import StoredMessage
+from function_calls import ChatModel, Message, StoredMessage
+from function_calls.builtins.summary.settings import SummarySettings
 
 SYSTEM_PROMPT = (
     "You summarise group chat conversations. Write 3 to 8 short bullet points: the topics, "

@@ -20,7 +20,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -31,19 +31,9 @@ from loguru import logger
 from sqlalchemy import DateTime, Integer, String, Text, func, select, update
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from function_calls.context import IncomingMessage, OutgoingMessage
-from function_calls.permissions import refusal_reason
-from function_calls.services.reminder_time import (
-    Schedule,
-    build_schedule,
-    fmt,
-    next_fire,
-    zone_named,
-)
-from runtime.settings import ReminderSettings
-
-if TYPE_CHECKING:
-    from runtime.bot import Bot
+from function_calls import IncomingMessage, OutgoingMessage, PluginHost, zone_named
+from function_calls.builtins.reminders.settings import ReminderSettings
+from function_calls.builtins.reminders.times import Schedule, build_schedule, fmt, next_fire
 
 JOB_TABLE = "apscheduler_jobs"
 SHORT_ID = 8
@@ -161,12 +151,12 @@ async def run_job(service_key: str, reminder_id: str) -> None:
 class ReminderService:
     """Creates, lists, deletes and fires reminders for one bot."""
 
-    def __init__(self, bot: Bot, settings: ReminderSettings) -> None:
-        self.bot = bot
+    def __init__(self, host: PluginHost, settings: ReminderSettings) -> None:
+        self.host = host
         self.settings = settings
-        self.tz = zone_named(settings.timezone)
-        self.storage = bot.storage
-        self.key = bot.storage.url
+        self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
+        self.storage = host.storage
+        self.key = host.storage.url
         ReminderBase.metadata.create_all(self.storage.engine)
         self.scheduler = AsyncIOScheduler(
             jobstores={
@@ -391,7 +381,7 @@ class ReminderService:
             "ok",
             f"late by {lateness.total_seconds():.1f} s" if lateness > EARLY_TOLERANCE else "",
         )
-        await self.bot.send(out)
+        await self.host.send(out)
         return out
 
     @staticmethod
@@ -428,9 +418,6 @@ class ReminderService:
 
     def _refusal(self, row: ReminderRow) -> str | None:
         """Fire with the creator's permissions as they are now, not as they were."""
-        spec = self.bot.registry.get("reminder_set")
-        if spec is None:
-            return "reminder_set is no longer available"
         msg = IncomingMessage(
             platform=row.platform,
             chat_id=row.chat_id,
@@ -441,8 +428,7 @@ class ReminderService:
             chat_name=row.chat_name,
             message_id=f"reminder-{row.short_id}",
         )
-        ctx = self.bot.context_for(msg, self.bot.send)
-        return refusal_reason(spec, ctx, via_command=True)
+        return self.host.refusal_for("reminder_set", msg)
 
     def _text(
         self,

@@ -8,21 +8,11 @@ web_search where it is not allowed and a call it makes anyway is refused in code
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, Field
 
-from function_calls.context import MessageContext
-from function_calls.registry import tool_function
-from function_calls.services.search import SearchError, WebSearchClient
-from function_calls.spec import FunctionResult
-from runtime.settings import Settings
-
-if TYPE_CHECKING:
-    from runtime.bot import Bot
-
-FEATURE = "web_search"
-EXTRAS_KEY = "web_search"
+from function_calls import FunctionResult, MessageContext, tool_function
+from function_calls.builtins.web_search.client import SearchError, WebSearchClient
+from function_calls.builtins.web_search.settings import WebSearchSettings
 
 
 class WebSearchArgs(BaseModel):
@@ -34,9 +24,9 @@ class WebSearchArgs(BaseModel):
     )
 
 
-def not_allowed(ctx: MessageContext) -> str | None:
+def not_allowed(ctx: MessageContext) -> str | None:  # ctx: any caller the rules see
     """Why this sender, in this chat, may not search; None when they may."""
-    cfg = ctx.config.web_search
+    cfg = ctx.config.section(WebSearchSettings)
     msg = ctx.message
     if ctx.is_admin or not (cfg.allowed_groups or cfg.allowed_users):
         return None
@@ -57,8 +47,8 @@ def not_allowed(ctx: MessageContext) -> str | None:
     allow=not_allowed,
 )
 async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult:
-    client = ctx.extras.get(EXTRAS_KEY)
-    if not isinstance(client, WebSearchClient):
+    client = ctx.service(WebSearchClient)
+    if client is None:
         return FunctionResult(
             llm_content="Web search is not configured on this bot.", metadata={"refused": True}
         )
@@ -77,29 +67,3 @@ async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult
         llm_content=text,
         metadata={"sources": [s.url for s in answer.sources], "model": answer.model},
     )
-
-
-# -- wiring (called by function_calls.init_handlers) ---------------------------------------------
-def status(settings: Settings) -> tuple[str, str, str]:
-    cfg = settings.web_search
-    if not cfg.enabled:
-        return FEATURE, "off", "web_search.enabled is false"
-    if cfg.api_key is None or not cfg.api_key.get_secret_value():
-        return (
-            FEATURE,
-            "missing key",
-            (
-                "web_search.api_key is not set, so the model is not "
-                "offered web_search (e.g. api_key: ${PERPLEXITY_API_KEY})"
-            ),
-        )
-    who = "everyone"
-    if cfg.allowed_groups or cfg.allowed_users:
-        who = f"{len(cfg.allowed_groups)} group(s), {len(cfg.allowed_users)} user(s) and admins"
-    return FEATURE, "on", f"{cfg.model} at {cfg.base_url}, for {who}"
-
-
-def setup(bot: Bot) -> None:
-    client = WebSearchClient(bot.settings.web_search)
-    bot.extras[EXTRAS_KEY] = client
-    bot.on_shutdown(client.aclose)

@@ -77,18 +77,6 @@ class Schedule:
     first_run: datetime  # aware, in the reminder's zone
 
 
-def zone_named(name: str | None) -> ZoneInfo:
-    """The configured zone, or the machine's (tzlocal) when none is configured."""
-    if name:
-        return ZoneInfo(name)
-    from tzlocal import get_localzone_name
-
-    try:
-        return ZoneInfo(get_localzone_name() or "UTC")
-    except Exception:  # an odd /etc/localtime should not stop reminders; UTC is explicit
-        return ZoneInfo("UTC")
-
-
 def fmt(dt: datetime, tz: tzinfo) -> str:
     """How a time is shown to users: local, to the minute (seconds only when they matter)."""
     local = dt.astimezone(tz)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI
 
-from runtime.settings import WebSearchSettings
+from function_calls.builtins.web_search.settings import WebSearchSettings
 
 SYSTEM_PROMPT = (
     "You answer with facts found on the web. Be concise (at most a few short paragraphs), "

@@ -1,35 +1,26 @@
 """Built-in reminder functions: `reminder_set`, `reminder_list`, `reminder_delete`.
 
-Written with the public `@tool_function` API only; the scheduling lives in
-`function_calls.services.reminder`. Every confirmation comes from these functions' own results,
-so the model cannot claim a reminder exists without having called `reminder_set`. Refusals are
-returned as content for the model (not as an error), so it can fix the arguments or ask.
+Written with the public plugin API only; the scheduling lives in `service.py`. Every
+confirmation comes from these functions' own results, so the model cannot claim a reminder
+exists without having called `reminder_set`. Refusals are returned as content for the model
+(not as an error), so it can fix the arguments or ask.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from function_calls.context import MessageContext
-from function_calls.registry import tool_function
-from function_calls.services.reminder import (
+from function_calls import FunctionResult, MessageContext, tool_function
+from function_calls.builtins.reminders.service import (
     Creator,
     ReminderError,
     ReminderService,
     describe,
 )
-from function_calls.services.reminder_time import ReminderTimeError, split_leading_time
-from function_calls.spec import FunctionResult
-from runtime.settings import Settings
-
-if TYPE_CHECKING:
-    from runtime.bot import Bot
-
-FEATURE = "reminders"
-EXTRAS_KEY = "reminders"
+from function_calls.builtins.reminders.times import ReminderTimeError, split_leading_time
 
 _DAILY = re.compile(
     r"^(?:daily|every\s+day)\s+(?:at\s+)?(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)"
@@ -77,8 +68,7 @@ class ReminderDeleteArgs(BaseModel):
 
 
 def _service(ctx: MessageContext) -> ReminderService | None:
-    service = ctx.extras.get(EXTRAS_KEY)
-    return service if isinstance(service, ReminderService) else None
+    return ctx.service(ReminderService)
 
 
 def _not_running() -> FunctionResult:
@@ -209,25 +199,3 @@ async def reminder_delete(ctx: MessageContext, args: ReminderDeleteArgs) -> Func
     service.delete(row)
     text = f"Deleted reminder {row.short_id}: {row.text}"
     return FunctionResult(messages=[text], llm_content=text, metadata={"id": row.id})
-
-
-# -- wiring (called by function_calls.init_handlers) ---------------------------------------------
-def status(settings: Settings) -> tuple[str, str, str]:
-    cfg = settings.reminders
-    if not cfg.enabled:
-        return FEATURE, "off", "reminders.enabled is false"
-    zone = cfg.timezone or "the machine's time zone"
-    return (
-        FEATURE,
-        "on",
-        (f"{zone}, grace period {cfg.grace_period:g} s, at most {cfg.max_per_user} per user"),
-    )
-
-
-def setup(bot: Bot) -> None:
-    """Create the service and its scheduler; it starts with the bot (it needs a running loop)."""
-    service = ReminderService(bot, bot.settings.reminders)
-    bot.extras[EXTRAS_KEY] = service
-    bot.scheduler = service.scheduler
-    bot.on_startup(service.start)
-    bot.on_shutdown(service.shutdown)

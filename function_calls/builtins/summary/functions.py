@@ -10,10 +10,9 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
-from function_calls.context import MessageContext
-from function_calls.registry import tool_function
-from function_calls.services.reminder_time import zone_named
-from function_calls.services.summary import (
+from function_calls import FunctionResult, MessageContext, ProviderError, tool_function, zone_named
+from function_calls.builtins.summary.settings import SummarySettings
+from function_calls.builtins.summary.transcript import (
     SpanError,
     extract,
     now_utc,
@@ -22,11 +21,7 @@ from function_calls.services.summary import (
     transcript,
     worth_summarising,
 )
-from function_calls.spec import FunctionResult
-from providers.errors import ProviderError
-from runtime.settings import Settings
 
-FEATURE = "summary"
 MODEL_TIMEOUT = 45.0
 
 
@@ -48,8 +43,8 @@ class SummaryArgs(BaseModel):
     timeout=60,
 )
 async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
-    cfg = ctx.config.summary
-    tz = zone_named(ctx.config.reminders.timezone)
+    cfg = ctx.settings(SummarySettings)
+    tz = zone_named(ctx.config.bot.timezone)
     try:
         span = parse_span(args.span, cfg, now_utc(), tz)
     except SpanError as exc:
@@ -90,14 +85,3 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
         return FunctionResult(messages=[text], llm_content=text, metadata={"fallback": True})
     text = f"{header}\n{result}"
     return FunctionResult(messages=[text], llm_content=text)
-
-
-def status(settings: Settings) -> tuple[str, str, str]:
-    cfg = settings.summary
-    if not cfg.enabled:
-        return FEATURE, "off", "summary.enabled is false"
-    return (
-        FEATURE,
-        "on",
-        (f"up to {cfg.max_messages} messages, prompt at most {cfg.max_prompt_chars} characters"),
-    )

@@ -1,0 +1,202 @@
+"""Core configuration: the sections of config.yaml the framework itself reads.
+
+Features own their settings (a built-in's or plugin's section is a model declared beside its
+functions); this module holds only what the core, runtime and channels need, and imports
+nothing of the project, so every layer can depend on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
+    "language. Use the available functions when they fit the request; never claim you did "
+    "something a function would do without calling it."
+)
+
+
+class ConfigError(Exception):
+    """An invalid configuration; the message lists each bad key path and what was expected."""
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, because a typo must not silently fall back
+    to a default. Plugins' settings models may subclass it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class BotSettings(Section):
+    name: str = "chatfn"
+    admins: list[str] = Field(default_factory=list)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    # How many earlier messages of the chat a model sees.
+    history_size: int = Field(default=20, ge=0, le=500)
+    # In groups: answer only when @-mentioned ("at"), every message ("always"), or never.
+    respond_in_groups: Literal["at", "always", "never"] = "at"
+    # Which `models:` entry answers chat and calls functions; default: the first one.
+    model: str | None = None
+    # IANA zone the bot thinks in ("Europe/Berlin"): the time in the system prompt, and the
+    # default for reminders and summaries. None: `reminders.timezone` when set, else the
+    # machine's zone.
+    timezone: str | None = None
+    # Said once to a user when no model is configured.
+    no_model_reply: str = (
+        "No model is configured, so I can only run slash commands (try /help). Set "
+        "OPENAI_API_KEY (and OPENAI_BASE_URL / CHATFN_MODEL) or add a `models:` entry "
+        "to config.yaml."
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        return check_zone(v)
+
+
+class ChatFunctionRules(Section):
+    """Per-chat override: which functions this chat may use."""
+
+    enabled: list[str] | None = None
+    disabled: list[str] = Field(default_factory=list)
+
+
+class FunctionCallSettings(Section):
+    # None: every registered function; a list: only these.
+    enabled: list[str] | None = None
+    disabled: list[str] = Field(default_factory=list)
+    # Keyed by chat id.
+    chats: dict[str, ChatFunctionRules] = Field(default_factory=dict)
+    max_rounds: int = Field(default=5, ge=1, le=50)
+    max_calls_per_message: int = Field(default=10, ge=1, le=100)
+    # Failed attempts (invalid arguments, errors) one function may have per message.
+    retries_per_call: int = Field(default=2, ge=0, le=10)
+    # Seconds for one handler that declares no `timeout` of its own.
+    call_timeout: float = Field(default=30.0, gt=0)
+    # Seconds for the whole tool loop of one message, model calls included.
+    total_timeout: float = Field(default=120.0, gt=0)
+    # Characters of one tool result sent back to the model.
+    max_result_chars: int = Field(default=4000, ge=100)
+
+
+class StorageSettings(Section):
+    url: str = "sqlite:///data/chatfn.db"
+
+
+class PluginSettings(Section):
+    paths: list[str] = Field(default_factory=lambda: ["plugins"])
+
+
+class ConsoleSettings(Section):
+    user: str = "you"
+    prompt: str = "> "
+
+
+class HttpSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    token: str | None = None
+    webhook_url: str | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _empty_token_is_none(cls, v: str | None) -> str | None:
+        return v or None
+
+
+class OneBotSettings(Section):
+    """OneBot v11 reverse WebSocket: the implementation (NapCat, LLOneBot, Lagrange) connects to
+    ws://host:port/onebot/v11/ws."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8081, ge=0, le=65535)
+    # When set, a connection must present it (Authorization: Bearer, or ?access_token=).
+    access_token: str | None = None
+    # Friend requests: accept them (set_friend_add_request) or leave them pending.
+    friend_requests: Literal["approve", "ignore"] = "ignore"
+    # Longer replies are split on line boundaries into parts of at most this many characters.
+    max_message_length: int = Field(default=3000, ge=50)
+    # Per chat: messages per second after a burst of `send_burst`; 0 disables the limit.
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+    # Seconds to wait for the answer to one action (send_group_msg, get_msg, ...).
+    action_timeout: float = Field(default=10.0, gt=0)
+    # Seconds a send waits for a bot account whose connection dropped to come back.
+    reconnect_wait: float = Field(default=10.0, ge=0)
+    # Messages kept for resending when a bot account reconnects, and for how many seconds.
+    resend_queue: int = Field(default=100, ge=0)
+    resend_max_age: float = Field(default=600.0, gt=0)
+    # Quote the user's message (a reply segment) in the bot's answer.
+    quote_replies: bool = False
+
+    @field_validator("access_token")
+    @classmethod
+    def _empty_token_is_none(cls, v: str | None) -> str | None:
+        return v or None
+
+
+class ChannelSettings(Section):
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    onebot: OneBotSettings = Field(default_factory=OneBotSettings)
+
+
+class LoggingSettings(Section):
+    level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR"] = "INFO"
+    file: str | None = None
+
+
+def check_zone(value: str | None) -> str | None:
+    """Validator body for time-zone settings: an IANA name or None."""
+    if value:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as 'Europe/Berlin')"
+            ) from None
+    return value or None
+
+
+def zone_named(name: str | None) -> ZoneInfo:
+    """The configured zone, or the machine's (tzlocal) when none is configured."""
+    if name:
+        return ZoneInfo(name)
+    from tzlocal import get_localzone_name
+
+    try:
+        return ZoneInfo(get_localzone_name() or "UTC")
+    except Exception:  # an odd /etc/localtime should not stop the bot; UTC is explicit
+        return ZoneInfo("UTC")
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class CoreSettings(Section):
+    """The framework's own sections. The runtime's `Settings` extends it with `models:` and one
+    section per loaded plugin (built-ins included); handlers read a plugin's section through
+    `section(SettingsModel)`, typed, without knowing the config file's shape."""
+
+    bot: BotSettings = Field(default_factory=BotSettings)
+    function_calls: FunctionCallSettings = Field(default_factory=FunctionCallSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
+    channels: ChannelSettings = Field(default_factory=ChannelSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    # Directory relative paths (plugins, SQLite files) are resolved against: the config file's
+    # directory, or the current directory when there is no config file.
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def section(self, model: type[S]) -> S:
+        """The validated section whose model is `model`; its defaults when the config has no
+        such section (a plugin loaded outside the config, e.g. in a test)."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if type(value) is model:
+                return value
+        return model()

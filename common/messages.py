@@ -1,0 +1,133 @@
+"""Platform-neutral messages: what channels build, what the bot sends, and the stream events a
+channel renders while a model answers.
+
+Channels import this module and nothing of the tool loop or the providers, so a channel cannot
+come to depend on how answers are produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, TypeVar
+
+
+@dataclass(slots=True)
+class IncomingMessage:
+    """A platform-neutral chat message. Channels build these; nothing downstream knows the
+    platform's own event shape."""
+
+    platform: str
+    chat_id: str
+    sender_id: str
+    text: str
+    is_group: bool = False
+    chat_name: str = ""
+    sender_name: str = ""
+    is_at_bot: bool = False
+    quoted_text: str | None = None
+    message_id: str = ""
+    time: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # Set only by trusted local channels (the console's `:admin on`); network channels never do.
+    admin_override: bool | None = None
+
+    @property
+    def display_name(self) -> str:
+        return self.sender_name or self.sender_id
+
+
+@dataclass(slots=True)
+class OutgoingMessage:
+    """A message the bot sends: a reply, a reminder, a welcome."""
+
+    platform: str
+    chat_id: str
+    text: str
+    is_group: bool = False
+    at: str | None = None  # sender id to @-mention
+    reply_to: str | None = None  # message id being answered, if any
+    # The model's reasoning behind this reply: stored with it in history, never shown by
+    # channels (they send `text` only).
+    thinking: str | None = None
+    # A notice from the bot itself (an outage, no model configured), not the model's words:
+    # stored with role "notice" and left out of the conversation a model sees, so the model
+    # never reads "Sorry, the model is not available" as something it said.
+    notice: bool = False
+
+
+@dataclass(slots=True)
+class SystemEvent:
+    """Something that happened in a chat that is not a message: a member joined, a friend
+    request arrived. Channels build these; plugins subscribe with `Plugin.on_event`."""
+
+    kind: str  # "member_joined" | "friend_request" | ...
+    platform: str
+    chat_id: str
+    user_id: str
+    user_name: str = ""
+    is_group: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A call's raw JSON arguments as a dict (empty text is `{}`); raises ValueError with a
+    short reason the model can act on."""
+    try:
+        value = json.loads(text.strip() or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call the model asked for.
+
+    `arguments` stays the raw JSON text the model wrote, because a malformed call must go back to
+    the model as an error it can fix, which needs the original text, not a parse of it.
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    # Opaque data a provider needs back verbatim on the next request (Gemini thought signatures).
+    provider_data: dict[str, Any] | None = None
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """Strict parse; raises ValueError with a short reason the model can act on."""
+        return parse_arguments(self.arguments)
+
+
+StreamEventType = Literal[
+    "text",  # a piece of visible text: `text`
+    "thinking",  # a piece of reasoning: `text`
+    "tool_call_start",  # `index`, `tool_call` (id and name known, arguments maybe not yet)
+    "tool_call_delta",  # `index`, `text` (a fragment of the JSON arguments)
+    "tool_call_end",  # `index`, `tool_call` (complete)
+    "done",  # `response`: the assembled answer (providers.types.LLMResponse)
+]
+
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class StreamEvent(Generic[R]):
+    """One event of a streamed answer. A stream always ends with exactly one `done` event or
+    raises a ProviderError; it never yields a half-parsed tool call as complete.
+
+    Generic in the final response type so that channels, which render only text and call
+    names, need not know the providers' response class."""
+
+    type: StreamEventType
+    text: str = ""
+    index: int = 0
+    tool_call: ToolCall | None = None
+    response: R | None = None
+
+
+Deliver = Callable[[OutgoingMessage], Awaitable[None]]
+StreamObserver = Callable[[StreamEvent[Any]], Awaitable[None]]

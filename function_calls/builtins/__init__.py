@@ -1,0 +1,12 @@
+"""The built-in plugins. Each package here is written with the public plugin API only
+(`from function_calls import ...`), exactly as a third-party plugin would be: its functions,
+its service, its settings section and its tables live together in the package."""
+
+#: Loaded by the runtime before the user's plugins, in this order.
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "function_calls.builtins.help",
+    "function_calls.builtins.reminders",
+    "function_calls.builtins.web_search",
+    "function_calls.builtins.summary",
+    "function_calls.builtins.welcome",
+)

@@ -1,0 +1,54 @@
+"""Built-in reminders: `reminder_set`, `reminder_list`, `reminder_delete`, stored in the bot's
+database with APScheduler's job store, so they survive restarts and fire exactly once."""
+
+from __future__ import annotations
+
+from function_calls import Plugin, PluginHost, Status
+from function_calls.builtins.reminders.functions import (
+    reminder_delete,
+    reminder_list,
+    reminder_set,
+)
+from function_calls.builtins.reminders.service import ReminderService
+from function_calls.builtins.reminders.settings import ReminderSettings
+
+__all__ = [
+    "ReminderService",
+    "ReminderSettings",
+    "reminder_delete",
+    "reminder_list",
+    "reminder_set",
+]
+
+plugin = Plugin("reminders", settings=ReminderSettings)
+
+
+@plugin.status
+def status(cfg: ReminderSettings) -> Status:
+    if not cfg.enabled:
+        return Status("off", "reminders.enabled is false")
+    zone = cfg.timezone or "bot.timezone or the machine's time zone"
+    return Status(
+        "on", f"{zone}, grace period {cfg.grace_period:g} s, at most {cfg.max_per_user} per user"
+    )
+
+
+@plugin.on_setup
+def create_service(host: PluginHost) -> None:
+    """The service and its scheduler exist from the start (handlers may run before `start`);
+    the scheduler itself starts with the bot, because it needs a running event loop."""
+    host.provide(ReminderService(host, host.section(ReminderSettings)))
+
+
+@plugin.on_startup
+async def start(host: PluginHost) -> None:
+    service = host.service(ReminderService)
+    if service is not None:
+        await service.start()
+
+
+@plugin.on_shutdown
+async def stop(host: PluginHost) -> None:
+    service = host.service(ReminderService)
+    if service is not None:
+        await service.shutdown()

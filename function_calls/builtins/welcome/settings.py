@@ -1,0 +1,15 @@
+"""The `welcome:` section of config.yaml."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from function_calls import Section
+
+
+class WelcomeSettings(Section):
+    enabled: bool = True
+    # Per group chat id; `{name}` is replaced by the new member's name.
+    messages: dict[str, str] = Field(default_factory=dict)
+    # For groups without their own message; null: say nothing there.
+    default: str | None = "Welcome! Send /help to see what I can do."

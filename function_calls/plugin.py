@@ -1,0 +1,163 @@
+"""What a plugin file may declare besides its functions: a settings section, start-up and
+shut-down hooks, system-event handlers, a status line, and typed services for its handlers.
+
+Built-ins use exactly this door (see `function_calls/builtins/`), so a third-party plugin can do
+anything a built-in does:
+
+    class WeatherSettings(BaseModel):
+        units: Literal["metric", "imperial"] = "metric"
+
+    plugin = Plugin("weather", settings=WeatherSettings)   # the `weather:` section of config
+
+    @plugin.on_startup
+    async def connect(host: PluginHost) -> None:
+        host.provide(WeatherClient(host.section(WeatherSettings)))
+
+    @tool_function(description="Current weather in a city.")
+    async def weather(ctx: MessageContext, args: CityArgs) -> FunctionResult:
+        client = ctx.service(WeatherClient)            # typed, no string keys
+        units = ctx.settings(WeatherSettings).units
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from common.config import CoreSettings
+from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+
+if TYPE_CHECKING:
+    from providers.base import ChatModel
+    from storage.db import Storage
+
+S = TypeVar("S", bound=BaseModel)
+T = TypeVar("T")
+
+State = Literal["on", "off", "missing key"]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """One line of `check_system.py`. Only a plugin whose state is "on" has its functions
+    registered, so the model never sees a function that can only fail."""
+
+    state: State
+    detail: str
+
+
+class PluginHost(Protocol):
+    """What hooks and event handlers get: the running bot, seen through the plugin API."""
+
+    @property
+    def settings(self) -> CoreSettings: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    @property
+    def model(self) -> ChatModel | None: ...
+
+    def section(self, model: type[S]) -> S:
+        """The validated config section declared with `model`."""
+        ...
+
+    def provide(self, service: object, *, as_type: type | None = None) -> None:
+        """Make `service` reachable from handlers as `ctx.service(type(service))`."""
+        ...
+
+    def service(self, cls: type[T]) -> T | None: ...
+
+    async def send(self, out: OutgoingMessage) -> None:
+        """Send a message the bot starts on its own (a reminder, a welcome): stored, then
+        delivered by the channel of `out.platform`."""
+        ...
+
+    def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
+        """Why `message`'s sender may not run `function` there now (None: they may): the
+        permission rules, applied to work a plugin does later on someone's behalf."""
+        ...
+
+
+Hook = Callable[[PluginHost], Awaitable[None]]
+SetupHook = Callable[[PluginHost], None]
+EventHandler = Callable[[PluginHost, SystemEvent], Awaitable[list[OutgoingMessage] | None]]
+
+
+class Services:
+    """Objects plugins provide to handlers, keyed by their type."""
+
+    def __init__(self) -> None:
+        self._by_type: dict[type, object] = {}
+
+    def provide(self, service: object, *, as_type: type | None = None) -> None:
+        self._by_type[as_type or type(service)] = service
+
+    def get(self, cls: type[T]) -> T | None:
+        found = self._by_type.get(cls)
+        if found is None:  # a subclass registered under its own type still answers
+            found = next((s for s in self._by_type.values() if isinstance(s, cls)), None)
+        return found  # type: ignore[return-value]
+
+
+@dataclass(eq=False)
+class Plugin(Generic[S]):
+    """The declarations of one plugin module. Create one at module level; the loader finds it.
+
+    `settings`: a Pydantic model validated from the top-level config section `section` (the
+    plugin's name by default). A bad value stops the bot at start naming the key path; a
+    section nobody declares is an error too.
+    """
+
+    name: str
+    settings: type[S] | None = None
+    section: str | None = None
+    setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
+    startup_hooks: list[Hook] = field(default_factory=list, repr=False)
+    shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
+    event_handlers: list[tuple[str, EventHandler]] = field(default_factory=list, repr=False)
+    _status: Callable[[Any], Status] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.settings is not None and self.section is None:
+            self.section = self.name
+
+    # -- decorators ------------------------------------------------------------------------------
+    def status(self, func: Callable[[S], Status]) -> Callable[[S], Status]:
+        """`func(section) -> Status`: whether the plugin can work with this config, and why."""
+        self._status = func
+        return func
+
+    def on_setup(self, func: SetupHook) -> SetupHook:
+        """Run when the bot is built (sync): wire services that need no event loop."""
+        self.setup_hooks.append(func)
+        return func
+
+    def on_startup(self, func: Hook) -> Hook:
+        """Run when the bot starts, after channels are added (the event loop is running)."""
+        self.startup_hooks.append(func)
+        return func
+
+    def on_shutdown(self, func: Hook) -> Hook:
+        """Run when the bot stops, in reverse order of start-up."""
+        self.shutdown_hooks.append(func)
+        return func
+
+    def on_event(self, kind: str) -> Callable[[EventHandler], EventHandler]:
+        """Handle a system event ("member_joined", "friend_request") in its chat's order."""
+
+        def register(func: EventHandler) -> EventHandler:
+            self.event_handlers.append((kind, func))
+            return func
+
+        return register
+
+    # -- queries ---------------------------------------------------------------------------------
+    def state(self, settings: CoreSettings) -> Status:
+        if self._status is None:
+            return Status("on", "always available")
+        section = settings.section(self.settings) if self.settings is not None else None
+        return self._status(section)

@@ -1,0 +1,116 @@
+"""Loading plugins: the built-ins (by module name) and the user's plugin files, each with what
+its module-level `Plugin` declares. Built-ins and user plugins go through the same code, so a
+user's plugin gets everything a built-in gets: a config section, hooks, a status line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.config import CoreSettings
+from function_calls.builtins import BUILTIN_PLUGINS
+from function_calls.plugin import Plugin, Status
+from function_calls.registry import (
+    SPEC_ATTR,
+    PluginLoadError,
+    import_plugin_file,
+    plugin_files,
+)
+from function_calls.spec import FunctionSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedPlugin:
+    """One imported plugin module and its declarations (`plugin` is None for a file that only
+    defines functions)."""
+
+    module: types.ModuleType
+    origin: str  # the built-in's module name, or the plugin file's path
+    plugin: Plugin[Any] | None
+    builtin: bool
+
+    @property
+    def name(self) -> str:
+        if self.plugin is not None:
+            return self.plugin.name
+        return Path(self.origin).stem if not self.builtin else self.origin.rsplit(".", 1)[-1]
+
+    def specs(self) -> list[FunctionSpec]:
+        found = (getattr(v, SPEC_ATTR, None) for v in vars(self.module).values())
+        return [s for s in found if isinstance(s, FunctionSpec)]
+
+    def state(self, settings: CoreSettings) -> Status:
+        """The plugin's own status line; a plugin whose functions are all listed in
+        `function_calls.disabled` reads "off"."""
+        status = self.plugin.state(settings) if self.plugin is not None else None
+        if status is None:
+            names = ", ".join(s.name for s in self.specs())
+            status = Status("on", f"functions: {names}" if names else "no functions")
+        names = [s.name for s in self.specs()]
+        disabled = set(settings.function_calls.disabled)
+        if status.state == "on" and names and all(n in disabled for n in names):
+            return Status("off", "listed in function_calls.disabled")
+        return status
+
+
+def _plugin_of(module: types.ModuleType, origin: str) -> Plugin[Any] | None:
+    found = [v for v in vars(module).values() if isinstance(v, Plugin)]
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise PluginLoadError(f"plugin {origin} declares more than one Plugin ({names})")
+    return found[0] if found else None
+
+
+def load_builtins() -> list[LoadedPlugin]:
+    loaded = []
+    for name in BUILTIN_PLUGINS:
+        module = importlib.import_module(name)
+        loaded.append(LoadedPlugin(module, name, _plugin_of(module, name), builtin=True))
+    return loaded
+
+
+def load_plugin_files(paths: list[str], base_dir: Path) -> list[LoadedPlugin]:
+    """Import the user's plugin files. The default `plugins` folder may be missing; a path the
+    config names explicitly must exist."""
+    wanted = [p for p in paths if p != "plugins" or (base_dir / p).exists()]
+    loaded = []
+    for file in plugin_files(list(wanted), base_dir):
+        module = import_plugin_file(file)
+        loaded.append(LoadedPlugin(module, str(file), _plugin_of(module, str(file)), False))
+    return loaded
+
+
+def check_sections(plugins: list[LoadedPlugin], reserved: set[str]) -> dict[str, LoadedPlugin]:
+    """Section name -> the plugin declaring it; two plugins (or a plugin and the core) claiming
+    one section is a load error naming both."""
+    sections: dict[str, LoadedPlugin] = {}
+    for loaded in plugins:
+        plugin = loaded.plugin
+        if plugin is None or plugin.settings is None or plugin.section is None:
+            continue
+        if plugin.section in reserved:
+            raise PluginLoadError(
+                f"plugin {loaded.origin}: section {plugin.section!r} is a core config section"
+            )
+        if plugin.section in sections:
+            raise PluginLoadError(
+                f"plugins {sections[plugin.section].origin} and {loaded.origin} both declare "
+                f"the config section {plugin.section!r}"
+            )
+        sections[plugin.section] = loaded
+    return sections
+
+
+def builtin_status(settings: CoreSettings) -> list[tuple[str, str, str]]:
+    """(name, state, detail) of each built-in, for check_system.py and tests."""
+    loaded = getattr(settings, "plugins_loaded", None) or load_builtins()
+    rows = []
+    for plugin in loaded:
+        if plugin.builtin:
+            status = plugin.state(settings)
+            rows.append((plugin.name, status.state, status.detail))
+    return rows
