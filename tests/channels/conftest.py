@@ -17,6 +17,7 @@ from function_calls.spec import FunctionResult
 from providers.base import ChatModel
 from runtime.bot import Bot
 from runtime.settings import parse_settings
+from tests.fakes.raw_replay import RawReplayServer
 
 TOKEN = "sim-secret-token"
 
@@ -98,3 +99,10 @@ async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
     for bot, channel in made:
         await channel.stop()
         await bot.aclose()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RawReplayServer]:
+    """A replay server on 127.0.0.1 that can also cut a stream off (`raw` handlers)."""
+    async with RawReplayServer() as srv:
+        yield srv

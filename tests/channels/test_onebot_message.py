@@ -63,3 +63,22 @@ def test_outgoing_segments() -> None:
         {"type": "text", "data": {"text": " hi"}},
     ]
     assert outgoing_segments("hi") == [{"type": "text", "data": {"text": "hi"}}]
+
+
+def test_cq_parse_of_unclosed_codes_is_linear() -> None:
+    """Each unclosed `[CQ:` scanned to the end of the message (quadratic: a 48 KB raw message
+    held the event loop ~3 s). `[` inside a CQ code is always escaped (&#91;), so a scan can
+    stop at the next `[`."""
+    import time
+
+    from channels.onebot_message import parse_cq
+
+    start = time.perf_counter()
+    segments = parse_cq("[CQ:a," * 8000)
+    assert time.perf_counter() - start < 0.5
+    assert "".join(s["data"]["text"] for s in segments) == "[CQ:a," * 8000
+    assert parse_cq("hi[CQ:at,qq=1]x") == [
+        {"type": "text", "data": {"text": "hi"}},
+        {"type": "at", "data": {"qq": "1"}},
+        {"type": "text", "data": {"text": "x"}},
+    ]

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from providers.base import ChatModel
 from providers.config import ModelConfig
+from providers.factory import build_model
 from providers.openai_compat import OpenAICompatModel
 from providers.types import (
     LLMResponse,
@@ -143,3 +144,23 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dic
 
 def sse_response(body: str, status: int = 200) -> web.Response:
     return web.Response(status=status, text=body, content_type="text/event-stream")
+
+
+BASE = {"openai": "/v1", "anthropic": "", "gemini": ""}
+MODEL = {"openai": "gpt-test", "anthropic": "claude-test", "gemini": "gemini-2.5-flash"}
+
+
+def reply(text: str, content_type: str = "application/json"):
+    return lambda _r: web.Response(text=text, content_type=content_type)
+
+
+def model_for(provider: str, server: ReplayServer) -> ChatModel:
+    cfg = ModelConfig(
+        provider=provider,  # type: ignore[arg-type]
+        model=MODEL[provider],
+        api_key="k",
+        base_url=server.url + BASE[provider],
+        max_retries=0,
+        native_tools=True,
+    )
+    return build_model("t", cfg)

@@ -10,6 +10,7 @@ import openai
 import pytest
 from aiohttp import web
 
+from providers.base import collect
 from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -22,7 +23,7 @@ from providers.errors import (
 from providers.openai_errors import tools_not_supported
 from providers.types import Message, ThinkingBlock, ToolCall, ToolDefinition
 from tests.fakes.cassette import Interaction, ReplayServer, load_cassette, openai_chat_response
-from tests.providers.helpers import chunk, make_model, run, sse, sse_response
+from tests.providers.helpers import chunk, make_model, model_for, reply, run, sse, sse_response
 
 USER = [Message(role="user", content="weather in Paris?")]
 TOOLS = [
@@ -291,6 +292,24 @@ def test_other_errors_do_not_match(text: str) -> None:
     assert not tools_not_supported(text)
 
 
+def test_extra_input_inside_a_tool_is_not_tools_not_supported() -> None:
+    from providers.openai_errors import tools_not_supported
+
+    detail = {
+        "detail": [
+            {
+                "type": "extra_forbidden",
+                "msg": "Extra inputs are not permitted",
+                "loc": ["body", "tools", 0, "function", "strict"],
+                "input": True,
+            }
+        ]
+    }
+    assert not tools_not_supported(f"Error code: 422 {json.dumps(detail)}")
+    detail["detail"][0]["loc"] = ["body", "tools"]
+    assert tools_not_supported(f"Error code: 422 {json.dumps(detail)}")
+
+
 # -- request details --------------------------------------------------------------------------
 
 
@@ -347,3 +366,45 @@ async def test_gemini_compat_extra_content_round_trips(server: ReplayServer) -> 
     sent_call = server.received[1].body["messages"][1]["tool_calls"][0]
     assert sent_call["extra_content"] == extra and sent_call["id"] == call.id
     assert json.dumps(server.received[1].body)  # plain JSON all the way
+
+
+# -- OpenAI-compatible servers that send arguments as a JSON object -----------------------------
+
+HI = [Message(role="user", content="hi")]
+F_TOOLS = [ToolDefinition("f", "d", {"type": "object", "properties": {"a": {"type": "string"}}})]
+
+
+def _call_completion(arguments: object) -> str:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "finish_reason": "tool_calls", "message": message}
+    return json.dumps({"choices": [choice]})
+
+
+async def test_openai_object_arguments_become_json_text(server: ReplayServer) -> None:
+    server.queue = [reply(_call_completion({"a": "x"}))]
+    model = model_for("openai", server)
+    response = await model.complete(HI, F_TOOLS)
+    await model.aclose()
+    call = response.tool_calls[0]
+    assert isinstance(call.arguments, str)
+    assert call.parsed_arguments() == {"a": "x"}
+
+
+async def test_openai_streamed_object_arguments_become_json_text(server: ReplayServer) -> None:
+    call = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": {"a": "x"}},
+    }
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    server.queue = [reply(body, "text/event-stream")]
+    model = model_for("openai", server)
+    response = await collect(model.stream(HI, F_TOOLS))
+    await model.aclose()
+    assert response.tool_calls[0].parsed_arguments() == {"a": "x"}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pytest
 
-from providers.base import collect
+from providers.base import ChatModel, collect
 from providers.text_tools.model import TextToolsModel, rewrite_messages
-from providers.types import Message, ToolCall, ToolDefinition
+from providers.types import LLMResponse, Message, ModelCapabilities, ToolCall, ToolDefinition
 
 from .fake_model import FakeModel
 
@@ -117,3 +118,25 @@ async def test_collect_gives_the_same_as_complete() -> None:
 async def test_without_tools_nothing_is_parsed_as_a_call() -> None:
     response = await TextToolsModel(FakeModel([CALL_REPLY])).complete(history(), None)
     assert response.tool_calls == [] and "<tool_call>" in response.content
+
+
+class _Inner(ChatModel):
+    provider = "fake"
+
+    def __init__(self) -> None:
+        super().__init__("m", "m", ModelCapabilities(native_tools=False))
+        self.closed = False
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        return LLMResponse(content="ok")
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_text_tools_model_closes_inner_model() -> None:
+    inner = _Inner()
+    await TextToolsModel(inner).aclose()
+    assert inner.closed

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select, text, update
 
 from function_calls.builtins.reminders import ReminderService
+from function_calls.builtins.reminders import service as reminder_mod
 from function_calls.builtins.reminders.service import ReminderRow, utcnow
 from providers.scripted import ScriptedModel, call, say
-from tests.builtins.conftest import MakeBot
+from tests.function_calls.builtins.conftest import MakeBot
 
 GROUP = "team1"
 
@@ -242,3 +244,59 @@ async def test_private_list_shows_own_reminders_from_groups(make_bot: MakeBot) -
     assert f"• {rid} — " in listing and "demo (in team1)" in listing
     [ok] = await tb.send(f"/reminder_delete {rid[:4]}", sender="bob")
     assert ok == f"Deleted reminder {rid}: demo"
+
+
+async def test_huge_relative_time_via_command_gets_a_usable_refusal(make_bot: MakeBot) -> None:
+    tb, _ = await make_bot()
+    [reply] = await tb.send("/reminder_set in 99999999999w stretch", sender="bob")
+    assert "Reminder not set" in reply and "5 years" in reply
+
+
+async def test_daily_reminder_fires_once_on_the_fall_back_night(
+    make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """01:30 happens twice in New York on 2025-11-02 (EDT, then EST): a daily 01:30 reminder
+    must be delivered once that night, not at both."""
+    tb, outbox = await make_bot(config={"reminders": {"timezone": "America/New_York"}})
+    [reply] = await tb.send("/reminder_set daily 01:30 water the plants", sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.service(ReminderService)
+    [row] = service.visible_to("test", "private:bob", False, "bob")
+    first = datetime(2025, 11, 2, 5, 30)  # 01:30 EDT, naive UTC as stored
+    with tb.bot.storage.session() as s:
+        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=first))
+        s.commit()
+
+    monkeypatch.setattr(
+        reminder_mod, "utcnow", lambda: datetime(2025, 11, 2, 5, 30, 0, 500000, tzinfo=UTC)
+    )
+    assert await service.fire(row.id) is not None
+    # The scheduler's own trigger wakes again at 01:30 EST (06:30 UTC).
+    monkeypatch.setattr(
+        reminder_mod, "utcnow", lambda: datetime(2025, 11, 2, 6, 30, 0, 500000, tzinfo=UTC)
+    )
+    assert await service.fire(row.id) is None
+    assert len(outbox.messages) == 1
+    assert service.get(row.id).next_run == datetime(2025, 11, 3, 6, 30)  # 01:30 EST next day
+
+
+async def test_delivered_reminders_are_not_kept_forever(
+    make_bot: MakeBot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ReminderService.fired` grew by one message per delivery for the life of the process
+    (a cron reminder every minute: 1440 a day), and nothing read it."""
+    tb, outbox = await make_bot()
+    [reply] = await tb.send('/reminder_set kind=cron cron="* * * * *" text=tick', sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.service(ReminderService)
+    [row] = service.visible_to("test", "private:bob", False, "bob")
+    due = datetime(2025, 6, 1, 0, 0)
+    with tb.bot.storage.session() as s:
+        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=due))
+        s.commit()
+    for minute in range(110):
+        now = datetime(2025, 6, 1, 0, 0, 0, 100000, tzinfo=UTC) + timedelta(minutes=minute)
+        monkeypatch.setattr(reminder_mod, "utcnow", lambda now=now: now)
+        assert await service.fire(row.id) is not None
+    assert len(outbox.messages) == 110
+    assert len(service.fired) <= 100

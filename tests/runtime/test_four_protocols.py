@@ -30,8 +30,8 @@ from tests.fakes.protocols import (
     signature,
     tool_results,
 )
-from tests.integration.functions import make_registry
-from tests.providers_native.helpers import RawReplayServer
+from tests.fakes.raw_replay import RawReplayServer
+from tests.runtime.functions import make_registry
 
 BAD = {"when": "tomorrow morning", "text": "umbrella"}
 GOOD = {"when": "2030-01-01T08:00:00", "text": "umbrella"}

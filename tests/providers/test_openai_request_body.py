@@ -14,8 +14,8 @@ from providers.config import ModelConfig
 from providers.openai_compat import OpenAICompatModel
 from providers.types import Message, ToolDefinition
 from tests.fakes.cassette import ReplayServer, openai_chat_response
+from tests.fakes.raw_replay import json_reply
 from tests.providers.helpers import chunk, sse, sse_response
-from tests.providers_native.helpers import json_reply
 
 
 class Strictable(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -16,6 +16,8 @@ from function_calls.builtins.reminders.times import (
 
 TZ = ZoneInfo("Europe/Berlin")
 NOW = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)  # 12:00 in Berlin
+UTC_ZONE = ZoneInfo("UTC")
+SUNDAY = datetime(2025, 6, 1, 0, 0, tzinfo=UTC)  # midnight, a Sunday
 
 
 @pytest.mark.parametrize(
@@ -97,3 +99,48 @@ def test_cron_weekday_numbers_are_standard_cron(field: str, names: str) -> None:
     from function_calls.builtins.reminders.times import cron_weekdays
 
     assert cron_weekdays(field) == names
+
+
+def test_huge_relative_time_is_refused_not_a_crash() -> None:
+    with pytest.raises(ReminderTimeError, match="5 years"):
+        parse_once("in 99999999999w", SUNDAY, UTC_ZONE)
+
+
+@pytest.mark.parametrize(
+    ("days", "expected"),
+    [
+        ("fri-mon", {4, 5, 6, 0}),  # wraps over the weekend
+        ("sun-thu", {6, 0, 1, 2, 3}),  # a week that starts on Sunday
+    ],
+)
+def test_weekly_wrapping_weekday_range(days: str, expected: set[int]) -> None:
+    s = build_schedule("weekly", "09:00", days, None, SUNDAY, UTC_ZONE)
+    fired = set()
+    after = SUNDAY
+    for _ in range(10):
+        after = s.trigger.get_next_fire_time(None, after + timedelta(seconds=1))
+        fired.add(after.weekday())
+    assert fired == expected
+
+
+def test_cron_day_of_month_and_weekday_mean_either() -> None:
+    """Standard cron: with both day-of-month and weekday restricted, either one matching
+    fires (crontab(5)); `0 9 1 * 1` is the 1st of each month and every Monday."""
+    s = build_schedule("cron", None, None, "0 9 1 * 1", SUNDAY, UTC_ZONE)
+    assert s.first_run == datetime(2025, 6, 1, 9, 0, tzinfo=UTC)  # the 1st, a Sunday
+    nxt = s.trigger.get_next_fire_time(None, s.first_run + timedelta(seconds=1))
+    assert nxt == datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # the next Monday
+
+
+def test_relative_time_patterns_do_not_backtrack_exponentially() -> None:
+    """`1hand` could be read as unit `hand` or as `h` + `and`, so each repetition doubled the
+    regex work: ~150 characters in `/reminder_set` froze the event loop for minutes."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ReminderTimeError):
+        parse_once("in " + "1hand " * 24 + "!", SUNDAY, UTC_ZONE)
+    split_leading_time("in " + "1hand " * 24 + "5")
+    assert time.perf_counter() - start < 1.0
+    assert split_leading_time("in 1h and 30m call") == ("in 1h and 30m", "call")
+    assert parse_once("in 1h and 30m", SUNDAY, UTC_ZONE) == SUNDAY + timedelta(minutes=90)

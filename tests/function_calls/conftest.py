@@ -1,10 +1,9 @@
-"""Fixtures for the foundation tests: a fresh registry with a few functions, and a local
-OpenAI-compatible server the real `openai` SDK talks to."""
+"""Fixtures for the function_calls tests: a fresh registry with a few functions, and what they
+were called with."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from pydantic import BaseModel, Field
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from tests.fakes.cassette import ReplayServer
 
 
 class NoteArgs(BaseModel):
@@ -81,12 +79,6 @@ def registry(calls: Calls) -> Registry:
             return FunctionResult(messages=["team!"])
 
     return reg
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ReplayServer]:
-    async with ReplayServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Shared bits of the native-provider tests: a replay server that can also cut a stream off."""
+"""A replay server that can also cut a stream off, and the SSE/JSON reply helpers around it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: a local server the real SDKs talk to."""
+"""Fixtures for the runtime tests: a local server the real SDKs talk to."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.providers_native.helpers import RawReplayServer
+from tests.fakes.raw_replay import RawReplayServer
 
 
 @pytest.fixture

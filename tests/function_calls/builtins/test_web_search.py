@@ -14,8 +14,8 @@ from providers.scripted import ScriptedModel, call, say
 from runtime.logging import secret_values
 from runtime.plugins import builtin_status
 from runtime.settings import parse_settings
-from tests.builtins.conftest import MakeBot
 from tests.fakes.cassette import Interaction, ReplayServer, openai_chat_response
+from tests.function_calls.builtins.conftest import MakeBot
 
 KEY = "pplx-test-key-123"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.check_system.test_check_system import BASE, by_name, run
 from tests.fakes.protocols import Turn, replies, tool_results
-from tests.foundation.test_check_system import BASE, by_name, run
-from tests.providers_native.helpers import RawReplayServer
+from tests.fakes.raw_replay import RawReplayServer
 
 NATIVE_MODELS = (
     "models:\n"

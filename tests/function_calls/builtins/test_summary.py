@@ -1,20 +1,21 @@
-"""summary (bounded prompt, time windows, extract on model failure), welcome on member_joined,
-and the per-feature status check_system.py shows."""
+"""summary: bounded prompt, time windows, extract on model failure, refused windows."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
-from function_calls.builtins.reminders import ReminderService
-from function_calls.builtins.web_search import WebSearchClient
-from function_calls.context import SystemEvent
+import pytest
+
+from function_calls.builtins.summary.settings import SummarySettings
+from function_calls.builtins.summary.transcript import SpanError, parse_span
 from providers.errors import ProviderUnavailable
 from providers.scripted import ScriptedModel, say
-from runtime.plugins import builtin_status
-from runtime.settings import parse_settings
-from tests.builtins.conftest import MakeBot
+from tests.function_calls.builtins.conftest import MakeBot
 
 GROUP = "team1"
+UTC_ZONE = ZoneInfo("UTC")
+NOW = datetime(2025, 6, 1, 0, 0, tzinfo=UTC)  # a Sunday
 
 
 async def chat(tb, n: int, *, text: str = "message {i} about the release") -> None:
@@ -90,55 +91,6 @@ async def test_summary_is_for_groups_only(make_bot: MakeBot) -> None:
     assert reply == "summary only works in group chats."
 
 
-async def test_welcome_per_group_default_and_off(make_bot: MakeBot) -> None:
-    cfg = {"welcome": {"messages": {"g1": "Hi {name}, read the rules."}}}
-    tb, outbox = await make_bot(config=cfg)
-    event = SystemEvent(
-        kind="member_joined", platform="test", chat_id="g1", user_id="d7", user_name="Dana"
-    )
-    [sent] = await tb.bot.handle_event(event)
-    assert (sent.text, sent.at, sent.chat_id) == ("Hi Dana, read the rules.", "d7", "g1")
-    assert outbox.texts == ["Hi Dana, read the rules."]
-    other = SystemEvent(kind="member_joined", platform="test", chat_id="g2", user_id="e")
-    assert [m.text for m in await tb.bot.handle_event(other)] == [
-        "Welcome! Send /help to see what I can do."
-    ]
-    off, _ = await make_bot(config={"welcome": {"enabled": False}})
-    assert await off.bot.handle_event(event) == []
-
-
-def test_status_rows() -> None:
-    rows = {r[0]: r[1:] for r in builtin_status(parse_settings({}))}
-    assert rows["reminders"][0] == "on" and rows["summary"][0] == "on"
-    assert rows["welcome"][0] == "on" and rows["web_search"][0] == "missing key"
-    assert rows["help"] == ("on", "always available")
-    rows = {
-        r[0]: r[1:]
-        for r in builtin_status(
-            parse_settings(
-                {
-                    "reminders": {"enabled": False},
-                    "web_search": {"api_key": "k" * 8},
-                    "function_calls": {"disabled": ["summary"]},
-                }
-            )
-        )
-    }
-    assert rows["reminders"] == ("off", "reminders.enabled is false")
-    assert (
-        rows["web_search"][0] == "on"
-        and "sonar at https://api.perplexity.ai" in rows["web_search"][1]
-    )
-    assert rows["summary"] == ("off", "listed in function_calls.disabled")
-
-
-async def test_each_builtin_switches_off(make_bot: MakeBot) -> None:
-    cfg = {
-        "reminders": {"enabled": False},
-        "summary": {"enabled": False},
-        "web_search": {"enabled": False, "api_key": "k" * 8},
-        "welcome": {"enabled": False},
-    }
-    tb, _ = await make_bot(config=cfg)
-    assert [s.name for s in tb.bot.registry.all()] == ["help"]
-    assert tb.bot.service(ReminderService) is None and tb.bot.service(WebSearchClient) is None
+def test_huge_summary_window_is_refused_not_a_crash() -> None:
+    with pytest.raises(SpanError):
+        parse_span("99999999999999d", SummarySettings(), NOW, UTC_ZONE)

@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from tests.e2e.conftest import PYTHON, ROOT, free_port, write_config
+from tests.bot.conftest import PYTHON, ROOT, free_port, write_config
 from tests.fakes.cassette import ReplayServer, openai_chat_response
 
 TOKEN = "change-me-e2e"

@@ -23,7 +23,7 @@ from providers.config import ModelConfig
 from providers.gemini import GeminiModel
 from providers.types import LLMResponse, Message, ToolDefinition
 from tests.fakes.cassette import Received
-from tests.providers_native.helpers import RawReplayServer, sse
+from tests.fakes.raw_replay import RawReplayServer, sse
 
 
 class ReminderArgs(BaseModel):

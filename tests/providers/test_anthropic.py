@@ -19,9 +19,10 @@ from providers.errors import (
     ProviderUnavailable,
     StreamInterrupted,
 )
+from providers.factory import build_model
 from providers.types import Message, StreamEvent, ThinkingBlock, ToolCall, ToolDefinition
 from tests.fakes.cassette import Interaction, load_cassette
-from tests.providers_native.helpers import RawReplayServer, cut_off_after, json_reply, sse
+from tests.fakes.raw_replay import RawReplayServer, cut_off_after, json_reply, sse
 
 CASSETTES = "anthropic/"
 
@@ -471,3 +472,11 @@ async def test_timeout(server: RawReplayServer) -> None:
     server.latency = 1.0
     with pytest.raises(ProviderTimeout):
         await make_model(server, timeout=0.2, max_retries=0).complete([user("hi")])
+
+
+def test_anthropic_without_key_is_auth_error_at_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = ModelConfig(provider="anthropic", model="claude-test", base_url="http://127.0.0.1:9")
+    with pytest.raises(ProviderAuthError, match="ANTHROPIC_API_KEY"):
+        build_model("claude", cfg)

@@ -12,7 +12,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from tests.builtins.console_proc import ConsoleProc, write_config
+from tests.bot.console_proc import ConsoleProc, write_config
 
 SET = r"@(\w+) ⏰ Reminder set for .*\(id ([0-9a-f]{8})\)"
 

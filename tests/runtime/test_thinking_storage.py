@@ -14,7 +14,7 @@ from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, ThinkingBlock
 from runtime.settings import ConfigError, parse_settings
 from storage.db import Storage
-from tests.integration.functions import make_registry
+from tests.runtime.functions import make_registry
 
 
 def thinking(step: LLMResponse, *texts: str) -> LLMResponse:

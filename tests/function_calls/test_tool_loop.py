@@ -13,7 +13,7 @@ from function_calls.testing import TestBot
 from providers.errors import ProviderUnavailable
 from providers.scripted import ScriptedModel, call, calls, say
 from providers.types import Message
-from tests.foundation.conftest import Calls
+from tests.function_calls.conftest import Calls
 
 
 def make(tmp_path: Path, registry: Registry, *steps, config=None) -> tuple[TestBot, ScriptedModel]:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from tests.e2e.conftest import PYTHON, ROOT, write_config
+from tests.bot.conftest import PYTHON, ROOT, write_config
 from tests.fakes.cassette import ReplayServer, openai_chat_response
 
 

@@ -20,8 +20,8 @@ from channels.http import HttpChannel
 from function_calls.testing import TestBot
 from providers.factory import build_model
 from tests.fakes.protocols import Protocol, Turn, model_config, openai_events, replies
-from tests.integration.functions import make_registry
-from tests.providers_native.helpers import RawReplayServer, cut_off_after, raw
+from tests.fakes.raw_replay import RawReplayServer, cut_off_after, raw
+from tests.runtime.functions import make_registry
 
 OUTAGE = (
     "Sorry, the model is not available right now. Your message is saved; please try "

@@ -23,7 +23,7 @@ from providers.errors import (
 from providers.gemini import SIGNATURE, GeminiModel, to_gemini_contents
 from providers.types import LLMResponse, Message, ThinkingBlock, ToolCall, ToolDefinition
 from tests.fakes.cassette import Interaction, load_cassette
-from tests.providers_native.helpers import RawReplayServer, cut_off_after, json_reply, sse
+from tests.fakes.raw_replay import RawReplayServer, cut_off_after, json_reply, sse
 
 CASSETTES = "google/"
 
