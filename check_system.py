@@ -142,7 +142,7 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     from providers.schema import schema_issues
 
     registry = Registry()
-    active = [p for p in settings.plugins_loaded if p.state(settings).state == "on"]
+    active = [p for p in settings.plugins_loaded if p.runs(settings)]
     for loaded in active:
         registry.include(loaded.module)
     builtin_count = sum(len(p.specs()) for p in active if p.builtin)
