@@ -37,7 +37,7 @@ class Spec:
 
 _JSON_HEAD = re.compile(r"\s*[\[{]")
 _TOOL_CALL_HEAD = re.compile(
-    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function="
+    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function[=\s]"
     r"|[\w.\-]+(?:\s|\\n)*(?:<arg_key>|</tool_call>))"
 )
 _FUNCTION_HEAD = re.compile(r"[^<>\n]{1,80}>")
@@ -58,7 +58,7 @@ HARMONY_HEAD = re.compile(
     r"(?P<channel>[A-Za-z_]\w*)(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?:<\|constrain\|>\s*)?"
     r"(?P<ctype>[\w/\-]+)?\s*<\|message\|>"
 )
-_HARMONY_START = re.compile(r"assistant(?:\s+to=(?P<to>[\w.\-:]+))?")
+_HARMONY_START = re.compile(r"assistant(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?=<\|)")
 _FUNCTOOLS_PRE = re.compile(r"(?=\[)")
 
 
@@ -89,7 +89,7 @@ def _fixed_specs() -> list[Spec]:
         Spec("<|channel|>", "tag", body="harmony", head=HARMONY_HEAD, head_limit=160),
         Spec("<minimax:tool_call>", "tag", "</minimax:tool_call>", "minimax"),
         Spec("<TOOLCALL>", "tag", "</TOOLCALL>", "json_or_py", _TOOLCALL_HEAD),  # Nemotron
-        Spec("<function ", "tag", "</function>", "attr", _ATTR_HEAD),  # Hermes variant
+        Spec("<function ", "tag", "</function>", "attr", _ATTR_HEAD, trail="</tool_call>"),
         Spec("<start_function_call>", "tag", "<end_function_call>", "fgemma", _FGEMMA_HEAD),
         Spec(
             "<|tool_call_begin|>",
