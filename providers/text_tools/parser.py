@@ -316,6 +316,9 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
     def _word_marker_tail(self, buf: str, pos: int) -> int:
         """Where to stop emitting when the buffer may end in the first part of a word marker."""
         end = len(buf)
+        tail = buf[max(pos, end - 8) :]
+        if "f" not in tail and "A" not in tail and ">" not in tail:
+            return end
         for word in WORD_MARKERS:
             start = max(pos, end - len(word) + 1)
             for k in range(start, end):
@@ -332,7 +335,8 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
         else:
             limit = spec.head_limit
             m = spec.head.match(buf, body_start, min(len(buf), body_start + limit))
-            verdict = "ok" if m else window_head(spec.head, buf[body_start:], limit, final)
+            window = buf[body_start : body_start + limit]
+            verdict = "ok" if m else window_head(spec.head, window, limit, final)
         if verdict == "need":
             return False
         if verdict == "fail":
