@@ -23,6 +23,7 @@ from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
+from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
@@ -140,6 +141,12 @@ class Bot:
 
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        self.registry.add(spec)  # a name clash with another function raises, naming both
+
+    def remove_function(self, name: str) -> None:
+        self.registry.remove(name)
 
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
         spec = self.registry.get(function)
