@@ -23,7 +23,14 @@ from function_calls.builtins.mcp.settings import (
     NameFilter,
 )
 
-__all__ = ["ExposeSettings", "McpClients", "McpServerSettings", "McpSettings", "NameFilter"]
+__all__ = [
+    "ExposeSettings",
+    "McpClients",
+    "McpServerSettings",
+    "McpSettings",
+    "NameFilter",
+    "sdk_installed",
+]
 
 plugin = Plugin("mcp", settings=McpSettings)
 

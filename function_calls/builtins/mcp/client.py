@@ -149,7 +149,7 @@ class McpConnection:
             try:
                 await self._serve_once()
             except Exception as exc:  # every failure means: reconnect later
-                self.error = _short(exc)
+                self.error = short_error(exc)
             finally:
                 self._session = None
                 self._first_attempt.set()
@@ -210,7 +210,7 @@ class McpConnection:
                 with anyio.fail_after(min(self.root.connect_timeout, 10)):
                     await session.send_ping()
             except Exception as exc:
-                raise ConnectionLost(f"ping failed: {_short(exc)}") from exc
+                raise ConnectionLost(f"ping failed: {short_error(exc)}") from exc
             self.state = "connected"  # a call's failure that was not a drop after all
 
     async def _on_message(self, message: Any) -> None:
@@ -309,7 +309,7 @@ class McpConnection:
         return result_for(result)
 
     def _lost(self, exc: BaseException) -> FunctionResult:
-        self.error = f"lost during a call: {_short(exc)}"
+        self.error = f"lost during a call: {short_error(exc)}"
         if self.state == "connected":
             self.state = "down"
         self._wake.set()  # the watcher pings, fails and reconnects
@@ -335,7 +335,7 @@ async def _http_transport(url: str, headers: dict[str, str]) -> Any:
         yield streams
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     """One line naming a failure; exception groups (anyio) are unwrapped to their first cause."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
