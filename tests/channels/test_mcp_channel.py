@@ -19,7 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PLUGIN = '''
+PLUGIN = """
 from pydantic import BaseModel
 from function_calls import FunctionResult, MessageContext, tool_function
 
@@ -43,7 +43,7 @@ async def lookup(ctx: MessageContext) -> FunctionResult:
 @tool_function(description="Wipe everything (admins only).", admin_only=True)
 async def wipe(ctx: MessageContext) -> FunctionResult:
     return FunctionResult(messages=["wiped"])
-'''
+"""
 
 
 def write_plugin(tmp_path: Path) -> Path:
