@@ -202,9 +202,12 @@ class FenceStates:
     def _fence_candidate(self, inner: str, raw: str) -> None:
         """One call in the asked format alone in a fence: a call only if nothing else in the
         answer is one. Everything after it is held until the end of the reply decides."""
-        from providers.text_tools.parser import parse_text  # noqa: PLC0415 - same package
-
-        sub = parse_text(inner, self._allowed, self._schemas)
+        # A fresh parser of the same class, fed the fence's content whole (no import of
+        # parser.py, which builds on this mixin).
+        inner_parser = type(self)(self._allowed, self._schemas)
+        inner_parser.feed(inner)
+        inner_parser.finish()
+        sub = inner_parser.result()
         alone = [s for s in sub.segments if s.kind == "call"]
         rest_blank = all(s.raw.strip() == "" for s in sub.segments if s.kind == "text")
         other = [s for s in sub.segments if s.kind not in ("call", "text")]
