@@ -8,7 +8,9 @@ importable, but this is the front door; built-ins use nothing else.
 
 from common.config import Section, zone_named
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext
+from function_calls.model_calls import ask
 from function_calls.plugin import Plugin, PluginHost, Status
 from function_calls.registry import tool_function
 from function_calls.spec import FunctionResult, FunctionSpec
@@ -19,6 +21,7 @@ from storage.db import Storage, StoredMessage
 
 __all__ = [
     "ChatModel",
+    "ChatSettings",
     "FunctionResult",
     "FunctionSpec",
     "IncomingMessage",
@@ -31,6 +34,7 @@ __all__ = [
     "Section",
     "Status",
     "Storage",
+    "ask",
     "StoredMessage",
     "SystemEvent",
     "tool_function",

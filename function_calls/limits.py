@@ -72,6 +72,11 @@ def _checks(
     return out
 
 
+def clock() -> datetime:
+    """Now, in UTC (a test pins it so a window cannot roll over mid-test)."""
+    return datetime.now(UTC)
+
+
 def _exempt(ctx: MessageContext) -> bool:
     return ctx.config.limits.exempt_admins and ctx.is_admin
 
@@ -83,7 +88,7 @@ def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | None:
     limits = ctx.config.limits
     if _exempt(ctx):
         return None
-    now = now or datetime.now(UTC)
+    now = now or clock()
     minute, minute_end, day, day_end = _windows(now, ctx.config.bot.timezone)
     msg = ctx.message
     named: list[tuple[str, Metric, Check]] = [
@@ -122,7 +127,7 @@ def count_request(ctx: MessageContext, tokens: int, now: datetime | None = None)
     limits = ctx.config.limits
     if _exempt(ctx):
         return
-    now = now or datetime.now(UTC)
+    now = now or clock()
     _, _, day, _ = _windows(now, ctx.config.bot.timezone)
     msg = ctx.message
     scopes = [

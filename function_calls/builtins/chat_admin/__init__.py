@@ -1,0 +1,26 @@
+"""Built-in `chat_admin`: admins change one chat's settings from that chat (`/model`,
+`/persona`, `/reset`), see what applies there and why (`/settings`), and what it costs
+(`/stats`). Written with the public plugin API only: overrides go through
+`MessageContext.set_chat_override`, which stores them for that chat alone."""
+
+from __future__ import annotations
+
+from function_calls import Plugin
+from function_calls.builtins.chat_admin.functions import (
+    model_command,
+    persona_command,
+    reset_command,
+    settings_command,
+    stats_command,
+)
+
+plugin = Plugin("chat_admin")
+
+__all__ = [
+    "model_command",
+    "persona_command",
+    "plugin",
+    "reset_command",
+    "settings_command",
+    "stats_command",
+]
