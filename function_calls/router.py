@@ -10,13 +10,15 @@ history already holds the user's message, so nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
+
 from common.config import CoreSettings
 from function_calls import limits
 from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
-from function_calls.llm import FunctionCallLLM
+from function_calls.llm import STOP_NOTES, FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
 from providers.base import ChatModel
@@ -90,15 +92,26 @@ class FunctionCallRouter:
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
             return True
+        # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
+        deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
         try:
             visible = visible_functions(self.registry.all(), ctx)
             if visible:
-                result = await self.llm.run(ctx, visible)
+                result = await self.llm.run(ctx, visible, deadline=deadline)
                 if result.text:
-                    await ctx.reply(result.text, thinking=result.take_thinking())
+                    await ctx.reply(
+                        result.text, thinking=result.take_thinking(), notice=result.notice
+                    )
                 if result.handled:
                     return True
-            return await run_chat_fallback(ctx)
+            async with asyncio.timeout_at(deadline):
+                return await run_chat_fallback(ctx)
+        except TimeoutError:
+            ctx.logger.warning(
+                "turn deadline of {} s reached", self.settings.function_calls.total_timeout
+            )
+            await ctx.reply(STOP_NOTES["deadline"], notice=True)
+            return True
         except ProviderError as exc:
             ctx.logger.error(
                 "model {} failed: {}: {}",

@@ -128,7 +128,7 @@ class Bot:
             if user:
                 loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
         wanted = [p for p in loaded if (builtins if p.builtin else user)]
-        return [p for p in wanted if p.state(self.settings).state == "on"]
+        return [p for p in wanted if p.runs(self.settings)]
 
     def _wire(self, loaded: LoadedPlugin) -> None:
         plugin = loaded.plugin
@@ -243,9 +243,19 @@ class Bot:
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
+        await self.deliver(out)
+
+    async def deliver(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
+        """The one path every outgoing message takes (function messages, the model's answer,
+        slash-command results, the chat fallback, reminders, welcomes): stored, published to
+        event subscribers, then handed to `sink` (the request that is waiting for it) or to the
+        channel of its platform."""
         self._store_outgoing(out)
         self.metrics.messages_out.labels(out.platform).inc()
         self._publish(out)
+        if sink is not None:
+            await sink(out)
+            return
         channel = self.channels.get(out.platform)
         if channel is not None:
             await channel.send(out)
@@ -318,15 +328,7 @@ class Bot:
         )
 
         async def deliver(out: OutgoingMessage) -> None:
-            self._store_outgoing(out)
-            self.metrics.messages_out.labels(out.platform).inc()
-            self._publish(out)
-            if sink is not None:
-                await sink(out)
-            else:
-                channel = self.channels.get(out.platform)
-                if channel is not None:
-                    await channel.send(out)
+            await self.deliver(out, sink)
 
         ctx = self.context_for(msg, deliver, stored_id=stored_id, on_stream=on_stream)
         try:
