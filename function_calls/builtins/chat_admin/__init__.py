@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from function_calls import Plugin
+from function_calls import Plugin, Status
+from function_calls.builtins.chat_admin.settings import ChatAdminSettings
 from function_calls.builtins.chat_admin.functions import (
     model_command,
     persona_command,
@@ -14,7 +15,14 @@ from function_calls.builtins.chat_admin.functions import (
     stats_command,
 )
 
-plugin = Plugin("chat_admin")
+plugin = Plugin("chat_admin", settings=ChatAdminSettings)
+
+
+@plugin.status
+def status(cfg: ChatAdminSettings) -> Status:
+    if not cfg.enabled:
+        return Status("off", "chat_admin.enabled is false")
+    return Status("on", "/model, /persona, /reset, /settings, /stats for admins")
 
 __all__ = [
     "model_command",
@@ -23,4 +31,5 @@ __all__ = [
     "reset_command",
     "settings_command",
     "stats_command",
+    "status",
 ]
