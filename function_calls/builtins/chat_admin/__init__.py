@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from function_calls import Plugin, Status
-from function_calls.builtins.chat_admin.settings import ChatAdminSettings
 from function_calls.builtins.chat_admin.functions import (
     model_command,
     persona_command,
@@ -14,6 +13,7 @@ from function_calls.builtins.chat_admin.functions import (
     settings_command,
     stats_command,
 )
+from function_calls.builtins.chat_admin.settings import ChatAdminSettings
 
 plugin = Plugin("chat_admin", settings=ChatAdminSettings)
 
@@ -23,6 +23,7 @@ def status(cfg: ChatAdminSettings) -> Status:
     if not cfg.enabled:
         return Status("off", "chat_admin.enabled is false")
     return Status("on", "/model, /persona, /reset, /settings, /stats for admins")
+
 
 __all__ = [
     "model_command",
