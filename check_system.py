@@ -252,8 +252,30 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
         report.add(
             "model", "ok", f"{bot.model.name}: {cfg.provider} {cfg.model} at {where}, {mode}"
         )
+    check_rule_models(report, settings, bot)
     report.add("router", "ok", f"FunctionCallRouter ready with {len(registry)} function(s)")
     return bot
+
+
+def check_rule_models(report: Report, settings: Any, bot: Any) -> None:
+    """Every model a `chats:` rule names (their names were checked when the bot was built):
+    each must also build, or the chats using it would fail on their first message."""
+    from function_calls.chat_settings import rule_models
+    from providers.errors import ProviderError
+    from runtime.settings import ConfigError
+
+    default = bot.model.name if bot.model is not None else None
+    for name in rule_models(settings):
+        if name == default:
+            continue
+        try:
+            model = bot.model_named(name)
+        except (ConfigError, ProviderError) as exc:
+            report.add(f"model {name}", "fail", str(exc))
+            continue
+        cfg = settings.models.get(name)
+        where = (cfg.base_url if cfg else None) or "the provider's endpoint"
+        report.add(f"model {name}", "ok", f"used by chats: rules; {model.model} at {where}")
 
 
 async def check_online(report: Report, settings: Any) -> None:

@@ -4,10 +4,13 @@
                                 "at_bot"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat
+    GET  /metrics              Prometheus text format (messages, model requests, tokens,
+                               latency, tool calls, limit refusals)
     GET  /healthz              liveness, no token needed
     POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
-When `channels.http.token` is set, every /v1 route and /mcp need `Authorization: Bearer <token>`.
+When `channels.http.token` is set, every /v1 route, /metrics and /mcp need
+`Authorization: Bearer <token>`.
 When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there.
 """
 
@@ -27,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.base import Channel
 from common.messages import IncomingMessage, OutgoingMessage, StreamEvent
+from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -67,6 +71,7 @@ class HttpChannel(Channel):
         self.app.router.add_post("/v1/messages", self.post_message)
         self.app.router.add_post("/v1/messages/stream", self.post_message_stream)
         self.app.router.add_get("/v1/events", self.get_events)
+        self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/healthz", self.healthz)
         if (STATIC_DIR / "index.html").exists():
             self.app.router.add_get("/", self.index)
@@ -84,7 +89,7 @@ class HttpChannel(Channel):
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.token and (request.path.startswith("/v1/") or request.path == "/mcp"):
+        if self.token and (request.path.startswith("/v1/") or request.path in ("/metrics", "/mcp")):
             header = request.headers.get("Authorization", "")
             given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
@@ -99,6 +104,10 @@ class HttpChannel(Channel):
         return web.json_response(
             {"status": "ok", "model": self.bot.model.name if self.bot.model else None}
         )
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        body = self.bot.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html")

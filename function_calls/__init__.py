@@ -8,7 +8,9 @@ importable, but this is the front door; built-ins use nothing else.
 
 from common.config import Section, zone_named
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext
+from function_calls.model_calls import ask
 from function_calls.plugin import Plugin, PluginHost, Status
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
@@ -20,6 +22,7 @@ from storage.db import Storage, StoredMessage
 __all__ = [
     "ChatModel",
     "FunctionDefinitionError",
+    "ChatSettings",
     "FunctionResult",
     "FunctionSpec",
     "IncomingMessage",
@@ -33,6 +36,7 @@ __all__ = [
     "Section",
     "Status",
     "Storage",
+    "ask",
     "StoredMessage",
     "SystemEvent",
     "schema_function",

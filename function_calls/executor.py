@@ -76,6 +76,8 @@ class FunctionExecutor:
             )
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
+        if ctx.metrics is not None:
+            ctx.metrics.tool_calls.labels(name, execution.outcome).inc()
         level = "INFO" if execution.ok else "WARNING"
         ctx.logger.log(
             level,

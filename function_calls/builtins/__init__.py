@@ -10,4 +10,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "function_calls.builtins.summary",
     "function_calls.builtins.welcome",
     "function_calls.builtins.mcp",
+    "function_calls.builtins.chat_admin",
 )
