@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase as fnmatch
 from typing import Any
 
 from common.config import DEFAULT_SYSTEM_PROMPT, ChatMatch, ChatRule, ConfigError, CoreSettings
@@ -155,10 +156,16 @@ def _prompt(config: CoreSettings, rules: list[tuple[int, ChatRule]]) -> tuple[st
     return None, bot.system_prompt, source
 
 
-def check_rules(config: CoreSettings, models: Iterable[str], functions: Iterable[str]) -> None:
+def check_rules(
+    config: CoreSettings,
+    models: Iterable[str],
+    functions: Iterable[str],
+    patterns: Iterable[str] = (),
+) -> None:
     """Stop at start on a rule naming a model, persona or function that does not exist,
-    naming the key path: `chats[0].model: no model named 'deepseek' under models`."""
-    models, functions = set(models), set(functions)
+    naming the key path: `chats[0].model: no model named 'deepseek' under models`. `patterns`
+    are globs of functions that plugins register later (`Plugin.function_patterns`)."""
+    models, functions, globs = set(models), set(functions), list(patterns)
     errors: list[str] = []
     if config.bot.persona is not None and config.bot.persona not in config.personas:
         errors.append(f"bot.persona: no persona named {config.bot.persona!r} under personas")
@@ -170,7 +177,7 @@ def check_rules(config: CoreSettings, models: Iterable[str], functions: Iterable
         if rule.functions is not None:
             for kind in ("enabled", "disabled"):
                 for name in getattr(rule.functions, kind) or ():
-                    if name not in functions:
+                    if name not in functions and not any(fnmatch(name, g) for g in globs):
                         errors.append(f"chats[{i}].functions.{kind}: no function named {name!r}")
     if errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))

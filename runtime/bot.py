@@ -107,7 +107,12 @@ class Bot:
         self.storage.create_tables()
         self.metrics = Metrics()
         self._models: dict[str, ChatModel] = dict(models or {})
-        check_rules(settings, self.model_names(), self._function_names())
+        check_rules(
+            settings,
+            self.model_names(),
+            self._function_names(),
+            [g for p in self.plugins if p.plugin for g in p.plugin.patterns(settings)],
+        )
         if model is None:
             model = self._build_model()
         if model is not None:

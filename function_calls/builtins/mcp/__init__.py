@@ -60,6 +60,12 @@ def status(cfg: McpSettings) -> Status:
     return Status("on", f"{len(servers)} server(s): {listed}")
 
 
+@plugin.function_patterns
+def tool_names(cfg: McpSettings) -> list[str]:
+    """Tools are only known once a server answers; `chats:` rules may name them before."""
+    return [f"{s.prefix or key}__*" for key, s in cfg.servers.items() if s.enabled]
+
+
 @plugin.on_setup
 def create_clients(host: PluginHost) -> None:
     host.provide(McpClients())
