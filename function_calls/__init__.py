@@ -7,6 +7,7 @@ importable, but this is the front door; built-ins use nothing else.
 """
 
 from common.config import Section, zone_named
+from common.i18n import WEEKDAY_NAMES, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.context import MessageContext
 from function_calls.plugin import Plugin, PluginHost, Status
@@ -31,8 +32,10 @@ __all__ = [
     "Section",
     "Status",
     "Storage",
+    "WEEKDAY_NAMES",
     "StoredMessage",
     "SystemEvent",
     "tool_function",
+    "translate",
     "zone_named",
 ]

@@ -12,6 +12,7 @@ from loguru import logger as _root_logger
 from pydantic import BaseModel
 
 from common.config import CoreSettings
+from common.i18n import language_of, translate
 from common.messages import (
     Deliver,
     IncomingMessage,
@@ -98,6 +99,21 @@ class MessageContext:
     def settings(self, model: type[S]) -> S:
         """A plugin's validated config section, by its settings model (typed)."""
         return self.config.section(model)
+
+    @property
+    def language(self) -> str:
+        """The language the bot speaks in this chat (`bot.language`, later per chat)."""
+        msg = self.message
+        return language_of(self.config, msg.platform, msg.chat_id)
+
+    def t(self, key: str, /, **fmt: object) -> str:
+        """The catalogue text of `key` in this chat's language (see `common.i18n`)."""
+        return translate(self.language, key, **fmt)
+
+    def no_model_reply(self) -> str:
+        """What a user hears when no model is configured: `bot.no_model_reply` or the
+        catalogue's sentence."""
+        return self.config.bot.no_model_reply or self.t("core.no_model")
 
     def service(self, cls: type[T]) -> T | None:
         """The service of type `cls` a plugin provided (None when its plugin is not running)."""

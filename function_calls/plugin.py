@@ -76,6 +76,10 @@ class PluginHost(Protocol):
         delivered by the channel of `out.platform`."""
         ...
 
+    def language_of(self, platform: str, chat_id: str) -> str:
+        """The language the bot speaks in that chat (for `translate(language, key)`)."""
+        ...
+
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
         """Why `message`'s sender may not run `function` there now (None: they may): the
         permission rules, applied to work a plugin does later on someone's behalf."""

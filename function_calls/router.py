@@ -11,6 +11,7 @@ history already holds the user's message, so nothing is lost.
 from __future__ import annotations
 
 from common.config import CoreSettings
+from common.i18n import translate
 from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
@@ -28,18 +29,18 @@ from providers.errors import (
 )
 
 
-def user_message_for(exc: ProviderError) -> str:
+def user_message_for(exc: ProviderError, language: str = "en") -> str:
     if isinstance(exc, ProviderTimeout):
-        why = "the model took too long to answer"
+        why = "timeout"
     elif isinstance(exc, ProviderRateLimited):
-        why = "the model is rate-limited right now"
+        why = "rate_limited"
     elif isinstance(exc, ProviderAuthError):
-        why = "the model rejected the API key (check the bot's config)"
+        why = "auth"
     elif isinstance(exc, ProviderBadRequest):
-        why = "the model refused this request (the bot's log says why)"
+        why = "bad_request"
     else:
-        why = "the model is not available right now"
-    return f"Sorry, {why}. Your message is saved; please try again in a moment."
+        why = "unavailable"
+    return translate(language, "core.outage", why=translate(language, f"core.outage.{why}"))
 
 
 class FunctionCallRouter:
@@ -77,7 +78,7 @@ class FunctionCallRouter:
         if command is not None:
             return await self._run_command(ctx, command.name, command.rest)
         if self.llm is None:
-            await ctx.reply(self.settings.bot.no_model_reply, notice=True)
+            await ctx.reply(ctx.no_model_reply(), notice=True)
             return True
         try:
             visible = visible_functions(self.registry.all(), ctx)
@@ -95,31 +96,31 @@ class FunctionCallRouter:
                 type(exc).__name__,
                 exc,
             )
-            await ctx.reply(user_message_for(exc), notice=True)
+            await ctx.reply(user_message_for(exc, ctx.language), notice=True)
             return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:
         spec = self.registry.get(name)
         if spec is None:
-            await ctx.reply(f"Unknown command /{name}. Send /help to see what you can use.")
+            await ctx.reply(ctx.t("core.unknown_command", name=name))
             return True
         try:
-            args = parse_arguments(spec, rest)
+            args = parse_arguments(spec, rest, ctx.language)
         except CommandSyntaxError as exc:
             await ctx.reply(str(exc))
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
         if ex.outcome == "invalid":
-            await ctx.reply(f"{ex.reason}\n{usage(spec)}")
+            await ctx.reply(f"{ex.reason}\n{usage(spec, ctx.language)}")
         elif ex.outcome == "refused":
             await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
-            await ctx.reply(f"/{name} failed. The error was logged.")
+            await ctx.reply(ctx.t("core.command_failed", name=name))
         elif ex.result.messages:
             for line in ex.result.messages:
                 await ctx.reply(line, at=ex.result.at)
         elif ex.result.llm_content:
             await ctx.reply(ex.result.llm_content)
         else:
-            await ctx.reply(f"/{name}: done.")
+            await ctx.reply(ctx.t("core.command_done", name=name))
         return True

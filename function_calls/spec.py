@@ -53,6 +53,16 @@ class FunctionSpec:
         return name if fields[name].annotation is str else None
 
     @property
+    def usage_line(self) -> str:
+        """`/name a=… [b=…]`: the command's shape, without words of any language."""
+        if self.args_model is None:
+            return f"/{self.name}"
+        parts = []
+        for name, f in self.args_model.model_fields.items():
+            parts.append(f"{name}=…" if f.is_required() else f"[{name}=…]")
+        return f"/{self.name} " + " ".join(parts)
+
+    @property
     def usage(self) -> str:
         """The slash-command usage line shown to people (`/help`, a wrong command)."""
         if self.args_model is None:
