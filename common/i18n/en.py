@@ -89,6 +89,10 @@ MESSAGES: dict[str, str] = {
     "time.bad_date": "{text!r} is not a real date; write YYYY-MM-DD (e.g. {example}) and check "
     "the day exists in that month",
     "time.no_clock": "{text!r} has no time of day; add one, e.g. '{text} 09:00'",
+    "time.bad_clock_range": "{text!r} is not a valid time of day (00:00 to 23:59)",
+    "time.say_when": "say when: at='in 10m', at='tomorrow 9:00' or at='{example}'",
+    "time.cron_fields": "cron {text!r} must have 5 fields: minute hour day month weekday, "
+    "e.g. '0 9 * * 1-5'",
     "time.no_text": "say what to remind about after the time, e.g. '/reminder_set in 10m stretch'",
     "time.bad_weekday": "{text!r} is not a weekday; use mon, tue, wed, thu, fri, sat or sun",
     "time.needs_clock": "a {kind} reminder needs a time of day, e.g. at='09:00'",
