@@ -7,7 +7,7 @@ importable, but this is the front door; built-ins use nothing else.
 """
 
 from common.config import Section, zone_named
-from common.i18n import WEEKDAY_NAMES, translate
+from common.i18n import WEEKDAY_NAMES, language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.context import MessageContext
 from function_calls.plugin import Plugin, PluginHost, Status
@@ -35,6 +35,7 @@ __all__ = [
     "WEEKDAY_NAMES",
     "StoredMessage",
     "SystemEvent",
+    "language_of",
     "tool_function",
     "translate",
     "zone_named",
