@@ -6,7 +6,7 @@ are re-exported here because plugins have always imported them from this module.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger as _root_logger
 from pydantic import BaseModel
@@ -61,6 +61,7 @@ class MessageContext:
         "stored_id",
         "registry",
         "on_stream",
+        "images",
     )
 
     def __init__(
@@ -92,6 +93,8 @@ class MessageContext:
         self.registry = registry
         # Set by channels that can show text as it arrives (console, HTTP streaming).
         self.on_stream = on_stream
+        # The message's images, fetched for a model with vision (providers.types.ImagePart).
+        self.images: list[Any] = []
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )

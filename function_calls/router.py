@@ -16,6 +16,7 @@ from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
+from function_calls.images import MAX_BYTES, ImageError, fetch_images
 from function_calls.llm import FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
@@ -80,6 +81,13 @@ class FunctionCallRouter:
         if self.llm is None:
             await ctx.reply(ctx.no_model_reply(), notice=True)
             return True
+        if ctx.message.images and self.model is not None and self.model.capabilities.vision:
+            try:
+                ctx.images = await fetch_images(ctx.message.images)
+            except ImageError as exc:
+                ctx.logger.warning("image refused: {}", exc)
+                await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
+                return True
         try:
             visible = visible_functions(self.registry.all(), ctx)
             if visible:

@@ -266,7 +266,7 @@ class Bot:
             role="user",
             sender_id=msg.sender_id,
             sender_name=msg.sender_name,
-            text=msg.text,
+            text=f"{msg.text}\n{msg.image_notes()}".strip() if msg.images else msg.text,
             is_group=msg.is_group,
             message_id=msg.message_id,
             created_at=msg.time,

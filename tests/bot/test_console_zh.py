@@ -49,7 +49,7 @@ async def test_every_builtin_reply_in_chinese(tmp_path: Path) -> None:
         await bot.send(":join dave")
         await bot.expect(r"欢迎！发送 /help 看看我能做什么。")
     except Exception:
-        print('\n'.join(bot.lines))
+        print("\n".join(bot.lines))
         raise
     finally:
         await bot.close()
