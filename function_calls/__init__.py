@@ -11,8 +11,8 @@ from common.i18n import WEEKDAY_NAMES, language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.context import MessageContext
 from function_calls.plugin import Plugin, PluginHost, Status
-from function_calls.registry import tool_function
-from function_calls.spec import FunctionResult, FunctionSpec
+from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
+from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import Message
@@ -20,9 +20,11 @@ from storage.db import Storage, StoredMessage
 
 __all__ = [
     "ChatModel",
+    "FunctionDefinitionError",
     "FunctionResult",
     "FunctionSpec",
     "IncomingMessage",
+    "InvalidArguments",
     "Message",
     "MessageContext",
     "OutgoingMessage",
@@ -36,6 +38,7 @@ __all__ = [
     "StoredMessage",
     "SystemEvent",
     "language_of",
+    "schema_function",
     "tool_function",
     "translate",
     "zone_named",

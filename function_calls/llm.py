@@ -35,6 +35,9 @@ class LoopResult:
     # model finished or a function ended the turn.
     stopped: str | None = None
     delivered: int = 0  # function messages sent to the chat
+    # `text` is the loop's own stop note, not the model's words: stored as a notice, so the
+    # model never reads it back as something it said.
+    notice: bool = False
     # Reasoning text of the rounds not yet attached to a delivered reply.
     thinking: list[str] = field(default_factory=list)
 
@@ -79,17 +82,24 @@ class FunctionCallLLM:
         ctx: MessageContext,
         specs: Sequence[FunctionSpec],
         messages: list[Message] | None = None,
+        *,
+        deadline: float | None = None,
     ) -> LoopResult:
+        """Run the loop until the model answers or a bound stops it. `deadline` (event-loop
+        time) is the turn's: the caller runs what follows (the chat fallback) under the same."""
         messages = build_messages(ctx) if messages is None else messages
         result = LoopResult(handled=False)
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self.settings.total_timeout
         try:
-            async with asyncio.timeout(self.settings.total_timeout):
+            async with asyncio.timeout_at(deadline):
                 await self._loop(ctx, list(specs), messages, result)
         except TimeoutError:
             result.stopped = "deadline"
             ctx.logger.warning("tool loop deadline of {} s reached", self.settings.total_timeout)
         if result.stopped and not result.text:
             result.text = ctx.t(f"core.stop.{result.stopped}")
+            result.notice = True
         result.handled = result.handled or bool(result.text) or result.delivered > 0
         return result
 

@@ -10,6 +10,8 @@ history already holds the user's message, so nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
+
 from common.config import CoreSettings
 from common.i18n import translate
 from function_calls.chat import run_chat_fallback
@@ -88,15 +90,26 @@ class FunctionCallRouter:
                 ctx.logger.warning("image refused: {}", exc)
                 await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
                 return True
+        # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
+        deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
         try:
             visible = visible_functions(self.registry.all(), ctx)
             if visible:
-                result = await self.llm.run(ctx, visible)
+                result = await self.llm.run(ctx, visible, deadline=deadline)
                 if result.text:
-                    await ctx.reply(result.text, thinking=result.take_thinking())
+                    await ctx.reply(
+                        result.text, thinking=result.take_thinking(), notice=result.notice
+                    )
                 if result.handled:
                     return True
-            return await run_chat_fallback(ctx)
+            async with asyncio.timeout_at(deadline):
+                return await run_chat_fallback(ctx)
+        except TimeoutError:
+            ctx.logger.warning(
+                "turn deadline of {} s reached", self.settings.function_calls.total_timeout
+            )
+            await ctx.reply(ctx.t("core.stop.deadline"), notice=True)
+            return True
         except ProviderError as exc:
             ctx.logger.error(
                 "model {} failed: {}: {}",
@@ -123,7 +136,8 @@ class FunctionCallRouter:
         elif ex.outcome == "refused":
             await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
-            await ctx.reply(ctx.t("core.command_failed", name=name))
+            # A result the function itself marked as an error says what went wrong.
+            await ctx.reply(ex.reason or ctx.t("core.command_failed", name=name))
         elif ex.result.messages:
             for line in ex.result.messages:
                 await ctx.reply(line, at=ex.result.at)

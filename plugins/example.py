@@ -8,9 +8,7 @@ import random
 
 from pydantic import BaseModel, Field
 
-from function_calls.context import MessageContext
-from function_calls.registry import tool_function
-from function_calls.spec import FunctionResult
+from function_calls import FunctionResult, MessageContext, tool_function
 
 
 class RollArgs(BaseModel):

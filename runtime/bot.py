@@ -24,7 +24,10 @@ from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
+from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
+from runtime import exposure
+from runtime.exposure import Caller
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
 from storage.db import Storage
@@ -118,7 +121,7 @@ class Bot:
             if user:
                 loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
         wanted = [p for p in loaded if (builtins if p.builtin else user)]
-        return [p for p in wanted if p.state(self.settings).state == "on"]
+        return [p for p in wanted if p.runs(self.settings)]
 
     def _wire(self, loaded: LoadedPlugin) -> None:
         plugin = loaded.plugin
@@ -145,6 +148,12 @@ class Bot:
     def language_of(self, platform: str, chat_id: str) -> str:
         return language_of(self.settings, platform, chat_id)
 
+    def add_function(self, spec: FunctionSpec) -> None:
+        self.registry.add(spec)  # a name clash with another function raises, naming both
+
+    def remove_function(self, name: str) -> None:
+        self.registry.remove(name)
+
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
         spec = self.registry.get(function)
         if spec is None:
@@ -154,6 +163,29 @@ class Bot:
                 name=function,
             )
         return refusal_reason(spec, self.context_for(message, self.send), via_command=True)
+
+    # -- the functions as a service to programs (the MCP channel) ---------------------------
+    def mcp_caller(self) -> Caller:
+        """Who an MCP client is (`mcp.expose`): identity, chat, admin, function filter."""
+        return exposure.mcp_caller(self.settings)
+
+    def functions_for(self, caller: Caller) -> list[dict[str, Any]]:
+        """The functions `caller` may use, as {"name", "description", "input_schema"}."""
+        ctx = self.context_for(caller.message(), _discard)
+        return [exposure.describe(s) for s in exposure.visible(self.registry, caller, ctx)]
+
+    async def call_function(
+        self, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run `name` as `caller` with the same checks and audit row as a chat's call; returns
+        {"ok", "outcome", "texts", "metadata"}."""
+        sent: list[OutgoingMessage] = []
+
+        async def collect(out: OutgoingMessage) -> None:
+            sent.append(out)
+
+        ctx = self.context_for(caller.message(), collect)
+        return await exposure.call(self.router.executor, caller, ctx, sent, name, arguments)
 
     def _build_model(self) -> ChatModel | None:
         name = self.settings.chat_model_name()
@@ -206,8 +238,18 @@ class Bot:
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
+        await self.deliver(out)
+
+    async def deliver(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
+        """The one path every outgoing message takes (function messages, the model's answer,
+        slash-command results, the chat fallback, reminders, welcomes): stored, published to
+        event subscribers, then handed to `sink` (the request that is waiting for it) or to the
+        channel of its platform."""
         self._store_outgoing(out)
         self._publish(out)
+        if sink is not None:
+            await sink(out)
+            return
         channel = self.channels.get(out.platform)
         if channel is not None:
             await channel.send(out)
@@ -273,14 +315,7 @@ class Bot:
         )
 
         async def deliver(out: OutgoingMessage) -> None:
-            self._store_outgoing(out)
-            self._publish(out)
-            if sink is not None:
-                await sink(out)
-            else:
-                channel = self.channels.get(out.platform)
-                if channel is not None:
-                    await channel.send(out)
+            await self.deliver(out, sink)
 
         ctx = self.context_for(msg, deliver, stored_id=stored_id, on_stream=on_stream)
         try:
@@ -337,6 +372,10 @@ class Bot:
         if self.model is not None:
             await self.model.aclose()
         self.storage.close()
+
+
+async def _discard(_out: OutgoingMessage) -> None:
+    return None
 
 
 def _bound(hook: Hook, host: Bot) -> Callable[[], Awaitable[None]]:

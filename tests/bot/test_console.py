@@ -95,3 +95,39 @@ async def test_bad_config_fails_at_start_naming_the_key(
     proc = await run_console(cfg, [], tmp_path, bot_env)
     assert proc.returncode == 2
     assert "models.default.timeout" in proc.stderr and "bot.admns: unknown key" in proc.stderr
+
+
+async def test_paths_follow_the_working_directory_without_a_config(
+    tmp_path: Path, bot_env: dict[str, str]
+) -> None:
+    """No config file: the database and plugins/ are the current directory's, wherever bot.py
+    itself lives (an installed bot must never write beside its package)."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "hello.py").write_text(
+        "from function_calls import FunctionResult, tool_function\n\n\n"
+        "@tool_function(description='Say hello.')\n"
+        "def hello(ctx) -> FunctionResult:\n"
+        "    return FunctionResult(messages=['hello from the local plugin'])\n"
+    )
+    proc = await run_console(None, ["/hello"], tmp_path, bot_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from the local plugin" in proc.stdout
+    assert (tmp_path / "data" / "chatfn.db").exists()
+
+
+async def test_paths_follow_the_config_file(tmp_path: Path, bot_env: dict[str, str]) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "plugins").mkdir(parents=True)
+    elsewhere.mkdir()
+    (project / "plugins" / "hello.py").write_text(
+        "from function_calls import FunctionResult, tool_function\n\n\n"
+        "@tool_function(description='Say hello.')\n"
+        "def hello(ctx) -> FunctionResult:\n"
+        "    return FunctionResult(messages=['hello from the project plugin'])\n"
+    )
+    cfg = project / "config.yaml"
+    cfg.write_text("storage: {url: 'sqlite:///state/bot.db'}\n")
+    proc = await run_console(cfg, ["/hello"], elsewhere, bot_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from the project plugin" in proc.stdout
+    assert (project / "state" / "bot.db").exists() and not (elsewhere / "state").exists()

@@ -238,6 +238,36 @@ async def test_deadline(tmp_path: Path, registry: Registry) -> None:
         tmp_path, model=Slow(), registry=registry, config={"function_calls": {"total_timeout": 0.2}}
     )
     assert await tb.send("hi") == ["That took too long, so I stopped."]
+    # The stop note is the loop's, not the model's words: stored as a notice.
+    [row] = [
+        r
+        for r in tb.bot.storage.recent_messages("test", "private:alice", 5)
+        if r.text.startswith("That")
+    ]
+    assert row.role == "notice"
+
+
+async def test_chat_fallback_runs_under_the_same_deadline(tmp_path: Path) -> None:
+    """No function is visible (empty registry, no built-ins): the plain-chat fallback answers,
+    and a model that never finishes cannot keep the chat waiting past the turn's deadline."""
+    import asyncio
+    import time
+
+    class Hangs(ScriptedModel):
+        async def complete(self, messages, tools=None):  # type: ignore[no-untyped-def]
+            await asyncio.sleep(30)
+            raise AssertionError("unreachable")
+
+    tb = TestBot(
+        tmp_path,
+        model=Hangs(),
+        registry=Registry(),
+        builtins=False,
+        config={"function_calls": {"total_timeout": 0.3}, "plugins": {"paths": []}},
+    )
+    started = time.monotonic()
+    assert await tb.send("hi") == ["That took too long, so I stopped."]
+    assert time.monotonic() - started < 2
 
 
 async def test_provider_outage_gives_short_message_and_keeps_history(

@@ -31,6 +31,6 @@ def help_function(ctx: MessageContext) -> FunctionResult:
     lines = [ctx.t("help.intro" if ctx.model is not None else "help.intro_no_model")]
     for spec in specs:
         lines.append(f"• /{spec.name} — {_line(ctx, spec.name, spec.description)}")
-        if spec.args_model is not None and spec.args_model.model_fields:
+        if spec.fields:
             lines.append("  " + ctx.t("core.usage", line=spec.usage_line))
     return FunctionResult(messages=["\n".join(lines)], llm_content="\n".join(lines))

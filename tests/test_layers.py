@@ -1,0 +1,283 @@
+"""The dependency picture of README's "Layout" is a fact: imports point down the layers, built-ins
+use only the public plugin API, and no two modules import each other (directly or round a
+cycle). Every import counts, including those under TYPE_CHECKING and inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Top to bottom; a module may import only from its own layer's package or from lower layers.
+#: Layers sharing a number are siblings that must not import each other.
+LAYERS: dict[str, int] = {
+    "bot": 6,
+    "check_system": 6,
+    "function_calls.testing": 6,  # the harness composes a whole bot, as bot.py does
+    "channels": 5,
+    "runtime": 4,
+    "function_calls": 3,
+    "storage": 2,
+    "providers": 2,
+    "common": 1,
+}
+PACKAGES = ("common", "providers", "storage", "function_calls", "runtime", "channels")
+BUILTINS = "function_calls.builtins"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    files = [root / "bot.py", root / "check_system.py"]
+    for package in PACKAGES:
+        files += sorted((root / package).rglob("*.py"))
+    return {module_name(f, root): f for f in files}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int]]:
+    """(imported project module, line) for every import statement in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # `from pkg import sub` imports the submodule when there is one.
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        for target in targets:
+            resolved = _resolve(target, known)
+            if resolved is not None and resolved != name:
+                yield resolved, node.lineno
+
+
+def _resolve(target: str, known: set[str]) -> str | None:
+    parts = target.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in known:
+            return candidate
+        parts.pop()
+    return None
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    best = max((k for k in LAYERS if module == k or module.startswith(k + ".")), key=len)
+    return best, LAYERS[best]
+
+
+def graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
+    modules = project_modules(root)
+    known = set(modules)
+    return {name: dict(imports_of(name, path, known)) for name, path in modules.items()}
+
+
+def violations(edges: dict[str, dict[str, int]]) -> list[str]:
+    found = []
+    for source, targets in edges.items():
+        src_layer, src_rank = layer_of(source)
+        for target, line in targets.items():
+            dst_layer, dst_rank = layer_of(target)
+            if src_layer == dst_layer:
+                continue
+            if dst_rank >= src_rank:
+                found.append(f"{source}:{line} imports {target} ({src_layer} -> {dst_layer})")
+    return found
+
+
+def builtin_violations(edges: dict[str, dict[str, int]]) -> list[str]:
+    """Built-ins import only `function_calls` (the plugin API) and their own package."""
+    found = []
+    for source, targets in edges.items():
+        if not source.startswith(BUILTINS + "."):
+            continue
+        own = ".".join(source.split(".")[:3])
+        for target, line in targets.items():
+            if target == "function_calls" or target == own or target.startswith(own + "."):
+                continue
+            found.append(f"{source}:{line} imports {target}: built-ins use only the plugin API")
+    return found
+
+
+def cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def package_edges(edges: dict[str, dict[str, int]]) -> set[tuple[str, str]]:
+    """The picture README draws: which layer imports which."""
+    pairs = set()
+    for source, targets in edges.items():
+        for target in targets:
+            a, b = layer_of(source)[0], layer_of(target)[0]
+            if a != b:
+                pairs.add((a, b))
+    return pairs
+
+
+# -- the tree as it is --------------------------------------------------------------------------
+def test_imports_point_down_the_layers() -> None:
+    assert violations(graph()) == []
+
+
+def test_builtins_use_only_the_plugin_api() -> None:
+    assert builtin_violations(graph()) == []
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert cycles(graph()) == []
+
+
+def channel_violations(edges: dict[str, dict[str, int]]) -> list[str]:
+    """Channels know nothing of models or the tool loop: they speak `common.messages` and hand
+    messages to the runtime."""
+    return [
+        f"{source}:{line} imports {target}"
+        for source, targets in edges.items()
+        if source.startswith("channels")
+        for target, line in targets.items()
+        if target.startswith(("function_calls", "providers"))
+    ]
+
+
+def test_channels_know_nothing_of_models_or_the_tool_loop() -> None:
+    assert channel_violations(graph()) == []
+
+
+def test_a_channel_importing_the_core_fails(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"channels/http.py": "from function_calls import tool_function\n"})
+    assert channel_violations(graph(root)) == ["channels.http:1 imports function_calls"]
+
+
+# -- the checks themselves catch what they are for ------------------------------------------------
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir(parents=True, exist_ok=True)
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "bot.py").write_text("")
+    (tmp_path / "check_system.py").write_text("")
+    for rel, text in files.items():
+        file = tmp_path / rel
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"function_calls/llm.py": "import runtime.settings\n"}, "function_calls -> runtime"),
+        (
+            {
+                "providers/base.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from function_calls.context import X\n"
+            },
+            "providers -> function_calls",
+        ),
+        ({"common/messages.py": "def f():\n    from storage import db\n"}, "common -> storage"),
+        ({"runtime/bot.py": "from channels.base import Channel\n"}, "runtime -> channels"),
+        ({"storage/db.py": "from providers import types\n"}, "storage -> providers"),
+    ],
+)
+def test_an_import_against_the_direction_fails(
+    tmp_path: Path, files: dict[str, str], expected: str
+) -> None:
+    extra = {
+        "runtime/settings.py": "",
+        "function_calls/context.py": "",
+        "storage/db.py": "",
+        "providers/types.py": "",
+    }
+    root = _tree(tmp_path, {**extra, **files})
+    found = violations(graph(root))
+    assert any(expected in v for v in found), found
+
+
+def test_a_builtin_reaching_past_the_plugin_api_fails(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "function_calls/executor.py": "",
+            "function_calls/builtins/__init__.py": "",
+            "function_calls/builtins/x/__init__.py": "from function_calls.executor import run\n"
+            "from function_calls import tool_function\nfrom . import helpers\n",
+            "function_calls/builtins/x/helpers.py": "",
+        },
+    )
+    found = builtin_violations(graph(root))
+    assert found == [
+        "function_calls.builtins.x:1 imports function_calls.executor: built-ins use only the "
+        "plugin API"
+    ]
+
+
+def test_a_cycle_fails(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "runtime/bot.py": "from runtime import settings\n",
+            "runtime/settings.py": "def f():\n    from runtime.bot import Bot\n",
+        },
+    )
+    assert cycles(graph(root)) == [["runtime.bot", "runtime.settings"]]
+
+
+def test_readme_draws_the_enforced_picture() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "channels -> runtime -> function_calls -> storage | providers -> common" in readme
+    # Every edge of the real graph runs down that line.
+    order = ["bot", "channels", "runtime", "function_calls", "storage", "providers", "common"]
+    for a, b in package_edges(graph()):
+        if a in ("check_system", "function_calls.testing"):
+            continue
+        assert order.index(a) < order.index(b) or {a, b} <= {"storage", "providers"}, (a, b)
