@@ -60,9 +60,12 @@ def current_message(ctx: MessageContext) -> Message:
     text = msg.text
     if msg.quoted_text:
         text = f"(quoting: {msg.quoted_text[:500]})\n{text}"
+    if msg.images and not ctx.images:  # a model without vision: it learns an image was there
+        notes = " ".join(ctx.t("image.note") for _ in msg.images)
+        text = f"{text}\n{notes}" if text else notes
     if msg.is_group:
         text = f"{msg.display_name}: {text}"
-    return Message(role="user", content=text, name=msg.sender_name or None)
+    return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.images)
 
 
 def build_messages(
