@@ -210,8 +210,11 @@ class Bot:
                 queue.get_nowait()
             queue.put_nowait(out)
 
-    def _store_outgoing(self, out: OutgoingMessage) -> None:
+    def store_outgoing(self, out: OutgoingMessage, message_id: str = "") -> None:
+        """The history row of a message the bot sends; `message_id` keys it (a worker's reply
+        `<incoming id>#<position>`), so a turn run again after a worker died stores it once."""
         self.storage.add_message(
+            message_id=message_id,
             platform=out.platform,
             chat_id=out.chat_id,
             role="notice" if out.notice else "assistant",
@@ -231,10 +234,10 @@ class Bot:
         slash-command results, the chat fallback, reminders, welcomes): stored, published to
         event subscribers, then handed to `sink` (the request that is waiting for it) or to the
         channel of its platform."""
-        self._store_outgoing(out)
-        if self.relay is not None:  # worker: the gateway publishes and sends it
+        if self.relay is not None:  # worker: stored by the relay, sent by the gateway
             await self.relay(out, sink)
             return
+        self.store_outgoing(out)
         self._publish(out)
         if sink is not None:
             await sink(out)

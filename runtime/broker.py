@@ -40,6 +40,7 @@ from common.config import BrokerSettings
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
+KeyOf = Callable[[dict[str, Any]], str]
 QUORUM_SAC = {"x-queue-type": "quorum", "x-single-active-consumer": True}
 
 
@@ -197,24 +198,36 @@ class Broker:
 class PartitionConsumer:
     """This worker's place in line on one partition queue (single active consumer).
 
-    `release()` gives the partition up without breaking the chat order: the message being
-    handled is finished and acknowledged, then the channel is closed, which returns to the
-    queue, at its head, anything delivered after it; `subscribe()` again puts this worker at
-    the back of the line."""
+    Up to PREFETCH messages of the partition are taken at once and run concurrently, except
+    that each chat's run strictly one after the other, in delivery order (a FIFO lock per chat,
+    taken before the first await); each is acknowledged when its turn is over. A quorum queue
+    writes every acknowledgement to disk, so taking one message at a time would make each turn
+    wait for the broker's disk on top of its own work.
 
-    def __init__(self, broker: Broker, k: int, handler: Handler) -> None:
+    `release()` gives the partition up without breaking any chat's order: new deliveries are
+    left unacknowledged, the turns already taken finish and are acknowledged, then the channel
+    is closed, which returns the rest to the head of the queue; `subscribe()` again puts this
+    worker at the back of the line."""
+
+    PREFETCH = 32
+
+    def __init__(self, broker: Broker, k: int, handler: Handler, key_of: KeyOf) -> None:
         self.broker = broker
         self.k = k
         self.handler = handler
+        self.key_of = key_of
         self.channel: AbstractChannel | None = None
         self._closing = False
-        self._busy: Any = None  # the task handling a message, if any
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._chats: dict[str, list[Any]] = {}  # chat key -> [lock, users]
         self.handled = 0
 
     async def subscribe(self) -> None:
         self._closing = False
         channel = await self.broker.connection.channel()
-        await channel.set_qos(prefetch_count=1)
+        await channel.set_qos(prefetch_count=self.PREFETCH)
         queue = await channel.declare_queue(
             self.broker.partition_queue(self.k), durable=True, arguments=QUORUM_SAC
         )
@@ -224,24 +237,35 @@ class PartitionConsumer:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         if self._closing:
             return  # neither acked nor rejected: the channel's close returns it, in order
-        self._busy = asyncio.current_task()
         try:
-            try:
-                body = json.loads(message.body)
-            except ValueError:
-                logger.error("dropping a message on partition {} that is not JSON", self.k)
-                await message.reject()
-                return
-            await self.handler(body)
-            await message.ack()
-            self.handled += 1
+            body = json.loads(message.body)
+            key = self.key_of(body)
+        except (ValueError, KeyError, TypeError):
+            logger.error("dropping a malformed message on partition {}", self.k)
+            await message.reject()
+            return
+        self._inflight += 1
+        self._idle.clear()
+        entry = self._chats.get(key)
+        if entry is None:
+            entry = self._chats[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                await self.handler(body)
+                await message.ack()
+                self.handled += 1
         finally:
-            self._busy = None
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._chats.pop(key, None)
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
 
     async def release(self) -> None:
         self._closing = True
-        while self._busy is not None:
-            await asyncio.sleep(0.01)
+        await self._idle.wait()
         if self.channel is not None:
             channel, self.channel = self.channel, None
             await channel.close()

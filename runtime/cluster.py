@@ -57,6 +57,12 @@ def process_id(role: str) -> str:
     return f"{role}-{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+def chat_of(body: dict[str, Any]) -> str:
+    """The chat a work item belongs to (the unit of order)."""
+    item = body.get("msg") or body["event"]
+    return f"{item['platform']}\x00{item['chat_id']}"
+
+
 def turn_key(platform: str, chat_id: str, message_id: str) -> str:
     return f"{platform}\x00{chat_id}\x00{message_id}"
 
@@ -191,7 +197,8 @@ class Worker:
         self.id = worker_id or process_id("worker")
         self.host = socket.gethostname()[:128]
         self.consumers = [
-            PartitionConsumer(broker, k, self._on_work) for k in range(broker.settings.partitions)
+            PartitionConsumer(broker, k, self._on_work, chat_of)
+            for k in range(broker.settings.partitions)
         ]
         self.interval = max(0.5, broker.settings.redelivery_timeout / 6)
         self._members: list[str] = []
@@ -244,7 +251,10 @@ class Worker:
         seq = 0
 
         async def sink(out: OutgoingMessage) -> None:
+            # Stored under <message id>#<position>: a turn run again stores each reply once,
+            # and the gateway passes each position on once.
             nonlocal seq
+            self.bot.store_outgoing(out, message_id=f"{msg.message_id}#{seq}")
             reply = {"kind": "out", "source": key, "seq": seq, "out": encode_outgoing(out)}
             seq += 1
             await self.broker.publish_to_gateway(gateway, reply)
@@ -260,6 +270,7 @@ class Worker:
         if sink is not None:
             await sink(out)
         else:
+            self.bot.store_outgoing(out)
             await self.broker.publish_to_platform(out.platform, {"out": encode_outgoing(out)})
 
     # -- balance ---------------------------------------------------------------------------

@@ -47,16 +47,16 @@ class ClusterStore:
         except IntegrityError:
             return False
 
-    def stored_user_message(self, platform: str, chat_id: str, message_id: str) -> int | None:
-        """The history row of an incoming message already stored (a redelivery after a worker
-        died mid-turn), so it is not stored twice."""
+    def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
+        """The history row already stored under this id (a redelivery after a worker died
+        mid-turn), so it is not stored twice."""
         q = (
             select(MessageRow.id)
             .where(
                 MessageRow.platform == platform,
                 MessageRow.chat_id == chat_id,
                 MessageRow.message_id == message_id,
-                MessageRow.role == "user",
+                MessageRow.role == role,
             )
             .limit(1)
         )

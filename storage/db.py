@@ -71,8 +71,8 @@ class Storage:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self.cluster = ClusterStore(self.engine)
-        # Worker role: an incoming message already stored (delivered again after a worker died
-        # mid-turn) keeps its one history row.
+        # Worker role: a message already stored under its id (an incoming message delivered
+        # again after a worker died mid-turn, or that turn's replies) keeps its one row.
         self.dedupe_incoming = False
 
     def create_tables(self) -> None:
@@ -134,8 +134,8 @@ class Storage:
         created_at: datetime | None = None,
         thinking: str | None = None,
     ) -> int:
-        if self.dedupe_incoming and role == "user" and message_id:
-            existing = self.cluster.stored_user_message(platform, chat_id, message_id)
+        if self.dedupe_incoming and message_id:
+            existing = self.cluster.stored_message(platform, chat_id, role, message_id)
             if existing is not None:
                 return existing
         # Core, not an ORM unit of work: this runs twice per message on the event loop, where
