@@ -142,7 +142,7 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     from providers.schema import schema_issues
 
     registry = Registry()
-    active = [p for p in settings.plugins_loaded if p.state(settings).state == "on"]
+    active = [p for p in settings.plugins_loaded if p.runs(settings)]
     for loaded in active:
         registry.include(loaded.module)
     builtin_count = sum(len(p.specs()) for p in active if p.builtin)
@@ -242,10 +242,15 @@ async def check_online(report: Report, settings: Any) -> None:
             messages = [Message(role="user", content="What is the magic number? Use the tool.")]
             first = await model.complete(messages, [tool])
             if not first.tool_calls:
+                fix = ""
+                if model.capabilities.native_tools is not False:
+                    # llama-cpp-python's server accepts `tools` and ignores them unless
+                    # `tool_choice` is sent, so `native_tools: auto` never downgrades.
+                    fix = f"; if its server ignores tools, set `native_tools: false` for {name}"
                 report.add(
                     label,
                     "warn",
-                    f"answered but did not call the tool ({(first.content or '')[:60]!r})",
+                    f"answered but did not call the tool ({(first.content or '')[:60]!r}){fix}",
                 )
                 continue
             messages.append(first.as_message())

@@ -2,8 +2,9 @@
 
     python bench/text_tools_bench.py
 
-Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces
-and tool calls in several dialects, and times the parser fed whole and in 16-byte chunks (as a
+Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces,
+marker look-alikes and tool calls in several dialects (Hermes, XML tag, pythonic, Llama 3 JSON,
+harmony, MiniMax-M2), and times the parser fed whole and in 16-byte chunks (as a
 token stream arrives). Linear work shows as a time ratio of ~10x per 10x size. Times are the
 best of several runs: on a loaded machine single runs vary by 2x.
 """
@@ -29,7 +30,14 @@ BLOCKS = [
     "A set {{1, 2}} and a list [1, 2] and <b>bold</b> text, {n} times. ",
     "[get_weather(city='Paris', day={n})] then more prose follows here. ",
     '{{"name": "get_weather", "parameters": {{"city": "Rome {n}"}}}}\n',
+    "<|channel|>analysis<|message|>想一想 {n}.<|end|><|start|>assistant<|channel|>commentary "
+    'to=functions.get_weather <|constrain|>json<|message|>{{"city": "东京 {n}"}}<|call|>\n',
+    '<minimax:tool_call>\n<invoke name="web_search">\n<parameter name="query">新闻 {n}'
+    "</parameter>\n</invoke>\n</minimax:tool_call>\n",
+    "Action: none yet; >>> is a prompt, functools a module, <|channel|> a token {n}.\n",
 ]
+#: Blocks (by index) that hold one call.
+CALL_BLOCKS = (1, 3, 5, 6, 7, 8)
 
 
 def make_reply(size: int) -> tuple[str, int]:
@@ -39,7 +47,7 @@ def make_reply(size: int) -> tuple[str, int]:
     calls = 0
     while total < size:
         block = BLOCKS[n % len(BLOCKS)].format(n=n % 60)
-        calls += n % len(BLOCKS) in (1, 3, 5, 6)
+        calls += n % len(BLOCKS) in CALL_BLOCKS
         parts.append(block)
         total += len(block)
         n += 1
@@ -85,7 +93,7 @@ def main() -> None:
     ratios = []
     for label, size in sizes:
         text, expected = make_reply(size)
-        repeat = 7 if size <= 100_000 else 4
+        repeat = 25 if size <= 10_000 else 7 if size <= 100_000 else 4
         whole, calls = best_of(text, None, repeat)
         chunked, calls_chunked = best_of(text, 16, repeat)
         assert calls == calls_chunked == expected, (calls, calls_chunked, expected)
@@ -100,6 +108,12 @@ def main() -> None:
         if base is not None:
             ratios.append((label, *(t / b for t, b in zip(times, base, strict=True))))
         base = times
+    if len(ratios) == 2:
+        (_, a, b, c, d), (_, e, f, g, h) = ratios
+        print(
+            f"1 MB vs 10 KB: whole {a * e:.0f}x, chunked {b * f:.0f}x; without GC: whole "
+            f"{c * g:.0f}x, chunked {d * h:.0f}x (linear: 100x)"
+        )
     for label, rw, rc, rwn, rcn in ratios:
         print(
             f"time ratio to the 10x smaller reply at {label}: whole {rw:.1f}x, chunked "

@@ -139,7 +139,7 @@ class Bot:
             if user:
                 loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
         wanted = [p for p in loaded if (builtins if p.builtin else user)]
-        return [p for p in wanted if p.state(self.settings).state == "on"]
+        return [p for p in wanted if p.runs(self.settings)]
 
     def _wire(self, loaded: LoadedPlugin) -> None:
         plugin = loaded.plugin
