@@ -100,6 +100,7 @@ class Bot:
         storage: Storage | None = None,
         builtins: bool = True,
         load_plugins: bool = True,
+        migrate: bool = True,
     ) -> None:
         self.settings = settings
         self.registry = registry if registry is not None else Registry()
@@ -113,7 +114,8 @@ class Bot:
         self.storage = storage or Storage(
             resolve_storage_url(settings.storage.url, settings.base_dir)
         )
-        self.storage.create_tables()
+        if migrate:  # check_system reports pending migrations instead of running them
+            self.storage.create_tables()
         if model is None:
             model = self._build_model()
         self.model = model
