@@ -1,4 +1,4 @@
-"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot]...
+"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot|mcp]...
 [--role gateway|worker]`, or bring the database schema up to date: `python bot.py migrate`.
 
 With no config file it runs on embedded defaults: the console channel, a SQLite file under
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from loguru import logger
 
-CHANNELS = ("console", "http", "onebot")
+CHANNELS = ("console", "http", "onebot", "mcp")
 ROLES = ("gateway", "worker")
 
 
@@ -99,6 +99,10 @@ async def run(args: argparse.Namespace) -> int:
             from channels.onebot import OneBotChannel
 
             channels.append(OneBotChannel(bot))
+        elif name == "mcp":  # MCP over stdio: stdout is the protocol, logs go to stderr
+            from channels.mcp import McpStdioChannel
+
+            channels.append(McpStdioChannel(bot))
     broker = gateway = worker = None
     if settings.broker.url:
         from runtime.broker import Broker

@@ -5,7 +5,7 @@ Prints a table of checks, each ✓ (ok), ! (warning) or ✗ (failure) with a rea
 only when the bot can really run. A missing model is a warning (the bot runs on slash commands);
 an invalid config, an unusable database, a plugin that fails to import or a schema a provider
 would reject is a failure. `--online` also makes one real request per configured model,
-including a tool-call round trip.
+including a tool-call round trip, and calls `tools/list` on each MCP server.
 """
 
 from __future__ import annotations
@@ -233,6 +233,43 @@ def check_plugin_status(report: Report, settings: Any) -> None:
         report.add(label, status, f"{state.state}: {state.detail}" if state.detail else state.state)
 
 
+def check_mcp_servers(report: Report, settings: Any, online: bool) -> None:
+    """One line per MCP server of `mcp.servers`: ✗ when its command cannot be found (or, with
+    --online, when it does not start or answer `tools/list`), else its tool count."""
+    import shutil
+
+    from function_calls.builtins.mcp import McpSettings, sdk_installed
+
+    cfg = settings.section(McpSettings)
+    for key, server in cfg.servers.items():
+        label = f"mcp {key}"
+        if not server.enabled:
+            report.add(label, "warn", f"off (enabled: false): {server.describe()}")
+            continue
+        if not sdk_installed():
+            report.add(label, "fail", "the mcp package is not installed: pip install 'chatfn[mcp]'")
+            continue
+        if server.command is not None and shutil.which(server.command) is None:
+            report.add(label, "fail", f"command {server.command!r} not found ({server.describe()})")
+            continue
+        if not online:
+            report.add(label, "ok", f"{server.describe()}; tools not listed (use --online)")
+            continue
+        from function_calls.builtins.mcp.client import probe, short_error
+
+        started = time.perf_counter()
+        try:
+            names = asyncio.run(probe(server, cfg.connect_timeout))
+        except BaseException as exc:  # noqa: BLE001 - any failure to start or answer is the result
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            report.add(label, "fail", f"down: {short_error(exc)} ({server.describe()})")
+            continue
+        elapsed = (time.perf_counter() - started) * 1000
+        shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+        report.add(label, "ok", f"up, {len(names)} tool(s) in {elapsed:.0f} ms: {shown}")
+
+
 def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
     from providers.errors import ProviderNotInstalled
     from runtime.bot import Bot
@@ -348,6 +385,7 @@ def run_checks(
     check_broker(report, settings, role)
     registry = check_plugins_and_schemas(report, settings)
     check_plugin_status(report, settings)
+    check_mcp_servers(report, settings, online)
     if storage is not None and registry is not None:
         bot = check_bot(report, settings, registry, storage)
         if bot is not None:
@@ -365,7 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.add_argument(
-        "--online", action="store_true", help="also make one real request per configured model"
+        "--online",
+        action="store_true",
+        help="also make one real request per configured model and list each MCP server's tools",
     )
     parser.add_argument(
         "--migrate",

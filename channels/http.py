@@ -5,8 +5,9 @@
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat
     GET  /healthz              liveness, no token needed
+    POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
-When `channels.http.token` is set, every /v1 route needs `Authorization: Bearer <token>`.
+When `channels.http.token` is set, every /v1 route and /mcp need `Authorization: Bearer <token>`.
 When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there.
 """
 
@@ -69,6 +70,12 @@ class HttpChannel(Channel):
         self.app.router.add_get("/healthz", self.healthz)
         if (STATIC_DIR / "index.html").exists():
             self.app.router.add_get("/", self.index)
+        self.mcp: Any = None
+        if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
+            from channels.mcp import McpHttpEndpoint
+
+            self.mcp = McpHttpEndpoint(bot)
+            self.app.router.add_route("*", "/mcp", self.mcp.handle)
         self._runner: web.AppRunner | None = None
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -77,7 +84,7 @@ class HttpChannel(Channel):
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.token and request.path.startswith("/v1/"):
+        if self.token and (request.path.startswith("/v1/") or request.path == "/mcp"):
             header = request.headers.get("Authorization", "")
             given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
@@ -222,6 +229,8 @@ class HttpChannel(Channel):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.start()
         self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -254,3 +263,5 @@ class HttpChannel(Channel):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.mcp is not None:
+            await self.mcp.stop()

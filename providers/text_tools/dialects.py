@@ -237,6 +237,36 @@ def _split_top_level(inner: str) -> list[str]:
     return parts
 
 
+def _parse_expr(src: str) -> ast.expr | None:
+    try:
+        return ast.parse(src, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _escape_newlines_in_strings(src: str) -> str:
+    """`src` with each raw newline inside a single- or double-quoted literal written as `\\n`."""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(src):
+        ch = src[i]
+        if quote:
+            if ch == "\\" and i + 1 < len(src):
+                out.append(src[i : i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+            elif ch == "\n":
+                ch = "\\n"
+        elif ch in "'\"":
+            quote = ch
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def parse_pythonic(text: str) -> Found | None:
     """A Python list of keyword-argument calls, parsed with `ast` (never evaluated).
 
@@ -246,10 +276,12 @@ def parse_pythonic(text: str) -> Found | None:
     src = text.strip()
     if not src.startswith("["):
         return None
-    try:
-        tree = ast.parse(src, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
-        tree = None
+    tree = _parse_expr(src)
+    if tree is None and "\n" in src:
+        # A raw line break inside a quoted argument (a multi-line shell command, as LFM2 writes
+        # it) is invalid Python but plainly meant as `\n`: escape it inside strings and retry.
+        src = _escape_newlines_in_strings(src)
+        tree = _parse_expr(src)
     if isinstance(tree, ast.List):
         found = [call_node(el) for el in tree.elts]
         good = [f for f in found if f]

@@ -50,8 +50,8 @@ _MISTRAL_PRE = re.compile(
 )
 _PYTHON_TAG_PRE = re.compile(r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_]\w*)\.call(?=\())")
 _FUNCTIONARY_PRE = re.compile(r"(?:(?P<all>all)\n|(?P<name>[A-Za-z_][\w.\-]*)\n(?=\s*\{))")
-_ACTION_PRE = re.compile(r"[ \t]*```(?:json)?[ \t]*\n(?=\s*[\[{])")
-_TOOLCALL_HEAD = re.compile(r"\s*\[")
+_ACTION_PRE = re.compile(r"[ \t]*\n?[ \t]*```(?:json)?[ \t]*\n(?=\s*[\[{])")
+_TOOLCALL_HEAD = re.compile(r"\s*[\[{]")
 _ECHO_HEAD = re.compile(r"(?:\s[^<>]{0,200})?>")
 _FGEMMA_HEAD = re.compile(r"\s*call:[\w.\-]+\{")
 HARMONY_HEAD = re.compile(
@@ -85,6 +85,9 @@ def _fixed_specs() -> list[Spec]:
         Spec("<|END_RESPONSE|>", "markup"),
         Spec("<|eom_id|>", "markup"),  # Llama 3.1 after a built-in tool call
         Spec("<|eot_id|>", "markup"),
+        Spec("<|CHATBOT_TOKEN|>", "markup"),  # Command R+ role token (llama.cpp's template test)
+        Spec("<|END_OF_TURN_TOKEN|>", "markup"),  # Command R / R+ end of turn
+        Spec("<SPECIAL_12>", "markup"),  # Nemotron Nano v2's end-of-turn token
         Spec("<|start|>", "markup", head=_HARMONY_START, head_limit=80),  # gpt-oss
         Spec("<|channel|>", "tag", body="harmony", head=HARMONY_HEAD, head_limit=160),
         Spec("<minimax:tool_call>", "tag", "</minimax:tool_call>", "minimax"),

@@ -430,12 +430,13 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
             return token_dialects.parse_dsml(body, schemas)
         if kind == "minimax":
             return xml_dialects.parse_minimax(body, schemas)
+        if kind == "kimi_one":
+            end = "" if truncated else "<|tool_call_end|>"
+            return token_dialects.parse_kimi("<|tool_call_begin|>" + body + end, truncated)
         if truncated:
             # Raw-text dialects whose only closer is missing: a value cut off at the end cannot
             # be told from a complete one, so the call is never executed.
             return None
-        if kind == "kimi_one":
-            return token_dialects.parse_kimi("<|tool_call_begin|>" + body + "<|tool_call_end|>")
         if kind == "qwen":
             return xml_dialects.parse_qwen_functions(self._open + body + "</function>", schemas)
         if kind == "langchain":

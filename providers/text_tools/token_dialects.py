@@ -6,6 +6,7 @@ DeepSeek V3/R1/V3.1 tool-call tokens and V3.2 DSML, Kimi K2 sections, FunctionGe
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -84,7 +85,8 @@ def parse_dsml(body: str, schemas: Schemas) -> Found | None:
 
 
 _KIMI_CALL = re.compile(
-    r"<\|tool_call_begin\|>\s*([^<]+?)\s*<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>",
+    r"<\|tool_call_begin\|>\s*([^<]+?)\s*<\|tool_call_argument_begin\|>(.*?)"
+    r"(<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",
     re.DOTALL,
 )
 
@@ -93,7 +95,9 @@ def parse_kimi(body: str, truncated: bool = False) -> Found | None:
     """Kimi K2: `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}`.
 
     With `truncated` (the section's end never came: servers strip it as a stop token, or the
-    stream was cut inside it) the calls closed by `<|tool_call_end|>` still count."""
+    stream was cut inside it) the calls closed by `<|tool_call_end|>` still count. A call whose
+    `<|tool_call_end|>` is missing (stripped as a stop token, or the next call begins at once, as
+    in llama.cpp's Kimi tests) counts only if its arguments are complete JSON as written."""
     out: Found = []
     consumed = 0
     for m in _KIMI_CALL.finditer(body):
@@ -102,7 +106,7 @@ def parse_kimi(body: str, truncated: bool = False) -> Found | None:
         name = ident.split(":", 1)[0]
         if name.startswith("functions."):
             name = name[len("functions.") :]
-        args = _json_args(m.group(2))
+        args = _json_args(m.group(2)) if m.group(3) else _complete_object(m.group(2))
         if name and args is not None:
             out.append((name, args))
     if truncated:
@@ -113,6 +117,15 @@ def parse_kimi(body: str, truncated: bool = False) -> Found | None:
 
 
 _KIMI_SECTION_END = "<|tool_calls_section_end|>"
+
+
+def _complete_object(text: str) -> dict[str, Any] | None:
+    """A JSON object exactly as written (strict `json.loads`, nothing repaired or added)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 # --- FunctionGemma: <start_function_call>call:NAME{key:<escape>text<escape>,n:3}<end_...> ---

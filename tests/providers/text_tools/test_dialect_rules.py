@@ -106,7 +106,16 @@ def test_open_call_with_complete_arguments_runs_and_cut_arguments_do_not() -> No
     assert each_split('<minimax:tool_call><invoke name="f"><parameter name="x">1')[0] == []
     kimi_open = KIMI.removesuffix("<|tool_calls_section_end|>")
     assert each_split(kimi_open)[0] == [("f", {"x": 1})]
-    assert each_split(kimi_open.removesuffix("<|tool_call_end|>"))[0] == []
+    # No <|tool_call_end|> either (llama.cpp's "real life" Kimi output): complete JSON runs,
+    # cut JSON does not.
+    assert each_split(kimi_open.removesuffix("<|tool_call_end|>"))[0] == [("f", {"x": 1})]
+    assert each_split(kimi_open.removesuffix("1}<|tool_call_end|>"))[0] == []
+    bare = "<|tool_call_begin|>f:0<|tool_call_argument_begin|>"
+    assert each_split(bare + '{"x": 1}' + bare + '{"x": 2}')[0] == [
+        ("f", {"x": 1}),
+        ("f", {"x": 2}),
+    ]
+    assert each_split(bare + '{"x": 1, "y":')[0] == []
 
 
 def test_echoed_tool_result_markup_never_reaches_the_user() -> None:
