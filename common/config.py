@@ -140,6 +140,31 @@ class StorageSettings(Section):
     url: str = "sqlite:///data/chatfn.db"
 
 
+class BrokerSettings(Section):
+    """The message broker that splits the bot into a gateway and workers (README, "Running more
+    than one process"). No url: one process, no broker."""
+
+    # amqp://user:password@host:5672/vhost (RabbitMQ)
+    url: str | None = None
+    # Incoming messages are routed by chat to one of this many queues, each consumed by one
+    # worker at a time (per-chat order). Every process of a deployment must use the same
+    # number; more partitions spread chats more evenly over more workers.
+    partitions: int = Field(default=16, ge=1, le=1024)
+    # Seconds within which a message held by a worker that died (SIGKILL, machine lost) is
+    # delivered to another worker: sets the AMQP heartbeat (half of it) and how long a silent
+    # worker keeps its partitions.
+    redelivery_timeout: float = Field(default=30.0, ge=2)
+    # Name prefix of the queues, so several bots (or test runs) can share one broker.
+    prefix: str = Field(default="chatfn", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, v: str | None) -> str | None:
+        if v and not v.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL (RabbitMQ)")
+        return v or None
+
+
 class PluginSettings(Section):
     paths: list[str] = Field(default_factory=lambda: ["plugins"])
 
@@ -242,6 +267,7 @@ class CoreSettings(Section):
     bot: BotSettings = Field(default_factory=BotSettings)
     function_calls: FunctionCallSettings = Field(default_factory=FunctionCallSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
