@@ -150,4 +150,10 @@ MESSAGES: dict[str, str] = {
     "web.no_reply": "No reply.",
     "web.connection_problem": "Connection problem: {error}",
     "web.image_too_big": "That image is larger than {limit} MB.",
+    "web.on_its_own": "sent on its own",
+    "web.running": "running…",
+    "web.live_title": "/v1/events: messages the bot sends on its own",
+    "web.at_title": "Groups answer only when the bot is mentioned (by default)",
+    "web.not_image": "{name} is not an image.",
+    "web.too_many_images": "At most {count} images per message.",
 }

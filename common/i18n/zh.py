@@ -135,4 +135,10 @@ MESSAGES: dict[str, str] = {
     "web.no_reply": "没有回复。",
     "web.connection_problem": "连接出错：{error}",
     "web.image_too_big": "图片超过 {limit} MB。",
+    "web.on_its_own": "主动发送",
+    "web.running": "运行中…",
+    "web.live_title": "/v1/events：机器人主动发送的消息",
+    "web.at_title": "群聊中默认只有 @ 机器人时才会回复",
+    "web.not_image": "{name} 不是图片。",
+    "web.too_many_images": "每条消息最多 {count} 张图片。",
 }
