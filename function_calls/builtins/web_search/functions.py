@@ -61,7 +61,7 @@ async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult
     except SearchError as exc:
         ctx.logger.warning("web search failed: {}", exc)
         return FunctionResult(
-            llm_content=ctx.t("web_search.failed", error=exc),
+            llm_content=ctx.t("web_search.failed", error=exc.text(ctx.language)),
             metadata={"error": str(exc)},
         )
     text = answer.render()
