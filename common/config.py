@@ -7,6 +7,7 @@ nothing of the project, so every layer can depend on it.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -54,7 +55,7 @@ class BotSettings(Section):
     # Said to a user when no model is configured; None: the catalogue's text in `language`.
     no_model_reply: str | None = None
     # The language of every built-in string (replies, notices, /help, reminders, the web page).
-    # Resolved per chat through `common.i18n.language_of`, so per-chat rules can override it.
+    # A `chats:` rule's `language` overrides it for the chats it matches.
     language: Literal["en", "zh"] = "en"
     # A `models:` entry with `vision: true` that describes images for a chat model without
     # vision; None: such a model gets a short "[image]" note instead.
@@ -81,6 +82,18 @@ class ChatMatch(Section):
     chat_id: str | None = None
     is_group: bool | None = None
 
+    def fits(self, platform: str, chat_id: str, is_group: bool) -> bool:
+        """Whether a chat is one this rule is for (every key given must fit)."""
+        if self.platform is not None and self.platform != platform:
+            return False
+        if self.is_group is not None and self.is_group != is_group:
+            return False
+        if self.chat_id is not None:
+            if "*" in self.chat_id:
+                return fnmatchcase(chat_id, self.chat_id)
+            return self.chat_id == chat_id
+        return True
+
 
 class ChatRule(Section):
     """One entry of `chats:`: the settings it names apply to the chats it matches. A setting it
@@ -95,6 +108,8 @@ class ChatRule(Section):
     reply_with_mention: bool | None = None
     reply_with_quote: bool | None = None
     functions: ChatFunctionRules | None = None
+    # The language of built-in strings in these chats (else `bot.language`).
+    language: Literal["en", "zh"] | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> ChatRule:

@@ -185,8 +185,8 @@ class Bot:
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
 
-    def language_of(self, platform: str, chat_id: str) -> str:
-        return language_of(self.settings, platform, chat_id)
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        return language_of(self.settings, platform, chat_id, is_group)
 
     def add_function(self, spec: FunctionSpec) -> None:
         self.registry.add(spec)  # a name clash with another function raises, naming both
@@ -198,7 +198,7 @@ class Bot:
         spec = self.registry.get(function)
         if spec is None:
             return translate(
-                self.language_of(message.platform, message.chat_id),
+                self.language_of(message.platform, message.chat_id, message.is_group),
                 "core.refused.gone",
                 name=function,
             )
@@ -376,7 +376,13 @@ class Bot:
             chat=chat,
             metrics=self.metrics,
             model_names=self.model_names(),
+            vision_model=self._vision_model() if msg.images else None,
         )
+
+    def _vision_model(self) -> ChatModel | None:
+        """`bot.vision_model` (built on first use): describes images for models without vision."""
+        name = self.settings.bot.vision_model
+        return self.model_named(name) if name is not None else None
 
     async def handle(
         self,

@@ -452,7 +452,7 @@ class ReminderService:
         offline: bool,
     ) -> tuple[str, str]:
         zone = ZoneInfo(row.timezone)
-        lang = self.host.language_of(row.platform, row.chat_id)
+        lang = self.host.language_of(row.platform, row.chat_id, row.is_group)
         after = translate(lang, "reminder.next", when=fmt(nxt, zone, lang)) if nxt else ""
         due_s, late = fmt(due, zone, lang), _span(lateness)
         if lateness.total_seconds() > self.settings.grace_period:
