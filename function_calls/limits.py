@@ -6,8 +6,8 @@ windows (the current minute; the current day in `bot.timezone`), so a restart re
 and a window's end is the moment it resets. The check and the count are one transaction whose
 count is an atomic upsert that locks the counter row (`ChatState.take`), so concurrent messages
 cannot both take the last slot, in one process or across workers sharing a PostgreSQL database:
-messages and model calls are exact. Tokens are known only after a call, so a call started under the token limit may end
-above it; the next message is then refused.
+messages and model calls are exact. Tokens are known only after a call, so a call started under
+the token limit may end above it; the next message is then refused.
 """
 
 from __future__ import annotations

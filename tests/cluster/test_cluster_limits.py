@@ -10,18 +10,17 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import aiohttp
 import pytest
 from sqlalchemy import create_engine, text
 
-from storage.chat_state import Check, Counter
 from storage.db import Storage
 from tests.cluster.conftest import free_port
 from tests.cluster.test_cluster import start_cluster
 from tests.fakes.cassette import openai_chat_response
+from tests.storage.test_chat_state import race_for_slots
 
 pytestmark = pytest.mark.services
 
@@ -102,35 +101,10 @@ def away_from_minute_end(margin: float = 8.0) -> None:
 
 
 def test_take_is_exact_under_concurrent_connections(pg_url):
-    """The storage primitive on its own: 8 threads, each its own connection, race for 25 slots
-    of one counter (and a per-chat one beside it, taken in the opposite order by half of
-    them): exactly 25 succeed, the counters read 25, no deadlock, one "told" first-timer."""
+    """The storage primitive alone: 8 connections race for 25 slots (tests/storage)."""
     storage = Storage(pg_url)
     storage.create_tables()
-    state = storage.chat_state
-    user = Counter("user", "http", "u1", "messages", "w")
-    chats = [Counter("chat", "http", f"c{k}", "messages", "w") for k in range(2)]
-    told = Counter("user", "http", "u1", "told:messages", "w")
-
-    def worker(k: int) -> tuple[int, int]:
-        won = firsts = 0
-        for _ in range(10):
-            checks = [Check(user, 25), Check(chats[k % 2], 1000)]
-            if k % 2:
-                checks.reverse()
-            if state.take(checks) is None:
-                won += 1
-            elif state.first_time(told):
-                firsts += 1
-        return won, firsts
-
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(worker, range(8)))
-    assert sum(w for w, _ in results) == 25
-    assert sum(f for _, f in results) == 1
-    assert state.count(user) == 25
-    assert state.count(chats[0]) + state.count(chats[1]) == 25
-    assert state.count(told) == 80 - 25  # every refusal counted, only the first told
+    race_for_slots(storage.chat_state)
     storage.engine.dispose()
 
 
