@@ -55,6 +55,24 @@ class OutgoingMessage:
     # stored with role "notice" and left out of the conversation a model sees, so the model
     # never reads "Sorry, the model is not available" as something it said.
     notice: bool = False
+    # The outbox row of this message: its event id (SSE `id:`, `X-Chatfn-Event-Id`). Set by
+    # the bot when the message is written to the outbox, before any channel sees it.
+    event_id: int | None = None
+
+
+class NotDelivered(Exception):
+    """Raised by a channel's `send` (or a reply sink) when a message cannot go out now but may
+    later: no OneBot account online, no /v1/events subscriber. The outbox keeps it waiting.
+    `rest` is the text still owed when the first parts of a split message did go out."""
+
+    def __init__(self, reason: str, rest: str | None = None) -> None:
+        super().__init__(reason)
+        self.rest = rest
+
+
+class DeliveryRefused(Exception):
+    """The platform refused a message for good (e.g. the bot is muted): logged, marked failed
+    in the outbox, never retried."""
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ provider outage never loses what a user said.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -17,16 +18,29 @@ from loguru import logger
 from pydantic import BaseModel
 
 from common.config import ConfigError
-from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from common.messages import (
+    DeliveryRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    StreamObserver,
+    SystemEvent,
+)
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
 from providers.base import ChatModel
+from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
-from storage.db import Storage
+from storage.db import Storage, StorageError
+
+STORAGE_FAILED = (
+    "Sorry, I could not save your message (the database is busy), so I did not act on it. "
+    "Please send it again in a moment."
+)
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
 S = TypeVar("S", bound=BaseModel)
@@ -93,7 +107,8 @@ class Bot:
         for loaded in self.plugins:
             self.registry.include(loaded.module)
         self.storage = storage or Storage(
-            resolve_storage_url(settings.storage.url, settings.base_dir)
+            resolve_storage_url(settings.storage.url, settings.base_dir),
+            busy_retry=settings.storage.busy_retry,
         )
         self.storage.create_tables()
         if model is None:
@@ -103,7 +118,11 @@ class Bot:
         self.channels: dict[str, OutboundChannel] = {}
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
         self._locks = _ChatLocks()
+        self.outbox = Outbox(
+            self.storage, settings.storage.outbox, self.channels, self._history_values
+        )
         self.started = False
+        self._closed = False
         for loaded in self.plugins:
             self._wire(loaded)
 
@@ -184,17 +203,19 @@ class Bot:
                 queue.get_nowait()
             queue.put_nowait(out)
 
-    def _store_outgoing(self, out: OutgoingMessage) -> None:
-        self.storage.add_message(
-            platform=out.platform,
-            chat_id=out.chat_id,
-            role="notice" if out.notice else "assistant",
-            sender_id="bot",
-            sender_name=self.settings.bot.name,
-            text=out.text,
-            is_group=out.is_group,
-            thinking=out.thinking,
-        )
+    def _history_values(self, out: OutgoingMessage) -> dict[str, Any]:
+        """The history row of a message the bot sends (written with its outbox row)."""
+        return {
+            "platform": out.platform,
+            "chat_id": out.chat_id,
+            "role": "notice" if out.notice else "assistant",
+            "sender_id": "bot",
+            "sender_name": self.settings.bot.name,
+            "text": out.text,
+            "is_group": out.is_group,
+            "message_id": "",
+            "thinking": out.thinking,
+        }
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
@@ -202,23 +223,29 @@ class Bot:
 
     async def deliver(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
         """The one path every outgoing message takes (function messages, the model's answer,
-        slash-command results, the chat fallback, reminders, welcomes): stored, published to
-        event subscribers, then handed to `sink` (the request that is waiting for it) or to the
-        channel of its platform."""
-        self._store_outgoing(out)
+        slash-command results, the chat fallback, reminders, welcomes): written to the outbox
+        and the chat's history (one transaction, off the event loop), published to event
+        subscribers, then handed to `sink` (the request that is waiting for it) or to the
+        channel of its platform. It is marked delivered only when one of them took it; until
+        then it waits in the outbox (runtime/outbox.py)."""
+        await self.outbox.write(out)
         self._publish(out)
-        if sink is not None:
-            await sink(out)
+        if sink is None:
+            await self.outbox.dispatch(out)
             return
-        channel = self.channels.get(out.platform)
-        if channel is not None:
-            await channel.send(out)
-        elif not self._subscribers:
-            logger.warning(
-                "no channel for platform {!r}: message to {} not delivered",
-                out.platform,
-                out.chat_id,
-            )
+        try:
+            await sink(out)
+        except NotDelivered as exc:  # e.g. the OneBot account went offline mid-reply
+            await self.outbox.finish(out, "pending", rest=exc.rest)
+            await self.outbox.dispatch(out)
+            return
+        except DeliveryRefused:  # logged by the channel; the reply is in the history
+            await self.outbox.finish(out, "failed")
+            return
+        except BaseException:
+            await self.outbox.finish(out, "failed")
+            raise
+        await self.outbox.finish(out, "delivered")
 
     # -- incoming messages -----------------------------------------------------------------
     def is_admin(self, msg: IncomingMessage) -> bool:
@@ -262,17 +289,35 @@ class Bot:
     async def _handle(
         self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
     ) -> list[OutgoingMessage]:
-        stored_id = self.storage.add_message(
-            platform=msg.platform,
-            chat_id=msg.chat_id,
-            role="user",
-            sender_id=msg.sender_id,
-            sender_name=msg.sender_name,
-            text=msg.text,
-            is_group=msg.is_group,
-            message_id=msg.message_id,
-            created_at=msg.time,
-        )
+        try:
+            stored_id = await self.storage.run(
+                self.storage.add_message,
+                platform=msg.platform,
+                chat_id=msg.chat_id,
+                role="user",
+                sender_id=msg.sender_id,
+                sender_name=msg.sender_name,
+                text=msg.text,
+                is_group=msg.is_group,
+                message_id=msg.message_id,
+                created_at=msg.time,
+            )
+        except StorageError as exc:
+            # Nothing is done with a message that is not stored: a model call, a function
+            # run, would act on something the history does not hold.
+            logger.error(
+                "message {} in {} {} not stored, not handled: {}",
+                msg.message_id,
+                msg.platform,
+                msg.chat_id,
+                exc,
+            )
+            out = OutgoingMessage(msg.platform, msg.chat_id, STORAGE_FAILED, msg.is_group)
+            out.notice = True
+            if sink is not None:
+                with contextlib.suppress(Exception):
+                    await sink(out)
+            return [out]
 
         async def deliver(out: OutgoingMessage) -> None:
             await self.deliver(out, sink)
@@ -322,10 +367,18 @@ class Bot:
         if self.started:
             return
         self.started = True
+        # First: it notes which rows were owed before this start (sent by its drain) before
+        # any start-up hook (a reminder due while down) writes new ones.
+        await self.outbox.start()
         for hook in self._startup:
             await hook()
 
     async def aclose(self) -> None:
+        """Close services, model clients and the database; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.outbox.stop()
         for hook in reversed(self._shutdown):
             try:
                 await hook()
