@@ -13,6 +13,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
+# The longest text a channel accepts from a user (HTTP refuses more, OneBot truncates): a
+# message no model context can hold would fail that chat's every later turn.
+MAX_TEXT_CHARS = 20000
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates (valid JSON, invalid Unicode: no database or model API
+    accepts them) replaced by U+FFFD, so the message is stored instead of dropped."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
 
 @dataclass(slots=True)
 class IncomingMessage:

@@ -71,6 +71,8 @@ class Outbox:
         self._released: set[int] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._once: asyncio.Future[None] | None = None
+        self._draining = asyncio.Lock()
         self.expired = 0  # messages that waited past max_wait (also logged)
         self.delivered = 0
         self.failed = 0
@@ -153,8 +155,17 @@ class Outbox:
         return True
 
     def kick(self) -> None:
-        """Drain pending messages now (a channel just became able to send)."""
+        """Drain pending messages now (a channel just became able to send). Before `start()`
+        (a bot whose services are not started, as in some tests) one pass runs at once."""
         self._wake.set()
+        if self._task is None and (self._once is None or self._once.done()):
+            self._once = asyncio.ensure_future(self._drain_once())
+
+    async def _drain_once(self) -> None:
+        try:
+            await self.drain()
+        except Exception as exc:
+            logger.warning("outbox round failed: {}", exc)
 
     # -- the drain loop ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -163,6 +174,8 @@ class Outbox:
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        if self._once is not None and not self._once.done():
+            self._once.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -188,6 +201,10 @@ class Outbox:
     async def drain(self) -> None:
         """One pass over the pending rows: chats concurrently, each chat's rows in order,
         stopping at the first one its channel cannot take yet."""
+        async with self._draining:
+            await self._drain()
+
+    async def _drain(self) -> None:
         while True:
             self._deferred.clear()
             entries = await self.storage.run(self.storage.outbox.pending, 1000)
@@ -227,6 +244,43 @@ class Outbox:
                 str(entry.payload.get("text", ""))[:80],
             )
         await self.storage.run(self.storage.outbox.prune, self.settings.retention)
+
+    # -- readers: SSE replays, the webhook ------------------------------------------------
+    async def since(self, after: int) -> list[tuple[OutgoingMessage, str]]:
+        """Every event after id `after` still kept (see `retention`), in order, with its
+        state: what an SSE client reconnecting with Last-Event-ID missed."""
+        found: list[tuple[OutgoingMessage, str]] = []
+        while True:
+            page = await self.storage.run(self.storage.outbox.since, after, 1000)
+            found += [(message_of(e), e.state) for e in page]
+            if len(page) < 1000:
+                return found
+            after = page[-1].id
+
+    async def waiting(self, platform: str) -> list[OutgoingMessage]:
+        """The messages for `platform` still waiting for a channel, oldest first."""
+        entries = await self.storage.run(self.storage.outbox.pending, 1000, platform)
+        return [message_of(e) for e in entries]
+
+    async def cursor(self, name: str) -> int:
+        """How far the reader `name` got; a new reader starts with what this process owes
+        (rows from before start-up that are delivered are not replayed to it)."""
+        value = await self.storage.run(self.storage.outbox.cursor, name)
+        return self._boot_id if value is None else value
+
+    async def set_cursor(self, name: str, last_id: int) -> None:
+        await self.storage.run(self.storage.outbox.set_cursor, name, last_id)
+
+    def count_expired(self, out: OutgoingMessage, why: str) -> None:
+        self.expired += 1
+        logger.error(
+            "message {} to {} {} expired: {}: {!r}",
+            out.event_id,
+            out.platform,
+            out.chat_id,
+            why,
+            out.text[:80],
+        )
 
     def stats(self) -> dict[str, int]:
         return {
