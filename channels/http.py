@@ -132,6 +132,8 @@ class HttpChannel(Channel):
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.bot.closing and request.method == "POST":
+            return _bad("the bot is shutting down; send again in a moment", 503)
         if self.token and request.path.startswith("/v1/"):
             header = request.headers.get("Authorization", "")
             scheme, _, rest = header.partition(" ")
@@ -378,7 +380,13 @@ class HttpChannel(Channel):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handler_cancellation=True,
+            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
+            shutdown_timeout=self.bot.settings.bot.shutdown_grace,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -129,7 +129,13 @@ class OneBotChannel(Channel):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handler_cancellation=True,
+            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
+            shutdown_timeout=self.bot.settings.bot.shutdown_grace,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -123,6 +123,10 @@ class Bot:
         )
         self.started = False
         self._closed = False
+        # Set when the bot stops: channels refuse new messages; turns in flight get
+        # `bot.shutdown_grace` seconds (`finish_turns`).
+        self.closing = False
+        self._turns: set[asyncio.Task[Any]] = set()
         for loaded in self.plugins:
             self._wire(loaded)
 
@@ -282,9 +286,31 @@ class Bot:
         on_stream: StreamObserver | None = None,
     ) -> list[OutgoingMessage]:
         """Store, dispatch and answer one message; returns what the bot sent in reply."""
-        return await self._locks(
-            (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
-        )
+        task = asyncio.current_task()
+        if task is not None:
+            self._turns.add(task)
+        try:
+            return await self._locks(
+                (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
+            )
+        finally:
+            self._turns.discard(task)  # type: ignore[arg-type]
+
+    async def finish_turns(self, grace: float | None = None) -> int:
+        """Stop taking messages and give the turns in flight `grace` seconds (default
+        `bot.shutdown_grace`) to finish; cancel the rest. Returns how many were abandoned
+        (their messages are stored; their answers are not sent)."""
+        self.closing = True
+        grace = self.settings.bot.shutdown_grace if grace is None else grace
+        pending = {t for t in self._turns if not t.done() and t is not asyncio.current_task()}
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            logger.warning("{} turn(s) still running after {} s: abandoned", len(pending), grace)
+            await asyncio.wait(pending, timeout=1)
+        return len(pending)
 
     async def _handle(
         self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
