@@ -56,10 +56,10 @@ class MessageIn(BaseModel):
     at_bot: bool = False
     chat_name: str | None = Field(default=None, max_length=128)
 
-    @field_validator("chat_id", "sender_id", "sender_name", "text", "chat_name")
+    @field_validator("chat_id", "sender_id", "sender_name", "text", "chat_name", mode="before")
     @classmethod
-    def _valid_unicode(cls, v: str | None) -> str | None:
-        return None if v is None else clean_text(v)
+    def _valid_unicode(cls, v: object) -> object:
+        return clean_text(v) if isinstance(v, str) else v
 
     @field_validator("text")
     @classmethod
