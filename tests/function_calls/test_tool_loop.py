@@ -369,3 +369,37 @@ async def test_respond_in_groups_always(tmp_path: Path, registry: Registry) -> N
         tmp_path, registry, say("I hear you"), config={"bot": {"respond_in_groups": "always"}}
     )
     assert await tb.send("anyone?", group="g") == ["I hear you"]
+
+
+async def test_metadata_without_llm_content_reaches_the_model_as_compact_json(
+    tmp_path: Path,
+) -> None:
+    from function_calls.registry import tool_function
+    from function_calls.spec import FunctionResult
+
+    reg = Registry()
+    with reg.collecting():
+
+        @tool_function(name="lookup", description="data only")
+        def lookup(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(metadata={"value": 42, "unit": "°C"})
+
+        @tool_function(name="both", description="a message and data")
+        def both(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(
+                messages=["Looked it up."], metadata={"value": 7}, continue_loop=True
+            )
+
+        @tool_function(name="explicit", description="llm_content wins")
+        def explicit(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(metadata={"value": 1}, llm_content="the value is one")
+
+    tb, model = make(
+        tmp_path, reg, call("lookup"), call("both"), call("explicit"), say("It is 42 °C.")
+    )
+    assert (await tb.send("value?"))[-1] == "It is 42 °C."
+    assert tool_messages(model, 1)[0].content == '{"metadata":{"value":42,"unit":"°C"}}'
+    assert tool_messages(model, 2)[1].content == (
+        '{"messages":["Looked it up."],"metadata":{"value":7}}'
+    )
+    assert tool_messages(model, 3)[2].content == "the value is one"
