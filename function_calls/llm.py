@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from common.config import FunctionCallSettings
 from function_calls.context import MessageContext
@@ -20,6 +20,7 @@ from function_calls.conversation import build_messages
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
+from providers.text_tools.parser import parse_text
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
 
 
@@ -196,6 +197,14 @@ class FunctionCallLLM:
     async def _ask(
         self, ctx: MessageContext, messages: list[Message], tools: list[ToolDefinition]
     ) -> LLMResponse:
+        response = await self._ask_model(ctx, messages, tools)
+        if self.model.capabilities.native_tools is not False:
+            response = text_calls_as_native(response, tools)
+        return response
+
+    async def _ask_model(
+        self, ctx: MessageContext, messages: list[Message], tools: list[ToolDefinition]
+    ) -> LLMResponse:
         if ctx.on_stream is None or not self.model.capabilities.streaming:
             return await self.model.complete(messages, tools or None)
         final: LLMResponse | None = None
@@ -208,3 +217,24 @@ class FunctionCallLLM:
         if final is None:
             raise RuntimeError(f"model {self.model.name} stream ended without a final response")
         return final
+
+
+def text_calls_as_native(response: LLMResponse, tools: Sequence[ToolDefinition]) -> LLMResponse:
+    """A native-mode answer with no native calls whose text is a call to an offered function
+    (`<tool_call>{...}</tool_call>` from a server run without a tool parser: common with vLLM,
+    LM Studio and Ollama templates) becomes that call, so the user never sees the raw markup.
+    The prompt-mode parser and its policies decide what counts as a call (a call inside a code
+    fence, or to a function not offered, stays text); any other text is left alone."""
+    if response.tool_calls or not tools or not response.content:
+        return response
+    parsed = parse_text(
+        response.content, [t.name for t in tools], {t.name: t.parameters for t in tools}
+    )
+    if not parsed.calls:
+        return response
+    return replace(
+        response,
+        content=parsed.content.strip() or None,
+        tool_calls=list(parsed.calls),
+        finish_reason="tool_calls",
+    )
