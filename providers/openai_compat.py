@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from providers.base import ChatModel
+from providers.base import ChatModel, bounded_stream, within
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -195,6 +195,16 @@ class OpenAICompatModel(ChatModel):
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
+        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
+
+    async def _complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
         body = self._body(messages, tools, stream=False)
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
@@ -246,7 +256,7 @@ class OpenAICompatModel(ChatModel):
 
     # -- streaming --------------------------------------------------------------------------
 
-    async def stream(
+    async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         body = self._body(messages, tools, stream=True)
