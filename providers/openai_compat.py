@@ -119,6 +119,7 @@ class OpenAICompatModel(ChatModel):
         super().__init__(name, cfg.model, cfg.capabilities(default_native=native_tools))
         self.cfg = cfg
         self.base_url = base_url
+        self._openai_itself = openai_itself
         host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
         self._stream_usage = host in STREAM_USAGE_HOSTS if stream_usage is None else stream_usage
         # DeepSeek's reasoning_content is the same field other servers (vLLM, Qwen) use; the
@@ -163,7 +164,10 @@ class OpenAICompatModel(ChatModel):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None, stream: bool
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_wire_messages(messages, empty_content=not self._openai_itself),
+        }
         if tools:
             body["tools"] = [self._wire_tool(t) for t in tools]
         cfg = self.cfg
@@ -353,7 +357,9 @@ def thinking_params(cfg: ModelConfig, *, deepseek: bool) -> dict[str, Any]:
     return {}
 
 
-def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def to_wire_messages(
+    messages: Sequence[Message], *, empty_content: bool = False
+) -> list[dict[str, Any]]:
     """Our messages as Chat Completions messages.
 
     DeepSeek quirk (thinking mode with tools): the `reasoning_content` of every assistant
@@ -384,8 +390,11 @@ def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         elif role == "assistant":
             wire: dict[str, Any] = {"role": "assistant"}
             if m.tool_calls:
-                if m.content:
-                    wire["content"] = m.content
+                # Chat templates of other servers (llama.cpp, vLLM, ...) read `content` on
+                # every turn and fail on a tool-call turn without one; OpenAI's own API gets the
+                # exact recorded form.
+                if m.content or empty_content:
+                    wire["content"] = m.content or ""
                 wire["tool_calls"] = [_wire_call(c) for c in m.tool_calls]
                 if replay_reasoning and i > last_user:
                     wire["reasoning_content"] = _compat_reasoning(m) or ""
