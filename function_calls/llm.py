@@ -20,6 +20,7 @@ from function_calls.conversation import build_messages
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
+from providers.errors import StreamInterrupted
 from providers.text_tools.parser import parse_text
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
 
@@ -208,12 +209,24 @@ class FunctionCallLLM:
         if ctx.on_stream is None or not self.model.capabilities.streaming:
             return await self.model.complete(messages, tools or None)
         final: LLMResponse | None = None
-        async for event in self.model.stream(messages, tools or None):
-            if event.type == "done":
-                final = event.response
-            elif event.type != "thinking" or self.model.capabilities.show_thinking:
-                # Reasoning reaches a channel only when models.<name>.thinking.show says so.
-                await ctx.on_stream(event)
+        received = False
+        try:
+            async for event in self.model.stream(messages, tools or None):
+                received = True
+                if event.type == "done":
+                    final = event.response
+                elif event.type != "thinking" or self.model.capabilities.show_thinking:
+                    # Reasoning reaches a channel only when models.<name>.thinking.show says so.
+                    await ctx.on_stream(event)
+        except StreamInterrupted as exc:
+            if received:
+                raise
+            # HTTP 200 and not one chunk: seen from servers whose streaming is broken or
+            # proxied badly; the same request without streaming usually works.
+            ctx.logger.warning(
+                "model {} streamed nothing ({}); retrying without streaming", self.model.name, exc
+            )
+            return await self.model.complete(messages, tools or None)
         if final is None:
             raise RuntimeError(f"model {self.model.name} stream ended without a final response")
         return final
