@@ -7,8 +7,9 @@
                                each with `id: <event id>`; reconnect with `Last-Event-ID`
                                (or `?since=ID`) to get every event missed, in order
     GET  /healthz              liveness, no token needed
+    POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
-When `channels.http.token` is set, every /v1 route needs `Authorization: Bearer <token>`.
+When `channels.http.token` is set, every /v1 route and /mcp need `Authorization: Bearer <token>`.
 When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there with
 an `X-Chatfn-Event-Id` header, retried with backoff on connection errors and 5xx (a 4xx is
 logged, not retried); the webhook's position survives a restart.
@@ -24,6 +25,7 @@ import contextlib
 import hmac
 import json
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +123,18 @@ class HttpChannel(Channel):
         self.app.router.add_get("/healthz", self.healthz)
         if (STATIC_DIR / "index.html").exists():
             self.app.router.add_get("/", self.index)
+        self.mcp: Any = None
+        if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
+            from channels.mcp import McpHttpEndpoint
+
+            self.mcp = McpHttpEndpoint(bot)
+            self.app.router.add_route("*", "/mcp", self.mcp.handle)
         self._runner: web.AppRunner | None = None
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
         self._sse_clients = 0
+        self._written: OrderedDict[int, None] = OrderedDict()  # event ids an SSE client took
         self._sse_tasks: set[asyncio.Task[Any]] = set()
         self.bound_port: int | None = None
 
@@ -134,7 +143,7 @@ class HttpChannel(Channel):
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if self.bot.closing and request.method == "POST":
             return _bad("the bot is shutting down; send again in a moment", 503)
-        if self.token and request.path.startswith("/v1/"):
+        if self.token and (request.path.startswith("/v1/") or request.path == "/mcp"):
             header = request.headers.get("Authorization", "")
             scheme, _, rest = header.partition(" ")
             given = rest.strip() if scheme.lower() == "bearer" else request.query.get("token", "")
@@ -297,6 +306,10 @@ class HttpChannel(Channel):
 
     async def _event(self, resp: web.StreamResponse, out: OutgoingMessage) -> None:
         await self._sse(resp, "message", _event_json(out), out.event_id)
+        if out.event_id is not None:  # a client took it: `send` reports it delivered
+            self._written[out.event_id] = None
+            if len(self._written) > 10000:
+                self._written.popitem(last=False)
 
     @staticmethod
     async def _discard(_out: OutgoingMessage) -> None:
@@ -307,7 +320,7 @@ class HttpChannel(Channel):
         """A message with no request waiting for it (a reminder) reaches HTTP clients through
         /v1/events (the bot published it to every subscriber) and the webhook (its own loop).
         With neither, it stays in the outbox."""
-        if self._sse_clients:
+        if self._sse_clients or message.event_id in self._written:
             return
         raise NotDelivered(
             "no /v1/events subscriber" + (" (the webhook will take it)" if self.webhook_url else "")
@@ -380,6 +393,8 @@ class HttpChannel(Channel):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.start()
         self._runner = web.AppRunner(
             self.app,
             access_log=None,
@@ -425,3 +440,5 @@ class HttpChannel(Channel):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.mcp is not None:
+            await self.mcp.stop()

@@ -116,6 +116,8 @@ class HttpSettings(Section):
     port: int = Field(default=8080, ge=0, le=65535)
     token: str | None = None
     webhook_url: str | None = None
+    # Serve the bot's functions over MCP (streamable HTTP) at /mcp, behind the same token.
+    mcp: bool = False
 
     @field_validator("token")
     @classmethod

@@ -10,8 +10,8 @@ from common.config import Section, zone_named
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.context import MessageContext
 from function_calls.plugin import Plugin, PluginHost, Status
-from function_calls.registry import tool_function
-from function_calls.spec import FunctionResult, FunctionSpec
+from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
+from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import Message
@@ -19,9 +19,11 @@ from storage.db import Storage, StoredMessage
 
 __all__ = [
     "ChatModel",
+    "FunctionDefinitionError",
     "FunctionResult",
     "FunctionSpec",
     "IncomingMessage",
+    "InvalidArguments",
     "Message",
     "MessageContext",
     "OutgoingMessage",
@@ -33,6 +35,7 @@ __all__ = [
     "Storage",
     "StoredMessage",
     "SystemEvent",
+    "schema_function",
     "tool_function",
     "zone_named",
 ]

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.registry import Registry
-from function_calls.spec import FunctionResult, FunctionSpec
+from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.types import parse_arguments
 
 Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
@@ -113,6 +113,9 @@ class FunctionExecutor:
         except ValidationError as exc:
             text = format_validation_error(name, exc)
             return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
+        except InvalidArguments as exc:
+            text = f"Invalid arguments for {name}: {exc}."
+            return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
         except ValueError as exc:
             text = f"Invalid arguments for {name}: {exc}."
             return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
@@ -141,6 +144,9 @@ class FunctionExecutor:
                     None,
                     f"{name} returned {type(result).__name__}, not FunctionResult",
                 )
+        if result.is_error:
+            text = result.content_for_model()
+            return Execution(name, "error", result, f"{name} failed: {text}", reason=text)
         return Execution(name, "ok", result, result.content_for_model())
 
     @staticmethod
@@ -149,13 +155,16 @@ class FunctionExecutor:
             arguments = parse_arguments(arguments)
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
+        if spec.validator is not None:
+            return spec.validator(arguments)
         if spec.args_model is None:
             return None
         return spec.args_model.model_validate(arguments)
 
     @staticmethod
     async def _call(spec: FunctionSpec, ctx: MessageContext, args: Any) -> Any:
-        call_args = (ctx,) if spec.args_model is None else (ctx, args)
+        takes_args = spec.args_model is not None or spec.validator is not None
+        call_args = (ctx, args) if takes_args else (ctx,)
         if spec.is_async:
             return await spec.handler(*call_args)
         # Sync handlers may block (I/O); keep the event loop free for other chats.

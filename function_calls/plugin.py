@@ -31,6 +31,7 @@ from common.config import CoreSettings
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 
 if TYPE_CHECKING:
+    from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
     from storage.db import Storage
 
@@ -74,6 +75,15 @@ class PluginHost(Protocol):
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome): stored, then
         delivered by the channel of `out.platform`."""
+        ...
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        """Register a function while the bot runs (an MCP server's tool, built with
+        `schema_function`): from the next message on, the model and slash commands see it."""
+        ...
+
+    def remove_function(self, name: str) -> None:
+        """Unregister a function added with `add_function` (a tool its server no longer lists)."""
         ...
 
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:

@@ -127,7 +127,8 @@ class FunctionCallRouter:
         elif ex.outcome == "refused":
             await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
-            await ctx.reply(f"/{name} failed. The error was logged.")
+            # A result the function itself marked as an error says what went wrong.
+            await ctx.reply(ex.reason or f"/{name} failed. The error was logged.")
         elif ex.result.messages:
             for line in ex.result.messages:
                 await ctx.reply(line, at=ex.result.at)

@@ -52,6 +52,13 @@ def states(bot: Bot) -> list[tuple[int, str]]:
         return [(r.id, r.state) for r in s.scalars(select(OutboxRow).order_by(OutboxRow.id))]
 
 
+async def until_states(bot: Bot, expected: list[tuple[int, str]]) -> None:
+    """The rows reach `expected` (marking runs on the storage thread, just after the send)."""
+    async with asyncio.timeout(3):
+        while states(bot) != expected:
+            await asyncio.sleep(0.02)
+
+
 async def read_events(resp: aiohttp.ClientResponse, count: int) -> list[tuple[int, dict]]:
     """`count` SSE message events as (id, data)."""
     found: list[tuple[int, dict]] = []
@@ -94,7 +101,7 @@ async def test_a_message_with_no_subscriber_waits_then_reaches_the_first_one(
         await bot.send(out("live one"))
         [(eid2, data2)] = await read_events(events, 1)
         assert (eid2, data2["text"]) == (2, "live one")
-    assert states(bot) == [(1, "delivered"), (2, "delivered")]
+    await until_states(bot, [(1, "delivered"), (2, "delivered")])
 
 
 @pytest.mark.parametrize("how", ["header", "query"])
@@ -191,9 +198,7 @@ async def test_onebot_message_owed_to_an_offline_account_survives_a_restart(
         await sim.connect()
         [action] = await sim.wait_actions(1, "send_group_msg")
         assert plain(action["params"]["message"]) == "owed across a restart"
-        async with asyncio.timeout(3):
-            while states(bot2) != [(1, "delivered")]:
-                await asyncio.sleep(0.05)
+        await until_states(bot2, [(1, "delivered")])
     finally:
         await sim.close()
         await channel2.stop()
