@@ -258,7 +258,7 @@ class Soak:
                 await self.send_onebot(sim, i)
         # Let the OneBot replies and the outbox drain.
         for _ in range(600):
-            if len(self.onebot_replies(sim)) >= self.answered_onebot():
+            if self.pending() == 0 and len(self.onebot_replies(sim)) >= self.answered_onebot():
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(2)
@@ -277,6 +277,10 @@ class Soak:
             return collections.Counter(
                 t for (t,) in c.execute("SELECT text FROM messages WHERE role='user'")
             )
+
+    def pending(self) -> int:
+        with sqlite3.connect(self.db, timeout=30) as c:
+            return c.execute("SELECT count(*) FROM outbox WHERE state='pending'").fetchone()[0]
 
     def answered_onebot(self) -> int:
         with sqlite3.connect(self.db, timeout=30) as c:

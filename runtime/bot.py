@@ -436,12 +436,12 @@ class Bot:
         if self._closed:
             return
         self._closed = True
-        await self.outbox.stop()
         for hook in reversed(self._shutdown):
             try:
                 await hook()
             except Exception as exc:  # one service failing to stop must not keep others open
                 logger.opt(exception=exc).error("shutdown hook {} failed", hook)
+        await self.outbox.stop()  # after the services (a reminder job's send is recorded)
         if self.model is not None:
             await self.model.aclose()
         self.storage.close()

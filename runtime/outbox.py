@@ -69,6 +69,7 @@ class Outbox:
         # picked up, or a message written a moment ago could be sent twice.
         self._boot_id = 0
         self._released: set[int] = set()
+        self._marks: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._once: asyncio.Future[None] | None = None
@@ -99,8 +100,15 @@ class Outbox:
             self.failed += 1
         if out.event_id is None:
             return
+        # Shielded and tracked: a bot stopping right after a send still records it (`stop`
+        # waits for these), or the next start would send the message again.
+        mark = asyncio.ensure_future(
+            self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
+        )
+        self._marks.add(mark)
+        mark.add_done_callback(self._marks.discard)
         try:
-            await self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
+            await asyncio.shield(mark)
         except StorageError as exc:
             logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
         if state != "pending":
@@ -174,6 +182,8 @@ class Outbox:
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        if self._marks:
+            await asyncio.wait(set(self._marks), timeout=self.storage.busy_retry + 1)
         if self._once is not None and not self._once.done():
             self._once.cancel()
         if self._task is not None:

@@ -301,7 +301,7 @@ class Storage:
 
     def close(self) -> None:
         """Idempotent: the pool and the connections are released once."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=True)  # writes already queued finish
         self.engine.dispose()
 
 
