@@ -125,7 +125,13 @@ class Outbox:
             self._released.add(out.event_id)
             self.kick()
             return
-        await self._send(out, raise_refused=True)
+        try:
+            await self._send(out, raise_refused=True)
+        except asyncio.CancelledError:  # the sender was cancelled mid-send: the drain owns it
+            if out.event_id is not None:
+                self._released.add(out.event_id)
+                self._backlog.add(key)
+            raise
 
     async def _send(self, out: OutgoingMessage, *, raise_refused: bool) -> bool:
         key = (out.platform, out.chat_id)
