@@ -141,24 +141,34 @@ async def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     stopper = asyncio.create_task(stop.wait())
-    # The console ends the bot when its input ends; network channels and workers run until a
-    # signal.
-    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-    for task in done:
-        if task is not stopper and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-    for c in channels:
-        await c.stop()
-    for task in [*tasks, stopper]:
-        task.cancel()
-    await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    if worker is not None:
-        await worker.stop()
-    if broker is not None:
-        await broker.close()
-    await bot.aclose()
+    code = 0
+    try:
+        # The console ends the bot when its input ends; network channels and workers run
+        # until a signal.
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopper and not task.cancelled() and task.exception() is not None:
+                logger.opt(exception=task.exception()).error("channel {} failed", task.get_name())
+                code = 1
+        logger.info("chatfn stopping")
+        # Turns in flight finish (or are abandoned) while the channels can still send.
+        await bot.finish_turns()
+        for c in channels:
+            try:
+                await c.stop()
+            except Exception as exc:  # one channel failing to close must not keep the rest
+                logger.opt(exception=exc).error("channel {} did not stop cleanly", c.platform)
+    finally:
+        for task in [*tasks, stopper]:
+            task.cancel()
+        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        if worker is not None:
+            await worker.stop()
+        if broker is not None:
+            await broker.close()
+        await bot.aclose()
     logger.info("chatfn stopped")
-    return 0
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,35 +3,50 @@
     POST /v1/messages          {"chat_id", "sender_id", "sender_name"?, "text", "is_group"?,
                                 "at_bot"?, "images"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
-    GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat
+    GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat,
+                               each with `id: <event id>`; reconnect with `Last-Event-ID`
+                               (or `?since=ID`) to get every event missed, in order
     GET  /metrics              Prometheus text format (messages, model requests, tokens,
-                               latency, tool calls, limit refusals)
+                               latency, tool calls, limit refusals, outbox depth)
     GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
     GET  /healthz              liveness, no token needed
     POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
 When `channels.http.token` is set, every /v1 route, /metrics and /mcp need
 `Authorization: Bearer <token>`.
-When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there.
+When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there with
+an `X-Chatfn-Event-Id` header, retried with backoff on connection errors and 5xx (a 4xx is
+logged, not retried); the webhook's position survives a restart.
+A message to an HTTP chat with no request waiting for it (a reminder) stays in the outbox until
+a /v1/events subscriber or the webhook took it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import hmac
 import json
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 from loguru import logger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from channels.base import Channel
 from common.i18n import LANGUAGES, catalogue, language_of
-from common.messages import IncomingMessage, OutgoingMessage, StreamEvent
+from common.messages import (
+    MAX_TEXT_CHARS,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    StreamEvent,
+    clean_text,
+)
 from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
 
@@ -45,12 +60,17 @@ class MessageIn(BaseModel):
     sender_id: str = Field(min_length=1, max_length=128)
     sender_name: str | None = Field(default=None, max_length=128)
     # May be empty when images are sent (a pasted picture alone is a message).
-    text: str = Field(default="", max_length=20000)
+    text: str = Field(default="", max_length=MAX_TEXT_CHARS)
     is_group: bool = False
     at_bot: bool = False
     # Optional images: "https://..." URLs or "data:image/png;base64,..." URIs (at most 4).
     images: list[str] = Field(default_factory=list, max_length=4)
     chat_name: str | None = Field(default=None, max_length=128)
+
+    @field_validator("chat_id", "sender_id", "sender_name", "text", "chat_name", mode="before")
+    @classmethod
+    def _valid_unicode(cls, v: object) -> object:
+        return clean_text(v) if isinstance(v, str) else v
 
 
 def _out_json(out: OutgoingMessage) -> dict[str, Any]:
@@ -58,7 +78,33 @@ def _out_json(out: OutgoingMessage) -> dict[str, Any]:
 
 
 def _event_json(out: OutgoingMessage) -> dict[str, Any]:
+    """An event's body; its id travels as SSE `id:` and the webhook's X-Chatfn-Event-Id."""
     return {"chat_id": out.chat_id, "text": out.text, "at": out.at}
+
+
+def _bad(error: str, status: int = 400) -> web.Response:
+    return web.json_response({"error": error}, status=status)
+
+
+def _parse_json(raw: bytes, charset: str | None) -> Any:
+    """The JSON body, or a web.Response naming what is wrong with it (never a 500)."""
+    charset = charset or "utf-8"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        return _bad(f"unknown charset {charset!r}")
+    try:
+        text = raw.decode(charset)
+    except UnicodeDecodeError:
+        return _bad(f"body is not valid {charset}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return _bad(f"body must be a JSON object ({exc.msg})")
+    except RecursionError:
+        return _bad("body is nested too deep")
+    except ValueError as exc:  # an integer of thousands of digits
+        return _bad(f"body has a number out of range ({exc})")
 
 
 class HttpChannel(Channel):
@@ -89,15 +135,26 @@ class HttpChannel(Channel):
         self._runner: web.AppRunner | None = None
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._stopped = False
+        self._sse_clients = 0
+        self._written: OrderedDict[int, None] = OrderedDict()  # event ids an SSE client took
+        self._sse_tasks: set[asyncio.Task[Any]] = set()
         self.bound_port: int | None = None
 
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.bot.closing and request.method == "POST":
+            return _bad("the bot is shutting down; send again in a moment", 503)
         if self.token and (request.path.startswith("/v1/") or request.path in ("/metrics", "/mcp")):
             header = request.headers.get("Authorization", "")
-            given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
-            if not hmac.compare_digest(given.encode(), self.token.encode()):
+            scheme, _, rest = header.partition(" ")
+            given = rest.strip() if scheme.lower() == "bearer" else request.query.get("token", "")
+            try:
+                raw = given.encode()
+            except UnicodeEncodeError:  # a header that was not UTF-8 (aiohttp keeps the bytes)
+                raw = b""
+            if not hmac.compare_digest(raw, self.token.encode()):
                 return web.json_response(
                     {"error": "missing or wrong token: send 'Authorization: Bearer <token>'"},
                     status=401,
@@ -107,7 +164,11 @@ class HttpChannel(Channel):
     # -- routes ----------------------------------------------------------------------------
     async def healthz(self, _request: web.Request) -> web.Response:
         return web.json_response(
-            {"status": "ok", "model": self.bot.model.name if self.bot.model else None}
+            {
+                "status": "ok",
+                "model": self.bot.model.name if self.bot.model else None,
+                "outbox": self.bot.outbox.stats(),
+            }
         )
 
     async def metrics(self, _request: web.Request) -> web.Response:
@@ -127,10 +188,9 @@ class HttpChannel(Channel):
         return web.Response(text=page, content_type="text/html", charset="utf-8")
 
     async def _read(self, request: web.Request) -> IncomingMessage | web.Response:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return web.json_response({"error": "body must be a JSON object"}, status=400)
+        body = _parse_json(await request.read(), request.charset)
+        if isinstance(body, web.Response):
+            return body
         if not isinstance(body, dict):
             return web.json_response({"error": "body must be a JSON object"}, status=400)
         try:
@@ -143,7 +203,11 @@ class HttpChannel(Channel):
             )
         if not data.text.strip() and not data.images:
             return web.json_response(
-                {"error": "text: give a text, or images", "field": "text"}, status=400
+                {
+                    "error": "text: it is empty or only whitespace; give a text, or images",
+                    "field": "text",
+                },
+                status=400,
             )
         return IncomingMessage(
             platform=self.platform,
@@ -190,20 +254,57 @@ class HttpChannel(Channel):
         return resp
 
     async def get_events(self, request: web.Request) -> web.StreamResponse:
+        """Every message the bot sends, as SSE with `id:` = event id. With `Last-Event-ID` (or
+        `?since=ID`): first every kept event after that id, in order, then the live stream;
+        without: first the messages waiting for a subscriber, then the live stream."""
+        since = request.headers.get("Last-Event-ID") or request.query.get("since")
+        after: int | None = None
+        if since is not None:
+            try:
+                after = int(since.strip())
+            except ValueError:
+                return _bad("Last-Event-ID / since must be an event id (an integer)")
         resp = await self._sse_response(request)
-        queue = self.bot.subscribe()
+        queue = self.bot.subscribe()  # before the replay: nothing falls between the two
+        self._sse_clients += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._sse_tasks.add(task)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        sent: set[int] = set()
         try:
             await resp.write(b": connected\n\n")
+            if after is not None:
+                backlog = await self.bot.outbox.since(after)
+            else:
+                backlog = [(o, "pending") for o in await self.bot.outbox.waiting(self.platform)]
+            for out, state in backlog:
+                await self._event(resp, out)
+                sent.add(out.event_id or 0)
+                if state == "pending" and out.platform == self.platform:
+                    await self.bot.outbox.finish(out, "delivered")
             while not self._stopping.is_set():
-                try:
-                    out = await asyncio.wait_for(queue.get(), timeout=15)
-                except TimeoutError:
+                get = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({get, stop}, timeout=15, return_when="FIRST_COMPLETED")
+                if get not in done:
+                    get.cancel()
+                    if stop in done:
+                        break
                     await resp.write(b": keep-alive\n\n")
                     continue
-                await self._sse(resp, "message", _event_json(out))
+                out = get.result()
+                eid = out.event_id
+                if eid is not None and (eid in sent or (after is not None and eid <= after)):
+                    continue
+                await self._event(resp, out)
+            await self._sse(resp, "closing", {"reason": "the bot is shutting down"})
+            await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
+            stop.cancel()
+            self._sse_clients -= 1
+            self._sse_tasks.discard(task)  # type: ignore[arg-type]
             self.bot.unsubscribe(queue)
         return resp
 
@@ -221,9 +322,19 @@ class HttpChannel(Channel):
         return resp
 
     @staticmethod
-    async def _sse(resp: web.StreamResponse, event: str, data: dict[str, Any]) -> None:
+    async def _sse(
+        resp: web.StreamResponse, event: str, data: dict[str, Any], event_id: int | None = None
+    ) -> None:
         payload = json.dumps(data, ensure_ascii=False)
-        await resp.write(f"event: {event}\ndata: {payload}\n\n".encode())
+        head = f"id: {event_id}\n" if event_id is not None else ""
+        await resp.write(f"{head}event: {event}\ndata: {payload}\n\n".encode())
+
+    async def _event(self, resp: web.StreamResponse, out: OutgoingMessage) -> None:
+        await self._sse(resp, "message", _event_json(out), out.event_id)
+        if out.event_id is not None:  # a client took it: `send` reports it delivered
+            self._written[out.event_id] = None
+            if len(self._written) > 10000:
+                self._written.popitem(last=False)
 
     @staticmethod
     async def _discard(_out: OutgoingMessage) -> None:
@@ -231,35 +342,91 @@ class HttpChannel(Channel):
 
     # -- outgoing --------------------------------------------------------------------------
     async def send(self, message: OutgoingMessage) -> None:
-        """Unsolicited messages reach HTTP clients through /v1/events and the webhook, both fed
-        by the bot's event bus; nothing more to do here."""
+        """A message with no request waiting for it (a reminder) reaches HTTP clients through
+        /v1/events (the bot published it to every subscriber) and the webhook (its own loop).
+        With neither, it stays in the outbox."""
+        if self._sse_clients or message.event_id in self._written:
+            return
+        raise NotDelivered(
+            "no /v1/events subscriber" + (" (the webhook will take it)" if self.webhook_url else "")
+        )
 
     async def _webhook_loop(self) -> None:
-        queue = self.bot.subscribe()
-        timeout = ClientTimeout(total=10)
+        """POST every event, in id order, from where the webhook got to (kept in the database,
+        so a restart neither repeats nor skips events)."""
+        wake = self.bot.subscribe()
+        cursor = await self.bot.outbox.cursor("webhook")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        async with ClientSession(timeout=timeout) as session:
+        async with ClientSession(timeout=ClientTimeout(total=10)) as session:
             try:
-                while True:
-                    out = await queue.get()
-                    try:
-                        async with session.post(
-                            self.webhook_url or "", json=_event_json(out), headers=headers
-                        ) as r:
-                            if r.status >= 400:
-                                logger.warning(
-                                    "webhook answered {} for a message to {}", r.status, out.chat_id
-                                )
-                    except Exception as exc:  # a down webhook must not stop the bot
-                        logger.warning("webhook POST failed: {}", exc)
+                while not self._stopping.is_set():
+                    events = [o for o, _ in await self.bot.outbox.since(cursor)]
+                    if not events:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(wake.get(), 1.0)
+                        while not wake.empty():
+                            wake.get_nowait()
+                        continue
+                    for out in events:
+                        if not await self._post(session, out, headers):
+                            return  # stopping: resume from this event next time
+                        cursor = out.event_id or cursor
+                        await self.bot.outbox.set_cursor("webhook", cursor)
             finally:
-                self.bot.unsubscribe(queue)
+                self.bot.unsubscribe(wake)
+
+    async def _post(
+        self, session: ClientSession, out: OutgoingMessage, headers: dict[str, str]
+    ) -> bool:
+        """Deliver one event to the webhook: retried with exponential backoff (0.5 s doubling
+        to 60 s) on connection errors and 5xx until it is taken or has waited
+        `storage.outbox.max_wait`; a 4xx is logged and not retried. False when the channel
+        stops first."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        delay = 0.5
+        hdrs = {**headers, "X-Chatfn-Event-Id": str(out.event_id)}
+        while not self._stopping.is_set():
+            try:
+                async with session.post(
+                    self.webhook_url or "", json=_event_json(out), headers=hdrs
+                ) as r:
+                    status = r.status
+                if status < 400:
+                    if out.platform == self.platform:
+                        await self.bot.outbox.finish(out, "delivered")
+                    return True
+                if status < 500:
+                    logger.error(
+                        "webhook refused event {} (HTTP {}): not retried", out.event_id, status
+                    )
+                    return True
+                why = f"HTTP {status}"
+            except Exception as exc:  # connection refused, reset, timeout: retried
+                why = str(exc) or type(exc).__name__
+            waited = loop.time() - started
+            if waited > self.bot.outbox.settings.max_wait:
+                self.bot.outbox.count_expired(out, f"webhook failing for {waited:.0f} s ({why})")
+                return True
+            logger.warning(
+                "webhook POST of event {} failed ({}): retry in {:.1f} s", out.event_id, why, delay
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            delay = min(delay * 2, 60.0)
+        return False
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         if self.mcp is not None:
             await self.mcp.start()
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handler_cancellation=True,
+            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
+            shutdown_timeout=self.bot.settings.bot.shutdown_grace,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -283,7 +450,14 @@ class HttpChannel(Channel):
             await self.stop()
 
     async def stop(self) -> None:
+        """Stop accepting, tell /v1/events clients the bot is closing, stop the webhook; safe
+        to call twice (a signal and the end of `run`)."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stopping.set()
+        if self._sse_tasks:  # they write their `closing` event and end
+            await asyncio.wait(set(self._sse_tasks), timeout=2)
         if self._webhook_task is not None:
             self._webhook_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,10 +13,16 @@ Delivery policy (a reply must not vanish silently):
 - every action carries an `echo` and waits for its response up to `action_timeout`;
 - when an account's socket is down, a send waits up to `reconnect_wait` for it to come back;
 - a failed or timed-out send is logged with its retcode and retried once;
-- a send whose account is still not connected, or whose retry also lost its connection, is kept
-  (up to `resend_queue` messages, `resend_max_age` seconds) and sent, in order, as soon as that
-  account reconnects; a send the platform refuses twice (e.g. the bot is muted) is logged as an
-  error with both retcodes and raised to the caller of `send()`.
+- a send whose account is still not connected, or whose retry also lost its connection, raises
+  NotDelivered: the message (or the parts of it still owed) waits in the bot's outbox, in the
+  database, so it survives a restart, and is sent, in order, as soon as an account connects;
+  a send the platform refuses twice (e.g. the bot is muted) is logged as an error with both
+  retcodes and raised (DeliveryError, a DeliveryRefused) to the caller of `send()`.
+
+Hostile or broken input: a frame that is not JSON, nests too deep, or has fields of the wrong
+type is logged and skipped, never closes the socket; an event whose `self_id` differs from the
+connection's `X-Self-ID` is ignored (it could route replies through another account); text over
+MAX_TEXT_CHARS is stored truncated with a note.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ import hmac
 import itertools
 import json
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +45,15 @@ from loguru import logger
 from channels.base import Channel
 from channels.onebot_message import normalize, outgoing_segments, parse_message
 from channels.outbound import OrderedRunner, Outbound
-from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from common.messages import (
+    MAX_TEXT_CHARS,
+    DeliveryRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    clean_text,
+)
 from runtime.bot import Bot
 
 WS_PATH = "/onebot/v11/ws"
@@ -66,7 +80,7 @@ class NotConnected(ActionError):
     in_flight: bool = False
 
 
-class DeliveryError(Exception):
+class DeliveryError(DeliveryRefused):
     """A message could not be delivered after its retry; raised from `OneBotChannel.send`."""
 
 
@@ -83,13 +97,6 @@ class _Connection:
     @property
     def can_act(self) -> bool:
         return self.role in ("universal", "api")
-
-
-@dataclass(slots=True)
-class _Undelivered:
-    out: OutgoingMessage
-    self_id: str
-    queued_at: float
 
 
 class OneBotChannel(Channel):
@@ -113,17 +120,23 @@ class OneBotChannel(Channel):
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
         # message id -> (text, image references)
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
-        self._undelivered: deque[_Undelivered] = deque()
         self._inbound = OrderedRunner()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._echo = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
+        self._stopped = False
         self.bound_port: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handler_cancellation=True,
+            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
+            shutdown_timeout=self.bot.settings.bot.shutdown_grace,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -147,6 +160,10 @@ class OneBotChannel(Channel):
             await self.stop()
 
     async def stop(self) -> None:
+        """Close every account's socket and the server; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stopping.set()
         for conn in list(self._conns.values()):
             await conn.ws.close()
@@ -205,7 +222,7 @@ class OneBotChannel(Channel):
                 logger.info("OneBot account {} reconnected; closing its old socket", self_id)
                 await old.ws.close()
             self._connected.setdefault(self_id, asyncio.Event()).set()
-            self._spawn(self._flush_undelivered(self_id))
+            self.bot.outbox.kick()  # what waited for an account goes out now
         logger.info("OneBot account {} connected ({})", self_id, role)
         try:
             async for frame in ws:
@@ -245,11 +262,22 @@ class OneBotChannel(Channel):
 
     # -- frames and events -----------------------------------------------------------------
     def _on_frame(self, conn: _Connection, raw: str) -> None:
+        """One frame; whatever is wrong with it is logged and the frame skipped, so one odd or
+        hostile event never closes the account's socket."""
         try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
-            logger.warning("OneBot account {} sent a frame that is not JSON", conn.self_id)
-            return
+            self._on_frame_unsafe(conn, raw)
+        except (RecursionError, ValueError):
+            logger.warning("OneBot account {} sent a frame that is not usable JSON", conn.self_id)
+        except Exception as exc:
+            logger.warning(
+                "OneBot account {} sent a malformed event, skipped: {}: {}",
+                conn.self_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    def _on_frame_unsafe(self, conn: _Connection, raw: str) -> None:
+        data = json.loads(raw)
         if not isinstance(data, dict):
             return
         if "post_type" in data:
@@ -263,7 +291,15 @@ class OneBotChannel(Channel):
         """Events are handled off the reader (a handler may itself call actions, whose
         responses arrive on this very socket) but queued per chat, so one chat's events are
         handled in the order they arrived while other chats run concurrently."""
-        self_id = str(event.get("self_id") or conn.self_id)
+        claimed = event.get("self_id")
+        if claimed is not None and str(claimed) != conn.self_id:
+            logger.warning(
+                "OneBot connection of {} sent an event for self_id {!r}: ignored",
+                conn.self_id,
+                claimed,
+            )
+            return
+        self_id = conn.self_id
         post_type = event.get("post_type")
         if post_type in ("message", "message_sent"):
             if post_type == "message_sent":
@@ -306,18 +342,32 @@ class OneBotChannel(Channel):
         parsed = parse_message(
             normalize(event.get("message", event.get("raw_message", ""))), self_id
         )
-        sender = event.get("sender") or {}
-        name = str(sender.get("card") or sender.get("nickname") or user_id)
+        sender = event.get("sender")
+        sender = sender if isinstance(sender, dict) else {}
+        name = clean_text(str(sender.get("card") or sender.get("nickname") or user_id))[:128]
+        text = clean_text(parsed.text)
+        if len(text) > MAX_TEXT_CHARS:
+            logger.warning(
+                "OneBot message from {} is {} characters: kept the first {}",
+                user_id,
+                len(text),
+                MAX_TEXT_CHARS,
+            )
+            text = (
+                text[:MAX_TEXT_CHARS]
+                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
+                f"{MAX_TEXT_CHARS}]"
+            )
         is_group = kind == "group"
         chat_id = f"group:{event.get('group_id')}" if is_group else f"private:{user_id}"
         message_id = str(event.get("message_id", ""))
         if message_id:
-            self._remember(message_id, f"{name}: {parsed.text}", parsed.images)
+            self._remember(message_id, f"{name}: {text[:500]}", parsed.images)
         msg = IncomingMessage(
             platform=self.platform,
             chat_id=chat_id,
             sender_id=user_id,
-            text=parsed.text,
+            text=text,
             is_group=is_group,
             chat_name=str(event.get("group_name") or ""),
             sender_name=name,
@@ -342,10 +392,8 @@ class OneBotChannel(Channel):
             return  # a bare mention or an unsupported segment only: nothing to answer
 
         async def sink(out: OutgoingMessage) -> None:
-            try:
-                await self._deliver(self_id, out)
-            except DeliveryError:
-                pass  # logged with its retcodes; the reply is in the chat's history
+            # NotDelivered: the bot's outbox keeps it; DeliveryError: logged with retcodes.
+            await self._deliver(self_id, out)
 
         try:
             await self.bot.handle(msg, sink)
@@ -523,14 +571,12 @@ class OneBotChannel(Channel):
             return known
         if self._conns:
             return next(iter(self._conns))
-        if self._connected:
-            return next(iter(self._connected))
-        raise DeliveryError(f"no OneBot account has connected yet; message to {chat_id} not sent")
+        raise NotDelivered(f"no OneBot account is connected; message to {chat_id} waits")
 
     async def send(self, message: OutgoingMessage) -> None:
         """Unsolicited messages (reminders, welcomes). Raises DeliveryError when the platform
-        refused the message twice; a message waiting for its account to reconnect is queued,
-        not raised."""
+        refused the message twice, NotDelivered when no account can take it now (the outbox
+        keeps it)."""
         await self._deliver(self._self_id_for(message.chat_id), message)
 
     async def _deliver(self, self_id: str, out: OutgoingMessage) -> None:
@@ -558,9 +604,12 @@ class OneBotChannel(Channel):
 
         try:
             await self.outbound.deliver((self_id, out.chat_id), out.text, send_part)
-        except NotConnected:
+        except NotConnected as exc:
             rest = self.outbound.split(out.text)[parts_sent:]
-            self._keep(self_id, replace(out, text="\n".join(rest)) if parts_sent else out)
+            raise NotDelivered(
+                f"account {self_id} is not connected ({exc})",
+                rest="\n".join(rest) if parts_sent else None,
+            ) from None
 
     async def _send_with_retry(
         self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
@@ -596,41 +645,6 @@ class OneBotChannel(Channel):
                     out.text[:80],
                 )
                 raise DeliveryError(str(second)) from second
-
-    def _keep(self, self_id: str, out: OutgoingMessage) -> None:
-        if self.cfg.resend_queue == 0:
-            logger.error(
-                "account {} not connected: message to {} dropped (resend_queue is 0)",
-                self_id,
-                out.chat_id,
-            )
-            return
-        if len(self._undelivered) >= self.cfg.resend_queue:
-            lost = self._undelivered.popleft()
-            logger.error("resend queue full: message to {} dropped", lost.out.chat_id)
-        self._undelivered.append(_Undelivered(out, self_id, time.monotonic()))
-        logger.warning(
-            "account {} not connected: message to {} kept until it reconnects", self_id, out.chat_id
-        )
-        if self_id in self._conns:  # it came back while this send was failing
-            self._spawn(self._flush_undelivered(self_id))
-
-    async def _flush_undelivered(self, self_id: str) -> None:
-        """Resend, in order, what was kept for an account that just (re)connected."""
-        mine = [u for u in self._undelivered if u.self_id == self_id]
-        if not mine:
-            return
-        self._undelivered = deque(u for u in self._undelivered if u.self_id != self_id)
-        now = time.monotonic()
-        for item in mine:
-            if now - item.queued_at > self.cfg.resend_max_age:
-                logger.error("message to {} dropped: older than resend_max_age", item.out.chat_id)
-                continue
-            try:
-                await self._deliver(self_id, item.out)
-            except DeliveryError:
-                pass  # logged
-        logger.info("resent {} kept message(s) to account {}", len(mine), self_id)
 
 
 def _int(value: str) -> int | str:

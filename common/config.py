@@ -52,6 +52,8 @@ class BotSettings(Section):
     # default for reminders and summaries. None: `reminders.timezone` when set, else the
     # machine's zone.
     timezone: str | None = None
+    # Seconds a stopping bot (SIGTERM, SIGINT) gives turns in flight before abandoning them.
+    shutdown_grace: float = Field(default=5.0, ge=0)
     # Said to a user when no model is configured; None: the catalogue's text in `language`.
     no_model_reply: str | None = None
     # The language of every built-in string (replies, notices, /help, reminders, the web page).
@@ -151,8 +153,21 @@ class FunctionCallSettings(Section):
     max_result_chars: int = Field(default=4000, ge=100)
 
 
+class OutboxSettings(Section):
+    """Every message the bot sends waits in the outbox table until a channel took it."""
+
+    # Seconds a message may wait for its channel (no OneBot account online, no /v1/events
+    # subscriber, a webhook that keeps failing) before it is logged and counted as expired.
+    max_wait: float = Field(default=86400.0, gt=0)
+    # Seconds delivered and expired rows are kept (for `Last-Event-ID` replays), then deleted.
+    retention: float = Field(default=7 * 86400.0, gt=0)
+
+
 class StorageSettings(Section):
     url: str = "sqlite:///data/chatfn.db"
+    # Seconds a write keeps retrying while another process holds the database lock.
+    busy_retry: float = Field(default=30.0, ge=0)
+    outbox: OutboxSettings = Field(default_factory=OutboxSettings)
 
 
 class BrokerSettings(Section):
@@ -222,7 +237,8 @@ class OneBotSettings(Section):
     action_timeout: float = Field(default=10.0, gt=0)
     # Seconds a send waits for a bot account whose connection dropped to come back.
     reconnect_wait: float = Field(default=10.0, ge=0)
-    # Messages kept for resending when a bot account reconnects, and for how many seconds.
+    # Superseded by the outbox (storage.outbox: messages owed to an offline account survive
+    # a restart and wait up to storage.outbox.max_wait); still accepted, no longer used.
     resend_queue: int = Field(default=100, ge=0)
     resend_max_age: float = Field(default=600.0, gt=0)
     # Deprecated: `bot.reply_with_quote` (or `reply_with_quote` in a `chats:` rule).

@@ -13,6 +13,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
+# The longest text a channel accepts from a user (HTTP refuses more, OneBot truncates): a
+# message no model context can hold would fail that chat's every later turn.
+MAX_TEXT_CHARS = 20000
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates (valid JSON, invalid Unicode: no database or model API
+    accepts them) replaced by U+FFFD, so the message is stored instead of dropped."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
 
 @dataclass(slots=True)
 class IncomingMessage:
@@ -73,6 +87,24 @@ class OutgoingMessage:
     # Quote `reply_to` in the reply (a OneBot reply segment); set from the chat's
     # `reply_with_quote`, so channels need not know the per-chat rules.
     quote: bool = False
+    # The outbox row of this message: its event id (SSE `id:`, `X-Chatfn-Event-Id`). Set by
+    # the bot when the message is written to the outbox, before any channel sees it.
+    event_id: int | None = None
+
+
+class NotDelivered(Exception):
+    """Raised by a channel's `send` (or a reply sink) when a message cannot go out now but may
+    later: no OneBot account online, no /v1/events subscriber. The outbox keeps it waiting.
+    `rest` is the text still owed when the first parts of a split message did go out."""
+
+    def __init__(self, reason: str, rest: str | None = None) -> None:
+        super().__init__(reason)
+        self.rest = rest
+
+
+class DeliveryRefused(Exception):
+    """The platform refused a message for good (e.g. the bot is muted): logged, marked failed
+    in the outbox, never retried."""
 
 
 @dataclass(slots=True)

@@ -77,7 +77,8 @@ class FunctionExecutor:
         execution.duration_ms = (time.perf_counter() - started) * 1000
         try:
             msg = ctx.message
-            ctx.storage.add_tool_call(
+            await ctx.storage.run(  # off the event loop, retried while the db is locked
+                ctx.storage.add_tool_call,
                 platform=msg.platform,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from function_calls import limits
 from providers.base import ChatModel
-from providers.errors import ProviderError
+from providers.errors import ProviderError, StreamInterrupted
 from providers.types import LLMResponse, Message, ToolDefinition, Usage
 
 if TYPE_CHECKING:
@@ -80,12 +80,22 @@ async def _stream(
 ) -> LLMResponse:
     assert ctx.on_stream is not None
     final: LLMResponse | None = None
-    async for event in model.stream(messages, tools or None):
-        if event.type == "done":
-            final = event.response
-        elif event.type != "thinking" or model.capabilities.show_thinking:
-            # Reasoning reaches a channel only when models.<name>.thinking.show says so.
-            await ctx.on_stream(event)
+    received = False
+    try:
+        async for event in model.stream(messages, tools or None):
+            received = True
+            if event.type == "done":
+                final = event.response
+            elif event.type != "thinking" or model.capabilities.show_thinking:
+                # Reasoning reaches a channel only when models.<name>.thinking.show says so.
+                await ctx.on_stream(event)
+    except StreamInterrupted as exc:
+        if received:
+            raise
+        # HTTP 200 and not one chunk: seen from servers whose streaming is broken or proxied
+        # badly; the same request without streaming usually works.
+        ctx.logger.warning("model {} streamed nothing ({}); retrying unstreamed", model.name, exc)
+        return await model.complete(messages, tools or None)
     if final is None:
         raise RuntimeError(f"model {model.name} stream ended without a final response")
     return final

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -125,9 +126,19 @@ class FunctionResult:
         return bool(self.messages) and not self.continue_loop and not self.is_error
 
     def content_for_model(self) -> str:
-        """What the model sees as this call's result."""
+        """What the model sees as this call's result. `llm_content` when set; else, when the
+        function returned data (`metadata`), the messages and the data as compact JSON (the
+        model needs the data: "done" would lose it); else the messages, or "done"."""
         if self.llm_content is not None:
             return self.llm_content
+        if self.metadata:
+            body: dict[str, Any] = {}
+            if not self.handled:
+                body["handled"] = False
+            if self.messages:
+                body["messages"] = self.messages
+            body["metadata"] = self.metadata
+            return json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
         if self.messages:
             return "Sent to the user: " + "\n".join(self.messages)
         return "done" if self.handled else "not handled"

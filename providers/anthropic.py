@@ -16,7 +16,7 @@ from typing import Any
 
 import anthropic
 
-from providers.base import ChatModel
+from providers.base import ChatModel, bounded_stream, within
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -119,6 +119,16 @@ class AnthropicModel(ChatModel):
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
+        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
+
+    async def _complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
         request = self.build_request(messages, tools)
         try:
             message = await self.client.messages.create(**request, stream=False)
@@ -128,7 +138,7 @@ class AnthropicModel(ChatModel):
         except MALFORMED_RESPONSE_ERRORS as exc:  # not JSON, or not a Message (a proxy's page)
             raise ProviderError(f"malformed response: {exc!r}", provider=PROVIDER) from exc
 
-    async def stream(
+    async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         request = self.build_request(messages, tools)

@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TypeVar
 
+from providers.errors import ProviderTimeout
 from providers.types import LLMResponse, Message, ModelCapabilities, StreamEvent, ToolDefinition
+
+T = TypeVar("T")
+
+
+async def within(seconds: float, work: Awaitable[T], provider: str) -> T:
+    """`work` bounded as a whole (`models.<name>.timeout`): an SDK timeout bounds each read, so a
+    server trickling one byte a second would otherwise keep a request alive for ever."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await work
+    except TimeoutError:
+        raise ProviderTimeout(
+            f"no complete answer within {seconds:g} s", provider=provider
+        ) from None
+
+
+async def bounded_stream(
+    events: AsyncIterator[StreamEvent], seconds: float, provider: str
+) -> AsyncIterator[StreamEvent]:
+    """A stream that must end within `seconds` of its start (not of its last chunk). The bound
+    is applied around each step of the inner stream only, so time the consumer spends between
+    events (writing to a slow channel) is not cut short by a cancellation it cannot see."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    try:
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    event = await anext(events)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise ProviderTimeout(
+                    f"stream not finished within {seconds:g} s", provider=provider
+                ) from None
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
 
 
 class ChatModel(ABC):

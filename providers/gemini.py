@@ -19,7 +19,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from providers.base import ChatModel
+from providers.base import ChatModel, bounded_stream, within
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -121,6 +121,16 @@ class GeminiModel(ChatModel):
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
+        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
+
+    async def _complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
         contents, config = self.build_config(messages, tools)
         try:
             response = await self.client.aio.models.generate_content(
@@ -138,7 +148,7 @@ class GeminiModel(ChatModel):
         assembler.feed(response)
         return assembler.finish(streamed=False)
 
-    async def stream(
+    async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         contents, config = self.build_config(messages, tools)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from providers.base import ChatModel
+from providers.base import ChatModel, bounded_stream, within
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -109,6 +109,7 @@ class OpenAICompatModel(ChatModel):
         super().__init__(name, cfg.model, cfg.capabilities(default_native=native_tools))
         self.cfg = cfg
         self.base_url = base_url
+        self._openai_itself = openai_itself
         host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
         self._stream_usage = True if stream_usage is None else stream_usage
         # DeepSeek's reasoning_content is the same field other servers (vLLM, Qwen) use; the
@@ -153,7 +154,10 @@ class OpenAICompatModel(ChatModel):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None, stream: bool
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_wire_messages(messages, empty_content=not self._openai_itself),
+        }
         if tools:
             body["tools"] = [self._wire_tool(t) for t in tools]
         cfg = self.cfg
@@ -183,6 +187,16 @@ class OpenAICompatModel(ChatModel):
         return wire
 
     async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
+
+    def stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
+
+    async def _complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
         body = self._body(messages, tools, stream=False)
@@ -241,7 +255,7 @@ class OpenAICompatModel(ChatModel):
             "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_STREAM_CLS
         )
 
-    async def stream(
+    async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         body = self._body(messages, tools, stream=True)
@@ -345,7 +359,9 @@ def thinking_params(cfg: ModelConfig, *, deepseek: bool) -> dict[str, Any]:
     return {}
 
 
-def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def to_wire_messages(
+    messages: Sequence[Message], *, empty_content: bool = False
+) -> list[dict[str, Any]]:
     """Our messages as Chat Completions messages.
 
     DeepSeek quirk (thinking mode with tools): the `reasoning_content` of every assistant
@@ -376,8 +392,11 @@ def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         elif role == "assistant":
             wire: dict[str, Any] = {"role": "assistant"}
             if m.tool_calls:
-                if m.content:
-                    wire["content"] = m.content
+                # Chat templates of other servers (llama.cpp, vLLM, ...) read `content` on
+                # every turn and fail on a tool-call turn without one; OpenAI's own API gets the
+                # exact recorded form.
+                if m.content or empty_content:
+                    wire["content"] = m.content or ""
                 wire["tool_calls"] = [_wire_call(c) for c in m.tool_calls]
                 if replay_reasoning and i > last_user:
                     wire["reasoning_content"] = _compat_reasoning(m) or ""

@@ -9,6 +9,7 @@ provider outage never loses what a user said.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -18,7 +19,14 @@ from pydantic import BaseModel
 
 from common.config import ConfigError
 from common.i18n import language_of, translate
-from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from common.messages import (
+    DeliveryRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    StreamObserver,
+    SystemEvent,
+)
 from common.metrics import Metrics
 from function_calls.chat_settings import check_rules, resolve
 from function_calls.context import MessageContext
@@ -30,9 +38,15 @@ from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from runtime import exposure
 from runtime.exposure import Caller
+from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
-from storage.db import Storage
+from storage.db import Storage, StorageError
+
+STORAGE_FAILED = (
+    "Sorry, I could not save your message (the database is busy), so I did not act on it. "
+    "Please send it again in a moment."
+)
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
 S = TypeVar("S", bound=BaseModel)
@@ -122,7 +136,8 @@ class Bot:
         for loaded in self.plugins:
             self.registry.include(loaded.module)
         self.storage = storage or Storage(
-            resolve_storage_url(settings.storage.url, settings.base_dir)
+            resolve_storage_url(settings.storage.url, settings.base_dir),
+            busy_retry=settings.storage.busy_retry,
         )
         if migrate:  # check_system reports pending migrations instead of running them
             self.storage.create_tables()
@@ -147,7 +162,15 @@ class Bot:
         # when outgoing messages go out through another process (worker role).
         self.remote: Remote | None = None
         self.relay: Relay | None = None
+        self.outbox = Outbox(
+            self.storage, settings.storage.outbox, self.channels, self._history_values
+        )
         self.started = False
+        self._closed = False
+        # Set when the bot stops: channels refuse new messages; turns in flight get
+        # `bot.shutdown_grace` seconds (`finish_turns`).
+        self.closing = False
+        self._turns: set[asyncio.Task[Any]] = set()
         for loaded in self.plugins:
             self._wire(loaded)
 
@@ -302,20 +325,25 @@ class Bot:
                 queue.get_nowait()
             queue.put_nowait(out)
 
+    def _history_values(self, out: OutgoingMessage, message_id: str = "") -> dict[str, Any]:
+        """The history row of a message the bot sends (written with its outbox row, or alone
+        by a worker whose gateway sends it)."""
+        return {
+            "platform": out.platform,
+            "chat_id": out.chat_id,
+            "role": "notice" if out.notice else "assistant",
+            "sender_id": "bot",
+            "sender_name": self.settings.bot.name,
+            "text": out.text,
+            "is_group": out.is_group,
+            "message_id": message_id,
+            "thinking": out.thinking,
+        }
+
     def store_outgoing(self, out: OutgoingMessage, message_id: str = "") -> None:
-        """The history row of a message the bot sends; `message_id` keys it (a worker's reply
-        `<incoming id>#<position>`), so a turn run again after a worker died stores it once."""
-        self.storage.add_message(
-            message_id=message_id,
-            platform=out.platform,
-            chat_id=out.chat_id,
-            role="notice" if out.notice else "assistant",
-            sender_id="bot",
-            sender_name=self.settings.bot.name,
-            text=out.text,
-            is_group=out.is_group,
-            thinking=out.thinking,
-        )
+        """The history row alone (worker role: the gateway sends): `message_id` keys it (a
+        worker's reply `<incoming id>#<position>`), so a turn run again stores it once."""
+        self.storage.add_message(**self._history_values(out, message_id))
 
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
@@ -323,27 +351,34 @@ class Bot:
 
     async def deliver(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
         """The one path every outgoing message takes (function messages, the model's answer,
-        slash-command results, the chat fallback, reminders, welcomes): stored, published to
-        event subscribers, then handed to `sink` (the request that is waiting for it) or to the
-        channel of its platform."""
+        slash-command results, the chat fallback, reminders, welcomes): written to the outbox
+        and the chat's history (one transaction, off the event loop), published to event
+        subscribers, then handed to `sink` (the request that is waiting for it) or to the
+        channel of its platform. It is marked delivered only when one of them took it; until
+        then it waits in the outbox (runtime/outbox.py). A worker (broker role) relays it to
+        the gateway instead, which holds the platform connections."""
         self.metrics.messages_out.labels(out.platform).inc()
         if self.relay is not None:  # worker: stored by the relay, sent by the gateway
             await self.relay(out, sink)
             return
-        self.store_outgoing(out)
+        await self.outbox.write(out)
         self._publish(out)
-        if sink is not None:
-            await sink(out)
+        if sink is None:
+            await self.outbox.dispatch(out)
             return
-        channel = self.channels.get(out.platform)
-        if channel is not None:
-            await channel.send(out)
-        elif not self._subscribers:
-            logger.warning(
-                "no channel for platform {!r}: message to {} not delivered",
-                out.platform,
-                out.chat_id,
-            )
+        try:
+            await sink(out)
+        except NotDelivered as exc:  # e.g. the OneBot account went offline mid-reply
+            await self.outbox.finish(out, "pending", rest=exc.rest)
+            await self.outbox.dispatch(out)
+            return
+        except DeliveryRefused:  # logged by the channel; the reply is in the history
+            await self.outbox.finish(out, "failed")
+            return
+        except BaseException:
+            await self.outbox.finish(out, "failed")
+            raise
+        await self.outbox.finish(out, "delivered")
 
     # -- incoming messages -----------------------------------------------------------------
     def is_admin(self, msg: IncomingMessage) -> bool:
@@ -405,24 +440,64 @@ class Bot:
         on_stream: StreamObserver | None = None,
     ) -> list[OutgoingMessage]:
         """`handle` in this process, whatever `remote` says (a worker's turn)."""
-        return await self._locks(
-            (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
-        )
+        task = asyncio.current_task()
+        if task is not None:
+            self._turns.add(task)
+        try:
+            return await self._locks(
+                (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
+            )
+        finally:
+            self._turns.discard(task)  # type: ignore[arg-type]
+
+    async def finish_turns(self, grace: float | None = None) -> int:
+        """Stop taking messages and give the turns in flight `grace` seconds (default
+        `bot.shutdown_grace`) to finish; cancel the rest. Returns how many were abandoned
+        (their messages are stored; their answers are not sent)."""
+        self.closing = True
+        grace = self.settings.bot.shutdown_grace if grace is None else grace
+        pending = {t for t in self._turns if not t.done() and t is not asyncio.current_task()}
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=grace)
+        for task in pending:
+            task.cancel()
+        if pending:
+            logger.warning("{} turn(s) still running after {} s: abandoned", len(pending), grace)
+            await asyncio.wait(pending, timeout=1)
+        return len(pending)
 
     async def _handle(
         self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
     ) -> list[OutgoingMessage]:
-        stored_id = self.storage.add_message(
-            platform=msg.platform,
-            chat_id=msg.chat_id,
-            role="user",
-            sender_id=msg.sender_id,
-            sender_name=msg.sender_name,
-            text=f"{msg.text}\n{msg.image_notes()}".strip() if msg.images else msg.text,
-            is_group=msg.is_group,
-            message_id=msg.message_id,
-            created_at=msg.time,
-        )
+        try:
+            stored_id = await self.storage.run(
+                self.storage.add_message,
+                platform=msg.platform,
+                chat_id=msg.chat_id,
+                role="user",
+                sender_id=msg.sender_id,
+                sender_name=msg.sender_name,
+                text=f"{msg.text}\n{msg.image_notes()}".strip() if msg.images else msg.text,
+                is_group=msg.is_group,
+                message_id=msg.message_id,
+                created_at=msg.time,
+            )
+        except StorageError as exc:
+            # Nothing is done with a message that is not stored: a model call, a function
+            # run, would act on something the history does not hold.
+            logger.error(
+                "message {} in {} {} not stored, not handled: {}",
+                msg.message_id,
+                msg.platform,
+                msg.chat_id,
+                exc,
+            )
+            out = OutgoingMessage(msg.platform, msg.chat_id, STORAGE_FAILED, msg.is_group)
+            out.notice = True
+            if sink is not None:
+                with contextlib.suppress(Exception):
+                    await sink(out)
+            return [out]
 
         async def deliver(out: OutgoingMessage) -> None:
             await self.deliver(out, sink)
@@ -477,15 +552,23 @@ class Bot:
         if self.started:
             return
         self.started = True
+        # First: it notes which rows were owed before this start (sent by its drain) before
+        # any start-up hook (a reminder due while down) writes new ones.
+        await self.outbox.start()
         for hook in self._startup if services else []:
             await hook()
 
     async def aclose(self) -> None:
+        """Close services, model clients and the database; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         for hook in reversed(self._shutdown):
             try:
                 await hook()
             except Exception as exc:  # one service failing to stop must not keep others open
                 logger.opt(exception=exc).error("shutdown hook {} failed", hook)
+        await self.outbox.stop()  # after the services (a reminder job's send is recorded)
         for model in self._models.values():
             try:
                 await model.aclose()

@@ -1,27 +1,37 @@
 """The bot's database: SQLAlchemy 2.0, a SQLite file by default, any SQLAlchemy URL otherwise.
 
-Calls are synchronous and short. On SQLite in WAL mode a write is tens of microseconds, cheaper
-than a hop to a worker thread, so the event loop calls them directly; a deployment on a remote
-database with real latency should still be fine at chat rates (documented in README).
+The methods are synchronous. The runtime calls the ones on its hot path through `run()`, which
+executes them on a small thread pool and retries a busy or locked database within a bounded
+time: another process holding the SQLite write lock for seconds must neither freeze the event
+loop (other chats, /healthz) nor lose the message (issue 11).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, create_engine, event, func, select, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import schema
 from storage.chat_state import ChatState
 from storage.cluster import ClusterStore
 from storage.models import MessageRow, ToolCallRow
+from storage.outbox import OutboxStore
 from storage.schema import SchemaState
+
+R = TypeVar("R")
 
 
 class StorageError(Exception):
@@ -60,9 +70,25 @@ def _utc(dt: datetime) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
+def is_busy(exc: BaseException) -> bool:
+    """A transient "someone else holds the lock" error (SQLite busy/locked, PostgreSQL lock or
+    serialization conflicts), worth retrying; anything else is a real failure."""
+    text_ = str(exc).lower()
+    return isinstance(exc, OperationalError) and any(
+        s in text_
+        for s in ("database is locked", "database is busy", "deadlock", "could not serialize")
+    )
+
+
 class Storage:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, busy_retry: float = 30.0) -> None:
         self.url = url
+        # Seconds `run()` keeps retrying a busy or locked database before giving up.
+        self.busy_retry = busy_retry
+        # An in-memory SQLite database exists once per connection (thread), so it is used
+        # from the calling thread; everything else runs on the pool.
+        self._threaded = ":memory:" not in url and url != "sqlite://"
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="storage")
         try:
             _prepare_sqlite_path(url)
             self.engine: Engine = create_engine(url, future=True)
@@ -77,6 +103,25 @@ class Storage:
         # Worker role: a message already stored under its id (an incoming message delivered
         # again after a worker died mid-turn, or that turn's replies) keeps its one row.
         self.dedupe_incoming = False
+        self.outbox = OutboxStore(self.engine)
+
+    async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """`fn(*args, **kwargs)` off the event loop, retried with backoff while the database
+        is busy or locked, for at most `busy_retry` seconds. Raises StorageError after that
+        (or at once for any other database error)."""
+        call = functools.partial(fn, *args, **kwargs)
+        deadline = time.monotonic() + self.busy_retry
+        delay = 0.05
+        while True:
+            try:
+                if not self._threaded:
+                    return call()
+                return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+            except Exception as exc:
+                if not is_busy(exc) or time.monotonic() + delay > deadline:
+                    raise StorageError(f"{getattr(fn, '__name__', 'write')}: {exc}") from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def create_tables(self) -> None:
         """Bring the schema to the newest revision (Alembic; storage/schema.py): every table,
@@ -271,6 +316,8 @@ class Storage:
             return list(s.scalars(q).all())
 
     def close(self) -> None:
+        """Idempotent: the pool and the connections are released once."""
+        self._pool.shutdown(wait=True)  # writes already queued finish
         self.engine.dispose()
 
 
@@ -299,5 +346,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=5000")
+    # Short: a locked database is retried by `Storage.run` with backoff, which bounds the
+    # total wait; a long busy timeout would only hold a pool thread.
+    cur.execute("PRAGMA busy_timeout=2000")
     cur.close()

@@ -152,3 +152,38 @@ class WorkerRow(Base):
     host: Mapped[str] = mapped_column(String(128))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class OutboxRow(Base):
+    """Every message the bot sends, written before any channel sees it. The id is the event id
+    (SSE `id:`, `X-Chatfn-Event-Id`): monotonic, so a reader (an SSE client, the webhook, a
+    gateway process) drains the table by id. `state`: pending until a channel took it, then
+    delivered; expired when it waited longer than `storage.outbox.max_wait`; failed when the
+    platform refused it for good."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128))
+    # OutgoingMessage fields as JSON (text, at, reply_to, is_group, notice).
+    payload: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_outbox_state", "state", "id"),
+        Index("ix_outbox_chat", "platform", "chat_id", "id"),
+    )
+
+
+class OutboxCursorRow(Base):
+    """How far a reader that sees every event (the webhook) got, so it resumes after a
+    restart instead of starting over or skipping what it missed."""
+
+    __tablename__ = "outbox_cursors"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_id: Mapped[int] = mapped_column(Integer, default=0)

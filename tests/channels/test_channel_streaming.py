@@ -224,3 +224,29 @@ async def test_http_stream_cut_off_mid_call(
     assert events[-2] == ("reply", {"text": "Sunny in Oslo.", "at": None})
     contents = [m.get("content") for m in server.received[-1].body["messages"]]
     assert "weather in Oslo?" in contents and contents[-1] == "hello?"
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic", "gemini"])
+async def test_an_empty_200_stream_is_retried_once_without_streaming(
+    tmp_path: Path, server: RawReplayServer, protocol: Protocol
+) -> None:
+    """HTTP 200, not one chunk: not an outage to report but a broken stream; the same request
+    without streaming answers."""
+
+    async def empty(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write_eof()
+        return response
+
+    server.queue = [raw(empty), *replies(protocol, [ANSWER], stream=False)]
+    tb = _bot(tmp_path, server, protocol)
+    seen: list[str] = []
+
+    async def on_stream(event: Any) -> None:
+        seen.append(event.type)
+
+    assert await tb.send("weather?", on_stream=on_stream) == ["Sunny in Oslo."]
+    # The raw (streamed) request is not recorded; the one recorded is the plain retry.
+    [retry] = server.received
+    assert "stream" not in retry.path.lower() and not (retry.body or {}).get("stream")

@@ -369,3 +369,64 @@ async def test_respond_in_groups_always(tmp_path: Path, registry: Registry) -> N
         tmp_path, registry, say("I hear you"), config={"bot": {"respond_in_groups": "always"}}
     )
     assert await tb.send("anyone?", group="g") == ["I hear you"]
+
+
+async def test_metadata_without_llm_content_reaches_the_model_as_compact_json(
+    tmp_path: Path,
+) -> None:
+    from function_calls.registry import tool_function
+    from function_calls.spec import FunctionResult
+
+    reg = Registry()
+    with reg.collecting():
+
+        @tool_function(name="lookup", description="data only")
+        def lookup(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(metadata={"value": 42, "unit": "°C"})
+
+        @tool_function(name="both", description="a message and data")
+        def both(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(
+                messages=["Looked it up."], metadata={"value": 7}, continue_loop=True
+            )
+
+        @tool_function(name="explicit", description="llm_content wins")
+        def explicit(ctx) -> FunctionResult:  # type: ignore[no-untyped-def]
+            return FunctionResult(metadata={"value": 1}, llm_content="the value is one")
+
+    tb, model = make(
+        tmp_path, reg, call("lookup"), call("both"), call("explicit"), say("It is 42 °C.")
+    )
+    assert (await tb.send("value?"))[-1] == "It is 42 °C."
+    assert tool_messages(model, 1)[0].content == '{"metadata":{"value":42,"unit":"°C"}}'
+    assert tool_messages(model, 2)[1].content == (
+        '{"messages":["Looked it up."],"metadata":{"value":7}}'
+    )
+    assert tool_messages(model, 3)[2].content == "the value is one"
+
+
+async def test_text_tool_call_in_native_mode_is_executed(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A server run without a tool parser answers a native request with the call as text."""
+    tb, model = make(
+        tmp_path,
+        registry,
+        say('<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>'),
+        say("Sunny in Oslo."),
+    )
+    assert model.capabilities.native_tools is not False
+    assert await tb.send("weather?") == ["Sunny in Oslo."]
+    [result] = tool_messages(model, 1)
+    assert result.content == "Oslo: 21°C, sunny"
+
+
+async def test_text_that_is_not_a_call_to_an_offered_function_is_left_alone(
+    tmp_path: Path, registry: Registry
+) -> None:
+    odd = '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>'
+    fenced = '```python\nweather(city="Oslo")\n```'  # code, not a call (the parser's policy)
+    tb, model = make(tmp_path, registry, say(odd), say(f"Example:\n{fenced}"))
+    assert await tb.send("what would you call?") == [odd]
+    assert await tb.send("show an example") == [f"Example:\n{fenced}"]
+    assert len(model.requests) == 2

@@ -90,8 +90,9 @@ def messages_from_wire(
 
 
 def normalize(wire: list[dict[str, Any]], idmap: dict[str, str] | None = None) -> list[dict]:
-    """Drop what differs only in spelling: null values, the response-only `index`, and ids
-    renamed through `idmap` (recorded id -> ours)."""
+    """Drop what differs only in spelling: null values, the response-only `index`, ids
+    renamed through `idmap` (recorded id -> ours), and the empty `content` a tool-call turn
+    carries to servers other than OpenAI's own (the replay server is local)."""
     idmap = idmap or {}
     out = []
     for w in wire:
@@ -99,6 +100,8 @@ def normalize(wire: list[dict[str, Any]], idmap: dict[str, str] | None = None) -
         if "tool_call_id" in m:
             m["tool_call_id"] = idmap.get(m["tool_call_id"], m["tool_call_id"])
         if "tool_calls" in m:
+            if m.get("content") == "":
+                del m["content"]
             m["tool_calls"] = [
                 {
                     "id": idmap.get(c["id"], c["id"]),

@@ -1,0 +1,307 @@
+"""The durable outbox: every message the bot sends is a row before any channel sees it, and
+stays pending until a channel took it.
+
+- `write` stores the row (and the history row, one transaction) and gives the message its
+  event id; a database that stays locked past `storage.busy_retry` does not stop the message
+  (it is sent without an id and the failure logged).
+- `dispatch` hands a message without a waiting request to its channel. A channel that cannot
+  take it now raises NotDelivered: the row stays pending and its chat gets a backlog, so later
+  messages to that chat queue behind it instead of overtaking it.
+- `run` drains pending rows (at start-up: what was owed before a restart; then on `kick()`,
+  e.g. a OneBot account connecting, and every `POLL` seconds), expires rows older than
+  `storage.outbox.max_wait` (logged and counted, never dropped silently) and prunes finished
+  rows after `storage.outbox.retention`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from loguru import logger
+
+from common.config import OutboxSettings
+from common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from storage.db import Storage, StorageError
+from storage.outbox import PAYLOAD_FIELDS, OutboxEntry
+
+POLL = 1.0
+_HOUSEKEEPING = 30.0
+
+
+class _Sender(Protocol):
+    async def send(self, message: OutgoingMessage) -> None: ...
+
+
+def message_of(entry: OutboxEntry) -> OutgoingMessage:
+    data = {k: entry.payload.get(k) for k in PAYLOAD_FIELDS}
+    return OutgoingMessage(
+        platform=entry.platform,
+        chat_id=entry.chat_id,
+        text=str(data["text"] or ""),
+        is_group=bool(data["is_group"]),
+        at=data["at"],
+        reply_to=data["reply_to"],
+        notice=bool(data["notice"]),
+        event_id=entry.id,
+    )
+
+
+class Outbox:
+    def __init__(
+        self,
+        storage: Storage,
+        settings: OutboxSettings,
+        channels: Mapping[str, _Sender],
+        history: Callable[[OutgoingMessage], dict[str, Any]],
+    ) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.channels = channels
+        self._history = history
+        self._backlog: set[tuple[str, str]] = set()
+        self._deferred: set[tuple[str, str]] = set()
+        # The drain takes only rows owed from before start-up (id <= _boot_id) and rows this
+        # process handed over (`_released`): a row `Bot.deliver` is still sending is never
+        # picked up, or a message written a moment ago could be sent twice.
+        self._boot_id = 0
+        self._released: set[int] = set()
+        self._marks: set[asyncio.Future[None]] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._once: asyncio.Future[None] | None = None
+        self._draining = asyncio.Lock()
+        self.expired = 0  # messages that waited past max_wait (also logged)
+        self.delivered = 0
+        self.failed = 0
+
+    # -- writing -----------------------------------------------------------------------------
+    async def write(self, out: OutgoingMessage) -> None:
+        payload = {k: getattr(out, k) for k in PAYLOAD_FIELDS}
+        try:
+            out.event_id = await self.storage.run(
+                self.storage.outbox.add, out.platform, out.chat_id, payload, self._history(out)
+            )
+        except StorageError as exc:
+            logger.error(
+                "message to {} {} not stored (sent anyway, without an event id): {}",
+                out.platform,
+                out.chat_id,
+                exc,
+            )
+
+    async def finish(self, out: OutgoingMessage, state: str, rest: str | None = None) -> None:
+        if state == "delivered":
+            self.delivered += 1
+        elif state == "failed":
+            self.failed += 1
+        if out.event_id is None:
+            return
+        # Shielded and tracked: a bot stopping right after a send still records it (`stop`
+        # waits for these), or the next start would send the message again.
+        mark = asyncio.ensure_future(
+            self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
+        )
+        self._marks.add(mark)
+        mark.add_done_callback(self._marks.discard)
+        try:
+            await asyncio.shield(mark)
+        except StorageError as exc:
+            logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
+        if state != "pending":
+            self._released.discard(out.event_id)
+
+    # -- sending -----------------------------------------------------------------------------
+    async def dispatch(self, out: OutgoingMessage) -> None:
+        """Send `out` through its platform's channel now, unless its chat has older messages
+        waiting (then it waits behind them). Raises DeliveryRefused when the platform refused
+        it for good; a message that cannot go out now is kept, not raised."""
+        key = (out.platform, out.chat_id)
+        if key in self._backlog and out.event_id is not None:
+            self._deferred.add(key)
+            self._released.add(out.event_id)
+            self.kick()
+            return
+        try:
+            await self._send(out, raise_refused=True)
+        except asyncio.CancelledError:  # the sender was cancelled mid-send: the drain owns it
+            if out.event_id is not None:
+                self._released.add(out.event_id)
+                self._backlog.add(key)
+            raise
+
+    async def _send(self, out: OutgoingMessage, *, raise_refused: bool) -> bool:
+        key = (out.platform, out.chat_id)
+        channel = self.channels.get(out.platform)
+        try:
+            if channel is None:
+                raise NotDelivered(f"no {out.platform} channel is running")
+            await channel.send(out)
+        except NotDelivered as exc:
+            if out.event_id is None:
+                logger.error("message to {} lost: {} (and not stored)", out.chat_id, exc)
+                return False
+            if exc.rest is not None:
+                await self.finish(out, "pending", rest=exc.rest)
+            if key not in self._backlog:
+                logger.warning(
+                    "message {} to {} {} waits in the outbox: {}",
+                    out.event_id,
+                    out.platform,
+                    out.chat_id,
+                    exc,
+                )
+            self._backlog.add(key)
+            self._released.add(out.event_id)
+            return False
+        except DeliveryRefused:
+            await self.finish(out, "failed")
+            if raise_refused:
+                raise
+            return True
+        except Exception:
+            await self.finish(out, "failed")
+            raise
+        await self.finish(out, "delivered")
+        return True
+
+    def kick(self) -> None:
+        """Drain pending messages now (a channel just became able to send). Before `start()`
+        (a bot whose services are not started, as in some tests) one pass runs at once."""
+        self._wake.set()
+        if self._task is None and (self._once is None or self._once.done()):
+            self._once = asyncio.ensure_future(self._drain_once())
+
+    async def _drain_once(self) -> None:
+        try:
+            await self.drain()
+        except Exception as exc:
+            logger.warning("outbox round failed: {}", exc)
+
+    # -- the drain loop ----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None:
+            self._boot_id = await self.storage.run(self.storage.outbox.last_id)
+            self._task = asyncio.create_task(self._run(), name="outbox")
+
+    async def stop(self) -> None:
+        if self._marks:
+            await asyncio.wait(set(self._marks), timeout=self.storage.busy_retry + 1)
+        if self._once is not None and not self._once.done():
+            self._once.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        housekeeping = 0.0
+        while True:
+            try:
+                if time.monotonic() - housekeeping > _HOUSEKEEPING:
+                    housekeeping = time.monotonic()
+                    await self._housekeeping()
+                await self.drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a locked database: try again on the next round
+                logger.warning("outbox round failed: {}", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL if self._backlog else 10 * POLL)
+            self._wake.clear()
+
+    async def drain(self) -> None:
+        """One pass over the pending rows: chats concurrently, each chat's rows in order,
+        stopping at the first one its channel cannot take yet."""
+        async with self._draining:
+            await self._drain()
+
+    async def _drain(self) -> None:
+        while True:
+            self._deferred.clear()
+            entries = await self.storage.run(self.storage.outbox.pending, 1000)
+            by_chat: dict[tuple[str, str], list[OutboxEntry]] = {}
+            for entry in entries:
+                if entry.id > self._boot_id and entry.id not in self._released:
+                    continue
+                by_chat.setdefault((entry.platform, entry.chat_id), []).append(entry)
+            self._backlog |= set(by_chat)
+            results = await asyncio.gather(
+                *(self._drain_chat(rows) for rows in by_chat.values()), return_exceptions=True
+            )
+            for key, ok in zip(by_chat, results, strict=True):
+                if ok is True and key not in self._deferred:
+                    self._backlog.discard(key)
+            if not self._deferred or not any(r is True for r in results):
+                return
+
+    async def _drain_chat(self, rows: list[OutboxEntry]) -> bool:
+        for entry in rows:
+            try:
+                if not await self._send(message_of(entry), raise_refused=False):
+                    return False
+            except Exception as exc:
+                logger.opt(exception=exc).error("outbox row {} failed", entry.id)
+        return True
+
+    async def _housekeeping(self) -> None:
+        for entry in await self.storage.run(self.storage.outbox.expire, self.settings.max_wait):
+            self.expired += 1
+            logger.error(
+                "message {} to {} {} expired after waiting {:.0f} s for its channel: {!r}",
+                entry.id,
+                entry.platform,
+                entry.chat_id,
+                self.settings.max_wait,
+                str(entry.payload.get("text", ""))[:80],
+            )
+        await self.storage.run(self.storage.outbox.prune, self.settings.retention)
+
+    # -- readers: SSE replays, the webhook ------------------------------------------------
+    async def since(self, after: int) -> list[tuple[OutgoingMessage, str]]:
+        """Every event after id `after` still kept (see `retention`), in order, with its
+        state: what an SSE client reconnecting with Last-Event-ID missed."""
+        found: list[tuple[OutgoingMessage, str]] = []
+        while True:
+            page = await self.storage.run(self.storage.outbox.since, after, 1000)
+            found += [(message_of(e), e.state) for e in page]
+            if len(page) < 1000:
+                return found
+            after = page[-1].id
+
+    async def waiting(self, platform: str) -> list[OutgoingMessage]:
+        """The messages for `platform` still waiting for a channel, oldest first."""
+        entries = await self.storage.run(self.storage.outbox.pending, 1000, platform)
+        return [message_of(e) for e in entries]
+
+    async def cursor(self, name: str) -> int:
+        """How far the reader `name` got; a new reader starts with what this process owes
+        (rows from before start-up that are delivered are not replayed to it)."""
+        value = await self.storage.run(self.storage.outbox.cursor, name)
+        return self._boot_id if value is None else value
+
+    async def set_cursor(self, name: str, last_id: int) -> None:
+        await self.storage.run(self.storage.outbox.set_cursor, name, last_id)
+
+    def count_expired(self, out: OutgoingMessage, why: str) -> None:
+        self.expired += 1
+        logger.error(
+            "message {} to {} {} expired: {}: {!r}",
+            out.event_id,
+            out.platform,
+            out.chat_id,
+            why,
+            out.text[:80],
+        )
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "backlog_chats": len(self._backlog),
+            "delivered": self.delivered,
+            "failed": self.failed,
+            "expired": self.expired,
+        }

@@ -1,0 +1,161 @@
+"""The outbox table's statements (synchronous; the runtime runs them off the event loop through
+`Storage.run`). The delivery policy (when to retry, expire, replay) lives in runtime/outbox.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from storage.models import MessageRow, OutboxCursorRow, OutboxRow
+
+PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice")
+
+
+@dataclass(slots=True, frozen=True)
+class OutboxEntry:
+    id: int
+    platform: str
+    chat_id: str
+    payload: dict[str, Any]
+    state: str
+    created_at: datetime
+
+
+def _entry(r: Any) -> OutboxEntry:
+    created = r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)
+    return OutboxEntry(r.id, r.platform, r.chat_id, json.loads(r.payload), r.state, created)
+
+
+_COLUMNS = (
+    OutboxRow.id,
+    OutboxRow.platform,
+    OutboxRow.chat_id,
+    OutboxRow.payload,
+    OutboxRow.state,
+    OutboxRow.created_at,
+)
+
+
+class OutboxStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def add(
+        self,
+        platform: str,
+        chat_id: str,
+        payload: dict[str, Any],
+        history: dict[str, Any] | None = None,
+    ) -> int:
+        """Write an outbox row and, in the same transaction, the message's history row
+        (`history`: MessageRow values), so a message is either owed and remembered or
+        neither."""
+        now = datetime.now(UTC)
+        with self.engine.begin() as conn:
+            if history is not None:
+                conn.execute(MessageRow.__table__.insert(), {"created_at": now, **history})
+            result = conn.execute(
+                OutboxRow.__table__.insert().values(
+                    platform=platform,
+                    chat_id=chat_id,
+                    payload=json.dumps(payload, ensure_ascii=False),
+                    state="pending",
+                    attempts=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+    def mark(self, event_id: int, state: str, *, text: str | None = None) -> None:
+        """Set a row's state; `text` replaces the payload's text (the parts still owed)."""
+        values: dict[str, Any] = {"state": state, "updated_at": datetime.now(UTC)}
+        with self.engine.begin() as conn:
+            if text is not None:
+                row = conn.execute(
+                    select(OutboxRow.payload).where(OutboxRow.id == event_id)
+                ).scalar_one_or_none()
+                if row is not None:
+                    payload = json.loads(row)
+                    payload["text"] = text
+                    values["payload"] = json.dumps(payload, ensure_ascii=False)
+            conn.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == event_id)
+                .values(attempts=OutboxRow.attempts + 1, **values)
+            )
+
+    def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:
+        q = select(*_COLUMNS).where(OutboxRow.state == "pending")
+        if platform is not None:
+            q = q.where(OutboxRow.platform == platform)
+        with self.engine.connect() as conn:
+            return [_entry(r) for r in conn.execute(q.order_by(OutboxRow.id).limit(limit))]
+
+    def since(self, after_id: int, limit: int = 1000) -> list[OutboxEntry]:
+        """Every event after `after_id`, in order, whatever its state (an SSE replay)."""
+        q = select(*_COLUMNS).where(OutboxRow.id > after_id).order_by(OutboxRow.id).limit(limit)
+        with self.engine.connect() as conn:
+            return [_entry(r) for r in conn.execute(q)]
+
+    def last_id(self) -> int:
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(select(OutboxRow.id).order_by(OutboxRow.id.desc())).scalar() or 0
+            )
+
+    def expire(self, max_wait: float) -> list[OutboxEntry]:
+        """Mark pending rows older than `max_wait` seconds expired; return them (to log)."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=max_wait)
+        with self.engine.begin() as conn:
+            rows = [
+                _entry(r)
+                for r in conn.execute(
+                    select(*_COLUMNS).where(
+                        OutboxRow.state == "pending", OutboxRow.created_at < cutoff
+                    )
+                )
+            ]
+            if rows:
+                conn.execute(
+                    update(OutboxRow)
+                    .where(OutboxRow.id.in_([r.id for r in rows]))
+                    .values(state="expired", updated_at=datetime.now(UTC))
+                )
+        return rows
+
+    def prune(self, retention: float) -> int:
+        """Delete finished rows older than `retention` seconds (pending rows are never
+        deleted: they expire first)."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=retention)
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                delete(OutboxRow).where(OutboxRow.state != "pending", OutboxRow.created_at < cutoff)
+            )
+        return int(result.rowcount or 0)
+
+    def cursor(self, name: str) -> int | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(OutboxCursorRow.last_id).where(OutboxCursorRow.name == name)
+            ).scalar_one_or_none()
+
+    def set_cursor(self, name: str, last_id: int) -> None:
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(OutboxCursorRow).where(OutboxCursorRow.name == name).values(last_id=last_id)
+            ).rowcount
+            if not done:
+                try:
+                    conn.execute(
+                        OutboxCursorRow.__table__.insert().values(name=name, last_id=last_id)
+                    )
+                except IntegrityError:  # pragma: no cover - a concurrent first write
+                    pass

@@ -1,0 +1,237 @@
+"""The durable outbox seen from the receiving side: /v1/events ids and replays, the webhook's
+retries, OneBot messages owed across a restart, expiry. Real aiohttp servers, real SQLite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from sqlalchemy import select
+
+from channels.http import HttpChannel
+from channels.onebot import OneBotChannel
+from common.messages import OutgoingMessage
+from runtime.bot import Bot
+from runtime.settings import parse_settings
+from storage.models import OutboxRow
+from tests.channels.conftest import TOKEN, make_registry
+from tests.channels.onebot_sim import OneBotSim, plain
+
+
+def make_bot(tmp_path: Path, **channels: Any) -> Bot:
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'out.db'}", **channels.pop("storage", {})},
+            "plugins": {"paths": []},
+            "channels": {
+                "http": {"host": "127.0.0.1", "port": 0, **channels.pop("http", {})},
+                "onebot": {
+                    "host": "127.0.0.1",
+                    "port": 0,
+                    "access_token": TOKEN,
+                    "send_rate": 0,
+                    "reconnect_wait": 0.2,
+                    "action_timeout": 2.0,
+                    **channels.pop("onebot", {}),
+                },
+            },
+        },
+        base_dir=tmp_path,
+    )
+    return Bot(settings, registry=make_registry(), model=None, builtins=False, load_plugins=False)
+
+
+def states(bot: Bot) -> list[tuple[int, str]]:
+    with bot.storage.session() as s:
+        return [(r.id, r.state) for r in s.scalars(select(OutboxRow).order_by(OutboxRow.id))]
+
+
+async def until_states(bot: Bot, expected: list[tuple[int, str]]) -> None:
+    """The rows reach `expected` (marking runs on the storage thread, just after the send)."""
+    async with asyncio.timeout(3):
+        while states(bot) != expected:
+            await asyncio.sleep(0.02)
+
+
+async def read_events(resp: aiohttp.ClientResponse, count: int) -> list[tuple[int, dict]]:
+    """`count` SSE message events as (id, data)."""
+    found: list[tuple[int, dict]] = []
+    event_id: int | None = None
+    async with asyncio.timeout(5):
+        while len(found) < count:
+            line = (await resp.content.readline()).decode().rstrip("\n")
+            if line.startswith("id: "):
+                event_id = int(line[4:])
+            elif line.startswith("data: ") and event_id is not None:
+                found.append((event_id, json.loads(line[6:])))
+                event_id = None
+    return found
+
+
+@pytest.fixture
+async def http_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str]]:
+    bot = make_bot(tmp_path)
+    channel = HttpChannel(bot)
+    await bot.start()
+    await channel.start()
+    yield bot, f"http://127.0.0.1:{channel.bound_port}"
+    await channel.stop()
+    await bot.aclose()
+
+
+def out(text: str, chat: str = "c1", platform: str = "http") -> OutgoingMessage:
+    return OutgoingMessage(platform, chat, text)
+
+
+async def test_a_message_with_no_subscriber_waits_then_reaches_the_first_one(
+    http_bot: tuple[Bot, str],
+) -> None:
+    bot, url = http_bot
+    await bot.send(out("reminder: ping"))  # no /v1/events client, no webhook
+    assert states(bot) == [(1, "pending")]
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/events") as events:
+        [(eid, data)] = await read_events(events, 1)
+        assert (eid, data["text"]) == (1, "reminder: ping")
+        await bot.send(out("live one"))
+        [(eid2, data2)] = await read_events(events, 1)
+        assert (eid2, data2["text"]) == (2, "live one")
+    await until_states(bot, [(1, "delivered"), (2, "delivered")])
+
+
+@pytest.mark.parametrize("how", ["header", "query"])
+async def test_reconnect_with_last_event_id_gets_every_missed_event_in_order(
+    http_bot: tuple[Bot, str], how: str
+) -> None:
+    bot, url = http_bot
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{url}/v1/events") as events:
+            await events.content.readline()  # ": connected": subscribed
+            await bot.send(out("one"))
+            [(first, _)] = await read_events(events, 1)
+        for text in ("two", "three", "four"):  # while the client is away
+            await bot.send(out(text, chat="c2"))
+        kw: dict[str, Any] = (
+            {"headers": {"Last-Event-ID": str(first)}}
+            if how == "header"
+            else {"params": {"since": str(first)}}
+        )
+        async with s.get(f"{url}/v1/events", **kw) as events:
+            missed = await read_events(events, 3)
+            await bot.send(out("five"))
+            live = await read_events(events, 1)
+    assert [(i, d["text"]) for i, d in missed + live] == [
+        (2, "two"),
+        (3, "three"),
+        (4, "four"),
+        (5, "five"),
+    ]
+
+
+async def test_bad_last_event_id_is_a_400(http_bot: tuple[Bot, str]) -> None:
+    _bot, url = http_bot
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/events?since=abc") as r:
+        assert r.status == 400
+
+
+async def test_webhook_retried_on_5xx_and_errors_not_on_4xx(tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+    answers = [500, 503, 200, 404, 200]
+
+    async def hook(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append((request.headers["X-Chatfn-Event-Id"], body["text"]))
+        return web.Response(status=answers.pop(0) if answers else 200)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    bot = make_bot(tmp_path, http={"webhook_url": f"http://127.0.0.1:{port}/hook"})
+    channel = HttpChannel(bot)
+    await bot.start()
+    await channel.start()
+    try:
+        await bot.send(out("first"))
+        await bot.send(out("refused"))
+        await bot.send(out("third"))
+        async with asyncio.timeout(10):
+            while len(seen) < 5:
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+    finally:
+        await channel.stop()
+        await runner.cleanup()
+    # first: 500, 503 (backoff 0.5 s, 1 s), then 200; refused: 404, not retried; third: 200.
+    assert seen == [("1", "first")] * 3 + [("2", "refused"), ("3", "third")]
+    assert dict(states(bot))[1] == "delivered" and dict(states(bot))[3] == "delivered"
+    assert await bot.outbox.cursor("webhook") == 3  # a restart resumes after event 3
+    await bot.aclose()
+
+
+async def test_onebot_message_owed_to_an_offline_account_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    bot = make_bot(tmp_path)
+    channel = OneBotChannel(bot)
+    await bot.start()
+    await channel.start()
+    await bot.send(OutgoingMessage("onebot", "group:42", "owed across a restart", True))
+    assert states(bot) == [(1, "pending")]  # nobody online: waiting, not lost, not "done"
+    await channel.stop()
+    await bot.aclose()
+
+    bot2 = make_bot(tmp_path)
+    channel2 = OneBotChannel(bot2)
+    await bot2.start()
+    await channel2.start()
+    sim = OneBotSim(f"ws://127.0.0.1:{channel2.bound_port}/onebot/v11/ws", 10001000, token=TOKEN)
+    try:
+        await sim.connect()
+        [action] = await sim.wait_actions(1, "send_group_msg")
+        assert plain(action["params"]["message"]) == "owed across a restart"
+        await until_states(bot2, [(1, "delivered")])
+    finally:
+        await sim.close()
+        await channel2.stop()
+        await bot2.aclose()
+
+
+async def test_a_message_waiting_past_max_wait_is_expired_logged_and_counted(
+    tmp_path: Path,
+) -> None:
+    bot = make_bot(tmp_path, storage={"outbox": {"max_wait": 0.2}})
+    await bot.start()
+    await bot.send(OutgoingMessage("onebot", "group:42", "nobody takes this", True))
+    await asyncio.sleep(0.3)
+    await bot.outbox._housekeeping()
+    assert states(bot) == [(1, "expired")]
+    assert bot.outbox.stats()["expired"] == 1
+    await bot.aclose()
+
+
+async def test_later_messages_to_a_waiting_chat_queue_behind_it(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path)
+    channel = OneBotChannel(bot)
+    await bot.start()
+    await channel.start()
+    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", 10001000, token=TOKEN)
+    try:
+        await bot.send(OutgoingMessage("onebot", "group:42", "one", True))
+        await bot.send(OutgoingMessage("onebot", "group:42", "two", True))
+        await sim.connect()
+        await bot.send(OutgoingMessage("onebot", "group:42", "three", True))
+        actions = await sim.wait_actions(3, "send_group_msg")
+    finally:
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    assert [plain(a["params"]["message"]) for a in actions] == ["one", "two", "three"]
