@@ -55,6 +55,8 @@ def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False
         return f"{spec.name} is for admins only"
     if spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
         return f"{spec.name} needs the bot to be @-mentioned"
+    if not via_command and spec.for_model is not None and not spec.for_model(ctx):
+        return f"{spec.name} is a command for people (/{spec.name}), not offered to the model"
     if spec.allow is not None:
         return spec.allow(ctx)
     return None

@@ -35,7 +35,7 @@ from providers.errors import (
     StreamInterrupted,
 )
 from providers.openai_errors import map_openai_error
-from providers.schema import openai_parameters
+from providers.schema import openai_parameters, openai_plain_parameters
 from providers.types import (
     LLMResponse,
     Message,
@@ -286,8 +286,9 @@ def to_wire_tool(tool: ToolDefinition, *, strict: bool = False) -> dict[str, Any
     `"strict": true` when the schema can be made strict (every property required, closed
     objects; https://platform.openai.com/docs/guides/function-calling#strict-mode): OpenAI then
     guarantees arguments that match it. A schema that cannot be strict is sent non-strict
-    rather than weakened. Without `strict` the schema goes as it is, because many compatible
-    servers (vLLM, Ollama, older gateways) reject the `strict` field or the rewritten schema.
+    rather than weakened. Without `strict` the schema goes compacted but not closed, because
+    many compatible servers (vLLM, Ollama, older gateways) reject the `strict` field or the
+    strict rewrite (every property required).
     """
     if not strict:
         return {
@@ -295,7 +296,7 @@ def to_wire_tool(tool: ToolDefinition, *, strict: bool = False) -> dict[str, Any
             "function": {
                 "name": tool.name,
                 "description": tool.description,
-                "parameters": tool.parameters,
+                "parameters": openai_plain_parameters(tool.parameters),
             },
         }
     parameters, strict_ok = openai_parameters(tool.parameters)

@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
-from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+from typing import Any
 
-plugin = Plugin("help")
+from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+from function_calls.builtins.help.settings import HelpSettings
+
+plugin = Plugin("help", settings=HelpSettings)
+
+
+def offered_to_model(ctx: Any) -> bool:  # ctx: any caller the permission rules see
+    return ctx.config.section(HelpSettings).offer_to_model
 
 
 @tool_function(
     name="help",
     description="List the functions and slash commands the user can use in this chat.",
     examples=["/help", "what can you do?"],
+    for_model=offered_to_model,
 )
 def help_function(ctx: MessageContext) -> FunctionResult:
     lines = ["You can ask me in plain words, or use these commands:"]
