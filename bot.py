@@ -1,4 +1,4 @@
-"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot]...`.
+"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot|mcp]...`.
 
 With no config file it runs on embedded defaults: the console channel, a SQLite file under
 data/, and no model (slash commands only) unless OPENAI_API_KEY / OPENAI_BASE_URL / CHATFN_MODEL
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loguru import logger
 
-CHANNELS = ("console", "http", "onebot")
+CHANNELS = ("console", "http", "onebot", "mcp")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,6 +57,10 @@ async def run(args: argparse.Namespace) -> int:
             from channels.onebot import OneBotChannel
 
             channels.append(OneBotChannel(bot))
+        elif name == "mcp":  # MCP over stdio: stdout is the protocol, logs go to stderr
+            from channels.mcp import McpStdioChannel
+
+            channels.append(McpStdioChannel(bot))
     await bot.start()  # after the channels: reminders due while down are sent at once
     logger.info(
         "chatfn started: model={}, functions={}, channels={}",

@@ -5,7 +5,7 @@ Prints a table of checks, each ✓ (ok), ! (warning) or ✗ (failure) with a rea
 only when the bot can really run. A missing model is a warning (the bot runs on slash commands);
 an invalid config, an unusable database, a plugin that fails to import or a schema a provider
 would reject is a failure. `--online` also makes one real request per configured model,
-including a tool-call round trip.
+including a tool-call round trip, and calls `tools/list` on each MCP server.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     from providers.schema import schema_issues
 
     registry = Registry()
-    active = [p for p in settings.plugins_loaded if p.state(settings).state == "on"]
+    active = [p for p in settings.plugins_loaded if p.runs(settings)]
     for loaded in active:
         registry.include(loaded.module)
     builtin_count = sum(len(p.specs()) for p in active if p.builtin)
@@ -183,6 +183,43 @@ def check_plugin_status(report: Report, settings: Any) -> None:
         report.add(label, status, f"{state.state}: {state.detail}" if state.detail else state.state)
 
 
+def check_mcp_servers(report: Report, settings: Any, online: bool) -> None:
+    """One line per MCP server of `mcp.servers`: ✗ when its command cannot be found (or, with
+    --online, when it does not start or answer `tools/list`), else its tool count."""
+    import shutil
+
+    from function_calls.builtins.mcp import McpSettings, sdk_installed
+
+    cfg = settings.section(McpSettings)
+    for key, server in cfg.servers.items():
+        label = f"mcp {key}"
+        if not server.enabled:
+            report.add(label, "warn", f"off (enabled: false): {server.describe()}")
+            continue
+        if not sdk_installed():
+            report.add(label, "fail", "the mcp package is not installed: pip install 'chatfn[mcp]'")
+            continue
+        if server.command is not None and shutil.which(server.command) is None:
+            report.add(label, "fail", f"command {server.command!r} not found ({server.describe()})")
+            continue
+        if not online:
+            report.add(label, "ok", f"{server.describe()}; tools not listed (use --online)")
+            continue
+        from function_calls.builtins.mcp.client import probe, short_error
+
+        started = time.perf_counter()
+        try:
+            names = asyncio.run(probe(server, cfg.connect_timeout))
+        except BaseException as exc:  # noqa: BLE001 - any failure to start or answer is the result
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            report.add(label, "fail", f"down: {short_error(exc)} ({server.describe()})")
+            continue
+        elapsed = (time.perf_counter() - started) * 1000
+        shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+        report.add(label, "ok", f"up, {len(names)} tool(s) in {elapsed:.0f} ms: {shown}")
+
+
 def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
     from providers.errors import ProviderNotInstalled
     from runtime.bot import Bot
@@ -215,8 +252,30 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
         report.add(
             "model", "ok", f"{bot.model.name}: {cfg.provider} {cfg.model} at {where}, {mode}"
         )
+    check_rule_models(report, settings, bot)
     report.add("router", "ok", f"FunctionCallRouter ready with {len(registry)} function(s)")
     return bot
+
+
+def check_rule_models(report: Report, settings: Any, bot: Any) -> None:
+    """Every model a `chats:` rule names (their names were checked when the bot was built):
+    each must also build, or the chats using it would fail on their first message."""
+    from function_calls.chat_settings import rule_models
+    from providers.errors import ProviderError
+    from runtime.settings import ConfigError
+
+    default = bot.model.name if bot.model is not None else None
+    for name in rule_models(settings):
+        if name == default:
+            continue
+        try:
+            model = bot.model_named(name)
+        except (ConfigError, ProviderError) as exc:
+            report.add(f"model {name}", "fail", str(exc))
+            continue
+        cfg = settings.models.get(name)
+        where = (cfg.base_url if cfg else None) or "the provider's endpoint"
+        report.add(f"model {name}", "ok", f"used by chats: rules; {model.model} at {where}")
 
 
 async def check_online(report: Report, settings: Any) -> None:
@@ -242,10 +301,15 @@ async def check_online(report: Report, settings: Any) -> None:
             messages = [Message(role="user", content="What is the magic number? Use the tool.")]
             first = await model.complete(messages, [tool])
             if not first.tool_calls:
+                fix = ""
+                if model.capabilities.native_tools is not False:
+                    # llama-cpp-python's server accepts `tools` and ignores them unless
+                    # `tool_choice` is sent, so `native_tools: auto` never downgrades.
+                    fix = f"; if its server ignores tools, set `native_tools: false` for {name}"
                 report.add(
                     label,
                     "warn",
-                    f"answered but did not call the tool ({(first.content or '')[:60]!r})",
+                    f"answered but did not call the tool ({(first.content or '')[:60]!r}){fix}",
                 )
                 continue
             messages.append(first.as_message())
@@ -283,6 +347,7 @@ def run_checks(config: str | None, online: bool) -> Report:
     storage = check_storage(report, settings)
     registry = check_plugins_and_schemas(report, settings)
     check_plugin_status(report, settings)
+    check_mcp_servers(report, settings, online)
     if storage is not None and registry is not None:
         bot = check_bot(report, settings, registry, storage)
         if bot is not None:
@@ -300,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     parser.add_argument(
-        "--online", action="store_true", help="also make one real request per configured model"
+        "--online",
+        action="store_true",
+        help="also make one real request per configured model and list each MCP server's tools",
     )
     args = parser.parse_args(argv)
     from loguru import logger

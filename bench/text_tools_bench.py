@@ -1,11 +1,13 @@
 """Throughput and scaling of the prompt-mode tool-call parser (providers/text_tools).
 
-    python bench/text_tools_bench.py
+    python bench/text_tools_bench.py [rounds]
 
-Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces
-and tool calls in several dialects, and times the parser fed whole and in 16-byte chunks (as a
+Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces,
+marker look-alikes and tool calls in several dialects (Hermes, XML tag, pythonic, Llama 3 JSON,
+harmony, MiniMax-M2), and times the parser fed whole and in 16-byte chunks (as a
 token stream arrives). Linear work shows as a time ratio of ~10x per 10x size. Times are the
-best of several runs: on a loaded machine single runs vary by 2x.
+best of several interleaved rounds (every size and mode in each round), with
+and without the cyclic GC: on a loaded machine single runs vary by 2x.
 """
 
 from __future__ import annotations
@@ -29,7 +31,14 @@ BLOCKS = [
     "A set {{1, 2}} and a list [1, 2] and <b>bold</b> text, {n} times. ",
     "[get_weather(city='Paris', day={n})] then more prose follows here. ",
     '{{"name": "get_weather", "parameters": {{"city": "Rome {n}"}}}}\n',
+    "<|channel|>analysis<|message|>想一想 {n}.<|end|><|start|>assistant<|channel|>commentary "
+    'to=functions.get_weather <|constrain|>json<|message|>{{"city": "东京 {n}"}}<|call|>\n',
+    '<minimax:tool_call>\n<invoke name="web_search">\n<parameter name="query">新闻 {n}'
+    "</parameter>\n</invoke>\n</minimax:tool_call>\n",
+    "Action: none yet; >>> is a prompt, functools a module, <|channel|> a token {n}.\n",
 ]
+#: Blocks (by index) that hold one call.
+CALL_BLOCKS = (1, 3, 5, 6, 7, 8)
 
 
 def make_reply(size: int) -> tuple[str, int]:
@@ -39,7 +48,7 @@ def make_reply(size: int) -> tuple[str, int]:
     calls = 0
     while total < size:
         block = BLOCKS[n % len(BLOCKS)].format(n=n % 60)
-        calls += n % len(BLOCKS) in (1, 3, 5, 6)
+        calls += n % len(BLOCKS) in CALL_BLOCKS
         parts.append(block)
         total += len(block)
         n += 1
@@ -47,7 +56,10 @@ def make_reply(size: int) -> tuple[str, int]:
 
 
 def run(text: str, chunk: int | None) -> tuple[float, int]:
-    start = time.perf_counter()
+    """CPU seconds of this thread for one parse. CPU time, not wall time: with 5+ jobs on 2
+    cores a 0.5 s run is preempted many times while a 2 ms run often is not, so wall-time
+    ratios between sizes measure the load, not the parser."""
+    start = time.thread_time()
     parser = StreamingToolParser(ALLOWED)
     if chunk is None:
         parser.feed(text)
@@ -55,56 +67,64 @@ def run(text: str, chunk: int | None) -> tuple[float, int]:
         for i in range(0, len(text), chunk):
             parser.feed(text[i : i + chunk])
     parser.finish()
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     return elapsed, len(parser.result().calls)
 
 
-def best_of(text: str, chunk: int | None, repeat: int) -> tuple[float, int]:
-    results = [run(text, chunk) for _ in range(repeat)]
-    return min(r[0] for r in results), results[0][1]
-
-
-def best_without_gc(text: str, chunk: int | None, repeat: int) -> float:
-    """The parser's own work, without Python's cyclic GC (which walks every live object, and a
-    1 MB reply with 7,000 calls keeps many alive)."""
+def timed(text: str, chunk: int | None, with_gc: bool) -> tuple[float, int]:
+    """One run from a collected heap; without GC, the cyclic collector is off during the run
+    (it walks every live object, and a 1 MB reply keeps thousands of calls and segments alive,
+    so its cost per run grows with everything else alive in the process)."""
     gc.collect()
-    gc.disable()
+    if not with_gc:
+        gc.disable()
     try:
-        return best_of(text, chunk, repeat)[0]
+        return run(text, chunk)
     finally:
         gc.enable()
 
 
 def main() -> None:
+    """Best of N interleaved rounds: each round times every size, fed whole and chunked, with
+    and without GC, so a burst of load from other jobs hits all sizes alike instead of one."""
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     sizes = [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)]
+    replies = {label: make_reply(size) for label, size in sizes}
+    modes = [(None, True), (16, True), (None, False), (16, False)]
+    best: dict[tuple[str, int | None, bool], float] = {}
+    for _ in range(rounds):
+        for label, _size in sizes:
+            text, expected = replies[label]
+            # Small replies are timed as the best of several back-to-back runs per round.
+            inner = 20 if len(text) <= 20_000 else 3 if len(text) <= 200_000 else 1
+            for chunk, with_gc in modes:
+                for _ in range(inner):
+                    elapsed, calls = timed(text, chunk, with_gc)
+                    assert calls == expected, (label, chunk, calls, expected)
+                    key = (label, chunk, with_gc)
+                    best[key] = min(best.get(key, elapsed), elapsed)
     print(
-        f"{'reply':<8}{'calls':>7}{'whole (s)':>12}{'16-B chunks (s)':>17}{'whole MB/s':>12}"
+        f"{'reply':<8}{'calls':>7}{'whole (cpu s)':>15}{'16-B chunks':>13}{'whole MB/s':>12}"
         f"{'chunked MB/s':>14}{'whole, no GC':>14}{'chunked, no GC':>16}"
     )
-    base: tuple[float, ...] | None = None
-    ratios = []
-    for label, size in sizes:
-        text, expected = make_reply(size)
-        repeat = 7 if size <= 100_000 else 4
-        whole, calls = best_of(text, None, repeat)
-        chunked, calls_chunked = best_of(text, 16, repeat)
-        assert calls == calls_chunked == expected, (calls, calls_chunked, expected)
-        whole_ng = best_without_gc(text, None, repeat)
-        chunked_ng = best_without_gc(text, 16, repeat)
+    for label, _size in sizes:
+        text, expected = replies[label]
         mb = len(text.encode()) / 1e6
+        w, c = best[(label, None, True)], best[(label, 16, True)]
+        wn, cn = best[(label, None, False)], best[(label, 16, False)]
         print(
-            f"{label:<8}{calls:>7}{whole:>12.4f}{chunked:>17.4f}{mb / whole:>12.1f}"
-            f"{mb / chunked:>14.1f}{whole_ng:>14.4f}{chunked_ng:>16.4f}"
+            f"{label:<8}{expected:>7}{w:>15.4f}{c:>13.4f}{mb / w:>12.1f}{mb / c:>14.1f}"
+            f"{wn:>14.4f}{cn:>16.4f}"
         )
-        times = (whole, chunked, whole_ng, chunked_ng)
-        if base is not None:
-            ratios.append((label, *(t / b for t, b in zip(times, base, strict=True))))
-        base = times
-    for label, rw, rc, rwn, rcn in ratios:
-        print(
-            f"time ratio to the 10x smaller reply at {label}: whole {rw:.1f}x, chunked "
-            f"{rc:.1f}x; without GC: whole {rwn:.1f}x, chunked {rcn:.1f}x"
-        )
+
+    def ratio(chunk: int | None, with_gc: bool) -> float:
+        return best[("1 MB", chunk, with_gc)] / best[("10 KB", chunk, with_gc)]
+
+    print(
+        f"1 MB vs 10 KB (best of {rounds} interleaved rounds): whole {ratio(None, True):.0f}x, "
+        f"chunked {ratio(16, True):.0f}x; without GC: whole {ratio(None, False):.0f}x, chunked "
+        f"{ratio(16, False):.0f}x (linear: 100x; criterion <= 120x)"
+    )
 
 
 if __name__ == "__main__":

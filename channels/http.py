@@ -4,9 +4,13 @@
                                 "at_bot"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat
+    GET  /metrics              Prometheus text format (messages, model requests, tokens,
+                               latency, tool calls, limit refusals)
     GET  /healthz              liveness, no token needed
+    POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
-When `channels.http.token` is set, every /v1 route needs `Authorization: Bearer <token>`.
+When `channels.http.token` is set, every /v1 route, /metrics and /mcp need
+`Authorization: Bearer <token>`.
 When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there.
 """
 
@@ -26,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.base import Channel
 from common.messages import IncomingMessage, OutgoingMessage, StreamEvent
+from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -66,9 +71,16 @@ class HttpChannel(Channel):
         self.app.router.add_post("/v1/messages", self.post_message)
         self.app.router.add_post("/v1/messages/stream", self.post_message_stream)
         self.app.router.add_get("/v1/events", self.get_events)
+        self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/healthz", self.healthz)
         if (STATIC_DIR / "index.html").exists():
             self.app.router.add_get("/", self.index)
+        self.mcp: Any = None
+        if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
+            from channels.mcp import McpHttpEndpoint
+
+            self.mcp = McpHttpEndpoint(bot)
+            self.app.router.add_route("*", "/mcp", self.mcp.handle)
         self._runner: web.AppRunner | None = None
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -77,7 +89,7 @@ class HttpChannel(Channel):
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.token and request.path.startswith("/v1/"):
+        if self.token and (request.path.startswith("/v1/") or request.path in ("/metrics", "/mcp")):
             header = request.headers.get("Authorization", "")
             given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
@@ -92,6 +104,10 @@ class HttpChannel(Channel):
         return web.json_response(
             {"status": "ok", "model": self.bot.model.name if self.bot.model else None}
         )
+
+    async def metrics(self, _request: web.Request) -> web.Response:
+        body = self.bot.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def index(self, _request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
@@ -222,6 +238,8 @@ class HttpChannel(Channel):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.start()
         self._runner = web.AppRunner(self.app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -254,3 +272,5 @@ class HttpChannel(Channel):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.mcp is not None:
+            await self.mcp.stop()

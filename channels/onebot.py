@@ -545,7 +545,7 @@ class OneBotChannel(Channel):
             segments = outgoing_segments(
                 text,
                 at=out.at if first and kind == "group" else None,
-                reply_to=out.reply_to if first and self.cfg.quote_replies else None,
+                reply_to=out.reply_to if first and out.quote else None,
             )
             params = {id_key: _int(target), "message": segments}
             data = await self._send_with_retry(self_id, action, params, out)

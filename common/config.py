@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -35,10 +35,16 @@ class BotSettings(Section):
     name: str = "chatfn"
     admins: list[str] = Field(default_factory=list)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    # A name under `personas:`; when set it replaces `system_prompt`.
+    persona: str | None = None
     # How many earlier messages of the chat a model sees.
     history_size: int = Field(default=20, ge=0, le=500)
     # In groups: answer only when @-mentioned ("at"), every message ("always"), or never.
     respond_in_groups: Literal["at", "always", "never"] = "at"
+    # In groups: @-mention the sender in the bot's answers.
+    reply_with_mention: bool = True
+    # Quote the message being answered (a OneBot reply segment; other channels ignore it).
+    reply_with_quote: bool = False
     # Which `models:` entry answers chat and calls functions; default: the first one.
     model: str | None = None
     # IANA zone the bot thinks in ("Europe/Berlin"): the time in the system prompt, and the
@@ -65,11 +71,56 @@ class ChatFunctionRules(Section):
     disabled: list[str] = Field(default_factory=list)
 
 
+class ChatMatch(Section):
+    """Which chats a `chats:` rule applies to; every key given must fit (none given: all)."""
+
+    platform: str | None = None
+    # Exact ("group:123456") or with * wildcards ("group:*").
+    chat_id: str | None = None
+    is_group: bool | None = None
+
+
+class ChatRule(Section):
+    """One entry of `chats:`: the settings it names apply to the chats it matches. A setting it
+    leaves out falls through to the next matching rule, then to `bot:`."""
+
+    match: ChatMatch = Field(default_factory=ChatMatch)
+    model: str | None = None
+    persona: str | None = None
+    system_prompt: str | None = None
+    history_size: int | None = Field(default=None, ge=0, le=500)
+    respond_in_groups: Literal["at", "always", "never"] | None = None
+    reply_with_mention: bool | None = None
+    reply_with_quote: bool | None = None
+    functions: ChatFunctionRules | None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> ChatRule:
+        if self.persona is not None and self.system_prompt is not None:
+            raise ValueError("set persona or system_prompt, not both")
+        return self
+
+
+class LimitValues(Section):
+    """Counts one user (or one chat) may reach; None: no limit."""
+
+    messages_per_minute: int | None = Field(default=None, ge=1)
+    model_calls_per_day: int | None = Field(default=None, ge=1)
+    tokens_per_day: int | None = Field(default=None, ge=1)
+
+
+class LimitSettings(Section):
+    per_user: LimitValues = Field(default_factory=LimitValues)
+    per_chat: LimitValues = Field(default_factory=LimitValues)
+    # Admins (bot.admins) are never limited.
+    exempt_admins: bool = True
+
+
 class FunctionCallSettings(Section):
     # None: every registered function; a list: only these.
     enabled: list[str] | None = None
     disabled: list[str] = Field(default_factory=list)
-    # Keyed by chat id.
+    # Keyed by chat id. Deprecated: `chats: [{match: {chat_id: ...}, functions: ...}]`.
     chats: dict[str, ChatFunctionRules] = Field(default_factory=dict)
     max_rounds: int = Field(default=5, ge=1, le=50)
     max_calls_per_message: int = Field(default=10, ge=1, le=100)
@@ -101,6 +152,8 @@ class HttpSettings(Section):
     port: int = Field(default=8080, ge=0, le=65535)
     token: str | None = None
     webhook_url: str | None = None
+    # Serve the bot's functions over MCP (streamable HTTP) at /mcp, behind the same token.
+    mcp: bool = False
 
     @field_validator("token")
     @classmethod
@@ -130,7 +183,7 @@ class OneBotSettings(Section):
     # Messages kept for resending when a bot account reconnects, and for how many seconds.
     resend_queue: int = Field(default=100, ge=0)
     resend_max_age: float = Field(default=600.0, gt=0)
-    # Quote the user's message (a reply segment) in the bot's answer.
+    # Deprecated: `bot.reply_with_quote` (or `reply_with_quote` in a `chats:` rule).
     quote_replies: bool = False
 
     @field_validator("access_token")
@@ -148,6 +201,8 @@ class ChannelSettings(Section):
 class LoggingSettings(Section):
     level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR"] = "INFO"
     file: str | None = None
+    # "json": one JSON object per line (loguru's serializer), chat and message ids as fields.
+    format: Literal["text", "json"] = "text"
 
 
 def check_zone(value: str | None) -> str | None:
@@ -188,6 +243,11 @@ class CoreSettings(Section):
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    # Named system prompts, for `bot.persona`, `chats[].persona` and `/persona NAME`.
+    personas: dict[str, str] = Field(default_factory=dict)
+    # Per-chat settings: the first matching rule naming a setting decides it, else `bot:`.
+    chats: list[ChatRule] = Field(default_factory=list)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
     # Directory relative paths (plugins, SQLite files) are resolved against: the config file's
     # directory, or the current directory when there is no config file.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)

@@ -55,6 +55,9 @@ class OutgoingMessage:
     # stored with role "notice" and left out of the conversation a model sees, so the model
     # never reads "Sorry, the model is not available" as something it said.
     notice: bool = False
+    # Quote `reply_to` in the reply (a OneBot reply segment); set from the chat's
+    # `reply_with_quote`, so channels need not know the per-chat rules.
+    quote: bool = False
 
 
 @dataclass(slots=True)

@@ -8,10 +8,12 @@ importable, but this is the front door; built-ins use nothing else.
 
 from common.config import Section, zone_named
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext
+from function_calls.model_calls import ask
 from function_calls.plugin import Plugin, PluginHost, Status
-from function_calls.registry import tool_function
-from function_calls.spec import FunctionResult, FunctionSpec
+from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
+from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import Message
@@ -19,9 +21,12 @@ from storage.db import Storage, StoredMessage
 
 __all__ = [
     "ChatModel",
+    "FunctionDefinitionError",
+    "ChatSettings",
     "FunctionResult",
     "FunctionSpec",
     "IncomingMessage",
+    "InvalidArguments",
     "Message",
     "MessageContext",
     "OutgoingMessage",
@@ -31,8 +36,10 @@ __all__ = [
     "Section",
     "Status",
     "Storage",
+    "ask",
     "StoredMessage",
     "SystemEvent",
+    "schema_function",
     "tool_function",
     "zone_named",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from function_calls.context import MessageContext
 from function_calls.conversation import build_messages
+from function_calls.model_calls import ask
 from providers.types import LLMResponse
 
 
@@ -18,23 +19,9 @@ async def run_chat_fallback(ctx: MessageContext) -> bool:
         await ctx.reply(ctx.config.bot.no_model_reply, notice=True)
         return True
     messages = build_messages(ctx)
-    final: LLMResponse | None = None
-    if ctx.on_stream is not None and model.capabilities.streaming:
-        text_parts: list[str] = []
-        async for event in model.stream(messages, None):
-            if event.type == "text" or (
-                event.type == "thinking" and model.capabilities.show_thinking
-            ):
-                if event.type == "text":
-                    text_parts.append(event.text)
-                await ctx.on_stream(event)
-            elif event.type == "done":
-                final = event.response
-        text = (final.content if final else "".join(text_parts)) or ""
-    else:
-        final = await model.complete(messages, None)
-        text = final.content or ""
-    thinking = "\n\n".join(b.text for b in final.thinking if b.text) if final else ""
+    final: LLMResponse = await ask(ctx, model, messages, None)
+    text = final.content or ""
+    thinking = "\n\n".join(b.text for b in final.thinking if b.text)
     if thinking:
         ctx.logger.debug("thinking: {}", thinking[:2000])
     text = text.strip()

@@ -60,7 +60,7 @@ def parse_arguments(spec: FunctionSpec, rest: str) -> dict[str, Any]:
         tokens = shlex.split(rest)
     except ValueError:
         tokens = None  # an apostrophe in free text, for instance
-    fields = spec.args_model.model_fields if spec.args_model else {}
+    fields = {name for name, _, _ in spec.fields}
     if tokens and all((m := KEY_VALUE.match(t)) and m.group(1) in fields for t in tokens):
         return {k: _value(v) for k, v in (t.split("=", 1) for t in tokens)}
     text_field = spec.single_text_field

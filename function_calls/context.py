@@ -6,6 +6,7 @@ are re-exported here because plugins have always imported them from this module.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from loguru import logger as _root_logger
@@ -19,12 +20,14 @@ from common.messages import (
     StreamObserver,
     SystemEvent,
 )
+from function_calls.chat_settings import ChatSettings, resolve
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import Services
 
 if TYPE_CHECKING:
     from loguru import Logger
 
+    from common.metrics import Metrics
     from function_calls.registry import Registry
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
@@ -41,6 +44,14 @@ __all__ = [
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class TurnState:
+    """Bookkeeping of one message's model requests (limits reserve the first call)."""
+
+    requests: int = 0
+    reserved_calls: int = 0
 
 
 class MessageContext:
@@ -60,6 +71,10 @@ class MessageContext:
         "stored_id",
         "registry",
         "on_stream",
+        "chat",
+        "turn",
+        "metrics",
+        "model_names",
     )
 
     def __init__(
@@ -75,6 +90,9 @@ class MessageContext:
         stored_id: int | None = None,
         registry: Registry | None = None,
         on_stream: StreamObserver | None = None,
+        chat: ChatSettings | None = None,
+        metrics: Metrics | None = None,
+        model_names: list[str] | None = None,
     ) -> None:
         self.message = message
         self.is_admin = is_admin
@@ -91,6 +109,12 @@ class MessageContext:
         self.registry = registry
         # Set by channels that can show text as it arrives (console, HTTP streaming).
         self.on_stream = on_stream
+        # This chat's effective settings: model, persona, history size, reply mode, functions.
+        self.chat = chat if chat is not None else resolve(config, message)
+        self.turn = TurnState()
+        self.metrics = metrics
+        # The names under `models:` this bot can use (`/model` lists them).
+        self.model_names = model_names if model_names is not None else []
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
@@ -122,22 +146,44 @@ class MessageContext:
         self, text: str, at: str | None = None, *, thinking: str | None = None, notice: bool = False
     ) -> None:
         """Send `text` to this chat (stored in history, delivered by the channel). `thinking`,
-        the model reasoning that led to it, is stored with it and never sent."""
+        the model reasoning that led to it, is stored with it and never sent. In groups the
+        sender is @-mentioned unless `at` names someone else or the chat's
+        `reply_with_mention` is off; `reply_with_quote` makes channels quote the message."""
+        msg = self.message
+        if msg.is_group and at is None and self.chat.reply_with_mention:
+            at = msg.sender_id
         out = OutgoingMessage(
-            platform=self.message.platform,
-            chat_id=self.message.chat_id,
+            platform=msg.platform,
+            chat_id=msg.chat_id,
             text=text,
-            is_group=self.message.is_group,
-            at=at if self.message.is_group else None,
-            reply_to=self.message.message_id or None,
+            is_group=msg.is_group,
+            at=at if msg.is_group else None,
+            reply_to=msg.message_id or None,
             thinking=thinking,
             notice=notice,
+            quote=self.chat.reply_with_quote and bool(msg.message_id),
         )
         self.sent.append(out)
         await self._deliver(out)
 
     def history(self, limit: int = 20) -> list[StoredMessage]:
-        """The chat's last `limit` stored messages before this one, oldest first."""
+        """The chat's last `limit` stored messages before this one and after its `/reset`
+        point, oldest first."""
         return self.storage.recent_messages(
-            self.message.platform, self.message.chat_id, limit, before_id=self.stored_id
+            self.message.platform,
+            self.message.chat_id,
+            limit,
+            before_id=self.stored_id,
+            after_id=self.chat.reset_after,
         )
+
+    def set_chat_override(self, key: str, value: str) -> None:
+        """Change this chat's `key` ("model", "persona", "reset") from the chat, for this chat
+        alone; stored, so it survives restarts. Takes effect from the next message."""
+        self.storage.chat_state.set_override(
+            self.message.platform, self.message.chat_id, key, value, self.message.sender_id
+        )
+
+    def clear_chat_override(self, key: str) -> None:
+        """Return this chat's `key` to what the config says."""
+        self.storage.chat_state.clear_override(self.message.platform, self.message.chat_id, key)

@@ -25,7 +25,8 @@ def system_prompt(ctx: MessageContext, extra: str = "") -> str:
         if ctx.message.is_group
         else "a private chat"
     )
-    base = bot.system_prompt.replace("{bot_name}", bot.name)
+    # The chat's persona or system prompt (`chats:` rules, `/persona`), else `bot:`'s.
+    base = ctx.chat.system_prompt.replace("{bot_name}", bot.name)
     lines = [
         base,
         f"Current time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {now.tzname()} (UTC{now:%z}).",
@@ -67,7 +68,7 @@ def current_message(ctx: MessageContext) -> Message:
 def build_messages(
     ctx: MessageContext, *, extra_system: str = "", history_limit: int | None = None
 ) -> list[Message]:
-    limit = ctx.config.bot.history_size if history_limit is None else history_limit
+    limit = ctx.chat.history_size if history_limit is None else history_limit
     rows = ctx.history(limit) if limit else []
     return [
         Message(role="system", content=system_prompt(ctx, extra_system)),

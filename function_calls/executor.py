@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.registry import Registry
-from function_calls.spec import FunctionResult, FunctionSpec
+from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.types import parse_arguments
 
 Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
@@ -76,6 +76,8 @@ class FunctionExecutor:
             )
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
+        if ctx.metrics is not None:
+            ctx.metrics.tool_calls.labels(name, execution.outcome).inc()
         level = "INFO" if execution.ok else "WARNING"
         ctx.logger.log(
             level,
@@ -112,6 +114,9 @@ class FunctionExecutor:
         except ValidationError as exc:
             text = format_validation_error(name, exc)
             return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
+        except InvalidArguments as exc:
+            text = f"Invalid arguments for {name}: {exc}."
+            return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
         except ValueError as exc:
             text = f"Invalid arguments for {name}: {exc}."
             return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
@@ -140,6 +145,9 @@ class FunctionExecutor:
                     None,
                     f"{name} returned {type(result).__name__}, not FunctionResult",
                 )
+        if result.is_error:
+            text = result.content_for_model()
+            return Execution(name, "error", result, f"{name} failed: {text}", reason=text)
         return Execution(name, "ok", result, result.content_for_model())
 
     @staticmethod
@@ -148,13 +156,16 @@ class FunctionExecutor:
             arguments = parse_arguments(arguments)
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
+        if spec.validator is not None:
+            return spec.validator(arguments)
         if spec.args_model is None:
             return None
         return spec.args_model.model_validate(arguments)
 
     @staticmethod
     async def _call(spec: FunctionSpec, ctx: MessageContext, args: Any) -> Any:
-        call_args = (ctx,) if spec.args_model is None else (ctx, args)
+        takes_args = spec.args_model is not None or spec.validator is not None
+        call_args = (ctx, args) if takes_args else (ctx,)
         if spec.is_async:
             return await spec.handler(*call_args)
         # Sync handlers may block (I/O); keep the event loop free for other chats.

@@ -18,6 +18,7 @@ from common.config import FunctionCallSettings
 from function_calls.context import MessageContext
 from function_calls.conversation import build_messages
 from function_calls.executor import Execution, FunctionExecutor
+from function_calls.model_calls import ask
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
@@ -78,8 +79,14 @@ STOP_NOTES = {
 
 
 class FunctionCallLLM:
+    """The tool loop of a bot. The model is the message's (`ctx.model`, per chat), unless one
+    is given here (tests drive a loop on a model of their own)."""
+
     def __init__(
-        self, model: ChatModel, executor: FunctionExecutor, settings: FunctionCallSettings
+        self,
+        model: ChatModel | None,
+        executor: FunctionExecutor,
+        settings: FunctionCallSettings,
     ) -> None:
         self.model = model
         self.executor = executor
@@ -196,15 +203,7 @@ class FunctionCallLLM:
     async def _ask(
         self, ctx: MessageContext, messages: list[Message], tools: list[ToolDefinition]
     ) -> LLMResponse:
-        if ctx.on_stream is None or not self.model.capabilities.streaming:
-            return await self.model.complete(messages, tools or None)
-        final: LLMResponse | None = None
-        async for event in self.model.stream(messages, tools or None):
-            if event.type == "done":
-                final = event.response
-            elif event.type != "thinking" or self.model.capabilities.show_thinking:
-                # Reasoning reaches a channel only when models.<name>.thinking.show says so.
-                await ctx.on_stream(event)
-        if final is None:
-            raise RuntimeError(f"model {self.model.name} stream ended without a final response")
-        return final
+        model = self.model or ctx.model
+        if model is None:
+            raise RuntimeError("the tool loop ran without a model")
+        return await ask(ctx, model, messages, tools)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from common.config import CoreSettings, FunctionCallSettings
+from common.config import CoreSettings
 from common.messages import IncomingMessage
+from function_calls.chat_settings import ChatSettings
 from function_calls.spec import FunctionSpec
 
 
@@ -24,19 +25,10 @@ class Caller(Protocol):
     @property
     def config(self) -> CoreSettings: ...
 
-
-def enabled_in_chat(spec: FunctionSpec, settings: FunctionCallSettings, chat_id: str) -> bool:
-    if spec.name in settings.disabled:
-        return False
-    if settings.enabled is not None and spec.name not in settings.enabled:
-        return False
-    rules = settings.chats.get(chat_id)
-    if rules is not None:
-        if spec.name in rules.disabled:
-            return False
-        if rules.enabled is not None and spec.name not in rules.enabled:
-            return False
-    return True
+    @property
+    def chat(self) -> ChatSettings:
+        """This chat's effective settings (`function_calls` lists and the `chats:` rules)."""
+        ...
 
 
 def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False) -> str | None:
@@ -45,7 +37,7 @@ def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False
     A slash command counts as addressing the bot, so `require_at` does not block it.
     """
     msg = ctx.message
-    if not enabled_in_chat(spec, ctx.config.function_calls, msg.chat_id):
+    if not ctx.chat.function_allowed(spec.name):
         return f"{spec.name} is disabled in this chat"
     if spec.scope == "group" and not msg.is_group:
         return f"{spec.name} only works in group chats"

@@ -31,6 +31,7 @@ from common.config import CoreSettings
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 
 if TYPE_CHECKING:
+    from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
     from storage.db import Storage
 
@@ -74,6 +75,15 @@ class PluginHost(Protocol):
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome): stored, then
         delivered by the channel of `out.platform`."""
+        ...
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        """Register a function while the bot runs (an MCP server's tool, built with
+        `schema_function`): from the next message on, the model and slash commands see it."""
+        ...
+
+    def remove_function(self, name: str) -> None:
+        """Unregister a function added with `add_function` (a tool its server no longer lists)."""
         ...
 
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
@@ -120,6 +130,7 @@ class Plugin(Generic[S]):
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
     event_handlers: list[tuple[str, EventHandler]] = field(default_factory=list, repr=False)
     _status: Callable[[Any], Status] | None = field(default=None, repr=False)
+    _patterns: Callable[[Any], list[str]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.settings is not None and self.section is None:
@@ -129,6 +140,12 @@ class Plugin(Generic[S]):
     def status(self, func: Callable[[S], Status]) -> Callable[[S], Status]:
         """`func(section) -> Status`: whether the plugin can work with this config, and why."""
         self._status = func
+        return func
+
+    def function_patterns(self, func: Callable[[S], list[str]]) -> Callable[[S], list[str]]:
+        """`func(section) -> ["prefix__*", ...]`: glob patterns of the names of functions the
+        plugin registers only once it runs (MCP tools), so config naming them is valid."""
+        self._patterns = func
         return func
 
     def on_setup(self, func: SetupHook) -> SetupHook:
@@ -156,6 +173,12 @@ class Plugin(Generic[S]):
         return register
 
     # -- queries ---------------------------------------------------------------------------------
+    def patterns(self, settings: CoreSettings) -> list[str]:
+        if self._patterns is None:
+            return []
+        section = settings.section(self.settings) if self.settings is not None else None
+        return self._patterns(section)
+
     def state(self, settings: CoreSettings) -> Status:
         if self._status is None:
             return Status("on", "always available")

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from function_calls.spec import FunctionSpec, Scope
+from function_calls.spec import FunctionSpec, InvalidArguments, Scope
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI, Anthropic and Gemini accept
 SPEC_ATTR = "__chatfn_spec__"
@@ -63,6 +63,10 @@ class Registry:
             )
         self._specs[spec.name] = spec
         return spec
+
+    def remove(self, name: str) -> FunctionSpec | None:
+        """Drop a function added at runtime (an MCP server's tool that went away)."""
+        return self._specs.pop(name, None)
 
     def include(self, module: types.ModuleType) -> int:
         """Register every decorated function of an already-imported module (built-ins)."""
@@ -233,6 +237,83 @@ def build_spec(
         source=where,
         allow=allow,
         for_model=for_model,
+    )
+
+
+def schema_validator(schema: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A validator for arguments described by a JSON schema (the draft named by `$schema`, else
+    2020-12). Raises FunctionDefinitionError for a schema that is itself invalid, at
+    registration, not at the first call."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise FunctionDefinitionError(f"invalid JSON schema: {exc.message}") from None
+    checker = cls(schema)
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        errors = sorted(checker.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            parts = []
+            for err in errors[:5]:
+                loc = ".".join(str(p) for p in err.absolute_path) or "arguments"
+                parts.append(f"{loc}: {err.message}")
+            raise InvalidArguments("; ".join(parts))
+        return arguments
+
+    return validate
+
+
+def schema_function(
+    name: str,
+    description: str,
+    parameters_schema: dict[str, Any],
+    handler: Callable[..., Any],
+    *,
+    scope: Scope = "both",
+    require_at: bool = False,
+    admin_only: bool = False,
+    timeout: float | None = None,
+    allow: Callable[[Any], str | None] | None = None,
+    source: str = "",
+) -> FunctionSpec:
+    """A function declared by a JSON schema rather than an args model (an MCP server's tool):
+    `handler(ctx, arguments: dict)` gets the arguments once they match the schema. The same
+    checks as `@tool_function` apply (name, scope, timeout, description); register it with
+    `PluginHost.add_function`."""
+    where = source or name
+    if not NAME_PATTERN.match(name):
+        raise FunctionDefinitionError(
+            f"function name {name!r} ({where}) must match {NAME_PATTERN.pattern}"
+        )
+    if scope not in ("group", "private", "both"):
+        raise FunctionDefinitionError(f"function {name!r} ({where}): bad scope {scope!r}")
+    if timeout is not None and timeout <= 0:
+        raise FunctionDefinitionError(f"function {name!r} ({where}): timeout must be > 0")
+    if not description.strip():
+        raise FunctionDefinitionError(f"function {name!r} ({where}) needs a description")
+    schema = dict(parameters_schema or {})
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    try:
+        validator = schema_validator(schema)
+    except FunctionDefinitionError as exc:
+        raise FunctionDefinitionError(f"function {name!r} ({where}): {exc}") from None
+    return FunctionSpec(
+        name=name,
+        description=description.strip(),
+        parameters_schema=schema,
+        handler=handler,
+        scope=scope,
+        require_at=require_at,
+        admin_only=admin_only,
+        timeout=timeout,
+        is_async=inspect.iscoroutinefunction(handler),
+        source=where,
+        allow=allow,
+        validator=validator,
     )
 
 

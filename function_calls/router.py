@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from common.config import CoreSettings
+from function_calls import limits
 from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
@@ -45,18 +46,20 @@ def user_message_for(exc: ProviderError) -> str:
 
 
 class FunctionCallRouter:
-    def __init__(self, registry: Registry, settings: CoreSettings, model: ChatModel | None) -> None:
+    """Routes messages. The model is each message's own (`ctx.model`: the chat's, from the
+    `chats:` rules and `/model`); `model` here is only the bot's default, for callers that
+    ask which one that is."""
+
+    def __init__(
+        self, registry: Registry, settings: CoreSettings, model: ChatModel | None = None
+    ) -> None:
         self.registry = registry
         self.settings = settings
         self.model = model
         self.executor = FunctionExecutor(
             registry, default_timeout=settings.function_calls.call_timeout
         )
-        self.llm = (
-            FunctionCallLLM(model, self.executor, settings.function_calls)
-            if model is not None
-            else None
-        )
+        self.llm = FunctionCallLLM(None, self.executor, settings.function_calls)
 
     def should_answer(self, ctx: MessageContext) -> bool:
         """Group messages that do not address the bot are stored but not answered, unless
@@ -64,7 +67,7 @@ class FunctionCallRouter:
         msg = ctx.message
         if not msg.is_group:
             return True
-        rule = self.settings.bot.respond_in_groups
+        rule = ctx.chat.respond_in_groups
         if split_command(msg.text) is not None and rule != "never":
             return True
         if rule == "always":
@@ -78,8 +81,16 @@ class FunctionCallRouter:
         command = split_command(ctx.message.text)
         if command is not None:
             return await self._run_command(ctx, command.name, command.rest)
-        if self.llm is None:
+        if ctx.model is None:
             await ctx.reply(self.settings.bot.no_model_reply, notice=True)
+            return True
+        refusal = limits.admit(ctx)
+        if refusal is not None:
+            ctx.logger.info("limit {} reached", refusal.limit)
+            if ctx.metrics is not None:
+                ctx.metrics.limit_refusals.labels(refusal.limit).inc()
+            if refusal.notify:
+                await ctx.reply(refusal.text, notice=True)
             return True
         # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
         deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
@@ -104,7 +115,7 @@ class FunctionCallRouter:
         except ProviderError as exc:
             ctx.logger.error(
                 "model {} failed: {}: {}",
-                self.model.name if self.model else "-",
+                ctx.model.name,
                 type(exc).__name__,
                 exc,
             )
@@ -127,7 +138,8 @@ class FunctionCallRouter:
         elif ex.outcome == "refused":
             await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
-            await ctx.reply(f"/{name} failed. The error was logged.")
+            # A result the function itself marked as an error says what went wrong.
+            await ctx.reply(ex.reason or f"/{name} failed. The error was logged.")
         elif ex.result.messages:
             for line in ex.result.messages:
                 await ctx.reply(line, at=ex.result.at)

@@ -11,6 +11,11 @@ from pydantic import BaseModel
 Scope = Literal["group", "private", "both"]
 
 
+class InvalidArguments(ValueError):
+    """Arguments that do not match a schema-declared function's JSON schema; the message lists
+    the problems ("timezone: 'x' is not of type 'string'")."""
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionSpec:
     """Everything the router, the tool loop and the health check need to know about a function.
@@ -41,29 +46,48 @@ class FunctionSpec:
     # command written for people (`help`) says no unless configured: its tool definition would
     # be paid for on every request and the model rarely needs it. Slash commands ignore it.
     for_model: Callable[[Any], bool] | None = None
+    # For a function declared by a JSON schema instead of an args model (an MCP server's tool):
+    # checks the arguments against `parameters_schema` and returns them (a dict, handed to the
+    # handler as its second argument) or raises InvalidArguments.
+    validator: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def fields(self) -> list[tuple[str, bool, bool]]:
+        """(name, required, is a string) of each argument, from the args model or the schema."""
+        if self.args_model is not None:
+            return [
+                (n, f.is_required(), f.annotation is str)
+                for n, f in self.args_model.model_fields.items()
+            ]
+        if self.validator is None:
+            return []
+        props = self.parameters_schema.get("properties") or {}
+        required = set(self.parameters_schema.get("required") or [])
+        return [
+            (n, n in required, isinstance(p, dict) and p.get("type") == "string")
+            for n, p in props.items()
+        ]
 
     @property
     def single_text_field(self) -> str | None:
         """The field a `/name free text` slash command fills: the only required string field
         (or the only field, if it is a string)."""
-        if self.args_model is None:
-            return None
-        fields = self.args_model.model_fields
-        required = [n for n, f in fields.items() if f.is_required()]
-        candidates = required if required else list(fields)
+        fields = self.fields
+        required = [f for f in fields if f[1]]
+        candidates = required if required else fields
         if len(candidates) != 1:
             return None
-        name = candidates[0]
-        return name if fields[name].annotation is str else None
+        name, _, is_str = candidates[0]
+        return name if is_str else None
 
     @property
     def usage(self) -> str:
         """The slash-command usage line shown to people (`/help`, a wrong command)."""
-        if self.args_model is None:
+        if not self.fields:
             return f"Usage: /{self.name}"
         parts = []
-        for name, f in self.args_model.model_fields.items():
-            parts.append(f"{name}=…" if f.is_required() else f"[{name}=…]")
+        for name, required, _ in self.fields:
+            parts.append(f"{name}=…" if required else f"[{name}=…]")
         line = f"Usage: /{self.name} " + " ".join(parts)
         if self.single_text_field:
             line += f"  (or /{self.name} <{self.single_text_field}>)"
@@ -88,10 +112,13 @@ class FunctionResult:
     llm_content: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     continue_loop: bool = False
+    # The function ran but reports a failure (an MCP tool's `isError`): the model gets the
+    # content as an error result, and the call counts against the retry budget.
+    is_error: bool = False
 
     @property
     def ends_turn(self) -> bool:
-        return bool(self.messages) and not self.continue_loop
+        return bool(self.messages) and not self.continue_loop and not self.is_error
 
     def content_for_model(self) -> str:
         """What the model sees as this call's result."""

@@ -278,8 +278,22 @@ def from_anthropic_message(message: Any) -> LLMResponse:
         tool_calls=calls,
         thinking=thinking,
         finish_reason=_FINISH.get(message.stop_reason or "", message.stop_reason),
-        usage=Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0),
+        usage=anthropic_usage(usage),
         model=message.model,
+    )
+
+
+def anthropic_usage(raw: Any, *, output: int | None = None) -> Usage:
+    """Anthropic's `input_tokens` counts only the uncached part of the prompt; cache reads
+    (`cache_read_input_tokens`) and writes (`cache_creation_input_tokens`) come on top. Our
+    `input_tokens` is the whole prompt, so limits count what the prompt really was."""
+    read = getattr(raw, "cache_read_input_tokens", None) or 0
+    write = getattr(raw, "cache_creation_input_tokens", None) or 0
+    return Usage(
+        input_tokens=(getattr(raw, "input_tokens", None) or 0) + read + write,
+        output_tokens=output if output is not None else (getattr(raw, "output_tokens", 0) or 0),
+        cached_tokens=read,
+        cache_write_tokens=write,
     )
 
 
@@ -315,8 +329,7 @@ class _StreamAssembler:
         kind = event.type
         if kind == "message_start":
             self.model = event.message.model
-            self.usage.input_tokens = event.message.usage.input_tokens or 0
-            self.usage.output_tokens = event.message.usage.output_tokens or 0
+            self.usage = anthropic_usage(event.message.usage)
         elif kind == "content_block_start":
             return self._start(event.index, event.content_block)
         elif kind == "content_block_delta":
@@ -337,7 +350,8 @@ class _StreamAssembler:
             if event.usage is not None:
                 self.usage.output_tokens = event.usage.output_tokens or self.usage.output_tokens
                 if getattr(event.usage, "input_tokens", None):
-                    self.usage.input_tokens = event.usage.input_tokens
+                    # message_delta carries cumulative counts on newer API versions.
+                    self.usage = anthropic_usage(event.usage, output=self.usage.output_tokens)
         elif kind == "message_stop":
             self.stopped = True
         return []

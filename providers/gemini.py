@@ -291,6 +291,8 @@ class _Assembler:
                 input_tokens=meta.prompt_token_count or 0,
                 # Thinking tokens are billed as output.
                 output_tokens=(meta.candidates_token_count or 0) + (meta.thoughts_token_count or 0),
+                cached_tokens=meta.cached_content_token_count or 0,
+                reasoning_tokens=meta.thoughts_token_count or 0,
             )
         feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason:

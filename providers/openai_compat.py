@@ -16,6 +16,7 @@ exception types. Requests and responses are therefore plain dicts here.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -48,23 +49,12 @@ from providers.types import (
 )
 
 PROVIDER = "openai"
+log = logging.getLogger(__name__)
 
-# Hosts known to accept `stream_options: {"include_usage": true}`. Some older compatible servers
-# reject unknown request fields with a 400, so elsewhere we only send it when asked to
-# (`stream_usage=True`); usage then arrives only if the server sends it on its own.
-STREAM_USAGE_HOSTS = frozenset(
-    {
-        "api.openai.com",
-        "api.deepseek.com",
-        "dashscope.aliyuncs.com",
-        "dashscope-intl.aliyuncs.com",
-        "api.moonshot.cn",
-        "api.moonshot.ai",
-        "api.groq.com",
-        "openrouter.ai",
-        "generativelanguage.googleapis.com",
-    }
-)
+# `stream_options: {"include_usage": true}` is sent on every streamed request: usage is on record
+# only when asked for, and vLLM, Ollama, LM Studio and most gateways accept it. An older server
+# answering 400 naming `stream_options` gets the request again without it, and the model stops
+# asking (`stream`).
 
 # ThinkingBlock.provider values this adapter produced, and so may replay as `reasoning_content`.
 _COMPAT_THINKING = frozenset({"openai", "deepseek"})
@@ -97,7 +87,7 @@ class OpenAICompatModel(ChatModel):
     `OpenAICompatModel(name, cfg, *, native_tools=None, stream_usage=None, client=None)`:
     `native_tools` is the effective setting the factory chose (it only lands in `capabilities`:
     this adapter sends `tools` whenever it is given some); `stream_usage` forces
-    `stream_options.include_usage` on or off (default: on for hosts in STREAM_USAGE_HOSTS);
+    `stream_options.include_usage` on or off (default: on, dropped if the server refuses it);
     `client` injects a shared `AsyncOpenAI` (then `aclose` leaves it open).
     """
 
@@ -120,7 +110,7 @@ class OpenAICompatModel(ChatModel):
         self.cfg = cfg
         self.base_url = base_url
         host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
-        self._stream_usage = host in STREAM_USAGE_HOSTS if stream_usage is None else stream_usage
+        self._stream_usage = True if stream_usage is None else stream_usage
         # DeepSeek's reasoning_content is the same field other servers (vLLM, Qwen) use; the
         # provider tag only tells a reader where a block came from.
         self._thinking_provider = (
@@ -246,18 +236,30 @@ class OpenAICompatModel(ChatModel):
 
     # -- streaming --------------------------------------------------------------------------
 
+    async def _open_stream(self, body: dict[str, Any]) -> Any:
+        return await self._client.post(
+            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_STREAM_CLS
+        )
+
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         body = self._body(messages, tools, stream=True)
         try:
-            sdk_stream = await self._client.post(
-                "/chat/completions",
-                body=body,
-                cast_to=object,
-                stream=True,
-                stream_cls=_STREAM_CLS,
+            sdk_stream = await self._open_stream(body)
+        except openai.BadRequestError as exc:
+            if "stream_options" not in body or "stream_options" not in str(exc):
+                raise map_openai_error(exc) from exc
+            # An older compatible server that rejects the field: stream without usage from now.
+            log.warning(
+                "model %s: server refused stream_options; streaming without usage", self.name
             )
+            self._stream_usage = False
+            body.pop("stream_options")
+            try:
+                sdk_stream = await self._open_stream(body)
+            except openai.OpenAIError as exc2:
+                raise map_openai_error(exc2) from exc2
         except openai.OpenAIError as exc:
             raise map_openai_error(exc) from exc
         asm = StreamAssembler(self._thinking_provider)
@@ -428,9 +430,20 @@ def _reasoning_of(obj: dict[str, Any]) -> str | None:
 
 
 def _usage(raw: Any) -> Usage | None:
-    if not raw:
+    """Chat Completions usage, with the cached part of the prompt (OpenAI
+    `prompt_tokens_details.cached_tokens`, DeepSeek `prompt_cache_hit_tokens`) and the
+    reasoning part of the completion (`completion_tokens_details.reasoning_tokens`)."""
+    if not isinstance(raw, dict):
         return None
-    return Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0)
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    cached = prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0
+    return Usage(
+        raw.get("prompt_tokens") or 0,
+        raw.get("completion_tokens") or 0,
+        cached_tokens=cached,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+    )
 
 
 class _PendingCall:

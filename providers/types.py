@@ -70,8 +70,18 @@ class Message:
 
 @dataclass(slots=True)
 class Usage:
+    """Tokens as the provider reported them. `input_tokens` is the whole prompt (cached part
+    included); `output_tokens` the whole completion (reasoning included); the detail fields
+    are parts of those: OpenAI `prompt_tokens_details.cached_tokens`, DeepSeek
+    `prompt_cache_hit_tokens`, Anthropic `cache_read_input_tokens` (`cache_write_tokens`:
+    `cache_creation_input_tokens`), Gemini `cachedContentTokenCount`; reasoning: OpenAI
+    `completion_tokens_details.reasoning_tokens`, Gemini `thoughtsTokenCount`."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(slots=True)

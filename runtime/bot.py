@@ -18,12 +18,17 @@ from pydantic import BaseModel
 
 from common.config import ConfigError
 from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from common.metrics import Metrics
+from function_calls.chat_settings import check_rules, resolve
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
+from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
+from runtime import exposure
+from runtime.exposure import Caller
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.settings import Settings
 from storage.db import Storage
@@ -82,7 +87,11 @@ class Bot:
         storage: Storage | None = None,
         builtins: bool = True,
         load_plugins: bool = True,
+        models: dict[str, ChatModel] | None = None,
     ) -> None:
+        """`model`: the default model, built from `bot.model` when not given; `models`: more
+        prebuilt models by name (tests); any other `models:` entry a chat uses is built on
+        first use and closed at shutdown."""
         self.settings = settings
         self.registry = registry if registry is not None else Registry()
         self.services = Services()
@@ -96,8 +105,18 @@ class Bot:
             resolve_storage_url(settings.storage.url, settings.base_dir)
         )
         self.storage.create_tables()
+        self.metrics = Metrics()
+        self._models: dict[str, ChatModel] = dict(models or {})
+        check_rules(
+            settings,
+            self.model_names(),
+            self._function_names(),
+            [g for p in self.plugins if p.plugin for g in p.plugin.patterns(settings)],
+        )
         if model is None:
             model = self._build_model()
+        if model is not None:
+            self._models.setdefault(model.name, model)
         self.model = model
         self.router = FunctionCallRouter(self.registry, settings, model)
         self.channels: dict[str, OutboundChannel] = {}
@@ -117,7 +136,7 @@ class Bot:
             if user:
                 loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
         wanted = [p for p in loaded if (builtins if p.builtin else user)]
-        return [p for p in wanted if p.state(self.settings).state == "on"]
+        return [p for p in wanted if p.runs(self.settings)]
 
     def _wire(self, loaded: LoadedPlugin) -> None:
         plugin = loaded.plugin
@@ -141,29 +160,92 @@ class Bot:
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
 
+    def add_function(self, spec: FunctionSpec) -> None:
+        self.registry.add(spec)  # a name clash with another function raises, naming both
+
+    def remove_function(self, name: str) -> None:
+        self.registry.remove(name)
+
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
         spec = self.registry.get(function)
         if spec is None:
             return f"{function} is no longer available"
         return refusal_reason(spec, self.context_for(message, self.send), via_command=True)
 
+    def _function_names(self) -> set[str]:
+        """Every function a `chats:` rule may name: those registered, and those of plugins
+        that are off here (a rule disabling web_search must not stop a bot without its key)."""
+        names = {s.name for s in self.registry.all()}
+        for loaded in self.settings.plugins_loaded or load_builtins():
+            names.update(s.name for s in loaded.specs())
+        return names
+
+    def model_names(self) -> list[str]:
+        """The models chats may use: the `models:` entries, and any prebuilt one."""
+        return list(dict.fromkeys([*self.settings.models, *self._models]))
+
+    # -- the functions as a service to programs (the MCP channel) ---------------------------
+    def mcp_caller(self) -> Caller:
+        """Who an MCP client is (`mcp.expose`): identity, chat, admin, function filter."""
+        return exposure.mcp_caller(self.settings)
+
+    def functions_for(self, caller: Caller) -> list[dict[str, Any]]:
+        """The functions `caller` may use, as {"name", "description", "input_schema"}."""
+        ctx = self.context_for(caller.message(), _discard)
+        return [exposure.describe(s) for s in exposure.visible(self.registry, caller, ctx)]
+
+    async def call_function(
+        self, caller: Caller, name: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Run `name` as `caller` with the same checks and audit row as a chat's call; returns
+        {"ok", "outcome", "texts", "metadata"}."""
+        sent: list[OutgoingMessage] = []
+
+        async def collect(out: OutgoingMessage) -> None:
+            sent.append(out)
+
+        ctx = self.context_for(caller.message(), collect)
+        return await exposure.call(self.router.executor, caller, ctx, sent, name, arguments)
+
     def _build_model(self) -> ChatModel | None:
         name = self.settings.chat_model_name()
         if name is None:
+            if self._models:
+                return next(iter(self._models.values()))
             logger.warning("no model configured: only slash commands will work")
             return None
+        if name in self._models:
+            return self._models[name]
         if name not in self.settings.models:
             raise ConfigError(
                 f"bot.model: {name!r} is not a key of models "
                 f"(have: {', '.join(self.settings.models) or 'none'})"
             )
+        return self._build(name)
+
+    def _build(self, name: str) -> ChatModel:
         from providers.errors import ProviderError
         from providers.factory import build_model
 
         try:
-            return build_model(name, self.settings.models[name])
+            model = build_model(name, self.settings.models[name])
         except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
             raise ConfigError(f"models.{name}: {exc}") from None
+        self._models[name] = model
+        return model
+
+    def model_named(self, name: str | None) -> ChatModel | None:
+        """The model `name` (built on first use), or the default model when `name` is None or
+        no longer configured (an override naming a model removed from the config)."""
+        if name is None or (self.model is not None and name == self.model.name):
+            return self.model
+        found = self._models.get(name)
+        if found is not None:
+            return found
+        if name in self.settings.models:
+            return self._build(name)
+        logger.warning("model {!r} is not configured any more: using the default", name)
+        return self.model
 
     # -- channels and outgoing messages ----------------------------------------------------
     def add_channel(self, channel: OutboundChannel) -> None:
@@ -206,6 +288,7 @@ class Bot:
         event subscribers, then handed to `sink` (the request that is waiting for it) or to the
         channel of its platform."""
         self._store_outgoing(out)
+        self.metrics.messages_out.labels(out.platform).inc()
         self._publish(out)
         if sink is not None:
             await sink(out)
@@ -234,17 +317,23 @@ class Bot:
         stored_id: int | None = None,
         on_stream: StreamObserver | None = None,
     ) -> MessageContext:
+        overrides = self.storage.chat_state.overrides(msg.platform, msg.chat_id)
+        default = self.model.name if self.model is not None else None
+        chat = resolve(self.settings, msg, overrides, default_model=default)
         return MessageContext(
             msg,
             is_admin=self.is_admin(msg),
             config=self.settings,
             storage=self.storage,
             deliver=deliver,
-            model=self.model,
+            model=self.model_named(chat.model),
             services=self.services,
             stored_id=stored_id,
             registry=self.registry,
             on_stream=on_stream,
+            chat=chat,
+            metrics=self.metrics,
+            model_names=self.model_names(),
         )
 
     async def handle(
@@ -255,6 +344,7 @@ class Bot:
         on_stream: StreamObserver | None = None,
     ) -> list[OutgoingMessage]:
         """Store, dispatch and answer one message; returns what the bot sent in reply."""
+        self.metrics.messages_in.labels(msg.platform).inc()
         return await self._locks(
             (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
         )
@@ -331,9 +421,16 @@ class Bot:
                 await hook()
             except Exception as exc:  # one service failing to stop must not keep others open
                 logger.opt(exception=exc).error("shutdown hook {} failed", hook)
-        if self.model is not None:
-            await self.model.aclose()
+        for model in self._models.values():
+            try:
+                await model.aclose()
+            except Exception as exc:  # one client failing to close must not keep others open
+                logger.opt(exception=exc).error("closing model {} failed", model.name)
         self.storage.close()
+
+
+async def _discard(_out: OutgoingMessage) -> None:
+    return None
 
 
 def _bound(hook: Hook, host: Bot) -> Callable[[], Awaitable[None]]:

@@ -55,11 +55,15 @@ def setup_logging(settings: Settings, *, stream: Any = None) -> None:
         "{extra[chat_id]}/{extra[message_id]} <level>{message}</level>"
     )
     logger.configure(extra={"chat_id": "-", "message_id": "-", "sender_id": "-"})
+    # json: loguru's serializer writes one JSON object per line, the bound chat_id,
+    # message_id and sender_id under record.extra; the mask runs first, so secrets stay out.
+    serialize = settings.logging.format == "json"
     logger.add(
         stream or sys.stderr,
         level=settings.logging.level,
         format=fmt,
         filter=_mask,
+        serialize=serialize,
         backtrace=False,
         diagnose=False,
     )
@@ -69,6 +73,7 @@ def setup_logging(settings: Settings, *, stream: Any = None) -> None:
             level=settings.logging.level,
             format=fmt,
             filter=_mask,
+            serialize=serialize,
             rotation="10 MB",
             retention=5,
             backtrace=False,

@@ -43,8 +43,14 @@ class LoadedPlugin:
         found = (getattr(v, SPEC_ATTR, None) for v in vars(self.module).values())
         return [s for s in found if isinstance(s, FunctionSpec)]
 
+    def runs(self, settings: CoreSettings) -> bool:
+        """Whether the plugin's own status is "on": only then are its functions registered and
+        its hooks run. (Functions listed in `function_calls.disabled` stay registered, so a
+        slash command says they are disabled rather than unknown.)"""
+        return self.plugin is None or self.plugin.state(settings).state == "on"
+
     def state(self, settings: CoreSettings) -> Status:
-        """The plugin's own status line; a plugin whose functions are all listed in
+        """The status line check_system.py prints; a plugin whose functions are all listed in
         `function_calls.disabled` reads "off"."""
         status = self.plugin.state(settings) if self.plugin is not None else None
         if status is None:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from loguru import logger
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model
 
-from common.config import DEFAULT_SYSTEM_PROMPT, ConfigError, CoreSettings
+from common.config import DEFAULT_SYSTEM_PROMPT, ChatMatch, ChatRule, ConfigError, CoreSettings
 from providers.config import ModelConfig
 from runtime.plugins import LoadedPlugin, check_sections, load_builtins, load_plugin_files
 
@@ -148,7 +149,29 @@ def parse_settings(
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     settings._plugins = plugins
     _adopt_reminders_timezone(settings)
+    _fold_legacy_chat_keys(settings)
     return settings
+
+
+def _fold_legacy_chat_keys(settings: Settings) -> None:
+    """`function_calls.chats` and `channels.onebot.quote_replies` came before `chats:` rules
+    and `bot.reply_with_quote`; they still work, as rules placed first (exact chat ids are
+    the most specific match), with a warning naming the new key."""
+    legacy = settings.function_calls.chats
+    if legacy:
+        logger.warning(
+            "function_calls.chats is deprecated: use chats: [{{match: {{chat_id: ...}}, "
+            "functions: {{enabled: [...], disabled: [...]}}}}]"
+        )
+        rules = [
+            ChatRule(match=ChatMatch(chat_id=chat_id), functions=functions)
+            for chat_id, functions in legacy.items()
+        ]
+        settings.chats = rules + settings.chats
+    if settings.channels.onebot.quote_replies:
+        logger.warning("channels.onebot.quote_replies is deprecated: use bot.reply_with_quote")
+        if "reply_with_quote" not in settings.bot.model_fields_set:
+            settings.bot.reply_with_quote = True
 
 
 def _adopt_reminders_timezone(settings: Settings) -> None:

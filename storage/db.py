@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, create_engine, event, func, inspect, select, t
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from storage.chat_state import ChatState
 from storage.models import Base, MessageRow, ToolCallRow
 
 
@@ -67,6 +68,8 @@ class Storage:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        # Overrides, usage rows and limit counters (storage/chat_state.py).
+        self.chat_state = ChatState(self.engine)
 
     def create_tables(self) -> None:
         try:
@@ -152,9 +155,15 @@ class Storage:
             return conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0]
 
     def recent_messages(
-        self, platform: str, chat_id: str, limit: int, before_id: int | None = None
+        self,
+        platform: str,
+        chat_id: str,
+        limit: int,
+        before_id: int | None = None,
+        after_id: int | None = None,
     ) -> list[StoredMessage]:
-        """The last `limit` messages of a chat (before `before_id`), oldest first."""
+        """The last `limit` messages of a chat (before `before_id`, after `after_id`: a chat's
+        `/reset` point), oldest first."""
         if limit <= 0:
             return []
         # A prebuilt statement returning plain rows, not ORM entities: this runs once per
@@ -164,6 +173,9 @@ class Storage:
         if before_id is not None:
             params["before_id"] = before_id
             stmt = _RECENT_BEFORE
+        if after_id is not None:
+            params["after_id"] = after_id
+            stmt = stmt.where(MessageRow.id > bindparam("after_id"))
         with self.engine.connect() as conn:
             rows = conn.execute(stmt, params).all()
         return [

@@ -1,11 +1,12 @@
-"""Tables: chat history and the tool-call audit log. (Reminders keep their own table, owned by
-the reminder service, on the same database.)"""
+"""Tables: chat history, the tool-call audit log, per-chat overrides, model usage and limit
+counters. (Reminders keep their own table, owned by the reminder service, on the same
+database.)"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Float, Index, Integer, String, Text
+from sqlalchemy import DateTime, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -56,3 +57,68 @@ class ToolCallRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index("ix_tool_calls_chat", "platform", "chat_id", "id"),)
+
+
+class ChatOverrideRow(Base):
+    """A setting an admin changed from a chat (`/model`, `/persona`, `/reset`): it applies to
+    that chat alone, over the config's rules, until cleared."""
+
+    __tablename__ = "chat_overrides"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128))
+    key: Mapped[str] = mapped_column(String(32))  # "model" | "persona" | "reset"
+    value: Mapped[str] = mapped_column(Text)
+    set_by: Mapped[str] = mapped_column(String(128))
+    set_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (UniqueConstraint("platform", "chat_id", "key", name="uq_chat_override"),)
+
+
+class UsageRow(Base):
+    """One model request: who caused it, which model, the tokens the provider reported, how
+    long it took and how it ended. Limits and `/stats` read these."""
+
+    __tablename__ = "model_usage"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str] = mapped_column(String(128))
+    sender_id: Mapped[str] = mapped_column(String(128))
+    message_id: Mapped[str] = mapped_column(String(128), default="")
+    model_name: Mapped[str] = mapped_column(String(64))  # the key under `models:`
+    model_id: Mapped[str] = mapped_column(String(128), default="")  # the provider's id
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cached_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    reasoning_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    streamed: Mapped[bool] = mapped_column(default=False)
+    outcome: Mapped[str] = mapped_column(String(32))  # "ok" | the ProviderError class name
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_usage_chat", "platform", "chat_id", "created_at"),
+        Index("ix_usage_user", "platform", "sender_id", "created_at"),
+    )
+
+
+class LimitCounterRow(Base):
+    """A count in one fixed window (a minute, a day) for one user or chat: messages, model
+    calls, tokens, and whether the over-limit notice was already sent in this window."""
+
+    __tablename__ = "limit_counters"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(String(8))  # "user" | "chat"
+    platform: Mapped[str] = mapped_column(String(32))
+    key: Mapped[str] = mapped_column(String(128))
+    metric: Mapped[str] = mapped_column(String(48))
+    window: Mapped[str] = mapped_column(String(32))  # "2030-01-01T08:00" | "2030-01-01"
+    value: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        UniqueConstraint("scope", "platform", "key", "metric", "window", name="uq_limit_counter"),
+    )

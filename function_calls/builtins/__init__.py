@@ -9,4 +9,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "function_calls.builtins.web_search",
     "function_calls.builtins.summary",
     "function_calls.builtins.welcome",
+    "function_calls.builtins.mcp",
+    "function_calls.builtins.chat_admin",
 )

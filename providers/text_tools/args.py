@@ -133,24 +133,66 @@ def complete_truncated_json(text: str) -> Any:
     return _MISSING
 
 
-def _schema_type(schema: Mapping[str, Any] | None) -> str | None:
-    """The single JSON type a property schema names, looking through anyOf/oneOf with null."""
+def _schema_types(schema: Mapping[str, Any] | None) -> list[str]:
+    """The JSON types a property schema allows, in the schema's order (`type` as a string or a
+    list, or the members of anyOf/oneOf)."""
     if not schema:
-        return None
+        return []
     kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        return kinds[0] if len(kinds) == 1 else None
     if isinstance(kind, str):
-        return kind
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    out: list[str] = []
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list):
-            kinds = [_schema_type(o) for o in options if isinstance(o, Mapping)]
-            kinds = [k for k in kinds if k and k != "null"]
-            if len(set(kinds)) == 1:
-                return kinds[0]
-    return None
+            for option in options:
+                if isinstance(option, Mapping):
+                    out += [k for k in _schema_types(option) if k not in out]
+    return out
+
+
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
+
+
+def _union_value(raw: str, kinds: list[str]) -> Any:
+    """A raw value under a union type: the first non-string member, in the schema's order, that
+    the text spells exactly as JSON (`42`, `null`, `true`, `[1]`); otherwise the text itself.
+    String matches any text, so it is the fallback wherever it stands in the union; exact JSON
+    spelling keeps `007` or `1.50` a string rather than a guessed number."""
+    text = raw.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _MISSING
+    if text == "None" and "null" in kinds:
+        value = None
+    if not is_missing(value):
+        for kind in kinds:
+            expected = _JSON_TYPES.get(kind)
+            if expected is None:
+                continue
+            if kind in ("integer", "number") and isinstance(value, bool):
+                continue
+            if kind == "integer" and isinstance(value, float) and "string" in kinds:
+                continue
+            if isinstance(value, expected):
+                return value
+    if "string" in kinds:
+        return raw
+    for kind in kinds:
+        coerced = coerce_raw(raw, {"type": kind})
+        if coerced is not raw:
+            return coerced
+    return raw
 
 
 def coerce_raw(raw: str, schema: Mapping[str, Any] | None) -> Any:
@@ -158,9 +200,13 @@ def coerce_raw(raw: str, schema: Mapping[str, Any] | None) -> Any:
 
     Without a schema a value stays a string unless it is a JSON object or array: the executor
     validates types against the function's model anyway, and guessing that "007" is a number
-    would lose data.
+    would lose data. A union type (`["string", "integer"]`, anyOf) is followed in order
+    (`_union_value`).
     """
-    kind = _schema_type(schema)
+    kinds = _schema_types(schema)
+    if len(kinds) > 1:
+        return _union_value(raw, kinds)
+    kind = kinds[0] if kinds else None
     text = raw.strip()
     if kind == "string":
         return raw

@@ -10,7 +10,6 @@ that a rejected name can be logged).
 from __future__ import annotations
 
 import ast
-import html
 import json
 import re
 from collections.abc import Mapping
@@ -18,11 +17,9 @@ from typing import Any
 
 from providers.text_tools.args import (
     _literal_to_json,
-    coerce_raw,
     complete_truncated_json,
     is_missing,
     parse_tolerant,
-    property_schema,
 )
 
 Schemas = Mapping[str, Mapping[str, Any]] | None
@@ -165,7 +162,7 @@ def parse_json_calls(
 # --- pythonic: [get_weather(city='SF'), f()] (Llama 3.2/4, LFM2) -------------------------------
 
 
-def _call_node(node: ast.expr) -> tuple[str, Any] | None:
+def call_node(node: ast.expr) -> tuple[str, Any] | None:
     if not isinstance(node, ast.Call) or node.args:
         return None
     func = node.func
@@ -182,10 +179,34 @@ def _call_node(node: ast.expr) -> tuple[str, Any] | None:
         if kw.arg is None:
             return None
         try:
-            args[kw.arg] = _literal_to_json(ast.literal_eval(kw.value))
+            args[kw.arg] = _node_value(kw.value)
         except (ValueError, TypeError, SyntaxError, RecursionError):
             return None
     return name, args
+
+
+#: JSON literals written inside a Python call (LFM2 writes `metadata={"reminder": true}`).
+_JSON_NAMES = {"true": True, "false": False, "null": None}
+
+
+def _node_value(node: ast.expr) -> Any:
+    """A literal argument as JSON; like `ast.literal_eval` but JSON's true/false/null are read
+    as the values they spell (a bare name is never looked up, so nothing is evaluated)."""
+    if isinstance(node, ast.Name) and node.id in _JSON_NAMES:
+        return _JSON_NAMES[node.id]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_node_value(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out: dict[str, Any] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:
+                raise ValueError("dict unpacking")
+            k = _node_value(key)
+            if not isinstance(k, str):
+                raise ValueError("non-string key")
+            out[k] = _node_value(value)
+        return out
+    return _literal_to_json(ast.literal_eval(node))
 
 
 def _split_top_level(inner: str) -> list[str]:
@@ -216,6 +237,36 @@ def _split_top_level(inner: str) -> list[str]:
     return parts
 
 
+def _parse_expr(src: str) -> ast.expr | None:
+    try:
+        return ast.parse(src, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _escape_newlines_in_strings(src: str) -> str:
+    """`src` with each raw newline inside a single- or double-quoted literal written as `\\n`."""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(src):
+        ch = src[i]
+        if quote:
+            if ch == "\\" and i + 1 < len(src):
+                out.append(src[i : i + 2])
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+            elif ch == "\n":
+                ch = "\\n"
+        elif ch in "'\"":
+            quote = ch
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def parse_pythonic(text: str) -> Found | None:
     """A Python list of keyword-argument calls, parsed with `ast` (never evaluated).
 
@@ -225,12 +276,14 @@ def parse_pythonic(text: str) -> Found | None:
     src = text.strip()
     if not src.startswith("["):
         return None
-    try:
-        tree = ast.parse(src, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
-        tree = None
+    tree = _parse_expr(src)
+    if tree is None and "\n" in src:
+        # A raw line break inside a quoted argument (a multi-line shell command, as LFM2 writes
+        # it) is invalid Python but plainly meant as `\n`: escape it inside strings and retry.
+        src = _escape_newlines_in_strings(src)
+        tree = _parse_expr(src)
     if isinstance(tree, ast.List):
-        found = [_call_node(el) for el in tree.elts]
+        found = [call_node(el) for el in tree.elts]
         good = [f for f in found if f]
         return good or None
     if tree is not None:
@@ -245,7 +298,7 @@ def parse_pythonic(text: str) -> Found | None:
             node = ast.parse(part, mode="eval").body
         except (SyntaxError, ValueError, RecursionError):
             continue
-        found = _call_node(node)
+        found = call_node(node)
         if found:
             good.append(found)
     return good or None
@@ -259,276 +312,3 @@ def parse_json_or_pythonic(body: str, truncated: bool) -> Found | None:
         if found:
             return found
     return parse_json_calls(body, truncated)
-
-
-# --- XML parameter dialects -----------------------------------------------------------------------
-
-
-def _typed(tool: str, values: dict[str, list[str]], schemas: Schemas) -> dict[str, Any]:
-    """Raw XML values to arguments: repeated tags become a list when the schema says array,
-    otherwise the last one wins; scalars are typed by the schema (args.coerce_raw)."""
-    out: dict[str, Any] = {}
-    for key, raws in values.items():
-        schema = property_schema(schemas, tool, key)
-        if schema and schema.get("type") == "array" and len(raws) > 1:
-            items = schema.get("items") if isinstance(schema.get("items"), Mapping) else None
-            out[key] = [coerce_raw(r, items) for r in raws]
-        else:
-            out[key] = coerce_raw(raws[-1], schema)
-    return out
-
-
-_FUNCTION = re.compile(r"<function=([^>\n]+)>")
-_PARAM = re.compile(r"<parameter=([^>\n]+)>")
-
-
-def _strip_one_newline(value: str) -> str:
-    if value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\n"):
-        value = value[:-1]
-    return value
-
-
-def parse_qwen_functions(body: str, schemas: Schemas) -> Found | None:
-    """Qwen3-Coder / Seed-OSS: `<function=NAME><parameter=KEY>\\nVALUE\\n</parameter></function>`.
-
-    Values are raw text; a missing `</parameter>` is closed by the next parameter or by
-    `</function>`, as the models do emit it that way.
-    """
-    out: Found = []
-    functions = list(_FUNCTION.finditer(body))
-    if not functions:
-        return None
-    for index, fm in enumerate(functions):
-        name = fm.group(1).strip()
-        end = functions[index + 1].start() if index + 1 < len(functions) else len(body)
-        chunk = body[fm.end() : end]
-        close = chunk.find("</function>")
-        if close != -1:
-            chunk = chunk[:close]
-        values: dict[str, list[str]] = {}
-        params = list(_PARAM.finditer(chunk))
-        for pi, pm in enumerate(params):
-            stop = params[pi + 1].start() if pi + 1 < len(params) else len(chunk)
-            raw = chunk[pm.end() : stop]
-            closing = raw.find("</parameter>")
-            if closing != -1:
-                raw = raw[:closing]
-            values.setdefault(pm.group(1).strip(), []).append(_strip_one_newline(raw).strip("\r"))
-        out.append((name, _typed(name, values, schemas)))
-    return out
-
-
-_GLM_PAIR = re.compile(
-    r"<arg_key>(.*?)</arg_key>(?:\s|\\n)*<arg_value>(.*?)</arg_value>", re.DOTALL
-)
-
-
-def parse_glm(body: str, schemas: Schemas) -> Found | None:
-    """GLM-4.5/4.6/4.7: `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
-
-    The same tag as Hermes but not JSON. GLM sometimes writes literal `\\n` between tags; they
-    are separators, not part of the name.
-    """
-    first = body.find("<arg_key>")
-    head = body if first == -1 else body[:first]
-    name = head.replace("\\n", "\n").strip()
-    if not name or not re.fullmatch(r"[\w.\-]+", name):
-        return None
-    rest = "" if first == -1 else body[first:]
-    values: dict[str, list[str]] = {}
-    consumed = 0
-    for m in _GLM_PAIR.finditer(rest):
-        if rest[consumed : m.start()].replace("\\n", "").strip():
-            return None
-        values.setdefault(m.group(1).strip(), []).append(m.group(2))
-        consumed = m.end()
-    if rest[consumed:].replace("\\n", "").strip():
-        return None
-    return [(name, _typed(name, values, schemas))]
-
-
-def parse_tool_call_body(body: str, schemas: Schemas, truncated: bool) -> Found | None:
-    """`<tool_call>` is shared by Hermes/Qwen (JSON), xLAM (JSON array), Qwen3-Coder
-    (`<function=`) and GLM (name + arg pairs): sniff the body, not the tag."""
-    stripped = body.strip()
-    if stripped.startswith("<function="):
-        return None if truncated else parse_qwen_functions(stripped, schemas)
-    if stripped[:1] in ("{", "["):
-        found = parse_json_calls(stripped, truncated)
-        if found is None and stripped.startswith("[") and not truncated:
-            found = parse_pythonic(stripped)
-        return found
-    if truncated:
-        return None
-    return parse_glm(stripped, schemas)
-
-
-_XML_OPEN = re.compile(r"<([A-Za-z_][\w.\-]*)>")
-_XML_STRAY_CLOSE = re.compile(r"</[A-Za-z_][\w.\-]*>")
-_NEXT_TAG = re.compile(r"\s*(?:</?[A-Za-z_][\w.\-]*>|$)")
-
-
-def parse_xml_params(body: str) -> dict[str, list[str]] | None:
-    """Cline/Roo-style `<param>value</param>` children; None if the body is anything else.
-
-    A value may itself contain its closing tag (a file containing `</content>`), so a closing tag
-    only ends the value when it is followed by another tag or the end of the body.
-    """
-    values: dict[str, list[str]] = {}
-    pos = 0
-    n = len(body)
-    while True:
-        while pos < n and body[pos].isspace():
-            pos += 1
-        if pos >= n:
-            break
-        m = _XML_OPEN.match(body, pos)
-        if m is None:
-            stray = _XML_STRAY_CLOSE.match(body, pos)
-            if stray is None:
-                return None
-            pos = stray.end()
-            continue
-        key = m.group(1)
-        close = f"</{key}>"
-        search = m.end()
-        end = -1
-        last = -1
-        while True:
-            idx = body.find(close, search)
-            if idx == -1:
-                break
-            last = idx
-            if _NEXT_TAG.match(body, idx + len(close)):
-                end = idx
-                break
-            search = idx + 1
-        if end == -1:
-            end = last
-        if end == -1:
-            return None
-        values.setdefault(key, []).append(body[m.end() : end].strip())
-        pos = end + len(close)
-    return values
-
-
-def parse_named_body(name: str, body: str, schemas: Schemas) -> Found | None:
-    """`<tool name="X">BODY</tool>` and Cline `<X>BODY</X>`: the body is JSON arguments or XML
-    parameters (sniffed by its first character)."""
-    stripped = body.strip()
-    if not stripped:
-        return [(name, {})]
-    if stripped[0] == "{":
-        value = parse_tolerant(stripped)
-        if is_missing(value) or not isinstance(value, dict):
-            return None
-        return [(name, value)]
-    values = parse_xml_params(stripped)
-    if values is None:
-        return None
-    return [(name, _typed(name, values, schemas))]
-
-
-_LANGCHAIN = re.compile(r"([^<]+)</tool>\s*<tool_input>(.*)\Z", re.DOTALL)
-
-
-def parse_langchain(body: str) -> Found | None:
-    """LangChain XML agent: `<tool>NAME</tool><tool_input>TEXT</tool_input>`; the input is a
-    single string and XML entities are unescaped."""
-    m = _LANGCHAIN.match(body)
-    if m is None:
-        return None
-    name = html.unescape(m.group(1).strip())
-    return [(name, html.unescape(m.group(2)))]
-
-
-# --- special-token sections -----------------------------------------------------------------------
-
-_DS_CALL = re.compile(
-    r"<[｜|]tool[▁_]call[▁_]begin[｜|]>(.*?)<[｜|]tool[▁_]call[▁_]end[｜|]>", re.DOTALL
-)
-_DS_SEP = re.compile(r"<[｜|]tool[▁_]sep[｜|]>")
-_FENCED = re.compile(r"\A\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
-
-
-def _json_args(text: str) -> Any | None:
-    fenced = _FENCED.match(text)
-    if fenced:
-        text = fenced.group(1)
-    value = parse_tolerant(text)
-    if is_missing(value):
-        return None
-    return _normalise_arguments(value)
-
-
-def parse_deepseek(body: str) -> Found | None:
-    """DeepSeek V3/R1 (`function<sep>NAME\\n```json {...}```) and V3.1 (`NAME<sep>{...}`)
-    calls between the full-width bar markers; each call must be closed."""
-    out: Found = []
-    for m in _DS_CALL.finditer(body):
-        parts = _DS_SEP.split(m.group(1), maxsplit=1)
-        if len(parts) != 2:
-            continue
-        left, right = parts[0].strip(), parts[1]
-        if left == "function" or not left:
-            name, _, rest = right.lstrip().partition("\n")
-            if not rest and "{" in name:
-                name, rest = name[: name.index("{")], name[name.index("{") :]
-        else:
-            name, rest = left, right
-        args = _json_args(rest)
-        if name.strip() and args is not None:
-            out.append((name.strip(), args))
-    return out or None
-
-
-_DSML_INVOKE = re.compile(
-    r"<[｜|]DSML[｜|]invoke\s+name=\"([^\"]+)\"\s*>(.*?)</[｜|]DSML[｜|]invoke>", re.DOTALL
-)
-_DSML_PARAM = re.compile(
-    r"<[｜|]DSML[｜|]parameter\s+name=\"([^\"]+)\"(?:\s+string=\"(true|false)\")?\s*>(.*?)"
-    r"</[｜|]DSML[｜|]parameter>",
-    re.DOTALL,
-)
-
-
-def parse_dsml(body: str, schemas: Schemas) -> Found | None:
-    """DeepSeek V3.2 "DSML": `<｜DSML｜invoke name=..>` with `<｜DSML｜parameter name=..
-    string="true|false">`; string="false" values are JSON."""
-    out: Found = []
-    for inv in _DSML_INVOKE.finditer(body):
-        name = inv.group(1).strip()
-        args: dict[str, Any] = {}
-        for pm in _DSML_PARAM.finditer(inv.group(2)):
-            key, is_string, raw = pm.group(1), pm.group(2), pm.group(3)
-            if is_string == "false":
-                value = parse_tolerant(raw)
-                args[key] = raw if is_missing(value) else value
-            elif is_string == "true":
-                args[key] = raw
-            else:
-                args[key] = coerce_raw(raw, property_schema(schemas, name, key))
-        out.append((name, args))
-    return out or None
-
-
-_KIMI_CALL = re.compile(
-    r"<\|tool_call_begin\|>\s*([^<]+?)\s*<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>",
-    re.DOTALL,
-)
-
-
-def parse_kimi(body: str) -> Found | None:
-    """Kimi K2: `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}`."""
-    out: Found = []
-    for m in _KIMI_CALL.finditer(body):
-        ident = m.group(1).strip()
-        name = ident.split(":", 1)[0]
-        if name.startswith("functions."):
-            name = name[len("functions.") :]
-        args = _json_args(m.group(2))
-        if name and args is not None:
-            out.append((name, args))
-    return out or None

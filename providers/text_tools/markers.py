@@ -19,18 +19,25 @@ class Spec:
     """One start marker and what follows it."""
 
     open: str
-    kind: Literal["think", "tag", "value"]
+    #: think: reasoning until `close`; tag: a call section until `close`; value: a call whose
+    #: end is found by bracket matching; markup: chat-template tokens, never shown.
+    kind: Literal["think", "tag", "value", "markup"]
     close: str = ""
     body: str = ""
     head: re.Pattern[str] | None = None
     sep: bool = False
     #: How many characters after the marker the head pattern may need before it is refused.
     head_limit: int = 128
+    #: Closing syntax that may follow the call and belongs to it (an outer wrapper whose opening
+    #: was in the prompt, e.g. Qwen3-Coder's `</tool_call>`); absorbed after optional whitespace.
+    trail: str = ""
+    #: The marker counts only at the start of a line (it is made of ordinary characters).
+    line_start: bool = False
 
 
 _JSON_HEAD = re.compile(r"\s*[\[{]")
 _TOOL_CALL_HEAD = re.compile(
-    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function="
+    r"\s*(?:\{|\[\s*(?:\{|[A-Za-z_][\w.\-]*\s*\()|<function[=\s]"
     r"|[\w.\-]+(?:\s|\\n)*(?:<arg_key>|</tool_call>))"
 )
 _FUNCTION_HEAD = re.compile(r"[^<>\n]{1,80}>")
@@ -38,8 +45,20 @@ _ATTR_HEAD = re.compile(r"\s*name\s*=\s*([\"'])([^\"'<>\n]{1,100})\1\s*>")
 _LANGCHAIN_HEAD = re.compile(r"[^<\n]{1,100}</tool>\s*<tool_input>")
 _VALUE_PRE = re.compile(r"\s*(?=[\[{])")
 _MISTRAL_PRE = re.compile(
-    r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_][\w.\-]*)(?:\[ARGS\])?(?=\{)|[^\n\[{]{0,64}?(?=\[\{))"
+    r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_][\w.\-]*)(?:\[CALL_ID\][\w\-]{0,64})?(?:\[ARGS\])?"
+    r"(?=\{)|[^\n\[{]{0,64}?(?=\[\{))"
 )
+_PYTHON_TAG_PRE = re.compile(r"\s*(?:(?=[\[{])|(?P<name>[A-Za-z_]\w*)\.call(?=\())")
+_FUNCTIONARY_PRE = re.compile(r"(?:(?P<all>all)\n|(?P<name>[A-Za-z_][\w.\-]*)\n(?=\s*\{))")
+_ACTION_PRE = re.compile(r"[ \t]*\n?[ \t]*```(?:json)?[ \t]*\n(?=\s*[\[{])")
+_TOOLCALL_HEAD = re.compile(r"\s*[\[{]")
+_ECHO_HEAD = re.compile(r"(?:\s[^<>]{0,200})?>")
+_FGEMMA_HEAD = re.compile(r"\s*call:[\w.\-]+\{")
+HARMONY_HEAD = re.compile(
+    r"(?P<channel>[A-Za-z_]\w*)(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?:<\|constrain\|>\s*)?"
+    r"(?P<ctype>[\w/\-]+)?\s*<\|message\|>"
+)
+_HARMONY_START = re.compile(r"assistant(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?=<\|)")
 _FUNCTOOLS_PRE = re.compile(r"(?=\[)")
 
 
@@ -49,6 +68,8 @@ def _ds(name: str) -> list[str]:
     for bar in ("｜", "|"):
         for sp in ("▁", "_"):
             out.append(f"<{bar}{name.replace(' ', sp)}{bar}>")
+    # A DeepSeek-R1-Distill spelling: the closing bar written as nothing before `>`.
+    out.append(f"<｜{name.replace(' ', '▁')}>")
     return out
 
 
@@ -57,6 +78,42 @@ def _fixed_specs() -> list[Spec]:
         Spec("<think>", "think", "</think>"),
         Spec("<thinking>", "think", "</thinking>"),
         Spec("<seed:think>", "think", "</seed:think>"),
+        Spec("[THINK]", "think", "[/THINK]"),  # Magistral
+        Spec("<|START_THINKING|>", "think", "<|END_THINKING|>"),  # Command R7B / A
+        Spec("<|START_ACTION|>", "tag", "<|END_ACTION|>", "json", _JSON_HEAD),
+        Spec("<|START_RESPONSE|>", "markup"),
+        Spec("<|END_RESPONSE|>", "markup"),
+        Spec("<|eom_id|>", "markup"),  # Llama 3.1 after a built-in tool call
+        Spec("<|eot_id|>", "markup"),
+        Spec("<|CHATBOT_TOKEN|>", "markup"),  # Command R+ role token (llama.cpp's template test)
+        Spec("<|END_OF_TURN_TOKEN|>", "markup"),  # Command R / R+ end of turn
+        Spec("<SPECIAL_12>", "markup"),  # Nemotron Nano v2's end-of-turn token
+        Spec("<|start|>", "markup", head=_HARMONY_START, head_limit=80),  # gpt-oss
+        Spec("<|channel|>", "tag", body="harmony", head=HARMONY_HEAD, head_limit=160),
+        Spec("<minimax:tool_call>", "tag", "</minimax:tool_call>", "minimax"),
+        Spec("<TOOLCALL>", "tag", "</TOOLCALL>", "json_or_py", _TOOLCALL_HEAD),  # Nemotron
+        Spec("<function ", "tag", "</function>", "attr", _ATTR_HEAD, trail="</tool_call>"),
+        Spec("<start_function_call>", "tag", "<end_function_call>", "fgemma", _FGEMMA_HEAD),
+        Spec(
+            "<|tool_call_begin|>",
+            "tag",
+            "<|tool_call_end|>",
+            "kimi_one",
+            trail="<|tool_calls_section_end|>",
+        ),
+        Spec("<tool_result", "tag", "</tool_result>", "echo", _ECHO_HEAD),
+        Spec(
+            ">>>", "value", body="named_json", head=_FUNCTIONARY_PRE, head_limit=70, line_start=True
+        ),
+        Spec(
+            "Action:",
+            "value",
+            body="json",
+            head=_ACTION_PRE,
+            head_limit=24,
+            trail="```",
+            line_start=True,
+        ),
         Spec("<tool_call>", "tag", "</tool_call>", "tool_call", _TOOL_CALL_HEAD),
         Spec("<seed:tool_call>", "tag", "</seed:tool_call>", "tool_call", _TOOL_CALL_HEAD),
         Spec("<tool_calls>", "tag", "</tool_calls>", "json", _JSON_HEAD),
@@ -65,11 +122,11 @@ def _fixed_specs() -> list[Spec]:
         Spec("<|tool_call_start|>", "tag", "<|tool_call_end|>", "json_or_py"),
         Spec("<|action_start|><|plugin|>", "tag", "<|action_end|>", "json"),
         Spec("<|tool_calls_section_begin|>", "tag", "<|tool_calls_section_end|>", "kimi"),
-        Spec("<function=", "tag", "</function>", "qwen", _FUNCTION_HEAD),
+        Spec("<function=", "tag", "</function>", "qwen", _FUNCTION_HEAD, trail="</tool_call>"),
         Spec("<tool ", "tag", "</tool>", "attr", _ATTR_HEAD),
         Spec("<tool>", "tag", "</tool_input>", "langchain", _LANGCHAIN_HEAD),
         Spec("[TOOL_CALLS]", "value", body="mistral", head=_MISTRAL_PRE, sep=True, head_limit=80),
-        Spec("<|python_tag|>", "value", body="json", head=_VALUE_PRE, sep=True, head_limit=33),
+        Spec("<|python_tag|>", "value", body="json", head=_PYTHON_TAG_PRE, sep=True, head_limit=40),
         Spec("<|tool_call|>", "value", body="json", head=_VALUE_PRE, head_limit=33),
         Spec("functools", "value", body="json", head=_FUNCTOOLS_PRE, head_limit=1),
     ]
@@ -88,7 +145,9 @@ FIXED = _fixed_specs()
 BARE_OBJECT = Spec("{", "value", body="bare_json", sep=True)
 BARE_ARRAY = Spec("[", "value", body="bare_json", sep=True)
 BARE_PY = Spec("[", "value", body="bare_py")
-TRIGGER = re.compile(r"[<\[{`]|functools")
+TRIGGER = re.compile(r"[<\[{`]|>>>|functools|Action:")
+#: Markers made of ordinary characters: a suffix of the buffer that may still become one is held.
+WORD_MARKERS = ("functools", "Action:", ">>>")
 JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code"})
 WS = frozenset(" \t\r\n")
 

@@ -119,7 +119,9 @@ class TextToolsModel(ChatModel):
             messages, tools, self.prompt_format, self.inner.capabilities.system_message
         )
         tools = tools or []
-        parser = StreamingToolParser([t.name for t in tools], {t.name: t.parameters for t in tools})
+        parser = StreamingToolParser(
+            [t.name for t in tools], {t.name: t.parameters for t in tools}, fmt=self.prompt_format
+        )
         return rewritten, parser
 
     async def complete(

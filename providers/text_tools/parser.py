@@ -16,31 +16,35 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from providers.text_tools import dialects
+from providers.text_tools import dialects, token_dialects, xml_dialects
 from providers.text_tools.args import complete_truncated_json, is_missing, parse_tolerant
+from providers.text_tools.fences import ASKED_MARKERS, FenceStates
+from providers.text_tools.harmony import HarmonyStates
 from providers.text_tools.markers import (
     BARE_ARRAY,
     BARE_OBJECT,
     BARE_PY,
     FIXED,
-    JSON_FENCE_INFOS,
     TRIGGER,
+    WORD_MARKERS,
     WS,
     Markers,
     Spec,
     random_id,
 )
+from providers.text_tools.reasoning import ReasoningStates
 from providers.text_tools.result import ParsedText, Segment, SegmentKind
 from providers.text_tools.scan import BracketScanner, array_head, object_head, window_head
 from providers.types import StreamEvent, ToolCall
 
 
-class StreamingToolParser:
+class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
     """Incremental parser: `feed(chunk)` and `finish()` return StreamEvents (`text`,
     `thinking`, `tool_call_start`/`tool_call_end`); `result()` after finish gives ParsedText.
 
     Only names in `allowed_names` become calls; `schemas` (tool name -> JSON schema) types the
-    raw-text values of XML-style dialects.
+    raw-text values of XML-style dialects; `fmt` is the prompt format the model was taught (a
+    fence holding one call in it may be a call, README.md "Code fences").
     """
 
     def __init__(
@@ -48,9 +52,19 @@ class StreamingToolParser:
         allowed_names: Iterable[str],
         schemas: Mapping[str, Mapping[str, Any]] | None = None,
         id_factory: Callable[[], str] | None = None,
+        fmt: str | None = None,
     ) -> None:
         self._allowed = frozenset(allowed_names)
         self._schemas = schemas
+        self._asked_marker = ASKED_MARKERS.get(fmt or "", "")
+        self._fence_checked = False
+        # A fenced call in the asked format waits for the end of the reply (fences.py).
+        self._deferred: tuple[int, list[tuple[str, str]]] | None = None
+        self._hold_from: int | None = None
+        self._think_exit = -1  # where a call began inside reasoning left open
+        self._think_scan = 0
+        self._harmony_to = ""
+        self._channel = ""
         self._new_id = id_factory or random_id
         self._markers = Markers(self._allowed)
         self._buf = ""
@@ -83,7 +97,10 @@ class StreamingToolParser:
             "fence_ws": self._fence_ws,
             "fence_value": self._fence_value,
             "fence_close": self._fence_close,
+            "fence_call": self._fence_call,
             "code": self._code,
+            "trail": self._trail,
+            "harmony": self._harmony,
         }
 
     # --- public API -------------------------------------------------------------------------
@@ -96,6 +113,8 @@ class StreamingToolParser:
                 self._prev = self._buf[self._pos - 1]
                 self._buf = self._buf[self._pos :]
                 self._start -= self._pos
+                self._think_exit -= self._pos
+                self._think_scan = max(0, self._think_scan - self._pos)
                 self._pos = 0
             self._buf += chunk
             self._run(final=False)
@@ -107,6 +126,7 @@ class StreamingToolParser:
             self._finished = True
             if self._pending_sep:
                 self._emit_text("")
+            self._settle_deferred(as_call=not self._calls)
         return self._take()
 
     def result(self) -> ParsedText:
@@ -123,14 +143,57 @@ class StreamingToolParser:
     # --- output -----------------------------------------------------------------------------
 
     def _take(self) -> list[StreamEvent]:
+        if self._hold_from is not None:
+            out, self._out = self._out[: self._hold_from], self._out[self._hold_from :]
+            self._hold_from = 0
+            return out
         out, self._out = self._out, []
         return out
+
+    def _mergeable(self, kind: str) -> bool:
+        """Whether new output may be appended to the last event (never across a held call)."""
+        if not self._out or self._out[-1].type != kind:
+            return False
+        return self._hold_from is None or len(self._out) > self._hold_from
+
+    @staticmethod
+    def _new_segment(kind: SegmentKind, raw: str) -> Segment:
+        return Segment(kind, [raw])
 
     def _segment(self, kind: SegmentKind, text: str) -> None:
         if self._segments and self._segments[-1].kind == kind and kind != "call":
             self._segments[-1].parts.append(text)
         else:
             self._segments.append(Segment(kind, [text]))
+
+    def _emit_markup(self, raw: str) -> None:
+        """Chat-template tokens (a role header, an end-of-turn token, an echoed tool result):
+        kept in the segments so nothing is lost, never shown and never reasoning."""
+        if raw:
+            self._segment("markup", raw)
+
+    def _settle_deferred(self, as_call: bool) -> None:
+        """Decide the fenced call held by fences.py: a call if nothing else was, else text."""
+        if self._deferred is None:
+            return
+        seg_index, found = self._deferred
+        at = self._hold_from if self._hold_from is not None else len(self._out)
+        self._deferred = None
+        self._hold_from = None
+        segment = self._segments[seg_index]
+        if as_call:
+            events: list[StreamEvent] = []
+            for name, arguments in found:
+                call = ToolCall(id=self._new_id(), name=name, arguments=arguments)
+                index = len(self._calls)
+                self._calls.append(call)
+                segment.calls.append(call)
+                events.append(StreamEvent(type="tool_call_start", index=index, tool_call=call))
+                events.append(StreamEvent(type="tool_call_end", index=index, tool_call=call))
+            self._out[at:at] = events
+        else:
+            segment.kind = "text"
+            self._out.insert(at, StreamEvent(type="text", text=segment.raw))
 
     def _emit_text(self, text: str) -> None:
         if self._pending_sep:
@@ -139,7 +202,7 @@ class StreamingToolParser:
         if not text:
             return
         self._segment("text", text)
-        if self._out and self._out[-1].type == "text":
+        if self._mergeable("text"):
             self._out[-1].text += text
         else:
             self._out.append(StreamEvent(type="text", text=text))
@@ -150,7 +213,7 @@ class StreamingToolParser:
         if not text:
             return
         self._thinking.append(text)
-        if self._out and self._out[-1].type == "thinking":
+        if self._mergeable("thinking"):
             self._out[-1].text += text
         else:
             self._out.append(StreamEvent(type="thinking", text=text))
@@ -168,6 +231,7 @@ class StreamingToolParser:
             calls.append(ToolCall(id=self._new_id(), name=name, arguments=arguments))
         if not calls:
             return False
+        self._settle_deferred(as_call=False)
         segment = Segment("call", [sep, raw], calls)
         self._segments.append(segment)
         for call in calls:
@@ -191,11 +255,7 @@ class StreamingToolParser:
         buf, pos = self._buf, self._pos
         m = TRIGGER.search(buf, pos)
         if m is None:
-            end = len(buf)
-            if not final:
-                f = buf.rfind("f", max(pos, end - 8))
-                if f != -1 and "functools".startswith(buf[f:]) and not _word(self._prev_char(f)):
-                    end = f
+            end = len(buf) if final else self._word_marker_tail(buf, pos)
             self._emit_text(buf[pos:end])
             self._pos = end
             return False
@@ -206,11 +266,11 @@ class StreamingToolParser:
         ch = buf[i]
         if ch == "`":
             return self._try_fence(i, final)
-        if ch == "f" and _word(self._prev_char(i)):
-            self._emit_text("f")
+        if ch in "fA>" and not self._word_start(buf, i, ch):
+            self._emit_text(ch)
             self._pos = i + 1
             return True
-        spec, need = self._markers.match(buf, i, final) if ch in "<[f" else (None, False)
+        spec, need = self._markers.match(buf, i, final) if ch != "{" else (None, False)
         if need:
             return False
         if spec is None and ch in "{[":
@@ -233,12 +293,38 @@ class StreamingToolParser:
             self._spec = spec
             self._emit_thinking("", spec.open)
             self._pos = i + len(spec.open)
+            self._think_exit = -1
+            self._think_scan = self._pos
             self._mode = "think"
+            return True
+        if spec.kind == "markup" and spec.head is None:
+            self._emit_markup(spec.open)
+            self._pos = i + len(spec.open)
             return True
         self._spec = spec
         self._start = i
         self._mode = "head"
         return True
+
+    def _word_start(self, buf: str, i: int, ch: str) -> bool:
+        """`functools` must start a word; `Action:` and `>>>` must start a line."""
+        prev = self._prev_char(i)
+        if ch == "f":
+            return not _word(prev)
+        return prev == "\n"
+
+    def _word_marker_tail(self, buf: str, pos: int) -> int:
+        """Where to stop emitting when the buffer may end in the first part of a word marker."""
+        end = len(buf)
+        tail = buf[max(pos, end - 8) :]
+        if "f" not in tail and "A" not in tail and ">" not in tail:
+            return end
+        for word in WORD_MARKERS:
+            start = max(pos, end - len(word) + 1)
+            for k in range(start, end):
+                if word.startswith(buf[k:]) and self._word_start(buf, k, word[0]):
+                    return k
+        return end
 
     def _head(self, final: bool) -> bool:
         """Decide from a bounded window after the marker whether this really is a call."""
@@ -249,7 +335,8 @@ class StreamingToolParser:
         else:
             limit = spec.head_limit
             m = spec.head.match(buf, body_start, min(len(buf), body_start + limit))
-            verdict = "ok" if m else window_head(spec.head, buf[body_start:], limit, final)
+            window = buf[body_start : body_start + limit]
+            verdict = "ok" if m else window_head(spec.head, window, limit, final)
         if verdict == "need":
             return False
         if verdict == "fail":
@@ -257,9 +344,18 @@ class StreamingToolParser:
             self._pos = body_start
             self._mode = "text"
             return True
+        groups = m.groupdict() if m else {}
+        if spec.kind == "markup" or groups.get("all"):
+            # A role header (`<|start|>assistant`, Functionary's `>>>all`): markup, then text.
+            assert m is not None
+            self._harmony_to = groups.get("to") or ""
+            self._emit_markup(buf[start : m.end()])
+            self._pos = m.end()
+            self._mode = "text"
+            return True
         if spec.kind == "value":
             assert m is not None
-            self._name = (m.group("name") or "") if "name" in m.re.groupindex else ""
+            self._name = groups.get("name") or ""
             self._begin_value(spec, start, m.end())
             return True
         self._emit_text("")
@@ -269,6 +365,9 @@ class StreamingToolParser:
             assert m is not None
             self._name = m.group(2).strip()
             body_from = m.end()
+        if spec.body == "harmony":
+            assert m is not None
+            return self._harmony_begin(m)
         self._open = buf[start:body_from]
         self._parts = []
         self._pos = body_from
@@ -283,20 +382,6 @@ class StreamingToolParser:
         self._scanner = BracketScanner()
         self._pos = value_start
         self._mode = "value"
-
-    def _think(self, final: bool) -> bool:
-        close = self._spec.close
-        buf, pos = self._buf, self._pos
-        idx = buf.find(close, pos)
-        if idx != -1:
-            self._emit_thinking(buf[pos:idx], buf[pos:idx] + close)
-            self._pos = idx + len(close)
-            self._mode = "text"
-            return True
-        end = len(buf) if final else max(pos, len(buf) - len(close) + 1)
-        self._emit_thinking(buf[pos:end], buf[pos:end])
-        self._pos = end
-        return False
 
     def _tag_body(self, final: bool) -> bool:
         spec = self._spec
@@ -314,38 +399,73 @@ class StreamingToolParser:
         body = "".join(self._parts)
         raw = self._open + body + ("" if truncated else close)
         self._pos = stop if truncated else idx + len(close)
+        self._mode = "text"
+        if spec.body == "echo":
+            self._emit_markup(raw)  # a tool result the model echoed: never shown
+            return True
         found = self._parse_tag(spec, body, truncated)
         if not self._emit_calls(found, raw):
             self._emit_text(raw)
-        self._mode = "text"
+        elif spec.trail and not truncated:
+            self._parts = []
+            self._mode = "trail"
         return True
 
     def _parse_tag(self, spec: Spec, body: str, truncated: bool) -> dialects.Found | None:
         kind = spec.body
         schemas = self._schemas
         if kind == "tool_call":
-            return dialects.parse_tool_call_body(body, schemas, truncated)
+            return xml_dialects.parse_tool_call_body(body, schemas, truncated)
         if kind == "json":
             return dialects.parse_json_calls(body, truncated)
         if kind == "json_or_py":
             return dialects.parse_json_or_pythonic(body, truncated)
-        if truncated:
-            # Raw-text and special-token dialects: a value cut off at the end cannot be told
-            # from a complete one, so an unclosed section is never executed.
-            return None
+        # Sections whose calls each have their own closer (README.md, "Truncated calls"): when
+        # only the section's end is missing, the complete calls inside it still count.
         if kind == "kimi":
-            return dialects.parse_kimi(body)
+            return token_dialects.parse_kimi(body, truncated)
         if kind == "deepseek":
-            return dialects.parse_deepseek(body)
+            return token_dialects.parse_deepseek(body)
         if kind == "dsml":
-            return dialects.parse_dsml(body, schemas)
+            return token_dialects.parse_dsml(body, schemas)
+        if kind == "minimax":
+            return xml_dialects.parse_minimax(body, schemas)
+        if kind == "kimi_one":
+            end = "" if truncated else "<|tool_call_end|>"
+            return token_dialects.parse_kimi("<|tool_call_begin|>" + body + end, truncated)
+        if truncated:
+            # Raw-text dialects whose only closer is missing: a value cut off at the end cannot
+            # be told from a complete one, so the call is never executed.
+            return None
         if kind == "qwen":
-            return dialects.parse_qwen_functions(self._open + body + "</function>", schemas)
+            return xml_dialects.parse_qwen_functions(self._open + body + "</function>", schemas)
         if kind == "langchain":
-            return dialects.parse_langchain(body)
+            return xml_dialects.parse_langchain(body)
+        if kind == "fgemma":
+            return token_dialects.parse_function_gemma(body)
         if kind == "attr" or kind.startswith("cline:"):
-            return dialects.parse_named_body(self._name, body, schemas)
+            return xml_dialects.parse_named_body(self._name, body, schemas)
         return None
+
+    def _trail(self, final: bool) -> bool:
+        """After a call: whitespace and the closer of a wrapper opened in the prompt (spec.trail)
+        belong to the call; anything else goes back to the text state."""
+        trail = self._spec.trail
+        buf, pos = self._buf, self._pos
+        j = pos
+        while j < len(buf) and buf[j] in WS and j - pos <= 64:
+            j += 1
+        if j >= len(buf) and not final and j - pos <= 64:
+            return False
+        if buf.startswith(trail, j):
+            self._segments[-1].parts.append(buf[pos : j + len(trail)])
+            self._pos = j + len(trail)
+            self._mode = "text"
+            return True
+        if not final and len(buf) - j < len(trail) and trail.startswith(buf[j:]):
+            return False
+        self._mode = "text"
+        return True
 
     def _value(self, final: bool) -> bool:
         buf, pos = self._buf, self._pos
@@ -368,7 +488,7 @@ class StreamingToolParser:
             return True
         value_text = raw[len(self._open) :]
         if self._emit_calls(self._parse_value(value_text), raw, self._sep):
-            self._mode = "sep" if self._spec.sep else "text"
+            self._mode = "trail" if self._spec.trail else "sep" if self._spec.sep else "text"
             self._sep = ""
             self._parts = []
             return True
@@ -384,11 +504,13 @@ class StreamingToolParser:
             return None if is_missing(value) else dialects.calls_from_value(value, True)
         if body == "bare_py":
             return dialects.parse_pythonic(text)
-        if body == "mistral" and self._name:
+        if body in ("mistral", "named_json") and self._name:
             value = parse_tolerant(text)
             if is_missing(value) or not isinstance(value, dict):
                 return None
             return [(self._name, value)]
+        if self._name:  # Llama 3.1 built-in tool: <|python_tag|>brave_search.call(query="...")
+            return dialects.parse_pythonic(f"[{self._name}{text}]")
         found = dialects.parse_json_calls(text)
         if found is None and text.lstrip().startswith("[") and not text.lstrip()[1:2] == "{":
             found = dialects.parse_pythonic(text)
@@ -406,7 +528,7 @@ class StreamingToolParser:
             value = complete_truncated_json(text)
             if not is_missing(value):
                 found = dialects.calls_from_value(value, True)
-        elif body == "mistral" and self._name:
+        elif body in ("mistral", "named_json") and self._name:
             value = complete_truncated_json(text)
             if isinstance(value, dict):
                 found = [(self._name, value)]
@@ -445,131 +567,6 @@ class StreamingToolParser:
             self._emit_text(sep)
         self._mode = "text"
         return True
-
-    # --- code fences ------------------------------------------------------------------------
-
-    def _try_fence(self, i: int, final: bool) -> bool:
-        buf = self._buf
-        at_line_start = self._prev_char(i) == "\n"
-        if at_line_start and not buf.startswith("```", i):
-            if not final and "```".startswith(buf[i:]):
-                return False
-        if not (at_line_start and buf.startswith("```", i)):
-            self._emit_text("`")
-            self._pos = i + 1
-            return True
-        self._emit_text("")
-        self._start = i
-        self._mode = "fence_info"
-        return True
-
-    def _fence_info(self, final: bool) -> bool:
-        buf, i = self._buf, self._start
-        nl = buf.find("\n", i + 3, i + 3 + 40)
-        if nl == -1:
-            if not final and len(buf) - i < 43:
-                return False
-            self._emit_text(buf[i : i + 3])
-            self._pos = i + 3
-            self._mode = "code"
-            return True
-        info = buf[i + 3 : nl].strip().lower()
-        if info not in JSON_FENCE_INFOS:
-            self._emit_text(buf[i : nl + 1])
-            self._pos = nl + 1
-            self._mode = "code"
-            return True
-        self._open = buf[i : nl + 1]
-        self._parts = []
-        self._sep = ""
-        self._pos = nl + 1
-        self._mode = "fence_ws"
-        return True
-
-    def _fence_abandon(self) -> bool:
-        """The fence is not a call: what was held is text, and the rest is code."""
-        self._emit_text(self._open + "".join(self._parts))
-        self._parts = []
-        self._mode = "code"
-        return True
-
-    def _fence_ws(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        while pos < len(buf) and buf[pos] in WS:
-            pos += 1
-        self._parts.append(buf[self._pos : pos])
-        self._pos = pos
-        if pos >= len(buf):
-            if final:
-                return self._fence_abandon()
-            return False
-        if buf[pos] not in "{[":
-            return self._fence_abandon()
-        self._open += "".join(self._parts)
-        self._parts = []
-        self._scanner = BracketScanner()
-        self._mode = "fence_value"
-        return True
-
-    def _fence_value(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        end = self._scanner.feed(buf, pos)
-        state = self._scanner.state
-        if state == "open":
-            self._parts.append(buf[pos:])
-            self._pos = len(buf)
-            return self._fence_abandon() if final else False
-        stop = len(buf) if end == -1 else end
-        self._parts.append(buf[pos:stop])
-        self._pos = stop
-        if state == "failed":
-            return self._fence_abandon()
-        self._name = "".join(self._parts)  # the JSON value text
-        self._parts = [self._name]
-        self._mode = "fence_close"
-        return True
-
-    def _fence_close(self, final: bool) -> bool:
-        buf, pos = self._buf, self._pos
-        start = pos
-        while pos < len(buf) and buf[pos] in WS:
-            pos += 1
-        self._parts.append(buf[start:pos])
-        self._pos = pos
-        rest = buf[pos : pos + 3]
-        if rest == "```" or (final and pos >= len(buf)):
-            closing = "```" if rest == "```" else ""
-            self._pos = pos + len(closing)
-            raw = self._open + "".join(self._parts) + closing
-            value = parse_tolerant(self._name)
-            found = None if is_missing(value) else dialects.calls_from_value(value, True)
-            self._parts = []
-            if not self._emit_calls(found, raw):
-                self._emit_text(raw)
-            self._mode = "text"
-            return True
-        if not final and "```".startswith(rest):
-            return False
-        return self._fence_abandon()
-
-    def _code(self, final: bool) -> bool:
-        """Inside a code fence that is not a call: text passes through, markers are ignored."""
-        buf, pos = self._buf, self._pos
-        if self._prev_char(pos) == "\n" and buf.startswith("```", pos):
-            self._emit_text("```")
-            self._pos = pos + 3
-            self._mode = "text"
-            return True
-        idx = buf.find("\n```", pos)
-        if idx != -1:
-            self._emit_text(buf[pos : idx + 4])
-            self._pos = idx + 4
-            self._mode = "text"
-            return True
-        end = len(buf) if final else max(pos, len(buf) - 3)
-        self._emit_text(buf[pos:end])
-        self._pos = end
-        return False
 
 
 def _word(ch: str) -> bool:

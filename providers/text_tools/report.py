@@ -2,8 +2,10 @@
 
     python -m providers.text_tools.report [path/to/cases.jsonl] [--failures]
 
-The same evaluation is asserted by tests/providers/text_tools/test_cases.py. How each case's offered
-tools are chosen (the parser only accepts offered names, so this matters):
+Without a path it reads every `*.jsonl` in tests/fixtures/text_tool_calls (cases.jsonl first, so
+its case numbers below stay stable). The same evaluation is asserted by
+tests/providers/text_tools/test_cases.py. How each case's offered tools are chosen (the parser
+only accepts offered names, so this matters):
 
 * positives: the names of the expected calls, plus the few names listed in EXTRA_ALLOWED (calls
   the case shows inside a think block or beside the real call, which must still not count);
@@ -11,7 +13,9 @@ tools are chosen (the parser only accepts offered names, so this matters):
   name offered; minus NOT_OFFERED, the cases whose point is a name the request did not offer.
 
 Schemas are derived from the expected arguments' JSON types, standing in for the function
-definitions the real request carried (several cases are typed by schema, see their notes).
+definitions the real request carried (several cases are typed by schema, see their notes). A case
+may instead give `schemas` itself (union types), and `prompt_format`, the format the prompt
+taught (it decides whether a fenced call may run, README.md "Code fences").
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.text_tools.parser import ParsedText, StreamingToolParser, parse_text
+from providers.text_tools.parser import ParsedText, StreamingToolParser
 
 ROOT = Path(__file__).resolve().parents[2]
-CASES = ROOT / "tests" / "fixtures" / "text_tool_calls" / "cases.jsonl"
+CASE_DIR = ROOT / "tests" / "fixtures" / "text_tool_calls"
+CASES = CASE_DIR / "cases.jsonl"
 
 #: Case index -> (name, why) offered in addition to the expected calls' names.
 EXTRA_ALLOWED: dict[int, tuple[str, str]] = {
@@ -53,9 +58,17 @@ CONTENT_POLICY: dict[int, str] = {
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 
 
-def load_cases(path: Path = CASES) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def load_cases(path: Path | None = None) -> list[dict[str, Any]]:
+    """One file, or every fixture file (cases.jsonl first); each case records its `file`."""
+    if path is None:
+        paths = [CASES] + sorted(p for p in CASE_DIR.glob("*.jsonl") if p != CASES)
+    else:
+        paths = [path]
+    cases: list[dict[str, Any]] = []
+    for p in paths:
+        with p.open(encoding="utf-8") as fh:
+            cases += [dict(json.loads(line), file=p.name) for line in fh if line.strip()]
+    return cases
 
 
 def allowed_for(index: int, case: dict[str, Any]) -> set[str]:
@@ -85,6 +98,8 @@ def _json_type(value: Any) -> dict[str, Any]:
 
 
 def schemas_for(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    if "schemas" in case:
+        return case["schemas"]
     out: dict[str, dict[str, Any]] = {}
     for call in case["expected"]:
         args = call["arguments"]
@@ -109,8 +124,10 @@ def call_list(parsed: ParsedText) -> list[tuple[str, Any]]:
     return [(c.name, json.loads(c.arguments)) for c in parsed.calls]
 
 
-def _stream(text: str, chunks: Iterable[str], allowed: set[str], schemas: Any) -> ParsedText:
-    parser = StreamingToolParser(allowed, schemas)
+def _stream(
+    text: str, chunks: Iterable[str], allowed: set[str], schemas: Any, fmt: str | None = None
+) -> ParsedText:
+    parser = StreamingToolParser(allowed, schemas, fmt=fmt)
     for chunk in chunks:
         parser.feed(chunk)
     parser.finish()
@@ -132,18 +149,20 @@ def evaluate(index: int, case: dict[str, Any]) -> Outcome:
     allowed = allowed_for(index, case)
     schemas = schemas_for(case)
     text = case["text"]
-    whole = parse_text(text, allowed, schemas)
+    fmt = case.get("prompt_format")
+    whole = _stream(text, [text], allowed, schemas, fmt)
     got = call_list(whole)
     want = [(c["name"], c["arguments"]) for c in case["expected"]]
     content_ok: bool | None = None
     if case["expected_content"] is not None:
         content_ok = collapse(comparable_content(whole)) == collapse(case["expected_content"])
     splits = [case["chunks"]] if case.get("chunks") else []
-    splits.append([text[i : i + 7] for i in range(0, len(text), 7)])
+    for size in (7, 3):
+        splits.append([text[i : i + size] for i in range(0, len(text), size)])
     splits.append(list(text))
     stream_ok = True
     for chunks in splits:
-        streamed = _stream(text, chunks, allowed, schemas)
+        streamed = _stream(text, chunks, allowed, schemas, fmt)
         if call_list(streamed) != got or streamed.content != whole.content:
             stream_ok = False
         if streamed.thinking != whole.thinking:
@@ -153,14 +172,14 @@ def evaluate(index: int, case: dict[str, Any]) -> Outcome:
 
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
-    path = Path(args[0]) if args else CASES
+    path = Path(args[0]) if args else None
     cases = load_cases(path)
     outcomes = [evaluate(i, c) for i, c in enumerate(cases)]
     rows: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         rows[o.fmt].append(o)
     rows["ALL"] = outcomes
-    header = f"{'format':<15}{'positives exact':>17}{'negatives clean':>17}"
+    header = f"{'format':<17}{'positives exact':>17}{'negatives clean':>17}"
     header += f"{'content kept':>15}{'streaming equal':>17}"
     print(header)
     print("-" * len(header))
@@ -176,7 +195,7 @@ def main(argv: list[str]) -> int:
             return f"{ok}/{n}" + (f" {100 * ok / n:5.1f}%" if n else "       ")
 
         print(
-            f"{fmt:<15}{frac(sum(o.calls_ok for o in pos), len(pos)):>17}"
+            f"{fmt:<17}{frac(sum(o.calls_ok for o in pos), len(pos)):>17}"
             f"{frac(sum(o.calls_ok for o in neg), len(neg)):>17}"
             f"{frac(sum(bool(o.content_ok) for o in cont), len(cont)):>15}"
             f"{frac(sum(o.stream_ok for o in group), len(group)):>17}"
@@ -184,7 +203,7 @@ def main(argv: list[str]) -> int:
     print(
         f"\ncontent: {len(CONTENT_POLICY)} cases excluded by documented policy "
         f"({', '.join(str(i) for i in CONTENT_POLICY)}); streaming: each case fed in its "
-        "recorded chunks (if any), 7-char chunks and 1-char chunks"
+        "recorded chunks (if any), 7-, 3- and 1-char chunks"
     )
     if "--failures" in argv:
         for o in outcomes:

@@ -7,13 +7,14 @@ from typing import Literal
 
 from providers.types import ToolCall
 
-SegmentKind = Literal["text", "thinking", "call"]
+SegmentKind = Literal["text", "thinking", "call", "markup"]
 
 
 @dataclass(slots=True)
 class Segment:
-    """A run of the reply: plain text, a reasoning block (raw, with its tags) or a call section
-    (raw). Joining every segment's `raw` gives back the reply exactly."""
+    """A run of the reply: plain text, a reasoning block (raw, with its tags), a call section
+    (raw) or markup (chat-template tokens and echoed tool results, never shown). Joining every
+    segment's `raw` gives back the reply exactly."""
 
     kind: SegmentKind
     parts: list[str] = field(default_factory=list)
@@ -39,10 +40,12 @@ class ParsedText:
 
     def text_runs(self) -> list[str]:
         """Non-call text as runs split at each call, think blocks kept raw in place. This is the
-        shape of the fixtures' `expected_content`, and the reply minus its calls."""
+        shape of the fixtures' `expected_content`, and the reply minus its calls and markup."""
         runs: list[str] = []
         current: list[str] = []
         for seg in self.segments:
+            if seg.kind == "markup":
+                continue
             if seg.kind == "call":
                 runs.append("".join(current))
                 current = []

@@ -70,9 +70,9 @@ async def test_piped_conversation_with_model(tmp_path: Path, bot_env: dict[str, 
         "-- you are alice (admin) in group team1",
         "chatfn> [group:team1] @alice Noted: team lunch",
         "-- you are bob in group team1",
-        "chatfn> [group:team1] secret_reset is for admins only.",
+        "chatfn> [group:team1] @bob secret_reset is for admins only.",
         "-- you are bob (admin) in group team1",
-        "chatfn> [group:team1] reset done",
+        "chatfn> [group:team1] @bob reset done",
     ]
     assert len(model.received) == 2
     # The unaddressed group line was stored and shown to the model as context.

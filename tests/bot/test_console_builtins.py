@@ -75,7 +75,7 @@ async def test_sigkill_restart_fires_exactly_once(tmp_path: Path) -> None:
     await first.proc.wait()
     second = await ConsoleProc.start(config)
     try:
-        await second.expect(r"\[group:team1\] @bob ⏰ Reminder: stand-up$", timeout=10)
+        await second.expect(r"\[group:team1\] @bob ⏰ Reminder: stand-up$", timeout=30)
         later = await second.drain(1.0)
     finally:
         second.kill()
@@ -102,7 +102,7 @@ async def test_due_while_killed_arrives_late_with_a_note(tmp_path: Path) -> None
     await asyncio.sleep(1.5)
     second = await ConsoleProc.start(config)
     try:
-        await second.expect(r"^chatfn> ⏰ Reminder: tea$", timeout=10)
+        await second.expect(r"^chatfn> ⏰ Reminder: tea$", timeout=30)
         await second.expect(r"^\(Late: it was due .*; I was offline then\.\)$")
     finally:
         await second.close()

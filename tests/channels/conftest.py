@@ -82,7 +82,8 @@ async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
             {
                 "storage": {"url": f"sqlite:///{tmp_path / f'onebot{len(made)}.db'}"},
                 "plugins": {"paths": []},
-                "bot": {"name": "simbot"},
+                # Replies compared as plain text; mention and quote have their own test.
+                "bot": {"name": "simbot", "reply_with_mention": False},
                 "channels": {"onebot": cfg},
             },
             base_dir=tmp_path,

@@ -196,8 +196,9 @@ async def test_page_shows_tool_call_and_streamed_reply(
 ) -> None:
     bot, url = web_bot
     texts = await asyncio.to_thread(_drive, url, tmp_path, asyncio.get_running_loop(), bot)
-    assert texts.count("You rolled 20 on a d20.") == 1  # once, though /v1/events also saw it
-    assert texts.count(STREAMED) == 1
+    # Group answers @-mention the sender (bot.reply_with_mention defaults to true in groups).
+    assert texts.count("@alice You rolled 20 on a d20.") == 1  # once, though /v1/events saw it
+    assert texts.count(f"@alice {STREAMED}") == 1
     assert "for bob only" not in texts
     assert (tmp_path / "web-chat.png").stat().st_size > 5000
     history = bot.storage.recent_messages("http", "group:team1", 10)

@@ -105,3 +105,22 @@ async def test_online_round_trip(tmp_path: Path) -> None:
     assert online["status"] == "ok" and "tool round trip" in online["detail"]
     tool_msg = server.received[1].body["messages"][-1]
     assert tool_msg["role"] == "tool" and tool_msg["content"] == "42"
+
+
+async def test_online_server_that_ignores_tools_names_the_fix(tmp_path: Path) -> None:
+    """llama-cpp-python's server accepts `tools` and answers in prose (no `tool_choice`): the
+    warning says which setting makes the model's functions reach it."""
+    import asyncio
+
+    (tmp_path / "plugins").mkdir()
+    async with ReplayServer() as server:
+        server.queue.append(lambda _r: web.json_response(openai_chat_response("I think it is 7.")))
+        cfg = BASE + (
+            f"models:\n  local: {{provider: openai, model: m, api_key: k, "
+            f"base_url: '{server.url}/v1'}}\n"
+        )
+        code, report = await asyncio.to_thread(run, tmp_path, cfg, "--online")
+    online = by_name(report)["online local"]
+    assert code == 0 and online["status"] == "warn"
+    assert "set `native_tools: false` for local" in online["detail"]
+    assert "tools" in server.received[0].body

@@ -64,7 +64,7 @@ def _sse(events: list[Any], *, named: bool = False) -> web.Response:
 # ------------------------------------------------------------------------ OpenAI / DeepSeek
 
 
-def openai_events(turn: Turn, round_: int, *, deepseek: bool) -> list[Any]:
+def openai_events(turn: Turn, round_: int, *, deepseek: bool, usage: bool = True) -> list[Any]:
     """Chat Completions stream chunks (with the final `[DONE]`)."""
     model = "deepseek-chat" if deepseek else "gpt-4o"
 
@@ -102,15 +102,21 @@ def openai_events(turn: Turn, round_: int, *, deepseek: bool) -> list[Any]:
             for p in _split(json.dumps(args))
         ]
     out.append(chunk({}, "tool_calls" if turn.calls else "stop"))
-    out.append(
-        {
-            **chunk({}),
-            "choices": [],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
-        }
-    )
+    if usage:  # the real APIs send the usage chunk only when stream_options asks for it
+        out.append({**chunk({}), "choices": [], "usage": openai_usage(deepseek=deepseek)})
     out.append("[DONE]")
     return out
+
+
+def openai_usage(*, deepseek: bool) -> dict[str, Any]:
+    """Usage as each reports it: 20 prompt tokens of which 8 came from the cache (OpenAI
+    `prompt_tokens_details.cached_tokens`, DeepSeek `prompt_cache_hit_tokens`), 10 completion
+    tokens of which 4 were reasoning."""
+    usage: dict[str, Any] = {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
+    details = {"completion_tokens_details": {"reasoning_tokens": 4}}
+    if deepseek:
+        return {**usage, "prompt_cache_hit_tokens": 8, "prompt_cache_miss_tokens": 12, **details}
+    return {**usage, "prompt_tokens_details": {"cached_tokens": 8}, **details}
 
 
 def openai_body(turn: Turn, round_: int, *, deepseek: bool) -> dict[str, Any]:
@@ -138,11 +144,19 @@ def openai_body(turn: Turn, round_: int, *, deepseek: bool) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if turn.calls else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
+        "usage": openai_usage(deepseek=deepseek),
     }
 
 
 # ------------------------------------------------------------------------ Anthropic
+
+
+ANTHROPIC_USAGE = {
+    "input_tokens": 10,
+    "cache_read_input_tokens": 8,
+    "cache_creation_input_tokens": 2,
+    "output_tokens": 10,
+}
 
 
 def _anthropic_blocks(turn: Turn, round_: int) -> list[dict[str, Any]]:
@@ -169,7 +183,8 @@ def anthropic_body(turn: Turn, round_: int) -> dict[str, Any]:
         "content": _anthropic_blocks(turn, round_),
         "stop_reason": "tool_use" if turn.calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 20, "output_tokens": 10},
+        # input_tokens is the uncached part only: 10 + 8 read from the cache + 2 written = 20.
+        "usage": ANTHROPIC_USAGE,
     }
 
 
@@ -179,7 +194,7 @@ def anthropic_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
         **anthropic_body(turn, round_),
         "content": [],
         "stop_reason": None,
-        "usage": {"input_tokens": 20, "output_tokens": 1},
+        "usage": {**ANTHROPIC_USAGE, "output_tokens": 1},
     }
     out: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(_anthropic_blocks(turn, round_)):
@@ -238,7 +253,13 @@ def gemini_chunk(parts: list[dict[str, Any]], *, finish: bool) -> dict[str, Any]
     return {
         "candidates": [candidate],
         "modelVersion": "gemini-test",
-        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 10},
+        # Thoughts are counted apart from candidates: 6 + 4 = 10 completion tokens.
+        "usageMetadata": {
+            "promptTokenCount": 20,
+            "cachedContentTokenCount": 8,
+            "candidatesTokenCount": 6,
+            "thoughtsTokenCount": 4,
+        },
     }
 
 
@@ -259,12 +280,18 @@ def gemini_events(turn: Turn, round_: int) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------ one entry point
 
 
-def reply(protocol: Protocol, turn: Turn, round_: int, *, stream: bool) -> web.Response:
-    """The HTTP response of round `round_` (1-based) in `protocol`."""
+def reply(
+    protocol: Protocol, turn: Turn, round_: int, *, stream: bool, request: Any = None
+) -> web.Response:
+    """The HTTP response of round `round_` (1-based) in `protocol`. `request` (the received
+    body): an OpenAI-protocol stream carries usage only when it asked for it."""
     if protocol in ("openai", "deepseek"):
         deepseek = protocol == "deepseek"
         if stream:
-            return _sse(openai_events(turn, round_, deepseek=deepseek))
+            asked = isinstance(request, dict) and (request.get("stream_options") or {}).get(
+                "include_usage"
+            )
+            return _sse(openai_events(turn, round_, deepseek=deepseek, usage=bool(asked)))
         return web.json_response(openai_body(turn, round_, deepseek=deepseek))
     if protocol == "anthropic":
         if stream:
@@ -280,7 +307,9 @@ def replies(
 ) -> list[Callable[[Any], web.Response]]:
     """ReplayServer queue entries answering the turns in order."""
     return [
-        lambda _received, t=turn, r=k: reply(protocol, t, r, stream=stream)
+        lambda received, t=turn, r=k: reply(
+            protocol, t, r, stream=stream, request=getattr(received, "body", None)
+        )
         for k, turn in enumerate(turns, 1)
     ]
 

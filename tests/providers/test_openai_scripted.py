@@ -133,7 +133,7 @@ async def test_stream_without_ids_or_usage(server: ReplayServer) -> None:
         ]
     )
     server.queue = [lambda _r: sse_response(body), ok("done")]
-    model = make_model(server, stream_usage=None)  # 127.0.0.1 is not a known host
+    model = make_model(server, stream_usage=False)
     response, events = await run(model, USER, TOOLS, stream=True)
     assert "stream_options" not in server.received[0].body
     a, b = response.tool_calls

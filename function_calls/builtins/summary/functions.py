@@ -73,7 +73,7 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
     if ctx.model is not None:
         try:
             async with asyncio.timeout(MODEL_TIMEOUT):
-                result = await summarise(ctx.model, body, msg.chat_name or msg.chat_id)
+                result = await summarise(ctx, ctx.model, body, msg.chat_name or msg.chat_id)
         except (ProviderError, TimeoutError) as exc:
             ctx.logger.warning("summary model call failed: {}: {}", type(exc).__name__, exc)
     if not result:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from function_calls import ChatModel, Message, StoredMessage
+from function_calls import ChatModel, Message, MessageContext, StoredMessage, ask
 from function_calls.builtins.summary.settings import SummarySettings
 
 SYSTEM_PROMPT = (
@@ -124,13 +124,14 @@ def extract(rows: list[StoredMessage], bot_name: str, limit: int = 8, width: int
     return "\n".join(out)
 
 
-async def summarise(model: ChatModel, text: str, chat_label: str) -> str:
-    """One model call; raises whatever the provider raises (the caller falls back)."""
+async def summarise(ctx: MessageContext, model: ChatModel, text: str, chat_label: str) -> str:
+    """One model call, on record like every other (usage row, limits' counts); raises
+    whatever the provider raises (the caller falls back)."""
     messages = [
         Message(role="system", content=SYSTEM_PROMPT),
         Message(role="user", content=f"Transcript of {chat_label}:\n\n{text}"),
     ]
-    response = await model.complete(messages, None)
+    response = await ask(ctx, model, messages, None, stream=False)
     return (response.content or "").strip()
 
 

@@ -55,6 +55,27 @@ def test_streaming_equals_whole(outcome) -> None:
     assert outcome.stream_ok
 
 
+NEW_FILES = [o for o, c in zip(OUTCOMES, ALL, strict=True) if c["file"] != "cases.jsonl"]
+
+
+def test_fixture_files_beyond_cases_jsonl_are_loaded() -> None:
+    dialects = {ALL[o.index]["format"] for o in NEW_FILES}
+    issue13 = {"harmony", "minimax_m2", "gemma", "command_r", "functionary", "llama31_builtin"}
+    issue13 |= {"nemotron", "hermes_function", "kimi", "deepseek", "glm", "magistral", "lfm2"}
+    issue13 |= {"qwen3_coder", "seed_oss", "union_types", "mistral", "tool_result_echo"}
+    assert issue13 <= dialects
+
+
+@pytest.mark.parametrize("outcome", NEW_FILES, ids=lambda o: f"{o.index}-{o.fmt}")
+def test_every_case_of_the_dialect_files_is_exact(outcome) -> None:
+    """Each case added beside cases.jsonl: exact calls, exact non-call text, and the same result
+    whole and streamed in its recorded chunks and 7-, 3- and 1-character chunks."""
+    case = ALL[outcome.index]
+    assert outcome.got == [(c["name"], c["arguments"]) for c in case["expected"]]
+    assert outcome.content_ok is not False, case["expected_content"]
+    assert outcome.stream_ok
+
+
 def test_recorded_streaming_cases_are_all_exact() -> None:
     streamed = [o for o, c in zip(OUTCOMES, ALL, strict=True) if c.get("chunks")]
     assert len(streamed) >= 10

@@ -62,6 +62,47 @@ FRAGMENTS = [
     "<|tool_calls_section_begin|>",
     "<arg_key>",
     "<arg_value>",
+    # dialects added for issue 13
+    "<|channel|>analysis<|message|>",
+    "<|channel|>commentary to=functions.f <|constrain|>json<|message|>",
+    "<|channel|>final<|message|>",
+    "<|start|>assistant",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "<minimax:tool_call>",
+    '<invoke name="f">',
+    '<parameter name="x">',
+    "</parameter>",
+    "</invoke>",
+    "</minimax:tool_call>",
+    "```tool_code\n",
+    "<start_function_call>call:f{x:<escape>",
+    "<escape>}<end_function_call>",
+    "<|START_THINKING|>",
+    "<|END_THINKING|>",
+    "<|START_ACTION|>",
+    "<|END_ACTION|>",
+    "<|START_RESPONSE|>",
+    "\nAction: ```json\n",
+    ">>>all\n",
+    "\n>>>f\n",
+    "<|python_tag|>f.call(",
+    "<|eom_id|>",
+    "<TOOLCALL>",
+    "</TOOLCALL>",
+    '<function name="f">',
+    "[THINK]",
+    "[/THINK]",
+    "[CALL_ID]",
+    "[ARGS]",
+    "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<｜tool▁calls▁begin>",
+    '<tool_result name="f">',
+    "</tool_result>",
+    "统计",
     ";",
     " ",
     "hello",
@@ -114,13 +155,41 @@ def test_any_split_of_any_case_gives_the_same_result(index: int, cuts: list[int]
 )
 def test_arbitrary_text_never_raises_and_every_character_is_kept(text, cuts, offered) -> None:
     whole = parse_text(text, offered)
-    # Every character is in exactly one segment: text, reasoning (with its tags) or a call.
+    # Every character is in exactly one segment: text, reasoning (with its tags), a call or
+    # markup (template tokens), and the visible content is exactly the text segments.
     assert "".join(s.raw for s in whole.segments) == text
+    assert whole.content == "".join(s.raw for s in whole.segments if s.kind == "text")
     if not offered:
         assert not whole.calls
-    if not whole.calls and not whole.thinking and "<think>" not in text:
+    if all(s.kind == "text" for s in whole.segments):
         assert whole.content == text
     assert _summary(_stream(text, cuts, offered)) == _summary(whole)
+
+
+@SETTINGS
+@given(
+    text=fuzz_text,
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=20),
+    fmt=st.sampled_from(["hermes", "xml_tag", "function_call", "json_block"]),
+)
+def test_asked_format_fences_stream_like_whole(text, cuts, fmt) -> None:
+    """The fenced-call candidate (held to the end of the reply) never changes the result."""
+    text = "```\n" + text if len(text) % 2 else text
+    whole = StreamingToolParser({"f"}, fmt=fmt)
+    whole.feed(text)
+    whole.finish()
+    streamed = StreamingToolParser({"f"}, fmt=fmt)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    last = 0
+    events = []
+    for p in [*points, len(text)]:
+        events += streamed.feed(text[last:p])
+        last = p
+    events += streamed.finish()
+    assert _summary(streamed.result()) == _summary(whole.result())
+    assert "".join(s.raw for s in whole.result().segments) == text
+    shown = "".join(e.text for e in events if e.type == "text")
+    assert shown == whole.result().content
 
 
 @SETTINGS

@@ -1,0 +1,36 @@
+"""Built-in `chat_admin`: admins change one chat's settings from that chat (`/model`,
+`/persona`, `/reset`), see what applies there and why (`/settings`), and what it costs
+(`/stats`). Written with the public plugin API only: overrides go through
+`MessageContext.set_chat_override`, which stores them for that chat alone."""
+
+from __future__ import annotations
+
+from function_calls import Plugin, Status
+from function_calls.builtins.chat_admin.functions import (
+    model_command,
+    persona_command,
+    reset_command,
+    settings_command,
+    stats_command,
+)
+from function_calls.builtins.chat_admin.settings import ChatAdminSettings
+
+plugin = Plugin("chat_admin", settings=ChatAdminSettings)
+
+
+@plugin.status
+def status(cfg: ChatAdminSettings) -> Status:
+    if not cfg.enabled:
+        return Status("off", "chat_admin.enabled is false")
+    return Status("on", "/model, /persona, /reset, /settings, /stats for admins")
+
+
+__all__ = [
+    "model_command",
+    "persona_command",
+    "plugin",
+    "reset_command",
+    "settings_command",
+    "stats_command",
+    "status",
+]

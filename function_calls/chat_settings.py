@@ -1,0 +1,188 @@
+"""Each chat's effective settings: an admin's override from the chat, else the first `chats:`
+rule that matches and names the setting, else `bot:` (or the built-in default).
+
+Resolved once per message from the config and that chat's overrides, so switching one chat's
+model or persona can never change another chat's: nothing here is shared or mutated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase as fnmatch
+from typing import Any
+
+from common.config import DEFAULT_SYSTEM_PROMPT, ChatMatch, ChatRule, ConfigError, CoreSettings
+from common.messages import IncomingMessage
+from storage.chat_state import Override
+
+# Keys admins may override from a chat (`/model`, `/persona`, `/reset`).
+OVERRIDE_KEYS = ("model", "persona", "reset")
+
+
+@dataclass(slots=True)
+class ChatSettings:
+    """What applies in one chat now, and where each value comes from (for `/settings`)."""
+
+    model: str | None  # a key under `models:`; None: the bot has no model
+    system_prompt: str
+    persona: str | None  # the persona's name when the prompt is a named one
+    history_size: int
+    respond_in_groups: str
+    reply_with_mention: bool
+    reply_with_quote: bool
+    functions_enabled: list[str] | None = None
+    functions_disabled: list[str] = field(default_factory=list)
+    # History before this stored message id is not shown to the model (`/reset`).
+    reset_after: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def function_allowed(self, name: str) -> bool:
+        if name in self.functions_disabled:
+            return False
+        return self.functions_enabled is None or name in self.functions_enabled
+
+
+def matches(match: ChatMatch, msg: IncomingMessage) -> bool:
+    if match.platform is not None and match.platform != msg.platform:
+        return False
+    if match.is_group is not None and match.is_group != msg.is_group:
+        return False
+    if match.chat_id is not None:
+        if "*" in match.chat_id:
+            return fnmatchcase(msg.chat_id, match.chat_id)
+        return match.chat_id == msg.chat_id
+    return True
+
+
+def _first(
+    rules: list[tuple[int, ChatRule]], attr: str, default: Any, default_source: str
+) -> tuple[Any, str]:
+    for index, rule in rules:
+        value = getattr(rule, attr)
+        if value is not None:
+            return value, f"chats[{index}]"
+    return default, default_source
+
+
+def _bot_source(config: CoreSettings, key: str) -> str:
+    return f"bot.{key}" if key in config.bot.model_fields_set else "default"
+
+
+def _override_source(o: Override) -> str:
+    return f"override by {o.set_by} at {o.set_at:%Y-%m-%d %H:%M} UTC"
+
+
+def resolve(
+    config: CoreSettings,
+    msg: IncomingMessage,
+    overrides: Mapping[str, Override] | None = None,
+    *,
+    default_model: str | None = None,
+) -> ChatSettings:
+    """The settings for `msg`'s chat. `default_model`: the model `bot:` falls back to (the
+    first entry of `models:` when `bot.model` is unset)."""
+    overrides = overrides or {}
+    rules = [(i, r) for i, r in enumerate(config.chats) if matches(r.match, msg)]
+    bot = config.bot
+    sources: dict[str, str] = {}
+
+    model, sources["model"] = _first(rules, "model", default_model, _bot_source(config, "model"))
+    if "model" in overrides:
+        model, sources["model"] = overrides["model"].value, _override_source(overrides["model"])
+
+    persona, prompt, sources["persona"] = _prompt(config, rules)
+    if "persona" in overrides:
+        o = overrides["persona"]
+        persona = o.value if o.value in config.personas else None
+        prompt = config.personas.get(o.value, o.value)
+        sources["persona"] = _override_source(o)
+
+    history, sources["history_size"] = _first(
+        rules, "history_size", bot.history_size, _bot_source(config, "history_size")
+    )
+    respond, sources["respond_in_groups"] = _first(
+        rules, "respond_in_groups", bot.respond_in_groups, _bot_source(config, "respond_in_groups")
+    )
+    mention, sources["reply_with_mention"] = _first(
+        rules,
+        "reply_with_mention",
+        bot.reply_with_mention,
+        _bot_source(config, "reply_with_mention"),
+    )
+    quote, sources["reply_with_quote"] = _first(
+        rules, "reply_with_quote", bot.reply_with_quote, _bot_source(config, "reply_with_quote")
+    )
+    functions, sources["functions"] = _first(rules, "functions", None, "function_calls")
+    reset_after = None
+    if "reset" in overrides:
+        reset_after = int(overrides["reset"].value)
+        sources["reset"] = _override_source(overrides["reset"])
+    fc = config.function_calls
+    enabled = fc.enabled
+    disabled = list(fc.disabled)
+    if functions is not None:
+        disabled += functions.disabled
+        if functions.enabled is not None:
+            enabled = [n for n in functions.enabled if enabled is None or n in enabled]
+    return ChatSettings(
+        model=model,
+        system_prompt=prompt,
+        persona=persona,
+        history_size=history,
+        respond_in_groups=respond,
+        reply_with_mention=mention,
+        reply_with_quote=quote,
+        functions_enabled=enabled,
+        functions_disabled=disabled,
+        reset_after=reset_after,
+        sources=sources,
+    )
+
+
+def _prompt(config: CoreSettings, rules: list[tuple[int, ChatRule]]) -> tuple[str | None, str, str]:
+    """(persona name or None, prompt text, source): a rule's persona or system_prompt, else
+    bot.persona, else bot.system_prompt."""
+    for index, rule in rules:
+        if rule.persona is not None:
+            return rule.persona, config.personas[rule.persona], f"chats[{index}]"
+        if rule.system_prompt is not None:
+            return None, rule.system_prompt, f"chats[{index}]"
+    bot = config.bot
+    if bot.persona is not None:
+        return bot.persona, config.personas[bot.persona], "bot.persona"
+    source = "bot.system_prompt" if bot.system_prompt != DEFAULT_SYSTEM_PROMPT else "default"
+    return None, bot.system_prompt, source
+
+
+def check_rules(
+    config: CoreSettings,
+    models: Iterable[str],
+    functions: Iterable[str],
+    patterns: Iterable[str] = (),
+) -> None:
+    """Stop at start on a rule naming a model, persona or function that does not exist,
+    naming the key path: `chats[0].model: no model named 'deepseek' under models`. `patterns`
+    are globs of functions that plugins register later (`Plugin.function_patterns`)."""
+    models, functions, globs = set(models), set(functions), list(patterns)
+    errors: list[str] = []
+    if config.bot.persona is not None and config.bot.persona not in config.personas:
+        errors.append(f"bot.persona: no persona named {config.bot.persona!r} under personas")
+    for i, rule in enumerate(config.chats):
+        if rule.model is not None and rule.model not in models:
+            errors.append(f"chats[{i}].model: no model named {rule.model!r} under models")
+        if rule.persona is not None and rule.persona not in config.personas:
+            errors.append(f"chats[{i}].persona: no persona named {rule.persona!r} under personas")
+        if rule.functions is not None:
+            for kind in ("enabled", "disabled"):
+                for name in getattr(rule.functions, kind) or ():
+                    if name not in functions and not any(fnmatch(name, g) for g in globs):
+                        errors.append(f"chats[{i}].functions.{kind}: no function named {name!r}")
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
+
+
+def rule_models(config: CoreSettings) -> list[str]:
+    """Every model name the `chats:` rules use (check_system checks each)."""
+    return sorted({r.model for r in config.chats if r.model is not None})

@@ -1,0 +1,154 @@
+"""Limits per user and per chat: messages per minute, model calls and tokens per day.
+
+Checked once per message that would reach the model (slash commands that call no model are not
+counted), before any model call. Counts live in the database (`storage.chat_state`), in fixed
+windows (the current minute; the current day in `bot.timezone`), so a restart resets nothing
+and a window's end is the moment it resets. The check and the count are one synchronous
+transaction, so concurrent messages cannot both take the last slot: messages and model calls
+are exact. Tokens are known only after a call, so a call started under the token limit may end
+above it; the next message is then refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+
+from common.config import LimitValues, zone_named
+from storage.chat_state import Check, Counter
+
+if TYPE_CHECKING:
+    from function_calls.context import MessageContext
+
+Metric = Literal["messages_per_minute", "model_calls_per_day", "tokens_per_day"]
+_WHAT = {
+    "messages_per_minute": "messages per minute",
+    "model_calls_per_day": "model calls per day",
+    "tokens_per_day": "tokens per day",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A limit was reached: `text` is for the user, `notify` False when they were already told
+    in this window (then the bot stays silent, so it cannot be made to spam a group)."""
+
+    limit: str  # "per_user.messages_per_minute"
+    text: str
+    notify: bool
+
+
+def _windows(now: datetime, zone_name: str | None) -> tuple[str, datetime, str, datetime]:
+    """(minute window, its end, day window, its end) for `now`."""
+    minute = now.astimezone(UTC).replace(second=0, microsecond=0)
+    local = now.astimezone(zone_named(zone_name))
+    day_start = local.replace(hour=0, minute=0, second=0, microsecond=0)
+    day_end = (day_start + timedelta(days=1, hours=1)).replace(hour=0)
+    return (
+        minute.strftime("%Y-%m-%dT%H:%M"),
+        minute + timedelta(minutes=1),
+        day_start.strftime("%Y-%m-%d"),
+        day_end,
+    )
+
+
+def _checks(
+    scope: str, platform: str, key: str, values: LimitValues, minute: str, day: str
+) -> list[tuple[Metric, Check]]:
+    out: list[tuple[Metric, Check]] = []
+
+    def counter(metric: str, window: str) -> Counter:
+        return Counter(scope, platform, key, metric, window)
+
+    if values.messages_per_minute is not None:
+        c = Check(counter("messages", minute), values.messages_per_minute)
+        out.append(("messages_per_minute", c))
+    if values.model_calls_per_day is not None:
+        c = Check(counter("model_calls", day), values.model_calls_per_day)
+        out.append(("model_calls_per_day", c))
+    if values.tokens_per_day is not None:
+        out.append(("tokens_per_day", Check(counter("tokens", day), values.tokens_per_day, 0)))
+    return out
+
+
+def clock() -> datetime:
+    """Now, in UTC (a test pins it so a window cannot roll over mid-test)."""
+    return datetime.now(UTC)
+
+
+def _exempt(ctx: MessageContext) -> bool:
+    return ctx.config.limits.exempt_admins and ctx.is_admin
+
+
+def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | None:
+    """Count this message (and its first model call) against every limit, or refuse it with
+    nothing counted. The first model call is reserved here so that concurrent messages cannot
+    all pass a "calls so far < limit" check before any of them is counted."""
+    limits = ctx.config.limits
+    if _exempt(ctx):
+        return None
+    now = now or clock()
+    minute, minute_end, day, day_end = _windows(now, ctx.config.bot.timezone)
+    msg = ctx.message
+    named: list[tuple[str, Metric, Check]] = [
+        ("per_user", m, c)
+        for m, c in _checks("user", msg.platform, msg.sender_id, limits.per_user, minute, day)
+    ] + [
+        ("per_chat", m, c)
+        for m, c in _checks("chat", msg.platform, msg.chat_id, limits.per_chat, minute, day)
+    ]
+    if not named:
+        return None
+    failed = ctx.storage.chat_state.take([c for _, _, c in named])
+    if failed is None:
+        ctx.turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in named) else 0
+        return None
+    scope, metric, check = next(n for n in named if n[2] is failed)
+    resets = minute_end if metric == "messages_per_minute" else day_end
+    when = resets.astimezone(zone_named(ctx.config.bot.timezone))
+    who = "You have" if scope == "per_user" else "This chat has"
+    text = (
+        f"{who} reached the limit of {check.limit} {_WHAT[metric]}; "
+        f"it resets at {when:%H:%M}{'' if metric == 'messages_per_minute' else ' tomorrow'}."
+    )
+    notice = Counter(
+        check.counter.scope,
+        check.counter.platform,
+        check.counter.key,
+        f"told:{metric}",
+        check.counter.window,
+    )
+    return Refusal(f"{scope}.{metric}", text, ctx.storage.chat_state.first_time(notice))
+
+
+def count_request(ctx: MessageContext, tokens: int, now: datetime | None = None) -> None:
+    """After a model request: add its tokens, and the call itself unless `admit` reserved it."""
+    limits = ctx.config.limits
+    if _exempt(ctx):
+        return
+    now = now or clock()
+    _, _, day, _ = _windows(now, ctx.config.bot.timezone)
+    msg = ctx.message
+    scopes = [
+        ("user", msg.sender_id, limits.per_user),
+        ("chat", msg.chat_id, limits.per_chat),
+    ]
+    state = ctx.storage.chat_state
+    calls = [
+        Counter(scope, msg.platform, key, "model_calls", day)
+        for scope, key, values in scopes
+        if values.model_calls_per_day is not None
+    ]
+    if ctx.turn.reserved_calls > 0:
+        ctx.turn.reserved_calls -= 1
+    else:
+        state.add(calls, 1)
+    state.add(
+        [
+            Counter(scope, msg.platform, key, "tokens", day)
+            for scope, key, values in scopes
+            if values.tokens_per_day is not None
+        ],
+        tokens,
+    )

@@ -1,0 +1,155 @@
+"""Every model request goes through `ask`: it streams when a channel shows streams, and puts
+each request on record: a usage row (tokens as the provider reported them, latency, outcome),
+the limits' counts, the metrics, and one DEBUG line for the request and one for the answer
+(TRACE adds the bodies; configured secrets are masked by the log filter).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from function_calls import limits
+from providers.base import ChatModel
+from providers.errors import ProviderError
+from providers.types import LLMResponse, Message, ToolDefinition, Usage
+
+if TYPE_CHECKING:
+    from function_calls.context import MessageContext
+
+
+def _body_text(messages: Sequence[Message], tools: Sequence[ToolDefinition] | None) -> str:
+    body = {
+        "messages": [asdict(m) for m in messages],
+        "tools": [t.name for t in tools or ()],
+    }
+    return json.dumps(body, ensure_ascii=False, default=str)
+
+
+async def ask(
+    ctx: MessageContext,
+    model: ChatModel,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition] | None = None,
+    *,
+    stream: bool = True,
+) -> LLMResponse:
+    """One model request for `ctx`, streamed to `ctx.on_stream` when there is one (and
+    `stream`), recorded whatever its outcome. Provider errors propagate after recording."""
+    ctx.turn.requests += 1
+    body = _body_text(messages, tools)
+    ctx.logger.debug(
+        "model request {} ({}) round {}: {} messages, {} tools, {} bytes",
+        model.name,
+        model.model,
+        ctx.turn.requests,
+        len(messages),
+        len(tools or ()),
+        len(body.encode()),
+    )
+    ctx.logger.trace("model request body: {}", body)
+    streamed = stream and ctx.on_stream is not None and model.capabilities.streaming
+    started = time.perf_counter()
+    response: LLMResponse | None = None
+    outcome = "ok"
+    try:
+        if streamed:
+            response = await _stream(ctx, model, messages, tools)
+        else:
+            response = await model.complete(messages, tools or None)
+        return response
+    except ProviderError as exc:
+        outcome = type(exc).__name__
+        raise
+    except BaseException as exc:  # cancelled, deadline: still a request on record
+        outcome = type(exc).__name__
+        raise
+    finally:
+        latency = time.perf_counter() - started
+        _record(ctx, model, response, outcome, latency, streamed)
+
+
+async def _stream(
+    ctx: MessageContext,
+    model: ChatModel,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition] | None,
+) -> LLMResponse:
+    assert ctx.on_stream is not None
+    final: LLMResponse | None = None
+    async for event in model.stream(messages, tools or None):
+        if event.type == "done":
+            final = event.response
+        elif event.type != "thinking" or model.capabilities.show_thinking:
+            # Reasoning reaches a channel only when models.<name>.thinking.show says so.
+            await ctx.on_stream(event)
+    if final is None:
+        raise RuntimeError(f"model {model.name} stream ended without a final response")
+    return final
+
+
+def _record(
+    ctx: MessageContext,
+    model: ChatModel,
+    response: LLMResponse | None,
+    outcome: str,
+    latency: float,
+    streamed: bool,
+) -> None:
+    usage = (response.usage if response else None) or Usage()
+    msg = ctx.message
+    if response is not None:
+        ctx.logger.debug(
+            "model answer {}: {} in / {} out tokens ({} cached, {} reasoning), {:.0f} ms, "
+            "finish {}, {} chars, calls [{}]",
+            model.name,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_tokens,
+            usage.reasoning_tokens,
+            latency * 1000,
+            response.finish_reason,
+            len(response.content or ""),
+            ", ".join(c.name for c in response.tool_calls),
+        )
+        ctx.logger.trace(
+            "model answer body: {}",
+            json.dumps(asdict(response.as_message()), ensure_ascii=False, default=str),
+        )
+    else:
+        ctx.logger.debug("model answer {}: {} after {:.0f} ms", model.name, outcome, latency * 1000)
+    try:
+        ctx.storage.chat_state.add_usage(
+            platform=msg.platform,
+            chat_id=msg.chat_id,
+            sender_id=msg.sender_id,
+            message_id=msg.message_id,
+            model_name=model.name,
+            model_id=(response.model if response else None) or model.model,
+            prompt_tokens=usage.input_tokens,
+            completion_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            latency_ms=latency * 1000,
+            streamed=streamed,
+            outcome=outcome,
+        )
+        limits.count_request(ctx, usage.input_tokens + usage.output_tokens)
+    except Exception as exc:  # the record must never take the reply down with it
+        ctx.logger.error("usage row for {} not written: {}", model.name, exc)
+    metrics = ctx.metrics
+    if metrics is not None:
+        metrics.model_requests.labels(model.name, outcome).inc()
+        metrics.model_latency.labels(model.name).observe(latency)
+        for kind, n in (
+            ("prompt", usage.input_tokens),
+            ("completion", usage.output_tokens),
+            ("cached", usage.cached_tokens),
+            ("reasoning", usage.reasoning_tokens),
+        ):
+            if n:
+                metrics.model_tokens.labels(model.name, kind).inc(n)

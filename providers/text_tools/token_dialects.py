@@ -1,0 +1,201 @@
+"""Body parsers for the dialects written in a model's special tokens.
+
+DeepSeek V3/R1/V3.1 tool-call tokens and V3.2 DSML, Kimi K2 sections, FunctionGemma
+`call:NAME{...}`. The parser (parser.py) finds where a section starts and ends; these read it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from providers.text_tools.args import coerce_raw, is_missing, parse_tolerant, property_schema
+from providers.text_tools.dialects import Found, Schemas, _normalise_arguments
+
+# --- special-token sections -----------------------------------------------------------------------
+
+# The closing bar is optional: a DeepSeek-R1-Distill spelling writes `<｜tool▁call▁begin>`.
+_DS_CALL = re.compile(
+    r"<[｜|]tool[▁_]call[▁_]begin[｜|]?>(.*?)<[｜|]tool[▁_]call[▁_]end[｜|]?>", re.DOTALL
+)
+_DS_SEP = re.compile(r"<[｜|]tool[▁_]sep[｜|]?>")
+_FENCED = re.compile(r"\A\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
+
+
+def _json_args(text: str) -> Any | None:
+    fenced = _FENCED.match(text)
+    if fenced:
+        text = fenced.group(1)
+    value = parse_tolerant(text)
+    if is_missing(value):
+        return None
+    return _normalise_arguments(value)
+
+
+def parse_deepseek(body: str) -> Found | None:
+    """DeepSeek V3/R1 (`function<sep>NAME\\n```json {...}```) and V3.1 (`NAME<sep>{...}`)
+    calls between the full-width bar markers; each call must be closed."""
+    out: Found = []
+    for m in _DS_CALL.finditer(body):
+        parts = _DS_SEP.split(m.group(1), maxsplit=1)
+        if len(parts) != 2:
+            continue
+        left, right = parts[0].strip(), parts[1]
+        if left == "function" or not left:
+            name, _, rest = right.lstrip().partition("\n")
+            if not rest and "{" in name:
+                name, rest = name[: name.index("{")], name[name.index("{") :]
+        else:
+            name, rest = left, right
+        args = _json_args(rest)
+        if name.strip() and args is not None:
+            out.append((name.strip(), args))
+    return out or None
+
+
+_DSML_INVOKE = re.compile(
+    r"<[｜|]DSML[｜|]invoke\s+name=\"([^\"]+)\"\s*>(.*?)</[｜|]DSML[｜|]invoke>", re.DOTALL
+)
+_DSML_PARAM = re.compile(
+    r"<[｜|]DSML[｜|]parameter\s+name=\"([^\"]+)\"(?:\s+string=\"(true|false)\")?\s*>(.*?)"
+    r"</[｜|]DSML[｜|]parameter>",
+    re.DOTALL,
+)
+
+
+def parse_dsml(body: str, schemas: Schemas) -> Found | None:
+    """DeepSeek V3.2 "DSML": `<｜DSML｜invoke name=..>` with `<｜DSML｜parameter name=..
+    string="true|false">`; string="false" values are JSON."""
+    out: Found = []
+    for inv in _DSML_INVOKE.finditer(body):
+        name = inv.group(1).strip()
+        args: dict[str, Any] = {}
+        for pm in _DSML_PARAM.finditer(inv.group(2)):
+            key, is_string, raw = pm.group(1), pm.group(2), pm.group(3)
+            if is_string == "false":
+                value = parse_tolerant(raw)
+                args[key] = raw if is_missing(value) else value
+            elif is_string == "true":
+                args[key] = raw
+            else:
+                args[key] = coerce_raw(raw, property_schema(schemas, name, key))
+        out.append((name, args))
+    return out or None
+
+
+_KIMI_CALL = re.compile(
+    r"<\|tool_call_begin\|>\s*([^<]+?)\s*<\|tool_call_argument_begin\|>(.*?)"
+    r"(<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",
+    re.DOTALL,
+)
+
+
+def parse_kimi(body: str, truncated: bool = False) -> Found | None:
+    """Kimi K2: `<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{json}`.
+
+    With `truncated` (the section's end never came: servers strip it as a stop token, or the
+    stream was cut inside it) the calls closed by `<|tool_call_end|>` still count. A call whose
+    `<|tool_call_end|>` is missing (stripped as a stop token, or the next call begins at once, as
+    in llama.cpp's Kimi tests) counts only if its arguments are complete JSON as written."""
+    out: Found = []
+    consumed = 0
+    for m in _KIMI_CALL.finditer(body):
+        consumed = m.end()
+        ident = m.group(1).strip()
+        name = ident.split(":", 1)[0]
+        if name.startswith("functions."):
+            name = name[len("functions.") :]
+        args = _json_args(m.group(2)) if m.group(3) else _complete_object(m.group(2))
+        if name and args is not None:
+            out.append((name, args))
+    if truncated:
+        tail = body[consumed:].strip()
+        if tail and not _KIMI_SECTION_END.startswith(tail) and "<|tool_call_begin|>" not in tail:
+            return None
+    return out or None
+
+
+_KIMI_SECTION_END = "<|tool_calls_section_end|>"
+
+
+def _complete_object(text: str) -> dict[str, Any] | None:
+    """A JSON object exactly as written (strict `json.loads`, nothing repaired or added)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# --- FunctionGemma: <start_function_call>call:NAME{key:<escape>text<escape>,n:3}<end_...> ---
+
+_FG_CALL = re.compile(r"\s*call:([\w.\-]+)\{")
+_ESCAPE = "<escape>"
+
+
+def parse_function_gemma(body: str) -> Found | None:
+    """FunctionGemma (Gemma 3 270M function-calling model, its chat template): strings are
+    wrapped in `<escape>` tokens, other values are JSON-like literals; one call per section."""
+    m = _FG_CALL.match(body)
+    if m is None:
+        return None
+    try:
+        value, end = _fg_object(body, m.end())
+    except (ValueError, IndexError):
+        return None
+    if body[end:].strip():
+        return None
+    return [(m.group(1), value)]
+
+
+def _fg_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
+    """Read `key:value,...}` from text[pos:] (after the `{`)."""
+    out: dict[str, Any] = {}
+    while True:
+        pos = _skip(text, pos)
+        if text[pos] == "}":
+            return out, pos + 1
+        colon = text.index(":", pos)
+        key = text[pos:colon].strip()
+        if not key or "<" in key or "," in key:
+            raise ValueError("bad key")
+        out[key], pos = _fg_value(text, colon + 1)
+        pos = _skip(text, pos)
+        if text[pos] == ",":
+            pos += 1
+        elif text[pos] != "}":
+            raise ValueError("expected , or }")
+
+
+def _fg_value(text: str, pos: int) -> tuple[Any, int]:
+    pos = _skip(text, pos)
+    if text.startswith(_ESCAPE, pos):
+        end = text.index(_ESCAPE, pos + len(_ESCAPE))
+        return text[pos + len(_ESCAPE) : end], end + len(_ESCAPE)
+    if text[pos] == "{":
+        return _fg_object(text, pos + 1)
+    if text[pos] == "[":
+        items: list[Any] = []
+        pos += 1
+        while True:
+            pos = _skip(text, pos)
+            if text[pos] == "]":
+                return items, pos + 1
+            item, pos = _fg_value(text, pos)
+            items.append(item)
+            pos = _skip(text, pos)
+            if text[pos] == ",":
+                pos += 1
+    end = pos
+    while end < len(text) and text[end] not in ",}]":
+        end += 1
+    token = text[pos:end].strip()
+    value = parse_tolerant(token)
+    return (token if is_missing(value) else value), end
+
+
+def _skip(text: str, pos: int) -> int:
+    while text[pos] in " \t\r\n":
+        pos += 1
+    return pos

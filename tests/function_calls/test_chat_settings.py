@@ -1,0 +1,106 @@
+"""Resolving a chat's settings from `chats:` rules, `bot:` and overrides; config mistakes stop
+the bot naming the key path; the old keys still work, with a warning naming the new one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from loguru import logger
+
+from common.config import ConfigError
+from common.messages import IncomingMessage
+from function_calls.chat_settings import resolve
+from function_calls.testing import TestBot
+from providers.scripted import ScriptedModel
+from runtime.settings import parse_settings
+from storage.chat_state import Override
+
+RULES = {
+    "personas": {"helper": "Be brief.", "poet": "Rhyme."},
+    "bot": {"persona": "poet", "history_size": 10},
+    "chats": [
+        {"match": {"platform": "onebot", "chat_id": "group:1*"}, "history_size": 40},
+        {"match": {"is_group": True}, "persona": "helper", "reply_with_quote": True},
+        {"match": {"platform": "onebot"}, "functions": {"disabled": ["help"]}},
+    ],
+}
+
+
+def _msg(chat_id: str, *, platform: str = "onebot", group: bool = True) -> IncomingMessage:
+    return IncomingMessage(platform, chat_id, "u1", "hi", is_group=group)
+
+
+def test_first_matching_rule_per_setting_then_bot() -> None:
+    settings = parse_settings(RULES)
+    chat = resolve(settings, _msg("group:123"), default_model="m")
+    assert (chat.history_size, chat.sources["history_size"]) == (40, "chats[0]")
+    assert (chat.persona, chat.system_prompt, chat.sources["persona"]) == (
+        "helper",
+        "Be brief.",
+        "chats[1]",
+    )
+    assert chat.reply_with_quote and chat.reply_with_mention
+    assert chat.sources["reply_with_mention"] == "default"
+    assert not chat.function_allowed("help") and chat.sources["functions"] == "chats[2]"
+    assert (chat.model, chat.sources["model"]) == ("m", "default")
+    other = resolve(settings, _msg("private:9", platform="http", group=False))
+    assert (other.history_size, other.sources["history_size"]) == (10, "bot.history_size")
+    assert (other.persona, other.sources["persona"]) == ("poet", "bot.persona")
+    assert other.function_allowed("help") and not other.reply_with_quote
+
+
+def test_overrides_beat_rules_and_name_who_set_them() -> None:
+    settings = parse_settings(RULES)
+    at = datetime(2030, 1, 1, 9, 30, tzinfo=UTC)
+    overrides = {"model": Override("cheap", "alice", at), "persona": Override("Shout.", "bob", at)}
+    chat = resolve(settings, _msg("group:5"), overrides, default_model="m")
+    assert chat.model == "cheap"
+    assert chat.sources["model"] == "override by alice at 2030-01-01 09:30 UTC"
+    assert (chat.persona, chat.system_prompt) == (None, "Shout.")
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        ({"model": "deepseek"}, "chats[0].model: no model named 'deepseek' under models"),
+        ({"persona": "nobody"}, "chats[0].persona: no persona named 'nobody' under personas"),
+        ({"functions": {"disabled": ["nope"]}}, "chats[0].functions.disabled: no function"),
+    ],
+)
+def test_a_rule_naming_something_missing_stops_the_bot(
+    tmp_path: Path, rule: dict[str, object], error: str
+) -> None:
+    config = {"chats": [{"match": {"is_group": True}, **rule}]}
+    with pytest.raises(ConfigError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        TestBot(tmp_path, model=ScriptedModel(), config=config)
+
+
+def test_a_disabled_function_of_a_plugin_that_is_off_is_not_an_error(tmp_path: Path) -> None:
+    config = {"chats": [{"match": {"is_group": True}, "functions": {"disabled": ["web_search"]}}]}
+    TestBot(tmp_path, model=ScriptedModel(), config=config)  # web_search has no key here
+
+
+def test_persona_and_system_prompt_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match="chats.0"):
+        parse_settings({"personas": {"p": "x"}, "chats": [{"persona": "p", "system_prompt": "y"}]})
+
+
+def test_old_keys_still_read_with_a_warning_naming_the_new_one() -> None:
+    lines: list[str] = []
+    sink = logger.add(lines.append, level="WARNING", format="{message}")
+    try:
+        settings = parse_settings(
+            {
+                "function_calls": {"chats": {"group:1": {"disabled": ["help"]}}},
+                "channels": {"onebot": {"quote_replies": True}},
+            }
+        )
+    finally:
+        logger.remove(sink)
+    assert any("function_calls.chats is deprecated: use chats:" in line for line in lines)
+    assert any("use bot.reply_with_quote" in line for line in lines)
+    chat = resolve(settings, _msg("group:1"))
+    assert not chat.function_allowed("help") and chat.reply_with_quote
+    assert resolve(settings, _msg("group:2")).function_allowed("help")
