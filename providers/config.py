@@ -55,6 +55,10 @@ class ModelConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
+    # The most tokens a request may hold (tool list, prompt, history, and room for the answer):
+    # the history is cut to the newest turns that fit. Estimated locally (no network call).
+    # The default suits any current model; raise it for long group chats on large windows.
+    context_tokens: int = Field(default=16000, ge=1000)
 
     def thinking_explicit(self) -> bool:
         """Whether `thinking` was written in the config (DeepSeek V3.2+/V4 think by default, so
@@ -73,4 +77,5 @@ class ModelConfig(BaseModel):
             streaming=self.streaming,
             thinking=self.thinking_config().enabled,
             show_thinking=self.thinking_config().show,
+            context_tokens=self.context_tokens,
         )

@@ -9,6 +9,7 @@ provider outage never loses what a user said.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -88,11 +89,14 @@ class Bot:
         builtins: bool = True,
         load_plugins: bool = True,
         models: dict[str, ChatModel] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`model`: the default model, built from `bot.model` when not given; `models`: more
         prebuilt models by name (tests); any other `models:` entry a chat uses is built on
-        first use and closed at shutdown."""
+        first use and closed at shutdown. `clock`: "now" in epoch seconds, as the model is told
+        it (a benchmark or test runs a conversation over minutes of the bot's time)."""
         self.settings = settings
+        self.clock = clock
         self.registry = registry if registry is not None else Registry()
         self.services = Services()
         self._event_handlers: dict[str, list[EventHandler]] = {}
@@ -334,6 +338,7 @@ class Bot:
             chat=chat,
             metrics=self.metrics,
             model_names=self.model_names(),
+            clock=self.clock,
         )
 
     async def handle(
