@@ -45,6 +45,8 @@ class MessageIn(BaseModel):
     text: str = Field(min_length=1, max_length=20000)
     is_group: bool = False
     at_bot: bool = False
+    # Optional images: "https://..." URLs or "data:image/png;base64,..." URIs (at most 4).
+    images: list[str] = Field(default_factory=list, max_length=4)
     chat_name: str | None = Field(default=None, max_length=128)
 
 
@@ -137,6 +139,7 @@ class HttpChannel(Channel):
             is_at_bot=data.at_bot,
             chat_name=data.chat_name or "",
             message_id=uuid.uuid4().hex[:16],
+            images=data.images,
         )
 
     async def post_message(self, request: web.Request) -> web.Response:

@@ -111,7 +111,8 @@ class OneBotChannel(Channel):
         self._conns: dict[str, _Connection] = {}
         self._connected: dict[str, asyncio.Event] = {}
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
-        self._quotes: OrderedDict[str, str] = OrderedDict()  # message id -> text
+        # message id -> (text, image references)
+        self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self._undelivered: deque[_Undelivered] = deque()
         self._inbound = OrderedRunner()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -311,7 +312,7 @@ class OneBotChannel(Channel):
         chat_id = f"group:{event.get('group_id')}" if is_group else f"private:{user_id}"
         message_id = str(event.get("message_id", ""))
         if message_id:
-            self._remember(message_id, f"{name}: {parsed.text}")
+            self._remember(message_id, f"{name}: {parsed.text}", parsed.images)
         msg = IncomingMessage(
             platform=self.platform,
             chat_id=chat_id,
@@ -322,6 +323,7 @@ class OneBotChannel(Channel):
             sender_name=name,
             is_at_bot=parsed.at_bot,
             message_id=message_id,
+            images=list(parsed.images),
         )
         with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
             if event.get("time"):
@@ -332,9 +334,10 @@ class OneBotChannel(Channel):
         self, self_id: str, msg: IncomingMessage, reply_id: str | None
     ) -> None:
         if reply_id:
-            msg.quoted_text = self._quotes.get(reply_id) or await self._fetch_quote(
-                self_id, reply_id
-            )
+            quote = self._quotes.get(reply_id) or await self._fetch_quote(self_id, reply_id)
+            if quote is not None:
+                msg.quoted_text = quote[0]
+                msg.images = [*msg.images, *quote[1]]  # "what is in this?" about a quoted image
         if not msg.text and not msg.quoted_text:
             return  # a bare mention or an unsupported segment only: nothing to answer
 
@@ -351,7 +354,7 @@ class OneBotChannel(Channel):
                 "OneBot message {} in {} failed", msg.message_id, msg.chat_id
             )
 
-    async def _fetch_quote(self, self_id: str, message_id: str) -> str | None:
+    async def _fetch_quote(self, self_id: str, message_id: str) -> tuple[str, list[str]] | None:
         """The text of a quoted message the bot has not seen (sent before it started, or by
         another client): one `get_msg`, bounded so a slow implementation cannot stall the chat.
         None when it cannot be had; the message is still handled."""
@@ -370,11 +373,11 @@ class OneBotChannel(Channel):
         sender = data.get("sender") or {}
         name = sender.get("card") or sender.get("nickname") or sender.get("user_id") or "?"
         text = f"{name}: {parsed.text}"
-        self._remember(message_id, text)
-        return text
+        self._remember(message_id, text, parsed.images)
+        return text, parsed.images
 
-    def _remember(self, message_id: str, text: str) -> None:
-        self._quotes[message_id] = text
+    def _remember(self, message_id: str, text: str, images: list[str] | None = None) -> None:
+        self._quotes[message_id] = (text, images or [])
         if len(self._quotes) > _QUOTE_CACHE:
             self._quotes.popitem(last=False)
 

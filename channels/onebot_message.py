@@ -125,6 +125,20 @@ class ParsedMessage:
     at_bot: bool = False
     at_targets: list[str] = field(default_factory=list)
     reply_id: str | None = None
+    # Image references (`url`, else `file` when it is a URL or base64): for vision models.
+    images: list[str] = field(default_factory=list)
+
+
+def image_ref(data: dict[str, Any]) -> str | None:
+    """An image segment's reference: its `url`, else its `file` when that is an http(s) URL or
+    `base64://` data (NapCat, Lagrange and LLOneBot fill one or the other)."""
+    for key in ("url", "file"):
+        value = str(data.get(key) or "")
+        if value.startswith(("http://", "https://")):
+            return value
+        if value.startswith("base64://"):
+            return "data:image/unknown;base64," + value[len("base64://") :]
+    return None
 
 
 def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
@@ -135,6 +149,7 @@ def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
     at_bot = False
     targets: list[str] = []
     reply_id: str | None = None
+    images: list[str] = []
     for seg in segments:
         kind, data = seg["type"], seg["data"]
         if kind == "text":
@@ -150,7 +165,11 @@ def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
             reply_id = str(data.get("id", "")) or None
         elif kind in _PLACEHOLDERS:
             parts.append(_PLACEHOLDERS[kind])
-    return ParsedMessage(text=_join(parts), at_bot=at_bot, at_targets=targets, reply_id=reply_id)
+            if kind == "image" and (ref := image_ref(data)):
+                images.append(ref)
+    return ParsedMessage(
+        text=_join(parts), at_bot=at_bot, at_targets=targets, reply_id=reply_id, images=images
+    )
 
 
 def _join(parts: list[str]) -> str:

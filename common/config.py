@@ -51,12 +51,14 @@ class BotSettings(Section):
     # default for reminders and summaries. None: `reminders.timezone` when set, else the
     # machine's zone.
     timezone: str | None = None
-    # Said once to a user when no model is configured.
-    no_model_reply: str = (
-        "No model is configured, so I can only run slash commands (try /help). Set "
-        "OPENAI_API_KEY (and OPENAI_BASE_URL / CHATFN_MODEL) or add a `models:` entry "
-        "to config.yaml."
-    )
+    # Said to a user when no model is configured; None: the catalogue's text in `language`.
+    no_model_reply: str | None = None
+    # The language of every built-in string (replies, notices, /help, reminders, the web page).
+    # Resolved per chat through `common.i18n.language_of`, so per-chat rules can override it.
+    language: Literal["en", "zh"] = "en"
+    # A `models:` entry with `vision: true` that describes images for a chat model without
+    # vision; None: such a model gets a short "[image]" note instead.
+    vision_model: str | None = None
 
     @field_validator("timezone")
     @classmethod

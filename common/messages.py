@@ -32,10 +32,25 @@ class IncomingMessage:
     time: datetime = field(default_factory=lambda: datetime.now(UTC))
     # Set only by trusted local channels (the console's `:admin on`); network channels never do.
     admin_override: bool | None = None
+    # Images the message carries (or quotes): `https://...` URLs or `data:image/...;base64,`
+    # URIs. References only: the bytes are fetched (bounded) when a model needs them.
+    images: list[str] = field(default_factory=list)
 
     @property
     def display_name(self) -> str:
         return self.sender_name or self.sender_id
+
+    def image_notes(self) -> str:
+        """The references as they are stored in history: `[image: URL]` per image (a data URI
+        is named by its type and size, never stored)."""
+        return "\n".join(f"[image: {image_label(ref)}]" for ref in self.images)
+
+
+def image_label(ref: str) -> str:
+    if ref.startswith("data:"):
+        head, _, body = ref.partition(",")
+        return f"{head[5:].split(';')[0] or 'image'}, {len(body) * 3 // 4} bytes inline"
+    return ref[:500]
 
 
 @dataclass(slots=True)

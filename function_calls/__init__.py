@@ -7,6 +7,7 @@ importable, but this is the front door; built-ins use nothing else.
 """
 
 from common.config import Section, zone_named
+from common.i18n import WEEKDAY_NAMES, language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext
@@ -37,9 +38,12 @@ __all__ = [
     "Status",
     "Storage",
     "ask",
+    "WEEKDAY_NAMES",
     "StoredMessage",
     "SystemEvent",
+    "language_of",
     "schema_function",
     "tool_function",
+    "translate",
     "zone_named",
 ]

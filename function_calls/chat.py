@@ -16,7 +16,7 @@ async def run_chat_fallback(ctx: MessageContext) -> bool:
     """
     model = ctx.model
     if model is None:
-        await ctx.reply(ctx.config.bot.no_model_reply, notice=True)
+        await ctx.reply(ctx.no_model_reply(), notice=True)
         return True
     messages = build_messages(ctx)
     final: LLMResponse = await ask(ctx, model, messages, None)

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from common.i18n import translate
 from function_calls.spec import FunctionSpec
 
 COMMAND = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:\s+(.*))?$", re.DOTALL)
@@ -45,16 +46,18 @@ def _value(raw: str) -> Any:
         return raw
 
 
-def parse_arguments(spec: FunctionSpec, rest: str) -> dict[str, Any]:
+def parse_arguments(spec: FunctionSpec, rest: str, language: str = "en") -> dict[str, Any]:
     if not rest:
         return {}
     if rest.startswith("{"):
         try:
             value = json.loads(rest)
         except json.JSONDecodeError as exc:
-            raise CommandSyntaxError(f"the JSON after /{spec.name} is invalid: {exc.msg}") from None
+            raise CommandSyntaxError(
+                translate(language, "core.bad_json", name=spec.name, error=exc.msg)
+            ) from None
         if not isinstance(value, dict):
-            raise CommandSyntaxError("the JSON must be an object")
+            raise CommandSyntaxError(translate(language, "core.json_not_object"))
         return value
     try:
         tokens = shlex.split(rest)
@@ -66,8 +69,14 @@ def parse_arguments(spec: FunctionSpec, rest: str) -> dict[str, Any]:
     text_field = spec.single_text_field
     if text_field is not None:
         return {text_field: rest}
-    raise CommandSyntaxError(usage(spec))
+    raise CommandSyntaxError(usage(spec, language))
 
 
-def usage(spec: FunctionSpec) -> str:
-    return spec.usage
+def usage(spec: FunctionSpec, language: str = "en") -> str:
+    """`Usage: /name a=… [b=…]  (or /name <a>)` in `language`."""
+    line = spec.usage_line
+    if spec.single_text_field:
+        line += "  " + translate(
+            language, "core.usage_or_text", name=spec.name, field=spec.single_text_field
+        )
+    return translate(language, "core.usage", line=line)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger as _root_logger
 from pydantic import BaseModel
 
 from common.config import CoreSettings
+from common.i18n import language_of, translate
 from common.messages import (
     Deliver,
     IncomingMessage,
@@ -78,6 +79,7 @@ class MessageContext:
         "metrics",
         "model_names",
         "clock",
+        "images",
     )
 
     def __init__(
@@ -122,6 +124,8 @@ class MessageContext:
         self.metrics = metrics
         # The names under `models:` this bot can use (`/model` lists them).
         self.model_names = model_names if model_names is not None else []
+        # The message's images, fetched for a model with vision (providers.types.ImagePart).
+        self.images: list[Any] = []
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
@@ -129,6 +133,21 @@ class MessageContext:
     def settings(self, model: type[S]) -> S:
         """A plugin's validated config section, by its settings model (typed)."""
         return self.config.section(model)
+
+    @property
+    def language(self) -> str:
+        """The language the bot speaks in this chat (`bot.language`, later per chat)."""
+        msg = self.message
+        return language_of(self.config, msg.platform, msg.chat_id)
+
+    def t(self, key: str, /, **fmt: object) -> str:
+        """The catalogue text of `key` in this chat's language (see `common.i18n`)."""
+        return translate(self.language, key, **fmt)
+
+    def no_model_reply(self) -> str:
+        """What a user hears when no model is configured: `bot.no_model_reply` or the
+        catalogue's sentence."""
+        return self.config.bot.no_model_reply or self.t("core.no_model")
 
     def service(self, cls: type[T]) -> T | None:
         """The service of type `cls` a plugin provided (None when its plugin is not running)."""

@@ -103,11 +103,14 @@ def current_message(ctx: MessageContext, note: bool = True) -> Message:
     text = msg.text
     if msg.quoted_text:
         text = f"(quoting: {msg.quoted_text[:500]})\n{text}"
+    if msg.images and not ctx.images:  # a model without vision: it learns an image was there
+        notes = " ".join(ctx.t("image.note") for _ in msg.images)
+        text = f"{text}\n{notes}" if text else notes
     if msg.is_group:
         text = f"{msg.display_name}: {text}"
     if note:
         text = f"{text}\n\n{turn_note(ctx)}"
-    return Message(role="user", content=text, name=msg.sender_name or None)
+    return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.images)
 
 
 # ------------------------------------------------------------------------ the history window
@@ -186,7 +189,7 @@ def _truncate(message: Message, budget: int) -> Message:
     room = max(0, (budget - MESSAGE_OVERHEAD_TOKENS) * BYTES_PER_TOKEN - 80)
     cut = text.encode()[:room].decode(errors="ignore")
     note = f"\n[truncated: {len(text) - len(cut)} more characters not shown]"
-    return Message(role=message.role, content=cut + note, name=message.name)
+    return Message(role=message.role, content=cut + note, name=message.name, images=message.images)
 
 
 def build_messages(

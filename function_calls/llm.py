@@ -70,14 +70,6 @@ def _cap(text: str, limit: int) -> str:
     return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
 
 
-STOP_NOTES = {
-    "repeat": "I stopped because the same step kept repeating.",
-    "max_rounds": "I stopped because this needed too many steps.",
-    "max_calls": "I stopped because this needed too many function calls.",
-    "deadline": "That took too long, so I stopped.",
-}
-
-
 class FunctionCallLLM:
     """The tool loop of a bot. The model is the message's (`ctx.model`, per chat), unless one
     is given here (tests drive a loop on a model of their own)."""
@@ -114,7 +106,7 @@ class FunctionCallLLM:
             result.stopped = "deadline"
             ctx.logger.warning("tool loop deadline of {} s reached", self.settings.total_timeout)
         if result.stopped and not result.text:
-            result.text = STOP_NOTES[result.stopped]
+            result.text = ctx.t(f"core.stop.{result.stopped}")
             result.notice = True
         result.handled = result.handled or bool(result.text) or result.delivered > 0
         return result

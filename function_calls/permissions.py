@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from common.config import CoreSettings
+from common.i18n import language_of, translate
 from common.messages import IncomingMessage
 from function_calls.chat_settings import ChatSettings
 from function_calls.spec import FunctionSpec
@@ -37,16 +38,20 @@ def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False
     A slash command counts as addressing the bot, so `require_at` does not block it.
     """
     msg = ctx.message
+    why: str | None = None
     if not ctx.chat.function_allowed(spec.name):
-        return f"{spec.name} is disabled in this chat"
-    if spec.scope == "group" and not msg.is_group:
-        return f"{spec.name} only works in group chats"
-    if spec.scope == "private" and msg.is_group:
-        return f"{spec.name} only works in private chats"
-    if spec.admin_only and not ctx.is_admin:
-        return f"{spec.name} is for admins only"
-    if spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
-        return f"{spec.name} needs the bot to be @-mentioned"
+        why = "disabled"
+    elif spec.scope == "group" and not msg.is_group:
+        why = "group_only"
+    elif spec.scope == "private" and msg.is_group:
+        why = "private_only"
+    elif spec.admin_only and not ctx.is_admin:
+        why = "admin_only"
+    elif spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
+        why = "needs_at"
+    if why is not None:
+        language = language_of(ctx.config, msg.platform, msg.chat_id)
+        return translate(language, f"core.refused.{why}", name=spec.name)
     if not via_command and spec.for_model is not None and not spec.for_model(ctx):
         return f"{spec.name} is a command for people (/{spec.name}), not offered to the model"
     if spec.allow is not None:

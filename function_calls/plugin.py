@@ -77,6 +77,10 @@ class PluginHost(Protocol):
         delivered by the channel of `out.platform`."""
         ...
 
+    def language_of(self, platform: str, chat_id: str) -> str:
+        """The language the bot speaks in that chat (for `translate(language, key)`)."""
+        ...
+
     def add_function(self, spec: FunctionSpec) -> None:
         """Register a function while the bot runs (an MCP server's tool, built with
         `schema_function`): from the next message on, the model and slash commands see it."""

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 
 from common.config import CoreSettings
+from common.i18n import translate
 from function_calls import limits
 from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
-from function_calls.llm import STOP_NOTES, FunctionCallLLM
+from function_calls.images import MAX_BYTES, ImageError, fetch_images
+from function_calls.llm import FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
 from providers.base import ChatModel
@@ -31,18 +33,18 @@ from providers.errors import (
 )
 
 
-def user_message_for(exc: ProviderError) -> str:
+def user_message_for(exc: ProviderError, language: str = "en") -> str:
     if isinstance(exc, ProviderTimeout):
-        why = "the model took too long to answer"
+        why = "timeout"
     elif isinstance(exc, ProviderRateLimited):
-        why = "the model is rate-limited right now"
+        why = "rate_limited"
     elif isinstance(exc, ProviderAuthError):
-        why = "the model rejected the API key (check the bot's config)"
+        why = "auth"
     elif isinstance(exc, ProviderBadRequest):
-        why = "the model refused this request (the bot's log says why)"
+        why = "bad_request"
     else:
-        why = "the model is not available right now"
-    return f"Sorry, {why}. Your message is saved; please try again in a moment."
+        why = "unavailable"
+    return translate(language, "core.outage", why=translate(language, f"core.outage.{why}"))
 
 
 class FunctionCallRouter:
@@ -82,7 +84,7 @@ class FunctionCallRouter:
         if command is not None:
             return await self._run_command(ctx, command.name, command.rest)
         if ctx.model is None:
-            await ctx.reply(self.settings.bot.no_model_reply, notice=True)
+            await ctx.reply(ctx.no_model_reply(), notice=True)
             return True
         refusal = limits.admit(ctx)
         if refusal is not None:
@@ -92,6 +94,13 @@ class FunctionCallRouter:
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
             return True
+        if ctx.message.images and ctx.model.capabilities.vision:
+            try:
+                ctx.images = await fetch_images(ctx.message.images)
+            except ImageError as exc:
+                ctx.logger.warning("image refused: {}", exc)
+                await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
+                return True
         # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
         deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
         try:
@@ -110,7 +119,7 @@ class FunctionCallRouter:
             ctx.logger.warning(
                 "turn deadline of {} s reached", self.settings.function_calls.total_timeout
             )
-            await ctx.reply(STOP_NOTES["deadline"], notice=True)
+            await ctx.reply(ctx.t("core.stop.deadline"), notice=True)
             return True
         except ProviderError as exc:
             ctx.logger.error(
@@ -119,32 +128,32 @@ class FunctionCallRouter:
                 type(exc).__name__,
                 exc,
             )
-            await ctx.reply(user_message_for(exc), notice=True)
+            await ctx.reply(user_message_for(exc, ctx.language), notice=True)
             return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:
         spec = self.registry.get(name)
         if spec is None:
-            await ctx.reply(f"Unknown command /{name}. Send /help to see what you can use.")
+            await ctx.reply(ctx.t("core.unknown_command", name=name))
             return True
         try:
-            args = parse_arguments(spec, rest)
+            args = parse_arguments(spec, rest, ctx.language)
         except CommandSyntaxError as exc:
             await ctx.reply(str(exc))
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
         if ex.outcome == "invalid":
-            await ctx.reply(f"{ex.reason}\n{usage(spec)}")
+            await ctx.reply(f"{ex.reason}\n{usage(spec, ctx.language)}")
         elif ex.outcome == "refused":
             await ctx.reply(ex.reason)
         elif not ex.ok or ex.result is None:
             # A result the function itself marked as an error says what went wrong.
-            await ctx.reply(ex.reason or f"/{name} failed. The error was logged.")
+            await ctx.reply(ex.reason or ctx.t("core.command_failed", name=name))
         elif ex.result.messages:
             for line in ex.result.messages:
                 await ctx.reply(line, at=ex.result.at)
         elif ex.result.llm_content:
             await ctx.reply(ex.result.llm_content)
         else:
-            await ctx.reply(f"/{name}: done.")
+            await ctx.reply(ctx.t("core.command_done", name=name))
         return True

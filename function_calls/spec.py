@@ -81,6 +81,14 @@ class FunctionSpec:
         return name if is_str else None
 
     @property
+    def usage_line(self) -> str:
+        """`/name a=… [b=…]`: the command's shape, without words of any language."""
+        if not self.fields:
+            return f"/{self.name}"
+        parts = [f"{name}=…" if required else f"[{name}=…]" for name, required, _ in self.fields]
+        return f"/{self.name} " + " ".join(parts)
+
+    @property
     def usage(self) -> str:
         """The slash-command usage line shown to people (`/help`, a wrong command)."""
         if not self.fields:

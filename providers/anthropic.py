@@ -188,6 +188,13 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
             role = "user"
             # The API refuses empty text blocks.
             blocks = [{"type": "text", "text": msg.content}] if msg.content else []
+            blocks += [
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": img.mime_type, "data": img.base64()},
+                }
+                for img in msg.images
+            ]
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:

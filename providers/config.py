@@ -47,6 +47,8 @@ class ModelConfig(BaseModel):
     native_tools: NativeTools | None = None
     prompt_format: PromptFormat = "hermes"
     streaming: bool = False
+    # The model reads images: users' pictures go to it in its provider's form.
+    vision: bool = False
     thinking: ThinkingConfig | bool = False
     # OpenAI strict function calling (`"strict": true` on tools whose schema allows it). None:
     # on for api.openai.com only, since many compatible servers reject the field.
@@ -75,6 +77,7 @@ class ModelConfig(BaseModel):
             native_tools=default_native if self.native_tools is None else self.native_tools,
             prompt_format=self.prompt_format,
             streaming=self.streaming,
+            vision=self.vision,
             thinking=self.thinking_config().enabled,
             show_thinking=self.thinking_config().show,
             context_tokens=self.context_tokens,

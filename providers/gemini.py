@@ -208,6 +208,10 @@ def to_gemini_contents(messages: Sequence[Message]) -> tuple[str, list[types.Con
             # An empty user turn stays: with only a system instruction, Gemini still needs a
             # user turn to answer (it refuses empty `contents`), and accepts an empty text part.
             role, parts = "user", [types.Part(text=msg.content or "")]
+            parts += [
+                types.Part(inline_data=types.Blob(mime_type=img.mime_type, data=img.data))
+                for img in msg.images
+            ]
         if not parts:
             continue
         if contents and contents[-1].role == role:

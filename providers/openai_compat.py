@@ -388,7 +388,14 @@ def to_wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         else:
             # `name` is not sent: OpenAI restricts it to ^[A-Za-z0-9_-]{1,64}$ (display names in
             # group chats often are not) and several compatible servers reject it.
-            append({"role": role, "content": m.content or ""})
+            if m.images and role == "user":
+                parts: list[dict[str, Any]] = [{"type": "text", "text": m.content or ""}]
+                parts += [
+                    {"type": "image_url", "image_url": {"url": img.data_uri()}} for img in m.images
+                ]
+                append({"role": role, "content": parts})
+            else:
+                append({"role": role, "content": m.content or ""})
     return out
 
 

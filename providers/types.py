@@ -14,6 +14,7 @@ from typing import Any, Literal
 from common.messages import StreamEvent, StreamEventType, ToolCall, parse_arguments
 
 __all__ = [
+    "ImagePart",
     "LLMResponse",
     "Message",
     "ModelCapabilities",
@@ -53,6 +54,26 @@ class ThinkingBlock:
 
 
 @dataclass(slots=True)
+class ImagePart:
+    """An image sent with a user turn (models with `vision: true`): its bytes and type; each
+    adapter writes it in its provider's form (OpenAI `image_url`, Anthropic `image` block,
+    Gemini `inline_data`)."""
+
+    mime_type: str
+    data: bytes
+
+    def data_uri(self) -> str:
+        import base64
+
+        return f"data:{self.mime_type};base64,{base64.b64encode(self.data).decode()}"
+
+    def base64(self) -> str:
+        import base64
+
+        return base64.b64encode(self.data).decode()
+
+
+@dataclass(slots=True)
 class Message:
     """One turn in a conversation sent to a model."""
 
@@ -66,6 +87,8 @@ class Message:
     # For role="tool": the call failed (Anthropic `is_error`, Gemini `error` response).
     is_error: bool = False
     thinking: list[ThinkingBlock] = field(default_factory=list)
+    # For role="user": images after the text (content parts).
+    images: list[ImagePart] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from loguru import logger
 from pydantic import BaseModel
 
 from common.config import ConfigError
+from common.i18n import language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
 from common.metrics import Metrics
 from function_calls.chat_settings import check_rules, resolve
@@ -164,6 +165,9 @@ class Bot:
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
 
+    def language_of(self, platform: str, chat_id: str) -> str:
+        return language_of(self.settings, platform, chat_id)
+
     def add_function(self, spec: FunctionSpec) -> None:
         self.registry.add(spec)  # a name clash with another function raises, naming both
 
@@ -173,7 +177,11 @@ class Bot:
     def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
         spec = self.registry.get(function)
         if spec is None:
-            return f"{function} is no longer available"
+            return translate(
+                self.language_of(message.platform, message.chat_id),
+                "core.refused.gone",
+                name=function,
+            )
         return refusal_reason(spec, self.context_for(message, self.send), via_command=True)
 
     def _function_names(self) -> set[str]:
@@ -363,7 +371,7 @@ class Bot:
             role="user",
             sender_id=msg.sender_id,
             sender_name=msg.sender_name,
-            text=msg.text,
+            text=f"{msg.text}\n{msg.image_notes()}".strip() if msg.images else msg.text,
             is_group=msg.is_group,
             message_id=msg.message_id,
             created_at=msg.time,
@@ -377,9 +385,7 @@ class Bot:
             await self.router.dispatch(ctx)
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
-            await ctx.reply(
-                "Sorry, something went wrong on my side. The error was logged.", notice=True
-            )
+            await ctx.reply(ctx.t("core.internal_error"), notice=True)
         return ctx.sent
 
     # -- system events ---------------------------------------------------------------------

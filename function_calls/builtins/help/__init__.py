@@ -1,5 +1,8 @@
 """Built-in `help`: what the caller may use here, built from `MessageContext.usable_functions`
-(scope, admin and per-chat rules applied), so it never lists a command the user cannot run."""
+(scope, admin and per-chat rules applied), so it never lists a command the user cannot run.
+
+Written for people: a built-in's line comes from the catalogue (`help.fn.<name>`, in the chat's
+language) rather than from its description, which is written for the model."""
 
 from __future__ import annotations
 
@@ -15,6 +18,13 @@ def offered_to_model(ctx: Any) -> bool:  # ctx: any caller the permission rules 
     return ctx.config.section(HelpSettings).offer_to_model
 
 
+def _line(ctx: MessageContext, name: str, description: str) -> str:
+    try:
+        return ctx.t(f"help.fn.{name}")
+    except KeyError:  # a plugin's function: its own description's first line
+        return description.splitlines()[0] if description else ""
+
+
 @tool_function(
     name="help",
     description="List the functions and slash commands the user can use in this chat.",
@@ -22,10 +32,13 @@ def offered_to_model(ctx: Any) -> bool:  # ctx: any caller the permission rules 
     for_model=offered_to_model,
 )
 def help_function(ctx: MessageContext) -> FunctionResult:
-    lines = ["You can ask me in plain words, or use these commands:"]
-    for spec in ctx.usable_functions():
-        first = spec.description.splitlines()[0]
-        lines.append(f"• /{spec.name} — {first}")
-        if spec.args_model is not None and spec.args_model.model_fields:
-            lines.append(f"  {spec.usage}")
+    specs = ctx.usable_functions()
+    if not specs:
+        text = ctx.t("help.none")
+        return FunctionResult(messages=[text], llm_content=text)
+    lines = [ctx.t("help.intro" if ctx.model is not None else "help.intro_no_model")]
+    for spec in specs:
+        lines.append(f"• /{spec.name} — {_line(ctx, spec.name, spec.description)}")
+        if spec.fields:
+            lines.append("  " + ctx.t("core.usage", line=spec.usage_line))
     return FunctionResult(messages=["\n".join(lines)], llm_content="\n".join(lines))

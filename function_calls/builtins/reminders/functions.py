@@ -9,18 +9,21 @@ exists without having called `reminder_set`. Refusals are returned as content fo
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
 from function_calls import FunctionResult, MessageContext, tool_function
+from function_calls.builtins.reminders.phrases import future_example, read_leading
 from function_calls.builtins.reminders.service import (
     Creator,
     ReminderError,
     ReminderService,
     describe,
 )
-from function_calls.builtins.reminders.times import ReminderTimeError, split_leading_time
+from function_calls.builtins.reminders.times import ReminderTimeError
 
 _DAILY = re.compile(
     r"^(?:daily|every\s+day)\s+(?:at\s+)?(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)"
@@ -71,23 +74,45 @@ def _service(ctx: MessageContext) -> ReminderService | None:
     return ctx.service(ReminderService)
 
 
-def _not_running() -> FunctionResult:
-    text = "Reminders are not running on this bot (reminders.enabled is off or it has not started)."
+def _not_running(ctx: MessageContext) -> FunctionResult:
+    text = ctx.t("reminder.not_running")
     return FunctionResult(handled=False, llm_content=text, metadata={"refused": True})
 
 
-def _refuse(text: str) -> FunctionResult:
+def _refuse(ctx: MessageContext, exc: ReminderTimeError, tz: ZoneInfo) -> FunctionResult:
     """Content only: the tool loop goes back to the model, which can correct itself or ask;
-    a slash-command user sees the same sentence."""
-    return FunctionResult(llm_content=f"Reminder not set: {text}", metadata={"refused": True})
+    a slash-command user sees the same sentence, in the chat's language, and any example
+    date in it is in the future."""
+    exc.fmt.setdefault("example", future_example(datetime.now(UTC), tz))
+    text = ctx.t("reminder.not_set", reason=exc.text(ctx.language))
+    return FunctionResult(llm_content=text, metadata={"refused": True})
 
 
-def _read_free_text(args: ReminderSetArgs) -> ReminderSetArgs:
-    """`/reminder_set in 10m stretch`, `/reminder_set daily 9:00 stand-up`,
-    `/reminder_set every mon 9:00 report`: the schedule written in front of the text."""
+def _read_free_text(args: ReminderSetArgs, tz: ZoneInfo) -> ReminderSetArgs:
+    """`/reminder_set in 10m stretch`, `/reminder_set 明天 9:00 开会`, `/reminder_set every
+    weekday 9:00 stand-up`, `/reminder_set 每周一 9:00 周报`: the schedule written in front of
+    the text (see `phrases.read_leading`)."""
     if args.at or args.cron:
         return args
     text = args.text.strip()
+    lead = read_leading(text, datetime.now(UTC), tz)
+    if lead is not None:
+        if not lead.rest:
+            raise ReminderTimeError("time.no_text")
+        clock = (
+            lead.clock.strftime("%H:%M:%S" if lead.clock.second else "%H:%M")
+            if lead.clock
+            else None
+        )
+        if lead.kind == "once" and lead.when is not None:
+            return args.model_copy(
+                update={"kind": "once", "at": lead.when.isoformat(), "text": lead.rest}
+            )
+        if lead.kind == "daily":
+            return args.model_copy(update={"kind": "daily", "at": clock, "text": lead.rest})
+        return args.model_copy(
+            update={"kind": "weekly", "at": clock, "weekday": lead.weekday, "text": lead.rest}
+        )
     if m := _DAILY.match(text):
         return args.model_copy(update={"kind": "daily", "at": m.group(1), "text": m.group(2)})
     if args.kind in ("once", "weekly") and (m := _WEEKLY.match(text)):
@@ -96,9 +121,6 @@ def _read_free_text(args: ReminderSetArgs) -> ReminderSetArgs:
             return args.model_copy(
                 update={"kind": "weekly", "weekday": days, "at": m.group(2), "text": m.group(3)}
             )
-    when, rest = split_leading_time(text)
-    if when and rest:
-        return args.model_copy(update={"at": when, "text": rest})
     return args
 
 
@@ -117,10 +139,10 @@ def _read_free_text(args: ReminderSetArgs) -> ReminderSetArgs:
 async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionResult:
     service = _service(ctx)
     if service is None:
-        return _not_running()
-    args = _read_free_text(args)
+        return _not_running(ctx)
     msg = ctx.message
     try:
+        args = _read_free_text(args, service.tz)
         schedule = service.schedule(args.kind, args.at, args.weekday, args.cron)
         row = service.create(
             Creator(
@@ -134,9 +156,10 @@ async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionRe
             args.text.strip(),
             schedule,
         )
-    except (ReminderTimeError, ReminderError) as exc:
-        return _refuse(str(exc))
-    text = f"⏰ Reminder set for {describe(row)}: {row.text} (id {row.short_id})"
+    except ReminderTimeError as exc:  # ReminderError is one too
+        return _refuse(ctx, exc, service.tz)
+    when = describe(row, language=ctx.language)
+    text = ctx.t("reminder.set", when=when, text=row.text, id=row.short_id)
     return FunctionResult(
         messages=[text],
         at=msg.sender_id if msg.is_group else None,
@@ -154,21 +177,24 @@ async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionRe
 async def reminder_list(ctx: MessageContext) -> FunctionResult:
     service = _service(ctx)
     if service is None:
-        return _not_running()
+        return _not_running(ctx)
     msg = ctx.message
     rows = service.visible_to(msg.platform, msg.chat_id, msg.is_group, msg.sender_id)
     if not rows:
-        text = "No active reminders here. Set one with /reminder_set in 10m stretch."
+        text = ctx.t("reminder.list_empty")
         return FunctionResult(messages=[text], llm_content=text)
-    where = "this group" if msg.is_group else "you"
-    lines = [f"Active reminders for {where} ({len(rows)}):"]
+    header = "reminder.list_group" if msg.is_group else "reminder.list_private"
+    lines = [ctx.t(header, count=len(rows))]
     for row in rows:
         if msg.is_group:
-            by = f" (by {row.creator_name or row.creator_id})"
+            by = ctx.t("reminder.list_by", name=row.creator_name or row.creator_id)
         else:
-            by = f" (in {row.chat_name or row.chat_id})" if row.is_group else ""
-        lines.append(f"• {row.short_id} — {describe(row, service.tz)} — {row.text}{by}")
-    lines.append("Delete one with /reminder_delete ID (the first characters are enough).")
+            by = (
+                ctx.t("reminder.list_in", chat=row.chat_name or row.chat_id) if row.is_group else ""
+            )
+        when = describe(row, service.tz, ctx.language)
+        lines.append(f"• {row.short_id} — {when} — {row.text}{by}")
+    lines.append(ctx.t("reminder.list_footer"))
     text = "\n".join(lines)
     return FunctionResult(messages=[text], llm_content=text)
 
@@ -182,20 +208,19 @@ async def reminder_list(ctx: MessageContext) -> FunctionResult:
 async def reminder_delete(ctx: MessageContext, args: ReminderDeleteArgs) -> FunctionResult:
     service = _service(ctx)
     if service is None:
-        return _not_running()
+        return _not_running(ctx)
     msg = ctx.message
     try:
         row = service.resolve(
             args.id, service.visible_to(msg.platform, msg.chat_id, msg.is_group, msg.sender_id)
         )
     except ReminderError as exc:
-        return FunctionResult(llm_content=str(exc), metadata={"refused": True})
+        return FunctionResult(llm_content=exc.text(ctx.language), metadata={"refused": True})
     if row.creator_id != msg.sender_id and not ctx.is_admin:
-        text = (
-            f"Only {row.creator_name or row.creator_id} (who set it) or an admin can delete "
-            f"reminder {row.short_id}."
+        text = ctx.t(
+            "reminder.delete_denied", name=row.creator_name or row.creator_id, id=row.short_id
         )
         return FunctionResult(messages=[text], llm_content=text, metadata={"refused": True})
     service.delete(row)
-    text = f"Deleted reminder {row.short_id}: {row.text}"
+    text = ctx.t("reminder.deleted", id=row.short_id, text=row.text)
     return FunctionResult(messages=[text], llm_content=text, metadata={"id": row.id})

@@ -31,9 +31,15 @@ from loguru import logger
 from sqlalchemy import DateTime, Integer, String, Text, func, select, update
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from function_calls import IncomingMessage, OutgoingMessage, PluginHost, zone_named
+from function_calls import IncomingMessage, OutgoingMessage, PluginHost, translate, zone_named
 from function_calls.builtins.reminders.settings import ReminderSettings
-from function_calls.builtins.reminders.times import Schedule, build_schedule, fmt, next_fire
+from function_calls.builtins.reminders.times import (
+    ReminderTimeError,
+    Schedule,
+    build_schedule,
+    fmt,
+    next_fire,
+)
 
 JOB_TABLE = "apscheduler_jobs"
 SHORT_ID = 8
@@ -81,8 +87,8 @@ class ReminderRow(ReminderBase):
         return self.id[:SHORT_ID]
 
 
-class ReminderError(Exception):
-    """A request the service refuses; the text is shown to the user and the model as is."""
+class ReminderError(ReminderTimeError):
+    """A request the service refuses; `text(language)` is shown to the user and the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +128,13 @@ def trigger_for(row: ReminderRow) -> BaseTrigger:
     ).trigger
 
 
-def describe(row: ReminderRow, tz: ZoneInfo | None = None) -> str:
+def describe(row: ReminderRow, tz: ZoneInfo | None = None, language: str = "en") -> str:
     """`Mon 2025-06-02 09:00 CEST` for one-off reminders, `daily 09:00 (next ...)` otherwise."""
     zone = tz or ZoneInfo(row.timezone)
-    nxt = fmt(_aware(row.next_run), zone) if row.next_run else "—"
+    nxt = fmt(_aware(row.next_run), zone, language) if row.next_run else "—"
     if row.kind == "once":
         return nxt
-    label = {"daily": "daily", "weekly": "weekly on", "cron": "cron"}[row.kind]
-    return f"{label} {row.spec} (next {nxt})"
+    return translate(language, f"reminder.kind.{row.kind}", spec=row.spec, next=nxt)
 
 
 # One service per running bot, found by its database URL: APScheduler persists only a function
@@ -263,17 +268,13 @@ class ReminderService:
         """Find a reminder by a unique id prefix among the ones the caller can see."""
         needle = prefix.strip().lower().lstrip("#")
         if not needle:
-            raise ReminderError("Give the reminder's id (see /reminder_list).")
+            raise ReminderError("reminder.no_id")
         found = [r for r in candidates if r.id.startswith(needle)]
         if not found:
-            raise ReminderError(
-                f"No active reminder with id {needle!r} here. Use /reminder_list to see the ids."
-            )
+            raise ReminderError("reminder.no_match", id=needle)
         if len(found) > 1:
             ids = ", ".join(r.short_id for r in found[:5])
-            raise ReminderError(
-                f"Id {needle!r} matches {len(found)} reminders ({ids}); give more characters."
-            )
+            raise ReminderError("reminder.ambiguous", id=needle, count=len(found), ids=ids)
         return found[0]
 
     # -- changes -----------------------------------------------------------------------------
@@ -285,10 +286,7 @@ class ReminderService:
 
     def create(self, who: Creator, text: str, schedule: Schedule) -> ReminderRow:
         if self.active_count(who.platform, who.user_id) >= self.settings.max_per_user:
-            raise ReminderError(
-                f"You already have {self.settings.max_per_user} active reminders, the maximum. "
-                "Delete one first (/reminder_list, then /reminder_delete id=...)."
-            )
+            raise ReminderError("reminder.max_per_user", max=self.settings.max_per_user)
         at: str | None = None
         if schedule.kind == "once":
             at = _naive(schedule.first_run).isoformat()
@@ -439,21 +437,27 @@ class ReminderService:
         offline: bool,
     ) -> tuple[str, str]:
         zone = ZoneInfo(row.timezone)
-        after = f" Next: {fmt(nxt, zone)}." if nxt else ""
+        lang = self.host.language_of(row.platform, row.chat_id)
+        after = translate(lang, "reminder.next", when=fmt(nxt, zone, lang)) if nxt else ""
+        due_s, late = fmt(due, zone, lang), _span(lateness)
         if lateness.total_seconds() > self.settings.grace_period:
-            return (
-                f"⏰ Missed reminder: “{row.text}” was due {fmt(due, zone)}, while I was "
-                f"offline, and is now {_span(lateness)} late.{after}",
-                "missed",
+            text = translate(
+                lang, "reminder.missed", text=row.text, due=due_s, late=late, after=after
             )
+            return text, "missed"
         if offline or lateness > LATE_NOTE_AFTER:
-            why = "I was offline then" if offline else "I was busy"
-            return (
-                f"⏰ Reminder: {row.text}\n(Late: it was due {fmt(due, zone)}, "
-                f"{_span(lateness)} ago; {why}.){after}",
-                "done",
+            why = translate(lang, "reminder.late_offline" if offline else "reminder.late_busy")
+            text = translate(
+                lang,
+                "reminder.fire_late",
+                text=row.text,
+                due=due_s,
+                late=late,
+                why=why,
+                after=after,
             )
-        return f"⏰ Reminder: {row.text}", "done"
+            return text, "done"
+        return translate(lang, "reminder.fire", text=row.text), "done"
 
     def _audit(self, row: ReminderRow, outcome: str, detail: str) -> None:
         try:

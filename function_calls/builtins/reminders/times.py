@@ -18,6 +18,13 @@ from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
+from function_calls import WEEKDAY_NAMES
+from function_calls.builtins.reminders.phrases import (
+    ReminderTimeError,
+    future_example,
+    read_leading,
+)
+
 Kind = Literal["once", "daily", "weekly", "cron"]
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -63,10 +70,6 @@ _LEADING = [
 MAX_AHEAD = timedelta(days=366 * 5)
 
 
-class ReminderTimeError(ValueError):
-    """A time, date or cron expression that cannot be used; the text says what would work."""
-
-
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A validated schedule: what kind, the normalised spec shown to users, and its trigger."""
@@ -77,26 +80,28 @@ class Schedule:
     first_run: datetime  # aware, in the reminder's zone
 
 
-def fmt(dt: datetime, tz: tzinfo) -> str:
-    """How a time is shown to users: local, to the minute (seconds only when they matter)."""
+def fmt(dt: datetime, tz: tzinfo, language: str = "en") -> str:
+    """How a time is shown to users: local, to the minute (seconds only when they matter),
+    with the weekday in the user's language."""
     local = dt.astimezone(tz)
-    pattern = "%a %Y-%m-%d %H:%M:%S" if local.second else "%a %Y-%m-%d %H:%M"
-    return f"{local.strftime(pattern)} {local.tzname()}"
+    pattern = "%Y-%m-%d %H:%M:%S" if local.second else "%Y-%m-%d %H:%M"
+    day = WEEKDAY_NAMES.get(language, WEEKDAY_NAMES["en"])[local.weekday()]
+    return f"{day} {local.strftime(pattern)} {local.tzname()}"
 
 
 def parse_clock(text: str) -> time:
     """`9:00`, `09:30`, `21:15:30`, `9pm`, `9:30 am` -> time."""
     m = _CLOCK.match(text.strip())
     if m is None:
-        raise ReminderTimeError(f"{text!r} is not a time of day; write it as HH:MM, e.g. 09:30")
+        raise ReminderTimeError("time.bad_clock", text=text)
     hour, minute, second = int(m.group(1)), int(m.group(2) or 0), int(m.group(3) or 0)
     meridiem = (m.group(4) or "").lower()
     if meridiem:
         if not 1 <= hour <= 12:
-            raise ReminderTimeError(f"{text!r}: with am/pm the hour must be 1-12")
+            raise ReminderTimeError("time.bad_clock", text=text)
         hour = hour % 12 + (12 if meridiem == "pm" else 0)
     if hour > 23 or minute > 59 or second > 59:
-        raise ReminderTimeError(f"{text!r} is not a valid time of day (00:00 to 23:59)")
+        raise ReminderTimeError("time.bad_clock_range", text=text)
     return time(hour, minute, second)
 
 
@@ -108,10 +113,7 @@ def _parse_date(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise ReminderTimeError(
-            f"{text!r} is not a real date; write YYYY-MM-DD (e.g. 2025-06-01) and check the "
-            "day exists in that month"
-        ) from None
+        raise ReminderTimeError("time.bad_date", text=text) from None
 
 
 def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
@@ -119,17 +121,19 @@ def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
     such time), `2025-06-01 09:00` or ISO 8601 with an offset. Returns an aware datetime."""
     raw = " ".join(text.strip().split())
     if not raw:
-        raise ReminderTimeError("no time given; e.g. at='in 10m' or at='2025-06-01 09:00'")
+        raise ReminderTimeError("time.empty", example=future_example(now, tz))
     if m := _RELATIVE.match(raw):
         seconds = 0
         for amount, unit in _REL_PART.findall(m.group(1)):
             if unit.lower() not in _UNITS:
-                raise ReminderTimeError(f"unknown unit {unit!r} in {raw!r}; use s, m, h, d or w")
+                raise ReminderTimeError(
+                    "time.unreadable", text=raw, example=future_example(now, tz)
+                )
             seconds += int(amount) * _UNITS[unit.lower()]
         if seconds <= 0:
-            raise ReminderTimeError(f"{raw!r} is not in the future; give a positive duration")
+            raise ReminderTimeError("time.unreadable", text=raw, example=future_example(now, tz))
         if seconds > MAX_AHEAD.total_seconds():  # also keeps timedelta from overflowing
-            raise ReminderTimeError("that is more than 5 years ahead; pick a nearer date")
+            raise ReminderTimeError("time.too_far", example=future_example(now, tz))
         return now + timedelta(seconds=seconds)
     local_now = now.astimezone(tz)
     if m := _DAY_WORD.match(raw):
@@ -145,13 +149,13 @@ def parse_once(text: str, now: datetime, tz: ZoneInfo) -> datetime:
         )
     iso = raw.replace(" ", "T", 1) if re.match(r"^\d{4}-\d{2}-\d{2} ", raw) else raw
     if re.match(r"^\d{4}-\d{2}-\d{2}$", iso):
-        raise ReminderTimeError(f"{raw!r} has no time of day; add one, e.g. '{raw} 09:00'")
+        raise ReminderTimeError("time.no_clock", text=raw)
     m = re.match(r"^(\d{4}-\d{2}-\d{2})T(.+)$", iso)
     if m is None:
-        raise ReminderTimeError(
-            f"cannot read the time {raw!r}; use 'YYYY-MM-DD HH:MM', 'HH:MM', 'tomorrow 9:00' "
-            "or 'in 10m'"
-        )
+        lead = read_leading(raw, now, tz)
+        if lead is not None and lead.kind == "once" and not lead.rest and lead.when:
+            return lead.when
+        raise ReminderTimeError("time.unreadable", text=raw, example=future_example(now, tz))
     day = _parse_date(m.group(1))
     try:
         parsed = datetime.fromisoformat(f"{day.isoformat()}T{m.group(2)}")
@@ -172,12 +176,10 @@ def parse_weekdays(text: str) -> str:
         for end in ends:
             short = end[:3]
             if short not in WEEKDAYS or (len(end) > 3 and not _full_day(end)):
-                raise ReminderTimeError(
-                    f"{end!r} is not a weekday; use mon, tue, wed, thu, fri, sat or sun"
-                )
+                raise ReminderTimeError("time.bad_weekday", text=end)
             names.append(short)
         if len(names) > 2:
-            raise ReminderTimeError(f"{token!r}: write a range as mon-fri")
+            raise ReminderTimeError("time.bad_weekday", text=token)
         first, last = WEEKDAYS.index(names[0]), WEEKDAYS.index(names[-1])
         if first > last:  # fri-mon, sun-thu: APScheduler only takes ranges within mon..sun
             names = [WEEKDAYS[i % 7] for i in range(first, last + 8)]
@@ -185,7 +187,7 @@ def parse_weekdays(text: str) -> str:
             continue
         parts.append("-".join(names))
     if not parts:
-        raise ReminderTimeError("a weekly reminder needs a weekday, e.g. weekday='mon'")
+        raise ReminderTimeError("time.needs_weekday")
     return ",".join(parts)
 
 
@@ -218,7 +220,7 @@ def cron_weekdays(field: str) -> str:
         base, _, step_text = part.partition("/")
         step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else 1
         if step_text and not (step_text.isdigit() and int(step_text) > 0):
-            raise ReminderTimeError(f"bad step {step_text!r} in the weekday field {field!r}")
+            raise ReminderTimeError("time.bad_cron", text=field, error=f"step {step_text!r}")
         if base in ("*", "?"):
             span = list(range(0, 7))
         elif "-" in base:
@@ -241,10 +243,7 @@ def _cron_day(token: str, field: str) -> int:
         return int(token)
     if token[:3] in WEEKDAYS:
         return (WEEKDAYS.index(token[:3]) + 1) % 7
-    raise ReminderTimeError(
-        f"{token!r} in the weekday field {field!r} is not a day: use 0-7 "
-        "(0 and 7 are Sunday) or mon..sun"
-    )
+    raise ReminderTimeError("time.bad_cron", text=field, error=f"{token!r} is not a day")
 
 
 def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
@@ -258,20 +257,18 @@ def build_schedule(
     """Validate what was asked and build the trigger; raises ReminderTimeError with a fix."""
     if kind == "once":
         if not at:
-            raise ReminderTimeError(
-                "say when: at='in 10m', at='tomorrow 9:00' or at='2025-06-01 09:00'"
-            )
+            raise ReminderTimeError("time.say_when", example=future_example(now, tz))
         when = parse_once(at, now, tz)
         if when <= now:
             raise ReminderTimeError(
-                f"{fmt(when, tz)} is in the past (now it is {fmt(now, tz)}); give a future time"
+                "time.past", when=fmt(when, tz), now=fmt(now, tz), example=future_example(now, tz)
             )
         if when - now > MAX_AHEAD:
-            raise ReminderTimeError("that is more than 5 years ahead; pick a nearer date")
+            raise ReminderTimeError("time.too_far", example=future_example(now, tz))
         return Schedule("once", fmt(when, tz), DateTrigger(run_date=when, timezone=tz), when)
     if kind in ("daily", "weekly"):
         if not at:
-            raise ReminderTimeError(f"a {kind} reminder needs a time of day, e.g. at='09:00'")
+            raise ReminderTimeError("time.needs_clock", kind=kind)
         clock = parse_clock(at)
         fields = {"hour": clock.hour, "minute": clock.minute, "second": clock.second}
         spec = clock.strftime("%H:%M:%S" if clock.second else "%H:%M")
@@ -282,15 +279,10 @@ def build_schedule(
         trigger = CronTrigger(timezone=tz, **fields)
     else:
         if not cron or not cron.strip():
-            raise ReminderTimeError(
-                "a cron reminder needs cron='MIN HOUR DAY MONTH WEEKDAY', e.g. cron='0 9 * * 1-5'"
-            )
+            raise ReminderTimeError("time.needs_cron")
         expr = " ".join(cron.split())
         if len(expr.split()) != 5:
-            raise ReminderTimeError(
-                f"cron {expr!r} must have 5 fields: minute hour day month "
-                "weekday, e.g. '0 9 * * 1-5'"
-            )
+            raise ReminderTimeError("time.cron_fields", text=expr)
         try:
             minute, hour, day, month, dow = expr.split()
             trigger = CronTrigger(
@@ -317,16 +309,11 @@ def build_schedule(
                     ]
                 )
         except ValueError as exc:
-            raise ReminderTimeError(
-                f"bad cron expression {expr!r}: {exc}; e.g. '30 8 * * mon-fri'"
-            ) from None
+            raise ReminderTimeError("time.bad_cron", text=expr, error=str(exc)) from None
         spec = expr
     first = next_fire(trigger, now)
     if first is None:
-        raise ReminderTimeError(
-            f"the {kind} schedule {spec!r} never fires; check the date "
-            "fields (e.g. 31 in a 30-day month)"
-        )
+        raise ReminderTimeError("time.never", kind=kind, text=spec)
     return Schedule(kind, spec, trigger, first)
 
 

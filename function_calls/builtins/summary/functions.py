@@ -48,7 +48,10 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
     try:
         span = parse_span(args.span, cfg, now_utc(), tz)
     except SpanError as exc:
-        return FunctionResult(llm_content=f"Not summarised: {exc}.", metadata={"refused": True})
+        reason = ctx.t(exc.key, **exc.fmt)
+        return FunctionResult(
+            llm_content=ctx.t("summary.not_done", reason=reason), metadata={"refused": True}
+        )
     msg = ctx.message
     if span.count is not None:
         rows = ctx.history(span.count)
@@ -63,12 +66,13 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
         ]
     rows = [r for r in rows if worth_summarising(r)]
     if not rows:
-        text = f"Nothing to summarise in {span.label}."
+        text = ctx.t("summary.nothing", span=ctx.t(span.label, **span.label_fmt))
         return FunctionResult(messages=[text], llm_content=text)
     bot_name = ctx.config.bot.name
     body, used = transcript(rows, cfg, tz, bot_name)
-    cut = f" (only the newest {used} fit)" if used < len(rows) else ""
-    header = f"Summary of {span.label}, {len(rows)} messages{cut}:"
+    label = ctx.t(span.label, **span.label_fmt)
+    cut = ctx.t("summary.cut", used=used) if used < len(rows) else ""
+    header = ctx.t("summary.header", span=label, count=len(rows), cut=cut)
     result = None
     if ctx.model is not None:
         try:
@@ -77,11 +81,8 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
         except (ProviderError, TimeoutError) as exc:
             ctx.logger.warning("summary model call failed: {}: {}", type(exc).__name__, exc)
     if not result:
-        why = "no model is configured" if ctx.model is None else "the model is not available"
-        text = (
-            f"I could not summarise {span.label} ({why}); the last messages were:\n"
-            f"{extract(rows, bot_name)}"
-        )
+        why = ctx.t("summary.no_model" if ctx.model is None else "summary.unavailable")
+        text = ctx.t("summary.failed", span=label, why=why, extract=extract(rows, bot_name))
         return FunctionResult(messages=[text], llm_content=text, metadata={"fallback": True})
     text = f"{header}\n{result}"
     return FunctionResult(messages=[text], llm_content=text)

@@ -9,7 +9,7 @@ context window and the cost of a summary should not depend on how chatty the gro
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from function_calls import ChatModel, Message, MessageContext, StoredMessage, ask
@@ -41,7 +41,13 @@ _COUNT = re.compile(r"^(?:last\s+)?(\d+)(?:\s*(?:messages?|msgs?))?$", re.IGNORE
 
 
 class SpanError(ValueError):
-    """A span the user wrote that we cannot read; the text says what works."""
+    """A span the user wrote that we cannot read; `key` names the catalogue text saying what
+    works, `fmt` fills it."""
+
+    def __init__(self, key: str, **fmt: object) -> None:
+        super().__init__(key)
+        self.key = key
+        self.fmt = fmt
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +56,8 @@ class Span:
 
     count: int | None = None
     since: datetime | None = None
-    label: str = ""
+    label: str = ""  # a catalogue key, filled with `label_fmt`
+    label_fmt: dict[str, object] = field(default_factory=dict)
 
 
 def parse_span(text: str, cfg: SummarySettings, now: datetime, tz: tzinfo) -> Span:
@@ -58,30 +65,34 @@ def parse_span(text: str, cfg: SummarySettings, now: datetime, tz: tzinfo) -> Sp
     'today' (since local midnight)."""
     raw = " ".join(text.strip().lower().split())
     if not raw:
-        return Span(count=cfg.default_messages, label=f"the last {cfg.default_messages} messages")
+        return Span(
+            count=cfg.default_messages,
+            label="summary.span.count",
+            label_fmt={"count": cfg.default_messages},
+        )
     if m := _COUNT.match(raw):
         count = min(int(m.group(1)), cfg.max_messages)
         if count <= 0:
-            raise SpanError("give a positive number of messages, e.g. 50")
-        return Span(count=count, label=f"the last {count} messages")
+            raise SpanError("summary.err.positive_count")
+        return Span(count=count, label="summary.span.count", label_fmt={"count": count})
     if raw == "today":
         midnight = now.astimezone(tz).replace(hour=0, minute=0, second=0, microsecond=0)
-        return Span(since=midnight, label="today")
+        return Span(since=midnight, label="summary.span.today")
     if m := _WINDOW.match(raw):
         unit = _UNITS.get(m.group(2))
         if unit is None:
-            raise SpanError(f"unknown unit {m.group(2)!r}; use m, h or d (e.g. 2h)")
+            raise SpanError("summary.err.unit", unit=m.group(2))
         seconds = int(m.group(1)) * unit
         if seconds <= 0:
-            raise SpanError("give a positive window, e.g. 2h")
+            raise SpanError("summary.err.positive_window")
         if seconds > MAX_WINDOW.total_seconds():  # also keeps timedelta from overflowing
-            raise SpanError("give a window of at most 3650d, or a number of messages")
+            raise SpanError("summary.err.too_long")
         return Span(
-            since=now - timedelta(seconds=seconds), label=f"the last {m.group(1)}{m.group(2)[0]}"
+            since=now - timedelta(seconds=seconds),
+            label="summary.span.window",
+            label_fmt={"window": f"{m.group(1)}{m.group(2)[0]}"},
         )
-    raise SpanError(
-        f"cannot read {text!r}; use a number of messages (100), a window (30m, 2h, 1d) or 'today'"
-    )
+    raise SpanError("summary.err.unreadable", text=text)
 
 
 def worth_summarising(row: StoredMessage) -> bool:

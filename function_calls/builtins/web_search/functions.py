@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from function_calls import FunctionResult, MessageContext, tool_function
+from function_calls import (
+    FunctionResult,
+    MessageContext,
+    language_of,
+    tool_function,
+    translate,
+)
 from function_calls.builtins.web_search.client import SearchError, WebSearchClient
 from function_calls.builtins.web_search.settings import WebSearchSettings
 
@@ -34,8 +40,8 @@ def not_allowed(ctx: MessageContext) -> str | None:  # ctx: any caller the rules
         return None
     if msg.is_group and msg.chat_id in cfg.allowed_groups:
         return None
-    where = "this group" if msg.is_group else "you"
-    return f"web search is not enabled for {where} (ask an admin to add it to web_search config)"
+    key = "web_search.not_enabled_group" if msg.is_group else "web_search.not_enabled_user"
+    return translate(language_of(ctx.config, msg.platform, msg.chat_id), key)
 
 
 @tool_function(
@@ -50,15 +56,14 @@ async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult
     client = ctx.service(WebSearchClient)
     if client is None:
         return FunctionResult(
-            llm_content="Web search is not configured on this bot.", metadata={"refused": True}
+            llm_content=ctx.t("web_search.not_configured"), metadata={"refused": True}
         )
     try:
         answer = await client.search(args.query.strip())
     except SearchError as exc:
         ctx.logger.warning("web search failed: {}", exc)
         return FunctionResult(
-            llm_content=f"Web search failed: {exc}. Tell the user, or answer "
-            "from what you know and say it was not checked.",
+            llm_content=ctx.t("web_search.failed", error=exc),
             metadata={"error": str(exc)},
         )
     text = answer.render()

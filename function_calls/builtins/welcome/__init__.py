@@ -6,7 +6,14 @@ channels produce (the console simulates one with `:join NAME`).
 
 from __future__ import annotations
 
-from function_calls import OutgoingMessage, Plugin, PluginHost, Status, SystemEvent
+from function_calls import (
+    OutgoingMessage,
+    Plugin,
+    PluginHost,
+    Status,
+    SystemEvent,
+    translate,
+)
 from function_calls.builtins.welcome.settings import WelcomeSettings
 
 __all__ = ["WelcomeSettings", "welcome_member", "welcome_text"]
@@ -14,9 +21,15 @@ __all__ = ["WelcomeSettings", "welcome_member", "welcome_text"]
 plugin = Plugin("welcome", settings=WelcomeSettings)
 
 
-def welcome_text(cfg: WelcomeSettings, event: SystemEvent) -> str | None:
-    """The group's own message, else the default; `{name}` becomes the new member's name."""
-    template = cfg.messages.get(event.chat_id, cfg.default)
+def welcome_text(cfg: WelcomeSettings, event: SystemEvent, language: str = "en") -> str | None:
+    """The group's own message, else the default (the catalogue's greeting in the chat's
+    language unless `welcome.default` is set; null: nothing); `{name}` is the member's name."""
+    default = (
+        cfg.default
+        if "default" in cfg.model_fields_set
+        else translate(language, "welcome.default", name="{name}")
+    )
+    template = cfg.messages.get(event.chat_id, default)
     if not template:
         return None
     return template.replace("{name}", event.user_name or event.user_id)
@@ -26,7 +39,8 @@ def welcome_text(cfg: WelcomeSettings, event: SystemEvent) -> str | None:
 async def welcome_member(host: PluginHost, event: SystemEvent) -> list[OutgoingMessage]:
     if not event.is_group:
         return []
-    text = welcome_text(host.section(WelcomeSettings), event)
+    language = host.language_of(event.platform, event.chat_id)
+    text = welcome_text(host.section(WelcomeSettings), event, language)
     if text is None:
         return []
     out = OutgoingMessage(
@@ -41,5 +55,6 @@ def status(cfg: WelcomeSettings) -> Status:
     if not cfg.enabled:
         return Status("off", "welcome.enabled is false")
     groups = f"{len(cfg.messages)} group message(s)"
-    default = "a default message" if cfg.default else "no default message"
+    has_default = cfg.default or "default" not in cfg.model_fields_set
+    default = "a default message" if has_default else "no default message"
     return Status("on", f"{groups} and {default}")

@@ -11,5 +11,6 @@ class WelcomeSettings(Section):
     enabled: bool = True
     # Per group chat id; `{name}` is replaced by the new member's name.
     messages: dict[str, str] = Field(default_factory=dict)
-    # For groups without their own message; null: say nothing there.
-    default: str | None = "Welcome! Send /help to see what I can do."
+    # For groups without their own message; null: say nothing there. Unset: the catalogue's
+    # greeting in the chat's language (bot.language).
+    default: str | None = None
