@@ -12,6 +12,7 @@ request, so the part already sent stays the prefix of the next requests.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from function_calls.context import MessageContext
 from function_calls.spec import FunctionSpec
+from providers.base import prompt_cache_key
 from providers.types import Message
 from storage.db import StoredMessage
 
@@ -202,8 +204,10 @@ def build_messages(
     """System prompt, the history window, the newest message (with the turn note).
 
     `reserve_tokens`: what the request carries besides the messages (the tool list); the
-    messages get the model's `context_tokens` minus that and the room for the answer.
+    messages get the model's `context_tokens` minus that and the room for the answer. Also
+    names the chat as this turn's prompt cache key (`providers.base.prompt_cache_key`).
     """
+    prompt_cache_key.set(cache_key(ctx))
     limit = ctx.chat.history_size if history_limit is None else history_limit
     system = Message(role="system", content=system_prompt(ctx, extra_system))
     current = current_message(ctx)
@@ -218,6 +222,12 @@ def build_messages(
     window = block_window(rows, total, limit)
     window = fit_tokens(window, total - len(window), budget, max(2, limit // 4))
     return [system, *history_messages(window), current]
+
+
+def cache_key(ctx: MessageContext) -> str:
+    """The chat, hashed: requests of one chat share their prefix; the id itself stays here."""
+    chat = f"{ctx.message.platform}\x00{ctx.message.chat_id}".encode()
+    return "chat-" + hashlib.sha256(chat).hexdigest()[:32]
 
 
 def _message_budget(ctx: MessageContext, reserve_tokens: int) -> int:

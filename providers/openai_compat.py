@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from providers.base import ChatModel
+from providers.base import ChatModel, prompt_cache_key
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -120,6 +120,9 @@ class OpenAICompatModel(ChatModel):
         # `max_completion_tokens`; most compatible servers know only `max_tokens`.
         self._max_tokens_key = "max_completion_tokens" if openai_itself else "max_tokens"
         self._strict = openai_itself if cfg.strict_tools is None else cfg.strict_tools
+        # `prompt_cache_key` (https://platform.openai.com/docs/guides/prompt-caching) improves
+        # cache hits for requests sharing a prefix; compatible servers may refuse unknown fields.
+        self._send_cache_key = openai_itself
         # (name, description, id(parameters)) -> (parameters, wire tool): the tool loop passes
         # the same schema dicts every round and the strict rewrite deep-copies, so do it once.
         self._tool_cache: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -163,6 +166,8 @@ class OpenAICompatModel(ChatModel):
             body[self._max_tokens_key] = cfg.max_tokens
         if self._thinking_params:
             body.update(self._thinking_params)
+        if self._send_cache_key and (key := prompt_cache_key.get()) is not None:
+            body["prompt_cache_key"] = key
         if stream:
             body["stream"] = True
             if self._stream_usage:

@@ -76,7 +76,13 @@ class Script:
             assert body["tools"][0]["input_schema"]["properties"]["repeat"] == {
                 "type": ["string", "null"]
             }
-            assert body["system"] == "You are a helpful bot."
+            assert body["system"] == [
+                {
+                    "type": "text",
+                    "text": "You are a helpful bot.",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ]
             if self.round == 1:
                 assert len(body["messages"]) == 1
             else:
