@@ -156,7 +156,9 @@ class OpenAICompatModel(ChatModel):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None, stream: bool
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
+        # Key order is byte order on the wire: everything that stays the same for a chat first,
+        # the messages (newest last) at the end, so consecutive requests share a long prefix.
+        body: dict[str, Any] = {"model": self.model}
         if tools:
             body["tools"] = [self._wire_tool(t) for t in tools]
         cfg = self.cfg
@@ -172,6 +174,7 @@ class OpenAICompatModel(ChatModel):
             body["stream"] = True
             if self._stream_usage:
                 body["stream_options"] = {"include_usage": True}
+        body["messages"] = to_wire_messages(messages)
         return body
 
     def _wire_tool(self, tool: ToolDefinition) -> dict[str, Any]:
