@@ -13,13 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import openai
-from openai import AsyncOpenAI
-
 from function_calls.builtins.web_search.settings import WebSearchSettings
+
+if TYPE_CHECKING:  # the SDK is imported when a search client is made: 30 MB, start-up time
+    import openai
+    from openai import AsyncOpenAI
 
 SYSTEM_PROMPT = (
     "You answer with facts found on the web. Be concise (at most a few short paragraphs), "
@@ -106,6 +107,8 @@ def parse_answer(data: Any) -> SearchAnswer:
 
 
 def _describe(exc: openai.OpenAIError) -> str:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "the search service did not answer in time"
     if isinstance(exc, openai.APIConnectionError):
@@ -128,6 +131,8 @@ class WebSearchClient:
     def __init__(self, cfg: WebSearchSettings, *, client: AsyncOpenAI | None = None) -> None:
         if cfg.api_key is None and client is None:
             raise SearchError("web_search.api_key is not set")
+        from openai import AsyncOpenAI
+
         self.cfg = cfg
         self._owns_client = client is None
         self._client = client or AsyncOpenAI(
@@ -146,6 +151,8 @@ class WebSearchClient:
                 {"role": "user", "content": query},
             ],
         }
+        import openai
+
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
         except openai.OpenAIError as exc:
