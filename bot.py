@@ -1,4 +1,5 @@
-"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot|mcp]...`.
+"""Start the bot: `python bot.py [--config FILE] [--channel console|http|onebot|mcp]...
+[--role gateway|worker]`, or bring the database schema up to date: `python bot.py migrate`.
 
 With no config file it runs on embedded defaults: the console channel, a SQLite file under
 data/, and no model (slash commands only) unless OPENAI_API_KEY / OPENAI_BASE_URL / CHATFN_MODEL
@@ -17,10 +18,18 @@ from pathlib import Path
 from loguru import logger
 
 CHANNELS = ("console", "http", "onebot", "mcp")
+ROLES = ("gateway", "worker")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bot.py", description="Run the chatfn bot.")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("run", "migrate"),
+        default="run",
+        help="run the bot (default), or run the database migrations and exit",
+    )
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
     parser.add_argument(
         "--channel",
@@ -30,19 +39,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--host", help="HTTP channel host (overrides channels.http.host)")
     parser.add_argument("--port", type=int, help="HTTP channel port (overrides channels.http.port)")
+    parser.add_argument(
+        "--role",
+        choices=ROLES,
+        help="with broker.url: gateway (channels, publishes messages) or worker (runs turns); "
+        "default: both in one process",
+    )
     return parser.parse_args(argv)
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from runtime.bot import resolve_storage_url
+    from runtime.settings import load_settings
+    from storage.db import Storage
+
+    settings = load_settings(args.config)
+    storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
+    try:
+        before = storage.migrate()
+        if before.pending:
+            how = " (made before migrations: stamped with the baseline)" if before.legacy else ""
+            print(
+                f"{storage.safe_url}: {before.current or 'empty'} -> {before.head}{how}; "
+                f"ran {', '.join(before.pending)}"
+            )
+        else:
+            print(f"{storage.safe_url}: at {before.head}, nothing to run")
+    finally:
+        storage.close()
+    return 0
 
 
 async def run(args: argparse.Namespace) -> int:
     from channels.base import Channel
     from runtime.bot import Bot
     from runtime.logging import setup_logging
-    from runtime.settings import load_settings
+    from runtime.settings import ConfigError, load_settings
 
     settings = load_settings(args.config)
     setup_logging(settings)
+    role = args.role
+    if role is not None and not settings.broker.url:
+        raise ConfigError(f"--role {role} needs broker.url (amqp://...) in the config")
+    if role == "worker" and args.channel:
+        raise ConfigError("--role worker holds no channels: give --channel to the gateway")
     bot = Bot(settings)
-    names = list(dict.fromkeys(args.channel or ["console"]))
+    names = [] if role == "worker" else list(dict.fromkeys(args.channel or ["console"]))
     channels: list[Channel] = []
     for name in names:
         if name == "console":
@@ -61,12 +103,33 @@ async def run(args: argparse.Namespace) -> int:
             from channels.mcp import McpStdioChannel
 
             channels.append(McpStdioChannel(bot))
-    await bot.start()  # after the channels: reminders due while down are sent at once
+    broker = gateway = worker = None
+    if settings.broker.url:
+        from runtime.broker import Broker
+        from runtime.cluster import Gateway, Worker
+
+        broker = Broker(settings.broker)
+        try:
+            await broker.connect()
+        except Exception as exc:
+            raise ConfigError(f"broker.url {broker.safe_url}: cannot connect: {exc}") from None
+        if role != "worker":
+            gateway = Gateway(bot, broker)
+        if role != "gateway":
+            worker = Worker(bot, broker)
+    # After the channels: reminders due while down are sent at once. A gateway runs no
+    # plugin services; its workers do.
+    await bot.start(services=role != "gateway")
+    if gateway is not None:
+        await gateway.start()
+    if worker is not None:
+        await worker.start()
     logger.info(
-        "chatfn started: model={}, functions={}, channels={}",
+        "chatfn started: role={}, model={}, functions={}, channels={}",
+        role or ("gateway+worker" if broker else "single process"),
         bot.model.name if bot.model else "none",
         len(bot.registry),
-        ",".join(names),
+        ",".join(names) or "none",
     )
     loop = asyncio.get_running_loop()
     tasks = [
@@ -78,7 +141,8 @@ async def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     stopper = asyncio.create_task(stop.wait())
-    # The console ends the bot when its input ends; network channels run until a signal.
+    # The console ends the bot when its input ends; network channels and workers run until a
+    # signal.
     done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
     for task in done:
         if task is not stopper and task.exception() is not None:
@@ -88,6 +152,10 @@ async def run(args: argparse.Namespace) -> int:
     for task in [*tasks, stopper]:
         task.cancel()
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    if worker is not None:
+        await worker.stop()
+    if broker is not None:
+        await broker.close()
     await bot.aclose()
     logger.info("chatfn stopped")
     return 0
@@ -102,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     try:
+        if args.command == "migrate":
+            return migrate(args)
         return asyncio.run(run(args))
     except (ConfigError, StorageError, PluginLoadError, ProviderNotInstalled) as exc:
         print(f"chatfn: {exc}", file=sys.stderr)

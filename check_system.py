@@ -122,19 +122,69 @@ def load_config(report: Report, path: str | None) -> Any:
     return settings
 
 
-def check_storage(report: Report, settings: Any) -> Any:
+def check_storage(report: Report, settings: Any, migrate: bool = False) -> Any:
+    """Reachable, migrations (run only with --migrate; otherwise listed: the bot runs them at
+    start), writable."""
     from runtime.bot import resolve_storage_url
     from storage.db import Storage
 
     try:
         storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
-        storage.create_tables()
+        state = storage.schema_state()
+        if state.pending and migrate:
+            storage.migrate()
+            report.add(
+                "migrations",
+                "ok",
+                f"ran {', '.join(state.pending)}: {state.current or 'empty'} -> {state.head}",
+            )
+        elif state.pending:
+            what = "made before migrations" if state.legacy else (state.current or "empty")
+            report.add(
+                "migrations",
+                "warn",
+                f"{len(state.pending)} pending ({what} -> {state.head}): run at the bot's "
+                "start, by `python bot.py migrate`, or by check_system.py --online --migrate",
+            )
+            report.add("database", "ok", f"{storage.safe_url} reachable")
+            return storage
+        else:
+            report.add("migrations", "ok", f"schema at {state.head}, nothing pending")
         storage.check_writable()
     except Exception as exc:
         report.add("database", "fail", f"{settings.storage.url}: {exc}")
         return None
     report.add("database", "ok", f"{storage.safe_url} reachable and writable")
     return storage
+
+
+def check_broker(report: Report, settings: Any, role: str | None) -> None:
+    """The role this process would have, and the broker it would use (connected to, once)."""
+    cfg = settings.broker
+    if not cfg.url:
+        if role:
+            report.add("role", "fail", f"--role {role} needs broker.url (amqp://...)")
+        else:
+            report.add("role", "ok", "single process (no broker.url): channels and turns here")
+        return
+    shown = role or "gateway+worker (one process; --role gateway|worker splits them)"
+    report.add("role", "ok", f"{shown}; {cfg.partitions} partitions")
+    from runtime.broker import Broker
+
+    broker = Broker(cfg)
+
+    async def probe() -> None:
+        import aio_pika
+
+        conn = await aio_pika.connect(cfg.url, timeout=5)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:
+        report.add("broker", "fail", f"{broker.safe_url}: {type(exc).__name__}: {exc}")
+        return
+    report.add("broker", "ok", f"RabbitMQ at {broker.safe_url} reachable")
 
 
 def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
@@ -226,7 +276,14 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
     from runtime.settings import ConfigError
 
     try:
-        bot = Bot(settings, registry=registry, storage=storage, builtins=False, load_plugins=False)
+        bot = Bot(
+            settings,
+            registry=registry,
+            storage=storage,
+            builtins=False,
+            load_plugins=False,
+            migrate=False,
+        )
     except (ConfigError, ProviderNotInstalled) as exc:
         report.add("router", "fail", str(exc))
         return None
@@ -337,14 +394,17 @@ async def check_online(report: Report, settings: Any) -> None:
             await model.aclose()
 
 
-def run_checks(config: str | None, online: bool) -> Report:
+def run_checks(
+    config: str | None, online: bool, migrate: bool = False, role: str | None = None
+) -> Report:
     report = Report()
     if not check_imports(report):
         return report
     settings = load_config(report, config)
     if settings is None:
         return report
-    storage = check_storage(report, settings)
+    storage = check_storage(report, settings, migrate=online and migrate)
+    check_broker(report, settings, role)
     registry = check_plugins_and_schemas(report, settings)
     check_plugin_status(report, settings)
     check_mcp_servers(report, settings, online)
@@ -369,11 +429,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also make one real request per configured model and list each MCP server's tools",
     )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="with --online: run pending database migrations (otherwise they are only listed)",
+    )
+    parser.add_argument(
+        "--role", choices=("gateway", "worker"), help="check for this role (bot.py --role)"
+    )
     args = parser.parse_args(argv)
     from loguru import logger
 
     logger.remove()  # the table is the output; library warnings would only interleave with it
-    report = run_checks(args.config, args.online)
+    report = run_checks(args.config, args.online, args.migrate, args.role)
     if args.json:
         print(
             json.dumps(

@@ -1,11 +1,12 @@
 """The HTTP channel: a JSON API for any program to talk to the bot, on aiohttp.
 
     POST /v1/messages          {"chat_id", "sender_id", "sender_name"?, "text", "is_group"?,
-                                "at_bot"?} -> 200 {"replies": [{"text", "at"}]}
+                                "at_bot"?, "images"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat
     GET  /metrics              Prometheus text format (messages, model requests, tokens,
                                latency, tool calls, limit refusals)
+    GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
     GET  /healthz              liveness, no token needed
     POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
@@ -29,6 +30,7 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from channels.base import Channel
+from common.i18n import LANGUAGES, catalogue, language_of
 from common.messages import IncomingMessage, OutgoingMessage, StreamEvent
 from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
@@ -42,7 +44,8 @@ class MessageIn(BaseModel):
     chat_id: str = Field(min_length=1, max_length=128)
     sender_id: str = Field(min_length=1, max_length=128)
     sender_name: str | None = Field(default=None, max_length=128)
-    text: str = Field(min_length=1, max_length=20000)
+    # May be empty when images are sent (a pasted picture alone is a message).
+    text: str = Field(default="", max_length=20000)
     is_group: bool = False
     at_bot: bool = False
     # Optional images: "https://..." URLs or "data:image/png;base64,..." URIs (at most 4).
@@ -111,8 +114,17 @@ class HttpChannel(Channel):
         body = self.bot.metrics.render()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def index(self, _request: web.Request) -> web.FileResponse:
-        return web.FileResponse(STATIC_DIR / "index.html")
+    async def index(self, request: web.Request) -> web.Response:
+        """The web chat page with its labels in the bot's language (`?lang=zh|en` chooses
+        another), rendered in so the page shows no English before a script could fetch them."""
+        language = request.query.get("lang", "")
+        if language not in LANGUAGES:
+            language = language_of(self.bot.settings, self.platform, "")
+        labels = json.dumps(catalogue(language, "web."), ensure_ascii=False).replace("</", "<\\/")
+        page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+        page = page.replace('<html lang="en">', f'<html lang="{language}">', 1)
+        page = page.replace("/*LABELS*/{}", labels, 1)
+        return web.Response(text=page, content_type="text/html", charset="utf-8")
 
     async def _read(self, request: web.Request) -> IncomingMessage | web.Response:
         try:
@@ -128,6 +140,10 @@ class HttpChannel(Channel):
             field = ".".join(str(p) for p in err["loc"]) or "body"
             return web.json_response(
                 {"error": f"{field}: {err['msg']}", "field": field}, status=400
+            )
+        if not data.text.strip() and not data.images:
+            return web.json_response(
+                {"error": "text: give a text, or images", "field": "text"}, status=400
             )
         return IncomingMessage(
             platform=self.platform,

@@ -7,6 +7,7 @@ nothing of the project, so every layer can depend on it.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -54,7 +55,7 @@ class BotSettings(Section):
     # Said to a user when no model is configured; None: the catalogue's text in `language`.
     no_model_reply: str | None = None
     # The language of every built-in string (replies, notices, /help, reminders, the web page).
-    # Resolved per chat through `common.i18n.language_of`, so per-chat rules can override it.
+    # A `chats:` rule's `language` overrides it for the chats it matches.
     language: Literal["en", "zh"] = "en"
     # A `models:` entry with `vision: true` that describes images for a chat model without
     # vision; None: such a model gets a short "[image]" note instead.
@@ -81,6 +82,18 @@ class ChatMatch(Section):
     chat_id: str | None = None
     is_group: bool | None = None
 
+    def fits(self, platform: str, chat_id: str, is_group: bool) -> bool:
+        """Whether a chat is one this rule is for (every key given must fit)."""
+        if self.platform is not None and self.platform != platform:
+            return False
+        if self.is_group is not None and self.is_group != is_group:
+            return False
+        if self.chat_id is not None:
+            if "*" in self.chat_id:
+                return fnmatchcase(chat_id, self.chat_id)
+            return self.chat_id == chat_id
+        return True
+
 
 class ChatRule(Section):
     """One entry of `chats:`: the settings it names apply to the chats it matches. A setting it
@@ -95,6 +108,8 @@ class ChatRule(Section):
     reply_with_mention: bool | None = None
     reply_with_quote: bool | None = None
     functions: ChatFunctionRules | None = None
+    # The language of built-in strings in these chats (else `bot.language`).
+    language: Literal["en", "zh"] | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> ChatRule:
@@ -138,6 +153,31 @@ class FunctionCallSettings(Section):
 
 class StorageSettings(Section):
     url: str = "sqlite:///data/chatfn.db"
+
+
+class BrokerSettings(Section):
+    """The message broker that splits the bot into a gateway and workers (README, "Running more
+    than one process"). No url: one process, no broker."""
+
+    # amqp://user:password@host:5672/vhost (RabbitMQ)
+    url: str | None = None
+    # Incoming messages are routed by chat to one of this many queues, each consumed by one
+    # worker at a time (per-chat order). Every process of a deployment must use the same
+    # number; more partitions spread chats more evenly over more workers.
+    partitions: int = Field(default=16, ge=1, le=1024)
+    # Seconds within which a message held by a worker that died (SIGKILL, machine lost) is
+    # delivered to another worker: sets the AMQP heartbeat (half of it) and how long a silent
+    # worker keeps its partitions.
+    redelivery_timeout: float = Field(default=30.0, ge=2)
+    # Name prefix of the queues, so several bots (or test runs) can share one broker.
+    prefix: str = Field(default="chatfn", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, v: str | None) -> str | None:
+        if v and not v.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL (RabbitMQ)")
+        return v or None
 
 
 class PluginSettings(Section):
@@ -242,6 +282,7 @@ class CoreSettings(Section):
     bot: BotSettings = Field(default_factory=BotSettings)
     function_calls: FunctionCallSettings = Field(default_factory=FunctionCallSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
     channels: ChannelSettings = Field(default_factory=ChannelSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from fnmatch import fnmatchcase as fnmatch
 from typing import Any
 
@@ -32,6 +31,7 @@ class ChatSettings:
     respond_in_groups: str
     reply_with_mention: bool
     reply_with_quote: bool
+    language: str = "en"  # of built-in strings: "en" or "zh"
     functions_enabled: list[str] | None = None
     functions_disabled: list[str] = field(default_factory=list)
     # History before this stored message id is not shown to the model (`/reset`).
@@ -45,15 +45,7 @@ class ChatSettings:
 
 
 def matches(match: ChatMatch, msg: IncomingMessage) -> bool:
-    if match.platform is not None and match.platform != msg.platform:
-        return False
-    if match.is_group is not None and match.is_group != msg.is_group:
-        return False
-    if match.chat_id is not None:
-        if "*" in match.chat_id:
-            return fnmatchcase(msg.chat_id, match.chat_id)
-        return match.chat_id == msg.chat_id
-    return True
+    return match.fits(msg.platform, msg.chat_id, msg.is_group)
 
 
 def _first(
@@ -114,6 +106,9 @@ def resolve(
     quote, sources["reply_with_quote"] = _first(
         rules, "reply_with_quote", bot.reply_with_quote, _bot_source(config, "reply_with_quote")
     )
+    language, sources["language"] = _first(
+        rules, "language", bot.language, _bot_source(config, "language")
+    )
     functions, sources["functions"] = _first(rules, "functions", None, "function_calls")
     reset_after = None
     if "reset" in overrides:
@@ -134,6 +129,7 @@ def resolve(
         respond_in_groups=respond,
         reply_with_mention=mention,
         reply_with_quote=quote,
+        language=language,
         functions_enabled=enabled,
         functions_disabled=disabled,
         reset_after=reset_after,
@@ -167,6 +163,13 @@ def check_rules(
     are globs of functions that plugins register later (`Plugin.function_patterns`)."""
     models, functions, globs = set(models), set(functions), list(patterns)
     errors: list[str] = []
+    vision = config.bot.vision_model
+    if vision is not None and vision not in models:
+        errors.append(f"bot.vision_model: no model named {vision!r} under models")
+    elif vision is not None:
+        entry = (getattr(config, "models", None) or {}).get(vision)
+        if entry is not None and not entry.vision:
+            errors.append(f"bot.vision_model: the model {vision!r} needs `vision: true`")
     if config.bot.persona is not None and config.bot.persona not in config.personas:
         errors.append(f"bot.persona: no persona named {config.bot.persona!r} under personas")
     for i, rule in enumerate(config.chats):

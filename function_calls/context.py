@@ -15,7 +15,7 @@ from loguru import logger as _root_logger
 from pydantic import BaseModel
 
 from common.config import CoreSettings
-from common.i18n import language_of, translate
+from common.i18n import translate
 from common.messages import (
     Deliver,
     IncomingMessage,
@@ -80,6 +80,8 @@ class MessageContext:
         "model_names",
         "clock",
         "images",
+        "vision_model",
+        "image_descriptions",
     )
 
     def __init__(
@@ -99,6 +101,7 @@ class MessageContext:
         metrics: Metrics | None = None,
         model_names: list[str] | None = None,
         clock: Callable[[], float] = time.time,
+        vision_model: ChatModel | None = None,
     ) -> None:
         self.message = message
         # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
@@ -126,6 +129,10 @@ class MessageContext:
         self.model_names = model_names if model_names is not None else []
         # The message's images, fetched for a model with vision (providers.types.ImagePart).
         self.images: list[Any] = []
+        # `bot.vision_model`: describes the images for a chat model without vision.
+        self.vision_model = vision_model
+        # What the vision model saw in each image (None: it could not say).
+        self.image_descriptions: list[str | None] = []
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
@@ -136,9 +143,8 @@ class MessageContext:
 
     @property
     def language(self) -> str:
-        """The language the bot speaks in this chat (`bot.language`, later per chat)."""
-        msg = self.message
-        return language_of(self.config, msg.platform, msg.chat_id)
+        """The language the bot speaks in this chat (a `chats:` rule's, else `bot.language`)."""
+        return self.chat.language
 
     def t(self, key: str, /, **fmt: object) -> str:
         """The catalogue text of `key` in this chat's language (see `common.i18n`)."""

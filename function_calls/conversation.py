@@ -100,13 +100,24 @@ def _from_user_turn(rows: list[StoredMessage]) -> list[StoredMessage]:
     return rows[start:]
 
 
+def _image_notes(ctx: MessageContext) -> list[str]:
+    """Per image: what `bot.vision_model` saw in it, else the short "[image]" note."""
+    described = ctx.image_descriptions
+    return [
+        ctx.t("image.described", description=described[i])
+        if i < len(described) and described[i]
+        else ctx.t("image.note")
+        for i in range(len(ctx.message.images))
+    ]
+
+
 def current_message(ctx: MessageContext, note: bool = True) -> Message:
     msg = ctx.message
     text = msg.text
     if msg.quoted_text:
         text = f"(quoting: {msg.quoted_text[:500]})\n{text}"
     if msg.images and not ctx.images:  # a model without vision: it learns an image was there
-        notes = " ".join(ctx.t("image.note") for _ in msg.images)
+        notes = " ".join(_image_notes(ctx))
         text = f"{text}\n{notes}" if text else notes
     if msg.is_group:
         text = f"{msg.display_name}: {text}"

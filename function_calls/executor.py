@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from common.i18n import CATALOGUES, translate
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.registry import Registry
@@ -36,12 +37,26 @@ class Execution:
         return self.outcome == "ok"
 
 
-def format_validation_error(name: str, exc: ValidationError) -> str:
+def _error_text(err: Any, language: str) -> str:
+    """One pydantic error in `language`: the catalogue's `invalid.<type>` when it has one
+    (filled from the error's context), else pydantic's own English message."""
+    key = f"invalid.{err['type']}"
+    if key in CATALOGUES["en"]:
+        try:
+            return translate(language, key, **(err.get("ctx") or {}))
+        except (KeyError, IndexError, ValueError):  # a context this text does not expect
+            pass
+    return str(err["msg"])
+
+
+def format_validation_error(name: str, exc: ValidationError, language: str = "en") -> str:
+    """`Invalid arguments for NAME: field: problem; ...` in `language`."""
     parts = []
+    separator = "；" if language == "zh" else "; "
     for err in exc.errors()[:5]:
         loc = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{loc}: {err['msg']}")
-    return f"Invalid arguments for {name}: " + "; ".join(parts) + "."
+        parts.append(f"{loc}: {_error_text(err, language)}")
+    return translate(language, "core.invalid_args", name=name, details=separator.join(parts))
 
 
 class FunctionExecutor:
@@ -107,19 +122,27 @@ class FunctionExecutor:
                 "refused",
                 None,
                 f"Refused: {reason}. Do not retry; tell the user if relevant.",
-                reason=f"{reason}.",
+                reason=ctx.t("core.sentence", text=reason),
             )
         try:
             args = self._validate(spec, arguments)
+        # The model reads English instructions; the person sees the chat's language.
         except ValidationError as exc:
             text = format_validation_error(name, exc)
-            return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
+            shown = format_validation_error(name, exc, ctx.language)
+            return Execution(
+                name, "invalid", None, f"{text} Fix them and call again.", reason=shown
+            )
         except InvalidArguments as exc:
             text = f"Invalid arguments for {name}: {exc}."
-            return Execution(name, "invalid", None, f"{text} Fix them and call again.", reason=text)
+            shown = ctx.t("core.invalid_args", name=name, details=exc)
+            return Execution(
+                name, "invalid", None, f"{text} Fix them and call again.", reason=shown
+            )
         except ValueError as exc:
             text = f"Invalid arguments for {name}: {exc}."
-            return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=text)
+            shown = ctx.t("core.invalid_args", name=name, details=exc)
+            return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=shown)
         # The function's own declared timeout wins (summary needs 60 s to fall back to its
         # extract); call_timeout is the default for functions that declare none.
         timeout = spec.timeout if spec.timeout is not None else self.default_timeout

@@ -13,11 +13,22 @@ import base64
 import binascii
 import urllib.request
 
-from providers.types import ImagePart
+from loguru import logger
+
+from providers.base import ChatModel
+from providers.errors import ProviderError
+from providers.types import ImagePart, Message
 
 MAX_BYTES = 5 * 1024 * 1024
 TIMEOUT = 10.0
 MAX_IMAGES = 4
+# Characters of one description put into the chat model's turn.
+MAX_DESCRIPTION = 1000
+DESCRIBE_PROMPT = (
+    "You describe images for a chat assistant that cannot see them. In a few sentences, say "
+    "what the image shows: the main subjects, any visible text (quoted exactly), and anything "
+    "a person asking about it would want to know. Describe only; do not answer questions."
+)
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -108,3 +119,25 @@ async def fetch_images(refs: list[str]) -> list[ImagePart]:
         return list(await asyncio.gather(*(fetch_image(r) for r in refs[:MAX_IMAGES])))
     except TimeoutError:
         raise ImageError("image.failed", "timeout") from None
+
+
+async def describe_images(model: ChatModel, images: list[ImagePart]) -> list[str | None]:
+    """What `model` (a `vision: true` model, `bot.vision_model`) sees in each image, for a chat
+    model without vision: Bubbles' approach, so a text-only model can still talk about a
+    picture. None for an image the model could not describe (the chat model then gets the
+    short "[image]" note); a failing describer never costs the user their answer."""
+
+    async def one(image: ImagePart) -> str | None:
+        messages = [
+            Message(role="system", content=DESCRIBE_PROMPT),
+            Message(role="user", content="Describe this image.", images=[image]),
+        ]
+        try:
+            response = await model.complete(messages)
+        except ProviderError as exc:
+            logger.warning("vision model {} could not describe an image: {}", model.name, exc)
+            return None
+        text = " ".join((response.content or "").split())
+        return text[:MAX_DESCRIPTION] or None
+
+    return list(await asyncio.gather(*(one(i) for i in images)))

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from common.config import CoreSettings
-from common.i18n import language_of, translate
+from common.i18n import translate
 from common.messages import IncomingMessage
 from function_calls.chat_settings import ChatSettings
 from function_calls.spec import FunctionSpec
@@ -50,8 +50,7 @@ def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False
     elif spec.require_at and msg.is_group and not (msg.is_at_bot or via_command):
         why = "needs_at"
     if why is not None:
-        language = language_of(ctx.config, msg.platform, msg.chat_id)
-        return translate(language, f"core.refused.{why}", name=spec.name)
+        return translate(ctx.chat.language, f"core.refused.{why}", name=spec.name)
     if not via_command and spec.for_model is not None and not spec.for_model(ctx):
         return f"{spec.name} is a command for people (/{spec.name}), not offered to the model"
     if spec.allow is not None:

@@ -77,8 +77,9 @@ class PluginHost(Protocol):
         delivered by the channel of `out.platform`."""
         ...
 
-    def language_of(self, platform: str, chat_id: str) -> str:
-        """The language the bot speaks in that chat (for `translate(language, key)`)."""
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        """The language the bot speaks in that chat (for `translate(language, key)`): a
+        `chats:` rule's `language`, else `bot.language`. `is_group` None: read from the id."""
         ...
 
     def add_function(self, spec: FunctionSpec) -> None:

@@ -19,7 +19,7 @@ from function_calls.chat import run_chat_fallback
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
-from function_calls.images import MAX_BYTES, ImageError, fetch_images
+from function_calls.images import MAX_BYTES, ImageError, describe_images, fetch_images
 from function_calls.llm import FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
@@ -94,13 +94,8 @@ class FunctionCallRouter:
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
             return True
-        if ctx.message.images and ctx.model.capabilities.vision:
-            try:
-                ctx.images = await fetch_images(ctx.message.images)
-            except ImageError as exc:
-                ctx.logger.warning("image refused: {}", exc)
-                await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
-                return True
+        if ctx.message.images and not await self._take_images(ctx):
+            return True
         # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
         deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
         try:
@@ -130,6 +125,26 @@ class FunctionCallRouter:
             )
             await ctx.reply(user_message_for(exc, ctx.language), notice=True)
             return True
+
+    async def _take_images(self, ctx: MessageContext) -> bool:
+        """Fetch the message's images for a model that sees them, or for `bot.vision_model` to
+        describe them to one that does not; False when one was refused (the user was told).
+        With neither, nothing is downloaded: the model gets a short "[image]" note."""
+        sees = ctx.model is not None and ctx.model.capabilities.vision
+        describer = None if sees else ctx.vision_model
+        if not sees and describer is None:
+            return True
+        try:
+            images = await fetch_images(ctx.message.images)
+        except ImageError as exc:
+            ctx.logger.warning("image refused: {}", exc)
+            await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
+            return False
+        if describer is None:
+            ctx.images = images
+        else:
+            ctx.image_descriptions = await describe_images(describer, images)
+        return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:
         spec = self.registry.get(name)

@@ -40,6 +40,24 @@ S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
 
 
+class Remote(Protocol):
+    """Where a gateway's bot sends what it would otherwise handle itself (runtime/cluster.py):
+    the turn runs in a worker process, the replies come back to the sink."""
+
+    async def handle(
+        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+    ) -> list[OutgoingMessage]: ...
+
+    async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]: ...
+
+
+class Relay(Protocol):
+    """Where a worker's bot hands its outgoing messages (after storing them): to the gateway
+    that holds the chat's connection, through the broker."""
+
+    async def __call__(self, out: OutgoingMessage, sink: ReplySink | None) -> None: ...
+
+
 class OutboundChannel(Protocol):
     platform: str
 
@@ -91,6 +109,7 @@ class Bot:
         load_plugins: bool = True,
         models: dict[str, ChatModel] | None = None,
         clock: Callable[[], float] = time.time,
+        migrate: bool = True,
     ) -> None:
         """`model`: the default model, built from `bot.model` when not given; `models`: more
         prebuilt models by name (tests); any other `models:` entry a chat uses is built on
@@ -109,7 +128,8 @@ class Bot:
         self.storage = storage or Storage(
             resolve_storage_url(settings.storage.url, settings.base_dir)
         )
-        self.storage.create_tables()
+        if migrate:  # check_system reports pending migrations instead of running them
+            self.storage.create_tables()
         self.metrics = Metrics()
         self._models: dict[str, ChatModel] = dict(models or {})
         check_rules(
@@ -127,6 +147,10 @@ class Bot:
         self.channels: dict[str, OutboundChannel] = {}
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
         self._locks = _ChatLocks()
+        # Set by runtime/cluster.py when the turns run in other processes (gateway role), or
+        # when outgoing messages go out through another process (worker role).
+        self.remote: Remote | None = None
+        self.relay: Relay | None = None
         self.started = False
         for loaded in self.plugins:
             self._wire(loaded)
@@ -165,8 +189,8 @@ class Bot:
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
 
-    def language_of(self, platform: str, chat_id: str) -> str:
-        return language_of(self.settings, platform, chat_id)
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        return language_of(self.settings, platform, chat_id, is_group)
 
     def add_function(self, spec: FunctionSpec) -> None:
         self.registry.add(spec)  # a name clash with another function raises, naming both
@@ -178,7 +202,7 @@ class Bot:
         spec = self.registry.get(function)
         if spec is None:
             return translate(
-                self.language_of(message.platform, message.chat_id),
+                self.language_of(message.platform, message.chat_id, message.is_group),
                 "core.refused.gone",
                 name=function,
             )
@@ -272,14 +296,21 @@ class Bot:
     def unsubscribe(self, queue: asyncio.Queue[OutgoingMessage]) -> None:
         self._subscribers.discard(queue)
 
+    def publish(self, out: OutgoingMessage) -> None:
+        """Hand a message a worker sent to this gateway's event subscribers."""
+        self._publish(out)
+
     def _publish(self, out: OutgoingMessage) -> None:
         for queue in self._subscribers:
             if queue.full():  # a stalled reader loses its oldest event, never blocks the bot
                 queue.get_nowait()
             queue.put_nowait(out)
 
-    def _store_outgoing(self, out: OutgoingMessage) -> None:
+    def store_outgoing(self, out: OutgoingMessage, message_id: str = "") -> None:
+        """The history row of a message the bot sends; `message_id` keys it (a worker's reply
+        `<incoming id>#<position>`), so a turn run again after a worker died stores it once."""
         self.storage.add_message(
+            message_id=message_id,
             platform=out.platform,
             chat_id=out.chat_id,
             role="notice" if out.notice else "assistant",
@@ -299,8 +330,11 @@ class Bot:
         slash-command results, the chat fallback, reminders, welcomes): stored, published to
         event subscribers, then handed to `sink` (the request that is waiting for it) or to the
         channel of its platform."""
-        self._store_outgoing(out)
         self.metrics.messages_out.labels(out.platform).inc()
+        if self.relay is not None:  # worker: stored by the relay, sent by the gateway
+            await self.relay(out, sink)
+            return
+        self.store_outgoing(out)
         self._publish(out)
         if sink is not None:
             await sink(out)
@@ -347,7 +381,13 @@ class Bot:
             metrics=self.metrics,
             model_names=self.model_names(),
             clock=self.clock,
+            vision_model=self._vision_model() if msg.images else None,
         )
+
+    def _vision_model(self) -> ChatModel | None:
+        """`bot.vision_model` (built on first use): describes images for models without vision."""
+        name = self.settings.bot.vision_model
+        return self.model_named(name) if name is not None else None
 
     async def handle(
         self,
@@ -358,6 +398,18 @@ class Bot:
     ) -> list[OutgoingMessage]:
         """Store, dispatch and answer one message; returns what the bot sent in reply."""
         self.metrics.messages_in.labels(msg.platform).inc()
+        if self.remote is not None:
+            return await self.remote.handle(msg, sink, on_stream)
+        return await self.handle_here(msg, sink, on_stream=on_stream)
+
+    async def handle_here(
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None = None,
+        *,
+        on_stream: StreamObserver | None = None,
+    ) -> list[OutgoingMessage]:
+        """`handle` in this process, whatever `remote` says (a worker's turn)."""
         return await self._locks(
             (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
         )
@@ -396,6 +448,12 @@ class Bot:
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
         """Run the handlers of an event in the chat's order; returns what they sent."""
+        if self.remote is not None:
+            return await self.remote.handle_event(event)
+        return await self.handle_event_here(event)
+
+    async def handle_event_here(self, event: SystemEvent) -> list[OutgoingMessage]:
+        """`handle_event` in this process (a worker's)."""
 
         async def work() -> list[OutgoingMessage]:
             sent: list[OutgoingMessage] = []
@@ -417,13 +475,14 @@ class Bot:
     def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._shutdown.append(hook)
 
-    async def start(self) -> None:
+    async def start(self, *, services: bool = True) -> None:
         """Start services once the event loop runs; call after the channels are added, so what
-        the services send at once (reminders missed while down) has a way out."""
+        the services send at once (reminders missed while down) has a way out. A gateway
+        (`services=False`) runs none: its workers run the plugins' services (reminders)."""
         if self.started:
             return
         self.started = True
-        for hook in self._startup:
+        for hook in self._startup if services else []:
             await hook()
 
     async def aclose(self) -> None:

@@ -13,12 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, create_engine, event, func, inspect, select, text
+from sqlalchemy import bindparam, create_engine, event, func, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from storage import schema
 from storage.chat_state import ChatState
-from storage.models import Base, MessageRow, ToolCallRow
+from storage.cluster import ClusterStore
+from storage.models import MessageRow, ToolCallRow
+from storage.schema import SchemaState
 
 
 class StorageError(Exception):
@@ -70,29 +73,26 @@ class Storage:
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         # Overrides, usage rows and limit counters (storage/chat_state.py).
         self.chat_state = ChatState(self.engine)
+        self.cluster = ClusterStore(self.engine)
+        # Worker role: a message already stored under its id (an incoming message delivered
+        # again after a worker died mid-turn, or that turn's replies) keeps its one row.
+        self.dedupe_incoming = False
 
     def create_tables(self) -> None:
-        try:
-            Base.metadata.create_all(self.engine)
-            self._add_missing_columns()
-        except Exception as exc:
-            raise StorageError(f"cannot create tables at {self.safe_url}: {exc}") from exc
+        """Bring the schema to the newest revision (Alembic; storage/schema.py): every table,
+        on SQLite or PostgreSQL, whether the database is empty, current, or made by a version
+        from before migrations."""
+        self.migrate()
 
-    def _add_missing_columns(self) -> None:
-        """`create_all` creates missing tables but never adds columns to existing ones, so a
-        database written by an older version gets its new nullable columns here (e.g.
-        messages.thinking); without them every insert would fail."""
-        inspector = inspect(self.engine)
-        for table in (MessageRow.__table__, ToolCallRow.__table__):
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in have or not column.nullable:
-                    continue
-                kind = column.type.compile(dialect=self.engine.dialect)
-                with self.engine.begin() as conn:
-                    conn.execute(
-                        text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
-                    )
+    def migrate(self) -> SchemaState:
+        """Run pending migrations; returns the state found before."""
+        try:
+            return schema.upgrade(self.engine)
+        except Exception as exc:
+            raise StorageError(f"cannot migrate the database at {self.safe_url}: {exc}") from exc
+
+    def schema_state(self) -> SchemaState:
+        return schema.state(self.engine)
 
     @property
     def safe_url(self) -> str:
@@ -137,6 +137,10 @@ class Storage:
         created_at: datetime | None = None,
         thinking: str | None = None,
     ) -> int:
+        if self.dedupe_incoming and message_id:
+            existing = self.cluster.stored_message(platform, chat_id, role, message_id)
+            if existing is not None:
+                return existing
         # Core, not an ORM unit of work: this runs twice per message on the event loop, where
         # Session + add + flush cost several times this insert (bench/README.md).
         values = {

@@ -34,7 +34,10 @@ class MessageRow(Base):
     # reads on the hot path do not load it.
     thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None, deferred=True)
 
-    __table_args__ = (Index("ix_messages_chat", "platform", "chat_id", "id"),)
+    __table_args__ = (
+        Index("ix_messages_chat", "platform", "chat_id", "id"),
+        Index("ix_messages_message_id", "platform", "chat_id", "message_id"),
+    )
 
 
 class ToolCallRow(Base):
@@ -122,3 +125,30 @@ class LimitCounterRow(Base):
     __table_args__ = (
         UniqueConstraint("scope", "platform", "key", "metric", "window", name="uq_limit_counter"),
     )
+
+
+class HandledMessageRow(Base):
+    """A turn that finished, by platform message id: a message the broker delivers again (its
+    worker died after answering, before acknowledging) is acknowledged without a second answer.
+    """
+
+    __tablename__ = "handled_messages"
+
+    platform: Mapped[str] = mapped_column(String(32), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    worker: Mapped[str] = mapped_column(String(64))
+    replies: Mapped[int] = mapped_column(Integer)
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WorkerRow(Base):
+    """A live worker process (seen_at refreshed every few seconds): the workers agree from this
+    table which of them should consume which partition."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(128))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

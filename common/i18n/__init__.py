@@ -5,8 +5,8 @@ reminder texts, the web page's labels) is a key here, so a translation is a data
 test can prove that no language lacks a key. What the model reads as instructions stays in the
 prompts; the model is told to answer in the user's language anyway.
 
-`language_of` is the one place a chat's language is decided, so per-chat rules (the `chats:`
-section) can later change it without touching any caller.
+`language_of` is the one place a chat's language is decided: the first `chats:` rule that
+matches the chat and names a `language`, else `bot.language`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,16 @@ class _HasBot(Protocol):
     def bot(self) -> Any: ...
 
 
-def language_of(config: _HasBot, platform: str = "", chat_id: str = "") -> Language:
-    """The language the bot speaks in a chat. Today `bot.language`; the chat is passed so a
-    per-chat rule can decide it later without changing any caller."""
+def language_of(
+    config: _HasBot, platform: str = "", chat_id: str = "", is_group: bool | None = None
+) -> Language:
+    """The language the bot speaks in a chat: the first `chats:` rule matching it that names a
+    `language`, else `bot.language`. `is_group` None (a reminder row, an event): read from the
+    chat id's `group:` prefix, which every channel uses."""
+    group = chat_id.startswith("group:") if is_group is None else is_group
+    for rule in getattr(config, "chats", None) or ():
+        if rule.language is not None and rule.match.fits(platform, chat_id, group):
+            return rule.language
     return getattr(config.bot, "language", "en") or "en"
 
 

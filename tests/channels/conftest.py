@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from pydantic import BaseModel
 
 from channels.onebot import OneBotChannel
@@ -17,6 +18,7 @@ from function_calls.spec import FunctionResult
 from providers.base import ChatModel
 from runtime.bot import Bot
 from runtime.settings import parse_settings
+from tests.fakes.images import png
 from tests.fakes.raw_replay import RawReplayServer
 
 TOKEN = "sim-secret-token"
@@ -107,3 +109,29 @@ async def server() -> AsyncIterator[RawReplayServer]:
     """A replay server on 127.0.0.1 that can also cut a stream off (`raw` handlers)."""
     async with RawReplayServer() as srv:
         yield srv
+
+
+@pytest.fixture
+async def files() -> AsyncIterator[str]:
+    async def cat(_r: web.Request) -> web.Response:
+        return web.Response(body=png(), content_type="image/png")
+
+    async def page(_r: web.Request) -> web.Response:
+        return web.Response(text="<html>not an image</html>", content_type="text/html")
+
+    async def huge(_r: web.Request) -> web.Response:
+        return web.Response(
+            body=b"\x89PNG\r\n\x1a\n" + b"0" * (6 * 1024 * 1024), content_type="image/png"
+        )
+
+    app = web.Application()
+    app.router.add_get("/cat.png", cat)
+    app.router.add_get("/page", page)
+    app.router.add_get("/huge.png", huge)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()

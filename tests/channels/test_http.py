@@ -31,3 +31,29 @@ async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -
     finally:
         await channel.stop()
         await tb.bot.aclose()
+
+
+async def test_page_labels_follow_bot_language_and_images_alone_are_a_message(
+    tmp_path: Path,
+) -> None:
+    tb = TestBot(tmp_path, config={"bot": {"language": "zh"}}, builtins=False)
+    channel = HttpChannel(tb.bot, host="127.0.0.1", port=0)
+    await channel.start()
+    base = f"http://127.0.0.1:{channel.bound_port}"
+    try:
+        async with ClientSession() as http:
+            page = await (await http.get(f"{base}/")).text()
+            assert '<html lang="zh">' in page and '"web.send": "发送"' in page
+            assert "/*LABELS*/" not in page
+            english = await (await http.get(f"{base}/?lang=en")).text()
+            assert '"web.send": "Send"' in english
+            # no text and no image: refused naming the field; an image alone is accepted
+            body = {"chat_id": "c", "sender_id": "a", "text": " "}
+            resp = await http.post(f"{base}/v1/messages", json=body)
+            assert resp.status == 400 and (await resp.json())["field"] == "text"
+            body = {"chat_id": "c", "sender_id": "a", "images": ["data:image/png;base64,x"]}
+            resp = await http.post(f"{base}/v1/messages", json=body)
+            assert resp.status == 200
+    finally:
+        await channel.stop()
+        await tb.bot.aclose()

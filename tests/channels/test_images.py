@@ -4,12 +4,7 @@ download gets a short reply."""
 
 from __future__ import annotations
 
-import struct
-import zlib
-from collections.abc import AsyncIterator
-
 import pytest
-from aiohttp import web
 
 from function_calls import images as image_mod
 from providers.anthropic import to_anthropic_messages
@@ -20,46 +15,7 @@ from providers.types import ImagePart, Message, ModelCapabilities
 from tests.channels.conftest import MakeOneBot
 from tests.channels.onebot_sim import reply, text
 from tests.channels.test_onebot import ALICE, GROUP, SELF, connected
-
-
-def png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
-        + chunk(b"IEND", b"")
-    )
-
-
-@pytest.fixture
-async def files() -> AsyncIterator[str]:
-    async def cat(_r: web.Request) -> web.Response:
-        return web.Response(body=png(), content_type="image/png")
-
-    async def page(_r: web.Request) -> web.Response:
-        return web.Response(text="<html>not an image</html>", content_type="text/html")
-
-    async def huge(_r: web.Request) -> web.Response:
-        return web.Response(
-            body=b"\x89PNG\r\n\x1a\n" + b"0" * (6 * 1024 * 1024), content_type="image/png"
-        )
-
-    app = web.Application()
-    app.router.add_get("/cat.png", cat)
-    app.router.add_get("/page", page)
-    app.router.add_get("/huge.png", huge)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+from tests.fakes.images import png
 
 
 def image(url: str) -> dict:

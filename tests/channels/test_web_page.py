@@ -206,3 +206,98 @@ async def test_page_shows_tool_call_and_streamed_reply(
         ("alice", "roll a d20 for me"),
         ("alice", "and now say something long"),
     ]
+
+
+@pytest.fixture
+async def vision_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, ScriptedModel, str]]:
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'web.db'}"},
+            "plugins": {"paths": []},
+            "channels": {"http": {"host": "127.0.0.1", "port": 0}},
+        },
+        base_dir=tmp_path,
+    )
+    model = ScriptedModel(
+        [say("Two tiny squares.")], capabilities=ModelCapabilities(streaming=False, vision=True)
+    )
+    bot = Bot(settings, registry=Registry(), model=model, builtins=False, load_plugins=False)
+    channel = HttpChannel(bot)
+    await channel.start()
+    try:
+        yield bot, model, f"http://127.0.0.1:{channel.bound_port}/"
+    finally:
+        await channel.stop()
+        await bot.aclose()
+
+
+PASTE = """
+const [b64] = arguments;
+const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+const data = new DataTransfer();
+data.items.add(new File([bytes], "pasted.png", { type: "image/png" }));
+const box = document.getElementById("input");
+box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true }));
+"""
+
+
+def _drive_images(url: str, tmp_path: Path) -> dict[str, str]:
+    """Chinese labels (?lang=zh); one image attached with the attach button's file input, one
+    pasted into the box; both sent with the question. Returns what the page showed."""
+    import base64
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.fakes.images import png
+
+    picture = tmp_path / "cat.png"
+    picture.write_bytes(png())
+    driver = _browser(tmp_path / "chromium-profile")
+    try:
+        wait = WebDriverWait(driver, 10, poll_frequency=0.02)
+        driver.get(url + "?lang=zh")
+        seen = {
+            "lang": driver.find_element(By.TAG_NAME, "html").get_attribute("lang") or "",
+            "send": driver.find_element(By.ID, "send").text,
+            "attach": driver.find_element(By.ID, "attach").get_attribute("title") or "",
+            "placeholder": driver.find_element(By.ID, "input").get_attribute("placeholder") or "",
+            "where": driver.find_element(By.ID, "where").text,
+        }
+        # The attach button opens this input's file chooser; a test hands it the file.
+        assert driver.execute_script("return document.getElementById('file').type") == "file"
+        driver.find_element(By.ID, "file").send_keys(str(picture))
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#pending img")) == 1)
+        driver.execute_script(PASTE, base64.b64encode(png()).decode())
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#pending img")) == 2)
+        seen["remove"] = (
+            driver.find_element(By.CSS_SELECTOR, "#pending button").get_attribute("title") or ""
+        )
+        driver.find_element(By.ID, "input").send_keys("这是什么？", Keys.ENTER)
+        wait.until(ec.text_to_be_present_in_element((By.ID, "log"), "Two tiny squares."))
+        seen["shown_images"] = str(len(driver.find_elements(By.CSS_SELECTOR, ".msg.me .imgs img")))
+        seen["pending_after"] = str(len(driver.find_elements(By.CSS_SELECTOR, "#pending img")))
+        driver.save_screenshot(str(tmp_path / "web-images.png"))
+        return seen
+    finally:
+        driver.quit()
+
+
+async def test_page_labels_from_catalogue_and_images_by_attach_and_paste(
+    vision_bot: tuple[Bot, ScriptedModel, str], tmp_path: Path
+) -> None:
+    from tests.fakes.images import png
+
+    bot, model, url = vision_bot
+    seen = await asyncio.to_thread(_drive_images, url, tmp_path)
+    assert seen["lang"] == "zh"
+    assert (seen["send"], seen["attach"], seen["remove"]) == ("发送", "添加图片", "移除")
+    assert seen["placeholder"].startswith("输入消息") and "私聊" in seen["where"]
+    assert (seen["shown_images"], seen["pending_after"]) == ("2", "0")
+    user = [m for m in model.requests[0].messages if m.role == "user"][-1]
+    assert user.content == "这是什么？"
+    assert [(i.mime_type, i.data) for i in user.images] == [("image/png", png())] * 2
+    stored = bot.storage.recent_messages("http", "private:web-user", 5)[0].text
+    assert stored.startswith("这是什么？\n[image: image/png") and "base64" not in stored

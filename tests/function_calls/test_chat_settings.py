@@ -104,3 +104,48 @@ def test_old_keys_still_read_with_a_warning_naming_the_new_one() -> None:
     chat = resolve(settings, _msg("group:1"))
     assert not chat.function_allowed("help") and chat.reply_with_quote
     assert resolve(settings, _msg("group:2")).function_allowed("help")
+
+
+LANGUAGE_RULES = {
+    "bot": {"admins": ["root"], "language": "en"},
+    "chats": [
+        {"match": {"platform": "console", "chat_id": "group:cn*"}, "language": "zh"},
+        {"match": {"chat_id": "group:cn-en"}, "history_size": 3, "language": "en"},
+    ],
+}
+
+
+def test_language_comes_from_the_first_rule_naming_it() -> None:
+    from common.i18n import language_of
+
+    settings = parse_settings(LANGUAGE_RULES)
+    chat = resolve(settings, _msg("group:cn1", platform="console"))
+    assert (chat.language, chat.sources["language"]) == ("zh", "chats[0]")
+    # the first matching rule that names a language decides, even when a later one also does
+    assert resolve(settings, _msg("group:cn-en", platform="console")).language == "zh"
+    other = resolve(settings, _msg("group:uk", platform="console"))
+    assert (other.language, other.sources["language"]) == ("en", "bot.language")
+    # the same answer where only the chat is known (reminders, welcomes): is_group from the id
+    assert language_of(settings, "console", "group:cn1") == "zh"
+    assert language_of(settings, "onebot", "group:cn1") == "en"
+
+
+def test_a_bad_language_in_a_rule_names_its_key() -> None:
+    with pytest.raises(ConfigError, match=r"chats\.0\.language"):
+        parse_settings({"chats": [{"match": {}, "language": "fr"}]})
+
+
+async def test_replies_and_settings_follow_the_chat_language(tmp_path: Path) -> None:
+    rules = {**LANGUAGE_RULES, "chats": [{"match": {"chat_id": "group:cn*"}, "language": "zh"}]}
+    tb = TestBot(tmp_path, config=rules)
+    try:
+        zh = await tb.send("/nope", group="group:cn1")
+        assert zh == ["未知命令 /nope。发送 /help 查看可用的命令。"]
+        en = await tb.send("/nope", group="group:uk")
+        assert en[0].startswith("Unknown command /nope.")
+        shown = "\n".join(await tb.send("/settings", group="group:cn1", sender="root"))
+        assert "• language: zh (chats[0])" in shown
+        shown = "\n".join(await tb.send("/settings", group="group:uk", sender="root"))
+        assert "• language: en (bot.language)" in shown
+    finally:
+        await tb.aclose()

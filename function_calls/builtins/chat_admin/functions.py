@@ -16,6 +16,7 @@ SHOWN = (
     "respond_in_groups",
     "reply_with_mention",
     "reply_with_quote",
+    "language",
     "functions",
 )
 
@@ -114,6 +115,7 @@ def settings_command(ctx: MessageContext) -> FunctionResult:
         "respond_in_groups": chat.respond_in_groups,
         "reply_with_mention": chat.reply_with_mention,
         "reply_with_quote": chat.reply_with_quote,
+        "language": chat.language,
         "functions": _functions(chat.functions_enabled, chat.functions_disabled),
     }
     lines = [f"Settings of {ctx.message.chat_id}:"]

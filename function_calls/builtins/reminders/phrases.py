@@ -300,6 +300,9 @@ def read_leading(text: str, now: datetime, tz: ZoneInfo) -> Leading | None:
     # a day, a weekday, and/or a clock
     day: date | None = None
     period: str | None = None
+    # A bare English weekday is also a common word ("sat down", "sun is out", "wed at 9"):
+    # it is a time only with a clock after it or a word before it ("on", "next", "this").
+    bare_weekday = False
     if m := scan.take(_EN_DAYWORD):
         word = m.group(1).lower()
         day = local.date() + timedelta(days=1 if word in ("tomorrow", "tmr") else 0)
@@ -313,10 +316,11 @@ def read_leading(text: str, now: datetime, tz: ZoneInfo) -> Leading | None:
         period = {"今晚": "晚上", "明晚": "晚上", "今早": "早上", "明早": "早上"}.get(word)
     elif m := scan.take(_EN_WEEKDAY):
         day = _weekday_date(local.date(), _en_day(m.group(2)), (m.group(1) or "").lower(), False)
+        bare_weekday = m.group(1) is None
     elif m := scan.take(_ZH_WEEKDAY):
         day = _weekday_date(local.date(), _ZH_DAY[m.group(2)], m.group(1), True)
-    clock = _read_clock(scan, period, bare_ok=day is not None)
-    if day is None and clock is None:
+    clock = _read_clock(scan, period, bare_ok=day is not None and not bare_weekday)
+    if (day is None or bare_weekday) and clock is None:
         return None
     if day is None:
         assert clock is not None

@@ -396,7 +396,22 @@ class ReminderService:
         return nxt
 
     def _claim(self, row: ReminderRow, nxt: datetime | None, now: datetime) -> bool:
+        """Claim this occurrence: exactly one wake-up wins, across processes. On PostgreSQL the
+        row is locked first with SKIP LOCKED, so a second worker waking for the same occurrence
+        moves on at once instead of queueing behind the lock; the compare-and-set on next_run
+        then decides (and is the whole claim on SQLite, where one writer holds the file)."""
         with self.storage.session() as s:
+            locked = s.scalar(
+                select(ReminderRow.id)
+                .where(
+                    ReminderRow.id == row.id,
+                    ReminderRow.status == "active",
+                    ReminderRow.next_run == row.next_run,
+                )
+                .with_for_update(skip_locked=True)
+            )
+            if locked is None:
+                return False
             result = s.execute(
                 update(ReminderRow)
                 .where(
@@ -437,7 +452,7 @@ class ReminderService:
         offline: bool,
     ) -> tuple[str, str]:
         zone = ZoneInfo(row.timezone)
-        lang = self.host.language_of(row.platform, row.chat_id)
+        lang = self.host.language_of(row.platform, row.chat_id, row.is_group)
         after = translate(lang, "reminder.next", when=fmt(nxt, zone, lang)) if nxt else ""
         due_s, late = fmt(due, zone, lang), _span(lateness)
         if lateness.total_seconds() > self.settings.grace_period:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from function_calls import translate
 from function_calls.builtins.web_search.settings import WebSearchSettings
 
 if TYPE_CHECKING:  # the SDK is imported when a search client is made: 30 MB, start-up time
@@ -33,7 +34,17 @@ _OPEN_THINK = re.compile(r"^\s*<think>.*", re.DOTALL | re.IGNORECASE)
 
 
 class SearchError(Exception):
-    """The search service failed; the text is short and says what to check."""
+    """The search service failed. `key` (under `web_search.err.`) and `fmt` give the short
+    text that says what to check, in any language (`text(language)`); str() is English, for
+    the log."""
+
+    def __init__(self, key: str, **fmt: object) -> None:
+        self.key = f"web_search.err.{key}"
+        self.fmt = fmt
+        super().__init__(translate("en", self.key, **fmt))
+
+    def text(self, language: str) -> str:
+        return translate(language, self.key, **self.fmt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,31 +109,28 @@ def sources_of(data: dict[str, Any]) -> list[Source]:
 
 def parse_answer(data: Any) -> SearchAnswer:
     if not isinstance(data, dict) or not data.get("choices"):
-        raise SearchError(f"the search service sent no answer ({str(data)[:120]!r})")
+        raise SearchError("no_answer", data=repr(str(data)[:120]))
     message = (data["choices"][0] or {}).get("message") or {}
     text = strip_think(str(message.get("content") or ""))
     if not text:
-        raise SearchError("the search service sent an empty answer")
+        raise SearchError("empty")
     return SearchAnswer(text=text, sources=sources_of(data), model=str(data.get("model") or ""))
 
 
-def _describe(exc: openai.OpenAIError) -> str:
+def _describe(exc: openai.OpenAIError) -> SearchError:
     import openai
 
     if isinstance(exc, openai.APITimeoutError):
-        return "the search service did not answer in time"
+        return SearchError("timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return "cannot reach the search service"
+        return SearchError("unreachable")
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code in (401, 403):
-            return (
-                f"the search service rejected the API key ({exc.status_code}); check "
-                "web_search.api_key"
-            )
+            return SearchError("auth", status=exc.status_code)
         if exc.status_code == 429:
-            return "the search service is rate-limiting us (429); try again later"
-        return f"the search service answered {exc.status_code}"
-    return f"search request failed ({type(exc).__name__})"
+            return SearchError("rate_limited")
+        return SearchError("status", status=exc.status_code)
+    return SearchError("failed", kind=type(exc).__name__)
 
 
 class WebSearchClient:
@@ -130,7 +138,7 @@ class WebSearchClient:
 
     def __init__(self, cfg: WebSearchSettings, *, client: AsyncOpenAI | None = None) -> None:
         if cfg.api_key is None and client is None:
-            raise SearchError("web_search.api_key is not set")
+            raise SearchError("no_key")
         from openai import AsyncOpenAI
 
         self.cfg = cfg
@@ -156,7 +164,7 @@ class WebSearchClient:
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
         except openai.OpenAIError as exc:
-            raise SearchError(_describe(exc)) from exc
+            raise _describe(exc) from exc
         return parse_answer(data)
 
     async def aclose(self) -> None:

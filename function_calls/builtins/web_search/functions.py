@@ -13,9 +13,7 @@ from pydantic import BaseModel, Field
 from function_calls import (
     FunctionResult,
     MessageContext,
-    language_of,
     tool_function,
-    translate,
 )
 from function_calls.builtins.web_search.client import SearchError, WebSearchClient
 from function_calls.builtins.web_search.settings import WebSearchSettings
@@ -41,7 +39,7 @@ def not_allowed(ctx: MessageContext) -> str | None:  # ctx: any caller the rules
     if msg.is_group and msg.chat_id in cfg.allowed_groups:
         return None
     key = "web_search.not_enabled_group" if msg.is_group else "web_search.not_enabled_user"
-    return translate(language_of(ctx.config, msg.platform, msg.chat_id), key)
+    return ctx.t(key)
 
 
 @tool_function(
@@ -63,7 +61,7 @@ async def web_search(ctx: MessageContext, args: WebSearchArgs) -> FunctionResult
     except SearchError as exc:
         ctx.logger.warning("web search failed: {}", exc)
         return FunctionResult(
-            llm_content=ctx.t("web_search.failed", error=exc),
+            llm_content=ctx.t("web_search.failed", error=exc.text(ctx.language)),
             metadata={"error": str(exc)},
         )
     text = answer.render()

@@ -39,7 +39,7 @@ def welcome_text(cfg: WelcomeSettings, event: SystemEvent, language: str = "en")
 async def welcome_member(host: PluginHost, event: SystemEvent) -> list[OutgoingMessage]:
     if not event.is_group:
         return []
-    language = host.language_of(event.platform, event.chat_id)
+    language = host.language_of(event.platform, event.chat_id, event.is_group)
     text = welcome_text(host.section(WelcomeSettings), event, language)
     if text is None:
         return []

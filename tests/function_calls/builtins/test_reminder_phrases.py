@@ -86,6 +86,28 @@ def test_lines_without_a_time_are_not_read_as_one(text: str) -> None:
     assert read_leading(text, NOW, TZ) is None
 
 
+@pytest.mark.parametrize("text", ["sat down", "sun is out", "Wed the plan", "mon 5 apples"])
+def test_a_bare_weekday_before_plain_text_is_text(text: str) -> None:
+    assert read_leading(text, NOW, TZ) is None
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("sat 10am tea", "2025-06-07 10:00"),
+        ("saturday at 5pm tea", "2025-06-07 17:00"),
+        ("on sat tea", "2025-06-07 09:00"),
+        ("next sat tea", "2025-06-07 09:00"),
+        ("fri 9:30 tea", "2025-06-06 09:30"),
+    ],
+)
+def test_a_weekday_with_a_time_or_a_word_before_it_is_a_time(text: str, expected: str) -> None:
+    lead = read_leading(text, NOW, TZ)
+    assert lead is not None and lead.when is not None, text
+    assert lead.when.astimezone(TZ).strftime("%Y-%m-%d %H:%M") == expected
+    assert lead.rest == "tea"
+
+
 def test_impossible_times_are_refused_with_a_key() -> None:
     with pytest.raises(ReminderTimeError) as err:
         read_leading("at 31:00 x", NOW, TZ)

@@ -89,11 +89,16 @@ async def test_slash_refusals(make_bot: MakeBot) -> None:
         '/reminder_set kind=cron cron="0 25 * * *" text=x': "bad cron expression",
         "/reminder_set kind=weekly at=09:00 weekday=funday text=x": "is not a weekday",
         "/reminder_set just some text": "say when",
+        # a bare weekday word before plain text is text, not Saturday 09:00 "down"
+        "/reminder_set sat down": "say when",
     }
     for command, expected in cases.items():
         [reply] = await tb.send(command, sender="bob")
         assert reply.startswith("Reminder not set: ") and expected in reply, (command, reply)
     assert rows(tb) == []
+    [reply] = await tb.send("/reminder_set on sat down", sender="bob")
+    assert reply.startswith("⏰ Reminder set for Sat ") and " 09:00 " in reply, reply
+    assert reply.split(": ", 1)[1].startswith("down (id "), reply
 
 
 async def test_recurring_kinds_and_free_text(make_bot: MakeBot) -> None:

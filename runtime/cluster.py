@@ -1,0 +1,306 @@
+"""The gateway and worker roles (README, "Running more than one process").
+
+A gateway holds the platform connections. `Bot.handle` there publishes the message to its
+chat's partition and waits for the replies a worker sends back to this gateway's own queue; it
+runs no turn and no plugin service. A worker consumes partitions (one message at a time per
+partition, acknowledged after the turn) and runs the turns on its own `Bot`, whose outgoing
+messages are stored, then relayed to the gateway that published the message (replies) or to
+any gateway holding the platform (reminders, welcomes). One process may be both.
+
+At least once, never twice: a message is acknowledged only after its turn finished and the
+turn was recorded by platform message id (`handled_messages`); a worker that dies mid-turn
+leaves its message to the next consumer of the partition, which runs it again unless its turn
+had finished (then it only tells the gateway the turn is done). The gateway drops a reply it
+already passed on (same message, same position in the turn), which covers a worker that died
+between sending a reply and recording the turn.
+
+Balance: every worker subscribes to every partition; the broker makes the first in line the
+active one. Workers note themselves in the `workers` table every few seconds, and each gives up
+its place at the head of the partitions that rendezvous hashing over the live workers assigns
+to another (`PartitionConsumer.release`), so N workers share the partitions about evenly and a
+new worker gets its share without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from runtime.bot import Bot, ReplySink
+from runtime.broker import (
+    Broker,
+    PartitionConsumer,
+    decode_event,
+    decode_incoming,
+    decode_outgoing,
+    encode_event,
+    encode_incoming,
+    encode_outgoing,
+)
+
+SEEN_KEPT = 10_000
+
+
+def process_id(role: str) -> str:
+    """A name unique to this process, readable in logs: role-host-pid-random."""
+    return f"{role}-{socket.gethostname()[:24]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def chat_of(body: dict[str, Any]) -> str:
+    """The chat a work item belongs to (the unit of order)."""
+    item = body.get("msg") or body["event"]
+    return f"{item['platform']}\x00{item['chat_id']}"
+
+
+def turn_key(platform: str, chat_id: str, message_id: str) -> str:
+    return f"{platform}\x00{chat_id}\x00{message_id}"
+
+
+@dataclass
+class _Waiting:
+    sink: ReplySink | None
+    sent: list[OutgoingMessage] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Gateway:
+    """The `Bot.remote` of a gateway process."""
+
+    def __init__(self, bot: Bot, broker: Broker, gateway_id: str | None = None) -> None:
+        self.bot = bot
+        self.broker = broker
+        self.id = gateway_id or process_id("gateway")
+        self._waiting: dict[str, _Waiting] = {}
+        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._chat_order: dict[tuple[str, str], asyncio.Lock] = {}
+        # How long a request waits for its turn: the turn's own deadline, plus one redelivery.
+        self.wait = bot.settings.function_calls.total_timeout + broker.settings.redelivery_timeout
+        self.published = 0
+        self.duplicates = 0
+
+    async def start(self) -> None:
+        await self.broker.consume(
+            self.broker.gateway_queue(self.id), self._on_reply, exclusive=True, durable=False
+        )
+        for platform in self.bot.channels:
+            await self.broker.declare_platform_queue(platform)
+            await self.broker.consume(
+                self.broker.platform_queue(platform),
+                self._on_platform_message,
+                arguments={"x-queue-type": "quorum"},
+            )
+        self.bot.remote = self
+        logger.info("gateway {} publishing to {}", self.id, self.broker.safe_url)
+
+    # -- Bot.remote ------------------------------------------------------------------------
+    async def handle(
+        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+    ) -> list[OutgoingMessage]:
+        if not msg.message_id:  # idempotency needs one; every channel sets it, a test may not
+            msg.message_id = uuid.uuid4().hex[:16]
+        key = turn_key(msg.platform, msg.chat_id, msg.message_id)
+        waiting = self._waiting[key] = _Waiting(sink)
+        try:
+            body = {"kind": "message", "gateway": self.id, "msg": encode_incoming(msg)}
+            body["published_at"] = time.time()
+            await self.broker.publish_incoming(msg.platform, msg.chat_id, body)
+            self.published += 1
+            try:
+                await asyncio.wait_for(waiting.done.wait(), self.wait)
+            except TimeoutError:
+                logger.bind(chat_id=msg.chat_id).warning(
+                    "no worker finished message {} within {:.0f} s", msg.message_id, self.wait
+                )
+        finally:
+            self._waiting.pop(key, None)
+        return waiting.sent
+
+    async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
+        body = {"kind": "event", "gateway": self.id, "event": encode_event(event)}
+        await self.broker.publish_incoming(event.platform, event.chat_id, body)
+        return []  # what the handlers send arrives through the platform's queue
+
+    # -- from workers ------------------------------------------------------------------------
+    async def _on_reply(self, body: dict[str, Any]) -> None:
+        key = body.get("source", "")
+        waiting = self._waiting.get(key)
+        if body.get("kind") == "done":  # after the turn's replies, which may still be passing on
+            async with self._lock_for_chat(str(body.get("platform")), str(body.get("chat_id"))):
+                if waiting is not None:
+                    waiting.done.set()
+            return
+        seq = (key, int(body.get("seq", 0)))
+        if seq in self._seen:
+            self.duplicates += 1
+            return
+        self._seen[seq] = None
+        if len(self._seen) > SEEN_KEPT:
+            self._seen.popitem(last=False)
+        out = decode_outgoing(body["out"])
+        async with self._lock_for(out):
+            self.bot.publish(out)
+            if waiting is not None and waiting.sink is not None:
+                waiting.sent.append(out)
+                await waiting.sink(out)
+            else:  # the request gave up waiting: the chat still gets it
+                await self._to_channel(out)
+
+    async def _on_platform_message(self, body: dict[str, Any]) -> None:
+        out = decode_outgoing(body["out"])
+        async with self._lock_for(out):
+            self.bot.publish(out)
+            await self._to_channel(out)
+
+    def _lock_for(self, out: OutgoingMessage) -> asyncio.Lock:
+        return self._lock_for_chat(out.platform, out.chat_id)
+
+    def _lock_for_chat(self, platform: str, chat_id: str) -> asyncio.Lock:
+        """Replies are consumed concurrently (a task each, started in arrival order); one
+        chat's are passed on in that order (asyncio.Lock is FIFO)."""
+        key = (platform, chat_id)
+        lock = self._chat_order.get(key)
+        if lock is None:
+            if len(self._chat_order) > 4096:
+                for k in [k for k, v in self._chat_order.items() if not v.locked()]:
+                    del self._chat_order[k]
+            lock = self._chat_order[key] = asyncio.Lock()
+        return lock
+
+    async def _to_channel(self, out: OutgoingMessage) -> None:
+        channel = self.bot.channels.get(out.platform)
+        if channel is None:
+            logger.warning("no channel {!r} on this gateway for {}", out.platform, out.chat_id)
+            return
+        try:
+            await channel.send(out)
+        except Exception as exc:  # one chat's failure must not stop the gateway's queue
+            logger.opt(exception=exc).error("sending to {} failed", out.chat_id)
+
+
+class Worker:
+    """Consumes the partitions and runs turns on `bot` (which sends through the broker)."""
+
+    def __init__(self, bot: Bot, broker: Broker, worker_id: str | None = None) -> None:
+        self.bot = bot
+        self.broker = broker
+        self.id = worker_id or process_id("worker")
+        self.host = socket.gethostname()[:128]
+        self.consumers = [
+            PartitionConsumer(broker, k, self._on_work, chat_of)
+            for k in range(broker.settings.partitions)
+        ]
+        self.interval = max(0.5, broker.settings.redelivery_timeout / 6)
+        self._members: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+        self.turns = 0
+        self.skipped = 0
+        bot.relay = self._relay
+        bot.storage.dedupe_incoming = True
+
+    async def start(self) -> None:
+        store = self.bot.storage.cluster
+        await asyncio.to_thread(store.seen, self.id, self.host)
+        for consumer in self.consumers:
+            await consumer.subscribe()
+        self._task = asyncio.create_task(self._membership(), name="worker-membership")
+        logger.info("worker {} consuming {} partitions", self.id, len(self.consumers))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for consumer in self.consumers:
+            with contextlib.suppress(Exception):
+                await consumer.release()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.bot.storage.cluster.gone, self.id)
+
+    # -- work ------------------------------------------------------------------------------
+    async def _on_work(self, body: dict[str, Any]) -> None:
+        kind = body.get("kind")
+        if kind == "event":
+            await self.bot.handle_event_here(decode_event(body["event"]))
+            return
+        if kind != "message":
+            logger.error("unknown work kind {!r} dropped", kind)
+            return
+        msg = decode_incoming(body["msg"])
+        gateway = str(body.get("gateway", ""))
+        key = turn_key(msg.platform, msg.chat_id, msg.message_id)
+        store = self.bot.storage.cluster
+        done = {"kind": "done", "source": key, "platform": msg.platform, "chat_id": msg.chat_id}
+        if (
+            await asyncio.to_thread(store.finished, msg.platform, msg.chat_id, msg.message_id)
+            is not None
+        ):
+            self.skipped += 1  # delivered again after its turn finished: not answered twice
+            await self.broker.publish_to_gateway(gateway, done)
+            return
+        seq = 0
+
+        async def sink(out: OutgoingMessage) -> None:
+            # Stored under <message id>#<position>: a turn run again stores each reply once,
+            # and the gateway passes each position on once.
+            nonlocal seq
+            self.bot.store_outgoing(out, message_id=f"{msg.message_id}#{seq}")
+            reply = {"kind": "out", "source": key, "seq": seq, "out": encode_outgoing(out)}
+            seq += 1
+            await self.broker.publish_to_gateway(gateway, reply)
+
+        sent = await self.bot.handle_here(msg, sink)
+        await asyncio.to_thread(
+            store.finish, msg.platform, msg.chat_id, msg.message_id, self.id, len(sent)
+        )
+        self.turns += 1
+        await self.broker.publish_to_gateway(gateway, done)
+
+    async def _relay(self, out: OutgoingMessage, sink: ReplySink | None) -> None:
+        if sink is not None:
+            await sink(out)
+        else:
+            self.bot.store_outgoing(out)
+            await self.broker.publish_to_platform(out.platform, {"out": encode_outgoing(out)})
+
+    # -- balance ---------------------------------------------------------------------------
+    async def _membership(self) -> None:
+        store = self.bot.storage.cluster
+        while True:
+            try:
+                await asyncio.to_thread(store.seen, self.id, self.host)
+                live = await asyncio.to_thread(store.live, 3 * self.interval)
+                if live != self._members and self.id in live:
+                    self._members = live
+                    await self._rebalance(live)
+            except Exception as exc:  # the database may be briefly away; the broker is not
+                logger.warning("worker membership update failed: {}", exc)
+            await asyncio.sleep(self.interval)
+
+    async def _rebalance(self, live: list[str]) -> None:
+        mine = owned_partitions(self.id, live, len(self.consumers))
+        logger.info("{} live worker(s); {} owns {} partition(s)", len(live), self.id, len(mine))
+        for consumer in self.consumers:
+            if consumer.k not in mine:
+                await consumer.release()
+                await consumer.subscribe()  # back of the line
+
+
+def owned_partitions(worker: str, live: list[str], partitions: int) -> set[int]:
+    """Rendezvous hashing: partition k belongs to the live worker with the highest
+    crc32(worker, k); adding or removing a worker moves only that worker's share."""
+    return {
+        k
+        for k in range(partitions)
+        if max(live, key=lambda w: (zlib.crc32(f"{w}/{k}".encode()), w)) == worker
+    }

@@ -1,0 +1,89 @@
+"""Tables that let several processes share one database: finished turns by platform message
+id (idempotent redelivery) and the live workers (partition balance). Synchronous, short."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from storage.models import HandledMessageRow, MessageRow, WorkerRow
+
+
+class ClusterStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- turns -------------------------------------------------------------------------------
+    def finished(self, platform: str, chat_id: str, message_id: str) -> int | None:
+        """How many replies the finished turn of this message sent; None if it never finished."""
+        q = select(HandledMessageRow.replies).where(
+            HandledMessageRow.platform == platform,
+            HandledMessageRow.chat_id == chat_id,
+            HandledMessageRow.message_id == message_id,
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(q).scalar_one_or_none()
+
+    def finish(
+        self, platform: str, chat_id: str, message_id: str, worker: str, replies: int
+    ) -> bool:
+        """Record a finished turn; False when another worker recorded it first."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    HandledMessageRow.__table__.insert().values(
+                        platform=platform,
+                        chat_id=chat_id,
+                        message_id=message_id,
+                        worker=worker,
+                        replies=replies,
+                        finished_at=datetime.now(UTC),
+                    )
+                )
+            return True
+        except IntegrityError:
+            return False
+
+    def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
+        """The history row already stored under this id (a redelivery after a worker died
+        mid-turn), so it is not stored twice."""
+        q = (
+            select(MessageRow.id)
+            .where(
+                MessageRow.platform == platform,
+                MessageRow.chat_id == chat_id,
+                MessageRow.message_id == message_id,
+                MessageRow.role == role,
+            )
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(q).scalar_one_or_none()
+
+    # -- workers -----------------------------------------------------------------------------
+    def seen(self, worker: str, host: str) -> None:
+        now = datetime.now(UTC)
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(WorkerRow).where(WorkerRow.id == worker).values(seen_at=now)
+            ).rowcount
+            if not done:
+                conn.execute(
+                    WorkerRow.__table__.insert().values(
+                        id=worker, host=host, started_at=now, seen_at=now
+                    )
+                )
+
+    def live(self, within: float) -> list[str]:
+        """Workers seen in the last `within` seconds (stale rows are deleted on the way)."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=within)
+        with self.engine.begin() as conn:
+            conn.execute(delete(WorkerRow).where(WorkerRow.seen_at < cutoff))
+            return sorted(conn.execute(select(WorkerRow.id)).scalars())
+
+    def gone(self, worker: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(WorkerRow).where(WorkerRow.id == worker))

@@ -1,0 +1,110 @@
+"""Schema versions: Alembic migrations (storage/migrations) for SQLite and PostgreSQL alike.
+
+`upgrade` runs at every start (and `python bot.py migrate`): a database already at the head
+costs one query; an empty one gets every migration; a database made before migrations existed
+(tables from `create_all`, no `alembic_version`) is brought to the baseline's columns and
+stamped with it, then upgraded, so it is upgraded in place and keeps its rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection, Engine
+
+from storage.migrations.baseline_tables import create_missing
+
+BASELINE = "0001"
+# The columns a pre-migration database may lack (added by versions that used create_all and
+# an ALTER of their own); brought in before it is stamped with the baseline.
+_LATE_COLUMNS = {"messages": {"thinking": "TEXT"}}
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    current: str | None  # None: no alembic_version (empty, or made before migrations)
+    head: str
+    pending: list[str]  # revisions still to run, oldest first
+    legacy: bool  # tables from before migrations, to be stamped with the baseline
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.pending
+
+
+@cache
+def _config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", "storage:migrations")
+    return cfg
+
+
+@cache
+def _script() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config())
+
+
+def head() -> str:
+    return _script().get_current_head() or BASELINE
+
+
+def state(engine: Engine) -> SchemaState:
+    """Where the database stands, without changing it."""
+    with engine.connect() as conn:
+        return _state_on(conn)
+
+
+def upgrade(engine: Engine) -> SchemaState:
+    """Run what is pending; returns the state before. Safe to run from several processes at
+    once on PostgreSQL (a transaction-level advisory lock serialises them)."""
+    with engine.connect() as conn:
+        if MigrationContext.configure(conn).get_current_revision() == head():
+            return SchemaState(head(), head(), [], False)
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(4242016)"))
+        before = _state_on(conn)
+        if before.legacy:
+            _bring_to_baseline(conn)
+            _run(conn, "stamp", BASELINE)
+        if before.pending:
+            _run(conn, "upgrade", "head")
+    return before
+
+
+def _state_on(conn: Connection) -> SchemaState:
+    current = MigrationContext.configure(conn).get_current_revision()
+    legacy = current is None and inspect(conn).has_table("messages")
+    revs = [r.revision for r in reversed(list(_script().walk_revisions()))]
+    if current is None:
+        pending = revs[1:] if legacy else revs
+    else:
+        pending = revs[revs.index(current) + 1 :] if current in revs else []
+    return SchemaState(current, head(), pending, legacy)
+
+
+def _bring_to_baseline(conn: Connection) -> None:
+    insp = inspect(conn)
+    for table, columns in _LATE_COLUMNS.items():
+        have = {c["name"] for c in insp.get_columns(table)}
+        for name, kind in columns.items():
+            if name not in have:
+                conn.execute(text(f'ALTER TABLE {table} ADD COLUMN "{name}" {kind}'))
+    # Tables the baseline has that an old database may lack (reminders were created only
+    # when the reminders built-in first ran): create those the baseline would.
+    create_missing(conn)
+
+
+def _run(conn: Connection, verb: str, target: str) -> None:
+    cfg = _config()
+    cfg.attributes["connection"] = conn
+    try:
+        getattr(command, verb)(cfg, target)
+    finally:
+        cfg.attributes.pop("connection", None)

@@ -1,0 +1,164 @@
+"""Fixtures for tests against the real PostgreSQL and RabbitMQ of the machine (marked
+`services`): a fresh database and a queue prefix per test, both removed afterwards, and the
+gateway / worker subprocesses. Unreachable services skip these tests with the reason, except
+under CI=true, where they fail: CI runs where the services are."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_ADMIN = os.environ.get("CHATFN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+AMQP = os.environ.get("CHATFN_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+def _unreachable(what: str, exc: Exception) -> None:
+    reason = f"{what} not reachable ({type(exc).__name__}: {exc})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI=true runs where the services are, so this is a failure")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A new PostgreSQL database for this test, dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"chatfn_t_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        _unreachable(f"PostgreSQL at {PG_ADMIN}", exc)
+    try:
+        yield make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def amqp_prefix() -> Iterator[str]:
+    """A queue-name prefix for this test; its queues are deleted afterwards."""
+    import aio_pika
+
+    prefix = f"chatfn-t-{uuid.uuid4().hex[:10]}"
+
+    async def probe() -> None:
+        conn = await aio_pika.connect(AMQP, timeout=5)
+        await conn.close()
+
+    try:
+        asyncio.run(probe())
+    except Exception as exc:
+        _unreachable(f"RabbitMQ at {AMQP}", exc)
+    yield prefix
+    asyncio.run(_delete_queues(prefix))
+
+
+async def _delete_queues(prefix: str) -> None:
+    import aio_pika
+
+    conn = await aio_pika.connect(AMQP, timeout=5)
+    try:
+        names = [f"{prefix}.in.{k}" for k in range(64)]
+        names += [f"{prefix}.out.{p}" for p in ("http", "console", "onebot")]
+        for name in names:
+            channel = await conn.channel()
+            try:
+                await channel.queue_delete(name)
+            except Exception:
+                pass  # not declared by this test
+            if not channel.is_closed:
+                await channel.close()
+    finally:
+        await conn.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_config(
+    tmp_path: Path, db_url: str, prefix: str, *, partitions: int = 8, **sections: object
+) -> Path:
+    data: dict[str, object] = {
+        "storage": {"url": db_url},
+        "broker": {
+            "url": AMQP,
+            "prefix": prefix,
+            "partitions": partitions,
+            "redelivery_timeout": 4,
+        },
+        "plugins": {"paths": [str(ROOT / "tests" / "cluster" / "echo_plugin.py")]},
+        "logging": {"level": "INFO"},
+        "reminders": {"timezone": "UTC"},
+        **sections,
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class Proc:
+    """`python bot.py ...` with its log in a file (read on failure)."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        self.handle = log.open("wb")
+        self.p = subprocess.Popen(
+            [sys.executable, str(ROOT / "bot.py"), *args],
+            cwd=str(ROOT),
+            stdin=subprocess.DEVNULL,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_for(self, text: str, timeout: float = 30) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in self.log.read_text(errors="replace"):
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not seen; log:\n{self.log.read_text()[-4000:]}")
+
+    def kill(self) -> None:
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait(10)
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(5)
+        self.handle.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.stop()

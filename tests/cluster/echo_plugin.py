@@ -1,0 +1,28 @@
+"""Test plugin for the multi-process tests: `/echo TEXT` answers TEXT after `echo.delay`
+seconds (a turn long enough for a SIGKILL to land in it), with the worker's pid on request."""
+
+import asyncio
+import os
+
+from pydantic import BaseModel
+
+from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+
+
+class EchoSettings(BaseModel):
+    delay: float = 0.0
+
+
+plugin = Plugin("echo", settings=EchoSettings)
+
+
+class EchoArgs(BaseModel):
+    text: str
+
+
+@tool_function(name="echo", description="Say the text back.", scope="both")
+async def echo(ctx: MessageContext, args: EchoArgs) -> FunctionResult:
+    delay = ctx.settings(EchoSettings).delay
+    if delay:
+        await asyncio.sleep(delay)
+    return FunctionResult(messages=[f"{args.text} pid={os.getpid()}"])

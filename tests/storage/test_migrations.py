@@ -1,0 +1,101 @@
+"""Alembic migrations on SQLite and on the machine's PostgreSQL: from an empty database, from a
+database made by the version before migrations (create_all, no alembic_version), and no drift
+between the migrated schema and the models."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from sqlalchemy import MetaData, create_engine, inspect, text
+
+from function_calls.builtins.reminders.service import ReminderBase
+from storage import schema
+from storage.db import Storage
+from storage.migrations.baseline_tables import metadata as baseline
+from storage.models import Base
+from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def db_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'chatfn.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+def model_metadata(engine) -> MetaData:
+    md = MetaData()
+    for source in (Base.metadata, ReminderBase.metadata):
+        for table in source.tables.values():
+            table.to_metadata(md)
+    SQLAlchemyJobStore(engine=engine, metadata=md)  # declares apscheduler_jobs as it would
+    return md
+
+
+def test_empty_database_migrates_to_head_without_drift(db_url):
+    storage = Storage(db_url)
+    before = storage.migrate()
+    assert before.current is None and not before.legacy and before.pending[0] == schema.BASELINE
+    assert storage.schema_state().current == schema.head()
+    with storage.engine.connect() as conn:
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}),
+            model_metadata(storage.engine),
+        )
+    assert diff == [], diff
+    assert storage.migrate().pending == []  # a second start runs nothing
+    storage.close()
+
+
+def test_database_from_before_migrations_upgrades_in_place(db_url):
+    """Today's 0.1.0 schema made by create_all, without messages.thinking (an older file) and
+    without the reminder tables (made lazily), with a row: upgraded, row kept."""
+    engine = create_engine(db_url)
+    old = MetaData()
+    for table in baseline.tables.values():
+        if table.name in ("messages", "tool_calls"):
+            copy = table.to_metadata(old)
+            if table.name == "messages":
+                copy._columns.remove(copy.c.thinking)  # noqa: SLF001
+    old.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO messages (platform, chat_id, is_group, role, sender_id, sender_name,"
+                " text, message_id, created_at) VALUES ('console', 'c1', false, 'user', 'u',"
+                " 'u', 'kept', '', :now)"
+            ),
+            {"now": datetime.now(UTC)},
+        )
+    engine.dispose()
+    storage = Storage(db_url)
+    state = storage.schema_state()
+    assert state.legacy and state.current is None
+    before = storage.migrate()
+    assert before.legacy
+    assert storage.schema_state().current == schema.head()
+    names = set(inspect(storage.engine).get_table_names())
+    assert {"reminders", "apscheduler_jobs", "handled_messages", "alembic_version"} <= names
+    assert [m.text for m in storage.recent_messages("console", "c1", 5)] == ["kept"]
+    storage.add_message(platform="console", chat_id="c1", role="user", sender_id="u", text="new")
+    storage.close()
+
+
+def test_bot_py_migrate_command(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("storage:\n  url: sqlite:///data/x.db\n")
+    run = [sys.executable, str(ROOT / "bot.py"), "migrate", "--config", str(cfg)]
+    first = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert f"empty -> {schema.head()}" in first.stdout
+    second = subprocess.run(run, capture_output=True, text=True, timeout=60)
+    assert "nothing to run" in second.stdout
