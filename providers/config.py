@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -13,6 +14,14 @@ ProviderName = Literal["openai", "anthropic", "gemini"]
 
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+def is_openai_host(base_url: str | None) -> bool:
+    """True for OpenAI's own API (no base_url means the SDK default, api.openai.com). Here, not
+    in the OpenAI adapter, so deciding defaults does not import the SDK."""
+    if not base_url:
+        return True
+    return (urlsplit(base_url).hostname or "") == "api.openai.com"
 
 
 class ThinkingConfig(BaseModel):

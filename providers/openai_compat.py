@@ -28,7 +28,7 @@ import openai
 from openai import AsyncOpenAI, AsyncStream
 
 from providers.base import ChatModel, prompt_cache_key
-from providers.config import ModelConfig
+from providers.config import ModelConfig, is_openai_host
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
     ProviderAuthError,
@@ -66,13 +66,6 @@ _STREAM_CLS = AsyncStream[object]
 _OPENAI_REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)")
 # DeepSeek's own thinking model: it always thinks, and the `thinking` toggle is not for it.
 _DEEPSEEK_ALWAYS_THINKS = ("deepseek-reasoner",)
-
-
-def is_openai_host(base_url: str | None) -> bool:
-    """True for OpenAI's own API (no base_url means the SDK default, api.openai.com)."""
-    if not base_url:
-        return True
-    return (urlsplit(base_url).hostname or "") == "api.openai.com"
 
 
 def new_call_id() -> str:
