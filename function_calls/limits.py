@@ -3,10 +3,11 @@
 Checked once per message that would reach the model (slash commands that call no model are not
 counted), before any model call. Counts live in the database (`storage.chat_state`), in fixed
 windows (the current minute; the current day in `bot.timezone`), so a restart resets nothing
-and a window's end is the moment it resets. The check and the count are one synchronous
-transaction, so concurrent messages cannot both take the last slot: messages and model calls
-are exact. Tokens are known only after a call, so a call started under the token limit may end
-above it; the next message is then refused.
+and a window's end is the moment it resets. The check and the count are one transaction whose
+count is an atomic upsert that locks the counter row (`ChatState.take`), so concurrent messages
+cannot both take the last slot, in one process or across workers sharing a PostgreSQL database:
+messages and model calls are exact. Tokens are known only after a call, so a call started under
+the token limit may end above it; the next message is then refused.
 """
 
 from __future__ import annotations

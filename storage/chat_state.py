@@ -1,10 +1,16 @@
 """Per-chat state beside the history: admins' overrides, one usage row per model request, and
 the counters limits are checked against.
 
-Every method is one short synchronous transaction. The bot runs on one event loop and these
-calls never await, so a check-and-count (`take`) cannot interleave with another one: that is
-what makes limits exact when fifty messages arrive at once. (Several bot processes on one
-database would need row locks; one bot per database is the supported set-up.)
+Every method is one short synchronous transaction. Limits stay exact when fifty messages arrive
+at once, in one process or across several workers on one PostgreSQL database, because a count
+is never read and then written back: `take` adds its amounts with an atomic upsert
+(`INSERT ... ON CONFLICT DO UPDATE SET value = value + n RETURNING value`), which also locks the
+counter row until the transaction ends, checks the values it got back, and rolls back when one
+is over its limit. A concurrent `take` of the same counter waits for that lock and then sees the
+committed value, so two workers can never both take the last slot. Rows are locked in one
+fixed order (sorted by counter), so two transactions taking overlapping counters cannot
+deadlock. SQLite (3.35+ for RETURNING) has one writer at a time, which serialises the same
+statements.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, desc, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from storage.models import ChatOverrideRow, LimitCounterRow, MessageRow, UsageRow
@@ -84,14 +91,25 @@ class ChatState:
         return {r.key: Override(r.value, r.set_by, _utc(r.set_at)) for r in rows}
 
     def set_override(self, platform: str, chat_id: str, key: str, value: str, set_by: str) -> None:
+        """One upsert: two workers setting the same key at once leave the later value, never a
+        unique-constraint error."""
         t = ChatOverrideRow.__table__
-        where = and_(t.c.platform == platform, t.c.chat_id == chat_id, t.c.key == key)
         values = {"value": value, "set_by": set_by, "set_at": datetime.now(UTC)}
+        upsert = _insert(self.engine)
         with self.engine.begin() as conn:
-            if conn.execute(update(t).where(where).values(**values)).rowcount == 0:
+            if upsert is None:  # another database: replace
+                where = and_(t.c.platform == platform, t.c.chat_id == chat_id, t.c.key == key)
+                conn.execute(delete(t).where(where))
                 conn.execute(
                     insert(t).values(platform=platform, chat_id=chat_id, key=key, **values)
                 )
+                return
+            stmt = upsert(t).values(platform=platform, chat_id=chat_id, key=key, **values)
+            conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["platform", "chat_id", "key"], set_=values
+                )
+            )
 
     def clear_override(self, platform: str, chat_id: str, key: str) -> None:
         t = ChatOverrideRow.__table__
@@ -165,32 +183,37 @@ class ChatState:
             return _value(conn, counter)
 
     def take(self, checks: list[Check]) -> Check | None:
-        """All or nothing: the first check that would be exceeded (nothing counted), or None
-        after adding every check's amount."""
-        with self.engine.begin() as conn:
-            for check in checks:
-                if check.exceeded(_value(conn, check.counter)):
-                    return check
+        """All or nothing: the first check (in the given order) that would be exceeded, with
+        nothing counted, or None after adding every check's amount. Exact across processes:
+        see the module docstring."""
+        with self.engine.connect() as conn, conn.begin() as trans:
+            values: dict[Counter, int] = {}
+            for check in sorted(checks, key=lambda c: _order(c.counter)):
+                if check.amount:  # the new value; the row stays locked until commit
+                    values[check.counter] = _add(conn, check.counter, check.amount)
             for check in checks:
                 if check.amount:
-                    _add(conn, check.counter, check.amount)
+                    over = values[check.counter] > check.limit
+                else:  # check without counting: the committed value
+                    over = _value(conn, check.counter) >= check.limit
+                if over:
+                    trans.rollback()
+                    return check
         return None
 
     def add(self, counters: list[Counter], amount: int) -> None:
         if amount <= 0 or not counters:
             return
         with self.engine.begin() as conn:
-            for counter in counters:
+            for counter in sorted(counters, key=_order):
                 _add(conn, counter, amount)
 
     def first_time(self, counter: Counter) -> bool:
         """True the first time it is asked for `counter` (then counted): "tell once per
-        window"."""
+        window". The count is an atomic upsert, so of two workers asking at once exactly one
+        gets True."""
         with self.engine.begin() as conn:
-            if _value(conn, counter):
-                return False
-            _add(conn, counter, 1)
-        return True
+            return _add(conn, counter, 1) == 1
 
 
 def _where(counter: Counter) -> Any:
@@ -209,10 +232,48 @@ def _value(conn: Connection, counter: Counter) -> int:
     return conn.execute(select(t.c.value).where(_where(counter))).scalar() or 0
 
 
-def _add(conn: Connection, counter: Counter, amount: int) -> None:
+def _order(counter: Counter) -> tuple[str, ...]:
+    """The order rows are locked in: the same in every process, so no deadlock."""
+    return (counter.scope, counter.platform, counter.key, counter.metric, counter.window)
+
+
+def _insert(bind: Engine | Connection) -> Any:
+    """The dialect's INSERT with `on_conflict_do_update` (PostgreSQL, SQLite), or None."""
+    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(bind.dialect.name)
+
+
+def _add(conn: Connection, counter: Counter, amount: int) -> int:
+    """Add `amount` to the counter (created at `amount`) in one statement; returns the new
+    value. On PostgreSQL the row is locked until the transaction ends."""
     t = LimitCounterRow.__table__
-    done = conn.execute(update(t).where(_where(counter)).values(value=t.c.value + amount))
-    if done.rowcount == 0:
+    upsert = _insert(conn)
+    if upsert is None:  # another database: lock the row (if any) first
+        return _add_locked(conn, counter, amount)
+    stmt = (
+        upsert(t)
+        .values(
+            scope=counter.scope,
+            platform=counter.platform,
+            key=counter.key,
+            metric=counter.metric,
+            window=counter.window,
+            value=amount,
+        )
+        .on_conflict_do_update(
+            index_elements=["scope", "platform", "key", "metric", "window"],
+            set_={"value": t.c.value + amount},
+        )
+        .returning(t.c.value)
+    )
+    return int(conn.execute(stmt).scalar_one())
+
+
+def _add_locked(conn: Connection, counter: Counter, amount: int) -> int:
+    """`_add` for a database without ON CONFLICT: SELECT ... FOR UPDATE, then UPDATE or INSERT
+    (a concurrent first INSERT of the same counter fails on the unique constraint)."""
+    t = LimitCounterRow.__table__
+    value = conn.execute(select(t.c.value).where(_where(counter)).with_for_update()).scalar()
+    if value is None:
         conn.execute(
             insert(t).values(
                 scope=counter.scope,
@@ -223,3 +284,6 @@ def _add(conn: Connection, counter: Counter, amount: int) -> None:
                 value=amount,
             )
         )
+        return amount
+    conn.execute(update(t).where(_where(counter)).values(value=t.c.value + amount))
+    return int(value) + amount

@@ -61,3 +61,26 @@ def test_web_search_reasons_in_both_languages() -> None:
     assert str(err).startswith("the search service rejected the API key (401)")
     assert err.text("zh") == "搜索服务拒绝了 API 密钥（401），请检查 web_search.api_key"
     assert SearchError("timeout").text("zh") == "搜索服务没有及时响应"
+
+
+async def test_chat_admin_replies_in_chinese(tmp_path: Path) -> None:
+    from providers.scripted import ScriptedModel
+
+    config = {
+        "bot": {"language": "zh", "admins": ["boss"]},
+        "models": {"a": {"provider": "openai", "model": "m", "api_key": "k" * 8}},
+    }
+    tb = TestBot(tmp_path, config=config, model=ScriptedModel([]))
+    try:
+        assert await tb.send("/model nope", sender="boss") == [
+            "没有名为 'nope' 的模型。已配置：a, scripted。"
+        ]
+        assert await tb.send("/reset", sender="boss") == [
+            "已重新开始：我不会再看到此前在这里说过的内容。"
+        ]
+        [settings] = await tb.send("/settings", sender="boss")
+        assert settings.startswith("private:boss 的设置：") and "全部" in settings
+        [stats] = await tb.send("/stats", sender="boss")
+        assert stats.startswith("private:boss 的统计：\n今天：")
+    finally:
+        await tb.aclose()

@@ -40,16 +40,17 @@ def model_command(ctx: MessageContext, args: ModelArgs) -> FunctionResult:
     chat = ctx.chat
     if not name:
         where = chat.sources.get("model", "default")
-        have = ", ".join(ctx.model_names) or "none"
-        return _done(f"Model here: {chat.model or 'none'} ({where}). Configured: {have}.")
+        have = ", ".join(ctx.model_names) or ctx.t("admin.none")
+        model = chat.model or ctx.t("admin.none")
+        return _done(ctx.t("admin.model.show", model=model, source=where, names=have))
     if name == "reset":
         ctx.clear_chat_override("model")
-        return _done("This chat's model is the config's again.")
+        return _done(ctx.t("admin.model.reset"))
     if name not in ctx.model_names:
-        have = ", ".join(ctx.model_names) or "none"
-        return _done(f"No model named {name!r}. Configured: {have}.")
+        have = ", ".join(ctx.model_names) or ctx.t("admin.none")
+        return _done(ctx.t("admin.model.unknown", name=name, names=have))
     ctx.set_chat_override("model", name)
-    return _done(f"This chat now uses {name}.")
+    return _done(ctx.t("admin.model.set", name=name))
 
 
 class PersonaArgs(BaseModel):
@@ -75,15 +76,15 @@ def persona_command(ctx: MessageContext, args: PersonaArgs) -> FunctionResult:
     if not text:
         where = chat.sources.get("persona", "default")
         shown = chat.persona or _short(chat.system_prompt)
-        names = ", ".join(ctx.config.personas) or "none"
-        return _done(f"Persona here: {shown} ({where}). Configured personas: {names}.")
+        names = ", ".join(ctx.config.personas) or ctx.t("admin.none")
+        return _done(ctx.t("admin.persona.show", persona=shown, source=where, names=names))
     if text == "reset":
         ctx.clear_chat_override("persona")
-        return _done("This chat's persona is the config's again.")
+        return _done(ctx.t("admin.persona.reset"))
     ctx.set_chat_override("persona", text)
     if text in ctx.config.personas:
-        return _done(f"This chat now uses the persona {text}.")
-    return _done("This chat now uses that system prompt.")
+        return _done(ctx.t("admin.persona.named", name=text))
+    return _done(ctx.t("admin.persona.text"))
 
 
 @tool_function(
@@ -94,10 +95,10 @@ def persona_command(ctx: MessageContext, args: PersonaArgs) -> FunctionResult:
 )
 def reset_command(ctx: MessageContext) -> FunctionResult:
     if ctx.stored_id is None:
-        return _done("Nothing to reset.")
+        return _done(ctx.t("admin.reset.nothing"))
     # History stays stored (summaries, audit); the model is shown only what follows this.
     ctx.set_chat_override("reset", str(ctx.stored_id))
-    return _done("Fresh start: I will not see anything said here before this point.")
+    return _done(ctx.t("admin.reset.done"))
 
 
 @tool_function(
@@ -109,20 +110,20 @@ def reset_command(ctx: MessageContext) -> FunctionResult:
 def settings_command(ctx: MessageContext) -> FunctionResult:
     chat = ctx.chat
     values = {
-        "model": chat.model or "none",
+        "model": chat.model or ctx.t("admin.none"),
         "persona": chat.persona or _short(chat.system_prompt),
         "history_size": chat.history_size,
         "respond_in_groups": chat.respond_in_groups,
         "reply_with_mention": chat.reply_with_mention,
         "reply_with_quote": chat.reply_with_quote,
         "language": chat.language,
-        "functions": _functions(chat.functions_enabled, chat.functions_disabled),
+        "functions": _functions(ctx, chat.functions_enabled, chat.functions_disabled),
     }
-    lines = [f"Settings of {ctx.message.chat_id}:"]
+    lines = [ctx.t("admin.settings.title", chat=ctx.message.chat_id)]
     for key in SHOWN:
         lines.append(f"• {key}: {values[key]} ({chat.sources.get(key, 'default')})")
     if chat.reset_after is not None:
-        lines.append(f"• context reset ({chat.sources.get('reset', '')})")
+        lines.append(f"• {ctx.t('admin.settings.reset')} ({chat.sources.get('reset', '')})")
     return _done("\n".join(lines))
 
 
@@ -144,26 +145,39 @@ def stats_command(ctx: MessageContext, args: StatsArgs) -> FunctionResult:
     state = ctx.storage.chat_state
     if args.scope.strip() == "all":
         if msg.is_group:
-            return _done("/stats all works in a private chat with the bot only.")
+            return _done(ctx.t("admin.stats.private_only"))
         chats = state.chats_with_usage(week)
         if not chats:
-            return _done("No activity in the last 7 days.")
-        lines = ["Last 7 days, per chat:"]
+            return _done(ctx.t("admin.stats.none"))
+        lines = [ctx.t("admin.stats.all_title")]
         for platform, chat_id in chats:
             s = state.stats(platform, chat_id, week)
             lines.append(
-                f"• {platform} {chat_id}: {s.messages} messages, {s.model_calls} model calls, "
-                f"{s.tokens} tokens"
+                ctx.t(
+                    "admin.stats.all_line",
+                    platform=platform,
+                    chat=chat_id,
+                    messages=s.messages,
+                    calls=s.model_calls,
+                    tokens=s.tokens,
+                )
             )
         return _done("\n".join(lines))
-    lines = [f"Stats of {msg.chat_id}:"]
-    for label, since in (("Today", today), ("Last 7 days", week)):
+    lines = [ctx.t("admin.stats.title", chat=msg.chat_id)]
+    for label, since in ((ctx.t("admin.stats.today"), today), (ctx.t("admin.stats.week"), week)):
         s = state.stats(msg.platform, msg.chat_id, since)
-        top = ", ".join(f"{user} {tokens}" for user, tokens in s.top_users or []) or "none"
+        top = ", ".join(f"{user} {tokens}" for user, tokens in s.top_users or [])
         lines.append(
-            f"{label}: {s.messages} messages, {s.model_calls} model calls, {s.tokens} tokens "
-            f"({s.prompt_tokens} prompt + {s.completion_tokens} completion); top users by "
-            f"tokens: {top}"
+            ctx.t(
+                "admin.stats.line",
+                label=label,
+                messages=s.messages,
+                calls=s.model_calls,
+                tokens=s.tokens,
+                prompt=s.prompt_tokens,
+                completion=s.completion_tokens,
+                top=top or ctx.t("admin.none"),
+            )
         )
     return _done("\n".join(lines))
 
@@ -173,8 +187,11 @@ def _short(text: str, limit: int = 60) -> str:
     return f'"{one_line[:limit]}…"' if len(one_line) > limit else f'"{one_line}"'
 
 
-def _functions(enabled: list[str] | None, disabled: list[str]) -> str:
-    parts = ["all" if enabled is None else "only " + (", ".join(enabled) or "none")]
+def _functions(ctx: MessageContext, enabled: list[str] | None, disabled: list[str]) -> str:
+    if enabled is None:
+        parts = [ctx.t("admin.functions.all")]
+    else:
+        parts = [ctx.t("admin.functions.only", names=", ".join(enabled) or ctx.t("admin.none"))]
     if disabled:
-        parts.append("except " + ", ".join(disabled))
+        parts.append(ctx.t("admin.functions.except", names=", ".join(disabled)))
     return " ".join(parts)
