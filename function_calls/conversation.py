@@ -258,6 +258,8 @@ def tools_tokens(specs: Sequence[FunctionSpec]) -> int:
     for spec in specs:
         hit = _tool_tokens.get(id(spec))
         if hit is None or hit[0] is not spec:
+            if len(_tool_tokens) >= 4096:  # specs made on the fly (tests): stay bounded
+                _tool_tokens.clear()
             text = json.dumps([spec.name, spec.description, spec.parameters_schema])
             hit = _tool_tokens[id(spec)] = (spec, estimate_tokens(text))
         total += hit[1]
