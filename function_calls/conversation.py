@@ -6,6 +6,7 @@ prompt with the current time, the last N stored messages, and the current messag
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -89,3 +90,66 @@ def build_messages(
         *history_messages(rows),
         current_message(ctx),
     ]
+
+
+# ---------------------------------------------------------------------- fitting a context window
+
+# Per message: role and framing tokens every chat template adds; per image: a rough share.
+_MESSAGE_OVERHEAD = 4
+_IMAGE_TOKENS = 800
+_NOTE_TOKENS = 30  # the "[truncated: ...]" note itself
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """A deliberately high token count without a tokenizer: one token per 3 UTF-8 bytes (English
+    runs ~4 characters a token, Chinese ~1 token a 3-byte character), so a cut to this estimate
+    fits the real window."""
+    total = 0
+    for m in messages:
+        size = len((m.content or "").encode())
+        size += sum(len(c.name) + len(c.arguments or "") for c in m.tool_calls)
+        total += size // 3 + _MESSAGE_OVERHEAD + _IMAGE_TOKENS * len(m.images)
+    return total
+
+
+def _truncate(message: Message, tokens: int) -> Message:
+    text = message.content or ""
+    keep = max(0, tokens - _NOTE_TOKENS) * 3
+    data = text.encode()
+    if len(data) <= keep:
+        return message
+    kept = data[:keep].decode(errors="ignore")
+    note = (
+        f"\n[truncated: {len(text) - len(kept)} more characters did not fit the model's "
+        "context window]"
+    )
+    return replace(message, content=kept + note)
+
+
+def fit_messages(messages: list[Message], budget: int) -> list[Message]:
+    """`messages` cut to about `budget` tokens for a retry after a context-length error: the
+    oldest history goes first, a whole user turn at a time (a reply never loses its question);
+    then the largest remaining messages are truncated with a note. The system prompt and the
+    current turn (the last user message and the tool rounds after it) stay."""
+    if estimate_tokens(messages) <= budget:
+        return list(messages)
+    head = messages[:1] if messages and messages[0].role == "system" else []
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=len(head))
+    middle, tail = list(messages[len(head) : last_user]), list(messages[last_user:])
+    while middle and estimate_tokens(head + middle + tail) > budget:
+        # Drop the oldest turn: its user message and everything up to the next one.
+        cut = next((i for i, m in enumerate(middle) if i and m.role == "user"), len(middle))
+        middle = middle[cut:]
+    out = head + middle + tail
+    over = estimate_tokens(out) - budget
+    # Largest first: one oversized message (the usual cause) takes the whole cut.
+    for index in sorted(range(len(out)), key=lambda i: -len(out[i].content or "")):
+        if over <= 0:
+            break
+        message = out[index]
+        size = estimate_tokens([message])
+        # Keep at least a little of every message, so the model still sees what it was.
+        room = max(size - over, min(size, 200))
+        out[index] = _truncate(message, room - _MESSAGE_OVERHEAD)
+        over -= size - estimate_tokens([out[index]])
+    return out
