@@ -41,6 +41,7 @@ from runtime import exposure
 from runtime.exposure import Caller
 from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
+from runtime.resume import resume_turns
 from runtime.settings import Settings
 from storage.db import Storage, StorageError
 
@@ -175,6 +176,7 @@ class Bot:
         # `bot.shutdown_grace` seconds (`finish_turns`).
         self.closing = False
         self._turns: set[asyncio.Task[Any]] = set()
+        self._resuming: set[asyncio.Task[Any]] = set()  # resume()'s per-chat runs
         for loaded in self.plugins:
             self._wire(loaded)
 
@@ -435,7 +437,38 @@ class Bot:
         self.metrics.messages_in.labels(msg.platform).inc()
         if self.remote is not None:
             return await self.remote.handle(msg, sink, on_stream)
-        return await self.handle_here(msg, sink, on_stream=on_stream)
+        sent = await self.handle_here(msg, sink, on_stream=on_stream)
+        await self._finished(msg, len(sent))
+        return sent
+
+    async def _finished(self, msg: IncomingMessage, replies: int) -> None:
+        """Record the turn as finished (`handled_messages`, as a cluster worker does), so a
+        start after a crash knows which stored messages still want an answer."""
+        if not msg.message_id:
+            return
+        try:
+            await self.storage.run(
+                self.storage.cluster.finish,
+                msg.platform,
+                msg.chat_id,
+                msg.message_id,
+                "local",
+                replies,
+            )
+        except StorageError as exc:  # the answer is out; only a resume could repeat it
+            logger.error("turn of message {} not recorded as finished: {}", msg.message_id, exc)
+
+    async def resume(self) -> int:
+        """Handle, once and in chat order, the user messages of the last `bot.resume_window`
+        seconds whose turn a crash cut short (runtime/resume.py). Call before the channels take
+        new messages; returns how many are resumed."""
+        return await resume_turns(
+            self.storage,
+            self.settings.bot.resume_window,
+            self.handle_here,
+            self._finished,
+            self._resuming,
+        )
 
     async def handle_here(
         self,
@@ -443,14 +476,17 @@ class Bot:
         sink: ReplySink | None = None,
         *,
         on_stream: StreamObserver | None = None,
+        stored_id: int | None = None,
     ) -> list[OutgoingMessage]:
-        """`handle` in this process, whatever `remote` says (a worker's turn)."""
+        """`handle` in this process, whatever `remote` says (a worker's turn). `stored_id`:
+        the message is already in the history (a resumed turn)."""
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
         try:
             return await self._locks(
-                (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
+                (msg.platform, msg.chat_id),
+                lambda: self._handle(msg, sink, on_stream, stored_id),
             )
         finally:
             self._turns.discard(task)  # type: ignore[arg-type]
@@ -472,10 +508,14 @@ class Bot:
         return len(pending)
 
     async def _handle(
-        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None,
+        on_stream: StreamObserver | None,
+        stored_id: int | None = None,
     ) -> list[OutgoingMessage]:
         try:
-            stored_id = await self.storage.run(
+            stored_id = stored_id or await self.storage.run(
                 self.storage.add_message,
                 platform=msg.platform,
                 chat_id=msg.chat_id,
@@ -486,6 +526,7 @@ class Bot:
                 is_group=msg.is_group,
                 message_id=msg.message_id,
                 created_at=msg.time,
+                is_at_bot=msg.is_at_bot,
             )
         except StorageError as exc:
             # Nothing is done with a message that is not stored: a model call, a function
@@ -550,7 +591,7 @@ class Bot:
     def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._shutdown.append(hook)
 
-    async def start(self, *, services: bool = True) -> None:
+    async def start(self, *, services: bool = True, resume: bool = False) -> None:
         """Start services once the event loop runs; call after the channels are added, so what
         the services send at once (reminders missed while down) has a way out. A gateway
         (`services=False`) runs none: its workers run the plugins' services (reminders)."""
@@ -562,6 +603,11 @@ class Bot:
         await self.outbox.start()
         for hook in self._startup if services else []:
             await hook()
+        if resume:  # a single process: no broker redelivers what a crash cut
+            try:
+                await self.resume()
+            except StorageError as exc:
+                logger.error("turns cut by the last stop not resumed: {}", exc)
 
     async def aclose(self) -> None:
         """Close services, model clients and the database; safe to call twice."""

@@ -70,6 +70,10 @@ class Outbox:
         self._boot_id = 0
         self._released: set[int] = set()
         self._marks: set[asyncio.Future[None]] = set()
+        # Delivery marks waiting for the one write in flight: they go together in the next.
+        self._batch: list[int] = []
+        self._batch_done: asyncio.Future[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._once: asyncio.Future[None] | None = None
@@ -102,9 +106,12 @@ class Outbox:
             return
         # Shielded and tracked: a bot stopping right after a send still records it (`stop`
         # waits for these), or the next start would send the message again.
-        mark = asyncio.ensure_future(
-            self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
-        )
+        if state == "delivered" and rest is None:
+            mark = self._mark_delivered(out.event_id)
+        else:
+            mark = asyncio.ensure_future(
+                self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
+            )
         self._marks.add(mark)
         mark.add_done_callback(self._marks.discard)
         try:
@@ -113,6 +120,30 @@ class Outbox:
             logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
         if state != "pending":
             self._released.discard(out.event_id)
+
+    def _mark_delivered(self, event_id: int) -> asyncio.Future[None]:
+        """Join the next batch of delivery marks; resolves when its one write is done. Marks
+        are written at once when none is in flight, else together right after it."""
+        self._batch.append(event_id)
+        if self._batch_done is None:
+            self._batch_done = asyncio.get_running_loop().create_future()
+        done = self._batch_done
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="outbox-marks")
+        return done
+
+    async def _flush(self) -> None:
+        while self._batch:
+            ids, done = self._batch, self._batch_done
+            self._batch, self._batch_done = [], None
+            try:
+                await self.storage.run(self.storage.outbox.mark_delivered, ids)
+            except StorageError as exc:
+                if done is not None and not done.done():
+                    done.set_exception(exc)
+                continue
+            if done is not None and not done.done():
+                done.set_result(None)
 
     # -- sending -----------------------------------------------------------------------------
     async def dispatch(self, out: OutgoingMessage) -> None:

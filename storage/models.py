@@ -33,6 +33,9 @@ class MessageRow(Base):
     # debugging and audits, never shown in chat nor sent back to a model. Deferred: history
     # reads on the hot path do not load it.
     thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None, deferred=True)
+    # A user message: whether it addressed the bot (a turn resumed after a crash is routed as
+    # it was). NULL: a bot row, or a row stored before migration 0005 (never resumed).
+    is_at_bot: Mapped[bool | None] = mapped_column(nullable=True, default=None)
 
     __table_args__ = (
         Index("ix_messages_chat", "platform", "chat_id", "id"),

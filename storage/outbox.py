@@ -92,6 +92,21 @@ class OutboxStore:
                 .values(attempts=OutboxRow.attempts + 1, **values)
             )
 
+    def mark_delivered(self, event_ids: list[int]) -> None:
+        """Mark many rows delivered in one transaction: after the database was locked, the
+        marks queued meanwhile land in one write instead of hundreds, so a crash soon after
+        finds fewer rows it would send again."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id.in_(event_ids))
+                .values(
+                    state="delivered",
+                    attempts=OutboxRow.attempts + 1,
+                    updated_at=datetime.now(UTC),
+                )
+            )
+
     def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:
         q = select(*_COLUMNS).where(OutboxRow.state == "pending")
         if platform is not None:
