@@ -273,6 +273,12 @@ class Worker:
             if not await self.broker.publish_to_gateway(gateway, reply) and state == "pending":
                 # The gateway is gone (its request with it): any gateway holding the platform
                 # sends it, or, once restarted, the drain of its outbox does.
+                logger.bind(chat_id=msg.chat_id).info(
+                    "gateway {} is gone: event {} goes to the {} queue",
+                    gateway,
+                    out.event_id,
+                    out.platform,
+                )
                 await self._to_platform(out)
 
         sent = await self.bot.handle_here(msg, sink)
