@@ -59,6 +59,7 @@ from bench.fake_openai import FINAL_TEXT, TOOL_NAME, ServerProcess  # noqa: E402
 from function_calls.context import IncomingMessage, MessageContext, OutgoingMessage  # noqa: E402
 from function_calls.registry import Registry, tool_function  # noqa: E402
 from function_calls.spec import FunctionResult  # noqa: E402
+from providers.schema import openai_plain_parameters  # noqa: E402
 from runtime.bot import Bot  # noqa: E402
 from runtime.logging import setup_logging  # noqa: E402
 from runtime.settings import DEFAULT_SYSTEM_PROMPT, parse_settings  # noqa: E402
@@ -89,9 +90,7 @@ def weather_for(city: str) -> str:
 def weather_schema() -> dict[str, Any]:
     """The same JSON schema chatfn's registry derives from WeatherArgs, so both contenders send
     byte-for-byte comparable tool definitions."""
-    schema = WeatherArgs.model_json_schema()
-    schema.pop("title", None)
-    return schema
+    return openai_plain_parameters(WeatherArgs.model_json_schema())
 
 
 # -- contender (a): the raw SDK -------------------------------------------------------------

@@ -6,6 +6,8 @@ are re-exported here because plugins have always imported them from this module.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -76,6 +78,7 @@ class MessageContext:
         "turn",
         "metrics",
         "model_names",
+        "clock",
         "images",
         "vision_model",
         "image_descriptions",
@@ -97,9 +100,13 @@ class MessageContext:
         chat: ChatSettings | None = None,
         metrics: Metrics | None = None,
         model_names: list[str] | None = None,
+        clock: Callable[[], float] = time.time,
         vision_model: ChatModel | None = None,
     ) -> None:
         self.message = message
+        # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
+        # benchmark or test can run a conversation over minutes of the bot's time.
+        self.clock = clock
         self.is_admin = is_admin
         self.config = config
         self.storage = storage
@@ -198,6 +205,16 @@ class MessageContext:
             self.message.platform,
             self.message.chat_id,
             limit,
+            before_id=self.stored_id,
+            after_id=self.chat.reset_after,
+        )
+
+    def history_count(self) -> int:
+        """How many stored messages of this chat come before this one (after its `/reset`
+        point): the absolute position the history window is cut at, in blocks."""
+        return self.storage.count_messages(
+            self.message.platform,
+            self.message.chat_id,
             before_id=self.stored_id,
             after_id=self.chat.reset_after,
         )

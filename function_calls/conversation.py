@@ -1,25 +1,49 @@
 """Turns a chat's stored history into the messages a model sees.
 
-Shared by the tool loop and the chat fallback so both present the same conversation: a system
-prompt with the current time, the last N stored messages, and the current message once.
+Shared by the tool loop and the chat fallback so both present the same conversation.
+
+The order is chosen for prompt caching: providers bill a repeated request prefix at a fraction
+of the price, but only a byte-identical one. So what changes least comes first: the system
+prompt (persona and place, the same for every request of a chat), then the older history, then
+the newest message, which alone carries what changes per turn (the current time, who speaks).
+The history window is cut in blocks at fixed positions of the chat, not slid by one turn per
+request, so the part already sent stays the prefix of the next requests.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from function_calls.context import MessageContext
+from function_calls.spec import FunctionSpec
+from providers.base import prompt_cache_key
 from providers.types import Message
 from storage.db import StoredMessage
 
+# Without a tokenizer, tokens are estimated from UTF-8 bytes. English runs about 4 bytes per
+# token and CJK text about 3 bytes (one character) per token on current tokenizers; 3 errs on
+# the side of sending less. Each message also costs a few tokens of framing.
+BYTES_PER_TOKEN = 3
+MESSAGE_OVERHEAD_TOKENS = 4
+# Room kept for the model's answer when the model config sets no `max_tokens`.
+ANSWER_RESERVE_TOKENS = 1024
+TIME_HINT = "The newest message ends with the current time and who sent it."
+
+
+def estimate_tokens(text: str | None) -> int:
+    """A local, conservative token count (no network call, no tokenizer download)."""
+    return len((text or "").encode()) // BYTES_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+
 
 def system_prompt(ctx: MessageContext, extra: str = "") -> str:
+    """The chat's static instructions: the same bytes for every request of this chat (no time,
+    no speaker), so it stays in the cached prefix."""
     bot = ctx.config.bot
-    # The zone users and functions think in (bot.timezone), so times the model works out
-    # ("in 2 hours" -> 15:30) match what reminder_set will read; else the machine's.
-    zone = ctx.config.bot.timezone
-    now = datetime.now(ZoneInfo(zone)) if zone else datetime.now().astimezone()
     place = (
         f"a group chat ({ctx.message.chat_name or ctx.message.chat_id})"
         if ctx.message.is_group
@@ -27,17 +51,35 @@ def system_prompt(ctx: MessageContext, extra: str = "") -> str:
     )
     # The chat's persona or system prompt (`chats:` rules, `/persona`), else `bot:`'s.
     base = ctx.chat.system_prompt.replace("{bot_name}", bot.name)
-    lines = [
-        base,
-        f"Current time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {now.tzname()} (UTC{now:%z}).",
-        f"You are in {place}, talking to {ctx.message.display_name}.",
-    ]
+    lines = [base, f"You are in {place}. {TIME_HINT}"]
     if extra:
         lines.append(extra)
     return "\n".join(lines)
 
 
-def _as_message(row: StoredMessage, bot_id: str) -> Message:
+def now(ctx: MessageContext) -> datetime:
+    """The bot's clock in the zone users and functions think in (`bot.timezone`), so times
+    the model works out ("in 2 hours" -> 15:30) match what reminder_set reads; else the
+    machine's zone."""
+    zone = ctx.config.bot.timezone
+    instant = ctx.clock()
+    return (
+        datetime.fromtimestamp(instant, ZoneInfo(zone))
+        if zone
+        else datetime.fromtimestamp(instant).astimezone()
+    )
+
+
+def turn_note(ctx: MessageContext) -> str:
+    """What changes every turn, appended to the newest message only."""
+    t = now(ctx)
+    return (
+        f"[Current time: {t:%Y-%m-%d %H:%M} ({t:%A}), time zone {t.tzname()} (UTC{t:%z}). "
+        f"From: {ctx.message.display_name}.]"
+    )
+
+
+def _as_message(row: StoredMessage) -> Message:
     if row.role == "assistant":
         return Message(role="assistant", content=row.text)
     content = f"{row.sender_name or row.sender_id}: {row.text}" if row.is_group else row.text
@@ -48,11 +90,14 @@ def history_messages(rows: list[StoredMessage]) -> list[Message]:
     """Stored rows to model messages, starting at a user turn: a window that opens on the bot's
     own reply would show an answer without its question. The bot's own notices (outages) are
     not the model's words and are left out."""
-    rows = [r for r in rows if r.role != "notice"]
+    return [_as_message(r) for r in _from_user_turn([r for r in rows if r.role != "notice"])]
+
+
+def _from_user_turn(rows: list[StoredMessage]) -> list[StoredMessage]:
     start = 0
     while start < len(rows) and rows[start].role != "user":
         start += 1
-    return [_as_message(r, "") for r in rows[start:]]
+    return rows[start:]
 
 
 def _image_notes(ctx: MessageContext) -> list[str]:
@@ -66,7 +111,7 @@ def _image_notes(ctx: MessageContext) -> list[str]:
     ]
 
 
-def current_message(ctx: MessageContext) -> Message:
+def current_message(ctx: MessageContext, note: bool = True) -> Message:
     msg = ctx.message
     text = msg.text
     if msg.quoted_text:
@@ -76,16 +121,146 @@ def current_message(ctx: MessageContext) -> Message:
         text = f"{text}\n{notes}" if text else notes
     if msg.is_group:
         text = f"{msg.display_name}: {text}"
+    if note:
+        text = f"{text}\n\n{turn_note(ctx)}"
     return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.images)
 
 
+# ------------------------------------------------------------------------ the history window
+
+
+def block_window(rows: list[StoredMessage], total: int, limit: int) -> list[StoredMessage]:
+    """The rows to send of the chat's last `limit` (`rows`, oldest first), of `total` before
+    this message.
+
+    Cut at absolute positions that are multiples of half the limit, so the window's start only
+    moves every `limit // 2` messages and the model always sees more than half the configured
+    history: with `limit` 20 it sees 11 to 20 messages, and the first 11 stay the same for 10
+    messages in a row.
+    """
+    if total <= limit or len(rows) < limit:
+        return rows
+    block = max(1, limit // 2)
+    start = -(-(total - limit) // block) * block  # the first multiple of block >= total - limit
+    keep = total - start
+    return rows[len(rows) - keep :]
+
+
+@dataclass(slots=True)
+class _Turn:
+    """A user message and the bot's replies to it: history is only ever cut between these."""
+
+    position: int  # absolute position of its first row in the chat
+    rows: list[StoredMessage]
+    tokens: int
+
+
+def _turns(rows: list[StoredMessage], first_position: int) -> list[_Turn]:
+    turns: list[_Turn] = []
+    for offset, row in enumerate(rows):
+        if row.role == "notice":
+            continue
+        cost = estimate_tokens(_as_message(row).content)
+        if row.role == "user" or not turns:
+            turns.append(_Turn(first_position + offset, [row], cost))
+        else:
+            turns[-1].rows.append(row)
+            turns[-1].tokens += cost
+    return turns
+
+
+def fit_tokens(
+    rows: list[StoredMessage], first_position: int, budget: int, step: int
+) -> list[StoredMessage]:
+    """The newest turns of `rows` that fit in `budget` tokens, cut at a user turn.
+
+    Like the count window, the cut is taken at fixed positions (every `step` messages of the
+    chat) when one fits, so a chat bounded by tokens does not slide by one turn per request;
+    only when no such cut fits are turns dropped one by one, newest kept.
+    """
+    turns = _turns(rows, first_position)
+    suffix = [0] * (len(turns) + 1)
+    for i in range(len(turns) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + turns[i].tokens
+    if suffix[0] <= budget:
+        return [r for t in turns for r in t.rows]
+    step = max(1, step)
+    for i, turn in enumerate(turns):
+        # First turn at or after a step boundary whose tail fits.
+        previous = turns[i - 1].position if i else first_position - 1
+        if turn.position // step > previous // step and suffix[i] <= budget:
+            return [r for t in turns[i:] for r in t.rows]
+    for i in range(len(turns)):
+        if suffix[i] <= budget:
+            return [r for t in turns[i:] for r in t.rows]
+    return []
+
+
+def _truncate(message: Message, budget: int) -> Message:
+    """A message too large for the budget on its own: cut, with a note, never sent whole."""
+    text = message.content or ""
+    room = max(0, (budget - MESSAGE_OVERHEAD_TOKENS) * BYTES_PER_TOKEN - 80)
+    cut = text.encode()[:room].decode(errors="ignore")
+    note = f"\n[truncated: {len(text) - len(cut)} more characters not shown]"
+    return Message(role=message.role, content=cut + note, name=message.name, images=message.images)
+
+
 def build_messages(
-    ctx: MessageContext, *, extra_system: str = "", history_limit: int | None = None
+    ctx: MessageContext,
+    *,
+    extra_system: str = "",
+    history_limit: int | None = None,
+    reserve_tokens: int = 0,
 ) -> list[Message]:
+    """System prompt, the history window, the newest message (with the turn note).
+
+    `reserve_tokens`: what the request carries besides the messages (the tool list); the
+    messages get the model's `context_tokens` minus that and the room for the answer. Also
+    names the chat as this turn's prompt cache key (`providers.base.prompt_cache_key`).
+    """
+    prompt_cache_key.set(cache_key(ctx))
     limit = ctx.chat.history_size if history_limit is None else history_limit
+    system = Message(role="system", content=system_prompt(ctx, extra_system))
+    current = current_message(ctx)
+    budget = _message_budget(ctx, reserve_tokens) - estimate_tokens(system.content)
+    if estimate_tokens(current.content) > budget:
+        return [system, _truncate(current, budget)]
+    budget -= estimate_tokens(current.content)
     rows = ctx.history(limit) if limit else []
-    return [
-        Message(role="system", content=system_prompt(ctx, extra_system)),
-        *history_messages(rows),
-        current_message(ctx),
-    ]
+    if not rows:
+        return [system, current]
+    total = ctx.history_count() if len(rows) >= limit else len(rows)
+    window = block_window(rows, total, limit)
+    window = fit_tokens(window, total - len(window), budget, max(2, limit // 4))
+    return [system, *history_messages(window), current]
+
+
+def cache_key(ctx: MessageContext) -> str:
+    """The chat, hashed: requests of one chat share their prefix; the id itself stays here."""
+    chat = f"{ctx.message.platform}\x00{ctx.message.chat_id}".encode()
+    return "chat-" + hashlib.sha256(chat).hexdigest()[:32]
+
+
+def _message_budget(ctx: MessageContext, reserve_tokens: int) -> int:
+    caps = ctx.model.capabilities if ctx.model is not None else None
+    context = caps.context_tokens if caps is not None else 16000
+    answer = getattr(getattr(ctx.model, "cfg", None), "max_tokens", None) or ANSWER_RESERVE_TOKENS
+    return context - reserve_tokens - answer
+
+
+_tool_tokens: dict[int, tuple[FunctionSpec, int]] = {}
+
+
+def tools_tokens(specs: Sequence[FunctionSpec]) -> int:
+    """Estimate of a tool list's tokens (name, description, schema), for `reserve_tokens`;
+    once per spec (specs live as long as the bot), not per request."""
+    total = 0
+    for spec in specs:
+        hit = _tool_tokens.get(id(spec))
+        if hit is None or hit[0] is not spec:
+            if len(_tool_tokens) >= 4096:  # specs made on the fly (tests): stay bounded
+                _tool_tokens.clear()
+            text = json.dumps([spec.name, spec.description, spec.parameters_schema])
+            hit = _tool_tokens[id(spec)] = (spec, estimate_tokens(text))
+        total += hit[1]
+    return total

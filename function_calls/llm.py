@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from common.config import FunctionCallSettings
 from function_calls.context import MessageContext
-from function_calls.conversation import build_messages
+from function_calls.conversation import build_messages, tools_tokens
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.model_calls import ask
 from function_calls.spec import FunctionSpec
@@ -95,7 +95,8 @@ class FunctionCallLLM:
     ) -> LoopResult:
         """Run the loop until the model answers or a bound stops it. `deadline` (event-loop
         time) is the turn's: the caller runs what follows (the chat fallback) under the same."""
-        messages = build_messages(ctx) if messages is None else messages
+        if messages is None:
+            messages = build_messages(ctx, reserve_tokens=tools_tokens(specs))
         result = LoopResult(handled=False)
         if deadline is None:
             deadline = asyncio.get_running_loop().time() + self.settings.total_timeout

@@ -51,6 +51,8 @@ def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False
         why = "needs_at"
     if why is not None:
         return translate(ctx.chat.language, f"core.refused.{why}", name=spec.name)
+    if not via_command and spec.for_model is not None and not spec.for_model(ctx):
+        return f"{spec.name} is a command for people (/{spec.name}), not offered to the model"
     if spec.allow is not None:
         return spec.allow(ctx)
     return None

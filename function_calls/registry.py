@@ -193,6 +193,7 @@ def build_spec(
     admin_only: bool = False,
     timeout: float | None = None,
     allow: Callable[[Any], str | None] | None = None,
+    for_model: Callable[[Any], bool] | None = None,
     localns: dict[str, Any] | None = None,
 ) -> FunctionSpec:
     where = _source_of(func)
@@ -235,6 +236,7 @@ def build_spec(
         is_async=inspect.iscoroutinefunction(func),
         source=where,
         allow=allow,
+        for_model=for_model,
     )
 
 
@@ -325,13 +327,15 @@ def tool_function(
     admin_only: bool = False,
     timeout: float | None = None,
     allow: Callable[[Any], str | None] | None = None,
+    for_model: Callable[[Any], bool] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
     model can call and users can run as `/name ...`. The handler is returned unchanged.
 
     `allow(ctx) -> str | None` adds a permission rule of your own (None: allowed, else the
     reason); like `admin_only` it hides the function from the model and is enforced again when
-    the call executes."""
+    the call executes. `for_model(ctx) -> bool` says whether the model is offered it at all
+    (None: yes); a command meant for people returns False and still runs as `/name`."""
 
     # With `from __future__ import annotations`, an args model defined inside a function (tests,
     # factories) is only a string; resolve it in the namespace where the decorator was applied.
@@ -348,6 +352,7 @@ def tool_function(
             admin_only=admin_only,
             timeout=timeout,
             allow=allow,
+            for_model=for_model,
             localns=caller_locals,
         )
         _active.get().add(spec)

@@ -43,6 +43,10 @@ class FunctionSpec:
     # else a short reason. Checked like scope/admin_only: hides the function from the model and
     # refuses the call at execution (e.g. web_search's allowed groups/users).
     allow: Callable[[Any], str | None] | None = None
+    # Whether the model is offered the function here (`for_model(ctx)`); None: always. A slash
+    # command written for people (`help`) says no unless configured: its tool definition would
+    # be paid for on every request and the model rarely needs it. Slash commands ignore it.
+    for_model: Callable[[Any], bool] | None = None
     # For a function declared by a JSON schema instead of an args model (an MCP server's tool):
     # checks the arguments against `parameters_schema` and returns them (a dict, handed to the
     # handler as its second argument) or raises InvalidArguments.

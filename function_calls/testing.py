@@ -50,12 +50,14 @@ class TestBot:
         plugins: list[str] | None = None,
         registry: Registry | None = None,
         builtins: bool = True,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         data = dict(config or {})
         data.setdefault("storage", {"url": f"sqlite:///{tmp_path / 'test.db'}"})
         data.setdefault("plugins", {"paths": plugins or []})
         self.settings = parse_settings(data, base_dir=Path.cwd())
-        self.bot = Bot(self.settings, registry=registry, model=model, builtins=builtins)
+        extra: dict[str, Any] = {"clock": clock} if clock is not None else {}
+        self.bot = Bot(self.settings, registry=registry, model=model, builtins=builtins, **extra)
 
     async def send(
         self,

@@ -93,7 +93,7 @@ class AnthropicModel(ChatModel):
         max_tokens = self.cfg.max_tokens or DEFAULT_MAX_TOKENS
         request: dict[str, Any] = {"model": self.model, "messages": turns}
         if system:
-            request["system"] = system
+            request["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
         if tools:
             try:
                 request["tools"] = [
@@ -106,6 +106,8 @@ class AnthropicModel(ChatModel):
                 ]
             except SchemaError as exc:
                 raise ProviderBadRequest(str(exc), provider=PROVIDER) from exc
+            request["tools"][-1]["cache_control"] = _EPHEMERAL
+        mark_history_breakpoints(turns)
         if thinking.enabled:
             request["thinking"] = {"type": "enabled", "budget_tokens": thinking.budget_tokens}
             # The API refuses budget_tokens >= max_tokens: the budget is part of the output.
@@ -165,6 +167,25 @@ class AnthropicModel(ChatModel):
 
 
 # ---------------------------------------------------------------------- our vocabulary -> wire
+
+# Prompt caching (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching): the
+# Messages API caches nothing unless a block carries `cache_control`, and at most four blocks
+# may. The request is laid out tools, system, messages; a breakpoint caches everything before
+# it. We mark the tool list, the system prompt, the newest turn (the next request of the chat,
+# or the tool loop's next round, starts with all of this one) and the turn before it (the
+# history as the previous request ended, should the newest turn not repeat byte for byte).
+_EPHEMERAL = {"type": "ephemeral"}
+# Blocks that cannot carry cache_control themselves.
+_UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def mark_history_breakpoints(turns: list[dict[str, Any]]) -> None:
+    """Put `cache_control` on the last markable block of the last two turns."""
+    for turn in turns[-2:]:
+        for block in reversed(turn["content"]):
+            if block.get("type") not in _UNMARKABLE:
+                block["cache_control"] = _EPHEMERAL
+                break
 
 
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:

@@ -5,10 +5,18 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextvars import ContextVar
 from typing import TypeVar
 
 from providers.errors import ProviderTimeout
 from providers.types import LLMResponse, Message, ModelCapabilities, StreamEvent, ToolDefinition
+
+#: Names the conversation the requests of the current turn belong to (a hash of the chat), for
+#: providers that route requests with the same key to the same prompt cache (OpenAI's
+#: `prompt_cache_key`). Set by the conversation builder; adapters without such a field ignore
+#: it. A context variable, so the adapters' `complete(messages, tools)` interface stays as is.
+prompt_cache_key: ContextVar[str | None] = ContextVar("prompt_cache_key", default=None)
+
 
 T = TypeVar("T")
 

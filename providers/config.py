@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -13,6 +14,14 @@ ProviderName = Literal["openai", "anthropic", "gemini"]
 
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high", "xhigh", "max"]
+
+
+def is_openai_host(base_url: str | None) -> bool:
+    """True for OpenAI's own API (no base_url means the SDK default, api.openai.com). Here, not
+    in the OpenAI adapter, so deciding defaults does not import the SDK."""
+    if not base_url:
+        return True
+    return (urlsplit(base_url).hostname or "") == "api.openai.com"
 
 
 class ThinkingConfig(BaseModel):
@@ -57,6 +66,10 @@ class ModelConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
+    # The most tokens a request may hold (tool list, prompt, history, and room for the answer):
+    # the history is cut to the newest turns that fit. Estimated locally (no network call).
+    # The default suits any current model; raise it for long group chats on large windows.
+    context_tokens: int = Field(default=16000, ge=1000)
 
     def thinking_explicit(self) -> bool:
         """Whether `thinking` was written in the config (DeepSeek V3.2+/V4 think by default, so
@@ -76,4 +89,5 @@ class ModelConfig(BaseModel):
             vision=self.vision,
             thinking=self.thinking_config().enabled,
             show_thinking=self.thinking_config().show,
+            context_tokens=self.context_tokens,
         )

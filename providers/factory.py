@@ -15,9 +15,8 @@ import importlib
 import os
 
 from providers.base import ChatModel
-from providers.config import ModelConfig
+from providers.config import ModelConfig, is_openai_host
 from providers.errors import ProviderNotInstalled
-from providers.openai_compat import OpenAICompatModel, is_openai_host
 from providers.types import NativeTools
 
 # provider -> (module that proves the SDK is installed, pip extra)
@@ -64,6 +63,10 @@ def build_model(name: str, cfg: ModelConfig) -> ChatModel:
     native = default_native_tools(cfg)
     inner: ChatModel
     if cfg.provider == "openai":
+        # Imported here like the others: the openai SDK alone is ~30 MB and ~0.5 s of start-up,
+        # paid only by a bot that configures an OpenAI-compatible model.
+        from providers.openai_compat import OpenAICompatModel
+
         inner = OpenAICompatModel(name, cfg, native_tools=native)
     elif cfg.provider == "anthropic":
         _require_sdk("anthropic", name)

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from providers.base import ChatModel, bounded_stream, within
-from providers.config import ModelConfig
+from providers.base import ChatModel, bounded_stream, prompt_cache_key, within
+from providers.config import ModelConfig, is_openai_host
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
     ProviderAuthError,
@@ -36,7 +36,7 @@ from providers.errors import (
     StreamInterrupted,
 )
 from providers.openai_errors import map_openai_error
-from providers.schema import openai_parameters
+from providers.schema import openai_parameters, openai_plain_parameters
 from providers.types import (
     LLMResponse,
     Message,
@@ -66,13 +66,6 @@ _STREAM_CLS = AsyncStream[object]
 _OPENAI_REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)")
 # DeepSeek's own thinking model: it always thinks, and the `thinking` toggle is not for it.
 _DEEPSEEK_ALWAYS_THINKS = ("deepseek-reasoner",)
-
-
-def is_openai_host(base_url: str | None) -> bool:
-    """True for OpenAI's own API (no base_url means the SDK default, api.openai.com)."""
-    if not base_url:
-        return True
-    return (urlsplit(base_url).hostname or "") == "api.openai.com"
 
 
 def new_call_id() -> str:
@@ -121,6 +114,9 @@ class OpenAICompatModel(ChatModel):
         # `max_completion_tokens`; most compatible servers know only `max_tokens`.
         self._max_tokens_key = "max_completion_tokens" if openai_itself else "max_tokens"
         self._strict = openai_itself if cfg.strict_tools is None else cfg.strict_tools
+        # `prompt_cache_key` (https://platform.openai.com/docs/guides/prompt-caching) improves
+        # cache hits for requests sharing a prefix; compatible servers may refuse unknown fields.
+        self._send_cache_key = openai_itself
         # (name, description, id(parameters)) -> (parameters, wire tool): the tool loop passes
         # the same schema dicts every round and the strict rewrite deep-copies, so do it once.
         self._tool_cache: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -154,10 +150,9 @@ class OpenAICompatModel(ChatModel):
     def _body(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None, stream: bool
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_wire_messages(messages, empty_content=not self._openai_itself),
-        }
+        # Key order is byte order on the wire: everything that stays the same for a chat first,
+        # the messages (newest last) at the end, so consecutive requests share a long prefix.
+        body: dict[str, Any] = {"model": self.model}
         if tools:
             body["tools"] = [self._wire_tool(t) for t in tools]
         cfg = self.cfg
@@ -167,10 +162,13 @@ class OpenAICompatModel(ChatModel):
             body[self._max_tokens_key] = cfg.max_tokens
         if self._thinking_params:
             body.update(self._thinking_params)
+        if self._send_cache_key and (key := prompt_cache_key.get()) is not None:
+            body["prompt_cache_key"] = key
         if stream:
             body["stream"] = True
             if self._stream_usage:
                 body["stream_options"] = {"include_usage": True}
+        body["messages"] = to_wire_messages(messages, empty_content=not self._openai_itself)
         return body
 
     def _wire_tool(self, tool: ToolDefinition) -> dict[str, Any]:
@@ -302,8 +300,9 @@ def to_wire_tool(tool: ToolDefinition, *, strict: bool = False) -> dict[str, Any
     `"strict": true` when the schema can be made strict (every property required, closed
     objects; https://platform.openai.com/docs/guides/function-calling#strict-mode): OpenAI then
     guarantees arguments that match it. A schema that cannot be strict is sent non-strict
-    rather than weakened. Without `strict` the schema goes as it is, because many compatible
-    servers (vLLM, Ollama, older gateways) reject the `strict` field or the rewritten schema.
+    rather than weakened. Without `strict` the schema goes compacted but not closed, because
+    many compatible servers (vLLM, Ollama, older gateways) reject the `strict` field or the
+    strict rewrite (every property required).
     """
     if not strict:
         return {
@@ -311,7 +310,7 @@ def to_wire_tool(tool: ToolDefinition, *, strict: bool = False) -> dict[str, Any
             "function": {
                 "name": tool.name,
                 "description": tool.description,
-                "parameters": tool.parameters,
+                "parameters": openai_plain_parameters(tool.parameters),
             },
         }
     parameters, strict_ok = openai_parameters(tool.parameters)

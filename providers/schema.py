@@ -8,16 +8,21 @@ and reports what would go wrong, so the health check can flag a function before 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 JsonSchema = dict[str, Any]
+R = TypeVar("R")
 
 __all__ = [
     "SchemaError",
     "anthropic_input_schema",
     "check_schema_for",
+    "compact_schema",
     "gemini_parameters",
     "openai_parameters",
+    "openai_plain_parameters",
 ]
 
 
@@ -32,6 +37,27 @@ class SchemaError(ValueError):
 
 
 # --------------------------------------------------------------------------- shared helpers
+
+
+def per_schema(func: Callable[[JsonSchema], R]) -> Callable[[JsonSchema], R]:
+    """Remember a rewrite per schema object: adapters rewrite the same function schemas on
+    every request (FunctionSpec holds one dict for its lifetime), and a tool loop's CPU should
+    not grow with the number of tools. Keyed by identity; the entry holds the schema, so its id
+    cannot be reused while cached. Results are shared: callers must not mutate them."""
+    cache: dict[int, tuple[JsonSchema, R]] = {}
+
+    @functools.wraps(func)
+    def wrapper(schema: JsonSchema) -> R:
+        hit = cache.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        result = func(schema)
+        if len(cache) >= 4096:  # schemas built on the fly (tests, check_system): stay bounded
+            cache.clear()
+        cache[id(schema)] = (schema, result)
+        return result
+
+    return wrapper
 
 
 def _resolve_ref(ref: str, defs: dict[str, JsonSchema], provider: str, path: str) -> JsonSchema:
@@ -69,6 +95,63 @@ def _ensure_object_root(schema: JsonSchema, provider: str) -> JsonSchema:
 
 def _is_null(s: Any) -> bool:
     return isinstance(s, dict) and s.get("type") == "null" and len(s) == 1
+
+
+# --------------------------------------------------------------------------- compaction
+
+# Keys whose value is one subschema, or a list of them; `properties`/`$defs` map names to them.
+_SUBSCHEMA = frozenset({"items", "anyOf", "oneOf", "allOf", "not", "prefixItems", "if", "then"})
+_SUBSCHEMA |= {"else", "additionalProperties", "contains", "propertyNames"}
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+# A branch merged into `"type": [X, "null"]` must only hold keywords that apply to X's type
+# alone; these apply to every value (null included) and would change what validates.
+_NOT_MERGEABLE = frozenset({"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"})
+
+
+def compact_schema(schema: JsonSchema) -> JsonSchema:
+    """The same schema without what tells the model nothing; the input is not changed.
+
+    Every tool definition is resent with every request, so its bytes are paid for on every
+    turn. Dropped: Pydantic's `title`s (the property name already says it), `default: null`
+    (an optional field's absence says it), and `anyOf [X, {"type": "null"}]` becomes
+    `{..X, "type": [X.type, "null"]}` when X is a plain typed schema: type-specific keywords
+    (`maxLength`, `minimum`, `items`) ignore null, so both forms accept exactly the same values.
+    Every constraint (enum, bounds, required, formats, patterns) is kept.
+    """
+    return _compact(schema)
+
+
+def _compact(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_compact(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: JsonSchema = {}
+    for key, value in node.items():
+        if (key == "title" and isinstance(value, str)) or (key == "default" and value is None):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _compact(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMA:
+            out[key] = _compact(value)
+        else:  # enum, const, required, default, examples: data, not subschemas
+            out[key] = value
+    return _merge_nullable(out)
+
+
+def _merge_nullable(node: JsonSchema) -> JsonSchema:
+    branches = node.get("anyOf")
+    if not isinstance(branches, list) or len(branches) != 2:
+        return node
+    rest = [b for b in branches if not _is_null(b)]
+    if len(rest) != 1 or not isinstance(rest[0], dict):
+        return node
+    branch = rest[0]
+    kind = branch.get("type")
+    siblings = {k: v for k, v in node.items() if k != "anyOf"}
+    if not isinstance(kind, str) or _NOT_MERGEABLE & branch.keys() or siblings.keys() & branch:
+        return node
+    return {**siblings, **branch, "type": [kind, "null"]}
 
 
 # --------------------------------------------------------------------------- OpenAI
@@ -118,6 +201,7 @@ _OPENAI_STRICT_FORMATS = frozenset(
 _OPENAI_STRICT_DROP = ("title", "default", "examples", "discriminator", "$schema")
 
 
+@per_schema
 def openai_parameters(schema: JsonSchema) -> tuple[JsonSchema, bool]:
     """Return `(parameters, strict)` for a Chat Completions function tool.
 
@@ -128,17 +212,22 @@ def openai_parameters(schema: JsonSchema) -> tuple[JsonSchema, bool]:
     keyword means strict is off and the plain schema (title dropped) is returned.
     """
     plain = _ensure_object_root(schema, "openai")
-    plain.pop("title", None)
     try:
         strict_schema = _openai_strict(copy.deepcopy(plain), "$")
-    except _NotStrict:
-        return plain, False
-    try:
         for name, sub in strict_schema.get("$defs", {}).items():
             strict_schema["$defs"][name] = _openai_strict(sub, f"$defs.{name}")
     except _NotStrict:
-        return plain, False
-    return strict_schema, True
+        return compact_schema(plain), False
+    # Strict mode documents `"type": ["string", "null"]` as its optional form, so compaction's
+    # nullable merge is within what it accepts.
+    return compact_schema(strict_schema), True
+
+
+@per_schema
+def openai_plain_parameters(schema: JsonSchema) -> JsonSchema:
+    """`parameters` for a compatible server without strict mode: the compacted schema (vLLM,
+    Ollama and older gateways take plain JSON Schema, type lists included)."""
+    return compact_schema(_ensure_object_root(schema, "openai"))
 
 
 class _NotStrict(Exception):
@@ -203,6 +292,7 @@ def _admits_null(prop: Any) -> bool:
 # --------------------------------------------------------------------------- Anthropic
 
 
+@per_schema
 def anthropic_input_schema(schema: JsonSchema) -> JsonSchema:
     """Return the `input_schema` of an Anthropic tool.
 
@@ -212,7 +302,7 @@ def anthropic_input_schema(schema: JsonSchema) -> JsonSchema:
     """
     root = _ensure_object_root(schema, "anthropic")
     root.pop("$schema", None)
-    return root
+    return compact_schema(root)
 
 
 # --------------------------------------------------------------------------- Gemini
@@ -251,6 +341,7 @@ _GEMINI_FORMATS = {
 }
 
 
+@per_schema
 def gemini_parameters(schema: JsonSchema) -> JsonSchema:
     """Return the `parameters` of a Gemini function declaration.
 

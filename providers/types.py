@@ -146,3 +146,6 @@ class ModelCapabilities:
     # capability but per-model config the tool loop needs, and capabilities travel with the
     # model through every wrapper (prompt tools, auto-downgrade).
     show_thinking: bool = False
+    # Tokens a request may hold (`models.<name>.context_tokens`): the history sent is cut to
+    # fit. Conservative by default, below every current model's window.
+    context_tokens: int = 16000

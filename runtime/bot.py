@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -121,12 +122,15 @@ class Bot:
         builtins: bool = True,
         load_plugins: bool = True,
         models: dict[str, ChatModel] | None = None,
+        clock: Callable[[], float] = time.time,
         migrate: bool = True,
     ) -> None:
         """`model`: the default model, built from `bot.model` when not given; `models`: more
         prebuilt models by name (tests); any other `models:` entry a chat uses is built on
-        first use and closed at shutdown."""
+        first use and closed at shutdown. `clock`: "now" in epoch seconds, as the model is told
+        it (a benchmark or test runs a conversation over minutes of the bot's time)."""
         self.settings = settings
+        self.clock = clock
         self.registry = registry if registry is not None else Registry()
         self.services = Services()
         self._event_handlers: dict[str, list[EventHandler]] = {}
@@ -414,6 +418,7 @@ class Bot:
             chat=chat,
             metrics=self.metrics,
             model_names=self.model_names(),
+            clock=self.clock,
             vision_model=self._vision_model() if msg.images else None,
         )
 

@@ -234,6 +234,27 @@ class Storage:
             for r in reversed(rows)
         ]
 
+    def count_messages(
+        self,
+        platform: str,
+        chat_id: str,
+        before_id: int | None = None,
+        after_id: int | None = None,
+    ) -> int:
+        """How many messages a chat has (before `before_id`, after `after_id`): the history
+        window is cut at absolute positions, so it stays the same for many turns."""
+        stmt = (
+            select(func.count())
+            .select_from(MessageRow)
+            .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
+        )
+        if before_id is not None:
+            stmt = stmt.where(MessageRow.id < before_id)
+        if after_id is not None:
+            stmt = stmt.where(MessageRow.id > after_id)
+        with self.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
     def thinking_of(self, row_id: int) -> str | None:
         """The stored reasoning behind the bot reply with row id `row_id` (None if none)."""
         with self._session() as s:
@@ -260,17 +281,6 @@ class Storage:
             )
             for r in reversed(rows)
         ]
-
-    def count_messages(self, platform: str, chat_id: str) -> int:
-        with self._session() as s:
-            return (
-                s.scalar(
-                    select(func.count())
-                    .select_from(MessageRow)
-                    .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
-                )
-                or 0
-            )
 
     # -- audit -----------------------------------------------------------------------------
     def add_tool_call(

@@ -57,7 +57,8 @@ def _texts(body: dict[str, Any]) -> list[str]:
         if m["role"] == "system":
             continue
         content = m["content"]
-        out.append(content if isinstance(content, str) else content[0]["text"])
+        text = content if isinstance(content, str) else content[0]["text"]
+        out.append(text.split("\n\n[Current time: ")[0])  # without the newest turn's note
     return out
 
 

@@ -167,3 +167,18 @@ def model_for(provider: str, server: ReplayServer) -> ChatModel:
         native_tools=True,
     )
     return build_model("t", cfg)
+
+
+def uncached(value: Any) -> Any:
+    """A request body as it was before prompt caching: no `cache_control` marks, `system` as
+    one string. The recorded Anthropic traffic predates the breakpoints; everything else in
+    our requests must still match it byte for byte."""
+    if isinstance(value, list):
+        return [uncached(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: uncached(v) for k, v in value.items() if k != "cache_control"}
+    system = out.get("system")
+    if isinstance(system, list) and "messages" in out:
+        out["system"] = "\n\n".join(block["text"] for block in system)
+    return out

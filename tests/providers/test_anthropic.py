@@ -23,6 +23,7 @@ from providers.factory import build_model
 from providers.types import Message, StreamEvent, ThinkingBlock, ToolCall, ToolDefinition
 from tests.fakes.cassette import Interaction, load_cassette
 from tests.fakes.raw_replay import RawReplayServer, cut_off_after, json_reply, sse
+from tests.providers.helpers import uncached
 
 CASSETTES = "anthropic/"
 
@@ -99,14 +100,14 @@ async def test_thinking_signature_replayed_before_tool_use(server: RawReplayServ
     sent = server.bodies()
     # What we sent on the next turn is byte-for-byte what the real client sent: the thinking
     # block with its signature first, then the text, then tool_use, then the tool_result.
-    assert sent[1]["messages"] == tape[1].request_body["messages"]
+    assert uncached(sent[1]["messages"]) == tape[1].request_body["messages"]
     for body, rec in zip(sent, tape, strict=True):
         assert (
             body["thinking"]
             == rec.request_body["thinking"]
             == {"type": "enabled", "budget_tokens": 3000}
         )
-        assert body["tools"] == rec.request_body["tools"]
+        assert uncached(body["tools"]) == rec.request_body["tools"]
         assert body["max_tokens"] > 3000 and "temperature" not in body
     assert server.received[0].path == "/v1/messages"
     headers = {k.lower(): v for k, v in server.received[0].headers.items()}
@@ -130,7 +131,7 @@ async def test_redacted_thinking_replayed_verbatim(server: RawReplayServer) -> N
     messages += [first.as_message(), user("What was that?")]
     second = await model.complete(messages)
     assert second.thinking[0].data == tape[1].json_body["content"][0]["data"]
-    assert server.bodies()[1]["messages"] == tape[1].request_body["messages"]
+    assert uncached(server.bodies()[1]["messages"]) == tape[1].request_body["messages"]
 
 
 async def test_parallel_tool_calls_and_merged_results(server: RawReplayServer) -> None:
@@ -163,8 +164,8 @@ async def test_parallel_tool_calls_and_merged_results(server: RawReplayServer) -
     assert "Daisy is the youngest" in second.content
     sent = server.bodies()
     # Four results in ONE user turn, in call order.
-    assert sent[1]["messages"] == tape[1].request_body["messages"]
-    assert sent[0]["system"] == tape[0].request_body["system"]
+    assert uncached(sent[1]["messages"]) == tape[1].request_body["messages"]
+    assert uncached(sent[0])["system"] == tape[0].request_body["system"]
 
 
 @pytest.mark.parametrize(
@@ -192,7 +193,7 @@ async def test_sequential_tool_runs(server: RawReplayServer, name: str) -> None:
         assert [c.id for c in response.tool_calls] == [
             b["id"] for b in recorded_blocks if b["type"] == "tool_use"
         ]
-        assert server.bodies()[turn]["messages"] == interaction.request_body["messages"]
+        assert uncached(server.bodies()[turn]["messages"]) == interaction.request_body["messages"]
         if turn + 1 < len(tape):
             messages.append(response.as_message())
             # The tool results the real client sent next, fed back through our vocabulary.
@@ -258,8 +259,8 @@ async def test_streamed_input_json_delta_with_server_tool_blocks(server: RawRepl
     final = await collect(model.stream(messages, tools))
     assert final.content.startswith("The current exchange rate is **1 USD = 0.92 EUR**")
     sent = server.bodies()[1]["messages"]
-    assert sent[1]["content"][-1] == tape[1].request_body["messages"][1]["content"][-1]
-    assert sent[2]["content"][0] == {
+    assert uncached(sent[1]["content"][-1]) == tape[1].request_body["messages"][1]["content"][-1]
+    assert uncached(sent[2]["content"][0]) == {
         "type": "tool_result",
         "is_error": False,
         "tool_use_id": "toolu_01EFn5wTNBYA8Reni8rbmnHT",
@@ -443,7 +444,11 @@ def test_request_shape_without_a_server() -> None:
         user("and now?"),
     ]
     request = model.build_request(messages, None)
-    assert request["system"] == "be brief\n\nbe kind"
+    # Cache breakpoints: the system prompt, and the last block of the last two turns.
+    assert request["system"] == [
+        {"type": "text", "text": "be brief\n\nbe kind", "cache_control": {"type": "ephemeral"}}
+    ]
+    request = uncached(request)
     assert request["temperature"] == 0.3 and request["max_tokens"] == 100
     assert "tools" not in request and "thinking" not in request
     assistant, results = request["messages"][1], request["messages"][2]

@@ -21,6 +21,7 @@ from providers.anthropic import AnthropicModel
 from providers.base import ChatModel, collect
 from providers.config import ModelConfig
 from providers.gemini import GeminiModel
+from providers.schema import compact_schema
 from providers.types import LLMResponse, Message, ToolDefinition
 from tests.fakes.cassette import Received
 from tests.fakes.raw_replay import RawReplayServer, sse
@@ -68,8 +69,20 @@ class Script:
     # -- Anthropic Messages API
     def _anthropic_round(self, body: dict[str, Any]) -> tuple[Callable[[], None], web.Response]:
         def check() -> None:
-            assert body["tools"][0]["input_schema"] == ReminderArgs.model_json_schema()
-            assert body["system"] == "You are a helpful bot."
+            # Compacted (no titles, `default: null` gone, `str | None` as a type list).
+            assert body["tools"][0]["input_schema"] == compact_schema(
+                ReminderArgs.model_json_schema()
+            )
+            assert body["tools"][0]["input_schema"]["properties"]["repeat"] == {
+                "type": ["string", "null"]
+            }
+            assert body["system"] == [
+                {
+                    "type": "text",
+                    "text": "You are a helpful bot.",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ]
             if self.round == 1:
                 assert len(body["messages"]) == 1
             else:

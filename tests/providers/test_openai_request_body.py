@@ -79,12 +79,22 @@ async def test_openai_host_sends_strict_schema(server: ReplayServer) -> None:
     assert "strict" not in open_ and open_["parameters"]["properties"]["tags"]["type"] == "object"
 
 
-async def test_compatible_server_gets_the_schema_unchanged(server: ReplayServer) -> None:
+async def test_compatible_server_gets_the_schema_compacted_not_strict(
+    server: ReplayServer,
+) -> None:
     body = await _send(server, tools=[STRICTABLE])
+    # Not closed (no `additionalProperties`, optional stays optional), only the noise removed.
     assert body["tools"][0]["function"] == {
         "name": "weather",
         "description": "Weather.",
-        "parameters": Strictable.model_json_schema(),
+        "parameters": {
+            "properties": {
+                "city": {"description": "City name", "type": "string"},
+                "unit": {"type": ["string", "null"]},
+            },
+            "required": ["city"],
+            "type": "object",
+        },
     }
 
 

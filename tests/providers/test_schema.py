@@ -15,8 +15,10 @@ from providers.schema import (
     SchemaError,
     anthropic_input_schema,
     check_schema_for,
+    compact_schema,
     gemini_parameters,
     openai_parameters,
+    openai_plain_parameters,
 )
 
 
@@ -184,7 +186,8 @@ def test_openai_strict_when_meaning_is_kept() -> None:
             assert node["additionalProperties"] is False
             assert node["required"] == list(node["properties"])
     # optional-with-None became required-but-nullable: null still means "not given".
-    assert out["properties"]["note"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
+    # ... written in strict mode's documented optional form, a type list.
+    assert out["properties"]["note"] == {"type": ["string", "null"]}
     # strict forbids siblings of $ref: the description moves next to an anyOf.
     assert out["properties"]["home"] == {
         "anyOf": [{"$ref": "#/$defs/Place"}],
@@ -200,7 +203,8 @@ def test_openai_not_strict_keeps_plain_schema(model: type[BaseModel]) -> None:
     assert strict is False
     expected = model.model_json_schema()
     expected.pop("title")
-    assert out == expected
+    assert out == compact_schema(expected)
+    assert openai_plain_parameters(model.model_json_schema()) == out
 
 
 def test_openai_strict_refusals() -> None:
@@ -235,7 +239,16 @@ def test_openai_strict_refusals() -> None:
 def test_anthropic_keeps_json_schema() -> None:
     schema = Everything.model_json_schema()
     out = anthropic_input_schema(schema)
-    assert out == schema  # $defs, $ref, anyOf-null, const: the Messages API takes them all
+    # $defs, $ref, const: the Messages API takes them all; only the noise goes.
+    assert out == compact_schema(schema)
+    assert out["$defs"]["Address"]["properties"]["zip"] == {
+        "maxLength": 5,
+        "minLength": 5,
+        "pattern": r"^\d+$",
+        "type": "string",
+    }
+    assert out["properties"]["day"] == {"format": "date", "type": ["string", "null"]}
+    assert out["properties"]["work"] == {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]}
     # A recursive model stays as-is: Anthropic resolves $ref itself.
     assert anthropic_input_schema(Tree.model_json_schema())["type"] == "object"
     with pytest.raises(SchemaError):

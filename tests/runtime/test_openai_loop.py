@@ -60,10 +60,10 @@ async def test_recorded_tool_round_trip(tmp_path: Path, server: ReplayServer) ->
     first, second = server.bodies()
     assert {t["function"]["name"] for t in first["tools"]} == {"get_user_country", "final_result"}
     assert first["messages"][0]["role"] == "system"
-    assert first["messages"][-1] == {
-        "role": "user",
-        "content": "What is the largest city in the user country?",
-    }
+    assert first["messages"][-1]["role"] == "user"
+    assert first["messages"][-1]["content"].startswith(
+        "What is the largest city in the user country?\n\n[Current time: "
+    )
     assistant, tool = second["messages"][-2:]
     assert assistant["tool_calls"][0]["id"] == "call_iXFttys57ap0o16JSlC8yhYo"
     assert tool == {
@@ -90,7 +90,7 @@ async def test_500_gives_short_message_and_history_keeps_question(
     server.queue.append(lambda _r: web.json_response(openai_chat_response("Yes, I'm here.")))
     assert await tb.send("hello again") == ["Yes, I'm here."]
     contents = [m.get("content") for m in server.bodies()[-1]["messages"]]
-    assert "Are you there?" in contents and contents[-1] == "hello again"
+    assert "Are you there?" in contents and contents[-1].startswith("hello again\n\n[Current")
     # The outage notice is not shown to the model as something it said.
     assert not any("not available" in (c or "") for c in contents)
     await tb.aclose()
@@ -126,6 +126,7 @@ async def test_chat_fallback_sends_current_message_once_with_history(
         model=model_for(server),
         builtins=False,
         config={"bot": {"system_prompt": "You are {bot_name}.", "name": "Testy"}},
+        clock=lambda: 1_800_000_000.0,  # 2027-01-15 08:00 UTC
     )
     await tb.send("hi")
     await tb.send("what did I say?")
@@ -133,11 +134,17 @@ async def test_chat_fallback_sends_current_message_once_with_history(
     assert "tools" not in body  # no functions registered: plain chat
     msgs = body["messages"]
     assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("You are Testy.")
-    assert "Current time:" in msgs[0]["content"]
+    # The time is not in the system prompt (it would break the cached prefix every minute):
+    # it ends the newest message, with who sent it; history rows carry no note.
+    assert "Current time:" not in msgs[0]["content"]
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
         ("user", "hi"),
         ("assistant", "Hi Alice"),
-        ("user", "what did I say?"),
+        (
+            "user",
+            "what did I say?\n\n[Current time: 2027-01-15 08:00 (Friday), time zone UTC "
+            "(UTC+0000). From: alice.]",
+        ),
     ]
     await tb.aclose()
 
@@ -153,7 +160,7 @@ async def test_history_window_starts_at_a_user_turn(tmp_path: Path, server: Repl
     msgs = server.bodies()[-1]["messages"][1:]
     # The last 3 stored rows before "c" are A(assistant), b, B: the window drops the leading
     # assistant reply rather than show an answer without its question.
-    assert [(m["role"], m["content"]) for m in msgs] == [
+    assert [(m["role"], m["content"].split("\n\n")[0]) for m in msgs] == [
         ("user", "b"),
         ("assistant", "B"),
         ("user", "c"),
@@ -161,9 +168,7 @@ async def test_history_window_starts_at_a_user_turn(tmp_path: Path, server: Repl
     await tb.aclose()
 
 
-async def test_system_prompt_uses_configured_time_zone(
-    tmp_path: Path, server: ReplayServer
-) -> None:
+async def test_turn_note_uses_configured_time_zone(tmp_path: Path, server: ReplayServer) -> None:
     server.queue.append(lambda _r: web.json_response(openai_chat_response("ok")))
     tb = TestBot(
         tmp_path,
@@ -172,6 +177,6 @@ async def test_system_prompt_uses_configured_time_zone(
         config={"reminders": {"timezone": "Asia/Kathmandu"}},
     )
     await tb.send("what time is it?")
-    system = server.bodies()[0]["messages"][0]["content"]
-    assert "(UTC+0545)" in system
+    newest = server.bodies()[0]["messages"][-1]["content"]
+    assert "(UTC+0545)" in newest
     await tb.aclose()

@@ -6,9 +6,16 @@ language) rather than from its description, which is written for the model."""
 
 from __future__ import annotations
 
-from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+from typing import Any
 
-plugin = Plugin("help")
+from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+from function_calls.builtins.help.settings import HelpSettings
+
+plugin = Plugin("help", settings=HelpSettings)
+
+
+def offered_to_model(ctx: Any) -> bool:  # ctx: any caller the permission rules see
+    return ctx.config.section(HelpSettings).offer_to_model
 
 
 def _line(ctx: MessageContext, name: str, description: str) -> str:
@@ -22,6 +29,7 @@ def _line(ctx: MessageContext, name: str, description: str) -> str:
     name="help",
     description="List the functions and slash commands the user can use in this chat.",
     examples=["/help", "what can you do?"],
+    for_model=offered_to_model,
 )
 def help_function(ctx: MessageContext) -> FunctionResult:
     specs = ctx.usable_functions()

@@ -128,7 +128,7 @@ def _read_free_text(args: ReminderSetArgs, tz: ZoneInfo) -> ReminderSetArgs:
     name="reminder_set",
     description="Set a reminder in this chat: once at a date and time, daily or weekly at a time, "
     "or on a cron schedule. The reminder is posted here and mentions the user. Use "
-    "the current time and time zone from the system prompt for absolute times.",
+    "the current time and time zone noted on the newest message for absolute times.",
     examples=[
         '/reminder_set at="tomorrow 9:00" text="stand-up"',
         "/reminder_set in 10m stretch",

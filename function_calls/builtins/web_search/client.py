@@ -13,14 +13,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import openai
-from openai import AsyncOpenAI
 
 from function_calls import translate
 from function_calls.builtins.web_search.settings import WebSearchSettings
+
+if TYPE_CHECKING:  # the SDK is imported when a search client is made: 30 MB, start-up time
+    import openai
+    from openai import AsyncOpenAI
 
 SYSTEM_PROMPT = (
     "You answer with facts found on the web. Be concise (at most a few short paragraphs), "
@@ -117,6 +118,8 @@ def parse_answer(data: Any) -> SearchAnswer:
 
 
 def _describe(exc: openai.OpenAIError) -> SearchError:
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return SearchError("timeout")
     if isinstance(exc, openai.APIConnectionError):
@@ -136,6 +139,8 @@ class WebSearchClient:
     def __init__(self, cfg: WebSearchSettings, *, client: AsyncOpenAI | None = None) -> None:
         if cfg.api_key is None and client is None:
             raise SearchError("no_key")
+        from openai import AsyncOpenAI
+
         self.cfg = cfg
         self._owns_client = client is None
         self._client = client or AsyncOpenAI(
@@ -154,6 +159,8 @@ class WebSearchClient:
                 {"role": "user", "content": query},
             ],
         }
+        import openai
+
         try:
             data = await self._client.post("/chat/completions", body=body, cast_to=object)
         except openai.OpenAIError as exc:

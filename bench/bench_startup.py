@@ -1,0 +1,220 @@
+"""Start-up time and peak memory of `python bot.py --channel http`, serving the overhead work.
+
+The bot runs as it would in production: its own process, a config file (an OpenAI-compatible
+model at `bench/fake_openai.py`, SQLite storage, the built-ins, one plugin with the pipeline
+benchmark's `get_weather`), started with `python bot.py --channel http --config ...`.
+
+Measured:
+- **time to /healthz**: from spawning the process to the first 200 from `GET /healthz`
+  (polled every 10 ms), median of `--runs` starts;
+- **peak RSS**: `VmHWM` from `/proc/<pid>/status` after `--messages` messages were posted to
+  `/v1/messages` (each one: the model calls `get_weather`, the function runs, the model answers),
+  every message in its own chat, `--concurrency` in flight;
+- with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative.
+
+    python bench/bench_startup.py                    # 5 starts, 300 messages
+    python bench/bench_startup.py --importtime 15    # plus the 15 costliest imports
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.fake_openai import ServerProcess  # noqa: E402
+
+PLUGIN = """
+from pydantic import BaseModel, Field
+
+from function_calls import FunctionResult, MessageContext, tool_function
+
+
+class WeatherArgs(BaseModel):
+    city: str = Field(description="City name, e.g. Paris")
+
+
+@tool_function(name="get_weather", description="Current weather for a city.")
+async def get_weather(ctx: MessageContext, args: WeatherArgs) -> FunctionResult:
+    return FunctionResult(llm_content='{"city": "%s", "temp_c": 18}' % args.city)
+"""
+
+
+def write_config(folder: Path, model_url: str, port: int) -> Path:
+    (folder / "plugins").mkdir()
+    (folder / "plugins" / "weather.py").write_text(PLUGIN)
+    config = {
+        "models": {
+            "default": {
+                "provider": "openai",
+                "base_url": model_url,
+                "api_key": "bench",
+                "model": "gpt-4o-mini",
+                "native_tools": True,
+            }
+        },
+        "storage": {"url": f"sqlite:///{folder / 'bench.db'}"},
+        "plugins": {"paths": [str(folder / "plugins")]},
+        "logging": {"level": "WARNING"},
+        "channels": {"http": {"host": "127.0.0.1", "port": port}},
+    }
+    path = folder / "config.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthz(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"bot.py exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                if r.status == 200:
+                    return time.perf_counter()
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise TimeoutError("no /healthz")
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def serve(port: int, messages: int, concurrency: int) -> None:
+    from aiohttp import ClientSession
+
+    sem = asyncio.Semaphore(concurrency)
+    async with ClientSession() as session:
+
+        async def one(i: int) -> None:
+            async with sem:
+                body = {"chat_id": f"c{i}", "sender_id": f"u{i}", "text": "Weather in Paris?"}
+                async with session.post(f"http://127.0.0.1:{port}/v1/messages", json=body) as resp:
+                    data = await resp.json()
+                    if resp.status != 200 or not data.get("replies"):
+                        raise RuntimeError(f"bad answer {resp.status}: {data}")
+
+        await asyncio.gather(*(one(i) for i in range(messages)))
+
+
+def start_bot(
+    config: Path, port: int, extra: list[str] | None = None, stderr: Any = None
+) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, *(extra or []), "bot.py", "--channel", "http", "--config", str(config)]
+    cmd += ["--port", str(port)]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def importtime(config: Path, top: int) -> list[tuple[float, str]]:
+    port = free_port()
+    # A file, not a pipe: -X importtime writes more than a pipe buffer before /healthz answers.
+    with tempfile.TemporaryFile() as err:
+        proc = start_bot(config, port, ["-X", "importtime"], stderr=err)
+        try:
+            wait_healthz(port, proc)
+        finally:
+            stop(proc)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            _self, cumulative, name = line[len("import time:") :].split("|", 2)
+            if cumulative.strip().isdigit():
+                rows.append((int(cumulative) / 1000, name.rstrip()))
+    # Top-level packages only (no leading spaces beyond one): what a change can avoid.
+    top_level = [(ms, n.strip()) for ms, n in rows if len(n) - len(n.lstrip()) <= 1]
+    return sorted(top_level, reverse=True)[:top]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--importtime", type=int, default=0, metavar="TOP")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    starts: list[float] = []
+    result: dict[str, object] = {}
+    with ServerProcess(latency_ms=0) as server, tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        port = free_port()
+        config = write_config(folder, server.url, port)
+        for run in range(args.runs):
+            t0 = time.perf_counter()
+            proc = start_bot(config, port)
+            try:
+                starts.append(wait_healthz(port, proc) - t0)
+                idle = rss_mb(proc.pid)
+                if run == args.runs - 1:  # serve once, on the last start
+                    asyncio.run(serve(port, args.messages, args.concurrency))
+                    result["rss_idle_mb"] = round(idle, 1)
+                    result["peak_rss_mb"] = round(peak_rss_mb(proc.pid), 1)
+            finally:
+                stop(proc)
+        result["healthz_s_median"] = round(statistics.median(starts), 3)
+        result["healthz_s_all"] = [round(s, 3) for s in starts]
+        result["messages"] = args.messages
+        if args.importtime:
+            result["importtime_ms"] = [
+                [round(ms, 1), n] for ms, n in importtime(config, args.importtime)
+            ]
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(
+        f"time to /healthz: median {result['healthz_s_median']} s"
+        f"  (runs: {result['healthz_s_all']})"
+    )
+    print(
+        f"RSS after start: {result['rss_idle_mb']} MB; "
+        f"peak RSS after {args.messages} messages: {result['peak_rss_mb']} MB"
+    )
+    for ms, name in result.get("importtime_ms", []):  # type: ignore[union-attr]
+        print(f"  {ms:8.1f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()

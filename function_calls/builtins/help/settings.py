@@ -1,0 +1,11 @@
+"""The `help:` section of config.yaml."""
+
+from __future__ import annotations
+
+from function_calls import Section
+
+
+class HelpSettings(Section):
+    # Offer `help` to the model as a function. Off: `/help` is a command for people, and its
+    # definition would be sent (and paid for) with every model request.
+    offer_to_model: bool = False
