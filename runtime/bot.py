@@ -322,7 +322,8 @@ class Bot:
         self._subscribers.discard(queue)
 
     def publish(self, out: OutgoingMessage) -> None:
-        """Hand a message a worker sent to this gateway's event subscribers."""
+        """Hand a stored message to the event subscribers (the HTTP channel, for a message
+        its outbox drain passes on: that path does not publish)."""
         self._publish(out)
 
     def _publish(self, out: OutgoingMessage) -> None:
@@ -332,8 +333,8 @@ class Bot:
             queue.put_nowait(out)
 
     def _history_values(self, out: OutgoingMessage, message_id: str = "") -> dict[str, Any]:
-        """The history row of a message the bot sends (written with its outbox row, or alone
-        by a worker whose gateway sends it)."""
+        """The history row of a message the bot sends, written with its outbox row;
+        `message_id` keys a worker's reply (`<incoming id>#<position>`)."""
         return {
             "platform": out.platform,
             "chat_id": out.chat_id,
@@ -346,11 +347,6 @@ class Bot:
             "thinking": out.thinking,
         }
 
-    def store_outgoing(self, out: OutgoingMessage, message_id: str = "") -> None:
-        """The history row alone (worker role: the gateway sends): `message_id` keys it (a
-        worker's reply `<incoming id>#<position>`), so a turn run again stores it once."""
-        self.storage.add_message(**self._history_values(out, message_id))
-
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
         await self.deliver(out)
@@ -361,13 +357,20 @@ class Bot:
         and the chat's history (one transaction, off the event loop), published to event
         subscribers, then handed to `sink` (the request that is waiting for it) or to the
         channel of its platform. It is marked delivered only when one of them took it; until
-        then it waits in the outbox (runtime/outbox.py). A worker (broker role) relays it to
-        the gateway instead, which holds the platform connections."""
+        then it waits in the outbox (runtime/outbox.py). A worker (broker role) writes the same
+        rows, then relays the message with its event id to the gateway, which holds the
+        platform connections and runs `pass_on`."""
         self.metrics.messages_out.labels(out.platform).inc()
         if self.relay is not None:  # worker: stored by the relay, sent by the gateway
             await self.relay(out, sink)
             return
         await self.outbox.write(out)
+        await self.pass_on(out, sink)
+
+    async def pass_on(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
+        """Hand a stored message (`out.event_id` set) to event subscribers, then to `sink` or
+        its platform's channel, and mark its row: the second half of `deliver`, which a
+        gateway runs for the messages its workers stored."""
         self._publish(out)
         if sink is None:
             await self.outbox.dispatch(out)

@@ -56,7 +56,7 @@ class Outbox:
         storage: Storage,
         settings: OutboxSettings,
         channels: Mapping[str, _Sender],
-        history: Callable[[OutgoingMessage], dict[str, Any]],
+        history: Callable[..., dict[str, Any]],
     ) -> None:
         self.storage = storage
         self.settings = settings
@@ -78,16 +78,23 @@ class Outbox:
         self._task: asyncio.Task[None] | None = None
         self._once: asyncio.Future[None] | None = None
         self._draining = asyncio.Lock()
+        # False in a worker without channels: it writes rows, its gateways deliver them.
+        self.drains = True
         self.expired = 0  # messages that waited past max_wait (also logged)
         self.delivered = 0
         self.failed = 0
 
     # -- writing -----------------------------------------------------------------------------
-    async def write(self, out: OutgoingMessage) -> None:
+    async def write(self, out: OutgoingMessage, key: str | None = None) -> str:
+        """Store `out` (outbox row + history row, one transaction) and set its event id.
+        `key` (a worker's reply, `<message id>#<position>`) makes it idempotent: a turn run
+        again gets the row written the first time. Returns the row's state ("pending" for a
+        new row; "delivered" etc. when a keyed row was finished already)."""
         payload = {k: getattr(out, k) for k in PAYLOAD_FIELDS}
+        history = self._history(out) if key is None else self._history(out, key)
         try:
-            out.event_id = await self.storage.run(
-                self.storage.outbox.add, out.platform, out.chat_id, payload, self._history(out)
+            out.event_id, state = await self.storage.run(
+                self.storage.outbox.add_keyed, out.platform, out.chat_id, payload, history, key
             )
         except StorageError as exc:
             logger.error(
@@ -96,6 +103,14 @@ class Outbox:
                 out.chat_id,
                 exc,
             )
+            return "pending"
+        return state
+
+    @property
+    def boot_id(self) -> int:
+        """The last event id when this process started: rows up to it are its drain's (a
+        gateway passing on a worker's message skips those: its drain sends them)."""
+        return self._boot_id
 
     async def finish(self, out: OutgoingMessage, state: str, rest: str | None = None) -> None:
         if state == "delivered":
@@ -216,6 +231,8 @@ class Outbox:
     async def start(self) -> None:
         if self._task is None:
             self._boot_id = await self.storage.run(self.storage.outbox.last_id)
+            if not self.drains:
+                return
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:

@@ -171,6 +171,9 @@ class OutboxRow(Base):
     chat_id: Mapped[str] = mapped_column(String(128))
     # OutgoingMessage fields as JSON (text, at, reply_to, is_group, notice).
     payload: Mapped[str] = mapped_column(Text)
+    # A worker's reply: `<incoming message id>#<position>`, unique per chat, so a turn run
+    # again writes its row once (None for every other message).
+    key: Mapped[str | None] = mapped_column(String(160), nullable=True, default=None)
     state: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -179,6 +182,7 @@ class OutboxRow(Base):
     __table_args__ = (
         Index("ix_outbox_state", "state", "id"),
         Index("ix_outbox_chat", "platform", "chat_id", "id"),
+        Index("ux_outbox_key", "platform", "chat_id", "key", unique=True),
     )
 
 
