@@ -16,7 +16,7 @@ from typing import Any
 
 import anthropic
 
-from providers.base import ChatModel, bounded_stream, within
+from providers.base import ServerModel
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -57,7 +57,7 @@ _FINISH = {
 }
 
 
-class AnthropicModel(ChatModel):
+class AnthropicModel(ServerModel):
     """A Claude model behind the Messages API (or any server speaking it, via `base_url`)."""
 
     provider = PROVIDER
@@ -65,6 +65,7 @@ class AnthropicModel(ChatModel):
     def __init__(self, name: str, cfg: ModelConfig) -> None:
         super().__init__(name, cfg.model, cfg.capabilities())
         self.cfg = cfg
+        self.timeout = cfg.timeout  # bounds each whole request (ServerModel)
         self.client = anthropic.AsyncAnthropic(
             api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
             base_url=cfg.base_url,
@@ -117,16 +118,6 @@ class AnthropicModel(ChatModel):
             request["temperature"] = self.cfg.temperature
         request["max_tokens"] = max_tokens
         return request
-
-    async def complete(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> LLMResponse:
-        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
-
-    def stream(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> AsyncIterator[StreamEvent]:
-        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
 
     async def _complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None

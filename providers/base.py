@@ -95,6 +95,34 @@ class ChatModel(ABC):
         """Release HTTP clients; called once at shutdown."""
 
 
+class ServerModel(ChatModel):
+    """An adapter that talks to a server: each request is bounded as a whole by its model's
+    `timeout` (an SDK timeout bounds each read only). Subclasses write `_complete` and
+    `_stream` and set `timeout`."""
+
+    timeout: float
+
+    async def complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> LLMResponse:
+        return await within(self.timeout, self._complete(messages, tools), self.provider)
+
+    def stream(  # type: ignore[override]
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        return bounded_stream(self._stream(messages, tools), self.timeout, self.provider)
+
+    @abstractmethod
+    async def _complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None
+    ) -> LLMResponse: ...
+
+    @abstractmethod
+    def _stream(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None
+    ) -> AsyncIterator[StreamEvent]: ...
+
+
 async def collect(events: AsyncIterator[StreamEvent]) -> LLMResponse:
     """Drain a stream and return its final response."""
     final: LLMResponse | None = None

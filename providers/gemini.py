@@ -19,7 +19,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from providers.base import ChatModel, bounded_stream, within
+from providers.base import ServerModel
 from providers.config import ModelConfig
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -49,7 +49,7 @@ SIGNATURE = "thought_signature"  # key in ToolCall.provider_data (standard base6
 _FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
 
-class GeminiModel(ChatModel):
+class GeminiModel(ServerModel):
     """A Gemini model behind the Gemini API (or any server speaking it, via `base_url`)."""
 
     provider = PROVIDER
@@ -60,6 +60,7 @@ class GeminiModel(ChatModel):
     def __init__(self, name: str, cfg: ModelConfig) -> None:
         super().__init__(name, cfg.model, cfg.capabilities())
         self.cfg = cfg
+        self.timeout = cfg.timeout  # bounds each whole request (ServerModel)
         options = types.HttpOptions(
             base_url=cfg.base_url,
             # Function-call ids and thought signatures are v1beta features; with a custom
@@ -117,16 +118,6 @@ class GeminiModel(ChatModel):
                 include_thoughts=True, thinking_budget=thinking.budget_tokens
             )
         return contents, config
-
-    async def complete(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> LLMResponse:
-        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
-
-    def stream(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> AsyncIterator[StreamEvent]:
-        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
 
     async def _complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import openai
 from openai import AsyncOpenAI, AsyncStream
 
-from providers.base import ChatModel, bounded_stream, prompt_cache_key, within
+from providers.base import ServerModel, prompt_cache_key
 from providers.config import ModelConfig, is_openai_host
 from providers.errors import (
     MALFORMED_RESPONSE_ERRORS,
@@ -74,7 +74,7 @@ def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
-class OpenAICompatModel(ChatModel):
+class OpenAICompatModel(ServerModel):
     """A model behind a Chat Completions endpoint.
 
     `OpenAICompatModel(name, cfg, *, native_tools=None, stream_usage=None, client=None)`:
@@ -101,6 +101,7 @@ class OpenAICompatModel(ChatModel):
             native_tools = True if openai_itself else "auto"
         super().__init__(name, cfg.model, cfg.capabilities(default_native=native_tools))
         self.cfg = cfg
+        self.timeout = cfg.timeout  # bounds each whole request (ServerModel)
         self.base_url = base_url
         self._openai_itself = openai_itself
         host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
@@ -183,16 +184,6 @@ class OpenAICompatModel(ChatModel):
         wire = to_wire_tool(tool, strict=True)
         self._tool_cache[key] = (tool.parameters, wire)
         return wire
-
-    async def complete(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> LLMResponse:
-        return await within(self.cfg.timeout, self._complete(messages, tools), PROVIDER)
-
-    def stream(
-        self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
-    ) -> AsyncIterator[StreamEvent]:
-        return bounded_stream(self._stream(messages, tools), self.cfg.timeout, PROVIDER)
 
     async def _complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
