@@ -563,6 +563,17 @@ class Bot:
         for hook in self._startup if services else []:
             await hook()
 
+    async def prepare_models(self) -> None:
+        """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
+        importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
+        first message does not pay it either. A failure is logged; the first request then
+        meets it again and reports it as usual."""
+        for model in list(self._models.values()):
+            try:
+                await asyncio.to_thread(model.prepare)
+            except Exception as exc:
+                logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
+
     async def aclose(self) -> None:
         """Close services, model clients and the database; safe to call twice."""
         if self._closed:
