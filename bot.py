@@ -119,7 +119,8 @@ async def run(args: argparse.Namespace) -> int:
             worker = Worker(bot, broker)
     # After the channels: reminders due while down are sent at once. A gateway runs no
     # plugin services; its workers do.
-    await bot.start(services=role != "gateway")
+    # A single process resumes the turns a crash cut; with a broker, its redelivery does.
+    await bot.start(services=role != "gateway", resume=broker is None)
     if gateway is not None:
         await gateway.start()
     if worker is not None:

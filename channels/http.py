@@ -271,7 +271,7 @@ class HttpChannel(Channel):
         if task is not None:
             self._sse_tasks.add(task)
         stop = asyncio.ensure_future(self._stopping.wait())
-        sent: set[int] = set()
+        sent: OrderedDict[int, None] = OrderedDict()  # event ids written on this stream
         try:
             await resp.write(b": connected\n\n")
             if after is not None:
@@ -280,7 +280,7 @@ class HttpChannel(Channel):
                 backlog = [(o, "pending") for o in await self.bot.outbox.waiting(self.platform)]
             for out, state in backlog:
                 await self._event(resp, out)
-                sent.add(out.event_id or 0)
+                sent[out.event_id or 0] = None
                 if state == "pending" and out.platform == self.platform:
                     await self.bot.outbox.finish(out, "delivered")
             while not self._stopping.is_set():
@@ -297,6 +297,10 @@ class HttpChannel(Channel):
                 if eid is not None and (eid in sent or (after is not None and eid <= after)):
                     continue
                 await self._event(resp, out)
+                if eid is not None:
+                    sent[eid] = None
+                    if len(sent) > 10000:
+                        sent.popitem(last=False)
             await self._sse(resp, "closing", {"reason": "the bot is shutting down"})
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -345,7 +349,14 @@ class HttpChannel(Channel):
         """A message with no request waiting for it (a reminder) reaches HTTP clients through
         /v1/events (the bot published it to every subscriber) and the webhook (its own loop).
         With neither, it stays in the outbox."""
-        if self._sse_clients or message.event_id in self._written:
+        if message.event_id is not None and message.event_id in self._written:
+            return
+        if self._sse_clients:
+            # Published to the subscribers already when it comes from `Bot.deliver`; not when
+            # the outbox drain passes it on (after a restart, or a gateway's row). Each
+            # client writes an event id once, so publishing it again costs nothing.
+            if message.event_id is not None:
+                self.bot.publish(message)
             return
         raise NotDelivered(
             "no /v1/events subscriber" + (" (the webhook will take it)" if self.webhook_url else "")

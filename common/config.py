@@ -54,6 +54,10 @@ class BotSettings(Section):
     timezone: str | None = None
     # Seconds a stopping bot (SIGTERM, SIGINT) gives turns in flight before abandoning them.
     shutdown_grace: float = Field(default=5.0, ge=0)
+    # Seconds back a single process looks at start for user messages whose turn a crash cut
+    # (stored, addressed to the bot, never finished): each is handled once, in chat order.
+    # 0 turns it off.
+    resume_window: float = Field(default=600.0, ge=0)
     # Said to a user when no model is configured; None: the catalogue's text in `language`.
     no_model_reply: str | None = None
     # The language of every built-in string (replies, notices, /help, reminders, the web page).

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -264,3 +264,62 @@ def tools_tokens(specs: Sequence[FunctionSpec]) -> int:
             hit = _tool_tokens[id(spec)] = (spec, estimate_tokens(text))
         total += hit[1]
     return total
+
+
+# ---------------------------------------------------------------------- fitting a context window
+
+# Per image: a rough share of the window; then the "[truncated: ...]" note itself.
+_IMAGE_TOKENS = 800
+_NOTE_TOKENS = 30
+
+
+def estimate_message_tokens(messages: list[Message]) -> int:
+    """`estimate_tokens` over whole messages: their text, their tool calls and their images."""
+    total = 0
+    for m in messages:
+        calls = "".join(c.name + (c.arguments or "") for c in m.tool_calls)
+        total += estimate_tokens((m.content or "") + calls) + _IMAGE_TOKENS * len(m.images)
+    return total
+
+
+def _truncate(message: Message, tokens: int) -> Message:
+    text = message.content or ""
+    keep = max(0, tokens - _NOTE_TOKENS) * BYTES_PER_TOKEN
+    data = text.encode()
+    if len(data) <= keep:
+        return message
+    kept = data[:keep].decode(errors="ignore")
+    note = (
+        f"\n[truncated: {len(text) - len(kept)} more characters did not fit the model's "
+        "context window]"
+    )
+    return replace(message, content=kept + note)
+
+
+def fit_messages(messages: list[Message], budget: int) -> list[Message]:
+    """`messages` cut to about `budget` tokens for a retry after a context-length error: the
+    oldest history goes first, a whole user turn at a time (a reply never loses its question);
+    then the largest remaining messages are truncated with a note. The system prompt and the
+    current turn (the last user message and the tool rounds after it) stay."""
+    if estimate_message_tokens(messages) <= budget:
+        return list(messages)
+    head = messages[:1] if messages and messages[0].role == "system" else []
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=len(head))
+    middle, tail = list(messages[len(head) : last_user]), list(messages[last_user:])
+    while middle and estimate_message_tokens(head + middle + tail) > budget:
+        # Drop the oldest turn: its user message and everything up to the next one.
+        cut = next((i for i, m in enumerate(middle) if i and m.role == "user"), len(middle))
+        middle = middle[cut:]
+    out = head + middle + tail
+    over = estimate_message_tokens(out) - budget
+    # Largest first: one oversized message (the usual cause) takes the whole cut.
+    for index in sorted(range(len(out)), key=lambda i: -len(out[i].content or "")):
+        if over <= 0:
+            break
+        message = out[index]
+        size = estimate_message_tokens([message])
+        # Keep at least a little of every message, so the model still sees what it was.
+        room = max(size - over, min(size, 200))
+        out[index] = _truncate(message, room - MESSAGE_OVERHEAD_TOKENS)
+        over -= size - estimate_message_tokens([out[index]])
+    return out

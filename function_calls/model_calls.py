@@ -2,6 +2,10 @@
 each request on record: a usage row (tokens as the provider reported them, latency, outcome),
 the limits' counts, the metrics, and one DEBUG line for the request and one for the answer
 (TRACE adds the bodies; configured secrets are masked by the log filter).
+
+A request the provider refuses as longer than the model's context window is sent once more with
+the history cut to fit (`conversation.fit_messages`); if that fails too, the error propagates and
+the router tells the user plainly.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from function_calls import limits
+from function_calls.conversation import estimate_message_tokens, fit_messages
 from providers.base import ChatModel
-from providers.errors import ProviderError, StreamInterrupted
+from providers.errors import ContextLengthExceeded, ProviderError, StreamInterrupted
 from providers.types import LLMResponse, Message, ToolDefinition, Usage
 
 if TYPE_CHECKING:
@@ -29,6 +34,14 @@ def _body_text(messages: Sequence[Message], tools: Sequence[ToolDefinition] | No
     return json.dumps(body, ensure_ascii=False, default=str)
 
 
+def _budget(model: ChatModel, limit: int) -> int:
+    """Tokens the prompt may take in a window of `limit`: the answer's room (the configured
+    `max_tokens`, else a quarter) is kept free, and a tenth more for the estimate's error."""
+    max_tokens = getattr(getattr(model, "cfg", None), "max_tokens", None)
+    reserve = min(max_tokens or limit // 4, limit // 2)
+    return int((limit - reserve) * 0.9)
+
+
 async def ask(
     ctx: MessageContext,
     model: ChatModel,
@@ -38,7 +51,40 @@ async def ask(
     stream: bool = True,
 ) -> LLMResponse:
     """One model request for `ctx`, streamed to `ctx.on_stream` when there is one (and
-    `stream`), recorded whatever its outcome. Provider errors propagate after recording."""
+    `stream`), recorded whatever its outcome. Provider errors propagate after recording; a
+    context-length error first costs one retry with the messages cut to fit."""
+    if model.context_limit:
+        messages = fit_messages(list(messages), _budget(model, model.context_limit))
+    try:
+        return await _ask_once(ctx, model, messages, tools, stream=stream)
+    except ContextLengthExceeded as exc:
+        if exc.limit:
+            model.context_limit = exc.limit
+            budget = _budget(model, exc.limit)
+        else:  # the window is not stated: half of what was refused
+            budget = estimate_message_tokens(list(messages)) // 2
+        cut = fit_messages(list(messages), budget)
+        if estimate_message_tokens(cut) >= estimate_message_tokens(list(messages)):
+            raise  # nothing left to cut: the system prompt and tools alone do not fit
+        ctx.logger.warning(
+            "model {}: prompt too long ({}); retrying with {} of {} messages cut to ~{} tokens",
+            model.name,
+            exc,
+            len(cut),
+            len(messages),
+            budget,
+        )
+        return await _ask_once(ctx, model, cut, tools, stream=stream)
+
+
+async def _ask_once(
+    ctx: MessageContext,
+    model: ChatModel,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition] | None,
+    *,
+    stream: bool,
+) -> LLMResponse:
     ctx.turn.requests += 1
     body = _body_text(messages, tools)
     ctx.logger.debug(

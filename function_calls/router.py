@@ -25,6 +25,7 @@ from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
 from providers.base import ChatModel
 from providers.errors import (
+    ContextLengthExceeded,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
@@ -34,6 +35,9 @@ from providers.errors import (
 
 
 def user_message_for(exc: ProviderError, language: str = "en") -> str:
+    if isinstance(exc, ContextLengthExceeded):
+        # Retrying later will not help: say so, and what will.
+        return translate(language, "core.too_long")
     if isinstance(exc, ProviderTimeout):
         why = "timeout"
     elif isinstance(exc, ProviderRateLimited):

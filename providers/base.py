@@ -67,6 +67,10 @@ class ChatModel(ABC):
         self.name = name  # the key under `models:` in config
         self.model = model  # the provider's model id
         self.capabilities = capabilities
+        # The context window in tokens, once a context-length error has stated it: later
+        # requests are cut to it before they are sent, so one oversized message does not cost
+        # every later turn of its chat a refused request.
+        self.context_limit: int | None = None
 
     @abstractmethod
     async def complete(

@@ -41,6 +41,7 @@ from runtime import exposure
 from runtime.exposure import Caller
 from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
+from runtime.resume import resume_turns
 from runtime.settings import Settings
 from storage.db import Storage, StorageError
 
@@ -175,6 +176,7 @@ class Bot:
         # `bot.shutdown_grace` seconds (`finish_turns`).
         self.closing = False
         self._turns: set[asyncio.Task[Any]] = set()
+        self._resuming: set[asyncio.Task[Any]] = set()  # resume()'s per-chat runs
         for loaded in self.plugins:
             self._wire(loaded)
 
@@ -320,7 +322,8 @@ class Bot:
         self._subscribers.discard(queue)
 
     def publish(self, out: OutgoingMessage) -> None:
-        """Hand a message a worker sent to this gateway's event subscribers."""
+        """Hand a stored message to the event subscribers (the HTTP channel, for a message
+        its outbox drain passes on: that path does not publish)."""
         self._publish(out)
 
     def _publish(self, out: OutgoingMessage) -> None:
@@ -330,8 +333,8 @@ class Bot:
             queue.put_nowait(out)
 
     def _history_values(self, out: OutgoingMessage, message_id: str = "") -> dict[str, Any]:
-        """The history row of a message the bot sends (written with its outbox row, or alone
-        by a worker whose gateway sends it)."""
+        """The history row of a message the bot sends, written with its outbox row;
+        `message_id` keys a worker's reply (`<incoming id>#<position>`)."""
         return {
             "platform": out.platform,
             "chat_id": out.chat_id,
@@ -344,11 +347,6 @@ class Bot:
             "thinking": out.thinking,
         }
 
-    def store_outgoing(self, out: OutgoingMessage, message_id: str = "") -> None:
-        """The history row alone (worker role: the gateway sends): `message_id` keys it (a
-        worker's reply `<incoming id>#<position>`), so a turn run again stores it once."""
-        self.storage.add_message(**self._history_values(out, message_id))
-
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome)."""
         await self.deliver(out)
@@ -359,13 +357,20 @@ class Bot:
         and the chat's history (one transaction, off the event loop), published to event
         subscribers, then handed to `sink` (the request that is waiting for it) or to the
         channel of its platform. It is marked delivered only when one of them took it; until
-        then it waits in the outbox (runtime/outbox.py). A worker (broker role) relays it to
-        the gateway instead, which holds the platform connections."""
+        then it waits in the outbox (runtime/outbox.py). A worker (broker role) writes the same
+        rows, then relays the message with its event id to the gateway, which holds the
+        platform connections and runs `pass_on`."""
         self.metrics.messages_out.labels(out.platform).inc()
         if self.relay is not None:  # worker: stored by the relay, sent by the gateway
             await self.relay(out, sink)
             return
         await self.outbox.write(out)
+        await self.pass_on(out, sink)
+
+    async def pass_on(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None:
+        """Hand a stored message (`out.event_id` set) to event subscribers, then to `sink` or
+        its platform's channel, and mark its row: the second half of `deliver`, which a
+        gateway runs for the messages its workers stored."""
         self._publish(out)
         if sink is None:
             await self.outbox.dispatch(out)
@@ -435,7 +440,38 @@ class Bot:
         self.metrics.messages_in.labels(msg.platform).inc()
         if self.remote is not None:
             return await self.remote.handle(msg, sink, on_stream)
-        return await self.handle_here(msg, sink, on_stream=on_stream)
+        sent = await self.handle_here(msg, sink, on_stream=on_stream)
+        await self._finished(msg, len(sent))
+        return sent
+
+    async def _finished(self, msg: IncomingMessage, replies: int) -> None:
+        """Record the turn as finished (`handled_messages`, as a cluster worker does), so a
+        start after a crash knows which stored messages still want an answer."""
+        if not msg.message_id:
+            return
+        try:
+            await self.storage.run(
+                self.storage.cluster.finish,
+                msg.platform,
+                msg.chat_id,
+                msg.message_id,
+                "local",
+                replies,
+            )
+        except StorageError as exc:  # the answer is out; only a resume could repeat it
+            logger.error("turn of message {} not recorded as finished: {}", msg.message_id, exc)
+
+    async def resume(self) -> int:
+        """Handle, once and in chat order, the user messages of the last `bot.resume_window`
+        seconds whose turn a crash cut short (runtime/resume.py). Call before the channels take
+        new messages; returns how many are resumed."""
+        return await resume_turns(
+            self.storage,
+            self.settings.bot.resume_window,
+            self.handle_here,
+            self._finished,
+            self._resuming,
+        )
 
     async def handle_here(
         self,
@@ -443,14 +479,17 @@ class Bot:
         sink: ReplySink | None = None,
         *,
         on_stream: StreamObserver | None = None,
+        stored_id: int | None = None,
     ) -> list[OutgoingMessage]:
-        """`handle` in this process, whatever `remote` says (a worker's turn)."""
+        """`handle` in this process, whatever `remote` says (a worker's turn). `stored_id`:
+        the message is already in the history (a resumed turn)."""
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
         try:
             return await self._locks(
-                (msg.platform, msg.chat_id), lambda: self._handle(msg, sink, on_stream)
+                (msg.platform, msg.chat_id),
+                lambda: self._handle(msg, sink, on_stream, stored_id),
             )
         finally:
             self._turns.discard(task)  # type: ignore[arg-type]
@@ -472,10 +511,14 @@ class Bot:
         return len(pending)
 
     async def _handle(
-        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None,
+        on_stream: StreamObserver | None,
+        stored_id: int | None = None,
     ) -> list[OutgoingMessage]:
         try:
-            stored_id = await self.storage.run(
+            stored_id = stored_id or await self.storage.run(
                 self.storage.add_message,
                 platform=msg.platform,
                 chat_id=msg.chat_id,
@@ -486,6 +529,7 @@ class Bot:
                 is_group=msg.is_group,
                 message_id=msg.message_id,
                 created_at=msg.time,
+                is_at_bot=msg.is_at_bot,
             )
         except StorageError as exc:
             # Nothing is done with a message that is not stored: a model call, a function
@@ -550,7 +594,7 @@ class Bot:
     def on_shutdown(self, hook: Callable[[], Awaitable[None]]) -> None:
         self._shutdown.append(hook)
 
-    async def start(self, *, services: bool = True) -> None:
+    async def start(self, *, services: bool = True, resume: bool = False) -> None:
         """Start services once the event loop runs; call after the channels are added, so what
         the services send at once (reminders missed while down) has a way out. A gateway
         (`services=False`) runs none: its workers run the plugins' services (reminders)."""
@@ -562,6 +606,11 @@ class Bot:
         await self.outbox.start()
         for hook in self._startup if services else []:
             await hook()
+        if resume:  # a single process: no broker redelivers what a crash cut
+            try:
+                await self.resume()
+            except StorageError as exc:
+                logger.error("turns cut by the last stop not resumed: {}", exc)
 
     async def prepare_models(self) -> None:
         """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:

@@ -12,7 +12,8 @@ Topology, all names under `broker.prefix` (P):
                     published, and the end of each turn ("done"), so a waiting HTTP request or
                     OneBot chat gets its answers from whichever worker produced them.
     P.out.<name>    quorum queue per platform: messages the bot starts on its own (reminders,
-                    welcomes), taken by one of the gateways that hold that platform.
+                    welcomes), and replies whose gateway's queue is gone (it died or
+                    restarted), taken by one of the gateways that hold that platform.
 
 Why RabbitMQ and not Redis Streams: a single-active-consumer queue gives per-partition order
 and failover (the broker hands the queue to the next consumer the moment a worker's connection
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, fields
@@ -33,6 +35,7 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+from aiormq.abc import DeliveredMessage
 from loguru import logger
 from yarl import URL
 
@@ -131,7 +134,9 @@ class Broker:
     def platform_queue(self, platform: str) -> str:
         return f"{self.prefix}.out.{platform}"
 
-    async def _publish(self, routing_key: str, body: dict[str, Any], persistent: bool) -> None:
+    async def _publish(self, routing_key: str, body: dict[str, Any], persistent: bool) -> bool:
+        """Publish (mandatory, confirmed); False when no queue took it (a gateway's queue is
+        gone with its process)."""
         assert self._pub is not None, "broker not connected"
         mode = (
             aio_pika.DeliveryMode.PERSISTENT if persistent else aio_pika.DeliveryMode.NOT_PERSISTENT
@@ -140,15 +145,21 @@ class Broker:
             json.dumps(body, ensure_ascii=False).encode(),
             delivery_mode=mode,
             content_type="application/json",
+            # The broker names a returned (unroutable) message by its id.
+            message_id=uuid.uuid4().hex,
         )
-        await self._pub.default_exchange.publish(message, routing_key=routing_key)
+        confirm = await self._pub.default_exchange.publish(
+            message, routing_key=routing_key, mandatory=True
+        )
+        return not isinstance(confirm, DeliveredMessage)
 
     async def publish_incoming(self, platform: str, chat_id: str, body: dict[str, Any]) -> None:
         k = partition_of(platform, chat_id, self.settings.partitions)
         await self._publish(self.partition_queue(k), body, persistent=True)
 
-    async def publish_to_gateway(self, gateway_id: str, body: dict[str, Any]) -> None:
-        await self._publish(self.gateway_queue(gateway_id), body, persistent=False)
+    async def publish_to_gateway(self, gateway_id: str, body: dict[str, Any]) -> bool:
+        """False when that gateway's queue is gone (its process died or restarted)."""
+        return await self._publish(self.gateway_queue(gateway_id), body, persistent=False)
 
     async def publish_to_platform(self, platform: str, body: dict[str, Any]) -> None:
         await self._publish(self.platform_queue(platform), body, persistent=True)

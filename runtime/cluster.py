@@ -4,8 +4,13 @@ A gateway holds the platform connections. `Bot.handle` there publishes the messa
 chat's partition and waits for the replies a worker sends back to this gateway's own queue; it
 runs no turn and no plugin service. A worker consumes partitions (one message at a time per
 partition, acknowledged after the turn) and runs the turns on its own `Bot`, whose outgoing
-messages are stored, then relayed to the gateway that published the message (replies) or to
-any gateway holding the platform (reminders, welcomes). One process may be both.
+messages are stored (outbox + history rows, one transaction: the outbox lives in the shared
+database), then relayed with their event id to the gateway that published the message
+(replies) or to any gateway holding the platform (reminders, welcomes, and replies whose
+gateway is gone). The gateway publishes each to its /v1/events subscribers, sends it and marks
+its row delivered; rows still pending when a gateway (re)starts are sent by its outbox drain,
+so a gateway killed with replies in flight sends them after its restart. One process may be
+both.
 
 At least once, never twice: a message is acknowledged only after its turn finished and the
 turn was recorded by platform message id (`handled_messages`); a worker that dies mid-turn
@@ -148,19 +153,34 @@ class Gateway:
         if len(self._seen) > SEEN_KEPT:
             self._seen.popitem(last=False)
         out = decode_outgoing(body["out"])
+        if body.get("finished"):  # a turn run again: this reply was delivered the first time
+            self.duplicates += 1
+            return
         async with self._lock_for(out):
-            self.bot.publish(out)
             if waiting is not None and waiting.sink is not None:
                 waiting.sent.append(out)
-                await waiting.sink(out)
+                await self._pass_on(out, waiting.sink)
             else:  # the request gave up waiting: the chat still gets it
-                await self._to_channel(out)
+                await self._pass_on(out, None)
 
     async def _on_platform_message(self, body: dict[str, Any]) -> None:
         out = decode_outgoing(body["out"])
+        if out.event_id is not None and out.event_id <= self.bot.outbox.boot_id:
+            return  # owed from before this gateway started: its outbox drain sends it
         async with self._lock_for(out):
-            self.bot.publish(out)
-            await self._to_channel(out)
+            await self._pass_on(out, None)
+
+    async def _pass_on(self, out: OutgoingMessage, sink: ReplySink | None) -> None:
+        """To the event subscribers, then the waiting request or the channel; the outbox row
+        the worker wrote is marked delivered (compare-and-set: a row another path finished is
+        not marked twice), or stays pending for this gateway's drain."""
+        if out.platform not in self.bot.channels and sink is None:
+            logger.warning("no channel {!r} on this gateway for {}", out.platform, out.chat_id)
+            return
+        try:
+            await self.bot.pass_on(out, sink)
+        except Exception as exc:  # one chat's failure must not stop the gateway's queue
+            logger.opt(exception=exc).error("sending to {} failed", out.chat_id)
 
     def _lock_for(self, out: OutgoingMessage) -> asyncio.Lock:
         return self._lock_for_chat(out.platform, out.chat_id)
@@ -176,16 +196,6 @@ class Gateway:
                     del self._chat_order[k]
             lock = self._chat_order[key] = asyncio.Lock()
         return lock
-
-    async def _to_channel(self, out: OutgoingMessage) -> None:
-        channel = self.bot.channels.get(out.platform)
-        if channel is None:
-            logger.warning("no channel {!r} on this gateway for {}", out.platform, out.chat_id)
-            return
-        try:
-            await channel.send(out)
-        except Exception as exc:  # one chat's failure must not stop the gateway's queue
-            logger.opt(exception=exc).error("sending to {} failed", out.chat_id)
 
 
 class Worker:
@@ -207,6 +217,8 @@ class Worker:
         self.skipped = 0
         bot.relay = self._relay
         bot.storage.dedupe_incoming = True
+        if not bot.channels:  # its gateways deliver (and drain) the rows it writes
+            bot.outbox.drains = False
 
     async def start(self) -> None:
         store = self.bot.storage.cluster
@@ -251,13 +263,23 @@ class Worker:
         seq = 0
 
         async def sink(out: OutgoingMessage) -> None:
-            # Stored under <message id>#<position>: a turn run again stores each reply once,
-            # and the gateway passes each position on once.
+            # Stored (outbox + history rows, one transaction) under <message id>#<position>: a
+            # turn run again writes each reply once and relays it with the same event id.
             nonlocal seq
-            self.bot.store_outgoing(out, message_id=f"{msg.message_id}#{seq}")
+            state = await self.bot.outbox.write(out, key=f"{msg.message_id}#{seq}")
             reply = {"kind": "out", "source": key, "seq": seq, "out": encode_outgoing(out)}
+            reply["finished"] = state != "pending"
             seq += 1
-            await self.broker.publish_to_gateway(gateway, reply)
+            if not await self.broker.publish_to_gateway(gateway, reply) and state == "pending":
+                # The gateway is gone (its request with it): any gateway holding the platform
+                # sends it, or, once restarted, the drain of its outbox does.
+                logger.bind(chat_id=msg.chat_id).info(
+                    "gateway {} is gone: event {} goes to the {} queue",
+                    gateway,
+                    out.event_id,
+                    out.platform,
+                )
+                await self._to_platform(out)
 
         sent = await self.bot.handle_here(msg, sink)
         await asyncio.to_thread(
@@ -270,8 +292,11 @@ class Worker:
         if sink is not None:
             await sink(out)
         else:
-            self.bot.store_outgoing(out)
-            await self.broker.publish_to_platform(out.platform, {"out": encode_outgoing(out)})
+            await self.bot.outbox.write(out)
+            await self._to_platform(out)
+
+    async def _to_platform(self, out: OutgoingMessage) -> None:
+        await self.broker.publish_to_platform(out.platform, {"out": encode_outgoing(out)})
 
     # -- balance ---------------------------------------------------------------------------
     async def _membership(self) -> None:

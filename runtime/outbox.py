@@ -56,7 +56,7 @@ class Outbox:
         storage: Storage,
         settings: OutboxSettings,
         channels: Mapping[str, _Sender],
-        history: Callable[[OutgoingMessage], dict[str, Any]],
+        history: Callable[..., dict[str, Any]],
     ) -> None:
         self.storage = storage
         self.settings = settings
@@ -70,20 +70,31 @@ class Outbox:
         self._boot_id = 0
         self._released: set[int] = set()
         self._marks: set[asyncio.Future[None]] = set()
+        # Delivery marks waiting for the one write in flight: they go together in the next.
+        self._batch: list[int] = []
+        self._batch_done: asyncio.Future[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._once: asyncio.Future[None] | None = None
         self._draining = asyncio.Lock()
+        # False in a worker without channels: it writes rows, its gateways deliver them.
+        self.drains = True
         self.expired = 0  # messages that waited past max_wait (also logged)
         self.delivered = 0
         self.failed = 0
 
     # -- writing -----------------------------------------------------------------------------
-    async def write(self, out: OutgoingMessage) -> None:
+    async def write(self, out: OutgoingMessage, key: str | None = None) -> str:
+        """Store `out` (outbox row + history row, one transaction) and set its event id.
+        `key` (a worker's reply, `<message id>#<position>`) makes it idempotent: a turn run
+        again gets the row written the first time. Returns the row's state ("pending" for a
+        new row; "delivered" etc. when a keyed row was finished already)."""
         payload = {k: getattr(out, k) for k in PAYLOAD_FIELDS}
+        history = self._history(out) if key is None else self._history(out, key)
         try:
-            out.event_id = await self.storage.run(
-                self.storage.outbox.add, out.platform, out.chat_id, payload, self._history(out)
+            out.event_id, state = await self.storage.run(
+                self.storage.outbox.add_keyed, out.platform, out.chat_id, payload, history, key
             )
         except StorageError as exc:
             logger.error(
@@ -92,6 +103,14 @@ class Outbox:
                 out.chat_id,
                 exc,
             )
+            return "pending"
+        return state
+
+    @property
+    def boot_id(self) -> int:
+        """The last event id when this process started: rows up to it are its drain's (a
+        gateway passing on a worker's message skips those: its drain sends them)."""
+        return self._boot_id
 
     async def finish(self, out: OutgoingMessage, state: str, rest: str | None = None) -> None:
         if state == "delivered":
@@ -102,9 +121,12 @@ class Outbox:
             return
         # Shielded and tracked: a bot stopping right after a send still records it (`stop`
         # waits for these), or the next start would send the message again.
-        mark = asyncio.ensure_future(
-            self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
-        )
+        if state == "delivered" and rest is None:
+            mark = self._mark_delivered(out.event_id)
+        else:
+            mark = asyncio.ensure_future(
+                self.storage.run(self.storage.outbox.mark, out.event_id, state, text=rest)
+            )
         self._marks.add(mark)
         mark.add_done_callback(self._marks.discard)
         try:
@@ -113,6 +135,30 @@ class Outbox:
             logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
         if state != "pending":
             self._released.discard(out.event_id)
+
+    def _mark_delivered(self, event_id: int) -> asyncio.Future[None]:
+        """Join the next batch of delivery marks; resolves when its one write is done. Marks
+        are written at once when none is in flight, else together right after it."""
+        self._batch.append(event_id)
+        if self._batch_done is None:
+            self._batch_done = asyncio.get_running_loop().create_future()
+        done = self._batch_done
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="outbox-marks")
+        return done
+
+    async def _flush(self) -> None:
+        while self._batch:
+            ids, done = self._batch, self._batch_done
+            self._batch, self._batch_done = [], None
+            try:
+                await self.storage.run(self.storage.outbox.mark_delivered, ids)
+            except StorageError as exc:
+                if done is not None and not done.done():
+                    done.set_exception(exc)
+                continue
+            if done is not None and not done.done():
+                done.set_result(None)
 
     # -- sending -----------------------------------------------------------------------------
     async def dispatch(self, out: OutgoingMessage) -> None:
@@ -185,6 +231,8 @@ class Outbox:
     async def start(self) -> None:
         if self._task is None:
             self._boot_id = await self.storage.run(self.storage.outbox.last_id)
+            if not self.drains:
+                return
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:

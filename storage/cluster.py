@@ -47,6 +47,48 @@ class ClusterStore:
         except IntegrityError:
             return False
 
+    def unfinished(self, since: datetime) -> list[MessageRow]:
+        """User messages stored since `since` whose turn never finished (a crash cut it), in
+        arrival order: not recorded in `handled_messages`, and the bot sent nothing in their
+        chat after them (a turn that already replied is not run again: at most once beats twice).
+        Rows without a platform message id or stored before migration 0005 are left alone."""
+        u = MessageRow.__table__.alias("u")
+        b = MessageRow.__table__.alias("b")
+        h = HandledMessageRow.__table__
+        replied = (
+            select(b.c.id)
+            .where(
+                b.c.platform == u.c.platform,
+                b.c.chat_id == u.c.chat_id,
+                b.c.id > u.c.id,
+                b.c.role.in_(("assistant", "notice")),
+            )
+            .exists()
+        )
+        finished = (
+            select(h.c.message_id)
+            .where(
+                h.c.platform == u.c.platform,
+                h.c.chat_id == u.c.chat_id,
+                h.c.message_id == u.c.message_id,
+            )
+            .exists()
+        )
+        q = (
+            select(u)
+            .where(
+                u.c.role == "user",
+                u.c.message_id != "",
+                u.c.is_at_bot.is_not(None),
+                u.c.created_at >= since,
+                ~finished,
+                ~replied,
+            )
+            .order_by(u.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [MessageRow(**row._mapping) for row in conn.execute(q)]
+
     def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
         """The history row already stored under this id (a redelivery after a worker died
         mid-turn), so it is not stored twice."""

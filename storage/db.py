@@ -181,6 +181,7 @@ class Storage:
         message_id: str = "",
         created_at: datetime | None = None,
         thinking: str | None = None,
+        is_at_bot: bool | None = None,
     ) -> int:
         if self.dedupe_incoming and message_id:
             existing = self.cluster.stored_message(platform, chat_id, role, message_id)
@@ -199,6 +200,7 @@ class Storage:
             "message_id": message_id,
             "created_at": _to_utc(created_at) if created_at else datetime.now(UTC),
             "thinking": thinking,
+            "is_at_bot": is_at_bot,
         }
         with self.engine.begin() as conn:
             return conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0]

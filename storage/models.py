@@ -33,6 +33,9 @@ class MessageRow(Base):
     # debugging and audits, never shown in chat nor sent back to a model. Deferred: history
     # reads on the hot path do not load it.
     thinking: Mapped[str | None] = mapped_column(Text, nullable=True, default=None, deferred=True)
+    # A user message: whether it addressed the bot (a turn resumed after a crash is routed as
+    # it was). NULL: a bot row, or a row stored before migration 0005 (never resumed).
+    is_at_bot: Mapped[bool | None] = mapped_column(nullable=True, default=None)
 
     __table_args__ = (
         Index("ix_messages_chat", "platform", "chat_id", "id"),
@@ -168,6 +171,9 @@ class OutboxRow(Base):
     chat_id: Mapped[str] = mapped_column(String(128))
     # OutgoingMessage fields as JSON (text, at, reply_to, is_group, notice).
     payload: Mapped[str] = mapped_column(Text)
+    # A worker's reply: `<incoming message id>#<position>`, unique per chat, so a turn run
+    # again writes its row once (None for every other message).
+    key: Mapped[str | None] = mapped_column(String(160), nullable=True, default=None)
     state: Mapped[str] = mapped_column(String(16), default="pending")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -176,6 +182,7 @@ class OutboxRow(Base):
     __table_args__ = (
         Index("ix_outbox_state", "state", "id"),
         Index("ix_outbox_chat", "platform", "chat_id", "id"),
+        Index("ux_outbox_key", "platform", "chat_id", "key", unique=True),
     )
 
 

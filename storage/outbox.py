@@ -57,25 +57,59 @@ class OutboxStore:
         """Write an outbox row and, in the same transaction, the message's history row
         (`history`: MessageRow values), so a message is either owed and remembered or
         neither."""
-        now = datetime.now(UTC)
-        with self.engine.begin() as conn:
-            if history is not None:
-                conn.execute(MessageRow.__table__.insert(), {"created_at": now, **history})
-            result = conn.execute(
-                OutboxRow.__table__.insert().values(
-                    platform=platform,
-                    chat_id=chat_id,
-                    payload=json.dumps(payload, ensure_ascii=False),
-                    state="pending",
-                    attempts=0,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            return int(result.inserted_primary_key[0])
+        return self.add_keyed(platform, chat_id, payload, history)[0]
 
-    def mark(self, event_id: int, state: str, *, text: str | None = None) -> None:
-        """Set a row's state; `text` replaces the payload's text (the parts still owed)."""
+    def add_keyed(
+        self,
+        platform: str,
+        chat_id: str,
+        payload: dict[str, Any],
+        history: dict[str, Any] | None = None,
+        key: str | None = None,
+    ) -> tuple[int, str]:
+        """`add`, idempotent on (platform, chat_id, `key`) when a key is given: a row already
+        written under that key (a turn run again after its worker died) is returned as it is,
+        with its state, and neither row is written again. Returns (event id, state)."""
+        if key is not None:
+            found = self._by_key(platform, chat_id, key)
+            if found is not None:
+                return found
+        now = datetime.now(UTC)
+        try:
+            with self.engine.begin() as conn:
+                if history is not None:
+                    conn.execute(MessageRow.__table__.insert(), {"created_at": now, **history})
+                result = conn.execute(
+                    OutboxRow.__table__.insert().values(
+                        platform=platform,
+                        chat_id=chat_id,
+                        payload=json.dumps(payload, ensure_ascii=False),
+                        key=key,
+                        state="pending",
+                        attempts=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                return int(result.inserted_primary_key[0]), "pending"
+        except IntegrityError:  # the same key written at the same moment by another worker
+            found = self._by_key(platform, chat_id, key) if key is not None else None
+            if found is None:
+                raise
+            return found
+
+    def _by_key(self, platform: str, chat_id: str, key: str) -> tuple[int, str] | None:
+        q = select(OutboxRow.id, OutboxRow.state).where(
+            OutboxRow.platform == platform, OutboxRow.chat_id == chat_id, OutboxRow.key == key
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return None if row is None else (int(row.id), str(row.state))
+
+    def mark(self, event_id: int, state: str, *, text: str | None = None) -> bool:
+        """Compare-and-set a pending row's state; `text` replaces the payload's text (the parts
+        still owed). False when the row was not pending any more: another path (a gateway's
+        relay, its drain, an SSE client, the webhook) finished it first."""
         values: dict[str, Any] = {"state": state, "updated_at": datetime.now(UTC)}
         with self.engine.begin() as conn:
             if text is not None:
@@ -86,10 +120,26 @@ class OutboxStore:
                     payload = json.loads(row)
                     payload["text"] = text
                     values["payload"] = json.dumps(payload, ensure_ascii=False)
+            done = conn.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == event_id, OutboxRow.state == "pending")
+                .values(attempts=OutboxRow.attempts + 1, **values)
+            ).rowcount
+        return bool(done)
+
+    def mark_delivered(self, event_ids: list[int]) -> None:
+        """Mark many rows delivered in one transaction: after the database was locked, the
+        marks queued meanwhile land in one write instead of hundreds, so a crash soon after
+        finds fewer rows it would send again."""
+        with self.engine.begin() as conn:
             conn.execute(
                 update(OutboxRow)
-                .where(OutboxRow.id == event_id)
-                .values(attempts=OutboxRow.attempts + 1, **values)
+                .where(OutboxRow.id.in_(event_ids))
+                .values(
+                    state="delivered",
+                    attempts=OutboxRow.attempts + 1,
+                    updated_at=datetime.now(UTC),
+                )
             )
 
     def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:

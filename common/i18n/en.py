@@ -8,6 +8,10 @@ MESSAGES: dict[str, str] = {
     "core.outage.auth": "the model rejected the API key (check the bot's config)",
     "core.outage.bad_request": "the model refused this request (the bot's log says why)",
     "core.outage.unavailable": "the model is not available right now",
+    "core.too_long": (
+        "Sorry, your message is too long for this model to read, even with the earlier "
+        "conversation left out. Please send it shorter or in parts."
+    ),
     "core.no_model": "No model is configured, so I can only run slash commands (try /help). Set "
     "OPENAI_API_KEY (and OPENAI_BASE_URL / CHATFN_MODEL) or add a `models:` entry to "
     "config.yaml.",

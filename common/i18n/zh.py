@@ -9,6 +9,7 @@ MESSAGES: dict[str, str] = {
     "core.outage.auth": "模型拒绝了 API 密钥（请检查机器人的配置）",
     "core.outage.bad_request": "模型拒绝了这个请求（原因见机器人日志）",
     "core.outage.unavailable": "模型暂时不可用",
+    "core.too_long": "抱歉，你的消息太长，即使去掉之前的对话，模型也读不下。请缩短或分几条发送。",
     "core.no_model": "还没有配置模型，所以我只能执行斜杠命令（试试 /help）。请设置 "
     "OPENAI_API_KEY（以及 OPENAI_BASE_URL / CHATFN_MODEL），或在 config.yaml 中添加 "
     "`models:` 条目。",

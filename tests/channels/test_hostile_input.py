@@ -28,10 +28,14 @@ def test_sixteen_thousand_cq_codes_parse_in_well_under_a_second() -> None:
     # took 15 s on this message (on the event loop, freezing every channel).
     raw = "x" + "[CQ:at,qq=12345]y z" * 16000  # 16000 codes, ~300 KB
     assert len(raw) > 256_000
-    started = time.perf_counter()
-    parsed = parse_message(normalize(raw), "10001000")
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, elapsed  # on a shared 2-core machine; the old join: 15 s
+    # CPU time of this thread, best of three: what the parser costs, not what other processes
+    # on a shared 2-core machine took from it. The old join: 15 s.
+    timings = []
+    for _ in range(3):
+        started = time.thread_time()
+        parsed = parse_message(normalize(raw), "10001000")
+        timings.append(time.thread_time() - started)
+    assert min(timings) < 0.5, timings
     assert parsed.text.startswith("x@12345y z@12345y z") and len(parsed.at_targets) == 16000
 
 

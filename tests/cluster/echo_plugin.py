@@ -1,5 +1,6 @@
 """Test plugin for the multi-process tests: `/echo TEXT` answers TEXT after `echo.delay`
-seconds (a turn long enough for a SIGKILL to land in it), with the worker's pid on request."""
+seconds (a turn long enough for a SIGKILL to land in it; `echo.slow` seconds for a text
+starting with "slow"), with the worker's pid."""
 
 import asyncio
 import os
@@ -11,6 +12,7 @@ from function_calls import FunctionResult, MessageContext, Plugin, tool_function
 
 class EchoSettings(BaseModel):
     delay: float = 0.0
+    slow: float = 0.0
 
 
 plugin = Plugin("echo", settings=EchoSettings)
@@ -22,7 +24,8 @@ class EchoArgs(BaseModel):
 
 @tool_function(name="echo", description="Say the text back.", scope="both")
 async def echo(ctx: MessageContext, args: EchoArgs) -> FunctionResult:
-    delay = ctx.settings(EchoSettings).delay
+    settings = ctx.settings(EchoSettings)
+    delay = settings.slow if args.text.startswith("slow") and settings.slow else settings.delay
     if delay:
         await asyncio.sleep(delay)
     return FunctionResult(messages=[f"{args.text} pid={os.getpid()}"])
