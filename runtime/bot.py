@@ -110,6 +110,10 @@ class _ChatLocks:
                 self._locks.pop(key, None)
 
 
+# Seconds after the channels start before the model SDKs load (Bot.prepare_models).
+PREPARE_DELAY = 0.5
+
+
 class Bot:
     """The running bot, and the `PluginHost` its plugins' hooks receive."""
 
@@ -615,8 +619,11 @@ class Bot:
     async def prepare_models(self) -> None:
         """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
         importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
-        first message does not pay it either. A failure is logged; the first request then
-        meets it again and reports it as usual."""
+        first message does not pay it either. It waits `PREPARE_DELAY` first: a thread
+        importing holds the GIL half the time, and the channels should bind and answer before
+        it starts. A failure is logged; the first request then meets it again and reports it
+        as usual."""
+        await asyncio.sleep(PREPARE_DELAY)
         for model in list(self._models.values()):
             try:
                 await asyncio.to_thread(model.prepare)
