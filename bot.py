@@ -137,6 +137,8 @@ async def run(args: argparse.Namespace) -> int:
         asyncio.create_task(c.run(), name=f"channel-{n}")
         for c, n in zip(channels, names, strict=True)
     ]
+    # Once the channels are up: the model SDKs load in a thread (start-up does not wait).
+    preparing = asyncio.create_task(bot.prepare_models(), name="prepare-models")
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -160,9 +162,9 @@ async def run(args: argparse.Namespace) -> int:
             except Exception as exc:  # one channel failing to close must not keep the rest
                 logger.opt(exception=exc).error("channel {} did not stop cleanly", c.platform)
     finally:
-        for task in [*tasks, stopper]:
+        for task in [*tasks, stopper, preparing]:
             task.cancel()
-        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        await asyncio.gather(*tasks, stopper, preparing, return_exceptions=True)
         if worker is not None:
             await worker.stop()
         if broker is not None:

@@ -21,7 +21,6 @@ from function_calls.executor import Execution, FunctionExecutor
 from function_calls.model_calls import ask
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
-from providers.text_tools.parser import parse_text
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
 
 
@@ -214,6 +213,9 @@ def text_calls_as_native(response: LLMResponse, tools: Sequence[ToolDefinition])
     fence, or to a function not offered, stays text); any other text is left alone."""
     if response.tool_calls or not tools or not response.content:
         return response
+    # Imported on first use: the parser (and json_repair) is ~80 ms of a bot's start-up.
+    from providers.text_tools.parser import parse_text
+
     parsed = parse_text(
         response.content, [t.name for t in tools], {t.name: t.parameters for t in tools}
     )

@@ -91,6 +91,10 @@ class ChatModel(ABC):
             yield StreamEvent(type="tool_call_end", index=index, tool_call=call)
         yield StreamEvent(type="done", response=response)
 
+    def prepare(self) -> None:  # noqa: B027 - optional hook
+        """Load what the first request needs (an SDK, its client) ahead of it. The bot runs it
+        in a thread once its channels answer, so start-up does not wait for it."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release HTTP clients; called once at shutdown."""
 

@@ -11,6 +11,11 @@ every stream chunk; we need neither, because we convert to our own dataclasses a
 the SDK's documented way to make a request it has no typed method for, and keeps everything we
 want from the SDK: auth headers, retries with `retry-after`, timeouts, SSE decoding and its
 exception types. Requests and responses are therefore plain dicts here.
+
+The SDK itself (about 18 MB and 0.5 s: `import openai` loads all of its API types) is imported
+when the first request is made, or earlier by `prepare` (which the bot runs in a thread once
+its channels answer), not when the model is built: a bot's start-up does not wait for it. The
+API key is checked when the model is built, so a missing one is still a start-up error.
 """
 
 from __future__ import annotations
@@ -21,11 +26,9 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import openai
-from openai import AsyncOpenAI, AsyncStream
 
 from providers.base import ServerModel, prompt_cache_key
 from providers.config import ModelConfig, is_openai_host
@@ -48,6 +51,9 @@ from providers.types import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
 PROVIDER = "openai"
 log = logging.getLogger(__name__)
 
@@ -59,7 +65,13 @@ log = logging.getLogger(__name__)
 # ThinkingBlock.provider values this adapter produced, and so may replay as `reasoning_content`.
 _COMPAT_THINKING = frozenset({"openai", "deepseek"})
 
-_STREAM_CLS = AsyncStream[object]
+
+@cache
+def _stream_cls() -> Any:
+    from openai import AsyncStream
+
+    return AsyncStream[object]
+
 
 # OpenAI's reasoning models take `reasoning_effort` (o1, o3, o4-mini, gpt-5...); other chat models
 # answer 400 to it. Matched on the model id, with an optional gateway prefix ("openai/o3-mini").
@@ -123,12 +135,28 @@ class OpenAICompatModel(ServerModel):
         self._tool_cache: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
         self._thinking_params = thinking_params(cfg, deepseek=self._thinking_provider == "deepseek")
         self._owns_client = client is None
-        self._client = client or self._make_client(name, cfg, base_url, openai_itself)
+        self._sdk_client = client
+        self._client_kwargs: dict[str, Any] = (
+            {} if client else self._client_args(name, cfg, base_url, openai_itself)
+        )
+
+    @property
+    def _client(self) -> AsyncOpenAI:
+        """The SDK client, made (and the SDK imported) on first use."""
+        if self._sdk_client is None:
+            from openai import AsyncOpenAI
+
+            self._sdk_client = AsyncOpenAI(**self._client_kwargs)
+        return self._sdk_client
+
+    def prepare(self) -> None:
+        """Import the SDK and make the client now (the bot calls it in a thread after start)."""
+        self._client  # noqa: B018 - made for its side effect
 
     @staticmethod
-    def _make_client(
+    def _client_args(
         name: str, cfg: ModelConfig, base_url: str | None, openai_itself: bool
-    ) -> AsyncOpenAI:
+    ) -> dict[str, Any]:
         key = cfg.api_key.get_secret_value() if cfg.api_key else os.environ.get("OPENAI_API_KEY")
         if not key:
             if openai_itself:
@@ -138,13 +166,16 @@ class OpenAICompatModel(ServerModel):
                 )
             # Local servers (Ollama, vLLM, LM Studio) ignore the key, but the SDK demands one.
             key = "not-needed"
-        return AsyncOpenAI(
-            api_key=key, base_url=base_url, timeout=cfg.timeout, max_retries=cfg.max_retries
-        )
+        return {
+            "api_key": key,
+            "base_url": base_url,
+            "timeout": cfg.timeout,
+            "max_retries": cfg.max_retries,
+        }
 
     async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.close()
+        if self._owns_client and self._sdk_client is not None:
+            await self._sdk_client.close()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -189,8 +220,11 @@ class OpenAICompatModel(ServerModel):
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
         body = self._body(messages, tools, stream=False)
+        client = self._client
+        import openai  # loaded with the client above: for its exception types
+
         try:
-            data = await self._client.post("/chat/completions", body=body, cast_to=object)
+            data = await client.post("/chat/completions", body=body, cast_to=object)
             if not isinstance(data, dict):
                 # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
                 raise ProviderError(
@@ -241,13 +275,16 @@ class OpenAICompatModel(ServerModel):
 
     async def _open_stream(self, body: dict[str, Any]) -> Any:
         return await self._client.post(
-            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_STREAM_CLS
+            "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_stream_cls()
         )
 
     async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         body = self._body(messages, tools, stream=True)
+        self.prepare()
+        import openai  # loaded by prepare: for its exception types
+
         try:
             sdk_stream = await self._open_stream(body)
         except openai.BadRequestError as exc:

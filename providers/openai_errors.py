@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-
-import openai
+from typing import TYPE_CHECKING
 
 from providers.errors import (
     ProviderError,
@@ -19,6 +18,9 @@ from providers.errors import (
     ToolsNotSupported,
     error_for_status,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 PROVIDER = "openai"
 
@@ -70,6 +72,8 @@ def _error_text(exc: openai.APIError) -> str:
 def map_openai_error(exc: openai.OpenAIError, *, mid_stream: bool = False) -> ProviderError:
     """The ProviderError for an SDK exception. `mid_stream`: it was raised after the response
     started, so a dropped connection means a cut-off answer, not an unreachable service."""
+    import openai  # already loaded: `exc` is one of its exceptions
+
     if isinstance(exc, openai.APITimeoutError):
         return ProviderTimeout(f"request timed out: {exc.message}", provider=PROVIDER)
     if isinstance(exc, openai.APIConnectionError):

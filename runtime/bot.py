@@ -110,6 +110,10 @@ class _ChatLocks:
                 self._locks.pop(key, None)
 
 
+# Seconds after the channels start before the model SDKs load (Bot.prepare_models).
+PREPARE_DELAY = 0.5
+
+
 class Bot:
     """The running bot, and the `PluginHost` its plugins' hooks receive."""
 
@@ -611,6 +615,20 @@ class Bot:
                 await self.resume()
             except StorageError as exc:
                 logger.error("turns cut by the last stop not resumed: {}", exc)
+
+    async def prepare_models(self) -> None:
+        """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
+        importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
+        first message does not pay it either. It waits `PREPARE_DELAY` first: a thread
+        importing holds the GIL half the time, and the channels should bind and answer before
+        it starts. A failure is logged; the first request then meets it again and reports it
+        as usual."""
+        await asyncio.sleep(PREPARE_DELAY)
+        for model in list(self._models.values()):
+            try:
+                await asyncio.to_thread(model.prepare)
+            except Exception as exc:
+                logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
 
     async def aclose(self) -> None:
         """Close services, model clients and the database; safe to call twice."""

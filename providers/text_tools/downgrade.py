@@ -87,5 +87,8 @@ class AutoToolsModel(ChatModel):
         async for event in self.text_model.stream(messages, tools):
             yield event
 
+    def prepare(self) -> None:
+        self.inner.prepare()
+
     async def aclose(self) -> None:
         await self.inner.aclose()

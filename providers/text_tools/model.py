@@ -151,5 +151,8 @@ class TextToolsModel(ChatModel):
             yield out
         yield StreamEvent(type="done", response=_response(final, parser.result()))
 
+    def prepare(self) -> None:
+        self.inner.prepare()
+
     async def aclose(self) -> None:
         await self.inner.aclose()

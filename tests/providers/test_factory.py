@@ -134,3 +134,26 @@ def test_scripted_is_not_a_config_provider() -> None:
 
     with pytest.raises(ValidationError, match="provider"):
         cfg(provider="scripted")
+
+
+def test_openai_model_is_built_without_importing_the_sdk() -> None:
+    """Building the model (at start) leaves `import openai` to prepare() or the first request;
+    prepare() makes the client through a wrapper too."""
+    import subprocess
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from providers.config import ModelConfig\n"
+        "from providers.factory import build_model\n"
+        "m = build_model('m', ModelConfig(provider='openai', model='x', api_key='k',"
+        " base_url='http://127.0.0.1:9/v1', native_tools='auto'))\n"
+        "print('openai' in sys.modules)\n"
+        "m.prepare()\n"
+        "print('openai' in sys.modules, type(m.inner._client).__name__)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert out.stdout.split() == ["False", "True", "AsyncOpenAI"], out.stdout + out.stderr

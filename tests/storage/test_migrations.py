@@ -99,3 +99,23 @@ def test_bot_py_migrate_command(tmp_path):
     assert f"empty -> {schema.head()}" in first.stdout
     second = subprocess.run(run, capture_output=True, text=True, timeout=60)
     assert "nothing to run" in second.stdout
+
+
+def test_head_from_the_revision_files_is_alembics_head():
+    """`schema.head()` reads the revision files without Alembic; it must name Alembic's head."""
+    assert schema.head() == schema._script().get_current_head()
+
+
+def test_a_database_at_the_head_starts_without_importing_alembic(tmp_path):
+    """The second start of a migrated database answers from one plain query (no Alembic)."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    Storage(url).migrate()
+    code = (
+        "import sys; from storage.db import Storage; s = Storage(sys.argv[1]); "
+        "assert s.migrate().pending == []; s.close(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, url], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "[]", out.stdout
