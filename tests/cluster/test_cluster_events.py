@@ -93,6 +93,18 @@ async def until(check, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
+def delivered_rows(pg_url: str, wait: float = 10.0) -> list[tuple]:
+    """The outbox rows once every one is marked delivered (marks are written in batches after
+    the send, so the last batch may land a moment after the event was seen), or as they are
+    when `wait` runs out."""
+    end = time.monotonic() + wait
+    rows = outbox_rows(pg_url)
+    while time.monotonic() < end and {r[2] for r in rows} != {"delivered"}:
+        time.sleep(0.1)
+        rows = outbox_rows(pg_url)
+    return rows
+
+
 def outbox_rows(pg_url: str) -> list[tuple[int, str, str, str | None]]:
     engine = create_engine(pg_url)
     with engine.connect() as conn:
@@ -142,7 +154,7 @@ def test_events_and_webhook_see_each_worker_reply_once(
     for chat, seq in per_chat_ids.items():
         assert seq == sorted(seq), f"{chat}: event ids not increasing: {seq}"
     # The events are the rows the workers wrote: one per reply, keyed, all delivered.
-    rows = outbox_rows(pg_url)
+    rows = delivered_rows(pg_url)
     assert sorted(ids) == [r[0] for r in rows]
     assert {r[2] for r in rows} == {"delivered"}
     assert len({(r[1], r[3]) for r in rows}) == n and all(r[3] for r in rows)
@@ -228,7 +240,7 @@ def test_gateway_sigkilled_with_replies_on_their_way_sends_each_once_after_resta
     counted = Counter(e for e, _ in got)
     assert len(counted) == chats and set(counted.values()) == {1}, got
     assert {d["text"].split(" pid=")[0] for _, d in got} == set(texts)
-    rows = outbox_rows(pg_url)
+    rows = delivered_rows(pg_url)
     assert sorted(counted) == [r[0] for r in rows]
     assert {r[2] for r in rows} == {"delivered"}
     # All six found the old gateway's queue gone; the slow three were written after the
