@@ -73,6 +73,10 @@ class MessageIn(BaseModel):
         return clean_text(v) if isinstance(v, str) else v
 
 
+#: Seconds the webhook waits for a missing event id before passing it (see _webhook_loop).
+WEBHOOK_GAP_WAIT = 5.0
+
+
 def _out_json(out: OutgoingMessage) -> dict[str, Any]:
     return {"text": out.text, "at": out.at}
 
@@ -368,6 +372,8 @@ class HttpChannel(Channel):
         wake = self.bot.subscribe()
         cursor = await self.bot.outbox.cursor("webhook")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        loop = asyncio.get_running_loop()
+        gap_seen: float | None = None
         async with ClientSession(timeout=ClientTimeout(total=10)) as session:
             try:
                 while not self._stopping.is_set():
@@ -379,9 +385,19 @@ class HttpChannel(Channel):
                             wake.get_nowait()
                         continue
                     for out in events:
+                        eid = out.event_id
+                        if cursor is not None and eid is not None and eid > cursor + 1:
+                            # A missing id: another process (a worker) may still be committing
+                            # it, since commit order is not id order. Wait for it a moment; an
+                            # id that never appears (a rolled-back insert) is passed after that.
+                            gap_seen = loop.time() if gap_seen is None else gap_seen
+                            if loop.time() - gap_seen < WEBHOOK_GAP_WAIT:
+                                await asyncio.sleep(0.2)
+                                break
+                        gap_seen = None
                         if not await self._post(session, out, headers):
                             return  # stopping: resume from this event next time
-                        cursor = out.event_id or cursor
+                        cursor = eid or cursor
                         await self.bot.outbox.set_cursor("webhook", cursor)
             finally:
                 self.bot.unsubscribe(wake)
