@@ -7,7 +7,7 @@ importable, but this is the front door; built-ins use nothing else.
 """
 
 from common.config import Section, zone_named
-from common.i18n import WEEKDAY_NAMES, language_of, translate
+from common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext
@@ -38,6 +38,7 @@ __all__ = [
     "Status",
     "Storage",
     "ask",
+    "UNIT_SECONDS",
     "WEEKDAY_NAMES",
     "StoredMessage",
     "SystemEvent",

@@ -54,6 +54,22 @@ def catalogue(language: str, prefix: str = "") -> dict[str, str]:
     return {k: v for k, v in source.items() if k.startswith(prefix)}
 
 
+# Words for a length of time and its seconds. One table, because a reminder's `in 2 weeks` and a
+# summary's `last 2 weeks` are the same words to the user and must not drift apart.
+UNIT_SECONDS: dict[str, dict[str, int]] = {
+    "en": {
+        "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+        "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+        "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+        "d": 86400, "day": 86400, "days": 86400,
+        "w": 604800, "week": 604800, "weeks": 604800,
+    },
+    "zh": {
+        "秒": 1, "秒钟": 1, "分": 60, "分钟": 60, "小时": 3600, "钟头": 3600,
+        "天": 86400, "日": 86400, "周": 604800, "星期": 604800, "礼拜": 604800,
+    },
+}  # fmt: skip
+
 WEEKDAY_NAMES: dict[str, tuple[str, ...]] = {
     "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
     "zh": ("周一", "周二", "周三", "周四", "周五", "周六", "周日"),

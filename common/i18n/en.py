@@ -137,7 +137,7 @@ MESSAGES: dict[str, str] = {
     "summary.span.today": "today",
     "summary.span.window": "the last {window}",
     "summary.err.positive_count": "give a positive number of messages, e.g. 50",
-    "summary.err.unit": "unknown unit {unit!r}; use m, h or d (e.g. 2h)",
+    "summary.err.unit": "unknown unit {unit!r}; use s, m, h, d or w (e.g. 2h)",
     "summary.err.positive_window": "give a positive window, e.g. 2h",
     "summary.err.too_long": "give a window of at most 3650d, or a number of messages",
     "summary.err.unreadable": "cannot read {text!r}; use a number of messages (100), a window "

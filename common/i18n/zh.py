@@ -121,7 +121,7 @@ MESSAGES: dict[str, str] = {
     "summary.span.today": "今天",
     "summary.span.window": "最近 {window}",
     "summary.err.positive_count": "请给出一个正数的消息条数，例如 50",
-    "summary.err.unit": "未知单位 {unit!r}；请用 m、h 或 d（例如 2h）",
+    "summary.err.unit": "未知单位 {unit!r}；请用 s、m、h、d 或 w（例如 2h）",
     "summary.err.positive_window": "请给出一个正的时间窗口，例如 2h",
     "summary.err.too_long": "时间窗口最多 3650d，或者给出消息条数",
     "summary.err.unreadable": "无法识别 {text!r}；请用消息条数（100）、时间窗口（30m、2h、1d）或 today",

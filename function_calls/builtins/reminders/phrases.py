@@ -26,7 +26,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from function_calls import translate
+from function_calls import UNIT_SECONDS, translate
 
 WINDOW = 64  # no time expression is longer; the text after it is never scanned
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -38,15 +38,8 @@ _ZH_DAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6,
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5}
 _ZH_DIGITS |= {"六": 6, "七": 7, "八": 8, "九": 9}
 _ZH_NUM = r"(?:\d{1,12}|[零〇一二两三四五六七八九十]{1,3})"
-_EN_UNITS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
-}  # fmt: skip
-_ZH_UNITS = {"秒": 1, "秒钟": 1, "分": 60, "分钟": 60, "小时": 3600, "钟头": 3600}
-_ZH_UNITS |= {"天": 86400, "日": 86400, "周": 604800, "星期": 604800, "礼拜": 604800}
+_EN_UNITS = UNIT_SECONDS["en"]
+_ZH_UNITS = UNIT_SECONDS["zh"]
 
 _I = re.IGNORECASE
 _SP = re.compile(r"[\s,，:：]*")

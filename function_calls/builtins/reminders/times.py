@@ -18,7 +18,7 @@ from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 
-from function_calls import WEEKDAY_NAMES
+from function_calls import UNIT_SECONDS, WEEKDAY_NAMES
 from function_calls.builtins.reminders.phrases import (
     ReminderTimeError,
     future_example,
@@ -28,29 +28,7 @@ from function_calls.builtins.reminders.phrases import (
 Kind = Literal["once", "daily", "weekly", "cron"]
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_UNITS = {
-    "s": 1,
-    "sec": 1,
-    "secs": 1,
-    "second": 1,
-    "seconds": 1,
-    "m": 60,
-    "min": 60,
-    "mins": 60,
-    "minute": 60,
-    "minutes": 60,
-    "h": 3600,
-    "hr": 3600,
-    "hrs": 3600,
-    "hour": 3600,
-    "hours": 3600,
-    "d": 86400,
-    "day": 86400,
-    "days": 86400,
-    "w": 604800,
-    "week": 604800,
-    "weeks": 604800,
-}
+_UNITS = UNIT_SECONDS["en"]
 # "and" only after a space: `1hand` read as `h`+`and` or as `hand` made the match exponential.
 _RELATIVE = re.compile(r"^in\s+((?:\d+\s*[a-z]+(?:\s+and\b)?\s*)+)$", re.IGNORECASE)
 _REL_PART = re.compile(r"(\d+)\s*([a-z]+)", re.IGNORECASE)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from function_calls import ChatModel, Message, MessageContext, StoredMessage, ask
+from function_calls import UNIT_SECONDS, ChatModel, Message, MessageContext, StoredMessage, ask
 from function_calls.builtins.summary.settings import SummarySettings
 
 SYSTEM_PROMPT = (
@@ -21,21 +21,7 @@ SYSTEM_PROMPT = (
     "Use only the transcript; do not add advice."
 )
 _WINDOW = re.compile(r"^(?:last\s+|past\s+)?(\d+)\s*([a-z]+)$", re.IGNORECASE)
-_UNITS = {
-    "m": 60,
-    "min": 60,
-    "mins": 60,
-    "minute": 60,
-    "minutes": 60,
-    "h": 3600,
-    "hr": 3600,
-    "hrs": 3600,
-    "hour": 3600,
-    "hours": 3600,
-    "d": 86400,
-    "day": 86400,
-    "days": 86400,
-}
+_UNITS = UNIT_SECONDS["en"]
 MAX_WINDOW = timedelta(days=3650)
 _COUNT = re.compile(r"^(?:last\s+)?(\d+)(?:\s*(?:messages?|msgs?))?$", re.IGNORECASE)
 

@@ -94,3 +94,14 @@ async def test_summary_is_for_groups_only(make_bot: MakeBot) -> None:
 def test_huge_summary_window_is_refused_not_a_crash() -> None:
     with pytest.raises(SpanError):
         parse_span("99999999999999d", SummarySettings(), NOW, UTC_ZONE)
+
+
+def test_summary_window_reads_the_same_units_as_reminders() -> None:
+    """`last 2 weeks` and `90s` use the reminders' unit words (one shared table)."""
+    weeks = parse_span("last 2 weeks", SummarySettings(), NOW, UTC_ZONE)
+    assert weeks.since == NOW - timedelta(weeks=2)
+    seconds = parse_span("90s", SummarySettings(), NOW, UTC_ZONE)
+    assert seconds.since == NOW - timedelta(seconds=90)
+    with pytest.raises(SpanError) as err:
+        parse_span("2 fortnights", SummarySettings(), NOW, UTC_ZONE)
+    assert err.value.key == "summary.err.unit"
