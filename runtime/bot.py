@@ -18,7 +18,6 @@ from typing import Any, Protocol, TypeVar
 from loguru import logger
 from pydantic import BaseModel
 
-from common.config import ConfigError
 from common.i18n import language_of, translate
 from common.messages import (
     DeliveryRefused,
@@ -38,7 +37,9 @@ from function_calls.router import FunctionCallRouter
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from runtime import exposure
+from runtime.chat_locks import ChatLocks
 from runtime.exposure import Caller
+from runtime.model_set import ModelSet
 from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
@@ -90,30 +91,6 @@ def resolve_storage_url(url: str, base_dir: Path) -> str:
     return url
 
 
-class _ChatLocks:
-    """One asyncio.Lock per chat, dropped when no one holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], list[Any]] = {}
-
-    async def __call__(self, key: tuple[str, str], work: Callable[[], Awaitable[Any]]) -> Any:
-        entry = self._locks.get(key)
-        if entry is None:
-            entry = self._locks[key] = [asyncio.Lock(), 0]
-        entry[1] += 1
-        try:
-            async with entry[0]:
-                return await work()
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self._locks.pop(key, None)
-
-
-# Seconds after the channels start before the model SDKs load (Bot.prepare_models).
-PREPARE_DELAY = 0.5
-
-
 class Bot:
     """The running bot, and the `PluginHost` its plugins' hooks receive."""
 
@@ -151,22 +128,18 @@ class Bot:
         if migrate:  # check_system reports pending migrations instead of running them
             self.storage.create_tables()
         self.metrics = Metrics()
-        self._models: dict[str, ChatModel] = dict(models or {})
+        self.models = ModelSet(settings, models)
         check_rules(
             settings,
             self.model_names(),
             self._function_names(),
             [g for p in self.plugins if p.plugin for g in p.plugin.patterns(settings)],
         )
-        if model is None:
-            model = self._build_model()
-        if model is not None:
-            self._models.setdefault(model.name, model)
-        self.model = model
+        self.model = model = self.models.set_default(model)
         self.router = FunctionCallRouter(self.registry, settings, model)
         self.channels: dict[str, OutboundChannel] = {}
         self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
-        self._locks = _ChatLocks()
+        self._locks = ChatLocks()
         # Set by runtime/cluster.py when the turns run in other processes (gateway role), or
         # when outgoing messages go out through another process (worker role).
         self.remote: Remote | None = None
@@ -247,7 +220,7 @@ class Bot:
 
     def model_names(self) -> list[str]:
         """The models chats may use: the `models:` entries, and any prebuilt one."""
-        return list(dict.fromkeys([*self.settings.models, *self._models]))
+        return self.models.names()
 
     # -- the functions as a service to programs (the MCP channel) ---------------------------
     def mcp_caller(self) -> Caller:
@@ -272,45 +245,9 @@ class Bot:
         ctx = self.context_for(caller.message(), collect)
         return await exposure.call(self.router.executor, caller, ctx, sent, name, arguments)
 
-    def _build_model(self) -> ChatModel | None:
-        name = self.settings.chat_model_name()
-        if name is None:
-            if self._models:
-                return next(iter(self._models.values()))
-            logger.warning("no model configured: only slash commands will work")
-            return None
-        if name in self._models:
-            return self._models[name]
-        if name not in self.settings.models:
-            raise ConfigError(
-                f"bot.model: {name!r} is not a key of models "
-                f"(have: {', '.join(self.settings.models) or 'none'})"
-            )
-        return self._build(name)
-
-    def _build(self, name: str) -> ChatModel:
-        from providers.errors import ProviderError
-        from providers.factory import build_model
-
-        try:
-            model = build_model(name, self.settings.models[name])
-        except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
-            raise ConfigError(f"models.{name}: {exc}") from None
-        self._models[name] = model
-        return model
-
     def model_named(self, name: str | None) -> ChatModel | None:
-        """The model `name` (built on first use), or the default model when `name` is None or
-        no longer configured (an override naming a model removed from the config)."""
-        if name is None or (self.model is not None and name == self.model.name):
-            return self.model
-        found = self._models.get(name)
-        if found is not None:
-            return found
-        if name in self.settings.models:
-            return self._build(name)
-        logger.warning("model {!r} is not configured any more: using the default", name)
-        return self.model
+        """The model `name` (built on first use), or the default model (runtime/model_set.py)."""
+        return self.models.named(name)
 
     # -- channels and outgoing messages ----------------------------------------------------
     def add_channel(self, channel: OutboundChannel) -> None:
@@ -425,13 +362,8 @@ class Bot:
             metrics=self.metrics,
             model_names=self.model_names(),
             clock=self.clock,
-            vision_model=self._vision_model() if msg.images else None,
+            vision_model=self.models.vision() if msg.images else None,
         )
-
-    def _vision_model(self) -> ChatModel | None:
-        """`bot.vision_model` (built on first use): describes images for models without vision."""
-        name = self.settings.bot.vision_model
-        return self.model_named(name) if name is not None else None
 
     async def handle(
         self,
@@ -617,18 +549,8 @@ class Bot:
                 logger.error("turns cut by the last stop not resumed: {}", exc)
 
     async def prepare_models(self) -> None:
-        """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
-        importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
-        first message does not pay it either. It waits `PREPARE_DELAY` first: a thread
-        importing holds the GIL half the time, and the channels should bind and answer before
-        it starts. A failure is logged; the first request then meets it again and reports it
-        as usual."""
-        await asyncio.sleep(PREPARE_DELAY)
-        for model in list(self._models.values()):
-            try:
-                await asyncio.to_thread(model.prepare)
-            except Exception as exc:
-                logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
+        """Load the models' SDKs in a thread once the channels answer (`ModelSet.prepare`)."""
+        await self.models.prepare()
 
     async def aclose(self) -> None:
         """Close services, model clients and the database; safe to call twice."""
@@ -641,11 +563,7 @@ class Bot:
             except Exception as exc:  # one service failing to stop must not keep others open
                 logger.opt(exception=exc).error("shutdown hook {} failed", hook)
         await self.outbox.stop()  # after the services (a reminder job's send is recorded)
-        for model in self._models.values():
-            try:
-                await model.aclose()
-            except Exception as exc:  # one client failing to close must not keep others open
-                logger.opt(exception=exc).error("closing model {} failed", model.name)
+        await self.models.aclose()
         self.storage.close()
 
 

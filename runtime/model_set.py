@@ -1,0 +1,104 @@
+"""The bot's models: the default one, those chats switch to, the vision model. Built on first
+use, so a `models:` entry no chat uses costs nothing (no SDK import, no client), and closed
+together at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+
+from loguru import logger
+
+from common.config import ConfigError
+from providers.base import ChatModel
+from runtime.settings import Settings
+
+# Seconds after the channels start before the model SDKs load (ModelSet.prepare).
+PREPARE_DELAY = 0.5
+
+
+class ModelSet:
+    def __init__(self, settings: Settings, prebuilt: dict[str, ChatModel] | None = None) -> None:
+        """`prebuilt`: models made in code (tests, benchmarks), by name."""
+        self.settings = settings
+        self._models: dict[str, ChatModel] = dict(prebuilt or {})
+        self.default: ChatModel | None = None
+
+    def names(self) -> list[str]:
+        """The models chats may use: the `models:` entries, and any prebuilt one."""
+        return list(dict.fromkeys([*self.settings.models, *self._models]))
+
+    def set_default(self, model: ChatModel | None) -> ChatModel | None:
+        """The default model: `model` when given, else `bot.model` (built now, so a bad entry
+        is a start-up error), else the first prebuilt one, else none (slash commands only)."""
+        if model is None:
+            model = self._configured_default()
+        if model is not None:
+            self._models.setdefault(model.name, model)
+        self.default = model
+        return model
+
+    def _configured_default(self) -> ChatModel | None:
+        name = self.settings.chat_model_name()
+        if name is None:
+            if self._models:
+                return next(iter(self._models.values()))
+            logger.warning("no model configured: only slash commands will work")
+            return None
+        if name in self._models:
+            return self._models[name]
+        if name not in self.settings.models:
+            raise ConfigError(
+                f"bot.model: {name!r} is not a key of models "
+                f"(have: {', '.join(self.settings.models) or 'none'})"
+            )
+        return self._build(name)
+
+    def _build(self, name: str) -> ChatModel:
+        from providers.errors import ProviderError
+        from providers.factory import build_model
+
+        try:
+            model = build_model(name, self.settings.models[name])
+        except ProviderError as exc:  # e.g. no API key for api.openai.com: a config problem
+            raise ConfigError(f"models.{name}: {exc}") from None
+        self._models[name] = model
+        return model
+
+    def named(self, name: str | None) -> ChatModel | None:
+        """The model `name` (built on first use), or the default model when `name` is None or
+        no longer configured (an override naming a model removed from the config)."""
+        if name is None or (self.default is not None and name == self.default.name):
+            return self.default
+        found = self._models.get(name)
+        if found is not None:
+            return found
+        if name in self.settings.models:
+            return self._build(name)
+        logger.warning("model {!r} is not configured any more: using the default", name)
+        return self.default
+
+    def vision(self) -> ChatModel | None:
+        """`bot.vision_model` (built on first use): describes images for models without vision."""
+        name = self.settings.bot.vision_model
+        return self.named(name) if name is not None else None
+
+    async def prepare(self) -> None:
+        """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
+        importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
+        first message does not pay it either. It waits `PREPARE_DELAY` first: a thread
+        importing holds the GIL half the time, and the channels should bind and answer before
+        it starts. A failure is logged; the first request then meets it again and reports it
+        as usual."""
+        await asyncio.sleep(PREPARE_DELAY)
+        for model in list(self._models.values()):
+            try:
+                await asyncio.to_thread(model.prepare)
+            except Exception as exc:
+                logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
+
+    async def aclose(self) -> None:
+        for model in self._models.values():
+            try:
+                await model.aclose()
+            except Exception as exc:  # one client failing to close must not keep others open
+                logger.opt(exception=exc).error("closing model {} failed", model.name)
