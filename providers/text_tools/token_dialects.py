@@ -134,9 +134,12 @@ _FG_CALL = re.compile(r"\s*call:([\w.\-]+)\{")
 _ESCAPE = "<escape>"
 
 
-def parse_function_gemma(body: str) -> Found | None:
+def parse_function_gemma(body: str, schemas: Schemas = None) -> Found | None:
     """FunctionGemma (Gemma 3 270M function-calling model, its chat template): strings are
-    wrapped in `<escape>` tokens, other values are JSON-like literals; one call per section."""
+    wrapped in `<escape>` tokens, other values are JSON-like literals; one call per section.
+
+    An escaped string is raw text like an XML value: typed by the tool's schema when that says
+    it is not a string (vLLM's parser reads `limit:<escape>10<escape>` as 10)."""
     m = _FG_CALL.match(body)
     if m is None:
         return None
@@ -146,7 +149,12 @@ def parse_function_gemma(body: str) -> Found | None:
         return None
     if body[end:].strip():
         return None
-    return [(m.group(1), value)]
+    name = m.group(1)
+    for key, item in value.items():
+        schema = property_schema(schemas, name, key)
+        if isinstance(item, str) and schema is not None:
+            value[key] = coerce_raw(item, schema)
+    return [(name, value)]
 
 
 def _fg_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
@@ -160,11 +168,14 @@ def _fg_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
         key = text[pos:colon].strip()
         if not key or "<" in key or "," in key:
             raise ValueError("bad key")
+        escaped = text.startswith(_ESCAPE, _skip(text, colon + 1))
         out[key], pos = _fg_value(text, colon + 1)
         pos = _skip(text, pos)
         if text[pos] == ",":
             pos += 1
-        elif text[pos] != "}":
+        elif text[pos] != "}" and not escaped:
+            # After an `<escape>`-delimited string the next key needs no comma: the token
+            # already ends the value (vLLM's streaming test writes them so).
             raise ValueError("expected , or }")
 
 
