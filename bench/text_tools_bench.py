@@ -4,9 +4,10 @@
 
 Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces,
 marker look-alikes and tool calls in several dialects (Hermes, XML tag, pythonic, Llama 3 JSON,
-harmony, MiniMax-M2, FunctionGemma, Gemma tool_code, MiniCPM5 with CDATA), and times the parser fed whole and in 16-byte chunks (as a
-token stream arrives). Linear work shows as a time ratio of ~10x per 10x size. Times are the
-best of several interleaved rounds (every size and mode in each round), with
+harmony, MiniMax-M2, FunctionGemma, Gemma tool_code, MiniCPM5 with CDATA), and times the
+parser fed whole and in 16-byte chunks (as a token stream arrives). Linear work shows as a
+time ratio of ~10x per 10x size. Times are the best of several interleaved rounds (every size
+and mode in each round), with
 and without the cyclic GC: on a loaded machine single runs vary by 2x.
 """
 
