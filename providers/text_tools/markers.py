@@ -96,6 +96,9 @@ def _fixed_specs() -> list[Spec]:
         Spec("<TOOLCALL>", "tag", "</TOOLCALL>", "json_or_py", _TOOLCALL_HEAD),  # Nemotron
         Spec("<function ", "tag", "</function>", "attr", _ATTR_HEAD, trail="</tool_call>"),
         Spec("<start_function_call>", "tag", "<end_function_call>", "fgemma", _FGEMMA_HEAD),
+        Spec("<|tool_call>", "tag", "<tool_call|>", "gemma4", _FGEMMA_HEAD),  # Gemma 4
+        Spec("<|channel>", "think", "<channel|>"),  # Gemma 4's thought channel
+        Spec("<channel|>", "markup"),  # a stray end of it (llama.cpp's Gemma 4 tests)
         Spec(
             "<|tool_call_begin|>",
             "tag",

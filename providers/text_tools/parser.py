@@ -447,6 +447,8 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates, ReplyStar
             return xml_dialects.parse_langchain(body)
         if kind == "fgemma":
             return token_dialects.parse_function_gemma(body, schemas)
+        if kind == "gemma4":
+            return token_dialects.parse_function_gemma(body, schemas, token_dialects.GEMMA4_QUOTE)
         if kind == "attr" or kind.startswith("cline:"):
             return xml_dialects.parse_named_body(self._name, body, schemas)
         return None
