@@ -4,9 +4,10 @@
 
 Builds replies of 10 KB, 100 KB and 1 MB mixing prose, code fences, a think block, bare braces,
 marker look-alikes and tool calls in several dialects (Hermes, XML tag, pythonic, Llama 3 JSON,
-harmony, MiniMax-M2), and times the parser fed whole and in 16-byte chunks (as a
-token stream arrives). Linear work shows as a time ratio of ~10x per 10x size. Times are the
-best of several interleaved rounds (every size and mode in each round), with
+harmony, MiniMax-M2, FunctionGemma, Gemma tool_code, MiniCPM5 with CDATA), and times the
+parser fed whole and in 16-byte chunks (as a token stream arrives). Linear work shows as a
+time ratio of ~10x per 10x size. Times are the best of several interleaved rounds (every size
+and mode in each round), with
 and without the cyclic GC: on a loaded machine single runs vary by 2x.
 """
 
@@ -36,9 +37,14 @@ BLOCKS = [
     '<minimax:tool_call>\n<invoke name="web_search">\n<parameter name="query">新闻 {n}'
     "</parameter>\n</invoke>\n</minimax:tool_call>\n",
     "Action: none yet; >>> is a prompt, functools a module, <|channel|> a token {n}.\n",
+    "<start_function_call>call:get_weather{{city:<escape>Paris {n}<escape>}}<end_function_call>\n",
+    "```tool_code\nweb_search(query='news {n}', max_results=2)\n```\n",
+    '<function name="reminder_set"><param name="text"><![CDATA[tea </param> {n}]]></param>'
+    "</function>\n",
+    "all\nnot a header here, to=functions.x {n} <|channel|>commentary to=assistant prose.\n",
 ]
 #: Blocks (by index) that hold one call.
-CALL_BLOCKS = (1, 3, 5, 6, 7, 8)
+CALL_BLOCKS = (1, 3, 5, 6, 7, 8, 10, 11, 12)
 
 
 def make_reply(size: int) -> tuple[str, int]:

@@ -89,6 +89,12 @@ class FenceStates:
             if final:
                 return self._fence_abandon()
             return False
+        if buf[pos] == "<" and self._asked_marker:
+            # A JSON fence holding a call in the asked format (`<function_call>` in ```json):
+            # the same candidate as any other fence (README.md, "Code fences").
+            self._fence_checked = False
+            self._mode = "fence_call"
+            return True
         if buf[pos] not in "{[":
             return self._fence_abandon()
         self._open += "".join(self._parts)
@@ -173,7 +179,7 @@ class FenceStates:
                 if not final and expected.startswith(buf[j:]):
                     return False
                 return self._fence_abandon()
-            fits = buf.startswith(expected, j) if expected else buf[j].isalpha() or buf[j] in "_["
+            fits = buf.startswith(expected, j) if expected else buf[j].isalpha() or buf[j] in "_[{"
             if not fits:
                 return self._fence_abandon()
             self._fence_checked = True
@@ -220,9 +226,13 @@ class FenceStates:
 
 
 def parse_tool_code(body: str) -> dialects.Found | None:
-    """Gemma's ```tool_code fence: one Python call per line (or a call list), never evaluated."""
+    """Gemma's ```tool_code fence: one Python call per line (or a call list), never evaluated;
+    or JSON call objects (`[{"name": .., "arguments": {..}}]`, LiteRT-LM's JSON syntax)."""
     src = body.strip()
-    if src.startswith("["):
+    if src[:1] in ("[", "{"):
+        found = dialects.parse_json_calls(src)
+        if found is not None or src[0] == "{":
+            return found
         return dialects.parse_pythonic(src)
     try:
         tree = ast.parse(src, mode="exec")

@@ -29,6 +29,13 @@ class HarmonyStates:
     """Mixed into StreamingToolParser (parser.py); uses its buffer, emitters and state."""
 
     def _harmony_begin(self, m: re.Match[str]) -> bool:
+        if m.group("empty") is not None:
+            # A header with no message (`<|channel|>commentary to=assistant` then another
+            # `<|channel|>`): template markup, and not a recipient for the next message.
+            self._emit_markup(self._buf[self._start : m.end()])
+            self._pos = m.end()
+            self._mode = "text"
+            return True
         recipient = m.group("to") or self._harmony_to
         self._harmony_to = ""
         self._open = self._buf[self._start : m.end()]

@@ -54,11 +54,13 @@ _ACTION_PRE = re.compile(r"[ \t]*\n?[ \t]*```(?:json)?[ \t]*\n(?=\s*[\[{])")
 _TOOLCALL_HEAD = re.compile(r"\s*[\[{]")
 _ECHO_HEAD = re.compile(r"(?:\s[^<>]{0,200})?>")
 _FGEMMA_HEAD = re.compile(r"\s*call:[\w.\-]+\{")
+# A space may follow each special token (LLM-jp-4.1 writes harmony so). A header followed by
+# another `<|channel|>` instead of `<|message|>` (`<|channel|>commentary to=assistant`) is empty.
 HARMONY_HEAD = re.compile(
-    r"(?P<channel>[A-Za-z_]\w*)(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?:<\|constrain\|>\s*)?"
-    r"(?P<ctype>[\w/\-]+)?\s*<\|message\|>"
+    r"\s*(?P<channel>[A-Za-z_]\w*)(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?:(?:<\|constrain\|>\s*)?"
+    r"(?P<ctype>[\w/\-]+)?\s*<\|message\|>|(?P<empty>(?=<\|channel\|>)))"
 )
-_HARMONY_START = re.compile(r"assistant(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?=<\|)")
+_HARMONY_START = re.compile(r"\s*assistant(?:\s+to=(?P<to>[\w.\-:]+))?\s*(?=<\|)")
 _FUNCTOOLS_PRE = re.compile(r"(?=\[)")
 
 
@@ -94,6 +96,9 @@ def _fixed_specs() -> list[Spec]:
         Spec("<TOOLCALL>", "tag", "</TOOLCALL>", "json_or_py", _TOOLCALL_HEAD),  # Nemotron
         Spec("<function ", "tag", "</function>", "attr", _ATTR_HEAD, trail="</tool_call>"),
         Spec("<start_function_call>", "tag", "<end_function_call>", "fgemma", _FGEMMA_HEAD),
+        Spec("<|tool_call>", "tag", "<tool_call|>", "gemma4", _FGEMMA_HEAD),  # Gemma 4
+        Spec("<|channel>", "think", "<channel|>"),  # Gemma 4's thought channel
+        Spec("<channel|>", "markup"),  # a stray end of it (llama.cpp's Gemma 4 tests)
         Spec(
             "<|tool_call_begin|>",
             "tag",

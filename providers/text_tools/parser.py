@@ -33,12 +33,13 @@ from providers.text_tools.markers import (
     random_id,
 )
 from providers.text_tools.reasoning import ReasoningStates
+from providers.text_tools.reply_start import FUNCTIONARY, ReplyStartStates
 from providers.text_tools.result import ParsedText, Segment, SegmentKind
 from providers.text_tools.scan import BracketScanner, array_head, object_head, window_head
 from providers.types import StreamEvent, ToolCall
 
 
-class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
+class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates, ReplyStartStates):
     """Incremental parser: `feed(chunk)` and `finish()` return StreamEvents (`text`,
     `thinking`, `tool_call_start`/`tool_call_end`); `result()` after finish gives ParsedText.
 
@@ -70,7 +71,8 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
         self._buf = ""
         self._pos = 0
         self._prev = "\n"  # the start of the reply counts as the start of a line
-        self._mode = "text"
+        self._mode = "start"  # reply_start.py: a header the prompt began, then "text"
+        self._functionary = False  # a Functionary v3.2 recipient was seen
         self._out: list[StreamEvent] = []
         self._segments: list[Segment] = []
         self._calls: list[ToolCall] = []
@@ -87,6 +89,7 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
         self._name = ""
         self._scanner = BracketScanner()
         self._handler_map: dict[str, Callable[[bool], bool]] = {
+            "start": self._reply_start,
             "text": self._text,
             "head": self._head,
             "think": self._think,
@@ -311,7 +314,7 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
         prev = self._prev_char(i)
         if ch == "f":
             return not _word(prev)
-        return prev == "\n"
+        return prev == "\n" or (ch == ">" and self._functionary)
 
     def _word_marker_tail(self, buf: str, pos: int) -> int:
         """Where to stop emitting when the buffer may end in the first part of a word marker."""
@@ -345,6 +348,7 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
             self._mode = "text"
             return True
         groups = m.groupdict() if m else {}
+        self._functionary = self._functionary or spec is FUNCTIONARY
         if spec.kind == "markup" or groups.get("all"):
             # A role header (`<|start|>assistant`, Functionary's `>>>all`): markup, then text.
             assert m is not None
@@ -442,7 +446,9 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates):
         if kind == "langchain":
             return xml_dialects.parse_langchain(body)
         if kind == "fgemma":
-            return token_dialects.parse_function_gemma(body)
+            return token_dialects.parse_function_gemma(body, schemas)
+        if kind == "gemma4":
+            return token_dialects.parse_function_gemma(body, schemas, token_dialects.GEMMA4_QUOTE)
         if kind == "attr" or kind.startswith("cline:"):
             return xml_dialects.parse_named_body(self._name, body, schemas)
         return None

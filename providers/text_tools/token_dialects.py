@@ -129,27 +129,38 @@ def _complete_object(text: str) -> dict[str, Any] | None:
 
 
 # --- FunctionGemma: <start_function_call>call:NAME{key:<escape>text<escape>,n:3}<end_...> ---
+# --- Gemma 4:       <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>            ---
 
 _FG_CALL = re.compile(r"\s*call:([\w.\-]+)\{")
 _ESCAPE = "<escape>"
+GEMMA4_QUOTE = '<|"|>'
 
 
-def parse_function_gemma(body: str) -> Found | None:
-    """FunctionGemma (Gemma 3 270M function-calling model, its chat template): strings are
-    wrapped in `<escape>` tokens, other values are JSON-like literals; one call per section."""
+def parse_function_gemma(body: str, schemas: Schemas = None, quote: str = _ESCAPE) -> Found | None:
+    """FunctionGemma (Gemma 3 270M function-calling model, its chat template) and Gemma 4 (its
+    template; llama.cpp's tests): strings are wrapped in a quote token (`<escape>`, Gemma 4's
+    `<|"|>`), other values are JSON-like literals; one call per section.
+
+    A quoted string is raw text like an XML value: typed by the tool's schema when that says
+    it is not a string (vLLM's parser reads `limit:<escape>10<escape>` as 10)."""
     m = _FG_CALL.match(body)
     if m is None:
         return None
     try:
-        value, end = _fg_object(body, m.end())
+        value, end = _fg_object(body, m.end(), quote)
     except (ValueError, IndexError):
         return None
     if body[end:].strip():
         return None
-    return [(m.group(1), value)]
+    name = m.group(1)
+    for key, item in value.items():
+        schema = property_schema(schemas, name, key)
+        if isinstance(item, str) and schema is not None:
+            value[key] = coerce_raw(item, schema)
+    return [(name, value)]
 
 
-def _fg_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
+def _fg_object(text: str, pos: int, quote: str) -> tuple[dict[str, Any], int]:
     """Read `key:value,...}` from text[pos:] (after the `{`)."""
     out: dict[str, Any] = {}
     while True:
@@ -160,21 +171,24 @@ def _fg_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
         key = text[pos:colon].strip()
         if not key or "<" in key or "," in key:
             raise ValueError("bad key")
-        out[key], pos = _fg_value(text, colon + 1)
+        escaped = text.startswith(quote, _skip(text, colon + 1))
+        out[key], pos = _fg_value(text, colon + 1, quote)
         pos = _skip(text, pos)
         if text[pos] == ",":
             pos += 1
-        elif text[pos] != "}":
+        elif text[pos] != "}" and not escaped:
+            # After an `<escape>`-delimited string the next key needs no comma: the token
+            # already ends the value (vLLM's streaming test writes them so).
             raise ValueError("expected , or }")
 
 
-def _fg_value(text: str, pos: int) -> tuple[Any, int]:
+def _fg_value(text: str, pos: int, quote: str) -> tuple[Any, int]:
     pos = _skip(text, pos)
-    if text.startswith(_ESCAPE, pos):
-        end = text.index(_ESCAPE, pos + len(_ESCAPE))
-        return text[pos + len(_ESCAPE) : end], end + len(_ESCAPE)
+    if text.startswith(quote, pos):
+        end = text.index(quote, pos + len(quote))
+        return text[pos + len(quote) : end], end + len(quote)
     if text[pos] == "{":
-        return _fg_object(text, pos + 1)
+        return _fg_object(text, pos + 1, quote)
     if text[pos] == "[":
         items: list[Any] = []
         pos += 1
@@ -182,7 +196,7 @@ def _fg_value(text: str, pos: int) -> tuple[Any, int]:
             pos = _skip(text, pos)
             if text[pos] == "]":
                 return items, pos + 1
-            item, pos = _fg_value(text, pos)
+            item, pos = _fg_value(text, pos, quote)
             items.append(item)
             pos = _skip(text, pos)
             if text[pos] == ",":

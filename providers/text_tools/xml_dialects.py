@@ -211,10 +211,47 @@ def parse_named_body(name: str, body: str, schemas: Schemas) -> Found | None:
         if is_missing(value) or not isinstance(value, dict):
             return None
         return [(name, value)]
-    values = parse_xml_params(stripped)
+    if stripped.startswith("<param"):
+        values = parse_attr_params(stripped)
+    else:
+        values = parse_xml_params(stripped)
     if values is None:
         return None
     return [(name, _typed(name, values, schemas))]
+
+
+_ATTR_PARAM = re.compile(r"<(param|parameter)\s+name\s*=\s*([\"'])([^\"'<>\n]{1,100})\2\s*>")
+_CDATA = "<![CDATA["
+
+
+def parse_attr_params(body: str) -> dict[str, list[str]] | None:
+    """`<param name="K">V</param>` children (MiniCPM5's `<function name=..>` calls; also
+    `<parameter name=..>`). A value in `<![CDATA[...]]>` is taken literally, so it may hold
+    its own closing tag; other values end at the first closing tag. Values are raw text (data,
+    whitespace included); None if the body is anything else."""
+    values: dict[str, list[str]] = {}
+    pos = 0
+    while True:
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+        if pos >= len(body):
+            return values
+        m = _ATTR_PARAM.match(body, pos)
+        if m is None:
+            return None
+        close = f"</{m.group(1)}>"
+        start = m.end()
+        if body.startswith(_CDATA, start):
+            end = body.find("]]>", start)
+            if end == -1 or not body.startswith(close, end + 3):
+                return None
+            value, pos = body[start + len(_CDATA) : end], end + 3 + len(close)
+        else:
+            end = body.find(close, start)
+            if end == -1:
+                return None
+            value, pos = body[start:end], end + len(close)
+        values.setdefault(m.group(3), []).append(value)
 
 
 _LANGCHAIN = re.compile(r"([^<]+)</tool>\s*<tool_input>(.*)\Z", re.DOTALL)

@@ -66,6 +66,25 @@ def test_fixture_files_beyond_cases_jsonl_are_loaded() -> None:
     assert issue13 <= dialects
 
 
+def test_every_issue13_dialect_has_outputs_copied_from_upstream_tests() -> None:
+    """Each dialect and rule of issue 13 has cases copied from another project's parser tests
+    (upstream_2026*.jsonl, note "upstream: ..."), beside any constructed ones. The echoed
+    <tool_result> is chatfn's own markup, so no other suite has outputs of it."""
+    files = {c["file"] for c in ALL}
+    assert {"upstream_2026.jsonl", "upstream_2026b.jsonl"} <= files
+    copied = {
+        c["format"]
+        for c in ALL
+        if c["file"].startswith("upstream_2026") and c["note"].startswith("upstream:")
+    }
+    issue13 = {"harmony", "minimax_m2", "gemma", "command_r", "functionary", "llama31_builtin"}
+    issue13 |= {"nemotron", "hermes_function", "kimi", "deepseek", "glm", "magistral", "lfm2"}
+    issue13 |= {"qwen3_coder", "seed_oss", "union_types", "mistral", "fence_rule"}
+    assert issue13 <= copied, issue13 - copied
+    derived = {c["format"] for c in ALL if c["note"].startswith("derived:")}
+    assert issue13 <= derived, issue13 - derived
+
+
 @pytest.mark.parametrize("outcome", NEW_FILES, ids=lambda o: f"{o.index}-{o.fmt}")
 def test_every_case_of_the_dialect_files_is_exact(outcome) -> None:
     """Each case added beside cases.jsonl: exact calls, exact non-call text, and the same result
