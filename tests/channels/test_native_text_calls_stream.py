@@ -11,12 +11,13 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from aiohttp import ClientSession, web
+from aiohttp import web
 
 from channels.console import ConsoleChannel
 from channels.http import HttpChannel
 from function_calls.testing import TestBot
 from providers.factory import build_model
+from tests.channels.test_channel_streaming import post_stream
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer, raw
 
@@ -100,20 +101,6 @@ async def test_console_never_shows_the_markup(tmp_path: Path, server: RawReplayS
     await tb.aclose()
 
 
-async def _post_stream(channel: HttpChannel, text: str) -> list[tuple[str, dict[str, Any]]]:
-    url = f"http://127.0.0.1:{channel.bound_port}/v1/messages/stream"
-    async with (
-        ClientSession() as session,
-        session.post(url, json={"chat_id": "c1", "sender_id": "alice", "text": text}) as resp,
-    ):
-        body = await resp.text()
-    events = []
-    for block in body.strip().split("\n\n"):
-        name, data = block.split("\n")
-        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
-    return events
-
-
 async def test_http_sse_never_shows_the_markup(tmp_path: Path, server: RawReplayServer) -> None:
     """One character a chunk, so every prefix of `<tool_call>` arrives alone: none is streamed.
     The call is reported like a native one (tool_call_start/end), text after it still shows,
@@ -129,7 +116,7 @@ async def test_http_sse_never_shows_the_markup(tmp_path: Path, server: RawReplay
     channel = HttpChannel(tb.bot, port=0)
     await channel.start()
     try:
-        events = await _post_stream(channel, "weather in Oslo?")
+        events = await post_stream(channel, "weather in Oslo?")
         names = [n for n, _ in events]
         texts = "".join(d["text"] for n, d in events if n == "text")
         assert texts == BEFORE + "\n" + "Sunny in Oslo, 21°C."  # the "\n" after the call
@@ -140,7 +127,7 @@ async def test_http_sse_never_shows_the_markup(tmp_path: Path, server: RawReplay
         assert events[-1] == ("done", {"replies": [{"text": "Sunny in Oslo, 21°C.", "at": None}]})
         assert ran == ["weather Oslo"]
 
-        events = await _post_stream(channel, "what would you call?")
+        events = await post_stream(channel, "what would you call?")
         texts = "".join(d["text"] for n, d in events if n == "text")
         assert texts == f"I would call {odd} here."
         assert "tool_call_start" not in [n for n, _ in events] and ran == ["weather Oslo"]
