@@ -4,8 +4,9 @@
                                 "at_bot"?, "images"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat,
-                               each with `id: <event id>`; reconnect with `Last-Event-ID`
-                               (or `?since=ID`) to get every event missed, in order
+                               each with `id: <event id>`, in id order (a missing id is
+                               waited for up to `storage.outbox.gap_wait`); reconnect with
+                               `Last-Event-ID` (or `?since=ID`) to get every event missed
     GET  /metrics              Prometheus text format (messages, model requests, tokens,
                                latency, tool calls, limit refusals, outbox depth)
     GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
