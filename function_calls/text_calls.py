@@ -93,11 +93,11 @@ class NativeTextFilter:
         return out, _as_calls(response, parsed)
 
     def _shown(self) -> list[StreamEvent]:
-        segments = self._parser._segments  # noqa: SLF001 - read-only; see the class docstring
+        segments = self._parser.segments
+        undecided = self._parser.undecided
         pieces: list[str] = []
         while self._seg < len(segments):
-            deferred = self._parser._deferred  # noqa: SLF001
-            if deferred is not None and self._seg >= deferred[0]:
+            if undecided is not None and self._seg >= undecided:
                 break  # a ```tool_code fence that may be a call: held until the reply ends
             seg = segments[self._seg]
             last = self._seg == len(segments) - 1

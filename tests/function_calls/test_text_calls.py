@@ -74,3 +74,27 @@ def test_native_calls_win_and_other_events_pass() -> None:
     native = LLMResponse(content=CALL, tool_calls=[ToolCall("c1", "weather", "{}")])
     rest, final = f.finish(native)
     assert final is native and rest == []
+
+
+FENCED = '```tool_code\nweather(city="Oslo")\n```'
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Sure.\n{FENCED}\nDone.",  # a lone tool_code fence: a call, decided at the end
+        f"{FENCED}\n{CALL}",  # another call: the fence stays text
+        f"<think>hm</think>{CALL}\nok",
+    ],
+)
+def test_shown_is_the_answer_minus_its_calls(text: str, size: int) -> None:
+    """Whatever the parser decides, the stream shows every segment that is not a call, in
+    order, once (a fence that may be a call is held until the answer ends)."""
+    from providers.text_tools.parser import parse_text
+
+    parsed = parse_text(text, ["weather"], {t.name: t.parameters for t in TOOLS})
+    shown, _, final = _stream(text, size)
+    assert shown == "".join(s.raw for s in parsed.segments if s.kind != "call")
+    assert [c.name for c in final.tool_calls] == [c.name for c in parsed.calls]
+    assert final.tool_calls, "each of these answers holds a call"
