@@ -326,7 +326,7 @@ class HttpChannel(Channel):
             if look:
                 for out in await reader.read():
                     await self._written_event(resp, out, reader)
-                idle = 0.0
+                    idle = 0.0
             wait = reader.poll if reader.held or shared else 15.0
             get = asyncio.ensure_future(queue.get())
             done, _ = await asyncio.wait({get, stop}, timeout=wait, return_when="FIRST_COMPLETED")
@@ -340,7 +340,7 @@ class HttpChannel(Channel):
                     await resp.write(b": keep-alive\n\n")
                     idle = 0.0
                 continue
-            look = False
+            look, idle = False, 0.0
             events = [get.result()]
             while not queue.empty():
                 events.append(queue.get_nowait())

@@ -188,11 +188,17 @@ async def test_late_and_missing_ids_reach_sse_and_webhook_once_in_order(
         two = worker.reserve("two")
         three = worker.write("three")
         assert three == two + 1
+        # A client replaying from `one` meanwhile (?since=) waits for the same id.
+        replayed: list[tuple[int, str]] = []
+        since = asyncio.create_task(sse_reader(f"{events_url}?since={one}", replayed, {}))
         await asyncio.sleep(0.5)
         assert both() == [[(one, "one")]] * 2, "the event after a missing id must wait for it"
+        assert replayed == []
         worker.commit(two)
         expected = [(one, "one"), (two, "two"), (three, "three")]
-        await until(lambda: both() == [expected] * 2)
+        await until(lambda: both() == [expected] * 2 and len(replayed) == 2)
+        assert replayed == expected[1:]
+        since.cancel()
 
         # An id whose insert is rolled back never appears: passed after the wait.
         four = worker.reserve("four")
