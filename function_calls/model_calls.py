@@ -6,6 +6,10 @@ the limits' counts, the metrics, and one DEBUG line for the request and one for 
 A request the provider refuses as longer than the model's context window is sent once more with
 the history cut to fit (`conversation.fit_messages`); if that fails too, the error propagates and
 the router tells the user plainly.
+
+In native mode with tools offered, a call the model wrote as text becomes a native call
+(text_calls.py): a whole answer is parsed once; a streamed one is parsed as it arrives, so the
+call's markup never reaches the channel's stream.
 """
 
 from __future__ import annotations
