@@ -4,8 +4,9 @@
                                 "at_bot"?, "images"?} -> 200 {"replies": [{"text", "at"}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat,
-                               each with `id: <event id>`; reconnect with `Last-Event-ID`
-                               (or `?since=ID`) to get every event missed, in order
+                               each with `id: <event id>`, in id order (a missing id is
+                               waited for up to `storage.outbox.gap_wait`); reconnect with
+                               `Last-Event-ID` (or `?since=ID`) to get every event missed
     GET  /metrics              Prometheus text format (messages, model requests, tokens,
                                latency, tool calls, limit refusals, outbox depth)
     GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
@@ -49,6 +50,7 @@ from common.messages import (
 )
 from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
+from runtime.outbox import EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -71,10 +73,6 @@ class MessageIn(BaseModel):
     @classmethod
     def _valid_unicode(cls, v: object) -> object:
         return clean_text(v) if isinstance(v, str) else v
-
-
-#: Seconds the webhook waits for a missing event id before passing it (see _webhook_loop).
-WEBHOOK_GAP_WAIT = 5.0
 
 
 def _out_json(out: OutgoingMessage) -> dict[str, Any]:
@@ -258,9 +256,13 @@ class HttpChannel(Channel):
         return resp
 
     async def get_events(self, request: web.Request) -> web.StreamResponse:
-        """Every message the bot sends, as SSE with `id:` = event id. With `Last-Event-ID` (or
-        `?since=ID`): first every kept event after that id, in order, then the live stream;
-        without: first the messages waiting for a subscriber, then the live stream."""
+        """Every message the bot sends, as SSE with `id:` = event id, in id order. With
+        `Last-Event-ID` (or `?since=ID`): first every kept event after that id, then the live
+        stream; without: first the messages waiting for a subscriber, then every event after
+        the last one committed when the client connected. A missing id holds the events after
+        it back for up to `storage.outbox.gap_wait` seconds, as for the webhook
+        (runtime.outbox.EventReader): a client that saw an id has seen every event before it
+        that was committed in time, so `Last-Event-ID` never skips one."""
         since = request.headers.get("Last-Event-ID") or request.query.get("since")
         after: int | None = None
         if since is not None:
@@ -275,36 +277,23 @@ class HttpChannel(Channel):
         if task is not None:
             self._sse_tasks.add(task)
         stop = asyncio.ensure_future(self._stopping.wait())
-        sent: OrderedDict[int, None] = OrderedDict()  # event ids written on this stream
         try:
             await resp.write(b": connected\n\n")
-            if after is not None:
-                backlog = await self.bot.outbox.since(after)
-            else:
-                backlog = [(o, "pending") for o in await self.bot.outbox.waiting(self.platform)]
-            for out, state in backlog:
-                await self._event(resp, out)
-                sent[out.event_id or 0] = None
-                if state == "pending" and out.platform == self.platform:
-                    await self.bot.outbox.finish(out, "delivered")
-            while not self._stopping.is_set():
-                get = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({get, stop}, timeout=15, return_when="FIRST_COMPLETED")
-                if get not in done:
-                    get.cancel()
-                    if stop in done:
-                        break
-                    await resp.write(b": keep-alive\n\n")
-                    continue
-                out = get.result()
-                eid = out.event_id
-                if eid is not None and (eid in sent or (after is not None and eid <= after)):
-                    continue
-                await self._event(resp, out)
-                if eid is not None:
-                    sent[eid] = None
-                    if len(sent) > 10000:
-                        sent.popitem(last=False)
+            outbox = self.bot.outbox
+            reader = outbox.reader(after if after is not None else await outbox.last_id())
+            # Without an id: events up to the start are this client's only when waiting for a
+            # subscriber (sent first, or passed on by the outbox drain as it connects).
+            early: set[int] | None = None
+            if after is None:
+                early = set()
+                for out in await outbox.waiting(self.platform):
+                    await self._event(resp, out)
+                    reader.skip(out)  # committed after `last_id` was read: not twice
+                    early.add(out.event_id or 0)
+                    await outbox.finish(out, "delivered")
+            # In a cluster, events of the other gateways reach this one only through the table.
+            shared = self.bot.settings.broker.url is not None
+            await self._events_live(resp, reader, queue, stop, shared, early)
             await self._sse(resp, "closing", {"reason": "the bot is shutting down"})
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -315,6 +304,64 @@ class HttpChannel(Channel):
             self._sse_tasks.discard(task)  # type: ignore[arg-type]
             self.bot.unsubscribe(queue)
         return resp
+
+    async def _events_live(
+        self,
+        resp: web.StreamResponse,
+        reader: EventReader,
+        queue: asyncio.Queue[OutgoingMessage],
+        stop: asyncio.Future[Any],
+        shared: bool,
+        early: set[int] | None,
+    ) -> None:
+        """The events after `reader.last`, then each as it is published, until the bot stops.
+        A published event that is the next id goes out at once; any other sends the reader to
+        the table (a missing id, or events it did not see published). `early` (a client that
+        gave no id): the ids up to the start written already; one published from there (the
+        outbox drain passing a waiting message on) goes out once."""
+        start = reader.last
+        look = True  # read the table first: the replay, or what came since `last_id`
+        idle = 0.0
+        while not self._stopping.is_set():
+            if look:
+                for out in await reader.read():
+                    await self._written_event(resp, out, reader)
+                    idle = 0.0
+            wait = reader.poll if reader.held or shared else 15.0
+            get = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({get, stop}, timeout=wait, return_when="FIRST_COMPLETED")
+            if get not in done:
+                get.cancel()
+                if stop in done:
+                    return
+                look = reader.held or shared
+                idle += wait
+                if idle >= 15.0:
+                    await resp.write(b": keep-alive\n\n")
+                    idle = 0.0
+                continue
+            look, idle = False, 0.0
+            events = [get.result()]
+            while not queue.empty():
+                events.append(queue.get_nowait())
+            for out in events:
+                eid = out.event_id
+                if eid is None:  # not stored (the database failed): as it comes
+                    await self._event(resp, out)
+                elif eid == reader.last + 1 and not reader.held:
+                    await self._written_event(resp, out, reader)
+                elif eid > reader.last:
+                    look = True
+                elif early is not None and eid <= start and eid not in early:
+                    early.add(eid)
+                    await self._event(resp, out)
+
+    async def _written_event(
+        self, resp: web.StreamResponse, out: OutgoingMessage, reader: EventReader
+    ) -> None:
+        if not reader.skipped(out):
+            await self._event(resp, out)
+        reader.advance(out)
 
     # -- SSE helpers -----------------------------------------------------------------------
     @staticmethod
@@ -368,37 +415,26 @@ class HttpChannel(Channel):
 
     async def _webhook_loop(self) -> None:
         """POST every event, in id order, from where the webhook got to (kept in the database,
-        so a restart neither repeats nor skips events)."""
+        so a restart neither repeats nor skips events). A missing id is waited for a moment
+        (`storage.outbox.gap_wait`, runtime.outbox.EventReader), as on /v1/events."""
         wake = self.bot.subscribe()
-        cursor = await self.bot.outbox.cursor("webhook")
+        reader = self.bot.outbox.reader(await self.bot.outbox.cursor("webhook"))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        loop = asyncio.get_running_loop()
-        gap_seen: float | None = None
         async with ClientSession(timeout=ClientTimeout(total=10)) as session:
             try:
                 while not self._stopping.is_set():
-                    events = [o for o, _ in await self.bot.outbox.since(cursor)]
+                    events = await reader.read()
                     if not events:
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(wake.get(), 1.0)
+                            await asyncio.wait_for(wake.get(), reader.poll)
                         while not wake.empty():
                             wake.get_nowait()
                         continue
                     for out in events:
-                        eid = out.event_id
-                        if cursor is not None and eid is not None and eid > cursor + 1:
-                            # A missing id: another process (a worker) may still be committing
-                            # it, since commit order is not id order. Wait for it a moment; an
-                            # id that never appears (a rolled-back insert) is passed after that.
-                            gap_seen = loop.time() if gap_seen is None else gap_seen
-                            if loop.time() - gap_seen < WEBHOOK_GAP_WAIT:
-                                await asyncio.sleep(0.2)
-                                break
-                        gap_seen = None
                         if not await self._post(session, out, headers):
                             return  # stopping: resume from this event next time
-                        cursor = eid or cursor
-                        await self.bot.outbox.set_cursor("webhook", cursor)
+                        reader.advance(out)
+                        await self.bot.outbox.set_cursor("webhook", reader.last)
             finally:
                 self.bot.unsubscribe(wake)
 

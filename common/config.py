@@ -165,6 +165,10 @@ class OutboxSettings(Section):
     max_wait: float = Field(default=86400.0, gt=0)
     # Seconds delivered and expired rows are kept (for `Last-Event-ID` replays), then deleted.
     retention: float = Field(default=7 * 86400.0, gt=0)
+    # Seconds an event reader (a /v1/events stream, the webhook) waits for a missing event id
+    # before passing it: with several processes writing, commit order is not id order, so a
+    # lower id can still be committing; one rolled back never appears.
+    gap_wait: float = Field(default=5.0, ge=0)
 
 
 class StorageSettings(Section):

@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from common.config import FunctionCallSettings
 from function_calls.context import MessageContext
@@ -199,31 +199,5 @@ class FunctionCallLLM:
         model = self.model or ctx.model
         if model is None:
             raise RuntimeError("the tool loop ran without a model")
-        response = await ask(ctx, model, messages, tools)
-        if model.capabilities.native_tools is not False:
-            response = text_calls_as_native(response, tools)
-        return response
-
-
-def text_calls_as_native(response: LLMResponse, tools: Sequence[ToolDefinition]) -> LLMResponse:
-    """A native-mode answer with no native calls whose text is a call to an offered function
-    (`<tool_call>{...}</tool_call>` from a server run without a tool parser: common with vLLM,
-    LM Studio and Ollama templates) becomes that call, so the user never sees the raw markup.
-    The prompt-mode parser and its policies decide what counts as a call (a call inside a code
-    fence, or to a function not offered, stays text); any other text is left alone."""
-    if response.tool_calls or not tools or not response.content:
-        return response
-    # Imported on first use: the parser (and json_repair) is ~80 ms of a bot's start-up.
-    from providers.text_tools.parser import parse_text
-
-    parsed = parse_text(
-        response.content, [t.name for t in tools], {t.name: t.parameters for t in tools}
-    )
-    if not parsed.calls:
-        return response
-    return replace(
-        response,
-        content=parsed.content.strip() or None,
-        tool_calls=list(parsed.calls),
-        finish_reason="tool_calls",
-    )
+        # A native-mode call written as text comes back as a call (model_calls, text_calls).
+        return await ask(ctx, model, messages, tools)

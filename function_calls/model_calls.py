@@ -6,6 +6,10 @@ the limits' counts, the metrics, and one DEBUG line for the request and one for 
 A request the provider refuses as longer than the model's context window is sent once more with
 the history cut to fit (`conversation.fit_messages`); if that fails too, the error propagates and
 the router tells the user plainly.
+
+In native mode with tools offered, a call the model wrote as text becomes a native call
+(text_calls.py): a whole answer is parsed once; a streamed one is parsed as it arrives, so the
+call's markup never reaches the channel's stream.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from function_calls import limits
 from function_calls.conversation import estimate_message_tokens, fit_messages
+from function_calls.text_calls import NativeTextFilter, text_calls_as_native
 from providers.base import ChatModel
 from providers.errors import ContextLengthExceeded, ProviderError, StreamInterrupted
 from providers.types import LLMResponse, Message, ToolDefinition, Usage
@@ -105,7 +110,7 @@ async def _ask_once(
         if streamed:
             response = await _stream(ctx, model, messages, tools)
         else:
-            response = await model.complete(messages, tools or None)
+            response = await _complete(model, messages, tools)
         return response
     except ProviderError as exc:
         outcome = type(exc).__name__
@@ -118,6 +123,20 @@ async def _ask_once(
         _record(ctx, model, response, outcome, latency, streamed)
 
 
+def _native(model: ChatModel, tools: Sequence[ToolDefinition] | None) -> bool:
+    """Whether calls the model writes as text are looked for (native mode, tools offered)."""
+    return bool(tools) and model.capabilities.native_tools is not False
+
+
+async def _complete(
+    model: ChatModel, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None
+) -> LLMResponse:
+    response = await model.complete(messages, tools or None)
+    if tools and _native(model, tools):
+        response = text_calls_as_native(response, tools)
+    return response
+
+
 async def _stream(
     ctx: MessageContext,
     model: ChatModel,
@@ -127,6 +146,8 @@ async def _stream(
     assert ctx.on_stream is not None
     final: LLMResponse | None = None
     received = False
+    # Native mode: a call the model wrote as text is held back, never streamed (text_calls.py).
+    calls_in_text = NativeTextFilter(tools) if tools and _native(model, tools) else None
     try:
         async for event in model.stream(messages, tools or None):
             received = True
@@ -134,14 +155,19 @@ async def _stream(
                 final = event.response
             elif event.type != "thinking" or model.capabilities.show_thinking:
                 # Reasoning reaches a channel only when models.<name>.thinking.show says so.
-                await ctx.on_stream(event)
+                for shown in calls_in_text.feed(event) if calls_in_text else (event,):
+                    await ctx.on_stream(shown)
+        if calls_in_text is not None:
+            rest, final = calls_in_text.finish(final)
+            for shown in rest:
+                await ctx.on_stream(shown)
     except StreamInterrupted as exc:
         if received:
             raise
         # HTTP 200 and not one chunk: seen from servers whose streaming is broken or proxied
         # badly; the same request without streaming usually works.
         ctx.logger.warning("model {} streamed nothing ({}); retrying unstreamed", model.name, exc)
-        return await model.complete(messages, tools or None)
+        return await _complete(model, messages, tools)
     if final is None:
         raise RuntimeError(f"model {model.name} stream ended without a final response")
     return final

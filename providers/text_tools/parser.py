@@ -143,6 +143,19 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates, ReplyStar
             rejected=list(self._rejected),
         )
 
+    @property
+    def segments(self) -> list[Segment]:
+        """The reply as parsed so far (read, do not change): joined, the segments' raws are the
+        text fed minus the suffix still held; a segment's parts only grow, except that the
+        segment at `undecided` may still turn from a call into text."""
+        return self._segments
+
+    @property
+    def undecided(self) -> int | None:
+        """The index of a segment that may still change kind (a fenced call in the asked format
+        waiting for the end of the reply, fences.py), or None."""
+        return self._deferred[0] if self._deferred is not None else None
+
     # --- output -----------------------------------------------------------------------------
 
     def _take(self) -> list[StreamEvent]:

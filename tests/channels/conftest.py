@@ -35,6 +35,15 @@ class EchoArgs(BaseModel):
     text: str
 
 
+async def serve(app: web.Application) -> tuple[web.AppRunner, int]:
+    """Run `app` on 127.0.0.1 on a free port: (its runner, to clean up; the port)."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
 def make_registry() -> Registry:
     """Functions the channel tests trigger: `roll` (through the model), `echo` and `quote`
     (slash commands, no model)."""
@@ -128,10 +137,6 @@ async def files() -> AsyncIterator[str]:
     app.router.add_get("/cat.png", cat)
     app.router.add_get("/page", page)
     app.router.add_get("/huge.png", huge)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(app)
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()

@@ -118,6 +118,23 @@ async def test_console_shows_thinking_only_when_configured(
 # ------------------------------------------------------------------------ HTTP
 
 
+async def post_stream(channel: HttpChannel, text: str) -> list[tuple[str, dict[str, Any]]]:
+    """POST /v1/messages/stream as alice in chat c1: the events as (name, data)."""
+    url = f"http://127.0.0.1:{channel.bound_port}/v1/messages/stream"
+    async with (
+        ClientSession() as session,
+        session.post(url, json={"chat_id": "c1", "sender_id": "alice", "text": text}) as resp,
+    ):
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == "text/event-stream"
+        body = await resp.text()
+    events = []
+    for block in body.strip().split("\n\n"):
+        name, data = block.split("\n")
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
+
+
 @pytest.fixture
 async def http(tmp_path: Path, server: RawReplayServer) -> AsyncIterator[Any]:
     """Start an in-process HttpChannel for a bot built by the test; yields a post function."""
@@ -128,20 +145,7 @@ async def http(tmp_path: Path, server: RawReplayServer) -> AsyncIterator[Any]:
             channel = HttpChannel(tb.bot, port=0)
             await channel.start()
             started.append((channel, tb))
-        channel = started[0][0]
-        url = f"http://127.0.0.1:{channel.bound_port}/v1/messages/stream"
-        async with (
-            ClientSession() as session,
-            session.post(url, json={"chat_id": "c1", "sender_id": "alice", "text": text}) as resp,
-        ):
-            assert resp.status == 200
-            assert resp.headers["Content-Type"] == "text/event-stream"
-            body = await resp.text()
-        events = []
-        for block in body.strip().split("\n\n"):
-            name, data = block.split("\n")
-            events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
-        return events
+        return await post_stream(started[0][0], text)
 
     yield post
     for channel, tb in started:

@@ -20,7 +20,7 @@ from common.messages import OutgoingMessage
 from runtime.bot import Bot
 from runtime.settings import parse_settings
 from storage.models import OutboxRow
-from tests.channels.conftest import TOKEN, make_registry
+from tests.channels.conftest import TOKEN, make_registry, serve
 from tests.channels.onebot_sim import OneBotSim, plain
 
 
@@ -150,11 +150,7 @@ async def test_webhook_retried_on_5xx_and_errors_not_on_4xx(tmp_path: Path) -> N
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(app)
     bot = make_bot(tmp_path, http={"webhook_url": f"http://127.0.0.1:{port}/hook"})
     channel = HttpChannel(bot)
     await bot.start()
