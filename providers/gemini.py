@@ -175,8 +175,9 @@ class GeminiModel(ServerModel):
 
 def _parameters(tool: ToolDefinition) -> dict[str, Any] | None:
     """A declaration's `parameters`, or None for a function without arguments: the field is
-    optional (https://ai.google.dev/api/caching#FunctionDeclaration) and an empty object schema
-    would be resent, for nothing, with every request."""
+    optional (https://ai.google.dev/api/caching#FunctionDeclaration), google-genai's own
+    `FunctionDeclaration.from_callable` leaves it out for such a function, and an empty object
+    schema would be resent, for nothing, with every request."""
     params = gemini_parameters(tool.parameters)
     if not params.get("properties") and params.keys() <= {"type", "properties"}:
         return None
