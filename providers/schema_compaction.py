@@ -129,7 +129,7 @@ def compact_schema(schema: JsonSchema) -> JsonSchema:
 @per_schema
 def nulls_meaning_absent(schema: JsonSchema) -> frozenset[str]:
     """Top-level fields whose explicit null means the same as leaving them out: optional (not
-    `required`) with `"default": null`, so the function gets None either way.
+    `required`), admitting null, with `"default": null`, so the function gets None either way.
 
     The schemas sent to non-strict providers show these fields without null (their optional
     form, shorter); the executor removes a null the model sends for one of them before
@@ -146,8 +146,20 @@ def nulls_meaning_absent(schema: JsonSchema) -> frozenset[str]:
     return frozenset(
         name
         for name, prop in props.items()
-        if name not in required and isinstance(prop, dict) and prop.get("default", ...) is None
+        if name not in required
+        and isinstance(prop, dict)
+        and prop.get("default", ...) is None
+        and _says_null(prop)  # `x: str = None` refuses null: leave it as it is
     )
+
+
+def _says_null(prop: JsonSchema) -> bool:
+    kind = prop.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if None in (prop.get("enum") or ()):
+        return True
+    return any(_is_null(b) for b in (prop.get("anyOf") or []) + (prop.get("oneOf") or []))
 
 
 def drop_absent_nulls(schema: JsonSchema, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,17 @@ from providers.schema import (
 )
 from tests.providers.test_schema import Address, Everything, Place, Strict
 
+
+class Odd(BaseModel):
+    """A None default on a type that refuses null, next to one that admits it."""
+
+    s: str = None  # type: ignore[assignment]
+    n: int | None = None
+    k: Literal["a", "b"] | None = None
+
+
 MODELS: list[type[BaseModel]] = [
+    Odd,
     ReminderSetArgs,
     ReminderDeleteArgs,
     SummaryArgs,
@@ -195,6 +205,13 @@ def test_optional_form_is_taken_where_the_default_is_none() -> None:
     }
     args = {"text": "x", "at": "9:00"}
     assert drop_absent_nulls(schema, args) is args  # nothing to drop: the same dict
+
+    class NotNullable(BaseModel):
+        s: str = None  # type: ignore[assignment]  # refuses null: not its optional form
+
+    odd = NotNullable.model_json_schema()
+    assert drop_absent_nulls(odd, {"s": None}) == {"s": None}
+    assert compact_schema(odd)["properties"]["s"] == {"type": "string"}
 
 
 def test_the_property_sees_both_verdicts() -> None:
