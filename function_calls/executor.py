@@ -16,6 +16,7 @@ from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.registry import Registry
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
+from providers.schema import drop_absent_nulls
 from providers.types import parse_arguments
 
 Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
@@ -180,6 +181,9 @@ class FunctionExecutor:
             arguments = parse_arguments(arguments)
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
+        # The model was shown these fields without null (their optional form): a null it
+        # sends anyway means "not given", exactly as the default says.
+        arguments = drop_absent_nulls(spec.parameters_schema, arguments)
         if spec.validator is not None:
             return spec.validator(arguments)
         if spec.args_model is None:

@@ -91,17 +91,19 @@ async def _ask_once(
     stream: bool,
 ) -> LLMResponse:
     ctx.turn.requests += 1
-    body = _body_text(messages, tools)
-    ctx.logger.debug(
+    # Lazy: serialising every message (dataclasses.asdict + JSON) for a byte count and a body
+    # that are only logged at DEBUG/TRACE was ~0.4 ms of CPU per request at INFO.
+    rounds = ctx.turn.requests
+    ctx.logger.opt(lazy=True).debug(
         "model request {} ({}) round {}: {} messages, {} tools, {} bytes",
-        model.name,
-        model.model,
-        ctx.turn.requests,
-        len(messages),
-        len(tools or ()),
-        len(body.encode()),
+        lambda: model.name,
+        lambda: model.model,
+        lambda: rounds,
+        lambda: len(messages),
+        lambda: len(tools or ()),
+        lambda: len(_body_text(messages, tools).encode()),
     )
-    ctx.logger.trace("model request body: {}", body)
+    ctx.logger.opt(lazy=True).trace("model request body: {}", lambda: _body_text(messages, tools))
     streamed = stream and ctx.on_stream is not None and model.capabilities.streaming
     started = time.perf_counter()
     response: LLMResponse | None = None
@@ -197,9 +199,10 @@ def _record(
             len(response.content or ""),
             ", ".join(c.name for c in response.tool_calls),
         )
-        ctx.logger.trace(
+        answer = response
+        ctx.logger.opt(lazy=True).trace(
             "model answer body: {}",
-            json.dumps(asdict(response.as_message()), ensure_ascii=False, default=str),
+            lambda: json.dumps(asdict(answer.as_message()), ensure_ascii=False, default=str),
         )
     else:
         ctx.logger.debug("model answer {}: {} after {:.0f} ms", model.name, outcome, latency * 1000)

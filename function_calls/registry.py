@@ -182,6 +182,44 @@ def _args_model_of(
     return annotation
 
 
+_ARGS_HEADING = re.compile(r"^(?:Args|Arguments|Parameters):[ \t]*$", re.M)
+_ARG_LINE = re.compile(r"^[ \t]+(\w+)[^:\n]*:")
+
+
+def _without_args_section(doc: str, schema: dict[str, Any]) -> str:
+    """A docstring's Google-style `Args:` section, when every name it lists is a field with a
+    description of its own, is said twice on every request (the fields carry it): cut it.
+    Kept when it says anything the fields do not (an unknown name, an undescribed field)."""
+    heading = _ARGS_HEADING.search(doc)
+    if heading is None:
+        return doc
+    lines = doc[heading.end() :].split("\n")[1:]
+    end = next(
+        (i for i, line in enumerate(lines) if line.strip() and not line[0].isspace()),
+        len(lines),
+    )
+    indents = [len(x) - len(x.lstrip()) for x in lines[:end] if x.strip()]
+    names = [
+        m.group(1)
+        for x in lines[:end]
+        if (m := _ARG_LINE.match(x)) and len(x) - len(x.lstrip()) == min(indents)
+    ]
+    props = schema.get("properties") or {}
+    if not names or not all(
+        isinstance(props.get(n), dict) and props[n].get("description") for n in names
+    ):
+        return doc
+    rest = "\n".join(lines[end:])
+    return (
+        doc[: heading.start()].rstrip() + ("\n\n" + rest.strip() if rest.strip() else "")
+    ).strip()
+
+
+def _said_in(part: Any, whole: str) -> bool:
+    """Whether `part` (a text or not) is already said, word for word, in `whole`."""
+    return isinstance(part, str) and " ".join(part.split()) in " ".join(whole.split())
+
+
 def build_spec(
     func: Callable[..., Any],
     *,
@@ -219,6 +257,10 @@ def build_spec(
     args_model = _args_model_of(func, where, localns)
     if args_model is not None:
         schema = args_model.model_json_schema()
+        if description is None:
+            desc = _without_args_section(desc, schema)
+        if _said_in(schema.get("description"), desc):
+            schema.pop("description")  # the args model's docstring repeating the function's
     else:
         schema = {"type": "object", "properties": {}}
     schema.pop("title", None)

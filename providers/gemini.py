@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from google import genai
 from google.genai import errors as genai_errors
@@ -103,9 +104,7 @@ class GeminiModel(ServerModel):
             try:
                 declarations = [
                     types.FunctionDeclaration(
-                        name=t.name,
-                        description=t.description,
-                        parameters=gemini_parameters(t.parameters),
+                        name=t.name, description=t.description, parameters=_parameters(t)
                     )
                     for t in tools
                 ]
@@ -172,6 +171,17 @@ class GeminiModel(ServerModel):
 
 
 # ---------------------------------------------------------------------- our vocabulary -> wire
+
+
+def _parameters(tool: ToolDefinition) -> dict[str, Any] | None:
+    """A declaration's `parameters`, or None for a function without arguments: the field is
+    optional (https://ai.google.dev/api/caching#FunctionDeclaration), google-genai's own
+    `FunctionDeclaration.from_callable` leaves it out for such a function, and an empty object
+    schema would be resent, for nothing, with every request."""
+    params = gemini_parameters(tool.parameters)
+    if not params.get("properties") and params.keys() <= {"type", "properties"}:
+        return None
+    return params
 
 
 def to_gemini_contents(messages: Sequence[Message]) -> tuple[str, list[types.Content]]:

@@ -3,155 +3,40 @@
 Pure functions, no I/O: one per provider, because each API accepts a different subset of JSON
 Schema and rejects (or silently mishandles) the rest. `check_schema_for` runs the same conversion
 and reports what would go wrong, so the health check can flag a function before a model refuses it.
+The shared helpers and the compaction every rewrite ends with are in providers.schema_compaction.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-JsonSchema = dict[str, Any]
-R = TypeVar("R")
+from providers.schema_compaction import (
+    JsonSchema,
+    SchemaError,
+    _compact,
+    _defs_of,
+    _ensure_object_root,
+    _is_null,
+    _optional_form,
+    _resolve_ref,
+    compact_schema,
+    drop_absent_nulls,
+    nulls_meaning_absent,
+    per_schema,
+)
 
 __all__ = [
     "SchemaError",
     "anthropic_input_schema",
     "check_schema_for",
     "compact_schema",
+    "drop_absent_nulls",
     "gemini_parameters",
+    "nulls_meaning_absent",
     "openai_parameters",
     "openai_plain_parameters",
 ]
-
-
-class SchemaError(ValueError):
-    """A schema the provider would reject and that cannot be rewritten without losing meaning."""
-
-    def __init__(self, message: str, *, provider: str = "", path: str = "") -> None:
-        where = f" at {path}" if path else ""
-        super().__init__(f"{provider + ': ' if provider else ''}{message}{where}")
-        self.provider = provider
-        self.path = path
-
-
-# --------------------------------------------------------------------------- shared helpers
-
-
-def per_schema(func: Callable[[JsonSchema], R]) -> Callable[[JsonSchema], R]:
-    """Remember a rewrite per schema object: adapters rewrite the same function schemas on
-    every request (FunctionSpec holds one dict for its lifetime), and a tool loop's CPU should
-    not grow with the number of tools. Keyed by identity; the entry holds the schema, so its id
-    cannot be reused while cached. Results are shared: callers must not mutate them."""
-    cache: dict[int, tuple[JsonSchema, R]] = {}
-
-    @functools.wraps(func)
-    def wrapper(schema: JsonSchema) -> R:
-        hit = cache.get(id(schema))
-        if hit is not None and hit[0] is schema:
-            return hit[1]
-        result = func(schema)
-        if len(cache) >= 4096:  # schemas built on the fly (tests, check_system): stay bounded
-            cache.clear()
-        cache[id(schema)] = (schema, result)
-        return result
-
-    return wrapper
-
-
-def _resolve_ref(ref: str, defs: dict[str, JsonSchema], provider: str, path: str) -> JsonSchema:
-    """Pydantic only emits local references (`#/$defs/Name`); anything else we cannot inline."""
-    for prefix in ("#/$defs/", "#/definitions/"):
-        if ref.startswith(prefix):
-            name = ref[len(prefix) :]
-            if name in defs:
-                return defs[name]
-    raise SchemaError(f"unresolvable $ref {ref!r}", provider=provider, path=path)
-
-
-def _defs_of(schema: JsonSchema) -> dict[str, JsonSchema]:
-    return {**schema.get("definitions", {}), **schema.get("$defs", {})}
-
-
-def _ensure_object_root(schema: JsonSchema, provider: str) -> JsonSchema:
-    """Every function-calling API wants an object at the root (the arguments are keyword args)."""
-    if not isinstance(schema, dict):
-        raise SchemaError("schema must be a JSON object", provider=provider)
-    root = copy.deepcopy(schema)
-    if "$ref" in root and len(root) <= 2:  # a root that only points at its own definition
-        root = {
-            **copy.deepcopy(_resolve_ref(root["$ref"], _defs_of(schema), provider, "$")),
-            **{k: v for k, v in root.items() if k not in ("$ref",)},
-        }
-    kind = root.get("type")
-    if kind is None and "properties" in root:
-        root["type"] = kind = "object"
-    if kind != "object":
-        raise SchemaError(f"the root must be an object, got type {kind!r}", provider=provider)
-    root.setdefault("properties", {})
-    return root
-
-
-def _is_null(s: Any) -> bool:
-    return isinstance(s, dict) and s.get("type") == "null" and len(s) == 1
-
-
-# --------------------------------------------------------------------------- compaction
-
-# Keys whose value is one subschema, or a list of them; `properties`/`$defs` map names to them.
-_SUBSCHEMA = frozenset({"items", "anyOf", "oneOf", "allOf", "not", "prefixItems", "if", "then"})
-_SUBSCHEMA |= {"else", "additionalProperties", "contains", "propertyNames"}
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-# A branch merged into `"type": [X, "null"]` must only hold keywords that apply to X's type
-# alone; these apply to every value (null included) and would change what validates.
-_NOT_MERGEABLE = frozenset({"enum", "const", "$ref", "anyOf", "oneOf", "allOf", "not", "if"})
-
-
-def compact_schema(schema: JsonSchema) -> JsonSchema:
-    """The same schema without what tells the model nothing; the input is not changed.
-
-    Every tool definition is resent with every request, so its bytes are paid for on every
-    turn. Dropped: Pydantic's `title`s (the property name already says it), `default: null`
-    (an optional field's absence says it), and `anyOf [X, {"type": "null"}]` becomes
-    `{..X, "type": [X.type, "null"]}` when X is a plain typed schema: type-specific keywords
-    (`maxLength`, `minimum`, `items`) ignore null, so both forms accept exactly the same values.
-    Every constraint (enum, bounds, required, formats, patterns) is kept.
-    """
-    return _compact(schema)
-
-
-def _compact(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_compact(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out: JsonSchema = {}
-    for key, value in node.items():
-        if (key == "title" and isinstance(value, str)) or (key == "default" and value is None):
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {name: _compact(sub) for name, sub in value.items()}
-        elif key in _SUBSCHEMA:
-            out[key] = _compact(value)
-        else:  # enum, const, required, default, examples: data, not subschemas
-            out[key] = value
-    return _merge_nullable(out)
-
-
-def _merge_nullable(node: JsonSchema) -> JsonSchema:
-    branches = node.get("anyOf")
-    if not isinstance(branches, list) or len(branches) != 2:
-        return node
-    rest = [b for b in branches if not _is_null(b)]
-    if len(rest) != 1 or not isinstance(rest[0], dict):
-        return node
-    branch = rest[0]
-    kind = branch.get("type")
-    siblings = {k: v for k, v in node.items() if k != "anyOf"}
-    if not isinstance(kind, str) or _NOT_MERGEABLE & branch.keys() or siblings.keys() & branch:
-        return node
-    return {**siblings, **branch, "type": [kind, "null"]}
 
 
 # --------------------------------------------------------------------------- OpenAI
@@ -219,8 +104,8 @@ def openai_parameters(schema: JsonSchema) -> tuple[JsonSchema, bool]:
     except _NotStrict:
         return compact_schema(plain), False
     # Strict mode documents `"type": ["string", "null"]` as its optional form, so compaction's
-    # nullable merge is within what it accepts.
-    return compact_schema(strict_schema), True
+    # nullable merge is within what it accepts; nothing else of the loose compaction applies.
+    return _compact(strict_schema, loose=False), True
 
 
 @per_schema
@@ -302,6 +187,8 @@ def anthropic_input_schema(schema: JsonSchema) -> JsonSchema:
     """
     root = _ensure_object_root(schema, "anthropic")
     root.pop("$schema", None)
+    # An argument-less tool keeps `"properties": {}`: the recorded requests of the real client
+    # (tests/fixtures/providers/anthropic) send it, and nothing proves the API takes less.
     return compact_schema(root)
 
 
@@ -347,7 +234,8 @@ def gemini_parameters(schema: JsonSchema) -> JsonSchema:
 
     Gemini's schema is an OpenAPI 3.0 subset: no `$ref` (definitions are inlined, recursion is
     refused because it cannot be inlined), no `title`/`default`/`examples`/`additionalProperties`
-    (dropped), `anyOf [X, null]` becomes X with `nullable: true`, `const` a one-value `enum`,
+    (dropped), `anyOf [X, null]` becomes X with `nullable: true` (plain X for a top-level field
+    whose default is None: see `nulls_meaning_absent`), `const` a one-value `enum`,
     enums only of strings (others become a description hint), only a few `format`s, and an array
     must say what its items are. Raises SchemaError when it cannot be expressed.
     """
@@ -355,7 +243,7 @@ def gemini_parameters(schema: JsonSchema) -> JsonSchema:
 
 
 def _gemini(schema: JsonSchema, notes: list[str]) -> JsonSchema:
-    root = _ensure_object_root(schema, "gemini")
+    root = _ensure_object_root(_optional_form(schema), "gemini")
     stack = (schema["$ref"],) if isinstance(schema.get("$ref"), str) else ()
     out = _GeminiRewriter(_defs_of(schema), notes).convert(root, "$", stack)
     out.setdefault("properties", {})

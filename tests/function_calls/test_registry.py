@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from function_calls.context import MessageContext
 from function_calls.registry import (
@@ -158,3 +158,58 @@ def test_broken_plugin_names_file_and_cause(tmp_path: Path) -> None:
 def test_missing_plugin_path_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(PluginLoadError, match="does not exist"):
         Registry().load_plugins(["nope"], base_dir=tmp_path)
+
+
+class CityArgs(BaseModel):
+    """Current weather for a city."""
+
+    city: str = Field(description="City name, e.g. Paris")
+    days: int = Field(default=1, description="How many days ahead")
+
+
+def test_what_the_fields_say_is_not_repeated_in_the_description() -> None:
+    """Sent with every request: a docstring's Args section that only repeats the fields'
+    descriptions, and an args model docstring equal to the function's, go."""
+    reg = Registry()
+    with reg.collecting():
+
+        @tool_function()
+        async def weather(ctx: MessageContext, args: CityArgs) -> FunctionResult:
+            """Current weather for a city.
+
+            Args:
+                city: the city.
+                days (int): how many days ahead,
+                    counted from today.
+
+            Returns:
+                A forecast.
+            """
+            return FunctionResult()
+
+        @tool_function()
+        async def weather2(ctx: MessageContext, args: CityArgs) -> FunctionResult:
+            """Weather, with a caveat.
+
+            Args:
+                city: the city.
+                ctx: the message context.
+            """
+            return FunctionResult()
+
+        @tool_function(description="Current weather.\n\nArgs:\n    city: the city.")
+        async def weather3(ctx: MessageContext, args: CityArgs) -> FunctionResult:
+            return FunctionResult()
+
+    spec = reg.get("weather")
+    assert spec is not None
+    assert spec.description == "Current weather for a city.\n\nReturns:\n    A forecast."
+    assert "description" not in spec.parameters_schema  # the model's docstring said the same
+    assert spec.parameters_schema["properties"]["city"]["description"] == "City name, e.g. Paris"
+    # `ctx` is not a field: the section says something the fields do not, so it stays.
+    spec2 = reg.get("weather2")
+    assert spec2 is not None and "ctx: the message context." in spec2.description
+    assert spec2.parameters_schema["description"] == "Current weather for a city."
+    # An explicit description is the author's wording: left alone.
+    spec3 = reg.get("weather3")
+    assert spec3 is not None and spec3.description.endswith("city: the city.")

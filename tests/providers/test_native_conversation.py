@@ -69,13 +69,12 @@ class Script:
     # -- Anthropic Messages API
     def _anthropic_round(self, body: dict[str, Any]) -> tuple[Callable[[], None], web.Response]:
         def check() -> None:
-            # Compacted (no titles, `default: null` gone, `str | None` as a type list).
-            assert body["tools"][0]["input_schema"] == compact_schema(
-                ReminderArgs.model_json_schema()
-            )
-            assert body["tools"][0]["input_schema"]["properties"]["repeat"] == {
-                "type": ["string", "null"]
-            }
+            # Compacted (no titles; `repeat: str | None = None` in its optional form: not
+            # required, no null; the executor treats a null sent anyway as absent).
+            schema = body["tools"][0]["input_schema"]
+            assert schema == compact_schema(ReminderArgs.model_json_schema())
+            assert schema["properties"]["repeat"] == {"type": "string"}
+            assert "repeat" not in schema["required"]
             assert body["system"] == [
                 {
                     "type": "text",
@@ -198,7 +197,7 @@ class Script:
         def check() -> None:
             declaration = body["tools"][0]["functionDeclarations"][0]
             assert declaration["parameters"]["properties"]["when"]["format"] == "date-time"
-            assert declaration["parameters"]["properties"]["repeat"]["nullable"] is True
+            assert declaration["parameters"]["properties"]["repeat"] == {"type": "STRING"}
             assert body["systemInstruction"]["parts"][0]["text"] == "You are a helpful bot."
             contents = body["contents"]
             if self.round == 1:

@@ -83,14 +83,15 @@ async def test_compatible_server_gets_the_schema_compacted_not_strict(
     server: ReplayServer,
 ) -> None:
     body = await _send(server, tools=[STRICTABLE])
-    # Not closed (no `additionalProperties`, optional stays optional), only the noise removed.
+    # Not closed (no `additionalProperties`, optional stays optional), only the noise removed;
+    # `unit` (default None) in its optional form: a null sent anyway is dropped by the executor.
     assert body["tools"][0]["function"] == {
         "name": "weather",
         "description": "Weather.",
         "parameters": {
             "properties": {
                 "city": {"description": "City name", "type": "string"},
-                "unit": {"type": ["string", "null"]},
+                "unit": {"type": "string"},
             },
             "required": ["city"],
             "type": "object",

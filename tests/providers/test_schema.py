@@ -105,7 +105,8 @@ def test_gemini_everything() -> None:
     props = out["properties"]
     assert out["type"] == "object" and out["description"] == "Set a reminder."
     assert props["at"] == {"description": "when", "format": "date-time", "type": "string"}
-    assert props["day"]["nullable"] is True and props["day"]["type"] == "string"
+    # day and work default to None: their optional form, without null (nulls_meaning_absent).
+    assert "nullable" not in props["day"] and props["day"]["type"] == "string"
     assert "format" not in props["day"] and "date" in props["day"]["description"]
     assert props["color"] == {"enum": ["red", "blue"], "type": "string"}
     # Integer enums cannot be Gemini enums (strings only): described instead.
@@ -120,7 +121,8 @@ def test_gemini_everything() -> None:
     assert props["home"]["required"] == ["street", "zip"]
     assert props["home"]["properties"]["zip"]["minLength"] == 5
     assert props["home"]["properties"]["zip"]["pattern"] == r"^\d+$"
-    assert props["work"]["nullable"] is True and props["work"]["type"] == "object"
+    assert "nullable" not in props["work"] and props["work"]["type"] == "object"
+    assert "nullable" not in props["pair"] and "work" not in out["required"]
     assert props["count"]["maximum"] == 10 and "> 0" in props["count"]["description"]
     assert props["pair"]["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
     assert props["pair"]["minItems"] == props["pair"]["maxItems"] == 2
@@ -247,8 +249,18 @@ def test_anthropic_keeps_json_schema() -> None:
         "pattern": r"^\d+$",
         "type": "string",
     }
-    assert out["properties"]["day"] == {"format": "date", "type": ["string", "null"]}
-    assert out["properties"]["work"] == {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]}
+    # Optional with a None default: the optional form, null left out (nulls_meaning_absent).
+    assert out["properties"]["day"] == {"format": "date", "type": "string"}
+    assert out["properties"]["work"] == {"$ref": "#/$defs/Address"}
+    assert out["properties"]["pair"]["type"] == "array"
+    # A required field that admits null keeps null.
+    place = anthropic_input_schema(Place.model_json_schema())
+    assert place["properties"]["when"] == {"format": "date-time", "type": ["string", "null"]}
+    # Enum values say their type; an empty default says only "nothing given".
+    assert out["properties"]["mode"] == {"enum": ["a", "b"]}
+    assert out["properties"]["fixed"] == {"const": "x", "default": "x"}
+    assert out["properties"]["email"] == {"format": "email", "type": "string"}
+    assert out["properties"]["priority"] == {"$ref": "#/$defs/Priority", "default": 1}
     # A recursive model stays as-is: Anthropic resolves $ref itself.
     assert anthropic_input_schema(Tree.model_json_schema())["type"] == "object"
     with pytest.raises(SchemaError):

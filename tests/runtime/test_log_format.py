@@ -43,3 +43,34 @@ async def test_json_lines_with_ids_request_answer_and_masked_bodies(tmp_path: Pa
     bodies = [r for r in records if r["level"]["name"] == "TRACE"]
     assert any("my key is ***" in r["message"] for r in bodies)
     assert SECRET not in stream.getvalue()
+
+
+async def test_request_body_serialised_only_when_logged(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """At INFO the request body (every message through dataclasses.asdict and JSON) is not
+    built at all: it only fed the DEBUG byte count and the TRACE body."""
+    from function_calls import model_calls
+
+    built: list[int] = []
+    real = model_calls._body_text
+
+    def counting(messages, tools):  # type: ignore[no-untyped-def]
+        built.append(1)
+        return real(messages, tools)
+
+    monkeypatch.setattr(model_calls, "_body_text", counting)
+    for level, expected in (("INFO", 0), ("DEBUG", 1)):
+        built.clear()
+        config = {"logging": {"level": level, "format": "json"}}
+        tb = TestBot(
+            tmp_path / level, model=ScriptedModel([say("hi")]), config=config, builtins=False
+        )
+        stream = io.StringIO()
+        setup_logging(tb.settings, stream=stream)
+        try:
+            await tb.send("hello")
+        finally:
+            logger.remove()
+            await tb.aclose()
+        assert len(built) == expected, level
+        if expected:
+            assert " bytes" in stream.getvalue()

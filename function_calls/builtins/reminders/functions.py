@@ -45,12 +45,11 @@ class ReminderSetArgs(BaseModel):
     )
     at: str | None = Field(
         default=None,
-        description="When. kind=once: 'YYYY-MM-DD HH:MM' in the bot's time zone (or ISO 8601 "
-        "with an offset), 'in 10m', 'tomorrow 9:00'. kind=daily/weekly: 'HH:MM'. "
-        "Not used for kind=cron.",
+        description="kind=once: 'YYYY-MM-DD HH:MM' in the bot's time zone (or ISO 8601 with "
+        "an offset), 'in 10m', 'tomorrow 9:00'. kind=daily/weekly: 'HH:MM'. Not used for cron.",
     )
     kind: Literal["once", "daily", "weekly", "cron"] = Field(
-        default="once", description="once, daily, weekly, or cron for anything else."
+        default="once", description="cron for any other schedule."
     )
     weekday: str | None = Field(
         default=None, description="kind=weekly only: mon..sun; several as 'mon,wed' or 'mon-fri'."
@@ -126,9 +125,9 @@ def _read_free_text(args: ReminderSetArgs, tz: ZoneInfo) -> ReminderSetArgs:
 
 @tool_function(
     name="reminder_set",
-    description="Set a reminder in this chat: once at a date and time, daily or weekly at a time, "
-    "or on a cron schedule. The reminder is posted here and mentions the user. Use "
-    "the current time and time zone noted on the newest message for absolute times.",
+    # The schedules (kind, at, weekday, cron) are described once, on the fields.
+    description="Set a reminder, posted in this chat with a mention of the user. For absolute "
+    "times use the current time and time zone noted on the newest message.",
     examples=[
         '/reminder_set at="tomorrow 9:00" text="stand-up"',
         "/reminder_set in 10m stretch",
@@ -170,8 +169,8 @@ async def reminder_set(ctx: MessageContext, args: ReminderSetArgs) -> FunctionRe
 
 @tool_function(
     name="reminder_list",
-    description="List the active reminders (in a group: this group's; in private: the user's "
-    "own), with the ids reminder_delete accepts.",
+    description="List the active reminders with their ids (in a group: this group's; in "
+    "private: the user's own).",
     examples=["/reminder_list", "what reminders do I have?"],
 )
 async def reminder_list(ctx: MessageContext) -> FunctionResult:
@@ -201,8 +200,8 @@ async def reminder_list(ctx: MessageContext) -> FunctionResult:
 
 @tool_function(
     name="reminder_delete",
-    description="Delete an active reminder by its id from reminder_list (a unique prefix is "
-    "enough). Only the person who set it, or an admin, may delete it.",
+    # Where the id comes from, and that a prefix will do, is said once, on the field.
+    description="Delete an active reminder. Only the person who set it, or an admin, may.",
     examples=["/reminder_delete 3f2a9c1b", "/reminder_delete id=3f2a"],
 )
 async def reminder_delete(ctx: MessageContext, args: ReminderDeleteArgs) -> FunctionResult:

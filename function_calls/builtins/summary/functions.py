@@ -36,8 +36,8 @@ class SummaryArgs(BaseModel):
 
 @tool_function(
     name="summary",
-    description="Summarise this group chat's recent conversation: the last N messages or a time "
-    "window the user names (e.g. 'the last 2 hours').",
+    # What span covers (messages, a window, today) is said once, on the field.
+    description="Summarise this group chat's recent conversation, as much as the user asks for.",
     examples=["/summary", "/summary 2h", "/summary 100", "what did I miss today?"],
     scope="group",
     timeout=60,
