@@ -47,7 +47,6 @@ from common.messages import (
     StreamEvent,
     clean_text,
 )
-from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -176,8 +175,8 @@ class HttpChannel(Channel):
         )
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        body = self.bot.metrics.render()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body, content_type = self.bot.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def index(self, request: web.Request) -> web.Response:
         """The web chat page with its labels in the bot's language (`?lang=zh|en` chooses
