@@ -21,6 +21,7 @@ from function_calls.executor import Execution, FunctionExecutor
 from function_calls.model_calls import ask
 from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
+from providers.text_tools.trigger import may_hold_call
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition
 
 
@@ -213,7 +214,10 @@ def text_calls_as_native(response: LLMResponse, tools: Sequence[ToolDefinition])
     fence, or to a function not offered, stays text); any other text is left alone."""
     if response.tool_calls or not tools or not response.content:
         return response
-    # Imported on first use: the parser (and json_repair) is ~80 ms of a bot's start-up.
+    if not may_hold_call(response.content):  # most replies: no marker, nothing to parse
+        return response
+    # Imported on first use: the parser (and json_repair) is ~80 ms of a bot's start-up and
+    # ~2 MB of its memory, which a bot whose model always calls natively never needs.
     from providers.text_tools.parser import parse_text
 
     parsed = parse_text(
