@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -28,8 +28,19 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.date import DateTrigger
 from loguru import logger
-from sqlalchemy import DateTime, Integer, String, Text, func, select, update
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    select,
+    update,
+)
 
 from function_calls import IncomingMessage, OutgoingMessage, PluginHost, translate, zone_named
 from function_calls.builtins.reminders.settings import ReminderSettings
@@ -51,36 +62,62 @@ EARLY_TOLERANCE = timedelta(seconds=2)
 FIRED_KEPT = 100
 
 
-class ReminderBase(DeclarativeBase):
-    pass
+reminder_metadata = MetaData()
 
-
-class ReminderRow(ReminderBase):
-    """One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same)."""
-
-    __tablename__ = "reminders"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    platform: Mapped[str] = mapped_column(String(32))
-    chat_id: Mapped[str] = mapped_column(String(128), index=True)
-    chat_name: Mapped[str] = mapped_column(String(128), default="")
-    is_group: Mapped[bool] = mapped_column(default=False)
-    creator_id: Mapped[str] = mapped_column(String(128), index=True)
-    creator_name: Mapped[str] = mapped_column(String(128), default="")
-    text: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(String(8))  # once | daily | weekly | cron
-    spec: Mapped[str] = mapped_column(String(128))  # as shown to users
-    at: Mapped[str | None] = mapped_column(String(64), nullable=True)  # ISO UTC / HH:MM[:SS]
-    weekday: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    cron: Mapped[str | None] = mapped_column(String(128), nullable=True)
-    timezone: Mapped[str] = mapped_column(String(64))
+# One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same). Declared
+# with SQLAlchemy Core like the bot's own tables (storage/models.py: the ORM is ~5 MB of memory).
+reminders_table = Table(
+    "reminders",
+    reminder_metadata,
+    Column("id", String(32), primary_key=True),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(128), nullable=False, index=True),
+    Column("chat_name", String(128), nullable=False, default=""),
+    Column("is_group", Boolean, nullable=False, default=False),
+    Column("creator_id", String(128), nullable=False, index=True),
+    Column("creator_name", String(128), nullable=False, default=""),
+    Column("text", Text, nullable=False),
+    Column("kind", String(8), nullable=False),  # once | daily | weekly | cron
+    Column("spec", String(128), nullable=False),  # as shown to users
+    Column("at", String(64), nullable=True),  # ISO UTC / HH:MM[:SS]
+    Column("weekday", String(64), nullable=True),
+    Column("cron", String(128), nullable=True),
+    Column("timezone", String(64), nullable=False),
     # active | done | deleted | missed | refused
-    status: Mapped[str] = mapped_column(String(16), default="active", index=True)
-    next_run: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime())
-    fired_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    note: Mapped[str] = mapped_column(Text, default="")
+    Column("status", String(16), nullable=False, default="active", index=True),
+    Column("next_run", DateTime(), nullable=True),
+    Column("created_at", DateTime(), nullable=False),
+    Column("fired_count", Integer, nullable=False, default=0),
+    Column("last_fired_at", DateTime(), nullable=True),
+    Column("note", Text, nullable=False, default=""),
+)
+_R = reminders_table.c
+
+
+@dataclass(frozen=True, slots=True)
+class ReminderRow:
+    """One row of `reminders`, as read (a snapshot: changes go through the service)."""
+
+    id: str
+    platform: str
+    chat_id: str
+    chat_name: str
+    is_group: bool
+    creator_id: str
+    creator_name: str
+    text: str
+    kind: str
+    spec: str
+    at: str | None
+    weekday: str | None
+    cron: str | None
+    timezone: str
+    status: str
+    next_run: datetime | None
+    created_at: datetime
+    fired_count: int
+    last_fired_at: datetime | None
+    note: str
 
     @property
     def short_id(self) -> str:
@@ -162,7 +199,7 @@ class ReminderService:
         self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
         self.storage = host.storage
         self.key = host.storage.url
-        ReminderBase.metadata.create_all(self.storage.engine)
+        reminder_metadata.create_all(self.storage.engine)
         self.scheduler = AsyncIOScheduler(
             jobstores={
                 "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
@@ -181,7 +218,7 @@ class ReminderService:
         _services[self.key] = self
         self.scheduler.start(paused=True)
         now = utcnow()
-        active = {r.id: r for r in self._rows(ReminderRow.status == "active")}
+        active = {r.id: r for r in self._rows(_R.status == "active")}
         jobs = {j.id for j in self.scheduler.get_jobs()}
         for job_id in jobs:
             if job_id.removesuffix(CATCH_UP) not in active:
@@ -229,40 +266,33 @@ class ReminderService:
 
     # -- queries ---------------------------------------------------------------------------
     def _rows(self, *where: Any) -> list[ReminderRow]:
-        with self.storage.session() as s:
-            return list(
-                s.scalars(
-                    select(ReminderRow).where(*where).order_by(ReminderRow.next_run, ReminderRow.id)
-                ).all()
-            )
+        q = select(reminders_table).where(*where).order_by(_R.next_run, _R.id)
+        with self.storage.engine.connect() as conn:
+            return [ReminderRow(**row._mapping) for row in conn.execute(q)]
 
     def get(self, reminder_id: str) -> ReminderRow | None:
-        with self.storage.session() as s:
-            return s.get(ReminderRow, reminder_id)
+        q = select(reminders_table).where(_R.id == reminder_id)
+        with self.storage.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return ReminderRow(**row._mapping) if row is not None else None
 
     def active_count(self, platform: str, user_id: str) -> int:
-        with self.storage.session() as s:
-            return (
-                s.scalar(
-                    select(func.count())
-                    .select_from(ReminderRow)
-                    .where(
-                        ReminderRow.platform == platform,
-                        ReminderRow.creator_id == user_id,
-                        ReminderRow.status == "active",
-                    )
-                )
-                or 0
-            )
+        q = (
+            select(func.count())
+            .select_from(reminders_table)
+            .where(_R.platform == platform, _R.creator_id == user_id, _R.status == "active")
+        )
+        with self.storage.engine.connect() as conn:
+            return conn.execute(q).scalar() or 0
 
     def visible_to(
         self, platform: str, chat_id: str, is_group: bool, user_id: str
     ) -> list[ReminderRow]:
         """A group sees its own reminders; a private chat sees all its user's reminders."""
-        base = [ReminderRow.platform == platform, ReminderRow.status == "active"]
+        base = [_R.platform == platform, _R.status == "active"]
         if is_group:
-            return self._rows(*base, ReminderRow.chat_id == chat_id)
-        return self._rows(*base, ReminderRow.creator_id == user_id)
+            return self._rows(*base, _R.chat_id == chat_id)
+        return self._rows(*base, _R.creator_id == user_id)
 
     def resolve(self, prefix: str, candidates: list[ReminderRow]) -> ReminderRow:
         """Find a reminder by a unique id prefix among the ones the caller can see."""
@@ -311,11 +341,11 @@ class ReminderService:
             next_run=_naive(schedule.first_run),
             created_at=_naive(utcnow()),
             fired_count=0,
+            last_fired_at=None,
             note="",
         )
-        with self.storage.session() as s:
-            s.add(row)
-            s.commit()
+        with self.storage.engine.begin() as conn:
+            conn.execute(reminders_table.insert().values(**asdict(row)))
         self._add_job(row)
         logger.bind(chat_id=who.chat_id).info(
             "reminder {} set by {} for {}", row.short_id, who.user_id, row.next_run
@@ -328,13 +358,10 @@ class ReminderService:
             self.scheduler.remove_job(row.id)
 
     def _set_status(self, reminder_id: str, status: str, note: str) -> None:
-        with self.storage.session() as s:
-            s.execute(
-                update(ReminderRow)
-                .where(ReminderRow.id == reminder_id)
-                .values(status=status, note=note)
+        with self.storage.engine.begin() as conn:
+            conn.execute(
+                update(reminders_table).where(_R.id == reminder_id).values(status=status, note=note)
             )
-            s.commit()
 
     # -- firing ------------------------------------------------------------------------------
     async def fire(self, reminder_id: str) -> OutgoingMessage | None:
@@ -400,34 +427,24 @@ class ReminderService:
         row is locked first with SKIP LOCKED, so a second worker waking for the same occurrence
         moves on at once instead of queueing behind the lock; the compare-and-set on next_run
         then decides (and is the whole claim on SQLite, where one writer holds the file)."""
-        with self.storage.session() as s:
-            locked = s.scalar(
-                select(ReminderRow.id)
-                .where(
-                    ReminderRow.id == row.id,
-                    ReminderRow.status == "active",
-                    ReminderRow.next_run == row.next_run,
-                )
-                .with_for_update(skip_locked=True)
-            )
+        same = (_R.id == row.id, _R.status == "active", _R.next_run == row.next_run)
+        with self.storage.engine.begin() as conn:
+            locked = conn.execute(
+                select(_R.id).where(*same).with_for_update(skip_locked=True)
+            ).scalar()
             if locked is None:
                 return False
-            result = s.execute(
-                update(ReminderRow)
-                .where(
-                    ReminderRow.id == row.id,
-                    ReminderRow.status == "active",
-                    ReminderRow.next_run == row.next_run,
-                )
+            result = conn.execute(
+                update(reminders_table)
+                .where(*same)
                 .values(
                     next_run=_naive(nxt) if nxt else row.next_run,
                     status="active" if nxt else "done",
-                    fired_count=ReminderRow.fired_count + 1,
+                    fired_count=_R.fired_count + 1,
                     last_fired_at=_naive(now),
                 )
             )
-            s.commit()
-            return result.rowcount == 1  # type: ignore[attr-defined]
+            return result.rowcount == 1
 
     def _refusal(self, row: ReminderRow) -> str | None:
         """Fire with the creator's permissions as they are now, not as they were."""
