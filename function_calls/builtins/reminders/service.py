@@ -20,11 +20,9 @@ import uuid
 from collections import deque
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.date import DateTrigger
 from loguru import logger
@@ -51,6 +49,9 @@ from function_calls.builtins.reminders.times import (
     fmt,
     next_fire,
 )
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 JOB_TABLE = "apscheduler_jobs"
 SHORT_ID = 8
@@ -200,39 +201,64 @@ class ReminderService:
         self.storage = host.storage
         self.key = host.storage.url
         reminder_metadata.create_all(self.storage.engine)
-        self.scheduler = AsyncIOScheduler(
-            jobstores={
-                "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
-            },
-            # The row decides lateness, so APScheduler must never skip a late job itself.
-            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
-            timezone=self.tz,
-        )
+        # Made on first need (an active reminder at start, or a new one): a bot without
+        # reminders never imports the scheduler (~1.3 MB, bench/README.md).
+        self._scheduler: AsyncIOScheduler | None = None
+        self._started = False
         self._offline: set[str] = set()  # due while the bot was down (found at start)
         # The latest deliveries of this process (tests, status); bounded: a bot runs for months.
         self.fired: deque[OutgoingMessage] = deque(maxlen=FIRED_KEPT)
 
+    @property
+    def scheduler(self) -> AsyncIOScheduler:
+        """APScheduler with its job store on the bot's database, made (and, once the service
+        started, started) on first use."""
+        if self._scheduler is None:
+            from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+            from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+            self._scheduler = AsyncIOScheduler(
+                jobstores={
+                    "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
+                },
+                # The row decides lateness, so APScheduler must never skip a late job itself.
+                job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
+                timezone=self.tz,
+            )
+        if self._started and not self._scheduler.running:
+            self._run_scheduler(self._scheduler)
+        return self._scheduler
+
+    def _job_exists(self, job_id: str) -> bool:
+        return self._scheduler is not None and self._scheduler.get_job(job_id) is not None
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the scheduler paused, put the job store in line with the table, then run."""
+        """Start the scheduler if a reminder is active (or one was made before the start)."""
         _services[self.key] = self
-        self.scheduler.start(paused=True)
+        self._started = True
+        if self._scheduler is not None or self._rows(_R.status == "active"):
+            _ = self.scheduler
+
+    def _run_scheduler(self, scheduler: AsyncIOScheduler) -> None:
+        """Start the scheduler paused, put the job store in line with the table, then run."""
+        scheduler.start(paused=True)
         now = utcnow()
         active = {r.id: r for r in self._rows(_R.status == "active")}
-        jobs = {j.id for j in self.scheduler.get_jobs()}
+        jobs = {j.id for j in scheduler.get_jobs()}
         for job_id in jobs:
             if job_id.removesuffix(CATCH_UP) not in active:
-                self.scheduler.remove_job(job_id)
+                scheduler.remove_job(job_id)
         for row in active.values():
             overdue = row.next_run is not None and _aware(row.next_run) <= now
             if overdue:
                 self._offline.add(row.id)
             if row.id not in jobs:
                 logger.warning("reminder {} had no scheduler job; re-adding it", row.short_id)
-                self._add_job(row)
+                self._add_job(row, scheduler)
             if overdue and row.kind != "once":
                 # The recurring trigger only knows future occurrences; deliver the missed one now.
-                self.scheduler.add_job(
+                scheduler.add_job(
                     run_job,
                     trigger=DateTrigger(run_date=now),
                     args=[self.key, row.id],
@@ -241,21 +267,22 @@ class ReminderService:
                 )
         if self._offline:
             logger.info("{} reminder(s) fell due while the bot was down", len(self._offline))
-        self.scheduler.resume()
+        scheduler.resume()
 
     async def shutdown(self) -> None:
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+        self._started = False
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
             # AsyncIOScheduler.shutdown only queues the work (call_soon_threadsafe); let it run
             # before the caller disposes the engine the job store uses.
             await asyncio.sleep(0)
         if _services.get(self.key) is self:
             del _services[self.key]
 
-    def _add_job(self, row: ReminderRow) -> None:
+    def _add_job(self, row: ReminderRow, scheduler: AsyncIOScheduler | None = None) -> None:
         # A one-off reminder whose time has passed still gets its DateTrigger: with no misfire
         # limit, APScheduler runs it at once, and `fire` adds the late note.
-        self.scheduler.add_job(
+        (scheduler or self.scheduler).add_job(
             run_job,
             trigger=trigger_for(row),
             args=[self.key, row.id],
@@ -344,9 +371,11 @@ class ReminderService:
             last_fired_at=None,
             note="",
         )
+        # Made (and started) before the row exists, so its start finds nothing to repair.
+        scheduler = self.scheduler
         with self.storage.engine.begin() as conn:
             conn.execute(reminders_table.insert().values(**asdict(row)))
-        self._add_job(row)
+        self._add_job(row, scheduler)
         logger.bind(chat_id=who.chat_id).info(
             "reminder {} set by {} for {}", row.short_id, who.user_id, row.next_run
         )
@@ -354,7 +383,7 @@ class ReminderService:
 
     def delete(self, row: ReminderRow) -> None:
         self._set_status(row.id, "deleted", "deleted by a user")
-        if self.scheduler.get_job(row.id) is not None:
+        if self._job_exists(row.id):
             self.scheduler.remove_job(row.id)
 
     def _set_status(self, reminder_id: str, status: str, note: str) -> None:
@@ -380,7 +409,7 @@ class ReminderService:
         reason = self._refusal(row)
         if reason is not None:
             self._set_status(row.id, "refused", reason)
-            if self.scheduler.get_job(row.id) is not None:
+            if self._job_exists(row.id):
                 self.scheduler.remove_job(row.id)
             logger.bind(chat_id=row.chat_id).warning(
                 "reminder {} not delivered: {}", row.short_id, reason

@@ -308,3 +308,34 @@ async def test_delivered_reminders_are_not_kept_forever(
         assert await service.fire(row.id) is not None
     assert len(outbox.messages) == 110
     assert len(service.fired) <= 100
+
+
+async def test_scheduler_is_made_only_once_a_reminder_exists(make_bot: MakeBot) -> None:
+    """A bot without reminders runs no scheduler (nor imports it: ~1.3 MB); the first reminder
+    starts it, and a restart with an active reminder starts it at once."""
+    tb, outbox = await make_bot()
+    service = tb.bot.service(ReminderService)
+    assert service._scheduler is None
+    [reply] = await tb.send("/reminder_set in 1s stretch", sender="bob")
+    assert "Reminder set" in reply, reply
+    assert service._scheduler is not None and service._scheduler.running
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text == "⏰ Reminder: stretch"
+    await tb.send("/reminder_set daily 09:00 pills", sender="bob")
+    await tb.aclose()
+    tb2, _ = await make_bot()
+    again = tb2.bot.service(ReminderService)
+    assert again._scheduler is not None and again._scheduler.running
+    assert len(again._scheduler.get_jobs()) == 1
+
+
+async def test_reminder_set_before_the_start_runs_once_the_bot_starts(make_bot: MakeBot) -> None:
+    tb, outbox = await make_bot(start=False)
+    [reply] = await tb.send("/reminder_set in 1s stretch", sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.service(ReminderService)
+    assert service._scheduler is not None and not service._scheduler.running
+    await tb.start()
+    assert service._scheduler.running
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text == "⏰ Reminder: stretch"
