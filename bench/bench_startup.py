@@ -12,8 +12,15 @@ Measured:
   every message in its own chat, `--concurrency` in flight;
 - with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative.
 
+`--without trio` runs the bot as if the named top-level packages were not installed (a
+`sitecustomize` on PYTHONPATH makes importing them raise ModuleNotFoundError, what an
+uninstalled package does). On the development machine `trio` comes with selenium from the test
+extras, and httpcore2 (the openai SDK's HTTP stack) imports it whenever it is importable; a
+production install (`pip install chatfn[all]`) lacks it.
+
     python bench/bench_startup.py                    # 5 starts, 300 messages
     python bench/bench_startup.py --importtime 15    # plus the 15 costliest imports
+    python bench/bench_startup.py --without trio     # as a production install would run
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -129,12 +137,45 @@ async def serve(port: int, messages: int, concurrency: int) -> None:
         await asyncio.gather(*(one(i) for i in range(messages)))
 
 
+HIDE = """
+import sys
+
+
+class _NotInstalled:
+    \"\"\"Importing a hidden package fails as if it were not installed.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def hiding(folder: Path, names: list[str]) -> dict[str, str]:
+    """The environment of a bot that cannot import `names` (see the module docstring)."""
+    if not names:
+        return {}
+    site = folder / "hide"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(HIDE.format(names=set(names)))
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
 def start_bot(
-    config: Path, port: int, extra: list[str] | None = None, stderr: Any = None
+    config: Path,
+    port: int,
+    extra: list[str] | None = None,
+    stderr: Any = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, *(extra or []), "bot.py", "--channel", "http", "--config", str(config)]
     cmd += ["--port", str(port)]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, **(env or {})}
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -146,11 +187,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def importtime(config: Path, top: int) -> list[tuple[float, str]]:
+def importtime(config: Path, top: int, env: dict[str, str]) -> list[tuple[float, str]]:
     port = free_port()
     # A file, not a pipe: -X importtime writes more than a pipe buffer before /healthz answers.
     with tempfile.TemporaryFile() as err:
-        proc = start_bot(config, port, ["-X", "importtime"], stderr=err)
+        proc = start_bot(config, port, ["-X", "importtime"], stderr=err, env=env)
         try:
             wait_healthz(port, proc)
         finally:
@@ -174,6 +215,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--importtime", type=int, default=0, metavar="TOP")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="run the bot as if this top-level package were not installed (repeatable)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     starts: list[float] = []
@@ -182,9 +230,10 @@ def main() -> None:
         folder = Path(tmp)
         port = free_port()
         config = write_config(folder, server.url, port)
+        env = hiding(folder, args.without)
         for run in range(args.runs):
             t0 = time.perf_counter()
-            proc = start_bot(config, port)
+            proc = start_bot(config, port, env=env)
             try:
                 starts.append(wait_healthz(port, proc) - t0)
                 idle = rss_mb(proc.pid)
@@ -197,13 +246,16 @@ def main() -> None:
         result["healthz_s_median"] = round(statistics.median(starts), 3)
         result["healthz_s_all"] = [round(s, 3) for s in starts]
         result["messages"] = args.messages
+        result["without"] = args.without
         if args.importtime:
             result["importtime_ms"] = [
-                [round(ms, 1), n] for ms, n in importtime(config, args.importtime)
+                [round(ms, 1), n] for ms, n in importtime(config, args.importtime, env)
             ]
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    if args.without:
+        print(f"without: {', '.join(args.without)}")
     print(
         f"time to /healthz: median {result['healthz_s_median']} s"
         f"  (runs: {result['healthz_s_all']})"
