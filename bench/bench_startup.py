@@ -83,6 +83,65 @@ def write_config(folder: Path, model_url: str, port: int) -> Path:
     return path
 
 
+# The raw-SDK reference: the same tool loop (get_weather, then the answer) written by hand on
+# one AsyncOpenAI client, in a process of its own that imports nothing else; its peak RSS after
+# the same messages at the same concurrency is what the bot is compared with.
+RAW_LOOP = """
+import asyncio, json, sys
+from pathlib import Path
+from openai import AsyncOpenAI
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {
+        "type": "string", "description": "City name, e.g. Paris"}}, "required": ["city"]}}}]
+
+
+async def main(url, messages, concurrency):
+    client = AsyncOpenAI(api_key="bench", base_url=url, max_retries=2, timeout=60.0)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i):
+        async with sem:
+            history = [{"role": "system", "content": "You are a helpful assistant."},
+                       {"role": "user", "content": "Weather in Paris?"}]
+            first = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=history, tools=TOOLS)
+            reply = first.choices[0].message
+            history.append({"role": "assistant", "tool_calls": [
+                {"id": c.id, "type": "function", "function": {
+                    "name": c.function.name, "arguments": c.function.arguments}}
+                for c in reply.tool_calls or []]})
+            for c in reply.tool_calls or []:
+                city = json.loads(c.function.arguments)["city"]
+                history.append({"role": "tool", "tool_call_id": c.id,
+                                "content": json.dumps({"city": city, "temp_c": 18})})
+            second = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=history, tools=TOOLS)
+            assert second.choices[0].message.content
+
+    await asyncio.gather(*(one(i) for i in range(messages)))
+    await client.close()
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            print(int(line.split()[1]) / 1024)
+
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+def raw_peak_mb(url: str, messages: int, concurrency: int, env: dict[str, str]) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", RAW_LOOP, url, str(messages), str(concurrency)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    ).stdout
+    return float(out.split()[-1])
+
+
 def free_port() -> int:
     import socket
 
@@ -222,6 +281,11 @@ def main() -> None:
         metavar="PACKAGE",
         help="run the bot as if this top-level package were not installed (repeatable)",
     )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="also measure the raw-SDK loop's peak RSS (same messages, own process)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     starts: list[float] = []
@@ -247,6 +311,10 @@ def main() -> None:
         result["healthz_s_all"] = [round(s, 3) for s in starts]
         result["messages"] = args.messages
         result["without"] = args.without
+        if args.raw:
+            result["raw_sdk_peak_rss_mb"] = round(
+                raw_peak_mb(server.url, args.messages, args.concurrency, env), 1
+            )
         if args.importtime:
             result["importtime_ms"] = [
                 [round(ms, 1), n] for ms, n in importtime(config, args.importtime, env)
@@ -264,6 +332,8 @@ def main() -> None:
         f"RSS after start: {result['rss_idle_mb']} MB; "
         f"peak RSS after {args.messages} messages: {result['peak_rss_mb']} MB"
     )
+    if args.raw:
+        print(f"raw-SDK loop, same messages: peak RSS {result['raw_sdk_peak_rss_mb']} MB")
     for ms, name in result.get("importtime_ms", []):  # type: ignore[union-attr]
         print(f"  {ms:8.1f} ms  {name}")
 
