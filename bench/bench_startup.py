@@ -10,7 +10,12 @@ Measured:
 - **peak RSS**: `VmHWM` from `/proc/<pid>/status` after `--messages` messages were posted to
   `/v1/messages` (each one: the model calls `get_weather`, the function runs, the model answers),
   every message in its own chat, `--concurrency` in flight;
-- with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative.
+- with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative;
+- with `--raw`, the peak RSS of the raw-SDK loop (the same tool loop hand-written on one
+  `AsyncOpenAI`, same messages and concurrency) in a process that imports nothing else.
+
+The serving start is the last of `--runs`: the first start of the fresh database runs the
+migrations (Alembic), which a production start does not, so use `--runs 2` or more.
 
 `--without trio` runs the bot as if the named top-level packages were not installed (a
 `sitecustomize` on PYTHONPATH makes importing them raise ModuleNotFoundError, what an
@@ -21,6 +26,7 @@ production install (`pip install chatfn[all]`) lacks it.
     python bench/bench_startup.py                    # 5 starts, 300 messages
     python bench/bench_startup.py --importtime 15    # plus the 15 costliest imports
     python bench/bench_startup.py --without trio     # as a production install would run
+    python bench/bench_startup.py --raw              # plus the raw-SDK reference
 """
 
 from __future__ import annotations
