@@ -11,5 +11,7 @@ TRIGGER = re.compile(r"[<\[{`]|>>>|functools|Action:")
 
 
 def may_hold_call(text: str) -> bool:
-    """False when `text` cannot contain a tool call in any dialect the parser knows."""
-    return TRIGGER.search(text) is not None
+    """False when the parser would return `text` unchanged: no call and no markup in any
+    dialect it knows. Besides the trigger, a reply that starts `all\n` (Functionary v3.2's
+    header, begun by the prompt; reply_start.py) is markup without any trigger character."""
+    return text.startswith("all\n") or TRIGGER.search(text) is not None
