@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -98,7 +97,7 @@ class Soak:
         cfg = {
             "storage": {"url": f"sqlite:///{self.db}"},
             "plugins": {"paths": []},
-            "logging": {"level": "WARNING", "file": str(self.tmp / "bot.log")},
+            "logging": {"level": self.args.log_level, "file": str(self.tmp / "bot.log")},
             "bot": {"respond_in_groups": "always"},
             "function_calls": {"total_timeout": 60},
             "models": {
@@ -264,6 +263,10 @@ class Soak:
         await asyncio.sleep(2)
         elapsed = time.monotonic() - started
         report = self.report(sim, model, http_again, ob_again, elapsed)
+        # What the peer saw, for diagnosis: every action it answered, in order.
+        with (self.tmp / "peer.jsonl").open("w") as f:
+            for action in sim.actions:
+                f.write(json.dumps(action, ensure_ascii=False) + "\n")
         recv.cancel()
         await sim.close()
         assert self.proc is not None
@@ -341,12 +344,19 @@ async def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to spread sends")
+    parser.add_argument(
+        "--out", help="directory kept for the database, config, bot log and report (default: new)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="the bot's logging level")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        report = await Soak(args, Path(tmp)).run()
-        if os.environ.get("SOAK_LOG"):
-            print((Path(tmp) / "bot.log").read_text()[-5000:], file=sys.stderr)
-    print(json.dumps(report, indent=2))
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="chatfn-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"soak output (database, bot.log, peer.jsonl, report.json): {out}", file=sys.stderr)
+    soak = Soak(args, out)
+    report = await soak.run()
+    text = json.dumps(report, indent=2)
+    (out / "report.json").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
