@@ -48,6 +48,11 @@ LOCK = (
     "c.execute('BEGIN IMMEDIATE');print('locked',flush=True);time.sleep(float(sys.argv[2]))"
 )
 
+UNANSWERED = (
+    "SELECT count(*) FROM messages u WHERE role='user' AND NOT EXISTS (SELECT 1 FROM "
+    "messages a WHERE a.chat_id=u.chat_id AND a.role IN ('assistant','notice'))"
+)
+
 
 class FakeModel:
     """Answers "ack <token>"; a third of requests get 500 or 429."""
@@ -92,6 +97,10 @@ class Soak:
         self.http_retry: list[int] = []
         self.onebot_retry: list[int] = []
         self.kill_at: float | None = None
+        # The peer reconnects when its socket drops, as NapCat / go-cqhttp do (every few
+        # seconds); not while the soak has the bot down on purpose.
+        self.peer_paused = False
+        self.peer_reconnects = 0
 
     def config(self) -> Path:
         cfg = {
@@ -195,6 +204,17 @@ class Soak:
             return
         await sim.group_message(100000 + i, 5000 + i, f"hello tok-o{i}")
 
+    async def peer_watchdog(self, sim: OneBotSim) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            if self.up.is_set() and not self.peer_paused and not sim.connected:
+                await sim.close()
+                try:
+                    await sim.connect()
+                    self.peer_reconnects += 1
+                except (aiohttp.ClientError, OSError):
+                    pass
+
     async def lock_db(self, seconds: float) -> None:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", LOCK, str(self.db), str(seconds), stdout=asyncio.subprocess.PIPE
@@ -214,6 +234,7 @@ class Soak:
         recv = asyncio.create_task(self.receiver())
         sim = OneBotSim(f"ws://127.0.0.1:{self.onebot_port}/onebot/v11/ws", 10001000)
         await sim.connect()
+        watchdog = asyncio.create_task(self.peer_watchdog(sim))
         n, conc = self.args.messages, self.args.concurrency
         sem = asyncio.Semaphore(conc)
         started = time.monotonic()
@@ -234,12 +255,13 @@ class Soak:
             await asyncio.sleep(2)
             assert self.proc is not None
             self.up.clear()
+            self.peer_paused = True
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
             await sim.close()
             await asyncio.sleep(1)
             await self.start_bot()
-            await sim.connect()
+            self.peer_paused = False  # the watchdog connects it
             await asyncio.sleep(3)
             await self.lock_db(10)
 
@@ -254,10 +276,16 @@ class Soak:
             ob_again = [i for i in self.onebot_retry if f"hello tok-o{i}" not in stored]
             await asyncio.gather(*(self.send_http(s, i) for i in http_again))
             for i in ob_again:
+                while not sim.connected:
+                    await asyncio.sleep(0.1)
                 await self.send_onebot(sim, i)
-        # Let the OneBot replies and the outbox drain.
-        for _ in range(600):
-            if self.pending() == 0 and len(self.onebot_replies(sim)) >= self.answered_onebot():
+        # Let the turns in flight finish and the outbox drain: until no row is pending, every
+        # stored message has a bot message in its chat, the SSE receiver has read up to the
+        # last event and the peer got every OneBot row (or 120 s pass). Counting earlier
+        # counts turns still running as unanswered (runs 1-4 did: the resent OneBot messages
+        # were still in their turns when the report was taken).
+        for _ in range(1200):
+            if self.settled(sim):
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(2)
@@ -267,7 +295,12 @@ class Soak:
         with (self.tmp / "peer.jsonl").open("w") as f:
             for action in sim.actions:
                 f.write(json.dumps(action, ensure_ascii=False) + "\n")
+        with (self.tmp / "sse.jsonl").open("w") as f:
+            for eid, event in sorted(self.events.items()):
+                f.write(json.dumps({"id": eid, **event}, ensure_ascii=False) + "\n")
         recv.cancel()
+        watchdog.cancel()
+        report["peer_socket_ends"] = [f"{code} {exc}" for code, exc in sim.drops]
         await sim.close()
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
@@ -284,6 +317,17 @@ class Soak:
     def pending(self) -> int:
         with sqlite3.connect(self.db, timeout=30) as c:
             return c.execute("SELECT count(*) FROM outbox WHERE state='pending'").fetchone()[0]
+
+    def settled(self, sim: OneBotSim) -> bool:
+        with sqlite3.connect(self.db, timeout=30) as c:
+            last = c.execute("SELECT max(id) FROM outbox").fetchone()[0] or 0
+            unanswered = c.execute(UNANSWERED).fetchone()[0]
+        return (
+            self.pending() == 0
+            and unanswered == 0
+            and self.last_id >= last
+            and len(self.onebot_replies(sim)) >= self.answered_onebot()
+        )
 
     def answered_onebot(self) -> int:
         with sqlite3.connect(self.db, timeout=30) as c:
@@ -312,10 +356,7 @@ class Soak:
         )
         with sqlite3.connect(self.db, timeout=30) as c:
             states = dict(c.execute("SELECT state, count(*) FROM outbox GROUP BY state"))
-            unanswered = c.execute(
-                "SELECT count(*) FROM messages u WHERE role='user' AND NOT EXISTS (SELECT 1 FROM "
-                "messages a WHERE a.chat_id=u.chat_id AND a.role IN ('assistant','notice'))"
-            ).fetchone()[0]
+            unanswered = c.execute(UNANSWERED).fetchone()[0]
         texts = [f"hello tok-{'h' if i % 2 == 0 else 'o'}{i}" for i in range(n)]
         return {
             "messages": n,
@@ -326,7 +367,7 @@ class Soak:
             "stored_once": sum(1 for t in texts if stored[t] == 1),
             "stored_twice_or_more": sum(1 for t in texts if stored[t] > 1),
             "not_stored": sum(1 for t in texts if stored[t] == 0),
-            "stored_but_turn_killed_unanswered": unanswered,
+            "stored_no_bot_message_in_chat": unanswered,
             "sse_events": len(self.events),
             "sse_duplicate_ids": self.event_dups,
             "http_chats_with_exactly_one_event": sum(1 for c in http_chats if per_chat[c] == 1),

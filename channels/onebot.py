@@ -37,6 +37,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from channels.onebot_history import Owed, SentCheck, match_sent
 from channels.onebot_link import (
     WS_PATH,
     ActionError,
@@ -89,6 +90,7 @@ class OneBotChannel(OneBotLink):
         # message id -> (text, image references)
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self._inbound = OrderedRunner()
+        self.history = SentCheck(self.call_action)
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
@@ -410,19 +412,28 @@ class OneBotChannel(OneBotLink):
     async def _send_with_retry(
         self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
     ) -> dict[str, Any]:
-        """One send, retried once. A socket that dropped mid-send is retried once the account
-        is back (at least once: the implementation may have sent it already); an account that
-        stays away raises NotConnected, and the caller keeps the message for its return."""
+        """One send, retried once. A send that may have happened (the socket dropped after it
+        went out, or no answer came in time) is first looked for in the chat's history once
+        the account is back (channels/onebot_history.py): found, it is not sent again; where
+        the history cannot be read, it is sent again (at least once). An account that stays
+        away raises NotConnected, and the caller keeps the message for its return."""
+        started = datetime.now(UTC)
         try:
             return await self.call_action(self_id, action, params)
         except NotConnected as exc:
             if not exc.in_flight:
                 raise
+            if await self._sent_meanwhile(self_id, out.chat_id, params, started):
+                return {}
             logger.warning(
                 "{} to {}: connection dropped before the answer; resending", action, out.chat_id
             )
             return await self.call_action(self_id, action, params)
         except ActionError as first:
+            if isinstance(first, ActionTimeout) and await self._sent_meanwhile(
+                self_id, out.chat_id, params, started
+            ):
+                return {}
             logger.warning(
                 "{} to {} failed (retcode {}): retrying once", action, out.chat_id, first.retcode
             )
@@ -441,3 +452,41 @@ class OneBotChannel(OneBotLink):
                     out.text[:80],
                 )
                 raise DeliveryError(str(second)) from second
+
+    async def _sent_meanwhile(
+        self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime
+    ) -> bool:
+        """Whether the part in `params` shows in the chat's history since `started` (waiting
+        up to `reconnect_wait` for the account); False when that cannot be told."""
+        text = "".join(
+            str(s["data"].get("text", "")) for s in params["message"] if s["type"] == "text"
+        )
+        try:
+            await self._connection(self_id, self.cfg.reconnect_wait)
+            own = await self.history.own_messages(self_id, chat_id)
+        except NotConnected:
+            return False
+        if own is None or not match_sent([Owed(0, [text], started)], own):
+            return False
+        logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
+        return True
+
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """The outbox asks, before sending rows owed from before a restart, which of them went
+        out already (sent, but the bot died before marking them): event id -> True (found in
+        the chat's history: mark delivered), False (not found, or the history cannot be read:
+        send). Rows of chats whose account is not connected are left out (ask again when it
+        is). One history action per chat."""
+        by_chat: dict[str, list[Owed]] = {}
+        for out, created in owed:
+            if out.event_id is not None:
+                by_chat.setdefault(out.chat_id, []).append(
+                    Owed(out.event_id, self.outbound.split(out.text), created)
+                )
+        verdicts: dict[int, bool] = {}
+        for chat_id, items in by_chat.items():
+            try:
+                verdicts |= await self.history.sent(self._self_id_for(chat_id), chat_id, items)
+            except (NotConnected, NotDelivered):
+                continue
+        return verdicts
