@@ -101,6 +101,7 @@ class Soak:
         # seconds); not while the soak has the bot down on purpose.
         self.peer_paused = False
         self.peer_reconnects = 0
+        self.max_lag = 0.0  # this process's own event-loop lag (a stalled soak drops its peer)
 
     def config(self) -> Path:
         cfg = {
@@ -215,6 +216,13 @@ class Soak:
                 except (aiohttp.ClientError, OSError):
                     pass
 
+    async def lag_monitor(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.1)
+            self.max_lag = max(self.max_lag, loop.time() - before - 0.1)
+
     async def lock_db(self, seconds: float) -> None:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", LOCK, str(self.db), str(seconds), stdout=asyncio.subprocess.PIPE
@@ -235,6 +243,7 @@ class Soak:
         sim = OneBotSim(f"ws://127.0.0.1:{self.onebot_port}/onebot/v11/ws", 10001000)
         await sim.connect()
         watchdog = asyncio.create_task(self.peer_watchdog(sim))
+        lag = asyncio.create_task(self.lag_monitor())
         n, conc = self.args.messages, self.args.concurrency
         sem = asyncio.Semaphore(conc)
         started = time.monotonic()
@@ -274,7 +283,12 @@ class Soak:
             stored = self.stored_texts()
             http_again = [i for i in self.http_retry if f"hello tok-h{i}" not in stored]
             ob_again = [i for i in self.onebot_retry if f"hello tok-o{i}" not in stored]
-            await asyncio.gather(*(self.send_http(s, i) for i in http_again))
+
+            async def again(i: int) -> None:
+                async with sem:
+                    await self.send_http(s, i)
+
+            await asyncio.gather(*(again(i) for i in http_again))
             for i in ob_again:
                 while not sim.connected:
                     await asyncio.sleep(0.1)
@@ -300,7 +314,10 @@ class Soak:
                 f.write(json.dumps({"id": eid, **event}, ensure_ascii=False) + "\n")
         recv.cancel()
         watchdog.cancel()
+        lag.cancel()
         report["peer_socket_ends"] = [f"{code} {exc}" for code, exc in sim.drops]
+        report["peer_reconnects_by_itself"] = self.peer_reconnects - 1  # less the restart's
+        report["soak_loop_max_lag_s"] = round(self.max_lag, 2)
         await sim.close()
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)

@@ -297,6 +297,12 @@ class HttpChannel(Channel):
                     await resp.write(b": keep-alive\n\n")
                     continue
                 out = get.result()
+                if queue.dropped:  # this reader fell behind: fetch what it missed, in order
+                    first, queue.dropped = min(queue.dropped), []
+                    for missed, _state in await self.bot.outbox.since(first - 1):
+                        if missed.event_id not in sent and (after is None or first > after):
+                            await self._event(resp, missed)
+                            sent[missed.event_id or 0] = None
                 eid = out.event_id
                 if eid is not None and (eid in sent or (after is not None and eid <= after)):
                     continue

@@ -40,6 +40,25 @@ class _Sender(Protocol):
     async def send(self, message: OutgoingMessage) -> None: ...
 
 
+class EventQueue(asyncio.Queue[OutgoingMessage]):
+    """A /v1/events subscriber's queue. A reader that stalls never blocks the bot: when the
+    queue is full its oldest event makes room, and that event's id is noted in `dropped`, so
+    the reader fetches it again from the outbox table instead of losing it."""
+
+    def __init__(self, maxsize: int = 1000) -> None:
+        super().__init__(maxsize)
+        self.dropped: list[int] = []
+
+    def offer(self, out: OutgoingMessage) -> None:
+        if self.full():
+            old = self.get_nowait()
+            if old.event_id is not None:
+                if not self.dropped:
+                    logger.warning("an event subscriber fell 1000 events behind: replaying")
+                self.dropped.append(old.event_id)
+        self.put_nowait(out)
+
+
 def message_of(entry: OutboxEntry) -> OutgoingMessage:
     data = {k: entry.payload.get(k) for k in PAYLOAD_FIELDS}
     return OutgoingMessage(
