@@ -37,6 +37,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from channels.onebot_catchup import CatchUp
 from channels.onebot_history import Owed, SentCheck, match_sent
 from channels.onebot_link import (
     WS_PATH,
@@ -69,6 +70,7 @@ __all__ = [
     "OneBotChannel",
 ]
 
+_SEEN = 5000  # message ids remembered to hand each message on once (live or caught up)
 _QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and sent)
 
 
@@ -91,6 +93,10 @@ class OneBotChannel(OneBotLink):
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self._inbound = OrderedRunner()
         self.history = SentCheck(self.call_action)
+        self.catch_up = CatchUp(self, self._missed)
+        # (account, message id) of the messages handed on lately: a message caught up from
+        # the history that also arrives live (or the other way round) is handled once.
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
@@ -98,6 +104,24 @@ class OneBotChannel(OneBotLink):
 
     def _on_connected(self, conn: _Connection) -> None:
         self.bot.outbox.kick()  # what waited for an account goes out now
+        self._spawn(self.catch_up.run(conn))  # what was said while it was away
+
+    def _missed(self, conn: _Connection, event: dict[str, Any]) -> bool:
+        """A message read back from the history (onebot_catchup.py), handled like a live one
+        unless its id was seen already."""
+        if (conn.self_id, str(event.get("message_id"))) in self._seen:
+            return False
+        self._on_event(conn, event)
+        return True
+
+    def _first_sight(self, self_id: str, message_id: str) -> bool:
+        key = (self_id, message_id)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return True
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -167,6 +191,8 @@ class OneBotChannel(OneBotLink):
             if parsed is None:
                 return
             msg, reply_id = parsed
+            if msg.message_id and not self._first_sight(self_id, msg.message_id):
+                return  # caught up from the history already, or sent twice by the peer
             self._route[msg.chat_id] = self_id
             self._in_order(
                 self_id, msg.chat_id, lambda: self._handle_message(self_id, msg, reply_id)

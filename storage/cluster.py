@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -88,6 +88,25 @@ class ClusterStore:
         )
         with self.engine.connect() as conn:
             return [MessageRow(**row._mapping) for row in conn.execute(q)]
+
+    def recent_chats(self, platform: str, since: datetime) -> list[tuple[str, datetime]]:
+        """The chats of `platform` with a user message stored since `since`, each with the
+        time of its newest one: where a OneBot catch-up looks for messages missed while the
+        bot was away."""
+        q = (
+            select(MessageRow.chat_id, func.max(MessageRow.created_at))
+            .where(
+                MessageRow.platform == platform,
+                MessageRow.role == "user",
+                MessageRow.created_at >= since,
+            )
+            .group_by(MessageRow.chat_id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (str(chat), last if last.tzinfo else last.replace(tzinfo=UTC))
+                for chat, last in conn.execute(q)
+            ]
 
     def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
         """The history row already stored under this id (a redelivery after a worker died

@@ -347,8 +347,10 @@ class OneBotSim:
         nickname: str = "小不点",
         card: str = "",
         role: str = "member",
+        deliver: bool = True,
     ) -> dict[str, Any]:
-        """event/message.md, 群消息."""
+        """event/message.md, 群消息. `deliver=False` only records it in the group's history (said
+        while the bot was not connected: implementations do not keep such events)."""
         event = self._message_event(
             "group",
             user_id,
@@ -368,7 +370,8 @@ class OneBotSim:
             group_id=group_id,
             anonymous=None,
         )
-        await self.post(event)
+        if deliver:
+            await self.post(event)
         return event
 
     async def private_message(

@@ -19,7 +19,7 @@ from common.messages import OutgoingMessage
 from runtime.bot import Bot
 from storage.models import OutboxRow
 from tests.channels.conftest import TOKEN
-from tests.channels.onebot_sim import OneBotSim, plain
+from tests.channels.onebot_sim import OneBotSim, at, plain, text
 from tests.channels.test_outbox_delivery import make_bot, states, until_states
 
 SELF = 10001000
@@ -198,3 +198,67 @@ def test_own_texts_reads_napcat_history_entries_and_skips_others() -> None:
         {"user_id": SELF, "time": "soon", "message": []},
     ]
     assert own_texts(messages, str(SELF)) == [(11.0, "ack it"), (12.0, "cq [string]")]
+
+
+# -- catching up what was said while the bot was away ----------------------------------------
+ALICE = 5001
+
+
+async def test_a_message_said_while_the_bot_was_down_is_caught_up_once(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path)
+    channel = OneBotChannel(bot)
+    await bot.start()
+    await channel.start()
+    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    await sim.connect()
+    await sim.group_message(42, ALICE, [at(SELF), text(" /echo one")])
+    await sim.wait_action("send_group_msg")
+    await sim.close()
+    await channel.stop()
+    await bot.aclose()
+    # Said while the bot is down: the implementation keeps no event for it.
+    await sim.group_message(42, ALICE, [at(SELF), text(" /echo two")], deliver=False)
+    missed = sim.history[("group", 42)][-1]
+
+    bot, channel = await _restart(tmp_path, sim)
+    try:
+        await sim.wait_actions(2, "send_group_msg")
+        await sim.post(missed)  # the same message arriving live as well: handled once
+        await sim.group_message(42, ALICE, [at(SELF), text(" /echo three")])
+        await sim.wait_actions(3, "send_group_msg")
+        await asyncio.sleep(0.3)
+        stored = [m.text for m in bot.storage.recent_messages("onebot", "group:42", 20)]
+    finally:
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    replies = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
+    assert [r.split()[-1] for r in replies] == ["one", "two", "three"]
+    assert [t for t in stored if t.startswith("/echo")] == ["/echo one", "/echo two", "/echo three"]
+    # One history call for the one chat active lately, at the reconnect.
+    assert [a["params"]["group_id"] for a in sim.sent("get_group_msg_history")] == [42]
+
+
+async def test_no_history_action_means_no_catch_up_and_one_warning(tmp_path: Path) -> None:
+    bot = make_bot(tmp_path)
+    channel = OneBotChannel(bot)
+    await bot.start()
+    await channel.start()
+    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    sim.history_supported = False
+    logs: list[str] = []
+    sink = logger.add(lambda m: logs.append(str(m)), level="WARNING")
+    try:
+        await sim.connect()
+        for group in (42, 43):
+            await sim.group_message(group, ALICE, [at(SELF), text(" /echo hi")])
+        await sim.wait_actions(2, "send_group_msg")
+        await sim.restart()
+        await asyncio.sleep(0.5)
+    finally:
+        logger.remove(sink)
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    assert len(sim.sent("get_group_msg_history")) == 1
+    assert sum("not caught up" in line for line in logs) == 1
