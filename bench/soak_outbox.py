@@ -1,6 +1,6 @@
 """Soak: nothing lost, nothing stuck (issue 11). Not a unit test; run by hand:
 
-    python bench/soak_outbox.py [--messages 2000] [--concurrency 200]
+    python bench/soak_outbox.py [--messages 2000] [--concurrency 200] [--out DIR]
 
 What it does: starts `python bot.py --channel http --channel onebot` on a SQLite file, a fake
 OpenAI-compatible model in this process that answers 500 or 429 to a third of requests (the
@@ -10,7 +10,14 @@ half over HTTP and half over OneBot, each in its own chat, `--concurrency` at a 
 - another process holds the SQLite write lock (BEGIN IMMEDIATE) for 10 s, twice;
 - the bot is SIGKILLed once mid-run and restarted.
 A message whose send failed because the bot was down (connection refused, socket closed) is
-sent again after the restart, as a client would, unless the database already holds it.
+sent again after the restart, as a client would, unless the database already holds it. The
+OneBot peer reconnects whenever its socket drops, as real implementations do.
+
+Everything stays in the output directory (`--out`, default a new /tmp/chatfn-soak-*, printed
+first): the database, the bot's log (`--log-level`, default INFO), `peer.jsonl` (every action
+the peer answered), `sse.jsonl` (every event received) and `report.json`. The report is taken
+once nothing is pending, every stored message has a bot message in its chat, the SSE receiver
+read up to the last event and the peer has every OneBot row (or after 120 s).
 
 Afterwards, counted at the receiving side: every chat's events by event id on /v1/events
 (duplicate ids, more than one event per chat) and the OneBot peer's send_group_msg per group;

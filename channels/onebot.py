@@ -12,12 +12,18 @@ Chats are `group:<group_id>` and `private:<user_id>`; sender ids are QQ numbers 
 Delivery policy (a reply must not vanish silently):
 - every action carries an `echo` and waits for its response up to `action_timeout`;
 - when an account's socket is down, a send waits up to `reconnect_wait` for it to come back;
-- a failed or timed-out send is logged with its retcode and retried once;
+- a failed or timed-out send is logged with its retcode and retried once; a send that may
+  have happened (timed out, or the socket dropped after it went out) is first looked for in
+  the chat's history (onebot_history.py), and so is every message owed from before a restart
+  (the outbox asks `find_sent`): found, it is not sent again;
 - a send whose account is still not connected, or whose retry also lost its connection, raises
   NotDelivered: the message (or the parts of it still owed) waits in the bot's outbox, in the
   database, so it survives a restart, and is sent, in order, as soon as an account connects;
   a send the platform refuses twice (e.g. the bot is muted) is logged as an error with both
   retcodes and raised (DeliveryError, a DeliveryRefused) to the caller of `send()`.
+
+When an account (re)connects, what recently active chats said while it was away is read back
+from their history and handled once (onebot_catchup.py). Sockets and actions: onebot_link.py.
 
 Hostile or broken input: a frame that is not JSON, nests too deep, or has fields of the wrong
 type is logged and skipped, never closes the socket; an event whose `self_id` differs from the
