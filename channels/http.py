@@ -375,7 +375,7 @@ class HttpChannel(Channel):
     async def _webhook_loop(self) -> None:
         """POST every event, in id order, from where the webhook got to (kept in the database,
         so a restart neither repeats nor skips events)."""
-        wake = self.bot.subscribe()
+        wake = self.bot.subscribe(wake_only=True)
         cursor = await self.bot.outbox.cursor("webhook")
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         loop = asyncio.get_running_loop()

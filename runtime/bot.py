@@ -316,9 +316,10 @@ class Bot:
     def add_channel(self, channel: OutboundChannel) -> None:
         self.channels[channel.platform] = channel
 
-    def subscribe(self) -> EventQueue:
-        """A queue receiving every message the bot sends, to any chat (HTTP /v1/events)."""
-        queue = EventQueue(maxsize=1000)
+    def subscribe(self, *, wake_only: bool = False) -> EventQueue:
+        """A queue receiving every message the bot sends, to any chat (HTTP /v1/events);
+        `wake_only`: for a reader that reads the outbox table and only wants waking."""
+        queue = EventQueue(maxsize=1000, wake_only=wake_only)
         self._subscribers.add(queue)
         return queue
 

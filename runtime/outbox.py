@@ -45,14 +45,15 @@ class EventQueue(asyncio.Queue[OutgoingMessage]):
     queue is full its oldest event makes room, and that event's id is noted in `dropped`, so
     the reader fetches it again from the outbox table instead of losing it."""
 
-    def __init__(self, maxsize: int = 1000) -> None:
+    def __init__(self, maxsize: int = 1000, *, wake_only: bool = False) -> None:
         super().__init__(maxsize)
         self.dropped: list[int] = []
+        self.wake_only = wake_only  # a reader that only wants waking (it reads the table)
 
     def offer(self, out: OutgoingMessage) -> None:
         if self.full():
             old = self.get_nowait()
-            if old.event_id is not None:
+            if old.event_id is not None and not self.wake_only:
                 if not self.dropped:
                     logger.warning("an event subscriber fell 1000 events behind: replaying")
                 self.dropped.append(old.event_id)
