@@ -50,10 +50,15 @@ class CatchUp:
         if not window:
             return 0
         storage = self.link.bot.storage
-        since = datetime.now(UTC) - timedelta(seconds=window)
+        connected = datetime.now(UTC)
+        since = connected - timedelta(seconds=window)
         chats = await storage.run(storage.cluster.recent_chats, self.link.platform, since)
         found = 0
         for chat_id, last in chats:
+            if last.timestamp() >= int(connected.timestamp()):
+                # Its newest message arrived live on this connection (stored times are the
+                # event's whole seconds): what it missed is older, so nothing newer is missing.
+                continue
             try:
                 found += await self._chat(conn, chat_id, max(last, since))
             except NotConnected:

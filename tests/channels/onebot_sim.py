@@ -334,9 +334,13 @@ class OneBotSim:
             **extra,
         )
         self.messages[message_id] = event
-        chat = ("group", extra["group_id"]) if message_type == "group" else ("private", user_id)
-        self.history.setdefault(chat, []).append({**event, "message_seq": message_id})
         return event
+
+    def _said(self, event: dict[str, Any]) -> None:
+        """A message said in its chat: in the chat's history (get_group_msg_history)."""
+        kind = event["message_type"]
+        chat = (kind, event["group_id"] if kind == "group" else event["user_id"])
+        self.history.setdefault(chat, []).append({**event, "message_seq": event["message_id"]})
 
     async def group_message(
         self,
@@ -370,6 +374,7 @@ class OneBotSim:
             group_id=group_id,
             anonymous=None,
         )
+        self._said(event)
         if deliver:
             await self.post(event)
         return event
@@ -391,6 +396,7 @@ class OneBotSim:
             {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
             sub_type="friend",
         )
+        self._said(event)
         if deliver:
             await self.post(event)
         return event
