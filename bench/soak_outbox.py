@@ -1,6 +1,6 @@
 """Soak: nothing lost, nothing stuck (issue 11). Not a unit test; run by hand:
 
-    python bench/soak_outbox.py [--messages 2000] [--concurrency 200]
+    python bench/soak_outbox.py [--messages 2000] [--concurrency 200] [--out DIR]
 
 What it does: starts `python bot.py --channel http --channel onebot` on a SQLite file, a fake
 OpenAI-compatible model in this process that answers 500 or 429 to a third of requests (the
@@ -10,7 +10,14 @@ half over HTTP and half over OneBot, each in its own chat, `--concurrency` at a 
 - another process holds the SQLite write lock (BEGIN IMMEDIATE) for 10 s, twice;
 - the bot is SIGKILLed once mid-run and restarted.
 A message whose send failed because the bot was down (connection refused, socket closed) is
-sent again after the restart, as a client would, unless the database already holds it.
+sent again after the restart, as a client would, unless the database already holds it. The
+OneBot peer reconnects whenever its socket drops, as real implementations do.
+
+Everything stays in the output directory (`--out`, default a new /tmp/chatfn-soak-*, printed
+first): the database, the bot's log (`--log-level`, default INFO), `peer.jsonl` (every action
+the peer answered), `sse.jsonl` (every event received) and `report.json`. The report is taken
+once nothing is pending, every stored message has a bot message in its chat, the SSE receiver
+read up to the last event and the peer has every OneBot row (or after 120 s).
 
 Afterwards, counted at the receiving side: every chat's events by event id on /v1/events
 (duplicate ids, more than one event per chat) and the OneBot peer's send_group_msg per group;
@@ -23,7 +30,6 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -47,6 +53,11 @@ from tests.fakes.cassette import openai_chat_response  # noqa: E402
 LOCK = (
     "import sqlite3,sys,time\nc=sqlite3.connect(sys.argv[1],isolation_level=None)\n"
     "c.execute('BEGIN IMMEDIATE');print('locked',flush=True);time.sleep(float(sys.argv[2]))"
+)
+
+UNANSWERED = (
+    "SELECT count(*) FROM messages u WHERE role='user' AND NOT EXISTS (SELECT 1 FROM "
+    "messages a WHERE a.chat_id=u.chat_id AND a.role IN ('assistant','notice'))"
 )
 
 
@@ -93,12 +104,17 @@ class Soak:
         self.http_retry: list[int] = []
         self.onebot_retry: list[int] = []
         self.kill_at: float | None = None
+        # The peer reconnects when its socket drops, as NapCat / go-cqhttp do (every few
+        # seconds); not while the soak has the bot down on purpose.
+        self.peer_paused = False
+        self.peer_reconnects = 0
+        self.max_lag = 0.0  # this process's own event-loop lag (a stalled soak drops its peer)
 
     def config(self) -> Path:
         cfg = {
             "storage": {"url": f"sqlite:///{self.db}"},
             "plugins": {"paths": []},
-            "logging": {"level": "WARNING", "file": str(self.tmp / "bot.log")},
+            "logging": {"level": self.args.log_level, "file": str(self.tmp / "bot.log")},
             "bot": {"respond_in_groups": "always"},
             "function_calls": {"total_timeout": 60},
             "models": {
@@ -196,6 +212,24 @@ class Soak:
             return
         await sim.group_message(100000 + i, 5000 + i, f"hello tok-o{i}")
 
+    async def peer_watchdog(self, sim: OneBotSim) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            if self.up.is_set() and not self.peer_paused and not sim.connected:
+                await sim.close()
+                try:
+                    await sim.connect()
+                    self.peer_reconnects += 1
+                except (aiohttp.ClientError, OSError):
+                    pass
+
+    async def lag_monitor(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.1)
+            self.max_lag = max(self.max_lag, loop.time() - before - 0.1)
+
     async def lock_db(self, seconds: float) -> None:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", LOCK, str(self.db), str(seconds), stdout=asyncio.subprocess.PIPE
@@ -215,6 +249,8 @@ class Soak:
         recv = asyncio.create_task(self.receiver())
         sim = OneBotSim(f"ws://127.0.0.1:{self.onebot_port}/onebot/v11/ws", 10001000)
         await sim.connect()
+        watchdog = asyncio.create_task(self.peer_watchdog(sim))
+        lag = asyncio.create_task(self.lag_monitor())
         n, conc = self.args.messages, self.args.concurrency
         sem = asyncio.Semaphore(conc)
         started = time.monotonic()
@@ -235,12 +271,13 @@ class Soak:
             await asyncio.sleep(2)
             assert self.proc is not None
             self.up.clear()
+            self.peer_paused = True
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
             await sim.close()
             await asyncio.sleep(1)
             await self.start_bot()
-            await sim.connect()
+            self.peer_paused = False  # the watchdog connects it
             await asyncio.sleep(3)
             await self.lock_db(10)
 
@@ -253,18 +290,41 @@ class Soak:
             stored = self.stored_texts()
             http_again = [i for i in self.http_retry if f"hello tok-h{i}" not in stored]
             ob_again = [i for i in self.onebot_retry if f"hello tok-o{i}" not in stored]
-            await asyncio.gather(*(self.send_http(s, i) for i in http_again))
+
+            async def again(i: int) -> None:
+                async with sem:
+                    await self.send_http(s, i)
+
+            await asyncio.gather(*(again(i) for i in http_again))
             for i in ob_again:
+                while not sim.connected:
+                    await asyncio.sleep(0.1)
                 await self.send_onebot(sim, i)
-        # Let the OneBot replies and the outbox drain.
-        for _ in range(600):
-            if self.pending() == 0 and len(self.onebot_replies(sim)) >= self.answered_onebot():
+        # Let the turns in flight finish and the outbox drain: until no row is pending, every
+        # stored message has a bot message in its chat, the SSE receiver has read up to the
+        # last event and the peer got every OneBot row (or 120 s pass). Counting earlier
+        # counts turns still running as unanswered (runs 1-4 did: the resent OneBot messages
+        # were still in their turns when the report was taken).
+        for _ in range(1200):
+            if self.settled(sim):
                 break
             await asyncio.sleep(0.1)
         await asyncio.sleep(2)
         elapsed = time.monotonic() - started
         report = self.report(sim, model, http_again, ob_again, elapsed)
+        # What the peer saw, for diagnosis: every action it answered, in order.
+        with (self.tmp / "peer.jsonl").open("w") as f:
+            for action in sim.actions:
+                f.write(json.dumps(action, ensure_ascii=False) + "\n")
+        with (self.tmp / "sse.jsonl").open("w") as f:
+            for eid, event in sorted(self.events.items()):
+                f.write(json.dumps({"id": eid, **event}, ensure_ascii=False) + "\n")
         recv.cancel()
+        watchdog.cancel()
+        lag.cancel()
+        report["peer_socket_ends"] = [f"{code} {exc}" for code, exc in sim.drops]
+        report["peer_reconnects_by_itself"] = self.peer_reconnects - 1  # less the restart's
+        report["soak_loop_max_lag_s"] = round(self.max_lag, 2)
         await sim.close()
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
@@ -281,6 +341,17 @@ class Soak:
     def pending(self) -> int:
         with sqlite3.connect(self.db, timeout=30) as c:
             return c.execute("SELECT count(*) FROM outbox WHERE state='pending'").fetchone()[0]
+
+    def settled(self, sim: OneBotSim) -> bool:
+        with sqlite3.connect(self.db, timeout=30) as c:
+            last = c.execute("SELECT max(id) FROM outbox").fetchone()[0] or 0
+            unanswered = c.execute(UNANSWERED).fetchone()[0]
+        return (
+            self.pending() == 0
+            and unanswered == 0
+            and self.last_id >= last
+            and len(self.onebot_replies(sim)) >= self.answered_onebot()
+        )
 
     def answered_onebot(self) -> int:
         with sqlite3.connect(self.db, timeout=30) as c:
@@ -309,10 +380,7 @@ class Soak:
         )
         with sqlite3.connect(self.db, timeout=30) as c:
             states = dict(c.execute("SELECT state, count(*) FROM outbox GROUP BY state"))
-            unanswered = c.execute(
-                "SELECT count(*) FROM messages u WHERE role='user' AND NOT EXISTS (SELECT 1 FROM "
-                "messages a WHERE a.chat_id=u.chat_id AND a.role IN ('assistant','notice'))"
-            ).fetchone()[0]
+            unanswered = c.execute(UNANSWERED).fetchone()[0]
         texts = [f"hello tok-{'h' if i % 2 == 0 else 'o'}{i}" for i in range(n)]
         return {
             "messages": n,
@@ -323,7 +391,7 @@ class Soak:
             "stored_once": sum(1 for t in texts if stored[t] == 1),
             "stored_twice_or_more": sum(1 for t in texts if stored[t] > 1),
             "not_stored": sum(1 for t in texts if stored[t] == 0),
-            "stored_but_turn_killed_unanswered": unanswered,
+            "stored_no_bot_message_in_chat": unanswered,
             "sse_events": len(self.events),
             "sse_duplicate_ids": self.event_dups,
             "http_chats_with_exactly_one_event": sum(1 for c in http_chats if per_chat[c] == 1),
@@ -341,12 +409,19 @@ async def main() -> None:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds to spread sends")
+    parser.add_argument(
+        "--out", help="directory kept for the database, config, bot log and report (default: new)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="the bot's logging level")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        report = await Soak(args, Path(tmp)).run()
-        if os.environ.get("SOAK_LOG"):
-            print((Path(tmp) / "bot.log").read_text()[-5000:], file=sys.stderr)
-    print(json.dumps(report, indent=2))
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="chatfn-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"soak output (database, bot.log, peer.jsonl, report.json): {out}", file=sys.stderr)
+    soak = Soak(args, out)
+    report = await soak.run()
+    text = json.dumps(report, indent=2)
+    (out / "report.json").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from common.messages import (
     clean_text,
 )
 from runtime.bot import Bot
-from runtime.outbox import EventReader
+from runtime.outbox import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -308,7 +308,7 @@ class HttpChannel(Channel):
         self,
         resp: web.StreamResponse,
         reader: EventReader,
-        queue: asyncio.Queue[OutgoingMessage],
+        queue: EventQueue,
         stop: asyncio.Future[Any],
         shared: bool,
         early: set[int] | None,
@@ -343,6 +343,9 @@ class HttpChannel(Channel):
             events = [get.result()]
             while not queue.empty():
                 events.append(queue.get_nowait())
+            if queue.dropped:  # the reader fell 1000 behind: what it missed is in the table
+                queue.dropped.clear()
+                look = True
             for out in events:
                 eid = out.event_id
                 if eid is None:  # not stored (the database failed): as it comes
@@ -416,7 +419,7 @@ class HttpChannel(Channel):
         """POST every event, in id order, from where the webhook got to (kept in the database,
         so a restart neither repeats nor skips events). A missing id is waited for a moment
         (`storage.outbox.gap_wait`, runtime.outbox.EventReader), as on /v1/events."""
-        wake = self.bot.subscribe()
+        wake = self.bot.subscribe(wake_only=True)
         reader = self.bot.outbox.reader(await self.bot.outbox.cursor("webhook"))
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         async with ClientSession(timeout=ClientTimeout(total=10)) as session:

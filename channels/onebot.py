@@ -12,12 +12,18 @@ Chats are `group:<group_id>` and `private:<user_id>`; sender ids are QQ numbers 
 Delivery policy (a reply must not vanish silently):
 - every action carries an `echo` and waits for its response up to `action_timeout`;
 - when an account's socket is down, a send waits up to `reconnect_wait` for it to come back;
-- a failed or timed-out send is logged with its retcode and retried once;
+- a failed or timed-out send is logged with its retcode and retried once; a send that may
+  have happened (timed out, or the socket dropped after it went out) is first looked for in
+  the chat's history (onebot_history.py), and so is every message owed from before a restart
+  (the outbox asks `find_sent`): found, it is not sent again;
 - a send whose account is still not connected, or whose retry also lost its connection, raises
   NotDelivered: the message (or the parts of it still owed) waits in the bot's outbox, in the
   database, so it survives a restart, and is sent, in order, as soon as an account connects;
   a send the platform refuses twice (e.g. the bot is muted) is logged as an error with both
   retcodes and raised (DeliveryError, a DeliveryRefused) to the caller of `send()`.
+
+When an account (re)connects, what recently active chats said while it was away is read back
+from their history and handled once (onebot_catchup.py). Sockets and actions: onebot_link.py.
 
 Hostile or broken input: a frame that is not JSON, nests too deep, or has fields of the wrong
 type is logged and skipped, never closes the socket; an event whose `self_id` differs from the
@@ -29,20 +35,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import itertools
-import json
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 from loguru import logger
 
-from channels.base import Channel
+from channels.onebot_catchup import CatchUp
+from channels.onebot_history import Owed, SentCheck, match_sent
+from channels.onebot_link import (
+    WS_PATH,
+    ActionError,
+    ActionTimeout,
+    NotConnected,
+    OneBotLink,
+    _Connection,
+    _int,
+)
 from channels.onebot_message import normalize, outgoing_segments, parse_message
 from channels.outbound import OrderedRunner, Outbound
 from common.messages import (
@@ -56,55 +67,26 @@ from common.messages import (
 )
 from runtime.bot import Bot
 
-WS_PATH = "/onebot/v11/ws"
+__all__ = [
+    "WS_PATH",
+    "ActionError",
+    "ActionTimeout",
+    "DeliveryError",
+    "NotConnected",
+    "OneBotChannel",
+]
+
+_SEEN = 5000  # message ids remembered to hand each message on once (live or caught up)
 _QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and sent)
-
-
-class ActionError(Exception):
-    """An action did not succeed; `retcode` is OneBot's (or -1 for a timeout / lost socket)."""
-
-    def __init__(self, action: str, retcode: int, message: str = "") -> None:
-        super().__init__(f"{action} failed: retcode={retcode} {message}".rstrip())
-        self.action = action
-        self.retcode = retcode
-
-
-class ActionTimeout(ActionError):
-    """No response within `action_timeout`: the message may or may not have been sent."""
-
-
-class NotConnected(ActionError):
-    """The account's socket is down; `in_flight` when it dropped after the action was sent
-    (the implementation may or may not have carried it out)."""
-
-    in_flight: bool = False
 
 
 class DeliveryError(DeliveryRefused):
     """A message could not be delivered after its retry; raised from `OneBotChannel.send`."""
 
 
-@dataclass(slots=True)
-class _Connection:
-    self_id: str
-    ws: web.WebSocketResponse
-    role: str
-    pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
-    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    heartbeat_interval: float | None = None
-    last_seen: float = field(default_factory=time.monotonic)
-
-    @property
-    def can_act(self) -> bool:
-        return self.role in ("universal", "api")
-
-
-class OneBotChannel(Channel):
-    platform = "onebot"
-
+class OneBotChannel(OneBotLink):
     def __init__(self, bot: Bot, *, host: str | None = None, port: int | None = None) -> None:
         super().__init__(bot)
-        self.cfg = bot.settings.channels.onebot
         self.host = host or self.cfg.host
         self.port = self.cfg.port if port is None else port
         self.outbound = Outbound(
@@ -112,21 +94,40 @@ class OneBotChannel(Channel):
             rate=self.cfg.send_rate,
             burst=self.cfg.send_burst,
         )
-        self.app = web.Application()
-        for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
-            self.app.router.add_get(path, self._ws_handler)
-        self._conns: dict[str, _Connection] = {}
-        self._connected: dict[str, asyncio.Event] = {}
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
         # message id -> (text, image references)
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self._inbound = OrderedRunner()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._echo = itertools.count(1)
+        self.history = SentCheck(self.call_action)
+        self.catch_up = CatchUp(self, self._missed)
+        # (account, message id) of the messages handed on lately: a message caught up from
+        # the history that also arrives live (or the other way round) is handled once.
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
         self.bound_port: int | None = None
+
+    def _on_connected(self, conn: _Connection) -> None:
+        self.bot.outbox.kick()  # what waited for an account goes out now
+        self._spawn(self.catch_up.run(conn))  # what was said while it was away
+
+    def _missed(self, conn: _Connection, event: dict[str, Any]) -> bool:
+        """A message read back from the history (onebot_catchup.py), handled like a live one
+        unless its id was seen already."""
+        if (conn.self_id, str(event.get("message_id"))) in self._seen:
+            return False
+        self._on_event(conn, event)
+        return True
+
+    def _first_sight(self, self_id: str, message_id: str) -> bool:
+        key = (self_id, message_id)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return True
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -174,119 +175,7 @@ class OneBotChannel(Channel):
             await self._runner.cleanup()
             self._runner = None
 
-    @property
-    def self_ids(self) -> list[str]:
-        """Accounts connected right now."""
-        return list(self._conns)
-
-    # -- connections -----------------------------------------------------------------------
-    def _authorised(self, request: web.Request) -> web.Response | None:
-        """None when the request may connect, else the refusal: 401 without a token, 403 with a
-        wrong one (as OneBot v11 specifies for its own servers)."""
-        token = self.cfg.access_token
-        if not token:
-            return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        # OneBot v11 says "Bearer"; older CQHTTP-era implementations send "Token".
-        if scheme.lower() not in ("bearer", "token"):
-            given = request.query.get("access_token", "")
-        if not given:
-            return web.json_response({"error": "access token required"}, status=401)
-        if not hmac.compare_digest(given.strip().encode(), token.encode()):
-            return web.json_response({"error": "wrong access token"}, status=403)
-        return None
-
-    async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
-        refused = self._authorised(request)
-        if refused is not None:
-            logger.warning(
-                "OneBot connection from {} refused: {}",
-                request.remote,
-                "no token" if refused.status == 401 else "wrong token",
-            )
-            return refused
-        self_id = request.headers.get("X-Self-ID", "").strip()
-        if not self_id:
-            return web.json_response({"error": "X-Self-ID header required"}, status=400)
-        role = request.headers.get("X-Client-Role", "Universal").lower()
-        if request.path.endswith(("/api", "/event")):
-            role = request.path.rsplit("/", 1)[1]
-        ws = web.WebSocketResponse(heartbeat=30, max_msg_size=16 * 1024 * 1024)
-        await ws.prepare(request)
-        conn = _Connection(self_id=self_id, ws=ws, role=role)
-        if conn.can_act:
-            old = self._conns.get(self_id)
-            self._conns[self_id] = conn
-            if old is not None and old.ws is not ws:
-                logger.info("OneBot account {} reconnected; closing its old socket", self_id)
-                await old.ws.close()
-            self._connected.setdefault(self_id, asyncio.Event()).set()
-            self.bot.outbox.kick()  # what waited for an account goes out now
-        logger.info("OneBot account {} connected ({})", self_id, role)
-        try:
-            async for frame in ws:
-                if frame.type == WSMsgType.TEXT:
-                    conn.last_seen = time.monotonic()
-                    self._on_frame(conn, frame.data)
-                elif frame.type == WSMsgType.ERROR:
-                    logger.warning("OneBot account {} socket error: {}", self_id, ws.exception())
-        finally:
-            self._drop(conn)
-        return ws
-
-    def _drop(self, conn: _Connection) -> None:
-        if self._conns.get(conn.self_id) is conn:
-            del self._conns[conn.self_id]
-            self._connected[conn.self_id].clear()
-            logger.warning("OneBot account {} disconnected", conn.self_id)
-        for fut in conn.pending.values():
-            if not fut.done():
-                fut.set_exception(NotConnected("action", -1, "connection closed"))
-        conn.pending.clear()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        return self._track(asyncio.ensure_future(coro))
-
-    def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
-        """Keep a reference (so the task is not garbage-collected), cancel it on stop, and log
-        what it raised instead of leaving it to "exception was never retrieved"."""
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.opt(exception=task.exception()).error("OneBot event handling failed")
-
     # -- frames and events -----------------------------------------------------------------
-    def _on_frame(self, conn: _Connection, raw: str) -> None:
-        """One frame; whatever is wrong with it is logged and the frame skipped, so one odd or
-        hostile event never closes the account's socket."""
-        try:
-            self._on_frame_unsafe(conn, raw)
-        except (RecursionError, ValueError):
-            logger.warning("OneBot account {} sent a frame that is not usable JSON", conn.self_id)
-        except Exception as exc:
-            logger.warning(
-                "OneBot account {} sent a malformed event, skipped: {}: {}",
-                conn.self_id,
-                type(exc).__name__,
-                exc,
-            )
-
-    def _on_frame_unsafe(self, conn: _Connection, raw: str) -> None:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            return
-        if "post_type" in data:
-            self._on_event(conn, data)
-        elif "echo" in data:
-            fut = conn.pending.pop(str(data["echo"]), None)
-            if fut is not None and not fut.done():
-                fut.set_result(data)
-
     def _on_event(self, conn: _Connection, event: dict[str, Any]) -> None:
         """Events are handled off the reader (a handler may itself call actions, whose
         responses arrive on this very socket) but queued per chat, so one chat's events are
@@ -308,6 +197,8 @@ class OneBotChannel(Channel):
             if parsed is None:
                 return
             msg, reply_id = parsed
+            if msg.message_id and not self._first_sight(self_id, msg.message_id):
+                return  # caught up from the history already, or sent twice by the peer
             self._route[msg.chat_id] = self_id
             self._in_order(
                 self_id, msg.chat_id, lambda: self._handle_message(self_id, msg, reply_id)
@@ -501,67 +392,6 @@ class OneBotChannel(Channel):
             logger.info("OneBot account {} lifecycle: {}", conn.self_id, event.get("sub_type"))
 
     # -- actions ---------------------------------------------------------------------------
-    async def _connection(self, self_id: str, wait: float) -> _Connection:
-        """The account's open socket, waiting up to `wait` seconds for it to (re)connect. A
-        socket that is closing but not yet dropped counts as gone."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while True:
-            conn = self._conns.get(self_id)
-            if conn is not None and not conn.ws.closed:
-                return conn
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise NotConnected("action", -1, f"account {self_id} is not connected")
-            event = self._connected.setdefault(self_id, asyncio.Event())
-            if conn is not None or event.is_set():
-                await asyncio.sleep(min(0.05, remaining))  # closing: wait for the drop
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), remaining)
-
-    async def call_action(
-        self,
-        self_id: str,
-        action: str,
-        params: dict[str, Any],
-        *,
-        timeout: float | None = None,
-        wait: float | None = None,
-    ) -> dict[str, Any]:
-        """Call one OneBot action on an account and return its `data`. Waits up to `wait`
-        seconds (default `reconnect_wait`) for a dropped account to reconnect. Raises
-        ActionError (retcode from the response), ActionTimeout or NotConnected."""
-        conn = await self._connection(self_id, self.cfg.reconnect_wait if wait is None else wait)
-        echo = f"chatfn-{next(self._echo)}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        conn.pending[echo] = fut
-        try:
-            async with conn.send_lock:
-                await conn.ws.send_str(
-                    json.dumps(
-                        {"action": action, "params": params, "echo": echo}, ensure_ascii=False
-                    )
-                )
-            resp = await asyncio.wait_for(fut, timeout or self.cfg.action_timeout)
-        except TimeoutError:
-            raise ActionTimeout(action, -1, "no response in time") from None
-        except (ConnectionError, RuntimeError, NotConnected) as exc:  # socket closed under us
-            err = NotConnected(action, -1, str(exc) or "connection closed")
-            err.in_flight = True
-            raise err from None
-        finally:
-            conn.pending.pop(echo, None)
-        retcode = resp.get("retcode", 0)
-        if resp.get("status") == "failed" or retcode not in (0, 1):
-            raise ActionError(
-                action,
-                int(retcode) if isinstance(retcode, int) else -1,
-                str(resp.get("wording") or resp.get("msg") or ""),
-            )
-        data = resp.get("data")
-        return data if isinstance(data, dict) else {}
-
     # -- outgoing --------------------------------------------------------------------------
     def _self_id_for(self, chat_id: str) -> str:
         """The account that last saw this chat; with none known, the only (or first)
@@ -614,19 +444,28 @@ class OneBotChannel(Channel):
     async def _send_with_retry(
         self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
     ) -> dict[str, Any]:
-        """One send, retried once. A socket that dropped mid-send is retried once the account
-        is back (at least once: the implementation may have sent it already); an account that
-        stays away raises NotConnected, and the caller keeps the message for its return."""
+        """One send, retried once. A send that may have happened (the socket dropped after it
+        went out, or no answer came in time) is first looked for in the chat's history once
+        the account is back (channels/onebot_history.py): found, it is not sent again; where
+        the history cannot be read, it is sent again (at least once). An account that stays
+        away raises NotConnected, and the caller keeps the message for its return."""
+        started = datetime.now(UTC)
         try:
             return await self.call_action(self_id, action, params)
         except NotConnected as exc:
             if not exc.in_flight:
                 raise
+            if await self._sent_meanwhile(self_id, out.chat_id, params, started):
+                return {}
             logger.warning(
                 "{} to {}: connection dropped before the answer; resending", action, out.chat_id
             )
             return await self.call_action(self_id, action, params)
         except ActionError as first:
+            if isinstance(first, ActionTimeout) and await self._sent_meanwhile(
+                self_id, out.chat_id, params, started
+            ):
+                return {}
             logger.warning(
                 "{} to {} failed (retcode {}): retrying once", action, out.chat_id, first.retcode
             )
@@ -646,10 +485,40 @@ class OneBotChannel(Channel):
                 )
                 raise DeliveryError(str(second)) from second
 
+    async def _sent_meanwhile(
+        self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime
+    ) -> bool:
+        """Whether the part in `params` shows in the chat's history since `started` (waiting
+        up to `reconnect_wait` for the account); False when that cannot be told."""
+        text = "".join(
+            str(s["data"].get("text", "")) for s in params["message"] if s["type"] == "text"
+        )
+        try:
+            await self._connection(self_id, self.cfg.reconnect_wait)
+            own = await self.history.own_messages(self_id, chat_id)
+        except NotConnected:
+            return False
+        if own is None or not match_sent([Owed(0, [text], started)], own):
+            return False
+        logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
+        return True
 
-def _int(value: str) -> int | str:
-    """OneBot ids are numbers; keep a non-numeric one (some bridges use strings) as it is."""
-    try:
-        return int(value)
-    except ValueError:
-        return value
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """The outbox asks, before sending rows owed from before a restart, which of them went
+        out already (sent, but the bot died before marking them): event id -> True (found in
+        the chat's history: mark delivered), False (not found, or the history cannot be read:
+        send). Rows of chats whose account is not connected are left out (ask again when it
+        is). One history action per chat."""
+        by_chat: dict[str, list[Owed]] = {}
+        for out, created in owed:
+            if out.event_id is not None:
+                by_chat.setdefault(out.chat_id, []).append(
+                    Owed(out.event_id, self.outbound.split(out.text), created)
+                )
+        verdicts: dict[int, bool] = {}
+        for chat_id, items in by_chat.items():
+            try:
+                verdicts |= await self.history.sent(self._self_id_for(chat_id), chat_id, items)
+            except (NotConnected, NotDelivered):
+                continue
+        return verdicts

@@ -40,7 +40,7 @@ from runtime import exposure
 from runtime.chat_locks import ChatLocks
 from runtime.exposure import Caller
 from runtime.model_set import ModelSet
-from runtime.outbox import Outbox
+from runtime.outbox import EventQueue, Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
 from runtime.settings import Settings
@@ -138,7 +138,7 @@ class Bot:
         self.model = model = self.models.set_default(model)
         self.router = FunctionCallRouter(self.registry, settings, model)
         self.channels: dict[str, OutboundChannel] = {}
-        self._subscribers: set[asyncio.Queue[OutgoingMessage]] = set()
+        self._subscribers: set[EventQueue] = set()
         self._locks = ChatLocks()
         # Set by runtime/cluster.py when the turns run in other processes (gateway role), or
         # when outgoing messages go out through another process (worker role).
@@ -253,13 +253,14 @@ class Bot:
     def add_channel(self, channel: OutboundChannel) -> None:
         self.channels[channel.platform] = channel
 
-    def subscribe(self) -> asyncio.Queue[OutgoingMessage]:
-        """A queue receiving every message the bot sends, to any chat (HTTP /v1/events)."""
-        queue: asyncio.Queue[OutgoingMessage] = asyncio.Queue(maxsize=1000)
+    def subscribe(self, *, wake_only: bool = False) -> EventQueue:
+        """A queue receiving every message the bot sends, to any chat (HTTP /v1/events);
+        `wake_only`: for a reader that reads the outbox table and only wants waking."""
+        queue = EventQueue(maxsize=1000, wake_only=wake_only)
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[OutgoingMessage]) -> None:
+    def unsubscribe(self, queue: EventQueue) -> None:
         self._subscribers.discard(queue)
 
     def publish(self, out: OutgoingMessage) -> None:
@@ -269,9 +270,7 @@ class Bot:
 
     def _publish(self, out: OutgoingMessage) -> None:
         for queue in self._subscribers:
-            if queue.full():  # a stalled reader loses its oldest event, never blocks the bot
-                queue.get_nowait()
-            queue.put_nowait(out)
+            queue.offer(out)  # never blocks the bot; what a stalled reader misses is noted
 
     def _history_values(self, out: OutgoingMessage, message_id: str = "") -> dict[str, Any]:
         """The history row of a message the bot sends, written with its outbox row;

@@ -34,7 +34,31 @@ _HOUSEKEEPING = 30.0
 
 
 class _Sender(Protocol):
+    """A channel. It may also have `find_sent(owed: list[tuple[OutgoingMessage, datetime]])
+    -> dict[event id, bool]`: which rows owed from before this start it finds sent already
+    (True), or not / cannot tell (False); rows it cannot check yet it leaves out."""
+
     async def send(self, message: OutgoingMessage) -> None: ...
+
+
+class EventQueue(asyncio.Queue[OutgoingMessage]):
+    """A /v1/events subscriber's queue. A reader that stalls never blocks the bot: when the
+    queue is full its oldest event makes room, and that event's id is noted in `dropped`, so
+    the reader fetches it again from the outbox table instead of losing it."""
+
+    def __init__(self, maxsize: int = 1000, *, wake_only: bool = False) -> None:
+        super().__init__(maxsize)
+        self.dropped: list[int] = []
+        self.wake_only = wake_only  # a reader that only wants waking (it reads the table)
+
+    def offer(self, out: OutgoingMessage) -> None:
+        if self.full():
+            old = self.get_nowait()
+            if old.event_id is not None and not self.wake_only:
+                if not self.dropped:
+                    logger.warning("an event subscriber fell 1000 events behind: replaying")
+                self.dropped.append(old.event_id)
+        self.put_nowait(out)
 
 
 def message_of(entry: OutboxEntry) -> OutgoingMessage:
@@ -70,6 +94,9 @@ class Outbox:
         # picked up, or a message written a moment ago could be sent twice.
         self._boot_id = 0
         self._released: set[int] = set()
+        # Rows owed from before start-up whose channel has said whether it sent them already
+        # (`find_sent`): each is asked about once.
+        self._checked: set[int] = set()
         self._marks: set[asyncio.Future[None]] = set()
         # Delivery marks waiting for the one write in flight: they go together in the next.
         self._batch: list[int] = []
@@ -280,8 +307,10 @@ class Outbox:
                     continue
                 by_chat.setdefault((entry.platform, entry.chat_id), []).append(entry)
             self._backlog |= set(by_chat)
+            unchecked = await self._find_sent(by_chat)
             results = await asyncio.gather(
-                *(self._drain_chat(rows) for rows in by_chat.values()), return_exceptions=True
+                *(self._drain_chat(rows, unchecked) for rows in by_chat.values()),
+                return_exceptions=True,
             )
             for key, ok in zip(by_chat, results, strict=True):
                 if ok is True and key not in self._deferred:
@@ -289,8 +318,52 @@ class Outbox:
             if not self._deferred or not any(r is True for r in results):
                 return
 
-    async def _drain_chat(self, rows: list[OutboxEntry]) -> bool:
+    async def _find_sent(self, by_chat: dict[tuple[str, str], list[OutboxEntry]]) -> set[int]:
+        """Rows owed from before this start may have gone out just before the bot died,
+        unmarked: before they are sent, a channel that can look (`find_sent`, OneBot's chat
+        history) says which were sent; those are marked delivered and dropped from `by_chat`.
+        Returns the rows it could not check yet (their chat waits: no account online)."""
+        unchecked: set[int] = set()
+        for platform, channel in self.channels.items():
+            find = getattr(channel, "find_sent", None)
+            todo = [
+                e
+                for (p, _), rows in by_chat.items()
+                if p == platform
+                for e in rows
+                if e.id <= self._boot_id and e.id not in self._checked
+            ]
+            if find is None or not todo:
+                continue
+            try:
+                verdicts = await find([(message_of(e), e.created_at) for e in todo])
+            except Exception as exc:  # cannot tell: send (at least once)
+                logger.opt(exception=exc).warning("{}: find_sent failed", platform)
+                verdicts = {e.id: False for e in todo}
+            sent = 0
+            for entry in todo:
+                verdict = verdicts.get(entry.id)
+                if verdict is None:
+                    unchecked.add(entry.id)
+                    continue
+                self._checked.add(entry.id)
+                if verdict:
+                    sent += 1
+                    await self.finish(message_of(entry), "delivered")
+                    by_chat[(entry.platform, entry.chat_id)].remove(entry)
+            if sent:
+                logger.warning(
+                    "{} message(s) to {} were sent before the last stop but not marked: "
+                    "marked delivered, not sent again",
+                    sent,
+                    platform,
+                )
+        return unchecked
+
+    async def _drain_chat(self, rows: list[OutboxEntry], unchecked: set[int]) -> bool:
         for entry in rows:
+            if entry.id in unchecked:
+                return False  # its channel must look first; it waits for an account
             try:
                 if not await self._send(message_of(entry), raise_refused=False):
                     return False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import IntegrityError
 
@@ -89,6 +89,22 @@ class ClusterStore:
         )
         with self.engine.connect() as conn:
             return list(conn.execute(q).all())
+
+    def recent_chats(self, platform: str, since: datetime) -> list[tuple[str, datetime]]:
+        """The chats of `platform` with a user message stored since `since`, each with the
+        time of its newest one: where a OneBot catch-up looks for messages missed while the
+        bot was away."""
+        m = messages_table.c
+        q = (
+            select(m.chat_id, func.max(m.created_at))
+            .where(m.platform == platform, m.role == "user", m.created_at >= since)
+            .group_by(m.chat_id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (str(chat), last if last.tzinfo else last.replace(tzinfo=UTC))
+                for chat, last in conn.execute(q)
+            ]
 
     def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
         """The history row already stored under this id (a redelivery after a worker died

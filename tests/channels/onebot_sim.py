@@ -74,6 +74,15 @@ class OneBotSim:
         # action name -> retcodes to answer the next calls with (100: bad params, 1200 ...)
         self.fail: dict[str, list[int]] = {}
         self.silent: set[str] = set()  # actions left unanswered (the bot must time out)
+        # chat ("group", id) / ("private", id) -> its messages, as get_group_msg_history gives
+        # them (incoming and the account's own sends); `history=False`: the implementation
+        # lacks the history actions (answers 1404, as Lagrange and LLOneBot builds without them)
+        self.history: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.history_supported = True
+        # action name -> how many of the next calls are carried out but the socket then drops
+        # before the answer (the bot cannot know whether they happened)
+        self.drop_after: dict[str, int] = {}
+        self.drops: list[tuple[int | None, str]] = []  # (close code, exception) per socket end
         self._ids = itertools.count(1001)
         self._session: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
@@ -140,13 +149,30 @@ class OneBotSim:
 
     async def _reader(self) -> None:
         assert self._ws is not None
-        async for frame in self._ws:
+        ws = self._ws
+        try:
+            await self._read(ws)
+        finally:
+            # Why the socket ended (a test or the soak reports it): close code and exception.
+            self.drops.append((ws.close_code, repr(ws.exception())))
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for frame in ws:
             if frame.type != aiohttp.WSMsgType.TEXT:
                 continue
             request = json.loads(frame.data)
             response = self._answer(request)
+            if self.drop_after.get(request.get("action"), 0) > 0:
+                # Carried out, but the socket drops before the answer (an implementation
+                # restarting at that instant): the bot cannot tell whether it happened.
+                self.drop_after[request["action"]] -= 1
+                async with self._changed:
+                    self.actions.append(request)
+                    self._changed.notify_all()
+                await ws.close()
+                return
             if response is not None:
-                await self._ws.send_str(json.dumps(response, ensure_ascii=False))
+                await ws.send_str(json.dumps(response, ensure_ascii=False))
             # Recorded once answered, so a test that saw an action can close the socket without
             # leaving the bot waiting for that answer.
             async with self._changed:
@@ -171,6 +197,18 @@ class OneBotSim:
         data: Any = None
         if action in ("send_private_msg", "send_group_msg", "send_msg"):
             data = {"message_id": next(self._ids)}
+            self._record_own(action, params, data["message_id"])
+        elif action in ("get_group_msg_history", "get_friend_msg_history"):
+            if not self.history_supported:
+                return self._not_found(action, echo)
+            kind, key = (
+                ("group", "group_id")
+                if action == "get_group_msg_history"
+                else ("private", "user_id")
+            )
+            found = self.history.get((kind, int(params.get(key, 0))), [])
+            count = int(params.get("count") or 20)
+            data = {"messages": found[-count:]}
         elif action == "get_msg":
             event = self.messages.get(int(params.get("message_id", 0)))
             if event is None:
@@ -195,15 +233,45 @@ class OneBotSim:
         elif action == "set_friend_add_request":
             data = None
         else:
-            return {
-                "status": "failed",
-                "retcode": 1404,
-                "data": None,
-                "echo": echo,
-                "msg": "API_NOT_FOUND",
-                "wording": f"{action} not implemented",
-            }
+            return self._not_found(action, echo)
         return {"status": "ok", "retcode": 0, "data": data, "echo": echo}
+
+    @staticmethod
+    def _not_found(action: Any, echo: Any) -> dict[str, Any]:
+        return {
+            "status": "failed",
+            "retcode": 1404,
+            "data": None,
+            "echo": echo,
+            "msg": "API_NOT_FOUND",
+            "wording": f"{action} not implemented",
+        }
+
+    def _record_own(self, action: str, params: dict[str, Any], message_id: int) -> None:
+        """The account's own message in its chat's history, shaped as NapCat returns it from
+        get_group_msg_history (`post_type: "message_sent"`, the account as `user_id`)."""
+        group = action == "send_group_msg" or params.get("message_type") == "group"
+        target = int(params.get("group_id" if group else "user_id", 0))
+        message = params.get("message", "")
+        entry: dict[str, Any] = {
+            "self_id": self.self_id,
+            "user_id": self.self_id,
+            "time": int(time.time()),
+            "message_id": message_id,
+            "real_id": message_id,
+            "message_seq": message_id,
+            "message_type": "group" if group else "private",
+            "sender": {"user_id": self.self_id, "nickname": "simbot", "card": "", "role": "member"},
+            "raw_message": message if isinstance(message, str) else _to_cq(message),
+            "font": 14,
+            "sub_type": "normal" if group else "friend",
+            "message": message,
+            "message_format": "array" if isinstance(message, list) else "string",
+            "post_type": "message_sent",
+        }
+        if group:
+            entry["group_id"] = target
+        self.history.setdefault(("group" if group else "private", target), []).append(entry)
 
     def sent(self, action: str | None = None) -> list[dict[str, Any]]:
         """Actions received (optionally only one kind), in order."""
@@ -268,6 +336,12 @@ class OneBotSim:
         self.messages[message_id] = event
         return event
 
+    def _said(self, event: dict[str, Any]) -> None:
+        """A message said in its chat: in the chat's history (get_group_msg_history)."""
+        kind = event["message_type"]
+        chat = (kind, event["group_id"] if kind == "group" else event["user_id"])
+        self.history.setdefault(chat, []).append({**event, "message_seq": event["message_id"]})
+
     async def group_message(
         self,
         group_id: int,
@@ -277,8 +351,10 @@ class OneBotSim:
         nickname: str = "小不点",
         card: str = "",
         role: str = "member",
+        deliver: bool = True,
     ) -> dict[str, Any]:
-        """event/message.md, 群消息."""
+        """event/message.md, 群消息. `deliver=False` only records it in the group's history (said
+        while the bot was not connected: implementations do not keep such events)."""
         event = self._message_event(
             "group",
             user_id,
@@ -298,7 +374,9 @@ class OneBotSim:
             group_id=group_id,
             anonymous=None,
         )
-        await self.post(event)
+        self._said(event)
+        if deliver:
+            await self.post(event)
         return event
 
     async def private_message(
@@ -318,6 +396,7 @@ class OneBotSim:
             {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
             sub_type="friend",
         )
+        self._said(event)
         if deliver:
             await self.post(event)
         return event

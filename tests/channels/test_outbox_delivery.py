@@ -134,6 +134,26 @@ async def test_reconnect_with_last_event_id_gets_every_missed_event_in_order(
     ]
 
 
+async def test_a_reader_that_falls_1000_events_behind_still_gets_every_event(
+    http_bot: tuple[Bot, str],
+) -> None:
+    """The soak found it: a /v1/events reader that fell behind under load silently lost the
+    oldest events its queue dropped (507 HTTP replies in one run). Dropped ids are now fetched
+    again from the outbox."""
+    bot, url = http_bot
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/events") as events:
+        await events.content.readline()  # ": connected": subscribed
+        written = []
+        for i in range(1500):
+            message = out(f"m{i}", chat="c9")
+            await bot.outbox.write(message)
+            written.append(message)
+        for message in written:  # all at once: the stream cannot keep up
+            bot.publish(message)
+        got = await read_events(events, 1500)
+    assert [i for i, _ in got] == list(range(1, 1501))
+
+
 async def test_bad_last_event_id_is_a_400(http_bot: tuple[Bot, str]) -> None:
     _bot, url = http_bot
     async with aiohttp.ClientSession() as s, s.get(f"{url}/v1/events?since=abc") as r:
