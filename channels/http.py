@@ -428,7 +428,8 @@ class HttpChannel(Channel):
                     events = await reader.read()
                     if not events:
                         with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(wake.get(), reader.poll)
+                            async with asyncio.timeout(reader.poll):
+                                await wake.get()
                         while not wake.empty():
                             wake.get_nowait()
                         continue
@@ -477,7 +478,8 @@ class HttpChannel(Channel):
                 "webhook POST of event {} failed ({}): retry in {:.1f} s", out.event_id, why, delay
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._stopping.wait()
             delay = min(delay * 2, 60.0)
         return False
 

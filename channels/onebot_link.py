@@ -220,7 +220,8 @@ class OneBotLink(Channel):
                 await asyncio.sleep(min(0.05, remaining))  # closing: wait for the drop
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await event.wait()
 
     async def call_action(
         self,
@@ -245,7 +246,8 @@ class OneBotLink(Channel):
                         {"action": action, "params": params, "echo": echo}, ensure_ascii=False
                     )
                 )
-            resp = await asyncio.wait_for(fut, timeout or self.cfg.action_timeout)
+            async with asyncio.timeout(timeout or self.cfg.action_timeout):
+                resp = await fut
         except TimeoutError:
             raise ActionTimeout(action, -1, "no response in time") from None
         except (ConnectionError, RuntimeError, NotConnected) as exc:  # socket closed under us

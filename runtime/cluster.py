@@ -122,7 +122,8 @@ class Gateway:
             await self.broker.publish_incoming(msg.platform, msg.chat_id, body)
             self.published += 1
             try:
-                await asyncio.wait_for(waiting.done.wait(), self.wait)
+                async with asyncio.timeout(self.wait):
+                    await waiting.done.wait()
             except TimeoutError:
                 logger.bind(chat_id=msg.chat_id).warning(
                     "no worker finished message {} within {:.0f} s", msg.message_id, self.wait

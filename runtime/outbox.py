@@ -271,8 +271,7 @@ class Outbox:
             self._once.cancel()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # unlike `await task`, never eats our own cancel
             self._task = None
 
     async def _run(self) -> None:
@@ -287,8 +286,11 @@ class Outbox:
                 raise
             except Exception as exc:  # a locked database: try again on the next round
                 logger.warning("outbox round failed: {}", exc)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
+            # arrives as the wake-up does, and `stop()` then waited for this loop for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL if self._backlog else 10 * POLL)
+                async with asyncio.timeout(POLL if self._backlog else 10 * POLL):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def drain(self) -> None:

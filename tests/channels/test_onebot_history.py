@@ -17,7 +17,7 @@ from channels.onebot import OneBotChannel
 from channels.onebot_history import Owed, match_sent, own_texts
 from common.messages import OutgoingMessage
 from runtime.bot import Bot
-from storage.models import OutboxRow
+from storage.models import outbox_table
 from tests.channels.conftest import TOKEN
 from tests.channels.onebot_sim import OneBotSim, at, plain, text
 from tests.channels.test_outbox_delivery import make_bot, states, until_states
@@ -41,9 +41,8 @@ async def _kill_after_sending(tmp_path: Path, sim_holder: list[OneBotSim]) -> No
     await sim.close()
     await bot.send(OutgoingMessage("onebot", "group:43", "never sent", True))
     await until_states(bot, [(1, "delivered"), (2, "pending")])
-    with bot.storage.session() as s:
-        s.execute(update(OutboxRow).where(OutboxRow.id == 1).values(state="pending"))
-        s.commit()
+    with bot.storage.engine.begin() as conn:
+        conn.execute(update(outbox_table).where(outbox_table.c.id == 1).values(state="pending"))
     await channel.stop()
     await bot.aclose()
 
