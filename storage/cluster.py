@@ -6,10 +6,26 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import HandledMessageRow, MessageRow, WorkerRow
+
+_CONFLICT_INSERT = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+def _handled(
+    platform: str, chat_id: str, message_id: str, worker: str, replies: int
+) -> dict[str, object]:
+    return {
+        "platform": platform,
+        "chat_id": chat_id,
+        "message_id": message_id,
+        "worker": worker,
+        "replies": replies,
+        "finished_at": datetime.now(UTC),
+    }
 
 
 class ClusterStore:
@@ -34,18 +50,33 @@ class ClusterStore:
         try:
             with self.engine.begin() as conn:
                 conn.execute(
-                    HandledMessageRow.__table__.insert().values(
-                        platform=platform,
-                        chat_id=chat_id,
-                        message_id=message_id,
-                        worker=worker,
-                        replies=replies,
-                        finished_at=datetime.now(UTC),
-                    )
+                    HandledMessageRow.__table__.insert(),
+                    _handled(platform, chat_id, message_id, worker, replies),
                 )
             return True
         except IntegrityError:
             return False
+
+    def finish_in(
+        self,
+        conn: Connection,
+        platform: str,
+        chat_id: str,
+        message_id: str,
+        worker: str,
+        replies: int,
+    ) -> bool | None:
+        """`finish` inside a transaction the caller holds, as an insert that skips a row
+        already recorded (an IntegrityError would roll back the caller's other writes). None
+        on a database without such an insert: the caller uses `finish` after its commit."""
+        insert = _CONFLICT_INSERT.get(conn.dialect.name)
+        if insert is None:
+            return None
+        stmt = insert(HandledMessageRow.__table__).on_conflict_do_nothing(
+            index_elements=["platform", "chat_id", "message_id"]
+        )
+        done = conn.execute(stmt, _handled(platform, chat_id, message_id, worker, replies))
+        return bool(done.rowcount)
 
     def unfinished(self, since: datetime) -> list[MessageRow]:
         """User messages stored since `since` whose turn never finished (a crash cut it), in

@@ -28,7 +28,7 @@ from storage import schema
 from storage.chat_state import ChatState
 from storage.cluster import ClusterStore
 from storage.models import MessageRow, ToolCallRow
-from storage.outbox import OutboxStore
+from storage.outbox import OutboxStore, mark_delivered_in
 from storage.schema import SchemaState
 
 R = TypeVar("R")
@@ -166,6 +166,26 @@ class Storage:
             )
             trans.rollback()
             conn.execute(text("SELECT 1"))
+
+    def finish_turn(
+        self,
+        delivered: list[int],
+        platform: str,
+        chat_id: str,
+        message_id: str,
+        worker: str,
+        replies: int,
+    ) -> bool:
+        """Mark the outbox rows `delivered` and record the turn of `message_id` as finished
+        (`ClusterStore.finish`), in one transaction: the end of a turn is one write, not a
+        delivery mark and then a handled-message row (bench/README.md, "CPU per message").
+        Returns False when the turn was recorded already."""
+        with self.engine.begin() as conn:
+            mark_delivered_in(conn, delivered)
+            recorded = self.cluster.finish_in(conn, platform, chat_id, message_id, worker, replies)
+        if recorded is None:  # a database without INSERT .. ON CONFLICT: its own transaction
+            return self.cluster.finish(platform, chat_id, message_id, worker, replies)
+        return recorded
 
     # -- history ---------------------------------------------------------------------------
     def add_message(

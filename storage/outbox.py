@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import MessageRow, OutboxCursorRow, OutboxRow
@@ -41,6 +41,18 @@ _COLUMNS = (
     OutboxRow.state,
     OutboxRow.created_at,
 )
+
+
+def mark_delivered_in(conn: Connection, event_ids: list[int]) -> None:
+    """`OutboxStore.mark_delivered` inside a transaction the caller holds (a turn's last marks
+    and its handled-message row are one write: `Storage.finish_turn`)."""
+    if not event_ids:
+        return
+    conn.execute(
+        update(OutboxRow)
+        .where(OutboxRow.id.in_(event_ids))
+        .values(state="delivered", attempts=OutboxRow.attempts + 1, updated_at=datetime.now(UTC))
+    )
 
 
 class OutboxStore:
@@ -132,15 +144,7 @@ class OutboxStore:
         marks queued meanwhile land in one write instead of hundreds, so a crash soon after
         finds fewer rows it would send again."""
         with self.engine.begin() as conn:
-            conn.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id.in_(event_ids))
-                .values(
-                    state="delivered",
-                    attempts=OutboxRow.attempts + 1,
-                    updated_at=datetime.now(UTC),
-                )
-            )
+            mark_delivered_in(conn, event_ids)
 
     def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:
         q = select(*_COLUMNS).where(OutboxRow.state == "pending")
