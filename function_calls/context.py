@@ -55,6 +55,16 @@ class TurnState:
 
     requests: int = 0
     reserved_calls: int = 0
+    # Usage rows not written yet (`FunctionCallRouter.dispatch` writes them with the turn's
+    # next tool-call row or at its end); None outside a dispatch: written at once.
+    usage: list[dict[str, Any]] | None = None
+
+    def take_usage(self) -> list[dict[str, Any]]:
+        """The usage rows waiting to be written, now the caller's to write."""
+        rows = self.usage or []
+        if self.usage:
+            self.usage = []
+        return rows
 
 
 class MessageContext:

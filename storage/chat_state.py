@@ -124,6 +124,11 @@ class ChatState:
         with self.engine.begin() as conn:
             conn.execute(insert(UsageRow.__table__), values)
 
+    def add_usage_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Several usage rows (a turn's requests) in one transaction."""
+        with self.engine.begin() as conn:
+            add_usage_in(conn, rows)
+
     def usage_rows(self, chat_id: str | None = None) -> list[UsageRow]:
         """Every usage row (of one chat), oldest first: for tests and audits."""
         from sqlalchemy.orm import Session
@@ -235,6 +240,12 @@ def _value(conn: Connection, counter: Counter) -> int:
 def _order(counter: Counter) -> tuple[str, ...]:
     """The order rows are locked in: the same in every process, so no deadlock."""
     return (counter.scope, counter.platform, counter.key, counter.metric, counter.window)
+
+
+def add_usage_in(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Usage rows (with their `created_at`) inside a transaction the caller holds."""
+    if rows:
+        conn.execute(insert(UsageRow.__table__), rows)
 
 
 def _insert(bind: Engine | Connection) -> Any:

@@ -25,7 +25,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import schema
-from storage.chat_state import ChatState
+from storage.chat_state import ChatState, add_usage_in
 from storage.cluster import ClusterStore
 from storage.models import MessageRow, ToolCallRow
 from storage.outbox import OutboxStore, mark_delivered_in
@@ -318,7 +318,10 @@ class Storage:
         outcome: str,
         detail: str = "",
         duration_ms: float = 0.0,
+        usage: list[dict[str, Any]] | None = None,
     ) -> None:
+        """The audit row of a function call; `usage`: usage rows of the turn's model requests
+        so far, written in the same transaction (`ChatState.add_usage_rows`)."""
         args_text = (
             arguments
             if isinstance(arguments, str)
@@ -339,6 +342,8 @@ class Storage:
         }
         with self.engine.begin() as conn:  # Core insert, once per call: see add_message
             conn.execute(_INSERT_TOOL_CALL, values)
+            if usage:
+                add_usage_in(conn, usage)
 
     def tool_calls(self, chat_id: str | None = None) -> list[ToolCallRow]:
         q = select(ToolCallRow).order_by(ToolCallRow.id)
