@@ -3,7 +3,9 @@ id (idempotent redelivery) and the live workers (partition balance). Synchronous
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -13,6 +15,17 @@ from sqlalchemy.exc import IntegrityError
 from storage.models import HandledMessageRow, MessageRow, WorkerRow
 
 _CONFLICT_INSERT = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+
+@functools.cache
+def _handled_insert(dialect: str) -> Any:
+    """INSERT .. ON CONFLICT DO NOTHING into handled_messages, built once per dialect."""
+    insert = _CONFLICT_INSERT.get(dialect)
+    if insert is None:
+        return None
+    return insert(HandledMessageRow.__table__).on_conflict_do_nothing(
+        index_elements=["platform", "chat_id", "message_id"]
+    )
 
 
 def _handled(
@@ -69,12 +82,9 @@ class ClusterStore:
         """`finish` inside a transaction the caller holds, as an insert that skips a row
         already recorded (an IntegrityError would roll back the caller's other writes). None
         on a database without such an insert: the caller uses `finish` after its commit."""
-        insert = _CONFLICT_INSERT.get(conn.dialect.name)
-        if insert is None:
+        stmt = _handled_insert(conn.dialect.name)
+        if stmt is None:
             return None
-        stmt = insert(HandledMessageRow.__table__).on_conflict_do_nothing(
-            index_elements=["platform", "chat_id", "message_id"]
-        )
         done = conn.execute(stmt, _handled(platform, chat_id, message_id, worker, replies))
         return bool(done.rowcount)
 
