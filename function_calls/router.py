@@ -89,7 +89,8 @@ class FunctionCallRouter:
             return await self._dispatch(ctx)
         finally:
             rows, ctx.turn.usage = ctx.turn.usage, None
-            if rows:
+            taker = ctx.turn.usage_taker
+            if rows and not (taker is not None and taker(rows)):
                 try:
                     ctx.storage.chat_state.add_usage_rows(rows)
                 except Exception as exc:  # the record must never take the reply down with it

@@ -495,6 +495,7 @@ class Bot:
             await self.deliver(out, sink)
 
         ctx = self.context_for(msg, deliver, stored_id=stored_id, on_stream=on_stream)
+        ctx.turn.usage_taker = self.outbox.add_to_turn_end  # Bot.handle: one write at the end
         try:
             await self.router.dispatch(ctx)
         except Exception as exc:  # the one place an unexpected bug meets the user

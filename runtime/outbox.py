@@ -59,11 +59,12 @@ class HeldMarks:
     """The delivery marks one turn holds back (`Outbox.hold`), and the timer that lets them go
     after `HOLD` seconds if the turn has not ended by then."""
 
-    __slots__ = ("task", "ids", "marks", "_timer")
+    __slots__ = ("task", "ids", "usage", "marks", "_timer")
 
     def __init__(self, task: asyncio.Task[Any]) -> None:
         self.task = task
         self.ids: list[int] = []
+        self.usage: list[dict[str, Any]] = []  # the turn's last usage rows (add_to_turn_end)
         self.marks: list[asyncio.Future[None]] = []  # marks let go before the turn ended
         self._timer: asyncio.TimerHandle | None = None
 
@@ -81,12 +82,24 @@ class HeldMarks:
         """Write the held marks now, as `finish` does (batched, tracked, errors logged)."""
         self.cancel_timer()
         ids, self.ids = self.ids, []
+        usage, self.usage = self.usage, []
+        if usage:
+            storage = outbox.storage
+            write = asyncio.ensure_future(storage.run(storage.chat_state.add_usage_rows, usage))
+            outbox._marks.add(write)
+            write.add_done_callback(outbox._marks.discard)
+            write.add_done_callback(functools.partial(_log_failed_usage, len(usage)))
         for event_id in ids:
             mark = outbox._mark_delivered(event_id)
             outbox._marks.add(mark)
             mark.add_done_callback(outbox._marks.discard)
             mark.add_done_callback(functools.partial(_log_failed_mark, event_id))
             self.marks.append(mark)
+
+
+def _log_failed_usage(rows: int, write: asyncio.Future[None]) -> None:
+    if not write.cancelled() and write.exception() is not None:
+        logger.error("{} usage row(s) not written: {}", rows, write.exception())
 
 
 def _log_failed_mark(event_id: int, mark: asyncio.Future[None]) -> None:
@@ -204,15 +217,26 @@ class Outbox:
             del self._held[held.task]
         held.flush(self)
 
+    def add_to_turn_end(self, usage: list[dict[str, Any]]) -> bool:
+        """Usage rows the current task's turn writes in its `end_turn` write; False when the
+        task holds no turn (the caller writes them)."""
+        held = self._held.get(asyncio.current_task())  # type: ignore[arg-type]
+        if held is None:
+            return False
+        held.usage.extend(usage)
+        return True
+
     async def end_turn(self, held: HeldMarks, write: Callable[..., R], *args: Any) -> R:
-        """Stop holding and run `write(held ids, *args)` (a storage function marking them
-        delivered and recording the turn, one transaction) through `Storage.run`, tracked
-        like a mark (`stop` waits for it). Marks the hold already let go are awaited too."""
+        """Stop holding and run `write(held ids, usage rows, *args)` (a storage function
+        marking them delivered and recording the turn, one transaction) through
+        `Storage.run`, tracked like a mark (`stop` waits for it). Marks the hold already let
+        go are awaited too."""
         if self._held.get(held.task) is held:
             del self._held[held.task]
         held.cancel_timer()
         ids, held.ids = held.ids, []
-        done = asyncio.ensure_future(self.storage.run(write, ids, *args))
+        usage, held.usage = held.usage, []
+        done = asyncio.ensure_future(self.storage.run(write, ids, usage, *args))
         self._marks.add(done)
         done.add_done_callback(self._marks.discard)
         for mark in held.marks:

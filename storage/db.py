@@ -170,18 +170,21 @@ class Storage:
     def finish_turn(
         self,
         delivered: list[int],
+        usage: list[dict[str, Any]],
         platform: str,
         chat_id: str,
         message_id: str,
         worker: str,
         replies: int,
     ) -> bool:
-        """Mark the outbox rows `delivered` and record the turn of `message_id` as finished
-        (`ClusterStore.finish`), in one transaction: the end of a turn is one write, not a
-        delivery mark and then a handled-message row (bench/README.md, "CPU per message").
-        Returns False when the turn was recorded already."""
+        """Mark the outbox rows `delivered`, write the turn's last `usage` rows and record the
+        turn of `message_id` as finished (`ClusterStore.finish`), in one transaction: the end
+        of a turn is one write, not a delivery mark, usage rows and then a handled-message row
+        (bench/README.md, "CPU per message"). Returns False when the turn was recorded
+        already."""
         with self.engine.begin() as conn:
             mark_delivered_in(conn, delivered)
+            add_usage_in(conn, usage)
             recorded = self.cluster.finish_in(conn, platform, chat_id, message_id, worker, replies)
         if recorded is None:  # a database without INSERT .. ON CONFLICT: its own transaction
             return self.cluster.finish(platform, chat_id, message_id, worker, replies)

@@ -10,10 +10,15 @@ from pathlib import Path
 from sqlalchemy import event, select
 
 from common.messages import IncomingMessage, OutgoingMessage
+from function_calls.testing import TestBot
+from providers.factory import build_model
 from runtime import outbox as outbox_module
 from runtime.bot import Bot
 from runtime.settings import parse_settings
 from storage.models import HandledMessageRow, OutboxRow
+from tests.fakes.protocols import Turn, model_config, replies
+from tests.fakes.raw_replay import RawReplayServer
+from tests.runtime.functions import make_registry
 
 
 def make_bot(tmp_path: Path) -> Bot:
@@ -119,8 +124,35 @@ async def test_stop_writes_the_marks_a_turn_holds(tmp_path: Path) -> None:
 async def test_finish_turn_twice_records_once(tmp_path: Path) -> None:
     bot = make_bot(tmp_path)
     try:
-        assert bot.storage.finish_turn([], "test", "c1", "m1", "w1", 1) is True
-        assert bot.storage.finish_turn([], "test", "c1", "m1", "w2", 2) is False
+        assert bot.storage.finish_turn([], [], "test", "c1", "m1", "w1", 1) is True
+        assert bot.storage.finish_turn([], [], "test", "c1", "m1", "w2", 2) is False
         assert handled(bot) == [("m1", 1)]
     finally:
         await bot.aclose()
+
+
+async def test_a_tool_turn_writes_its_usage_rows_with_its_other_writes(tmp_path: Path) -> None:
+    """Two model requests and a function call: the first usage row goes with the tool-call
+    row, the second with the turn's end; no write of their own."""
+    async with RawReplayServer() as server:
+        turns = [Turn(calls=[("weather", {"city": "Oslo"})]), Turn(text="Sunny in Oslo.")]
+        server.queue = list(replies("openai", turns, stream=False))
+        model = build_model("main", model_config("openai", server.url, stream=False))
+        tb = TestBot(tmp_path, model=model, registry=make_registry([]), builtins=False)
+        commits: list[int] = []
+        event.listen(tb.bot.storage.engine, "commit", lambda _conn: commits.append(1))
+        try:
+            msg = IncomingMessage(
+                platform="test", chat_id="c1", sender_id="u", text="weather?", message_id="m1"
+            )
+            sent = await tb.bot.handle(msg, _take)
+        finally:
+            await tb.aclose()
+    assert [o.text for o in sent] == ["Sunny in Oslo."]
+    assert len(tb.bot.storage.chat_state.usage_rows()) == 2
+    assert len(tb.bot.storage.tool_calls()) == 1
+    assert states(tb.bot) == ["delivered"]
+    assert handled(tb.bot) == [("m1", 1)]
+    # The user's row; the tool-call row with usage row 1; the reply's outbox + history row;
+    # the mark, usage row 2 and the handled-message row.
+    assert len(commits) == 4
