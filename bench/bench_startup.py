@@ -10,10 +10,23 @@ Measured:
 - **peak RSS**: `VmHWM` from `/proc/<pid>/status` after `--messages` messages were posted to
   `/v1/messages` (each one: the model calls `get_weather`, the function runs, the model answers),
   every message in its own chat, `--concurrency` in flight;
-- with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative.
+- with `--importtime`, the slowest imports of one start (`python -X importtime`), cumulative;
+- with `--raw`, the peak RSS of the raw-SDK loop (the same tool loop hand-written on one
+  `AsyncOpenAI`, same messages and concurrency) in a process that imports nothing else.
+
+The serving start is the last of `--runs`: the first start of the fresh database runs the
+migrations (Alembic), which a production start does not, so use `--runs 2` or more.
+
+`--without trio` runs the bot as if the named top-level packages were not installed (a
+`sitecustomize` on PYTHONPATH makes importing them raise ModuleNotFoundError, what an
+uninstalled package does). On the development machine `trio` comes with selenium from the test
+extras, and httpcore2 (the openai SDK's HTTP stack) imports it whenever it is importable; a
+production install (`pip install chatfn[all]`) lacks it.
 
     python bench/bench_startup.py                    # 5 starts, 300 messages
     python bench/bench_startup.py --importtime 15    # plus the 15 costliest imports
+    python bench/bench_startup.py --without trio     # as a production install would run
+    python bench/bench_startup.py --raw              # plus the raw-SDK reference
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -73,6 +87,65 @@ def write_config(folder: Path, model_url: str, port: int) -> Path:
     path = folder / "config.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
     return path
+
+
+# The raw-SDK reference: the same tool loop (get_weather, then the answer) written by hand on
+# one AsyncOpenAI client, in a process of its own that imports nothing else; its peak RSS after
+# the same messages at the same concurrency is what the bot is compared with.
+RAW_LOOP = """
+import asyncio, json, sys
+from pathlib import Path
+from openai import AsyncOpenAI
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {
+        "type": "string", "description": "City name, e.g. Paris"}}, "required": ["city"]}}}]
+
+
+async def main(url, messages, concurrency):
+    client = AsyncOpenAI(api_key="bench", base_url=url, max_retries=2, timeout=60.0)
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i):
+        async with sem:
+            history = [{"role": "system", "content": "You are a helpful assistant."},
+                       {"role": "user", "content": "Weather in Paris?"}]
+            first = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=history, tools=TOOLS)
+            reply = first.choices[0].message
+            history.append({"role": "assistant", "tool_calls": [
+                {"id": c.id, "type": "function", "function": {
+                    "name": c.function.name, "arguments": c.function.arguments}}
+                for c in reply.tool_calls or []]})
+            for c in reply.tool_calls or []:
+                city = json.loads(c.function.arguments)["city"]
+                history.append({"role": "tool", "tool_call_id": c.id,
+                                "content": json.dumps({"city": city, "temp_c": 18})})
+            second = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=history, tools=TOOLS)
+            assert second.choices[0].message.content
+
+    await asyncio.gather(*(one(i) for i in range(messages)))
+    await client.close()
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            print(int(line.split()[1]) / 1024)
+
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+def raw_peak_mb(url: str, messages: int, concurrency: int, env: dict[str, str]) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", RAW_LOOP, url, str(messages), str(concurrency)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    ).stdout
+    return float(out.split()[-1])
 
 
 def free_port() -> int:
@@ -129,12 +202,45 @@ async def serve(port: int, messages: int, concurrency: int) -> None:
         await asyncio.gather(*(one(i) for i in range(messages)))
 
 
+HIDE = """
+import sys
+
+
+class _NotInstalled:
+    \"\"\"Importing a hidden package fails as if it were not installed.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def hiding(folder: Path, names: list[str]) -> dict[str, str]:
+    """The environment of a bot that cannot import `names` (see the module docstring)."""
+    if not names:
+        return {}
+    site = folder / "hide"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(HIDE.format(names=set(names)))
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
 def start_bot(
-    config: Path, port: int, extra: list[str] | None = None, stderr: Any = None
+    config: Path,
+    port: int,
+    extra: list[str] | None = None,
+    stderr: Any = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, *(extra or []), "bot.py", "--channel", "http", "--config", str(config)]
     cmd += ["--port", str(port)]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, **(env or {})}
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -146,11 +252,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def importtime(config: Path, top: int) -> list[tuple[float, str]]:
+def importtime(config: Path, top: int, env: dict[str, str]) -> list[tuple[float, str]]:
     port = free_port()
     # A file, not a pipe: -X importtime writes more than a pipe buffer before /healthz answers.
     with tempfile.TemporaryFile() as err:
-        proc = start_bot(config, port, ["-X", "importtime"], stderr=err)
+        proc = start_bot(config, port, ["-X", "importtime"], stderr=err, env=env)
         try:
             wait_healthz(port, proc)
         finally:
@@ -174,6 +280,18 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--importtime", type=int, default=0, metavar="TOP")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="PACKAGE",
+        help="run the bot as if this top-level package were not installed (repeatable)",
+    )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="also measure the raw-SDK loop's peak RSS (same messages, own process)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     starts: list[float] = []
@@ -182,9 +300,10 @@ def main() -> None:
         folder = Path(tmp)
         port = free_port()
         config = write_config(folder, server.url, port)
+        env = hiding(folder, args.without)
         for run in range(args.runs):
             t0 = time.perf_counter()
-            proc = start_bot(config, port)
+            proc = start_bot(config, port, env=env)
             try:
                 starts.append(wait_healthz(port, proc) - t0)
                 idle = rss_mb(proc.pid)
@@ -197,13 +316,20 @@ def main() -> None:
         result["healthz_s_median"] = round(statistics.median(starts), 3)
         result["healthz_s_all"] = [round(s, 3) for s in starts]
         result["messages"] = args.messages
+        result["without"] = args.without
+        if args.raw:
+            result["raw_sdk_peak_rss_mb"] = round(
+                raw_peak_mb(server.url, args.messages, args.concurrency, env), 1
+            )
         if args.importtime:
             result["importtime_ms"] = [
-                [round(ms, 1), n] for ms, n in importtime(config, args.importtime)
+                [round(ms, 1), n] for ms, n in importtime(config, args.importtime, env)
             ]
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    if args.without:
+        print(f"without: {', '.join(args.without)}")
     print(
         f"time to /healthz: median {result['healthz_s_median']} s"
         f"  (runs: {result['healthz_s_all']})"
@@ -212,6 +338,8 @@ def main() -> None:
         f"RSS after start: {result['rss_idle_mb']} MB; "
         f"peak RSS after {args.messages} messages: {result['peak_rss_mb']} MB"
     )
+    if args.raw:
+        print(f"raw-SDK loop, same messages: peak RSS {result['raw_sdk_peak_rss_mb']} MB")
     for ms, name in result.get("importtime_ms", []):  # type: ignore[union-attr]
         print(f"  {ms:8.1f} ms  {name}")
 

@@ -48,7 +48,6 @@ from common.messages import (
     StreamEvent,
     clean_text,
 )
-from common.metrics import CONTENT_TYPE_LATEST
 from runtime.bot import Bot
 from runtime.outbox import EventReader
 
@@ -174,8 +173,8 @@ class HttpChannel(Channel):
         )
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        body = self.bot.metrics.render()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body, content_type = self.bot.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def index(self, request: web.Request) -> web.Response:
         """The web chat page with its labels in the bot's language (`?lang=zh|en` chooses

@@ -1,68 +1,189 @@
 """The bot's Prometheus metrics, served by the HTTP channel at `GET /metrics`.
 
-One registry per bot (not prometheus_client's global one), so several bots in one process (the
-test suite) never share or collide on counters. Every layer counts through this object: channels
-and the runtime count messages, the core counts model requests, tool calls and limit refusals.
+One set of metrics per bot (not prometheus_client's global registry), so several bots in one
+process (the test suite) never share or collide on counters. Every layer counts through this
+object: channels and the runtime count messages, the core counts model requests, tool calls and
+limit refusals.
+
+The counts are plain numbers kept here; prometheus_client (about 1 MB of a bot's memory, with
+its WSGI and multiprocess modules) is imported only when `/metrics` is first scraped, and
+renders them through a custom collector in its own text format. A bot nobody scrapes never
+loads it (bench/README.md, "Memory and start-up").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+__all__ = ["Metrics"]
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+class _Child:
+    """One labelled series of a counter (`counter.labels(...).inc(n)`)."""
+
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: _Counter, key: tuple[str, ...]) -> None:
+        self._family, self._key = family, key
+
+    def inc(self, amount: float = 1.0) -> None:
+        if amount < 0:
+            raise ValueError("a counter only goes up")
+        values = self._family.values
+        with self._family.lock:
+            values[self._key] = values.get(self._key, 0.0) + amount
+
+
+class _Counter:
+    """A counter family: label values -> total."""
+
+    def __init__(self, name: str, doc: str, labels: list[str]) -> None:
+        self.name, self.doc, self.label_names = name, doc, labels
+        self.values: dict[tuple[str, ...], float] = {}
+        self.lock = threading.Lock()
+
+    def labels(self, *values: str) -> _Child:
+        if len(values) != len(self.label_names):
+            raise ValueError(f"{self.name}: labels {self.label_names}, got {values}")
+        return _Child(self, tuple(str(v) for v in values))
+
+
+class _Observer:
+    __slots__ = ("_family", "_key")
+
+    def __init__(self, family: _Histogram, key: tuple[str, ...]) -> None:
+        self._family, self._key = family, key
+
+    def observe(self, value: float) -> None:
+        family = self._family
+        with family.lock:
+            series = family.series.get(self._key)
+            if series is None:
+                series = family.series[self._key] = [[0] * len(family.bounds), 0.0]
+            counts = series[0]
+            for i, bound in enumerate(family.bounds):  # non-cumulative; summed on render
+                if value <= bound:
+                    counts[i] += 1
+                    break
+            series[1] += value
+
+
+class _Histogram:
+    """A histogram family: label values -> (count per bucket, sum)."""
+
+    def __init__(self, name: str, doc: str, labels: list[str], buckets: tuple[float, ...]):
+        self.name, self.doc, self.label_names = name, doc, labels
+        self.bounds = (*sorted(float(b) for b in buckets), math.inf)
+        self.series: dict[tuple[str, ...], list[Any]] = {}
+        self.lock = threading.Lock()
+
+    def labels(self, *values: str) -> _Observer:
+        if len(values) != len(self.label_names):
+            raise ValueError(f"{self.name}: labels {self.label_names}, got {values}")
+        return _Observer(self, tuple(str(v) for v in values))
 
 
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.messages_in = Counter(
-            "chatfn_messages_in", "Messages received, per channel.", ["channel"], registry=r
+        self.messages_in = _Counter(
+            "chatfn_messages_in", "Messages received, per channel.", ["channel"]
         )
-        self.messages_out = Counter(
-            "chatfn_messages_out", "Messages sent, per channel.", ["channel"], registry=r
+        self.messages_out = _Counter(
+            "chatfn_messages_out", "Messages sent, per channel.", ["channel"]
         )
-        self.model_requests = Counter(
-            "chatfn_model_requests",
-            "Model requests, per model and outcome.",
-            ["model", "outcome"],
-            registry=r,
+        self.model_requests = _Counter(
+            "chatfn_model_requests", "Model requests, per model and outcome.", ["model", "outcome"]
         )
-        self.model_tokens = Counter(
+        self.model_tokens = _Counter(
             "chatfn_model_tokens",
             "Tokens the provider reported, per model and kind (prompt, completion, cached, "
             "reasoning).",
             ["model", "kind"],
-            registry=r,
         )
-        self.model_latency = Histogram(
+        self.model_latency = _Histogram(
             "chatfn_model_latency_seconds",
             "Model request latency, per model.",
             ["model"],
             buckets=(0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128),
-            registry=r,
         )
-        self.tool_calls = Counter(
+        self.tool_calls = _Counter(
             "chatfn_tool_calls",
             "Function calls, per function and outcome.",
             ["function", "outcome"],
-            registry=r,
         )
-        self.limit_refusals = Counter(
-            "chatfn_limit_refusals",
-            "Messages refused by a limit, per limit.",
-            ["limit"],
-            registry=r,
+        self.limit_refusals = _Counter(
+            "chatfn_limit_refusals", "Messages refused by a limit, per limit.", ["limit"]
         )
-        self._outbox = Gauge("chatfn_outbox_depth", "Messages waiting to be delivered.", registry=r)
+        self._counters = [
+            self.messages_in,
+            self.messages_out,
+            self.model_requests,
+            self.model_tokens,
+            self.tool_calls,
+            self.limit_refusals,
+        ]
+        self._outbox_depth: Callable[[], float] | None = None
+        self._registry: Any = None
 
     def watch_outbox(self, depth: Callable[[], float]) -> None:
         """Report `depth()` as chatfn_outbox_depth at each scrape (when an outbox exists)."""
-        self._outbox.set_function(depth)
+        self._outbox_depth = depth
 
-    def render(self) -> bytes:
-        """The Prometheus text format of every metric."""
-        return generate_latest(self.registry)
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text format of every metric, and its content type."""
+        from prometheus_client import CollectorRegistry, generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        if self._registry is None:
+            registry = CollectorRegistry(auto_describe=True)
+            registry.register(_Collector(self))
+            self._registry = registry
+        return generate_latest(self._registry), CONTENT_TYPE_LATEST
+
+    def families(self) -> Iterator[Any]:
+        """prometheus_client metric families of the current values (imported by `render`)."""
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        for counter in self._counters:
+            family = CounterMetricFamily(counter.name, counter.doc, labels=counter.label_names)
+            with counter.lock:
+                items = list(counter.values.items())
+            for key, value in items:
+                family.add_metric(list(key), value)
+            yield family
+        h = self.model_latency
+        hist = HistogramMetricFamily(h.name, h.doc, labels=h.label_names)
+        with h.lock:
+            series = [(key, list(counts), total) for key, (counts, total) in h.series.items()]
+        for key, counts, total in series:
+            cumulative, running = [], 0
+            for bound, n in zip(h.bounds, counts, strict=True):
+                running += n
+                cumulative.append((_bound_text(bound), running))
+            hist.add_metric(list(key), cumulative, total)
+        yield hist
+        gauge = GaugeMetricFamily("chatfn_outbox_depth", "Messages waiting to be delivered.")
+        gauge.add_metric([], self._outbox_depth() if self._outbox_depth is not None else 0.0)
+        yield gauge
+
+
+def _bound_text(bound: float) -> str:
+    """Bucket bounds as prometheus_client writes them (`0.25`, `1.0`, `+Inf`)."""
+    return "+Inf" if bound == math.inf else repr(float(bound))
+
+
+class _Collector:
+    """Hands the bot's counts to prometheus_client at each scrape."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        return self._metrics.families()

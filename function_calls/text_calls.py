@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from providers.text_tools.trigger import may_hold_call
 from providers.types import LLMResponse, StreamEvent, ToolDefinition
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ def text_calls_as_native(response: LLMResponse, tools: Sequence[ToolDefinition])
     becomes that call, so the user never sees the raw markup (see the module docstring)."""
     if response.tool_calls or not tools or not response.content:
         return response
+    if not may_hold_call(response.content):  # most replies: no marker, nothing to parse
+        return response
+    # Imported on first use: the parser (and json_repair) is ~80 ms of a bot's start-up and
+    # ~2 MB of its memory, which a bot whose model always calls natively never needs.
     from providers.text_tools.parser import parse_text
 
     parsed = parse_text(

@@ -15,16 +15,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from loguru import logger
+from sqlalchemy.engine import Row
 
 from common.messages import IncomingMessage, OutgoingMessage
 from storage.db import Storage
-from storage.models import MessageRow
 
 Handle = Callable[..., Awaitable[list[OutgoingMessage]]]
 Finished = Callable[[IncomingMessage, int], Awaitable[None]]
 
 
-def _incoming(row: MessageRow) -> IncomingMessage:
+def _incoming(row: Row[Any]) -> IncomingMessage:
     created = row.created_at
     return IncomingMessage(
         platform=row.platform,
@@ -54,14 +54,14 @@ async def resume_turns(
     rows = await storage.run(storage.cluster.unfinished, since)
     if not rows:
         return 0
-    chats: dict[tuple[str, str], list[MessageRow]] = {}
+    chats: dict[tuple[str, str], list[Row[Any]]] = {}
     for row in rows:
         chats.setdefault((row.platform, row.chat_id), []).append(row)
     logger.warning(
         "resuming {} turn(s) cut short by the last stop, in {} chat(s)", len(rows), len(chats)
     )
 
-    async def run_chat(chat_rows: list[MessageRow]) -> None:
+    async def run_chat(chat_rows: list[Row[Any]]) -> None:
         for row in chat_rows:
             msg = _incoming(row)
             try:

@@ -20,10 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, desc, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, Row
 
-from storage.models import ChatOverrideRow, LimitCounterRow, MessageRow, UsageRow
+from storage.models import chat_overrides_table, limit_counters_table, messages_table, usage_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +87,7 @@ class ChatState:
     def set_override(self, platform: str, chat_id: str, key: str, value: str, set_by: str) -> None:
         """One upsert: two workers setting the same key at once leave the later value, never a
         unique-constraint error."""
-        t = ChatOverrideRow.__table__
+        t = chat_overrides_table
         values = {"value": value, "set_by": set_by, "set_at": datetime.now(UTC)}
         upsert = _insert(self.engine)
         with self.engine.begin() as conn:
@@ -107,7 +106,7 @@ class ChatState:
             )
 
     def clear_override(self, platform: str, chat_id: str, key: str) -> None:
-        t = ChatOverrideRow.__table__
+        t = chat_overrides_table
         with self.engine.begin() as conn:
             conn.execute(
                 delete(t).where(t.c.platform == platform, t.c.chat_id == chat_id, t.c.key == key)
@@ -117,26 +116,24 @@ class ChatState:
     def add_usage(self, **values: Any) -> None:
         values.setdefault("created_at", datetime.now(UTC))
         with self.engine.begin() as conn:
-            conn.execute(insert(UsageRow.__table__), values)
+            conn.execute(insert(usage_table), values)
 
     def add_usage_rows(self, rows: list[dict[str, Any]]) -> None:
         """Several usage rows (a turn's requests) in one transaction."""
         with self.engine.begin() as conn:
             add_usage_in(conn, rows)
 
-    def usage_rows(self, chat_id: str | None = None) -> list[UsageRow]:
+    def usage_rows(self, chat_id: str | None = None) -> list[Row[Any]]:
         """Every usage row (of one chat), oldest first: for tests and audits."""
-        from sqlalchemy.orm import Session
-
-        q = select(UsageRow).order_by(UsageRow.id)
+        q = select(usage_table).order_by(usage_table.c.id)
         if chat_id is not None:
-            q = q.where(UsageRow.chat_id == chat_id)
-        with Session(self.engine) as s:
-            return list(s.scalars(q).all())
+            q = q.where(usage_table.c.chat_id == chat_id)
+        with self.engine.connect() as conn:
+            return list(conn.execute(q).all())
 
     def stats(self, platform: str, chat_id: str, since: datetime, top: int = 5) -> ChatStats:
         """Messages from users, model calls, tokens and the top users by tokens since `since`."""
-        m, u = MessageRow.__table__, UsageRow.__table__
+        m, u = messages_table, usage_table
         since = since.astimezone(UTC)
         in_chat = and_(u.c.platform == platform, u.c.chat_id == chat_id, u.c.created_at >= since)
         with self.engine.connect() as conn:
@@ -167,7 +164,7 @@ class ChatState:
 
     def chats_with_usage(self, since: datetime) -> list[tuple[str, str]]:
         """(platform, chat id) of every chat with a message or a model call since `since`."""
-        m, u = MessageRow.__table__, UsageRow.__table__
+        m, u = messages_table, usage_table
         since = since.astimezone(UTC)
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -217,7 +214,7 @@ class ChatState:
 
 
 def _where(counter: Counter) -> Any:
-    t = LimitCounterRow.__table__
+    t = limit_counters_table
     return and_(
         t.c.scope == counter.scope,
         t.c.platform == counter.platform,
@@ -228,7 +225,7 @@ def _where(counter: Counter) -> Any:
 
 
 def _value(conn: Connection, counter: Counter) -> int:
-    t = LimitCounterRow.__table__
+    t = limit_counters_table
     return conn.execute(select(t.c.value).where(_where(counter))).scalar() or 0
 
 
@@ -237,7 +234,7 @@ def _order(counter: Counter) -> tuple[str, ...]:
     return (counter.scope, counter.platform, counter.key, counter.metric, counter.window)
 
 
-_t = ChatOverrideRow.__table__
+_t = chat_overrides_table
 # Built once: read on every message, where building the query cost as much as running it.
 _OVERRIDES = select(_t.c.key, _t.c.value, _t.c.set_by, _t.c.set_at).where(
     _t.c.platform == bindparam("platform"), _t.c.chat_id == bindparam("chat_id")
@@ -247,18 +244,27 @@ _OVERRIDES = select(_t.c.key, _t.c.value, _t.c.set_by, _t.c.set_at).where(
 def add_usage_in(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Usage rows (with their `created_at`) inside a transaction the caller holds."""
     if rows:
-        conn.execute(insert(UsageRow.__table__), rows)
+        conn.execute(insert(usage_table), rows)
 
 
 def _insert(bind: Engine | Connection) -> Any:
-    """The dialect's INSERT with `on_conflict_do_update` (PostgreSQL, SQLite), or None."""
-    return {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(bind.dialect.name)
+    """The dialect's INSERT with `on_conflict_do_update` (PostgreSQL, SQLite), or None.
+    Imported by the engine's dialect name: the PostgreSQL dialect package is ~2 MB a bot on
+    SQLite does not need (and the engine has already imported its own dialect)."""
+    name = bind.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    return insert
 
 
 def _add(conn: Connection, counter: Counter, amount: int) -> int:
     """Add `amount` to the counter (created at `amount`) in one statement; returns the new
     value. On PostgreSQL the row is locked until the transaction ends."""
-    t = LimitCounterRow.__table__
+    t = limit_counters_table
     upsert = _insert(conn)
     if upsert is None:  # another database: lock the row (if any) first
         return _add_locked(conn, counter, amount)
@@ -284,7 +290,7 @@ def _add(conn: Connection, counter: Counter, amount: int) -> int:
 def _add_locked(conn: Connection, counter: Counter, amount: int) -> int:
     """`_add` for a database without ON CONFLICT: SELECT ... FOR UPDATE, then UPDATE or INSERT
     (a concurrent first INSERT of the same counter fails on the unique constraint)."""
-    t = LimitCounterRow.__table__
+    t = limit_counters_table
     value = conn.execute(select(t.c.value).where(_where(counter)).with_for_update()).scalar()
     if value is None:
         conn.execute(

@@ -8,22 +8,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import HandledMessageRow, MessageRow, WorkerRow
-
-_CONFLICT_INSERT = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+from storage.models import handled_messages_table, messages_table, workers_table
 
 
 @functools.cache
 def _handled_insert(dialect: str) -> Any:
     """INSERT .. ON CONFLICT DO NOTHING into handled_messages, built once per dialect."""
-    insert = _CONFLICT_INSERT.get(dialect)
-    if insert is None:
+    # Imported by name, as chat_state._insert: a bot on SQLite does not load the PostgreSQL
+    # dialect package.
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
         return None
-    return insert(HandledMessageRow.__table__).on_conflict_do_nothing(
+    return insert(handled_messages_table).on_conflict_do_nothing(
         index_elements=["platform", "chat_id", "message_id"]
     )
 
@@ -48,10 +50,10 @@ class ClusterStore:
     # -- turns -------------------------------------------------------------------------------
     def finished(self, platform: str, chat_id: str, message_id: str) -> int | None:
         """How many replies the finished turn of this message sent; None if it never finished."""
-        q = select(HandledMessageRow.replies).where(
-            HandledMessageRow.platform == platform,
-            HandledMessageRow.chat_id == chat_id,
-            HandledMessageRow.message_id == message_id,
+        q = select(handled_messages_table.c.replies).where(
+            handled_messages_table.c.platform == platform,
+            handled_messages_table.c.chat_id == chat_id,
+            handled_messages_table.c.message_id == message_id,
         )
         with self.engine.connect() as conn:
             return conn.execute(q).scalar_one_or_none()
@@ -63,7 +65,7 @@ class ClusterStore:
         try:
             with self.engine.begin() as conn:
                 conn.execute(
-                    HandledMessageRow.__table__.insert(),
+                    handled_messages_table.insert(),
                     _handled(platform, chat_id, message_id, worker, replies),
                 )
             return True
@@ -88,14 +90,14 @@ class ClusterStore:
         done = conn.execute(stmt, _handled(platform, chat_id, message_id, worker, replies))
         return bool(done.rowcount)
 
-    def unfinished(self, since: datetime) -> list[MessageRow]:
+    def unfinished(self, since: datetime) -> list[Row[Any]]:
         """User messages stored since `since` whose turn never finished (a crash cut it), in
         arrival order: not recorded in `handled_messages`, and the bot sent nothing in their
         chat after them (a turn that already replied is not run again: at most once beats twice).
         Rows without a platform message id or stored before migration 0005 are left alone."""
-        u = MessageRow.__table__.alias("u")
-        b = MessageRow.__table__.alias("b")
-        h = HandledMessageRow.__table__
+        u = messages_table.alias("u")
+        b = messages_table.alias("b")
+        h = handled_messages_table
         replied = (
             select(b.c.id)
             .where(
@@ -128,18 +130,18 @@ class ClusterStore:
             .order_by(u.c.id)
         )
         with self.engine.connect() as conn:
-            return [MessageRow(**row._mapping) for row in conn.execute(q)]
+            return list(conn.execute(q).all())
 
     def stored_message(self, platform: str, chat_id: str, role: str, message_id: str) -> int | None:
         """The history row already stored under this id (a redelivery after a worker died
         mid-turn), so it is not stored twice."""
         q = (
-            select(MessageRow.id)
+            select(messages_table.c.id)
             .where(
-                MessageRow.platform == platform,
-                MessageRow.chat_id == chat_id,
-                MessageRow.message_id == message_id,
-                MessageRow.role == role,
+                messages_table.c.platform == platform,
+                messages_table.c.chat_id == chat_id,
+                messages_table.c.message_id == message_id,
+                messages_table.c.role == role,
             )
             .limit(1)
         )
@@ -151,22 +153,20 @@ class ClusterStore:
         now = datetime.now(UTC)
         with self.engine.begin() as conn:
             done = conn.execute(
-                update(WorkerRow).where(WorkerRow.id == worker).values(seen_at=now)
+                update(workers_table).where(workers_table.c.id == worker).values(seen_at=now)
             ).rowcount
             if not done:
                 conn.execute(
-                    WorkerRow.__table__.insert().values(
-                        id=worker, host=host, started_at=now, seen_at=now
-                    )
+                    workers_table.insert().values(id=worker, host=host, started_at=now, seen_at=now)
                 )
 
     def live(self, within: float) -> list[str]:
         """Workers seen in the last `within` seconds (stale rows are deleted on the way)."""
         cutoff = datetime.now(UTC) - timedelta(seconds=within)
         with self.engine.begin() as conn:
-            conn.execute(delete(WorkerRow).where(WorkerRow.seen_at < cutoff))
-            return sorted(conn.execute(select(WorkerRow.id)).scalars())
+            conn.execute(delete(workers_table).where(workers_table.c.seen_at < cutoff))
+            return sorted(conn.execute(select(workers_table.c.id)).scalars())
 
     def gone(self, worker: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(delete(WorkerRow).where(WorkerRow.id == worker))
+            conn.execute(delete(workers_table).where(workers_table.c.id == worker))

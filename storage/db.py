@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, create_engine, event, func, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
 from storage import schema
 from storage.chat_state import ChatState, add_usage_in
 from storage.cluster import ClusterStore
-from storage.models import MessageRow, ToolCallRow
+from storage.models import messages_table, tool_calls_table
 from storage.outbox import OutboxStore, mark_delivered_in
 from storage.schema import SchemaState
 
@@ -96,7 +95,6 @@ class Storage:
             raise StorageError(f"storage.url {url!r}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        self._session = sessionmaker(self.engine, expire_on_commit=False)
         # Overrides, usage rows and limit counters (storage/chat_state.py).
         self.chat_state = ChatState(self.engine)
         self.cluster = ClusterStore(self.engine)
@@ -144,15 +142,12 @@ class Storage:
         """The URL with any password hidden, for logs and the health check."""
         return self.engine.url.render_as_string(hide_password=True)
 
-    def session(self) -> Session:
-        return self._session()
-
     def check_writable(self) -> None:
         """Write and roll back a row: proves the database accepts writes."""
         with self.engine.connect() as conn:
             trans = conn.begin()
             conn.execute(
-                MessageRow.__table__.insert().values(
+                messages_table.insert().values(
                     platform="check",
                     chat_id="check",
                     is_group=False,
@@ -210,8 +205,7 @@ class Storage:
             existing = self.cluster.stored_message(platform, chat_id, role, message_id)
             if existing is not None:
                 return existing
-        # Core, not an ORM unit of work: this runs twice per message on the event loop, where
-        # Session + add + flush cost several times this insert (bench/README.md).
+        # A prebuilt insert: this runs twice per message (bench/README.md).
         values = {
             "platform": platform,
             "chat_id": chat_id,
@@ -240,8 +234,8 @@ class Storage:
         `/reset` point), oldest first."""
         if limit <= 0:
             return []
-        # A prebuilt statement returning plain rows, not ORM entities: this runs once per
-        # message, and building the query and loading entities cost several times the query.
+        # A prebuilt statement: this runs once per message, and building the query costs
+        # several times running it.
         params: dict[str, Any] = {"platform": platform, "chat_id": chat_id, "limit": limit}
         stmt = _RECENT
         if before_id is not None:
@@ -249,7 +243,7 @@ class Storage:
             stmt = _RECENT_BEFORE
         if after_id is not None:
             params["after_id"] = after_id
-            stmt = stmt.where(MessageRow.id > bindparam("after_id"))
+            stmt = stmt.where(messages_table.c.id > bindparam("after_id"))
         with self.engine.connect() as conn:
             rows = conn.execute(stmt, params).all()
         return [
@@ -270,36 +264,37 @@ class Storage:
         window is cut at absolute positions, so it stays the same for many turns."""
         stmt = (
             select(func.count())
-            .select_from(MessageRow)
-            .where(MessageRow.platform == platform, MessageRow.chat_id == chat_id)
+            .select_from(messages_table)
+            .where(messages_table.c.platform == platform, messages_table.c.chat_id == chat_id)
         )
         if before_id is not None:
-            stmt = stmt.where(MessageRow.id < before_id)
+            stmt = stmt.where(messages_table.c.id < before_id)
         if after_id is not None:
-            stmt = stmt.where(MessageRow.id > after_id)
+            stmt = stmt.where(messages_table.c.id > after_id)
         with self.engine.connect() as conn:
             return int(conn.execute(stmt).scalar_one())
 
     def thinking_of(self, row_id: int) -> str | None:
         """The stored reasoning behind the bot reply with row id `row_id` (None if none)."""
-        with self._session() as s:
-            return s.scalar(select(MessageRow.thinking).where(MessageRow.id == row_id))
+        q = select(messages_table.c.thinking).where(messages_table.c.id == row_id)
+        with self.engine.connect() as conn:
+            return conn.execute(q).scalar()
 
     def messages_since(
         self, platform: str, chat_id: str, since: datetime, limit: int = 500
     ) -> list[StoredMessage]:
         q = (
-            select(MessageRow)
+            select(*_RECENT_COLUMNS)
             .where(
-                MessageRow.platform == platform,
-                MessageRow.chat_id == chat_id,
-                MessageRow.created_at >= _to_utc(since),
+                messages_table.c.platform == platform,
+                messages_table.c.chat_id == chat_id,
+                messages_table.c.created_at >= _to_utc(since),
             )
-            .order_by(MessageRow.id.desc())
+            .order_by(messages_table.c.id.desc())
             .limit(limit)
         )
-        with self._session() as s:
-            rows = s.scalars(q).all()
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
         return [
             StoredMessage(
                 r.id, r.role, r.sender_id, r.sender_name, r.text, _utc(r.created_at), r.is_group
@@ -348,12 +343,13 @@ class Storage:
             if usage:
                 add_usage_in(conn, usage)
 
-    def tool_calls(self, chat_id: str | None = None) -> list[ToolCallRow]:
-        q = select(ToolCallRow).order_by(ToolCallRow.id)
+    def tool_calls(self, chat_id: str | None = None) -> list[Row[Any]]:
+        """Audit rows (of one chat), oldest first: for tests and audits."""
+        q = select(tool_calls_table).order_by(tool_calls_table.c.id)
         if chat_id is not None:
-            q = q.where(ToolCallRow.chat_id == chat_id)
-        with self._session() as s:
-            return list(s.scalars(q).all())
+            q = q.where(tool_calls_table.c.chat_id == chat_id)
+        with self.engine.connect() as conn:
+            return list(conn.execute(q).all())
 
     def close(self) -> None:
         """Idempotent: the pool and the connections are released once."""
@@ -361,25 +357,28 @@ class Storage:
         self.engine.dispose()
 
 
-# Hot-path statements, built once. Same tables, columns and column types (so the same
-# DateTime(timezone=True) processing) as the ORM mapping they come from.
-_INSERT_MESSAGE = MessageRow.__table__.insert()
-_INSERT_TOOL_CALL = ToolCallRow.__table__.insert()
+# Hot-path statements, built once.
+_INSERT_MESSAGE = messages_table.insert()
+_INSERT_TOOL_CALL = tool_calls_table.insert()
+_RECENT_COLUMNS = (
+    messages_table.c.id,
+    messages_table.c.role,
+    messages_table.c.sender_id,
+    messages_table.c.sender_name,
+    messages_table.c.text,
+    messages_table.c.created_at,
+    messages_table.c.is_group,
+)
 _RECENT = (
-    select(
-        MessageRow.id,
-        MessageRow.role,
-        MessageRow.sender_id,
-        MessageRow.sender_name,
-        MessageRow.text,
-        MessageRow.created_at,
-        MessageRow.is_group,
+    select(*_RECENT_COLUMNS)
+    .where(
+        messages_table.c.platform == bindparam("platform"),
+        messages_table.c.chat_id == bindparam("chat_id"),
     )
-    .where(MessageRow.platform == bindparam("platform"), MessageRow.chat_id == bindparam("chat_id"))
-    .order_by(MessageRow.id.desc())
+    .order_by(messages_table.c.id.desc())
     .limit(bindparam("limit"))
 )
-_RECENT_BEFORE = _RECENT.where(MessageRow.id < bindparam("before_id"))
+_RECENT_BEFORE = _RECENT.where(messages_table.c.id < bindparam("before_id"))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

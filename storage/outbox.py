@@ -13,7 +13,7 @@ from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import MessageRow, OutboxCursorRow, OutboxRow
+from storage.models import messages_table, outbox_cursors_table, outbox_table
 
 PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice")
 
@@ -34,12 +34,12 @@ def _entry(r: Any) -> OutboxEntry:
 
 
 _COLUMNS = (
-    OutboxRow.id,
-    OutboxRow.platform,
-    OutboxRow.chat_id,
-    OutboxRow.payload,
-    OutboxRow.state,
-    OutboxRow.created_at,
+    outbox_table.c.id,
+    outbox_table.c.platform,
+    outbox_table.c.chat_id,
+    outbox_table.c.payload,
+    outbox_table.c.state,
+    outbox_table.c.created_at,
 )
 
 
@@ -51,12 +51,12 @@ def mark_delivered_in(conn: Connection, event_ids: list[int]) -> None:
 
 
 # Statements of every message, built once (building one costs about what running it does).
-_INSERT = OutboxRow.__table__.insert()
-_INSERT_MESSAGE = MessageRow.__table__.insert()
+_INSERT = outbox_table.insert()
+_INSERT_MESSAGE = messages_table.insert()
 _DELIVERED = (
-    update(OutboxRow)
-    .where(OutboxRow.id.in_(bindparam("ids", expanding=True)))
-    .values(state="delivered", attempts=OutboxRow.attempts + 1, updated_at=bindparam("now"))
+    update(outbox_table)
+    .where(outbox_table.c.id.in_(bindparam("ids", expanding=True)))
+    .values(state="delivered", attempts=outbox_table.c.attempts + 1, updated_at=bindparam("now"))
 )
 
 
@@ -72,7 +72,7 @@ class OutboxStore:
         history: dict[str, Any] | None = None,
     ) -> int:
         """Write an outbox row and, in the same transaction, the message's history row
-        (`history`: MessageRow values), so a message is either owed and remembered or
+        (`history`: messages_table values), so a message is either owed and remembered or
         neither."""
         return self.add_keyed(platform, chat_id, payload, history)[0]
 
@@ -117,8 +117,10 @@ class OutboxStore:
             return found
 
     def _by_key(self, platform: str, chat_id: str, key: str) -> tuple[int, str] | None:
-        q = select(OutboxRow.id, OutboxRow.state).where(
-            OutboxRow.platform == platform, OutboxRow.chat_id == chat_id, OutboxRow.key == key
+        q = select(outbox_table.c.id, outbox_table.c.state).where(
+            outbox_table.c.platform == platform,
+            outbox_table.c.chat_id == chat_id,
+            outbox_table.c.key == key,
         )
         with self.engine.connect() as conn:
             row = conn.execute(q).first()
@@ -132,16 +134,16 @@ class OutboxStore:
         with self.engine.begin() as conn:
             if text is not None:
                 row = conn.execute(
-                    select(OutboxRow.payload).where(OutboxRow.id == event_id)
+                    select(outbox_table.c.payload).where(outbox_table.c.id == event_id)
                 ).scalar_one_or_none()
                 if row is not None:
                     payload = json.loads(row)
                     payload["text"] = text
                     values["payload"] = json.dumps(payload, ensure_ascii=False)
             done = conn.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == event_id, OutboxRow.state == "pending")
-                .values(attempts=OutboxRow.attempts + 1, **values)
+                update(outbox_table)
+                .where(outbox_table.c.id == event_id, outbox_table.c.state == "pending")
+                .values(attempts=outbox_table.c.attempts + 1, **values)
             ).rowcount
         return bool(done)
 
@@ -153,22 +155,28 @@ class OutboxStore:
             mark_delivered_in(conn, event_ids)
 
     def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:
-        q = select(*_COLUMNS).where(OutboxRow.state == "pending")
+        q = select(*_COLUMNS).where(outbox_table.c.state == "pending")
         if platform is not None:
-            q = q.where(OutboxRow.platform == platform)
+            q = q.where(outbox_table.c.platform == platform)
         with self.engine.connect() as conn:
-            return [_entry(r) for r in conn.execute(q.order_by(OutboxRow.id).limit(limit))]
+            return [_entry(r) for r in conn.execute(q.order_by(outbox_table.c.id).limit(limit))]
 
     def since(self, after_id: int, limit: int = 1000) -> list[OutboxEntry]:
         """Every event after `after_id`, in order, whatever its state (an SSE replay)."""
-        q = select(*_COLUMNS).where(OutboxRow.id > after_id).order_by(OutboxRow.id).limit(limit)
+        q = (
+            select(*_COLUMNS)
+            .where(outbox_table.c.id > after_id)
+            .order_by(outbox_table.c.id)
+            .limit(limit)
+        )
         with self.engine.connect() as conn:
             return [_entry(r) for r in conn.execute(q)]
 
     def last_id(self) -> int:
         with self.engine.connect() as conn:
             return int(
-                conn.execute(select(OutboxRow.id).order_by(OutboxRow.id.desc())).scalar() or 0
+                conn.execute(select(outbox_table.c.id).order_by(outbox_table.c.id.desc())).scalar()
+                or 0
             )
 
     def expire(self, max_wait: float) -> list[OutboxEntry]:
@@ -179,14 +187,14 @@ class OutboxStore:
                 _entry(r)
                 for r in conn.execute(
                     select(*_COLUMNS).where(
-                        OutboxRow.state == "pending", OutboxRow.created_at < cutoff
+                        outbox_table.c.state == "pending", outbox_table.c.created_at < cutoff
                     )
                 )
             ]
             if rows:
                 conn.execute(
-                    update(OutboxRow)
-                    .where(OutboxRow.id.in_([r.id for r in rows]))
+                    update(outbox_table)
+                    .where(outbox_table.c.id.in_([r.id for r in rows]))
                     .values(state="expired", updated_at=datetime.now(UTC))
                 )
         return rows
@@ -197,25 +205,27 @@ class OutboxStore:
         cutoff = datetime.now(UTC) - timedelta(seconds=retention)
         with self.engine.begin() as conn:
             result = conn.execute(
-                delete(OutboxRow).where(OutboxRow.state != "pending", OutboxRow.created_at < cutoff)
+                delete(outbox_table).where(
+                    outbox_table.c.state != "pending", outbox_table.c.created_at < cutoff
+                )
             )
         return int(result.rowcount or 0)
 
     def cursor(self, name: str) -> int | None:
         with self.engine.connect() as conn:
             return conn.execute(
-                select(OutboxCursorRow.last_id).where(OutboxCursorRow.name == name)
+                select(outbox_cursors_table.c.last_id).where(outbox_cursors_table.c.name == name)
             ).scalar_one_or_none()
 
     def set_cursor(self, name: str, last_id: int) -> None:
         with self.engine.begin() as conn:
             done = conn.execute(
-                update(OutboxCursorRow).where(OutboxCursorRow.name == name).values(last_id=last_id)
+                update(outbox_cursors_table)
+                .where(outbox_cursors_table.c.name == name)
+                .values(last_id=last_id)
             ).rowcount
             if not done:
                 try:
-                    conn.execute(
-                        OutboxCursorRow.__table__.insert().values(name=name, last_id=last_id)
-                    )
+                    conn.execute(outbox_cursors_table.insert().values(name=name, last_id=last_id))
                 except IntegrityError:  # pragma: no cover - a concurrent first write
                     pass

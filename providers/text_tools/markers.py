@@ -150,7 +150,6 @@ FIXED = _fixed_specs()
 BARE_OBJECT = Spec("{", "value", body="bare_json", sep=True)
 BARE_ARRAY = Spec("[", "value", body="bare_json", sep=True)
 BARE_PY = Spec("[", "value", body="bare_py")
-TRIGGER = re.compile(r"[<\[{`]|>>>|functools|Action:")
 #: Markers made of ordinary characters: a suffix of the buffer that may still become one is held.
 WORD_MARKERS = ("functools", "Action:", ">>>")
 JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code"})

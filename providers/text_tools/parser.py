@@ -25,7 +25,6 @@ from providers.text_tools.markers import (
     BARE_OBJECT,
     BARE_PY,
     FIXED,
-    TRIGGER,
     WORD_MARKERS,
     WS,
     Markers,
@@ -36,6 +35,7 @@ from providers.text_tools.reasoning import ReasoningStates
 from providers.text_tools.reply_start import FUNCTIONARY, ReplyStartStates
 from providers.text_tools.result import ParsedText, Segment, SegmentKind
 from providers.text_tools.scan import BracketScanner, array_head, object_head, window_head
+from providers.text_tools.trigger import TRIGGER
 from providers.types import StreamEvent, ToolCall
 
 

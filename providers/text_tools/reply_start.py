@@ -51,7 +51,12 @@ def reply_start(buf: str, final: bool, allowed: frozenset[str]) -> Start:
         return "fail", 0, ""
     end = m.end()
     if end == len(buf):
-        return ("fail" if final or end >= _LIMIT else "need"), 0, ""
+        # Held back only while the word can still become an offered name: a reply starting
+        # `Checking.` is shown at once, not when its stream ends.
+        word = m.group()
+        if final or end >= _LIMIT or not any(n.startswith(word) for n in allowed):
+            return "fail", 0, ""
+        return "need", 0, ""
     if buf[end] != "\n" or m.group() not in allowed:
         return "fail", 0, ""
     k = end + 1

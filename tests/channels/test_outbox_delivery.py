@@ -19,7 +19,7 @@ from channels.onebot import OneBotChannel
 from common.messages import OutgoingMessage
 from runtime.bot import Bot
 from runtime.settings import parse_settings
-from storage.models import OutboxRow
+from storage.models import outbox_table
 from tests.channels.conftest import TOKEN, make_registry, serve
 from tests.channels.onebot_sim import OneBotSim, plain
 
@@ -48,8 +48,9 @@ def make_bot(tmp_path: Path, **channels: Any) -> Bot:
 
 
 def states(bot: Bot) -> list[tuple[int, str]]:
-    with bot.storage.session() as s:
-        return [(r.id, r.state) for r in s.scalars(select(OutboxRow).order_by(OutboxRow.id))]
+    q = select(outbox_table.c.id, outbox_table.c.state).order_by(outbox_table.c.id)
+    with bot.storage.engine.connect() as conn:
+        return [(r.id, r.state) for r in conn.execute(q)]
 
 
 async def until_states(bot: Bot, expected: list[tuple[int, str]]) -> None:

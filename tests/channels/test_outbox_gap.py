@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from channels.http import HttpChannel
 from runtime.bot import Bot
 from runtime.outbox import message_of
-from storage.models import OutboxRow
+from storage.models import outbox_table
 from storage.outbox import OutboxEntry
 from tests.channels.conftest import serve
 from tests.channels.test_outbox_delivery import make_bot
@@ -67,14 +67,14 @@ class Worker:
             conn = self.engine.connect()
             conn.begin()
             eid = conn.execute(
-                OutboxRow.__table__.insert().values(**self._values(text)).returning(OutboxRow.id)
+                outbox_table.insert().values(**self._values(text)).returning(outbox_table.c.id)
             ).scalar_one()
             self.open[eid] = conn
             return eid
         # SQLite: a writer holds the lock until it commits, so the id is taken here (as a
         # sequence would) and its row inserted under it at commit (never, on rollback).
         with self.engine.connect() as conn:
-            top = conn.execute(select(func.max(OutboxRow.id))).scalar() or 0
+            top = conn.execute(select(func.max(outbox_table.c.id))).scalar() or 0
         eid = self.taken = max(top, self.taken) + 1
         self.open[eid] = None  # type: ignore[assignment]
         self.texts[eid] = text
@@ -87,9 +87,7 @@ class Worker:
             conn.close()
         else:
             with self.engine.begin() as c:
-                c.execute(
-                    OutboxRow.__table__.insert().values(id=eid, **self._values(self.texts[eid]))
-                )
+                c.execute(outbox_table.insert().values(id=eid, **self._values(self.texts[eid])))
         self._publish(eid)
 
     def rollback(self, eid: int) -> None:
@@ -105,7 +103,7 @@ class Worker:
 
     def _publish(self, eid: int) -> None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(OutboxRow.__table__).where(OutboxRow.id == eid)).one()
+            row = conn.execute(select(outbox_table).where(outbox_table.c.id == eid)).one()
         entry = OutboxEntry(
             row.id, row.platform, row.chat_id, json.loads(row.payload), row.state, row.created_at
         )

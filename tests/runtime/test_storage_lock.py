@@ -16,7 +16,7 @@ from channels.http import HttpChannel
 from providers.scripted import ScriptedModel, say
 from runtime.bot import Bot
 from runtime.settings import parse_settings
-from storage.models import MessageRow, OutboxRow
+from storage.models import messages_table, outbox_table
 
 HOLD = """
 import sqlite3, sys, time
@@ -86,9 +86,13 @@ async def test_a_ten_second_write_lock_loses_nothing_and_freezes_nothing(tmp_pat
     ]
     assert len(health) > 30 and max(health) < 0.5, max(health)
     check = Bot(settings, model=None, builtins=False, load_plugins=False)
-    with check.storage.session() as s:
-        rows = s.execute(select(MessageRow.role, func.count()).group_by(MessageRow.role)).all()
-        outbox = s.execute(select(OutboxRow.state, func.count()).group_by(OutboxRow.state)).all()
+    with check.storage.engine.connect() as s:
+        rows = s.execute(
+            select(messages_table.c.role, func.count()).group_by(messages_table.c.role)
+        ).all()
+        outbox = s.execute(
+            select(outbox_table.c.state, func.count()).group_by(outbox_table.c.state)
+        ).all()
     check.storage.close()
     assert dict(rows) == {"user": 5, "assistant": 5}
     assert dict(outbox) == {"delivered": 5}

@@ -15,7 +15,7 @@ from providers.factory import build_model
 from runtime import outbox as outbox_module
 from runtime.bot import Bot
 from runtime.settings import parse_settings
-from storage.models import HandledMessageRow, OutboxRow
+from storage.models import handled_messages_table, outbox_table
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer
 from tests.runtime.functions import make_registry
@@ -30,13 +30,15 @@ def make_bot(tmp_path: Path) -> Bot:
 
 
 def states(bot: Bot) -> list[str]:
-    with bot.storage.session() as s:
-        return [r.state for r in s.scalars(select(OutboxRow).order_by(OutboxRow.id))]
+    q = select(outbox_table.c.state).order_by(outbox_table.c.id)
+    with bot.storage.engine.connect() as conn:
+        return [r.state for r in conn.execute(q)]
 
 
 def handled(bot: Bot) -> list[tuple[str, int]]:
-    with bot.storage.session() as s:
-        return [(r.message_id, r.replies) for r in s.scalars(select(HandledMessageRow))]
+    q = select(handled_messages_table.c.message_id, handled_messages_table.c.replies)
+    with bot.storage.engine.connect() as conn:
+        return [(r.message_id, r.replies) for r in conn.execute(q)]
 
 
 async def _take(_out: OutgoingMessage) -> None:

@@ -15,11 +15,11 @@ from alembic.migration import MigrationContext
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from sqlalchemy import MetaData, create_engine, inspect, text
 
-from function_calls.builtins.reminders.service import ReminderBase
+from function_calls.builtins.reminders.service import reminder_metadata
 from storage import schema
 from storage.db import Storage
 from storage.migrations.baseline_tables import metadata as baseline
-from storage.models import Base
+from storage.models import metadata as core_metadata
 from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def db_url(request, tmp_path) -> str:
 
 def model_metadata(engine) -> MetaData:
     md = MetaData()
-    for source in (Base.metadata, ReminderBase.metadata):
+    for source in (core_metadata, reminder_metadata):
         for table in source.tables.values():
             table.to_metadata(md)
     SQLAlchemyJobStore(engine=engine, metadata=md)  # declares apscheduler_jobs as it would

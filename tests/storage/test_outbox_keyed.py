@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from storage.db import Storage
-from storage.models import MessageRow, OutboxRow
+from storage.models import messages_table, outbox_table
 
 
 def history(text: str, message_id: str) -> dict[str, object]:
@@ -27,8 +27,8 @@ def history(text: str, message_id: str) -> dict[str, object]:
 
 def counts(storage: Storage) -> tuple[int, int]:
     with storage.engine.connect() as conn:
-        outbox = conn.execute(select(func.count()).select_from(OutboxRow)).scalar()
-        messages = conn.execute(select(func.count()).select_from(MessageRow)).scalar()
+        outbox = conn.execute(select(func.count()).select_from(outbox_table)).scalar()
+        messages = conn.execute(select(func.count()).select_from(messages_table)).scalar()
     return int(outbox or 0), int(messages or 0)
 
 

@@ -35,8 +35,8 @@ def status(cfg: ReminderSettings) -> Status:
 
 @plugin.on_setup
 def create_service(host: PluginHost) -> None:
-    """The service and its scheduler exist from the start (handlers may run before `start`);
-    the scheduler itself starts with the bot, because it needs a running event loop."""
+    """The service exists from the start (handlers may run before `start`); its scheduler is
+    made on first need and runs once the bot started, because it needs a running event loop."""
     host.provide(ReminderService(host, host.section(ReminderSettings)))
 
 

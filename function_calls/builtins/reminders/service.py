@@ -18,18 +18,27 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.date import DateTrigger
 from loguru import logger
-from sqlalchemy import DateTime, Integer, String, Text, func, select, update
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    select,
+    update,
+)
 
 from function_calls import IncomingMessage, OutgoingMessage, PluginHost, translate, zone_named
 from function_calls.builtins.reminders.settings import ReminderSettings
@@ -41,6 +50,9 @@ from function_calls.builtins.reminders.times import (
     next_fire,
 )
 
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
 JOB_TABLE = "apscheduler_jobs"
 SHORT_ID = 8
 CATCH_UP = ":late"  # job id suffix of a recurring reminder's missed occurrence
@@ -51,36 +63,62 @@ EARLY_TOLERANCE = timedelta(seconds=2)
 FIRED_KEPT = 100
 
 
-class ReminderBase(DeclarativeBase):
-    pass
+reminder_metadata = MetaData()
 
-
-class ReminderRow(ReminderBase):
-    """One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same)."""
-
-    __tablename__ = "reminders"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    platform: Mapped[str] = mapped_column(String(32))
-    chat_id: Mapped[str] = mapped_column(String(128), index=True)
-    chat_name: Mapped[str] = mapped_column(String(128), default="")
-    is_group: Mapped[bool] = mapped_column(default=False)
-    creator_id: Mapped[str] = mapped_column(String(128), index=True)
-    creator_name: Mapped[str] = mapped_column(String(128), default="")
-    text: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(String(8))  # once | daily | weekly | cron
-    spec: Mapped[str] = mapped_column(String(128))  # as shown to users
-    at: Mapped[str | None] = mapped_column(String(64), nullable=True)  # ISO UTC / HH:MM[:SS]
-    weekday: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    cron: Mapped[str | None] = mapped_column(String(128), nullable=True)
-    timezone: Mapped[str] = mapped_column(String(64))
+# One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same). Declared
+# with SQLAlchemy Core like the bot's own tables (storage/models.py: the ORM is ~5 MB of memory).
+reminders_table = Table(
+    "reminders",
+    reminder_metadata,
+    Column("id", String(32), primary_key=True),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(128), nullable=False, index=True),
+    Column("chat_name", String(128), nullable=False, default=""),
+    Column("is_group", Boolean, nullable=False, default=False),
+    Column("creator_id", String(128), nullable=False, index=True),
+    Column("creator_name", String(128), nullable=False, default=""),
+    Column("text", Text, nullable=False),
+    Column("kind", String(8), nullable=False),  # once | daily | weekly | cron
+    Column("spec", String(128), nullable=False),  # as shown to users
+    Column("at", String(64), nullable=True),  # ISO UTC / HH:MM[:SS]
+    Column("weekday", String(64), nullable=True),
+    Column("cron", String(128), nullable=True),
+    Column("timezone", String(64), nullable=False),
     # active | done | deleted | missed | refused
-    status: Mapped[str] = mapped_column(String(16), default="active", index=True)
-    next_run: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime())
-    fired_count: Mapped[int] = mapped_column(Integer, default=0)
-    last_fired_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    note: Mapped[str] = mapped_column(Text, default="")
+    Column("status", String(16), nullable=False, default="active", index=True),
+    Column("next_run", DateTime(), nullable=True),
+    Column("created_at", DateTime(), nullable=False),
+    Column("fired_count", Integer, nullable=False, default=0),
+    Column("last_fired_at", DateTime(), nullable=True),
+    Column("note", Text, nullable=False, default=""),
+)
+_R = reminders_table.c
+
+
+@dataclass(frozen=True, slots=True)
+class ReminderRow:
+    """One row of `reminders`, as read (a snapshot: changes go through the service)."""
+
+    id: str
+    platform: str
+    chat_id: str
+    chat_name: str
+    is_group: bool
+    creator_id: str
+    creator_name: str
+    text: str
+    kind: str
+    spec: str
+    at: str | None
+    weekday: str | None
+    cron: str | None
+    timezone: str
+    status: str
+    next_run: datetime | None
+    created_at: datetime
+    fired_count: int
+    last_fired_at: datetime | None
+    note: str
 
     @property
     def short_id(self) -> str:
@@ -162,40 +200,65 @@ class ReminderService:
         self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
         self.storage = host.storage
         self.key = host.storage.url
-        ReminderBase.metadata.create_all(self.storage.engine)
-        self.scheduler = AsyncIOScheduler(
-            jobstores={
-                "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
-            },
-            # The row decides lateness, so APScheduler must never skip a late job itself.
-            job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
-            timezone=self.tz,
-        )
+        reminder_metadata.create_all(self.storage.engine)
+        # Made on first need (an active reminder at start, or a new one): a bot without
+        # reminders never imports the scheduler (~1.3 MB, bench/README.md).
+        self._scheduler: AsyncIOScheduler | None = None
+        self._started = False
         self._offline: set[str] = set()  # due while the bot was down (found at start)
         # The latest deliveries of this process (tests, status); bounded: a bot runs for months.
         self.fired: deque[OutgoingMessage] = deque(maxlen=FIRED_KEPT)
 
+    @property
+    def scheduler(self) -> AsyncIOScheduler:
+        """APScheduler with its job store on the bot's database, made (and, once the service
+        started, started) on first use."""
+        if self._scheduler is None:
+            from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+            from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+            self._scheduler = AsyncIOScheduler(
+                jobstores={
+                    "default": SQLAlchemyJobStore(engine=self.storage.engine, tablename=JOB_TABLE)
+                },
+                # The row decides lateness, so APScheduler must never skip a late job itself.
+                job_defaults={"coalesce": True, "misfire_grace_time": None, "max_instances": 1},
+                timezone=self.tz,
+            )
+        if self._started and not self._scheduler.running:
+            self._run_scheduler(self._scheduler)
+        return self._scheduler
+
+    def _job_exists(self, job_id: str) -> bool:
+        return self._scheduler is not None and self._scheduler.get_job(job_id) is not None
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the scheduler paused, put the job store in line with the table, then run."""
+        """Start the scheduler if a reminder is active (or one was made before the start)."""
         _services[self.key] = self
-        self.scheduler.start(paused=True)
+        self._started = True
+        if self._scheduler is not None or self._rows(_R.status == "active"):
+            _ = self.scheduler
+
+    def _run_scheduler(self, scheduler: AsyncIOScheduler) -> None:
+        """Start the scheduler paused, put the job store in line with the table, then run."""
+        scheduler.start(paused=True)
         now = utcnow()
-        active = {r.id: r for r in self._rows(ReminderRow.status == "active")}
-        jobs = {j.id for j in self.scheduler.get_jobs()}
+        active = {r.id: r for r in self._rows(_R.status == "active")}
+        jobs = {j.id for j in scheduler.get_jobs()}
         for job_id in jobs:
             if job_id.removesuffix(CATCH_UP) not in active:
-                self.scheduler.remove_job(job_id)
+                scheduler.remove_job(job_id)
         for row in active.values():
             overdue = row.next_run is not None and _aware(row.next_run) <= now
             if overdue:
                 self._offline.add(row.id)
             if row.id not in jobs:
                 logger.warning("reminder {} had no scheduler job; re-adding it", row.short_id)
-                self._add_job(row)
+                self._add_job(row, scheduler)
             if overdue and row.kind != "once":
                 # The recurring trigger only knows future occurrences; deliver the missed one now.
-                self.scheduler.add_job(
+                scheduler.add_job(
                     run_job,
                     trigger=DateTrigger(run_date=now),
                     args=[self.key, row.id],
@@ -204,21 +267,22 @@ class ReminderService:
                 )
         if self._offline:
             logger.info("{} reminder(s) fell due while the bot was down", len(self._offline))
-        self.scheduler.resume()
+        scheduler.resume()
 
     async def shutdown(self) -> None:
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+        self._started = False
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
             # AsyncIOScheduler.shutdown only queues the work (call_soon_threadsafe); let it run
             # before the caller disposes the engine the job store uses.
             await asyncio.sleep(0)
         if _services.get(self.key) is self:
             del _services[self.key]
 
-    def _add_job(self, row: ReminderRow) -> None:
+    def _add_job(self, row: ReminderRow, scheduler: AsyncIOScheduler | None = None) -> None:
         # A one-off reminder whose time has passed still gets its DateTrigger: with no misfire
         # limit, APScheduler runs it at once, and `fire` adds the late note.
-        self.scheduler.add_job(
+        (scheduler or self.scheduler).add_job(
             run_job,
             trigger=trigger_for(row),
             args=[self.key, row.id],
@@ -229,40 +293,33 @@ class ReminderService:
 
     # -- queries ---------------------------------------------------------------------------
     def _rows(self, *where: Any) -> list[ReminderRow]:
-        with self.storage.session() as s:
-            return list(
-                s.scalars(
-                    select(ReminderRow).where(*where).order_by(ReminderRow.next_run, ReminderRow.id)
-                ).all()
-            )
+        q = select(reminders_table).where(*where).order_by(_R.next_run, _R.id)
+        with self.storage.engine.connect() as conn:
+            return [ReminderRow(**row._mapping) for row in conn.execute(q)]
 
     def get(self, reminder_id: str) -> ReminderRow | None:
-        with self.storage.session() as s:
-            return s.get(ReminderRow, reminder_id)
+        q = select(reminders_table).where(_R.id == reminder_id)
+        with self.storage.engine.connect() as conn:
+            row = conn.execute(q).first()
+        return ReminderRow(**row._mapping) if row is not None else None
 
     def active_count(self, platform: str, user_id: str) -> int:
-        with self.storage.session() as s:
-            return (
-                s.scalar(
-                    select(func.count())
-                    .select_from(ReminderRow)
-                    .where(
-                        ReminderRow.platform == platform,
-                        ReminderRow.creator_id == user_id,
-                        ReminderRow.status == "active",
-                    )
-                )
-                or 0
-            )
+        q = (
+            select(func.count())
+            .select_from(reminders_table)
+            .where(_R.platform == platform, _R.creator_id == user_id, _R.status == "active")
+        )
+        with self.storage.engine.connect() as conn:
+            return conn.execute(q).scalar() or 0
 
     def visible_to(
         self, platform: str, chat_id: str, is_group: bool, user_id: str
     ) -> list[ReminderRow]:
         """A group sees its own reminders; a private chat sees all its user's reminders."""
-        base = [ReminderRow.platform == platform, ReminderRow.status == "active"]
+        base = [_R.platform == platform, _R.status == "active"]
         if is_group:
-            return self._rows(*base, ReminderRow.chat_id == chat_id)
-        return self._rows(*base, ReminderRow.creator_id == user_id)
+            return self._rows(*base, _R.chat_id == chat_id)
+        return self._rows(*base, _R.creator_id == user_id)
 
     def resolve(self, prefix: str, candidates: list[ReminderRow]) -> ReminderRow:
         """Find a reminder by a unique id prefix among the ones the caller can see."""
@@ -311,12 +368,14 @@ class ReminderService:
             next_run=_naive(schedule.first_run),
             created_at=_naive(utcnow()),
             fired_count=0,
+            last_fired_at=None,
             note="",
         )
-        with self.storage.session() as s:
-            s.add(row)
-            s.commit()
-        self._add_job(row)
+        # Made (and started) before the row exists, so its start finds nothing to repair.
+        scheduler = self.scheduler
+        with self.storage.engine.begin() as conn:
+            conn.execute(reminders_table.insert().values(**asdict(row)))
+        self._add_job(row, scheduler)
         logger.bind(chat_id=who.chat_id).info(
             "reminder {} set by {} for {}", row.short_id, who.user_id, row.next_run
         )
@@ -324,17 +383,14 @@ class ReminderService:
 
     def delete(self, row: ReminderRow) -> None:
         self._set_status(row.id, "deleted", "deleted by a user")
-        if self.scheduler.get_job(row.id) is not None:
+        if self._job_exists(row.id):
             self.scheduler.remove_job(row.id)
 
     def _set_status(self, reminder_id: str, status: str, note: str) -> None:
-        with self.storage.session() as s:
-            s.execute(
-                update(ReminderRow)
-                .where(ReminderRow.id == reminder_id)
-                .values(status=status, note=note)
+        with self.storage.engine.begin() as conn:
+            conn.execute(
+                update(reminders_table).where(_R.id == reminder_id).values(status=status, note=note)
             )
-            s.commit()
 
     # -- firing ------------------------------------------------------------------------------
     async def fire(self, reminder_id: str) -> OutgoingMessage | None:
@@ -353,7 +409,7 @@ class ReminderService:
         reason = self._refusal(row)
         if reason is not None:
             self._set_status(row.id, "refused", reason)
-            if self.scheduler.get_job(row.id) is not None:
+            if self._job_exists(row.id):
                 self.scheduler.remove_job(row.id)
             logger.bind(chat_id=row.chat_id).warning(
                 "reminder {} not delivered: {}", row.short_id, reason
@@ -400,34 +456,24 @@ class ReminderService:
         row is locked first with SKIP LOCKED, so a second worker waking for the same occurrence
         moves on at once instead of queueing behind the lock; the compare-and-set on next_run
         then decides (and is the whole claim on SQLite, where one writer holds the file)."""
-        with self.storage.session() as s:
-            locked = s.scalar(
-                select(ReminderRow.id)
-                .where(
-                    ReminderRow.id == row.id,
-                    ReminderRow.status == "active",
-                    ReminderRow.next_run == row.next_run,
-                )
-                .with_for_update(skip_locked=True)
-            )
+        same = (_R.id == row.id, _R.status == "active", _R.next_run == row.next_run)
+        with self.storage.engine.begin() as conn:
+            locked = conn.execute(
+                select(_R.id).where(*same).with_for_update(skip_locked=True)
+            ).scalar()
             if locked is None:
                 return False
-            result = s.execute(
-                update(ReminderRow)
-                .where(
-                    ReminderRow.id == row.id,
-                    ReminderRow.status == "active",
-                    ReminderRow.next_run == row.next_run,
-                )
+            result = conn.execute(
+                update(reminders_table)
+                .where(*same)
                 .values(
                     next_run=_naive(nxt) if nxt else row.next_run,
                     status="active" if nxt else "done",
-                    fired_count=ReminderRow.fired_count + 1,
+                    fired_count=_R.fired_count + 1,
                     last_fired_at=_naive(now),
                 )
             )
-            s.commit()
-            return result.rowcount == 1  # type: ignore[attr-defined]
+            return result.rowcount == 1
 
     def _refusal(self, row: ReminderRow) -> str | None:
         """Fire with the creator's permissions as they are now, not as they were."""

@@ -12,7 +12,7 @@ from sqlalchemy import select, text, update
 
 from function_calls.builtins.reminders import ReminderService
 from function_calls.builtins.reminders import service as reminder_mod
-from function_calls.builtins.reminders.service import ReminderRow, utcnow
+from function_calls.builtins.reminders.service import ReminderRow, reminders_table, utcnow
 from providers.scripted import ScriptedModel, call, say
 from tests.function_calls.builtins.conftest import MakeBot
 
@@ -26,8 +26,8 @@ def reminder_id(reply: str) -> str:
 
 
 def rows(tb) -> list[ReminderRow]:
-    with tb.bot.storage.session() as s:
-        return list(s.scalars(select(ReminderRow)).all())
+    with tb.bot.storage.engine.connect() as conn:
+        return [ReminderRow(**r._mapping) for r in conn.execute(select(reminders_table))]
 
 
 async def test_fires_in_the_group_mentioning_its_creator(make_bot: MakeBot) -> None:
@@ -206,10 +206,11 @@ async def test_recurring_due_while_down_fires_once_and_moves_on(make_bot: MakeBo
     row = service.visible_to("test", GROUP, True, "bob")[0]
     await tb.aclose()
     due = utcnow().replace(tzinfo=None) - timedelta(seconds=5)
-    with tb.bot.storage.session() as s:  # the engine reconnects after close
-        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=due))
-        s.execute(text("DELETE FROM apscheduler_jobs"))  # and the job store lost it
-        s.commit()
+    with tb.bot.storage.engine.begin() as conn:  # the engine reconnects after close
+        conn.execute(
+            update(reminders_table).where(reminders_table.c.id == row.id).values(next_run=due)
+        )
+        conn.execute(text("DELETE FROM apscheduler_jobs"))  # and the job store lost it
     tb2, outbox = await make_bot()
     [out] = await outbox.wait(1, timeout=4)
     assert out.text.startswith("⏰ Reminder: pills\n(Late:") and "Next: " in out.text
@@ -268,9 +269,10 @@ async def test_daily_reminder_fires_once_on_the_fall_back_night(
     service = tb.bot.service(ReminderService)
     [row] = service.visible_to("test", "private:bob", False, "bob")
     first = datetime(2025, 11, 2, 5, 30)  # 01:30 EDT, naive UTC as stored
-    with tb.bot.storage.session() as s:
-        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=first))
-        s.commit()
+    with tb.bot.storage.engine.begin() as conn:
+        conn.execute(
+            update(reminders_table).where(reminders_table.c.id == row.id).values(next_run=first)
+        )
 
     monkeypatch.setattr(
         reminder_mod, "utcnow", lambda: datetime(2025, 11, 2, 5, 30, 0, 500000, tzinfo=UTC)
@@ -296,12 +298,44 @@ async def test_delivered_reminders_are_not_kept_forever(
     service = tb.bot.service(ReminderService)
     [row] = service.visible_to("test", "private:bob", False, "bob")
     due = datetime(2025, 6, 1, 0, 0)
-    with tb.bot.storage.session() as s:
-        s.execute(update(ReminderRow).where(ReminderRow.id == row.id).values(next_run=due))
-        s.commit()
+    with tb.bot.storage.engine.begin() as conn:
+        conn.execute(
+            update(reminders_table).where(reminders_table.c.id == row.id).values(next_run=due)
+        )
     for minute in range(110):
         now = datetime(2025, 6, 1, 0, 0, 0, 100000, tzinfo=UTC) + timedelta(minutes=minute)
         monkeypatch.setattr(reminder_mod, "utcnow", lambda now=now: now)
         assert await service.fire(row.id) is not None
     assert len(outbox.messages) == 110
     assert len(service.fired) <= 100
+
+
+async def test_scheduler_is_made_only_once_a_reminder_exists(make_bot: MakeBot) -> None:
+    """A bot without reminders runs no scheduler (nor imports it: ~1.3 MB); the first reminder
+    starts it, and a restart with an active reminder starts it at once."""
+    tb, outbox = await make_bot()
+    service = tb.bot.service(ReminderService)
+    assert service._scheduler is None
+    [reply] = await tb.send("/reminder_set in 1s stretch", sender="bob")
+    assert "Reminder set" in reply, reply
+    assert service._scheduler is not None and service._scheduler.running
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text == "⏰ Reminder: stretch"
+    await tb.send("/reminder_set daily 09:00 pills", sender="bob")
+    await tb.aclose()
+    tb2, _ = await make_bot()
+    again = tb2.bot.service(ReminderService)
+    assert again._scheduler is not None and again._scheduler.running
+    assert len(again._scheduler.get_jobs()) == 1
+
+
+async def test_reminder_set_before_the_start_runs_once_the_bot_starts(make_bot: MakeBot) -> None:
+    tb, outbox = await make_bot(start=False)
+    [reply] = await tb.send("/reminder_set in 1s stretch", sender="bob")
+    assert "Reminder set" in reply, reply
+    service = tb.bot.service(ReminderService)
+    assert service._scheduler is not None and not service._scheduler.running
+    await tb.start()
+    assert service._scheduler.running
+    [out] = await outbox.wait(1, timeout=4)
+    assert out.text == "⏰ Reminder: stretch"

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from providers.text_tools.parser import StreamingToolParser, parse_text
 from providers.text_tools.report import allowed_for, load_cases, schemas_for
+from providers.text_tools.trigger import may_hold_call
 
 CASE_LIST = load_cases()
 assert CASE_LIST, "no real-output cases found under tests/fixtures/text_tool_calls"
@@ -224,3 +225,24 @@ def test_asked_format_fences_stream_like_whole(text, cuts, fmt) -> None:
 )
 def test_text_without_calls_streams_unchanged(text, cuts) -> None:
     assert _stream(text, cuts, set()).content == text
+
+
+def test_every_recorded_call_is_seen_by_the_cheap_trigger_check() -> None:
+    """The tool loop skips the parser for a reply `may_hold_call` rules out: no recorded case
+    that parses to a call may be ruled out."""
+    for index, case in enumerate(CASE_LIST):
+        parsed = parse_text(case["text"], allowed_for(index, case), schemas_for(case))
+        if parsed.calls:
+            assert may_hold_call(case["text"]), case["file"]
+
+
+@SETTINGS
+@given(text=fuzz_text, offered=st.sampled_from([{"f"}, {"f", "x"}]))
+def test_text_the_trigger_check_rules_out_parses_to_itself(text, offered) -> None:
+    # Strip every trigger character so the property is exercised on most examples.
+    plain = text.translate({ord(c): None for c in "<[{`"}).replace(">>>", ">")
+    plain = plain.replace("functools", "func").replace("Action:", "Act")
+    for candidate in (text, plain):
+        if not may_hold_call(candidate):
+            parsed = parse_text(candidate, offered)
+            assert not parsed.calls and parsed.content == candidate

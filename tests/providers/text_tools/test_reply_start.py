@@ -58,6 +58,16 @@ def test_reply_start_decides_from_a_bounded_prefix() -> None:
     )
 
 
+def test_a_first_word_that_cannot_become_an_offered_name_is_not_held_back() -> None:
+    """A streamed reply starting `Checking.` is shown at once (the console test of a native
+    round found it held until the stream ended); only a prefix of an offered name waits."""
+    allowed = frozenset({"weather", "web_search"})
+    assert reply_start("Checking.", False, allowed)[0] == "fail"
+    assert reply_start("Wea", False, allowed)[0] == "fail"
+    assert reply_start("we", False, allowed)[0] == "need"
+    assert reply_start("weather", False, allowed)[0] == "need"
+
+
 def test_harmony_recipient_in_the_prompt_started_role_header() -> None:
     text = ' to=functions.f<|channel|>commentary <|constrain|>json<|message|>{"x": 1}'
     calls, parsed = each_split(text)
