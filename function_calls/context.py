@@ -55,6 +55,19 @@ class TurnState:
 
     requests: int = 0
     reserved_calls: int = 0
+    # Usage rows not written yet (`FunctionCallRouter.dispatch` writes them with the turn's
+    # next tool-call row or at its end); None outside a dispatch: written at once.
+    usage: list[dict[str, Any]] | None = None
+    # Set by the runtime: takes the rows left at the turn's end into its own end-of-turn write
+    # (runtime/outbox.py `end_turn`); returns False when it cannot (then dispatch writes them).
+    usage_taker: Callable[[list[dict[str, Any]]], bool] | None = None
+
+    def take_usage(self) -> list[dict[str, Any]]:
+        """The usage rows waiting to be written, now the caller's to write."""
+        rows = self.usage or []
+        if self.usage:
+            self.usage = []
+        return rows
 
 
 class MessageContext:

@@ -76,10 +76,12 @@ class FunctionExecutor:
         started = time.perf_counter()
         execution = await self._run(ctx, name, arguments, source)
         execution.duration_ms = (time.perf_counter() - started) * 1000
+        usage = ctx.turn.take_usage()  # the turn's usage rows so far go in the same write
         try:
             msg = ctx.message
             await ctx.storage.run(  # off the event loop, retried while the db is locked
                 ctx.storage.add_tool_call,
+                usage=usage,
                 platform=msg.platform,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,
@@ -93,6 +95,8 @@ class FunctionExecutor:
             )
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
+            if usage and ctx.turn.usage is not None:  # the turn's end writes them
+                ctx.turn.usage[:0] = usage
         if ctx.metrics is not None:
             ctx.metrics.tool_calls.labels(name, execution.outcome).inc()
         level = "INFO" if execution.ok else "WARNING"

@@ -128,13 +128,17 @@ def count_request(ctx: MessageContext, tokens: int, now: datetime | None = None)
     limits = ctx.config.limits
     if _exempt(ctx):
         return
-    now = now or clock()
-    _, _, day, _ = _windows(now, ctx.config.bot.timezone)
     msg = ctx.message
     scopes = [
         ("user", msg.sender_id, limits.per_user),
         ("chat", msg.chat_id, limits.per_chat),
     ]
+    if not any(
+        v.model_calls_per_day is not None or v.tokens_per_day is not None for _, _, v in scopes
+    ):
+        return  # no call or token limit: nothing to count (nor a window to compute)
+    now = now or clock()
+    _, _, day, _ = _windows(now, ctx.config.bot.timezone)
     state = ctx.storage.chat_state
     calls = [
         Counter(scope, msg.platform, key, "model_calls", day)

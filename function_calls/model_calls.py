@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from function_calls import limits
@@ -207,7 +208,7 @@ def _record(
     else:
         ctx.logger.debug("model answer {}: {} after {:.0f} ms", model.name, outcome, latency * 1000)
     try:
-        ctx.storage.chat_state.add_usage(
+        row = dict(
             platform=msg.platform,
             chat_id=msg.chat_id,
             sender_id=msg.sender_id,
@@ -222,7 +223,12 @@ def _record(
             latency_ms=latency * 1000,
             streamed=streamed,
             outcome=outcome,
+            created_at=datetime.now(UTC),
         )
+        if ctx.turn.usage is not None:  # in a turn: written with its next write (router.py)
+            ctx.turn.usage.append(row)
+        else:
+            ctx.storage.chat_state.add_usage(**row)
         limits.count_request(ctx, usage.input_tokens + usage.output_tokens)
     except Exception as exc:  # the record must never take the reply down with it
         ctx.logger.error("usage row for {} not written: {}", model.name, exc)

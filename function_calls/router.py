@@ -81,7 +81,22 @@ class FunctionCallRouter:
         return rule == "at" and msg.is_at_bot
 
     async def dispatch(self, ctx: MessageContext) -> bool:
-        """Handle one message; returns whether the bot answered it."""
+        """Handle one message; returns whether the bot answered it. The usage rows of its model
+        requests are written with the turn's next tool-call row, or in one write when it ends
+        (`TurnState.usage`): not one transaction per request (bench/README.md)."""
+        ctx.turn.usage = []
+        try:
+            return await self._dispatch(ctx)
+        finally:
+            rows, ctx.turn.usage = ctx.turn.usage, None
+            taker = ctx.turn.usage_taker
+            if rows and not (taker is not None and taker(rows)):
+                try:
+                    ctx.storage.chat_state.add_usage_rows(rows)
+                except Exception as exc:  # the record must never take the reply down with it
+                    ctx.logger.error("{} usage row(s) not written: {}", len(rows), exc)
+
+    async def _dispatch(self, ctx: MessageContext) -> bool:
         if not self.should_answer(ctx):
             return False
         command = split_command(ctx.message.text)

@@ -40,7 +40,7 @@ from runtime import exposure
 from runtime.chat_locks import ChatLocks
 from runtime.exposure import Caller
 from runtime.model_set import ModelSet
-from runtime.outbox import EventQueue, Outbox
+from runtime.outbox import EventQueue, HeldMarks, Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
 from runtime.settings import Settings
@@ -375,24 +375,31 @@ class Bot:
         self.metrics.messages_in.labels(msg.platform).inc()
         if self.remote is not None:
             return await self.remote.handle(msg, sink, on_stream)
-        sent = await self.handle_here(msg, sink, on_stream=on_stream)
-        await self._finished(msg, len(sent))
+        # The turn's delivery marks wait for its handled-message row: one write at its end.
+        held = self.outbox.hold() if msg.message_id else None
+        try:
+            sent = await self.handle_here(msg, sink, on_stream=on_stream)
+        except BaseException:
+            if held is not None:
+                self.outbox.release(held)
+            raise
+        await self._finished(msg, len(sent), held)
         return sent
 
-    async def _finished(self, msg: IncomingMessage, replies: int) -> None:
+    async def _finished(
+        self, msg: IncomingMessage, replies: int, held: HeldMarks | None = None
+    ) -> None:
         """Record the turn as finished (`handled_messages`, as a cluster worker does), so a
-        start after a crash knows which stored messages still want an answer."""
+        start after a crash knows which stored messages still want an answer; with `held`,
+        in the same write as the turn's delivery marks it holds."""
         if not msg.message_id:
             return
+        args = (msg.platform, msg.chat_id, msg.message_id, "local", replies)
         try:
-            await self.storage.run(
-                self.storage.cluster.finish,
-                msg.platform,
-                msg.chat_id,
-                msg.message_id,
-                "local",
-                replies,
-            )
+            if held is not None:
+                await self.outbox.end_turn(held, self.storage.finish_turn, *args)
+            else:
+                await self.storage.run(self.storage.cluster.finish, *args)
         except StorageError as exc:  # the answer is out; only a resume could repeat it
             logger.error("turn of message {} not recorded as finished: {}", msg.message_id, exc)
 
@@ -487,6 +494,7 @@ class Bot:
             await self.deliver(out, sink)
 
         ctx = self.context_for(msg, deliver, stored_id=stored_id, on_stream=on_stream)
+        ctx.turn.usage_taker = self.outbox.add_to_turn_end  # Bot.handle: one write at the end
         try:
             await self.router.dispatch(ctx)
         except Exception as exc:  # the one place an unexpected bug meets the user

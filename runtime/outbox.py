@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
@@ -30,7 +31,10 @@ from storage.db import Storage, StorageError
 from storage.outbox import PAYLOAD_FIELDS, OutboxEntry
 
 POLL = 1.0
+# Seconds a turn's delivery marks may wait to be written with the turn's end (Outbox.hold).
+HOLD = 0.2
 _HOUSEKEEPING = 30.0
+R = TypeVar("R")
 
 
 class _Sender(Protocol):
@@ -75,6 +79,58 @@ def message_of(entry: OutboxEntry) -> OutgoingMessage:
     )
 
 
+class HeldMarks:
+    """The delivery marks one turn holds back (`Outbox.hold`), and the timer that lets them go
+    after `HOLD` seconds if the turn has not ended by then."""
+
+    __slots__ = ("task", "ids", "usage", "marks", "_timer")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.ids: list[int] = []
+        self.usage: list[dict[str, Any]] = []  # the turn's last usage rows (add_to_turn_end)
+        self.marks: list[asyncio.Future[None]] = []  # marks let go before the turn ended
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, event_id: int, outbox: Outbox) -> None:
+        self.ids.append(event_id)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(HOLD, self.flush, outbox)
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def flush(self, outbox: Outbox) -> None:
+        """Write the held marks now, as `finish` does (batched, tracked, errors logged)."""
+        self.cancel_timer()
+        ids, self.ids = self.ids, []
+        usage, self.usage = self.usage, []
+        if usage:
+            storage = outbox.storage
+            write = asyncio.ensure_future(storage.run(storage.chat_state.add_usage_rows, usage))
+            outbox._marks.add(write)
+            write.add_done_callback(outbox._marks.discard)
+            write.add_done_callback(functools.partial(_log_failed_usage, len(usage)))
+        for event_id in ids:
+            mark = outbox._mark_delivered(event_id)
+            outbox._marks.add(mark)
+            mark.add_done_callback(outbox._marks.discard)
+            mark.add_done_callback(functools.partial(_log_failed_mark, event_id))
+            self.marks.append(mark)
+
+
+def _log_failed_usage(rows: int, write: asyncio.Future[None]) -> None:
+    if not write.cancelled() and write.exception() is not None:
+        logger.error("{} usage row(s) not written: {}", rows, write.exception())
+
+
+def _log_failed_mark(event_id: int, mark: asyncio.Future[None]) -> None:
+    if not mark.cancelled() and mark.exception() is not None:
+        logger.error("outbox row {} not marked delivered: {}", event_id, mark.exception())
+
+
 class Outbox:
     def __init__(
         self,
@@ -102,6 +158,7 @@ class Outbox:
         self._batch: list[int] = []
         self._batch_done: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._held: dict[asyncio.Task[Any], HeldMarks] = {}  # see hold()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._once: asyncio.Future[None] | None = None
@@ -151,6 +208,10 @@ class Outbox:
         # Shielded and tracked: a bot stopping right after a send still records it (`stop`
         # waits for these), or the next start would send the message again.
         if state == "delivered" and rest is None:
+            held = self._held.get(asyncio.current_task())  # type: ignore[arg-type]
+            if held is not None and out.event_id not in self._released:
+                held.add(out.event_id, self)
+                return
             mark = self._mark_delivered(out.event_id)
         else:
             mark = asyncio.ensure_future(
@@ -164,6 +225,56 @@ class Outbox:
             logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
         if state != "pending":
             self._released.discard(out.event_id)
+
+    # -- a turn's last marks, written with its end (Bot.handle) ----------------------------
+    def hold(self) -> HeldMarks:
+        """From now on, the delivery marks of the current task (a turn) wait, at most
+        `HOLD` seconds, to be written by `end_turn` in one write with the turn's end record,
+        instead of one write each and then that record (bench/README.md, "CPU per message").
+        A crash in that wait leaves those rows pending: at most a re-send of a message that
+        went out, as for a crash before any mark."""
+        task = asyncio.current_task()
+        assert task is not None
+        held = self._held[task] = HeldMarks(task)
+        return held
+
+    def release(self, held: HeldMarks) -> None:
+        """Stop holding: what is held is written now, as any mark (a turn that raised)."""
+        if self._held.get(held.task) is held:
+            del self._held[held.task]
+        held.flush(self)
+
+    def add_to_turn_end(self, usage: list[dict[str, Any]]) -> bool:
+        """Usage rows the current task's turn writes in its `end_turn` write; False when the
+        task holds no turn (the caller writes them)."""
+        held = self._held.get(asyncio.current_task())  # type: ignore[arg-type]
+        if held is None:
+            return False
+        held.usage.extend(usage)
+        return True
+
+    async def end_turn(self, held: HeldMarks, write: Callable[..., R], *args: Any) -> R:
+        """Stop holding and run `write(held ids, usage rows, *args)` (a storage function
+        marking them delivered and recording the turn, one transaction) through
+        `Storage.run`, tracked like a mark (`stop` waits for it). Marks the hold already let
+        go are awaited too."""
+        if self._held.get(held.task) is held:
+            del self._held[held.task]
+        held.cancel_timer()
+        ids, held.ids = held.ids, []
+        usage, held.usage = held.usage, []
+        done = asyncio.ensure_future(self.storage.run(write, ids, usage, *args))
+        self._marks.add(done)
+        done.add_done_callback(self._marks.discard)
+        for mark in held.marks:
+            with contextlib.suppress(StorageError):
+                await asyncio.shield(mark)
+        try:
+            return await asyncio.shield(done)
+        except StorageError as exc:
+            if ids:
+                logger.error("outbox rows {} not marked delivered: {}", ids, exc)
+            raise
 
     def _mark_delivered(self, event_id: int) -> asyncio.Future[None]:
         """Join the next batch of delivery marks; resolves when its one write is done. Marks
@@ -265,6 +376,8 @@ class Outbox:
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        for held in list(self._held.values()):
+            self.release(held)
         if self._marks:
             await asyncio.wait(set(self._marks), timeout=self.storage.busy_retry + 1)
         if self._once is not None and not self._once.done():

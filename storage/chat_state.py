@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, desc, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, desc, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 
 from storage.models import chat_overrides_table, limit_counters_table, messages_table, usage_table
@@ -80,13 +80,8 @@ class ChatState:
 
     # -- overrides ---------------------------------------------------------------------------
     def overrides(self, platform: str, chat_id: str) -> dict[str, Override]:
-        t = chat_overrides_table
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t.c.key, t.c.value, t.c.set_by, t.c.set_at).where(
-                    t.c.platform == platform, t.c.chat_id == chat_id
-                )
-            ).all()
+            rows = conn.execute(_OVERRIDES, {"platform": platform, "chat_id": chat_id}).all()
         return {r.key: Override(r.value, r.set_by, _utc(r.set_at)) for r in rows}
 
     def set_override(self, platform: str, chat_id: str, key: str, value: str, set_by: str) -> None:
@@ -122,6 +117,11 @@ class ChatState:
         values.setdefault("created_at", datetime.now(UTC))
         with self.engine.begin() as conn:
             conn.execute(insert(usage_table), values)
+
+    def add_usage_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Several usage rows (a turn's requests) in one transaction."""
+        with self.engine.begin() as conn:
+            add_usage_in(conn, rows)
 
     def usage_rows(self, chat_id: str | None = None) -> list[Row[Any]]:
         """Every usage row (of one chat), oldest first: for tests and audits."""
@@ -232,6 +232,19 @@ def _value(conn: Connection, counter: Counter) -> int:
 def _order(counter: Counter) -> tuple[str, ...]:
     """The order rows are locked in: the same in every process, so no deadlock."""
     return (counter.scope, counter.platform, counter.key, counter.metric, counter.window)
+
+
+_t = chat_overrides_table
+# Built once: read on every message, where building the query cost as much as running it.
+_OVERRIDES = select(_t.c.key, _t.c.value, _t.c.set_by, _t.c.set_at).where(
+    _t.c.platform == bindparam("platform"), _t.c.chat_id == bindparam("chat_id")
+)
+
+
+def add_usage_in(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Usage rows (with their `created_at`) inside a transaction the caller holds."""
+    if rows:
+        conn.execute(insert(usage_table), rows)
 
 
 def _insert(bind: Engine | Connection) -> Any:

@@ -3,14 +3,44 @@ id (idempotent redelivery) and the live workers (partition balance). Synchronous
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.engine import Engine, Row
+from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import handled_messages_table, messages_table, workers_table
+
+
+@functools.cache
+def _handled_insert(dialect: str) -> Any:
+    """INSERT .. ON CONFLICT DO NOTHING into handled_messages, built once per dialect."""
+    # Imported by name, as chat_state._insert: a bot on SQLite does not load the PostgreSQL
+    # dialect package.
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    return insert(handled_messages_table).on_conflict_do_nothing(
+        index_elements=["platform", "chat_id", "message_id"]
+    )
+
+
+def _handled(
+    platform: str, chat_id: str, message_id: str, worker: str, replies: int
+) -> dict[str, object]:
+    return {
+        "platform": platform,
+        "chat_id": chat_id,
+        "message_id": message_id,
+        "worker": worker,
+        "replies": replies,
+        "finished_at": datetime.now(UTC),
+    }
 
 
 class ClusterStore:
@@ -35,18 +65,30 @@ class ClusterStore:
         try:
             with self.engine.begin() as conn:
                 conn.execute(
-                    handled_messages_table.insert().values(
-                        platform=platform,
-                        chat_id=chat_id,
-                        message_id=message_id,
-                        worker=worker,
-                        replies=replies,
-                        finished_at=datetime.now(UTC),
-                    )
+                    handled_messages_table.insert(),
+                    _handled(platform, chat_id, message_id, worker, replies),
                 )
             return True
         except IntegrityError:
             return False
+
+    def finish_in(
+        self,
+        conn: Connection,
+        platform: str,
+        chat_id: str,
+        message_id: str,
+        worker: str,
+        replies: int,
+    ) -> bool | None:
+        """`finish` inside a transaction the caller holds, as an insert that skips a row
+        already recorded (an IntegrityError would roll back the caller's other writes). None
+        on a database without such an insert: the caller uses `finish` after its commit."""
+        stmt = _handled_insert(conn.dialect.name)
+        if stmt is None:
+            return None
+        done = conn.execute(stmt, _handled(platform, chat_id, message_id, worker, replies))
+        return bool(done.rowcount)
 
     def unfinished(self, since: datetime) -> list[Row[Any]]:
         """User messages stored since `since` whose turn never finished (a crash cut it), in

@@ -24,10 +24,10 @@ from sqlalchemy.engine import Engine, Row
 from sqlalchemy.exc import OperationalError
 
 from storage import schema
-from storage.chat_state import ChatState
+from storage.chat_state import ChatState, add_usage_in
 from storage.cluster import ClusterStore
 from storage.models import messages_table, tool_calls_table
-from storage.outbox import OutboxStore
+from storage.outbox import OutboxStore, mark_delivered_in
 from storage.schema import SchemaState
 
 R = TypeVar("R")
@@ -162,6 +162,29 @@ class Storage:
             trans.rollback()
             conn.execute(text("SELECT 1"))
 
+    def finish_turn(
+        self,
+        delivered: list[int],
+        usage: list[dict[str, Any]],
+        platform: str,
+        chat_id: str,
+        message_id: str,
+        worker: str,
+        replies: int,
+    ) -> bool:
+        """Mark the outbox rows `delivered`, write the turn's last `usage` rows and record the
+        turn of `message_id` as finished (`ClusterStore.finish`), in one transaction: the end
+        of a turn is one write, not a delivery mark, usage rows and then a handled-message row
+        (bench/README.md, "CPU per message"). Returns False when the turn was recorded
+        already."""
+        with self.engine.begin() as conn:
+            mark_delivered_in(conn, delivered)
+            add_usage_in(conn, usage)
+            recorded = self.cluster.finish_in(conn, platform, chat_id, message_id, worker, replies)
+        if recorded is None:  # a database without INSERT .. ON CONFLICT: its own transaction
+            return self.cluster.finish(platform, chat_id, message_id, worker, replies)
+        return recorded
+
     # -- history ---------------------------------------------------------------------------
     def add_message(
         self,
@@ -293,7 +316,10 @@ class Storage:
         outcome: str,
         detail: str = "",
         duration_ms: float = 0.0,
+        usage: list[dict[str, Any]] | None = None,
     ) -> None:
+        """The audit row of a function call; `usage`: usage rows of the turn's model requests
+        so far, written in the same transaction (`ChatState.add_usage_rows`)."""
         args_text = (
             arguments
             if isinstance(arguments, str)
@@ -314,6 +340,8 @@ class Storage:
         }
         with self.engine.begin() as conn:  # Core insert, once per call: see add_message
             conn.execute(_INSERT_TOOL_CALL, values)
+            if usage:
+                add_usage_in(conn, usage)
 
     def tool_calls(self, chat_id: str | None = None) -> list[Row[Any]]:
         """Audit rows (of one chat), oldest first: for tests and audits."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import messages_table, outbox_cursors_table, outbox_table
@@ -40,6 +40,23 @@ _COLUMNS = (
     outbox_table.c.payload,
     outbox_table.c.state,
     outbox_table.c.created_at,
+)
+
+
+def mark_delivered_in(conn: Connection, event_ids: list[int]) -> None:
+    """`OutboxStore.mark_delivered` inside a transaction the caller holds (a turn's last marks
+    and its handled-message row are one write: `Storage.finish_turn`)."""
+    if event_ids:
+        conn.execute(_DELIVERED, {"ids": event_ids, "now": datetime.now(UTC)})
+
+
+# Statements of every message, built once (building one costs about what running it does).
+_INSERT = outbox_table.insert()
+_INSERT_MESSAGE = messages_table.insert()
+_DELIVERED = (
+    update(outbox_table)
+    .where(outbox_table.c.id.in_(bindparam("ids", expanding=True)))
+    .values(state="delivered", attempts=outbox_table.c.attempts + 1, updated_at=bindparam("now"))
 )
 
 
@@ -78,18 +95,19 @@ class OutboxStore:
         try:
             with self.engine.begin() as conn:
                 if history is not None:
-                    conn.execute(messages_table.insert(), {"created_at": now, **history})
+                    conn.execute(_INSERT_MESSAGE, {"created_at": now, **history})
                 result = conn.execute(
-                    outbox_table.insert().values(
-                        platform=platform,
-                        chat_id=chat_id,
-                        payload=json.dumps(payload, ensure_ascii=False),
-                        key=key,
-                        state="pending",
-                        attempts=0,
-                        created_at=now,
-                        updated_at=now,
-                    )
+                    _INSERT,
+                    {
+                        "platform": platform,
+                        "chat_id": chat_id,
+                        "payload": json.dumps(payload, ensure_ascii=False),
+                        "key": key,
+                        "state": "pending",
+                        "attempts": 0,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
                 )
                 return int(result.inserted_primary_key[0]), "pending"
         except IntegrityError:  # the same key written at the same moment by another worker
@@ -134,15 +152,7 @@ class OutboxStore:
         marks queued meanwhile land in one write instead of hundreds, so a crash soon after
         finds fewer rows it would send again."""
         with self.engine.begin() as conn:
-            conn.execute(
-                update(outbox_table)
-                .where(outbox_table.c.id.in_(event_ids))
-                .values(
-                    state="delivered",
-                    attempts=outbox_table.c.attempts + 1,
-                    updated_at=datetime.now(UTC),
-                )
-            )
+            mark_delivered_in(conn, event_ids)
 
     def pending(self, limit: int = 500, platform: str | None = None) -> list[OutboxEntry]:
         q = select(*_COLUMNS).where(outbox_table.c.state == "pending")
