@@ -38,11 +38,12 @@ def _completion(text: str) -> dict[str, Any]:
 async def test_a_turn_cut_by_sigkill_is_answered_once_after_restart(
     tmp_path: Path, bot_env: dict[str, str]
 ) -> None:
-    state: dict[str, Any] = {"hang": True, "answered": []}
+    state: dict[str, Any] = {"hang": True, "answered": [], "waiting": 0}
 
     async def model(request: web.Request) -> web.Response:
         body = await request.json()
         if state["hang"]:
+            state["waiting"] += 1
             await asyncio.sleep(60)
         # The newest message ends with the bot's time note (a stable prompt prefix).
         last = body["messages"][-1]["content"].split("\n\n[Current time")[0]
@@ -82,8 +83,11 @@ async def test_a_turn_cut_by_sigkill_is_answered_once_after_restart(
                 )
                 for chat, text in (("c1", "first"), ("c2", "second"))
             ]
-            # Both turns are stored and wait on the model.
-            await asyncio.sleep(1.0)
+            # Both turns are stored and wait on the model (waited for, not slept: on a loaded
+            # machine one second was sometimes not enough for the second turn to get there).
+            async with asyncio.timeout(30):
+                while state["waiting"] < 2:
+                    await asyncio.sleep(0.05)
             procs[0].send_signal(signal.SIGKILL)
             procs[0].wait(10)
             await asyncio.gather(*posts, return_exceptions=True)
