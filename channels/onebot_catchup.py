@@ -10,9 +10,16 @@ already (by platform message id) are handled like new events, in order. A messag
 at the same moment is the same message id: whichever comes first is handled, the other skipped
 (`OneBotChannel._first_sight`).
 
-Not covered: a chat with no user message stored within the window (the bot cannot know it was
-active without asking every group the account is in), and anything beyond the last
-HISTORY_COUNT messages of a chat.
+Chats the bot stored nothing for lately (a group whose first message was lost at the kill) are
+found with NapCat's `get_recent_contact` (once per connect, the RECENT_CONTACTS most recent
+chats, each with its latest message and `msgTime`): a group or friend chat whose latest message
+is within the window and not the account's own gets the same history catch-up. An
+implementation without that action (1404, or any failed status) keeps the stored-chats-only
+behaviour, logged once per account.
+
+Not covered: a chat active while the bot was away but not among the RECENT_CONTACTS most recent
+ones (or with no `get_recent_contact`: one with no user message stored within the window), and
+anything beyond the last HISTORY_COUNT messages of a chat.
 """
 
 from __future__ import annotations
@@ -25,10 +32,16 @@ from typing import TYPE_CHECKING, Any
 from loguru import logger
 
 from channels.onebot_history import HISTORY_COUNT
-from channels.onebot_link import ActionError, NotConnected, _Connection, _int
+from channels.onebot_link import ActionError, ActionTimeout, NotConnected, _Connection, _int
 
 if TYPE_CHECKING:
     from channels.onebot_link import OneBotLink
+
+# How many recent chats get_recent_contact is asked for at a connect: each one newer than the
+# window costs one history action, so this bounds the work a reconnect does.
+RECENT_CONTACTS = 50
+# NTQQ's chatType in get_recent_contact: 1 a friend (C2C), 2 a group.
+_CHAT_KINDS = {1: "private", 2: "group"}
 
 
 class CatchUp:
@@ -52,17 +65,24 @@ class CatchUp:
         storage = self.link.bot.storage
         connected = datetime.now(UTC)
         since = connected - timedelta(seconds=window)
-        chats = await storage.run(storage.cluster.recent_chats, self.link.platform, since)
-        found = 0
-        for chat_id, last in chats:
+        stored = await storage.run(storage.cluster.recent_chats, self.link.platform, since)
+        chats: dict[str, datetime] = {}
+        for chat_id, last in stored:
             if last.timestamp() >= int(connected.timestamp()):
                 # Its newest message arrived live on this connection (stored times are the
                 # event's whole seconds): what it missed is older, so nothing newer is missing.
                 continue
-            try:
-                found += await self._chat(conn, chat_id, max(last, since))
-            except NotConnected:
-                break
+            chats[chat_id] = max(last, since)
+        known = {chat_id for chat_id, _ in stored}
+        found = 0
+        try:
+            for chat_id in await self._recent(conn, since, connected):
+                if chat_id not in known:
+                    chats.setdefault(chat_id, since)
+            for chat_id, after in chats.items():
+                found += await self._chat(conn, chat_id, after)
+        except NotConnected:
+            pass
         if found:
             logger.warning(
                 "OneBot account {}: {} message(s) posted while the bot was away caught up "
@@ -72,6 +92,49 @@ class CatchUp:
             )
         self.found += found
         return found
+
+    async def _recent(self, conn: _Connection, since: datetime, connected: datetime) -> list[str]:
+        """The chats (`group:<id>` / `private:<id>`) whose latest message, by NapCat's
+        get_recent_contact, is not older than `since` and older than the second of this
+        connect (newer ones arrived live); [] when the action is missing."""
+        action = "get_recent_contact"
+        if (conn.self_id, action) in self._unsupported:
+            return []
+        self.calls += 1
+        try:
+            data = await self.link.call_action_raw(
+                conn.self_id, action, {"count": RECENT_CONTACTS}, wait=0
+            )
+        except NotConnected:
+            raise
+        except ActionTimeout as exc:  # slow, not missing: asked again at the next connect
+            logger.debug("{} of account {}: {}", action, conn.self_id, exc)
+            return []
+        except ActionError as exc:
+            self._unsupported.add((conn.self_id, action))
+            logger.warning(
+                "OneBot account {} has no usable {} ({}): only chats with a message stored "
+                "lately are caught up after a reconnect",
+                conn.self_id,
+                action,
+                exc,
+            )
+            return []
+        chats: list[str] = []
+        floor = since.timestamp() - 1  # msgTime is whole seconds, like the stored times
+        live = int(connected.timestamp())
+        for item in data if isinstance(data, list) else []:
+            if not isinstance(item, dict):
+                continue
+            kind, when = None, 0.0
+            with contextlib.suppress(TypeError, ValueError):
+                kind = _CHAT_KINDS.get(int(item.get("chatType")))
+                when = float(item.get("msgTime") or 0)
+            peer = str(item.get("peerUin") or "")
+            if kind and peer.isdigit() and peer != "0" and floor <= when < live:
+                if not _own(item.get("lastestMsg"), conn.self_id):
+                    chats.append(f"{kind}:{peer}")
+        return chats
 
     async def _chat(self, conn: _Connection, chat_id: str, after: datetime) -> int:
         kind, _, target = chat_id.partition(":")
@@ -134,3 +197,18 @@ class CatchUp:
                 event["group_id"] = item.get("group_id", params["group_id"])
             found += self._on_missed(conn, event)
         return found
+
+
+def _own(message: Any, self_id: str) -> bool:
+    """The latest message of a recent chat is the account's own send: the bot spoke last
+    there (an answer, a reminder, a welcome from the outbox), so nothing said before it is
+    looked for. NapCat marks it `message_sent`; the sender is the account either way."""
+    if not isinstance(message, dict):
+        return False
+    sender = message.get("sender")
+    sender_id = sender.get("user_id") if isinstance(sender, dict) else None
+    return (
+        message.get("post_type") == "message_sent"
+        or str(message.get("user_id", "")) == self_id
+        or str(sender_id) == self_id
+    )

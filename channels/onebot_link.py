@@ -232,9 +232,24 @@ class OneBotLink(Channel):
         timeout: float | None = None,
         wait: float | None = None,
     ) -> dict[str, Any]:
-        """Call one OneBot action on an account and return its `data`. Waits up to `wait`
-        seconds (default `reconnect_wait`) for a dropped account to reconnect. Raises
-        ActionError (retcode from the response), ActionTimeout or NotConnected."""
+        """Call one OneBot action on an account and return its `data` (an object; {} for
+        anything else). Waits up to `wait` seconds (default `reconnect_wait`) for a dropped
+        account to reconnect. Raises ActionError (retcode from the response), ActionTimeout
+        or NotConnected."""
+        data = await self.call_action_raw(self_id, action, params, timeout=timeout, wait=wait)
+        return data if isinstance(data, dict) else {}
+
+    async def call_action_raw(
+        self,
+        self_id: str,
+        action: str,
+        params: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        wait: float | None = None,
+    ) -> Any:
+        """call_action, but `data` as the implementation sent it: some actions answer a list
+        (NapCat's get_recent_contact)."""
         conn = await self._connection(self_id, self.cfg.reconnect_wait if wait is None else wait)
         echo = f"chatfn-{next(self._echo)}"
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -263,8 +278,7 @@ class OneBotLink(Channel):
                 int(retcode) if isinstance(retcode, int) else -1,
                 str(resp.get("wording") or resp.get("msg") or ""),
             )
-        data = resp.get("data")
-        return data if isinstance(data, dict) else {}
+        return resp.get("data")
 
 
 def _int(value: str) -> int | str:

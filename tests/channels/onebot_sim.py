@@ -79,6 +79,8 @@ class OneBotSim:
         # lacks the history actions (answers 1404, as Lagrange and LLOneBot builds without them)
         self.history: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.history_supported = True
+        # False: no get_recent_contact (1404; go-cqhttp, Lagrange, older NapCat builds)
+        self.recent_supported = True
         # action name -> how many of the next calls are carried out but the socket then drops
         # before the answer (the bot cannot know whether they happened)
         self.drop_after: dict[str, int] = {}
@@ -209,6 +211,10 @@ class OneBotSim:
             found = self.history.get((kind, int(params.get(key, 0))), [])
             count = int(params.get("count") or 20)
             data = {"messages": found[-count:]}
+        elif action == "get_recent_contact":
+            if not self.recent_supported:
+                return self._not_found(action, echo)
+            data = self._recent_contacts(int(params.get("count") or 10))
         elif action == "get_msg":
             event = self.messages.get(int(params.get("message_id", 0)))
             if event is None:
@@ -235,6 +241,31 @@ class OneBotSim:
         else:
             return self._not_found(action, echo)
         return {"status": "ok", "retcode": 0, "data": data, "echo": echo}
+
+    def _recent_contacts(self, count: int) -> list[dict[str, Any]]:
+        """NapCat's get_recent_contact: the `count` most recently active chats, newest first,
+        each with its latest message (`lastestMsg`, an OneBot message as get_msg gives it;
+        NapCat's spelling), `chatType` (NTQQ's: 1 friend, 2 group), `peerUin` and `msgTime`
+        (strings, as NTQQ hands them on)."""
+        latest = [(chat, messages[-1]) for chat, messages in self.history.items() if messages]
+        latest.sort(key=lambda pair: (pair[1]["time"], pair[1]["message_id"]), reverse=True)
+        contacts = []
+        for (kind, peer), message in latest[:count]:
+            sender = message.get("sender", {})
+            contacts.append(
+                {
+                    "lastestMsg": message,
+                    "peerUin": str(peer),
+                    "remark": "",
+                    "msgTime": str(message["time"]),
+                    "chatType": 2 if kind == "group" else 1,
+                    "msgId": str(message["message_id"]),
+                    "sendNickName": sender.get("nickname", ""),
+                    "sendMemberName": sender.get("card", ""),
+                    "peerName": f"group {peer}" if kind == "group" else sender.get("nickname", ""),
+                }
+            )
+        return contacts
 
     @staticmethod
     def _not_found(action: Any, echo: Any) -> dict[str, Any]:

@@ -264,3 +264,124 @@ async def test_no_history_action_means_no_catch_up_and_one_warning(tmp_path: Pat
         await bot.aclose()
     assert len(sim.sent("get_group_msg_history")) == 1
     assert sum("not caught up" in line for line in logs) == 1
+
+
+# -- chats the bot stored nothing for: found with get_recent_contact -------------------------
+BOB = 6001
+
+
+async def _down_then_missed(tmp_path: Path, sim_holder: list[OneBotSim]) -> dict[str, object]:
+    """A first bot answers in group 42 and stops. While it is down, group 77 (never seen by the
+    bot) and a new friend say something: nothing of theirs is stored. An old group 88 whose
+    latest message is older than the resume window is in the recent list as well."""
+    bot = make_bot(tmp_path)
+    channel = OneBotChannel(bot)
+    await bot.start()
+    await channel.start()
+    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    sim_holder.append(sim)
+    await sim.connect()
+    await sim.group_message(42, ALICE, [at(SELF), text(" /echo one")])
+    await sim.wait_action("send_group_msg")
+    await sim.close()
+    await channel.stop()
+    await bot.aclose()
+    old = await sim.group_message(88, ALICE, [at(SELF), text(" /echo old")], deliver=False)
+    old["time"] -= 3600  # an hour ago: beyond resume_window (600 s)
+    sim.history[("group", 88)][-1]["time"] = old["time"]
+    lost = await sim.group_message(77, ALICE, [at(SELF), text(" /echo lost")], deliver=False)
+    await sim.private_message(BOB, "/echo friend", deliver=False)
+    await asyncio.sleep(1.1)  # not in the second of the restart (that would count as live)
+    return lost
+
+
+async def test_a_missed_message_in_a_chat_with_nothing_stored_is_caught_up_once(
+    tmp_path: Path,
+) -> None:
+    holder: list[OneBotSim] = []
+    lost = await _down_then_missed(tmp_path, holder)
+    sim = holder[0]
+    bot, channel = await _restart(tmp_path, sim)
+    try:
+        await sim.wait_action("send_group_msg", where=lambda a: a["params"]["group_id"] == 77)
+        await sim.wait_action("send_private_msg")
+        await sim.post(lost)  # the same message arriving live as well: handled once
+        await sim.group_message(77, ALICE, [at(SELF), text(" /echo live")])
+        await sim.wait_actions(3, "send_group_msg")
+        await asyncio.sleep(0.3)
+        stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
+        friend = [m.text for m in bot.storage.recent_messages("onebot", f"private:{BOB}", 20)]
+    finally:
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    replies: dict[int, list[str]] = {}
+    for a in sim.sent("send_group_msg"):
+        replies.setdefault(a["params"]["group_id"], []).append(plain(a["params"]["message"]))
+    assert [r.split()[-1] for r in replies[77]] == ["lost", "live"]
+    assert 88 not in replies  # older than the window: not caught up
+    assert [t for t in stored if t.startswith("/echo")] == ["/echo lost", "/echo live"]
+    assert [t for t in friend if t.startswith("/echo")] == ["/echo friend"]
+    assert len(sim.sent("send_private_msg")) == 1
+    # One recent-contact call per connect, bounded; one history call per chat at the reconnect
+    # (group 42: a user message stored lately; 77 and the friend: from the recent list).
+    recent = sim.sent("get_recent_contact")
+    assert len(recent) == 2 and all(0 < a["params"]["count"] <= 100 for a in recent)
+    assert sorted(a["params"]["group_id"] for a in sim.sent("get_group_msg_history")) == [42, 77]
+    assert [a["params"]["user_id"] for a in sim.sent("get_friend_msg_history")] == [BOB]
+
+
+async def test_a_message_arriving_live_while_it_is_caught_up_is_handled_once(
+    tmp_path: Path,
+) -> None:
+    holder: list[OneBotSim] = []
+    lost = await _down_then_missed(tmp_path, holder)
+    sim = holder[0]
+    bot, channel = await _restart(tmp_path, sim)
+    try:
+        await sim.post(lost)  # live at once, racing the catch-up
+        await sim.wait_action(
+            "get_group_msg_history", where=lambda a: a["params"]["group_id"] == 77
+        )
+        await sim.wait_action("send_private_msg")
+        await asyncio.sleep(0.5)
+        stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
+    finally:
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    to77 = [a for a in sim.sent("send_group_msg") if a["params"]["group_id"] == 77]
+    assert [plain(a["params"]["message"]).split()[-1] for a in to77] == ["lost"]
+    assert [t for t in stored if t.startswith("/echo")] == ["/echo lost"]
+
+
+async def test_without_get_recent_contact_only_stored_chats_are_caught_up_and_it_is_logged_once(
+    tmp_path: Path,
+) -> None:
+    holder: list[OneBotSim] = []
+    await _down_then_missed(tmp_path, holder)
+    sim = holder[0]
+    sim.recent_supported = False  # go-cqhttp, Lagrange, older NapCat: 1404
+    await sim.group_message(42, ALICE, [at(SELF), text(" /echo two")], deliver=False)
+    await asyncio.sleep(1.1)
+    logs: list[str] = []
+    sink = logger.add(lambda m: logs.append(str(m)), level="WARNING")
+    bot, channel = await _restart(tmp_path, sim)
+    try:
+        await sim.wait_actions(2, "send_group_msg")  # "one" before the stop, "two" caught up
+        await asyncio.sleep(1.1)
+        await sim.restart()  # a second connect of the same account: not asked again
+        await sim.wait_actions(2, "get_group_msg_history")
+        await asyncio.sleep(0.5)
+    finally:
+        logger.remove(sink)
+        await sim.close()
+        await channel.stop()
+        await bot.aclose()
+    replies = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
+    assert [r.split()[-1] for r in replies] == ["one", "two"]  # 77 is not caught up (as before)
+    assert sim.sent("send_private_msg") == []
+    # Asked at the first bot's connect (supported then) and once by the restarted bot.
+    assert len(sim.sent("get_recent_contact")) == 2
+    assert {a["params"]["group_id"] for a in sim.sent("get_group_msg_history")} == {42}
+    assert sum("get_recent_contact" in line for line in logs) == 1
