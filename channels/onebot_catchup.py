@@ -76,9 +76,16 @@ class CatchUp:
         known = {chat_id for chat_id, _ in stored}
         found = 0
         try:
-            for chat_id in await self._recent(conn, since, connected):
-                if chat_id not in known:
-                    chats.setdefault(chat_id, since)
+            recent = [c for c in await self._recent(conn, since, connected) if c not in known]
+            for chat_id in recent:
+                chats.setdefault(chat_id, since)
+            if chats:
+                logger.info(
+                    "OneBot account {}: catching up {} chat(s) ({} from get_recent_contact)",
+                    conn.self_id,
+                    len(chats),
+                    len(recent),
+                )
             for chat_id, after in chats.items():
                 found += await self._chat(conn, chat_id, after)
         except NotConnected:
