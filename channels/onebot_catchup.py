@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from channels.onebot_history import HISTORY_COUNT
-from channels.onebot_link import ActionError, ActionTimeout, NotConnected, _Connection, _int
+from channels.onebot_history import history_request
+from channels.onebot_link import ActionError, ActionTimeout, NotConnected, _Connection
 
 if TYPE_CHECKING:
     from channels.onebot_link import OneBotLink
@@ -144,20 +144,16 @@ class CatchUp:
         return chats
 
     async def _chat(self, conn: _Connection, chat_id: str, after: datetime) -> int:
-        kind, _, target = chat_id.partition(":")
-        if kind == "group":
-            action, params = "get_group_msg_history", {"group_id": _int(target)}
-        elif kind == "private":
-            action, params = "get_friend_msg_history", {"user_id": _int(target)}
-        else:
+        request = history_request(chat_id)
+        if request is None:
             return 0
+        action, params = request
+        kind = chat_id.partition(":")[0]
         if (conn.self_id, action) in self._unsupported:
             return 0
         self.calls += 1
         try:
-            data = await self.link.call_action(
-                conn.self_id, action, {**params, "count": HISTORY_COUNT}, wait=0
-            )
+            data = await self.link.call_action(conn.self_id, action, params, wait=0)
         except NotConnected:
             raise
         except ActionError as exc:

@@ -32,6 +32,19 @@ from channels.onebot_link import ActionError, NotConnected, _int
 from channels.onebot_message import normalize
 
 HISTORY_COUNT = 50  # the latest messages of a chat read back (one action per chat)
+
+
+def history_request(chat_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The action and params that read a chat's latest messages back (`group:<id>` or
+    `private:<id>`), or None for a chat id of another kind."""
+    kind, _, target = chat_id.partition(":")
+    if kind == "group":
+        return "get_group_msg_history", {"group_id": _int(target), "count": HISTORY_COUNT}
+    if kind == "private":
+        return "get_friend_msg_history", {"user_id": _int(target), "count": HISTORY_COUNT}
+    return None
+
+
 CLOCK_SLACK = 10.0  # seconds the implementation's clock may be behind the bot's
 
 CallAction = Callable[..., Awaitable[dict[str, Any]]]
@@ -106,18 +119,15 @@ class SentCheck:
     async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
         """The account's recent own messages in `chat_id`, or None when the implementation
         cannot tell (the action is missing or failed). Raises NotConnected."""
-        kind, _, target = chat_id.partition(":")
-        if kind == "group":
-            action, params = "get_group_msg_history", {"group_id": _int(target)}
-        elif kind == "private":
-            action, params = "get_friend_msg_history", {"user_id": _int(target)}
-        else:
+        request = history_request(chat_id)
+        if request is None:
             return None
+        action, params = request
         if (self_id, action) in self._unsupported:
             return None
         self.calls += 1
         try:
-            data = await self._call(self_id, action, {**params, "count": HISTORY_COUNT}, wait=0)
+            data = await self._call(self_id, action, params, wait=0)
         except NotConnected:
             raise
         except ActionError as exc:
