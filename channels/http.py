@@ -49,7 +49,7 @@ from common.messages import (
     clean_text,
 )
 from runtime.bot import Bot
-from runtime.outbox import EventQueue, EventReader
+from runtime.event_stream import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 

@@ -38,9 +38,10 @@ from function_calls.spec import FunctionSpec
 from providers.base import ChatModel
 from runtime import exposure
 from runtime.chat_locks import ChatLocks
+from runtime.event_stream import EventQueue
 from runtime.exposure import Caller
 from runtime.model_set import ModelSet
-from runtime.outbox import EventQueue, HeldMarks, Outbox
+from runtime.outbox import HeldMarks, Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
 from runtime.settings import Settings

@@ -20,17 +20,16 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from loguru import logger
 
 from common.config import OutboxSettings
 from common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from runtime.event_stream import POLL, EventReader, Gaps, message_of
 from storage.db import Storage, StorageError
 from storage.outbox import PAYLOAD_FIELDS, OutboxEntry
 
-POLL = 1.0
 # Seconds a turn's delivery marks may wait to be written with the turn's end (Outbox.hold).
 HOLD = 0.2
 _HOUSEKEEPING = 30.0
@@ -43,40 +42,6 @@ class _Sender(Protocol):
     (True), or not / cannot tell (False); rows it cannot check yet it leaves out."""
 
     async def send(self, message: OutgoingMessage) -> None: ...
-
-
-class EventQueue(asyncio.Queue[OutgoingMessage]):
-    """A /v1/events subscriber's queue. A reader that stalls never blocks the bot: when the
-    queue is full its oldest event makes room, and that event's id is noted in `dropped`, so
-    the reader fetches it again from the outbox table instead of losing it."""
-
-    def __init__(self, maxsize: int = 1000, *, wake_only: bool = False) -> None:
-        super().__init__(maxsize)
-        self.dropped: list[int] = []
-        self.wake_only = wake_only  # a reader that only wants waking (it reads the table)
-
-    def offer(self, out: OutgoingMessage) -> None:
-        if self.full():
-            old = self.get_nowait()
-            if old.event_id is not None and not self.wake_only:
-                if not self.dropped:
-                    logger.warning("an event subscriber fell 1000 events behind: replaying")
-                self.dropped.append(old.event_id)
-        self.put_nowait(out)
-
-
-def message_of(entry: OutboxEntry) -> OutgoingMessage:
-    data = {k: entry.payload.get(k) for k in PAYLOAD_FIELDS}
-    return OutgoingMessage(
-        platform=entry.platform,
-        chat_id=entry.chat_id,
-        text=str(data["text"] or ""),
-        is_group=bool(data["is_group"]),
-        at=data["at"],
-        reply_to=data["reply_to"],
-        notice=bool(data["notice"]),
-        event_id=entry.id,
-    )
 
 
 class HeldMarks:
@@ -166,7 +131,7 @@ class Outbox:
         # False in a worker without channels: it writes rows, its gateways deliver them.
         self.drains = True
         self.expired = 0  # messages that waited past max_wait (also logged)
-        self._gaps: list[list[Any]] = []  # see gap_seen
+        self._gaps = Gaps()  # the ids this process's readers saw missing
         self.delivered = 0
         self.failed = 0
 
@@ -518,20 +483,9 @@ class Outbox:
         """The highest event id committed so far."""
         return await self.storage.run(self.storage.outbox.last_id)
 
-    def gap_seen(self, lo: int, hi: int, now: float) -> list[Any]:
-        """[first id, last id, when a reader of this process first saw id `lo` missing, logged]
-        for the gap `lo`..`hi` below an event a reader read. Kept for the last 256 gaps."""
-        for gap in self._gaps:
-            if gap[0] <= lo <= gap[1]:
-                return gap
-        gap = [lo, hi, now, False]
-        self._gaps.append(gap)
-        del self._gaps[:-256]
-        return gap
-
     def reader(self, last: int) -> EventReader:
-        """A reader of the events after id `last` (see EventReader)."""
-        return EventReader(self, last)
+        """A reader of the events after id `last` (runtime/event_stream.py)."""
+        return EventReader(self.entries_since, self._gaps, self.settings.gap_wait, last)
 
     async def waiting(self, platform: str) -> list[OutgoingMessage]:
         """The messages for `platform` still waiting for a channel, oldest first."""
@@ -565,76 +519,3 @@ class Outbox:
             "failed": self.failed,
             "expired": self.expired,
         }
-
-
-class EventReader:
-    """One reader's position in the event stream (a /v1/events client, the webhook) and the
-    rule they share for a missing id.
-
-    Events are read after `last` in id order. With several processes writing (workers), commit
-    order is not id order: an id can be missing because its row is still being committed while
-    a higher one is visible. The events after a missing id are held back until it appears, or
-    until it has been missing for `storage.outbox.gap_wait` seconds, counted from when a reader
-    of this process first saw it missing, or from when the event above it was written if that
-    is earlier (a client replaying old events crosses pruned rows and old gaps without waiting):
-    then it is passed, since an id whose insert was rolled back never appears. An event that
-    commits after its id was passed is not sent by a reader that passed it (its row is kept:
-    `Last-Event-ID` from before it replays it)."""
-
-    def __init__(self, outbox: Outbox, last: int) -> None:
-        self.outbox = outbox
-        self.last = last
-        self.held = False  # events wait behind a missing id
-        self._skip: set[int] = set()
-
-    @property
-    def poll(self) -> float:
-        """Seconds until the next look: soon while a missing id holds events back."""
-        return 0.2 if self.held else POLL
-
-    async def read(self) -> list[OutgoingMessage]:
-        """The events after `last` that may go now (see the class docstring), in id order. The
-        caller delivers them and calls `advance` for each."""
-        return self.ready(await self.outbox.entries_since(self.last))
-
-    def ready(self, entries: list[OutboxEntry]) -> list[OutgoingMessage]:
-        """Of `entries` (rows in id order), the events that may go now."""
-        now, wall = time.monotonic(), datetime.now(UTC)
-        wait = self.outbox.settings.gap_wait
-        out: list[OutgoingMessage] = []
-        last = self.last
-        self.held = False
-        for entry in entries:
-            eid = entry.id
-            if eid <= last:
-                continue
-            if eid > last + 1:
-                gap = self.outbox.gap_seen(last + 1, eid - 1, now)
-                waited = max(now - gap[2], (wall - entry.created_at).total_seconds())
-                if waited < wait:
-                    self.held = True
-                    break
-                if not gap[3] and now - gap[2] > 0:  # waited for here: worth a line
-                    gap[3] = True
-                    logger.warning(
-                        "event id {} missing for {:.1f} s (rolled back, or committed late): passed",
-                        last + 1 if eid == last + 2 else f"{last + 1}..{eid - 1}",
-                        waited,
-                    )
-            out.append(message_of(entry))
-            last = eid
-        return out
-
-    def advance(self, event: OutgoingMessage) -> None:
-        """`event` was delivered: the reader's position moves past it."""
-        if event.event_id is not None and event.event_id > self.last:
-            self.last = event.event_id
-            self._skip.discard(event.event_id)
-
-    def skip(self, event: OutgoingMessage) -> None:
-        """`event` went out another way (a waiting message sent first): not again."""
-        if event.event_id is not None and event.event_id > self.last:
-            self._skip.add(event.event_id)
-
-    def skipped(self, event: OutgoingMessage) -> bool:
-        return event.event_id in self._skip

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from channels.http import HttpChannel
 from runtime.bot import Bot
-from runtime.outbox import message_of
+from runtime.event_stream import message_of
 from storage.models import outbox_table
 from storage.outbox import OutboxEntry
 from tests.channels.conftest import serve
