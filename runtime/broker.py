@@ -41,6 +41,7 @@ from yarl import URL
 
 from common.config import BrokerSettings
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from runtime.chat_locks import ChatLocks
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 KeyOf = Callable[[dict[str, Any]], str]
@@ -232,7 +233,7 @@ class PartitionConsumer:
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._chats: dict[str, list[Any]] = {}  # chat key -> [lock, users]
+        self._chats = ChatLocks()  # one chat's messages in order, chats concurrently
         self.handled = 0
 
     async def subscribe(self) -> None:
@@ -257,19 +258,15 @@ class PartitionConsumer:
             return
         self._inflight += 1
         self._idle.clear()
-        entry = self._chats.get(key)
-        if entry is None:
-            entry = self._chats[key] = [asyncio.Lock(), 0]
-        entry[1] += 1
+
+        async def work() -> None:
+            await self.handler(body)
+            await message.ack()
+            self.handled += 1
+
         try:
-            async with entry[0]:
-                await self.handler(body)
-                await message.ack()
-                self.handled += 1
+            await self._chats(key, work)
         finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self._chats.pop(key, None)
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()

@@ -4,18 +4,20 @@ run concurrently."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 
 class ChatLocks:
     """One asyncio.Lock per chat, dropped when no one holds or waits for it: a bot serving
-    thousands of groups keeps locks only for the chats it is working on."""
+    thousands of groups keeps locks only for the chats it is working on. The key is whatever
+    names a chat to the caller ((platform, chat id) in the Bot, a string on a broker
+    partition)."""
 
     def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], list[Any]] = {}
+        self._locks: dict[Hashable, list[Any]] = {}
 
-    async def __call__(self, key: tuple[str, str], work: Callable[[], Awaitable[Any]]) -> Any:
+    async def __call__(self, key: Hashable, work: Callable[[], Awaitable[Any]]) -> Any:
         entry = self._locks.get(key)
         if entry is None:
             entry = self._locks[key] = [asyncio.Lock(), 0]

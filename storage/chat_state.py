@@ -213,6 +213,18 @@ class ChatState:
             return _add(conn, counter, 1) == 1
 
 
+def _row(counter: Counter, value: int) -> dict[str, Any]:
+    """A new counter row: the counter's key columns and its first value."""
+    return {
+        "scope": counter.scope,
+        "platform": counter.platform,
+        "key": counter.key,
+        "metric": counter.metric,
+        "window": counter.window,
+        "value": value,
+    }
+
+
 def _where(counter: Counter) -> Any:
     t = limit_counters_table
     return and_(
@@ -270,14 +282,7 @@ def _add(conn: Connection, counter: Counter, amount: int) -> int:
         return _add_locked(conn, counter, amount)
     stmt = (
         upsert(t)
-        .values(
-            scope=counter.scope,
-            platform=counter.platform,
-            key=counter.key,
-            metric=counter.metric,
-            window=counter.window,
-            value=amount,
-        )
+        .values(**_row(counter, amount))
         .on_conflict_do_update(
             index_elements=["scope", "platform", "key", "metric", "window"],
             set_={"value": t.c.value + amount},
@@ -293,16 +298,7 @@ def _add_locked(conn: Connection, counter: Counter, amount: int) -> int:
     t = limit_counters_table
     value = conn.execute(select(t.c.value).where(_where(counter)).with_for_update()).scalar()
     if value is None:
-        conn.execute(
-            insert(t).values(
-                scope=counter.scope,
-                platform=counter.platform,
-                key=counter.key,
-                metric=counter.metric,
-                window=counter.window,
-                value=amount,
-            )
-        )
+        conn.execute(insert(t).values(**_row(counter, amount)))
         return amount
     conn.execute(update(t).where(_where(counter)).values(value=t.c.value + amount))
     return int(value) + amount

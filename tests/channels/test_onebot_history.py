@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from loguru import logger
 from sqlalchemy import update
@@ -29,11 +30,7 @@ async def _kill_after_sending(tmp_path: Path, sim_holder: list[OneBotSim]) -> No
     """A first bot sends "sent before the kill" to group 42, then dies before marking it:
     the row is put back to pending, as a SIGKILL between the send and the mark leaves it.
     "never sent" waits for group 43 (its account went away first)."""
-    bot = make_bot(tmp_path)
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path)
     sim_holder.append(sim)
     await sim.connect()
     await bot.send(OutgoingMessage("onebot", "group:42", "sent before the kill", True))
@@ -47,12 +44,27 @@ async def _kill_after_sending(tmp_path: Path, sim_holder: list[OneBotSim]) -> No
     await bot.aclose()
 
 
-async def _restart(tmp_path: Path, sim: OneBotSim) -> tuple[Bot, OneBotChannel]:
-    bot = make_bot(tmp_path)
+async def _start(tmp_path: Path, **cfg: Any) -> tuple[Bot, OneBotChannel, OneBotSim]:
+    """A started bot with its OneBot channel, and a peer for it (not connected yet: a test
+    sets the peer's behaviour first)."""
+    bot = make_bot(tmp_path, **cfg)
     channel = OneBotChannel(bot)
     await bot.start()
     await channel.start()
-    sim.url = f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws"
+    url = f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws"
+    return bot, channel, OneBotSim(url, SELF, token=TOKEN)
+
+
+async def _stop(bot: Bot, channel: OneBotChannel, sim: OneBotSim) -> None:
+    await sim.close()
+    await channel.stop()
+    await bot.aclose()
+
+
+async def _restart(tmp_path: Path, sim: OneBotSim) -> tuple[Bot, OneBotChannel]:
+    """A new bot on the same database; the same peer connects to it."""
+    bot, channel, fresh = await _start(tmp_path)
+    sim.url = fresh.url
     await sim.connect()
     return bot, channel
 
@@ -68,9 +80,7 @@ async def test_a_reply_sent_before_a_kill_but_not_marked_is_not_sent_again(
         await until_states(bot, [(1, "delivered"), (2, "delivered")])
         await asyncio.sleep(0.2)
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     sends = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
     assert sends == ["sent before the kill", "never sent"]  # each once, across the kill
     history = sim.sent("get_group_msg_history")
@@ -92,9 +102,7 @@ async def test_without_the_history_action_the_message_is_sent_again_and_logged_o
         await until_states(bot, [(1, "delivered"), (2, "delivered")])
     finally:
         logger.remove(sink)
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     sends = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
     assert sends == ["sent before the kill", "sent before the kill", "never sent"]
     assert len(sim.sent("get_group_msg_history")) == 1  # not asked again for group 43
@@ -104,11 +112,7 @@ async def test_without_the_history_action_the_message_is_sent_again_and_logged_o
 async def test_a_send_whose_socket_dropped_before_the_answer_is_not_repeated(
     tmp_path: Path,
 ) -> None:
-    bot = make_bot(tmp_path, onebot={"reconnect_wait": 3.0})
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path, onebot={"reconnect_wait": 3.0})
     sim.drop_after["send_group_msg"] = 1  # carried out, then the implementation restarts
     try:
         await sim.connect()
@@ -121,9 +125,7 @@ async def test_a_send_whose_socket_dropped_before_the_answer_is_not_repeated(
         await until_states(bot, [(1, "delivered")])
         await asyncio.sleep(0.2)
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     assert [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")] == [
         "only once please"
     ]
@@ -133,11 +135,7 @@ async def test_a_send_whose_socket_dropped_before_the_answer_is_not_repeated(
 async def test_a_dropped_send_that_did_not_happen_is_sent_once_the_account_is_back(
     tmp_path: Path,
 ) -> None:
-    bot = make_bot(tmp_path, onebot={"reconnect_wait": 3.0})
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path, onebot={"reconnect_wait": 3.0})
     sim.drop_after["send_group_msg"] = 1
     try:
         await sim.connect()
@@ -148,9 +146,7 @@ async def test_a_dropped_send_that_did_not_happen_is_sent_once_the_account_is_ba
         await send
         await until_states(bot, [(1, "delivered")])
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     assert len(sim.sent("send_group_msg")) == 2  # the lost one, and the one that arrived
     assert len(sim.history[("group", 42)]) == 1
     assert states(bot) == [(1, "delivered")]
@@ -204,17 +200,11 @@ ALICE = 5001
 
 
 async def test_a_message_said_while_the_bot_was_down_is_caught_up_once(tmp_path: Path) -> None:
-    bot = make_bot(tmp_path)
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path)
     await sim.connect()
     await sim.group_message(42, ALICE, [at(SELF), text(" /echo one")])
     await sim.wait_action("send_group_msg")
-    await sim.close()
-    await channel.stop()
-    await bot.aclose()
+    await _stop(bot, channel, sim)
     # Said while the bot is down: the implementation keeps no event for it.
     await sim.group_message(42, ALICE, [at(SELF), text(" /echo two")], deliver=False)
     missed = sim.history[("group", 42)][-1]
@@ -229,9 +219,7 @@ async def test_a_message_said_while_the_bot_was_down_is_caught_up_once(tmp_path:
         await asyncio.sleep(0.3)
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:42", 20)]
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     replies = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
     assert [r.split()[-1] for r in replies] == ["one", "two", "three"]
     assert [t for t in stored if t.startswith("/echo")] == ["/echo one", "/echo two", "/echo three"]
@@ -240,11 +228,7 @@ async def test_a_message_said_while_the_bot_was_down_is_caught_up_once(tmp_path:
 
 
 async def test_no_history_action_means_no_catch_up_and_one_warning(tmp_path: Path) -> None:
-    bot = make_bot(tmp_path)
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path)
     sim.history_supported = False
     logs: list[str] = []
     sink = logger.add(lambda m: logs.append(str(m)), level="WARNING")
@@ -259,9 +243,7 @@ async def test_no_history_action_means_no_catch_up_and_one_warning(tmp_path: Pat
         await asyncio.sleep(0.5)
     finally:
         logger.remove(sink)
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     assert len(sim.sent("get_group_msg_history")) == 1
     assert sum("not caught up" in line for line in logs) == 1
 
@@ -274,18 +256,12 @@ async def _down_then_missed(tmp_path: Path, sim_holder: list[OneBotSim]) -> dict
     """A first bot answers in group 42 and stops. While it is down, group 77 (never seen by the
     bot) and a new friend say something: nothing of theirs is stored. An old group 88 whose
     latest message is older than the resume window is in the recent list as well."""
-    bot = make_bot(tmp_path)
-    channel = OneBotChannel(bot)
-    await bot.start()
-    await channel.start()
-    sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+    bot, channel, sim = await _start(tmp_path)
     sim_holder.append(sim)
     await sim.connect()
     await sim.group_message(42, ALICE, [at(SELF), text(" /echo one")])
     await sim.wait_action("send_group_msg")
-    await sim.close()
-    await channel.stop()
-    await bot.aclose()
+    await _stop(bot, channel, sim)
     old = await sim.group_message(88, ALICE, [at(SELF), text(" /echo old")], deliver=False)
     old["time"] -= 3600  # an hour ago: beyond resume_window (600 s)
     sim.history[("group", 88)][-1]["time"] = old["time"]
@@ -312,9 +288,7 @@ async def test_a_missed_message_in_a_chat_with_nothing_stored_is_caught_up_once(
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
         friend = [m.text for m in bot.storage.recent_messages("onebot", f"private:{BOB}", 20)]
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     replies: dict[int, list[str]] = {}
     for a in sim.sent("send_group_msg"):
         replies.setdefault(a["params"]["group_id"], []).append(plain(a["params"]["message"]))
@@ -347,9 +321,7 @@ async def test_a_message_arriving_live_while_it_is_caught_up_is_handled_once(
         await asyncio.sleep(0.5)
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
     finally:
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     to77 = [a for a in sim.sent("send_group_msg") if a["params"]["group_id"] == 77]
     assert [plain(a["params"]["message"]).split()[-1] for a in to77] == ["lost"]
     assert [t for t in stored if t.startswith("/echo")] == ["/echo lost"]
@@ -375,9 +347,7 @@ async def test_without_get_recent_contact_only_stored_chats_are_caught_up_and_it
         await asyncio.sleep(0.5)
     finally:
         logger.remove(sink)
-        await sim.close()
-        await channel.stop()
-        await bot.aclose()
+        await _stop(bot, channel, sim)
     replies = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
     assert [r.split()[-1] for r in replies] == ["one", "two"]  # 77 is not caught up (as before)
     assert sim.sent("send_private_msg") == []
