@@ -55,7 +55,8 @@ mode = sys.argv[1]
 # Top-level packages of the optional dependencies (pyproject extras) and their own imports.
 # A new extra (a channel's SDK) adds its import name here; until then this check fails loudly.
 EXTRA_PACKAGES = {"psycopg", "psycopg_binary", "aio_pika", "aiormq", "pamqp", "anthropic",
-                  "google", "mcp", "mcp_types", "telegram", "discord", "slack_sdk"}
+                  "google", "mcp", "mcp_types", "telegram", "discord", "slack_sdk", "cryptography",
+                  "lark_oapi", "pypdf", "sqlite_vec", "pysqlite3", "numpy", "nio"}
 site = sysconfig.get_paths()["purelib"]
 names = sorted(
     ".".join(f.with_suffix("").parts).removesuffix(".__init__")

@@ -70,6 +70,8 @@ TARGET_CPU_RATIO = 1.5
 TARGET_THROUGHPUT_RATIO = 0.7
 
 Runner = Callable[[int], Awaitable[str]]
+# --admin: a console user (a cheap hash: nobody logs in during the benchmark).
+ADMIN_HASH = "scrypt$256$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 BENCH_LIMITS = {
     "per_user": {
         "messages_per_minute": 10**6,
@@ -224,6 +226,7 @@ class ChatfnContender:
         logs: str = "null",
         sync_handler: bool = False,
         limits: bool = True,
+        admin: bool = False,
     ) -> None:
         registry = Registry()
         with registry.collecting():
@@ -256,6 +259,9 @@ class ChatfnContender:
                 # Limits on (issue 27): every message is counted, and every model request's
                 # call and tokens; set high enough never to refuse.
                 **({"limits": BENCH_LIMITS} if limits else {}),
+                # --admin: the web admin console configured and served (its HTTP channel
+                # started in `start`), as a bot with the console on runs.
+                **({"admin": {"users": {"bench": {"password_hash": ADMIN_HASH}}}} if admin else {}),
             },
             base_dir=db_dir,
         )
@@ -269,6 +275,19 @@ class ChatfnContender:
             setup_logging(settings)
         # builtins off: `help` would add a second tool and make request 1 bigger than raw's.
         self.bot = Bot(settings, registry=registry, builtins=False, load_plugins=False)
+        self.admin = admin
+        self.channel: Any = None
+
+    async def start(self) -> None:
+        """With the console on: the HTTP channel that serves it, listening (the console's
+        routes mounted, its event-loop lag monitor running), though the messages measured
+        still come through `Bot.handle` as for the plain contender."""
+        if self.admin:
+            from channels.http.channel import HttpChannel
+
+            self.channel = HttpChannel(self.bot.channel_host, bind="127.0.0.1", port=0)
+            await self.channel.start()
+            assert self.channel.admin is not None
 
     async def message(self, i: int) -> str:
         msg = IncomingMessage(
@@ -283,6 +302,8 @@ class ChatfnContender:
         return sent[-1].text if sent else ""
 
     async def aclose(self) -> None:
+        if self.channel is not None:
+            await self.channel.stop()
         await self.bot.aclose()
 
 
@@ -411,6 +432,19 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
         # raw_post runs in the sequential phase only (it explains the CPU figure; the targets
         # compare raw and chatfn).
         seq_contenders = contenders + ([] if args.no_raw_post else [("raw_post", raw_post.message)])
+        admin = None
+        if args.admin:  # the same bot with the admin console on, interleaved with the others
+            (Path(tmp) / "admin").mkdir()
+            admin = ChatfnContender(
+                server.url,
+                Path(tmp) / "admin",
+                logs=args.logs,
+                sync_handler=args.sync_handler,
+                limits=not args.no_limits,
+                admin=True,
+            )
+            await admin.start()
+            seq_contenders.append(("chatfn_admin", admin.message))
         figures = {name: Figures(name, cpu_runs=[]) for name, _ in seq_contenders}
         ids = Counter()
         try:
@@ -457,6 +491,8 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             await raw.aclose()
             await raw_post.aclose()
             await chatfn.aclose()
+            if admin is not None:
+                await admin.aclose()
     return _report(args, figures, stats)
 
 
@@ -593,6 +629,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-limits",
         action="store_true",
         help="chatfn without `limits:` (by default every message and request is counted)",
+    )
+    p.add_argument(
+        "--admin",
+        action="store_true",
+        help="sequential phase: also chatfn with the admin console on (chatfn_admin)",
     )
     p.add_argument(
         "--no-raw-post",

@@ -19,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
-    from chatfn import check, init, run
+    from chatfn import admin, check, init, run
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -43,6 +43,7 @@ def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
             init.add_arguments,
             init.command,
         ),
+        ("admin", "The web admin console: passwd USER.", admin.add_arguments, admin.command),
     ]
     for name, help_, add_arguments, handler in commands:
         command = sub.add_parser(name, help=help_, description=help_)

@@ -74,6 +74,7 @@ async def run(args: argparse.Namespace) -> int:
     from runtime.bot import Bot
     from runtime.channel_registry import ChannelNotFound, installed_channels
     from runtime.logging import setup_logging
+    from runtime.memory import Trimmer
     from runtime.settings import ConfigError, load_settings
     from runtime.startup import startup_line
 
@@ -112,6 +113,11 @@ async def run(args: argparse.Namespace) -> int:
             f"channels serving {', '.join(wanting)} need the HTTP channel's port: add "
             "--channel http"
         )
+    if settings.admin.users and "http" not in names and role != "worker":
+        logger.warning(
+            "admin.users is set but the HTTP channel is not running: the admin console is "
+            "served on its port (add --channel http)"
+        )
     broker = gateway = worker = None
     if settings.broker.url:
         from runtime.broker import Broker
@@ -143,6 +149,9 @@ async def run(args: argparse.Namespace) -> int:
     ]
     # Once the channels are up: the model SDKs load in a thread (start-up does not wait).
     preparing = asyncio.create_task(bot.prepare_models(), name="prepare-models")
+    # Freed native memory goes back to the system every TRIM_EVERY s (runtime/memory.py).
+    trimmer = Trimmer()
+    trimmer.start()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -174,5 +183,6 @@ async def run(args: argparse.Namespace) -> int:
         if broker is not None:
             await broker.close()
         await bot.aclose()
+        trimmer.stop()
     logger.info("chatfn stopped")
     return code

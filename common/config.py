@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -157,6 +157,8 @@ class ChatRule(Section):
     language: Literal["en", "zh"] | None = None
     # Over a cost or token budget in these chats (else `limits.on_exceed`).
     on_exceed: OnExceed | None = None
+    # The knowledge bases (names under `knowledge.bases`) these chats may search; [] none.
+    knowledge: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_prompt(self) -> ChatRule:
@@ -264,6 +266,39 @@ class LoggingSettings(Section):
     format: Literal["text", "json"] = "text"
 
 
+# `chatfn admin passwd USER` prints one: scrypt$N$r$p$<salt base64>$<key base64>.
+PASSWORD_HASH = r"^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$"
+
+
+class AdminUser(Section):
+    """One login of the web admin console (`admin.users.NAME`)."""
+
+    # From `chatfn admin passwd NAME`; the password itself is never stored.
+    password_hash: str | None = Field(default=None, pattern=PASSWORD_HASH)
+    # A plain password, only from the environment (`${NAME_ADMIN_PASSWORD}`): a start-up
+    # warning says to use `password_hash`.
+    password: SecretStr | None = None
+    # `platform:chat_id` patterns (`*`, `?`) of the chats this user sees and changes; None:
+    # every chat, and the bot-wide pages (plugins, config check, logs of every chat).
+    chats: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> AdminUser:
+        if (self.password_hash is None) == (self.password is None):
+            raise ValueError("give one of password_hash (chatfn admin passwd NAME) and password")
+        if self.chats is not None and not all(p.strip() for p in self.chats):
+            raise ValueError("chats: empty pattern (write platform:chat_id, e.g. telegram:-100*)")
+        return self
+
+
+class AdminSettings(Section):
+    """The web admin console on the HTTP channel's port (`/admin/`), on when a user is set."""
+
+    users: dict[str, AdminUser] = Field(default_factory=dict)
+    # Hours a login lasts.
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 90)
+
+
 def check_zone(value: str | None) -> str | None:
     """Validator body for time-zone settings: an IANA name or None."""
     if value:
@@ -307,6 +342,8 @@ class CoreSettings(Section):
     # Per-chat settings: the first matching rule naming a setting decides it, else `bot:`.
     chats: list[ChatRule] = Field(default_factory=list)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    # The web admin console (channels/http/admin, docs/admin-api.md).
+    admin: AdminSettings = Field(default_factory=AdminSettings)
     # Directory relative paths (plugins, SQLite files) are resolved against: the config file's
     # directory, or the current directory when there is no config file.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)

@@ -38,6 +38,7 @@ class _Child:
 
 
 UNKNOWN = "unknown"
+KEYS_KEPT = 1024
 Known = Callable[[str], bool]
 
 
@@ -49,8 +50,22 @@ class _Family:
         self.name, self.doc, self.label_names = name, doc, labels
         self.known: dict[int, Known] = {}
         self.lock = threading.Lock()
+        # label values -> key, for the known values seen lately (several lookups per message,
+        # each the same few values); at most KEYS_KEPT, then started afresh.
+        self._keys: dict[tuple[Any, ...], tuple[str, ...]] = {}
 
     def key(self, values: tuple[str, ...]) -> tuple[str, ...]:
+        found = self._keys.get(values)
+        if found is not None:
+            return found
+        key = self._key(values)
+        if UNKNOWN not in key:  # an unknown value may be known later (a channel registered)
+            if len(self._keys) >= KEYS_KEPT:
+                self._keys = {}
+            self._keys[values] = key
+        return key
+
+    def _key(self, values: tuple[str, ...]) -> tuple[str, ...]:
         if len(values) != len(self.label_names):
             raise ValueError(f"{self.name}: labels {self.label_names}, got {values}")
         key = tuple(str(v) for v in values)
@@ -192,6 +207,21 @@ class Metrics:
     def watch_outbox(self, depth: Callable[[], float]) -> None:
         """Report `depth()` as chatfn_outbox_depth at each scrape (when an outbox exists)."""
         self._outbox_depth = depth
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter's and the latency histogram's values as plain data (JSON): what a
+        worker writes for its gateway's console (runtime/metric_snapshots.py), since a worker
+        serves no /metrics of its own."""
+        counters: dict[str, list[list[Any]]] = {}
+        labels: dict[str, list[str]] = {}
+        for counter in self._counters:
+            with counter.lock:
+                counters[counter.name] = [[*k, v] for k, v in counter.values.items()]
+            labels[counter.name] = list(counter.label_names)
+        latency = self.model_latency
+        with latency.lock:
+            series = [[*k, list(s[0]), s[1]] for k, s in latency.series.items()]
+        return {"counters": counters, "labels": labels, "histograms": {latency.name: series}}
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text format of every metric, and its content type."""

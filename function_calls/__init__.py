@@ -8,7 +8,7 @@ with `await ctx.ask_model(...)` (`ask_model(ctx, ...)` is the same), counted lik
 own turns (function_calls/model_access.py); the models refuse requests made any other way.
 """
 
-from common.config import ConfigPath, Section, zone_named
+from common.config import ConfigError, ConfigPath, Section, zone_named
 from common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
 from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.chat_settings import ChatSettings
@@ -21,7 +21,7 @@ from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import LLMResponse, Message
-from storage.db import Storage, StoredMessage
+from storage.db import Storage, StorageError, StoredMessage
 
 __all__ = [
     "Budget",
@@ -41,10 +41,12 @@ __all__ = [
     "Plugin",
     "PluginHost",
     "ProviderError",
+    "ConfigError",
     "ConfigPath",
     "Section",
     "Status",
     "Storage",
+    "StorageError",
     "ask_model",
     "budget_today",
     "UNIT_SECONDS",

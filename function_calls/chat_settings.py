@@ -7,6 +7,7 @@ model or persona can never change another chat's: nothing here is shared or muta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase as fnmatch
@@ -14,17 +15,32 @@ from typing import Any
 
 from common.config import (
     DEFAULT_SYSTEM_PROMPT,
+    ChatFunctionRules,
     ChatMatch,
     ChatRule,
     ConfigError,
     CoreSettings,
     DowngradeTo,
+    LimitSettings,
+    LimitValues,
 )
 from common.messages import IncomingMessage
 from storage.chat_state import Override
 
-# Keys admins may override from a chat (`/model`, `/persona`, `/reset`).
-OVERRIDE_KEYS = ("model", "persona", "reset")
+# Keys admins may override from a chat (`/model`, `/persona`, `/reset`) or the admin console
+# (model, persona, functions, limits, language, respond_in_groups; JSON for the two objects).
+OVERRIDE_KEYS = (
+    "model",
+    "persona",
+    "reset",
+    "functions",
+    "limits",
+    "language",
+    "respond_in_groups",
+)
+# Overrides that change what a turn counts and reads before it runs (`Storage.begin_turn`
+# plans it again when the chat has one).
+PLAN_KEYS = frozenset({"limits", "respond_in_groups"})
 
 
 @dataclass(slots=True)
@@ -50,6 +66,10 @@ class ChatSettings:
     # Every allow-list that applies (function_calls.enabled, the rule's): a function must
     # match each of them.
     allow_lists: list[list[str]] = field(default_factory=list)
+    # The limits that apply here: `limits:`, with a chat's override (the admin console's).
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    # The knowledge bases this chat may search (`chats[].knowledge`); empty: none.
+    knowledge: list[str] = field(default_factory=list)
 
     @property
     def downgrade_to(self) -> str | None:
@@ -121,6 +141,9 @@ def resolve(
     respond, sources["respond_in_groups"] = _first(
         rules, "respond_in_groups", bot.respond_in_groups, _bot_source(config, "respond_in_groups")
     )
+    if "respond_in_groups" in overrides:
+        o = overrides["respond_in_groups"]
+        respond, sources["respond_in_groups"] = o.value, _override_source(o)
     mention, sources["reply_with_mention"] = _first(
         rules,
         "reply_with_mention",
@@ -133,8 +156,22 @@ def resolve(
     language, sources["language"] = _first(
         rules, "language", bot.language, _bot_source(config, "language")
     )
+    if "language" in overrides:
+        language, sources["language"] = (
+            overrides["language"].value,
+            _override_source(overrides["language"]),
+        )
     functions, sources["functions"] = _first(rules, "functions", None, "function_calls")
+    if "functions" in overrides:
+        o = overrides["functions"]
+        functions = ChatFunctionRules.model_validate(json.loads(o.value))
+        sources["functions"] = _override_source(o)
+    knowledge, sources["knowledge"] = _first(rules, "knowledge", [], "default")
     limits = config.limits
+    sources["limits"] = "limits"
+    if "limits" in overrides:
+        limits = limits_with(limits, overrides["limits"].value)
+        sources["limits"] = _override_source(overrides["limits"])
     on_exceed, sources["on_exceed"] = _first(
         rules,
         "on_exceed",
@@ -168,7 +205,20 @@ def resolve(
         on_exceed=on_exceed,
         sources=sources,
         allow_lists=allow_lists,
+        limits=limits,
+        knowledge=list(knowledge),
     )
+
+
+def limits_with(limits: LimitSettings, override: str) -> LimitSettings:
+    """`limits` with a chat's override (JSON `{"per_chat": {...}, "per_user": {...}}`): each
+    key given replaces the configured value (`null`: no limit in this chat)."""
+    given = json.loads(override)
+    values = {}
+    for scope in ("per_chat", "per_user"):
+        base: LimitValues = getattr(limits, scope)
+        values[scope] = base.model_copy(update=dict(given.get(scope) or {}))
+    return limits.model_copy(update=values)
 
 
 def _prompt(config: CoreSettings, rules: list[tuple[int, ChatRule]]) -> tuple[str | None, str, str]:

@@ -82,6 +82,9 @@ async def conversation(
 async def current_summary(ctx: MessageContext) -> Summary | None:
     """The chat's summary, unless it ends before the chat's `/reset` point (a reset clears it;
     one left by a race with it is not shown)."""
+    start = ctx.turn.start
+    if start is not None and start.summary_read:  # read with the turn's start (one hop)
+        return start.summary
     msg = ctx.message
     summary = await ctx.storage.run(ctx.storage.chat_state.summary, msg.platform, msg.chat_id)
     reset = ctx.chat.reset_after
@@ -148,6 +151,8 @@ async def compact(ctx: MessageContext, window: Window, previous: Summary | None)
     )
     msg = ctx.message
     await ctx.storage.run(ctx.storage.chat_state.set_summary, msg.platform, msg.chat_id, summary)
+    if ctx.turn.start is not None:  # the turn's next request reads this one, not the start's
+        ctx.turn.start.summary = summary
     ctx.logger.info(
         "history compacted: {} messages summarised by {} into ~{} tokens; {} kept",
         len(old),

@@ -280,10 +280,16 @@ class MessageContext:
     async def history(self, limit: int = 20, *, after_id: int | None = None) -> list[StoredMessage]:
         """The chat's last `limit` stored messages before this one and after its `/reset`
         point (and after row `after_id`: the end of a compacted history), oldest first (read
-        off the event loop; the window the turn's start read already is not read again: the
-        rows after `after_id` are its newest, so they are all in it)."""
+        off the event loop; the window the turn's start read already is not read again when it
+        starts at or before the point asked for: the rows after that point are its newest, so
+        they are all in it)."""
         start = self.turn.start
-        if start is not None and start.history is not None and limit <= start.history_limit:
+        if (
+            start is not None
+            and start.history is not None
+            and limit <= start.history_limit
+            and (start.after is None or (self._after(after_id) or 0) >= start.after)
+        ):
             rows = start.history
             if after_id is not None:
                 rows = [r for r in rows if r.id > after_id]
@@ -302,7 +308,7 @@ class MessageContext:
         point, and after row `after_id`): the absolute position the history window is cut at,
         in blocks."""
         start = self.turn.start
-        if start is not None and start.count is not None and after_id is None:
+        if start is not None and start.count is not None and self._after(after_id) == start.after:
             return start.count
         return await self.storage.run(
             self.storage.count_messages,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from common.config import CoreSettings, LimitValues, zone_named
+from common.config import CoreSettings, LimitSettings, LimitValues, zone_named
 from common.messages import IncomingMessage
 from storage.chat_state import Check, Counter
 
@@ -72,8 +72,26 @@ class Downgrade:
 
 
 def _windows(now: datetime, zone_name: str | None) -> tuple[str, datetime, str, datetime]:
-    """(minute window, its end, day window, its end) for `now`."""
+    """(minute window, its end, day window, its end) for `now`. Several times per message,
+    and the same for a minute: the last answer is kept (the time-zone arithmetic cost more
+    than the rest of a limit check)."""
     minute = now.astimezone(UTC).replace(second=0, microsecond=0)
+    key = (minute, zone_name)
+    last = _last_windows[0]  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] == key:
+        return last[1]
+    found = _compute_windows(now, minute, zone_name)
+    _last_windows[0] = (key, found)
+    return found
+
+
+# ((minute, zone name), windows): the last `_windows` answer.
+_last_windows: list[Any] = [None]
+
+
+def _compute_windows(
+    now: datetime, minute: datetime, zone_name: str | None
+) -> tuple[str, datetime, str, datetime]:
     local = now.astimezone(zone_named(zone_name))
     day_start = local.replace(hour=0, minute=0, second=0, microsecond=0)
     day_end = (day_start + timedelta(days=1, hours=1)).replace(hour=0)
@@ -126,7 +144,7 @@ def clock() -> datetime:
 
 
 def _exempt(ctx: MessageContext) -> bool:
-    return ctx.config.limits.exempt_admins and ctx.is_admin
+    return ctx.chat.limits.exempt_admins and ctx.is_admin
 
 
 Named = list[tuple[str, Metric, Check]]
@@ -138,11 +156,13 @@ def plan(
     is_admin: bool,
     now: datetime | None = None,
     budget_of: str | None = None,
+    limits: LimitSettings | None = None,
 ) -> Named:
     """The checks a message that reaches the model is counted against, as (scope, metric,
     check): what `Storage.begin_turn` counts in the transaction that stores the message
-    (runtime), or `admit` counts itself."""
-    limits = config.limits
+    (runtime), or `admit` counts itself. `limits`: the chat's own (an override), else
+    `limits:`."""
+    limits = limits or config.limits
     if limits.exempt_admins and is_admin:
         return []
     minute, _, day, _ = _windows(now or clock(), config.bot.timezone)
@@ -181,7 +201,7 @@ async def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | D
     (`ctx.turn.start`), its verdict is used."""
     start, named = ctx.turn.start, ctx.turn.limit_plan
     if start is None or named is None or not start.checked:
-        named = plan(ctx.config, ctx.message, ctx.is_admin, now)
+        named = plan(ctx.config, ctx.message, ctx.is_admin, now, limits=ctx.chat.limits)
         if not named:
             return None
         failed, told = await ctx.storage.run(_take, ctx.storage, named)
@@ -244,7 +264,9 @@ async def _downgrade(
     """Over a budget: the stand-in model, within its own budget and every other limit (the
     first count was rolled back whole, so this one counts the message)."""
     now = now or clock()
-    standin = plan(ctx.config, ctx.message, ctx.is_admin, now, budget_of=target)
+    standin = plan(
+        ctx.config, ctx.message, ctx.is_admin, now, budget_of=target, limits=ctx.chat.limits
+    )
     _, _, day, day_end = _windows(now, ctx.config.bot.timezone)
     c = check.counter
     told_counter = Counter(c.scope, c.platform, c.key, "told:downgrade", day)
@@ -272,7 +294,7 @@ def request_counts(
     the call itself unless `admit` reserved it; in a downgraded turn the tokens and cost also
     count on the stand-in model's own budget. The caller writes them with the turn's next
     write (`TurnJournal.add_counts`)."""
-    limits = ctx.config.limits
+    limits = ctx.chat.limits
     if _exempt(ctx):
         return []
     msg = ctx.message
@@ -329,7 +351,7 @@ async def admit_call(ctx: MessageContext, now: datetime | None = None) -> Refusa
     first) against `model_calls_per_day` and `tokens_per_day`, per user and per chat, or refuse
     it with nothing counted. `messages_per_minute` counts messages, not a function's requests,
     so it does not apply here."""
-    limits = ctx.config.limits
+    limits = ctx.chat.limits
     if _exempt(ctx):
         return None
     now = now or clock()
@@ -374,7 +396,7 @@ class Budget:
 
 async def budget_today(ctx: MessageContext, now: datetime | None = None) -> Budget:
     """This chat's per-chat budgets today (`limits.per_chat`)."""
-    values = ctx.config.limits.per_chat
+    values = ctx.chat.limits.per_chat
     _, _, day, _ = _windows(now or clock(), ctx.config.bot.timezone)
     msg = ctx.message
 

@@ -462,6 +462,8 @@ def _record(
             outcome=outcome,
             created_at=datetime.now(UTC),
             cost=cost,
+            round=ctx.turn.requests,
+            finish_reason=(response.finish_reason or None) if response else None,
         )
         record_usage(ctx, row, usage.input_tokens + usage.output_tokens, cost)
     except Exception as exc:  # the record must never take the reply down with it

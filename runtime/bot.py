@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel
@@ -31,7 +32,7 @@ from common.messages import (
 )
 from common.metrics import Metrics
 from function_calls import limits
-from function_calls.chat_settings import check_rules, resolve, rules_without_functions
+from function_calls.chat_settings import PLAN_KEYS, check_rules, resolve, rules_without_functions
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
@@ -50,9 +51,12 @@ from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
 from runtime.settings import Settings, resolve_storage_url
 from runtime.switch import Switch
-from runtime.turn_writer import TurnWriter
-from storage.db import Storage, StorageError, TurnStart
+from runtime.turn_writer import RelayedTurn, TurnWriter
+from storage.db import Storage, StorageError, TurnPlan, TurnStart
 from storage.history import HistoryEntry, chat_page
+
+if TYPE_CHECKING:
+    from runtime.console import Console
 
 STORAGE_FAILED = (
     "Sorry, I could not save your message (the database is busy), so I did not act on it. "
@@ -313,11 +317,15 @@ class Bot:
         on_stream: StreamObserver | None = None,
         stored_id: int | None = None,
         record: bool = False,
+        relayed: RelayedTurn | None = None,
     ) -> list[OutgoingMessage]:
         """`handle` in this process, whatever `remote` says (a worker's turn). `stored_id`:
         the message is already in the history (a resumed turn); `record`: the turn's end
         write records it as finished (`handled_messages`), so a start after a crash knows
-        which stored messages still want an answer."""
+        which stored messages still want an answer. `relayed`: a cluster worker's turn
+        (runtime/turn_writer.py), whose messages go to its gateway after their write and
+        whose end write records it as finished; a message that cannot be stored raises
+        StorageError instead of being answered here."""
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
@@ -327,7 +335,7 @@ class Bot:
             with logger.contextualize(**ids, sender_id=msg.sender_id):
                 return await self._locks(
                     (msg.platform, msg.chat_id),
-                    lambda: self._handle(msg, sink, on_stream, stored_id, record),
+                    lambda: self._handle(msg, sink, on_stream, stored_id, record, relayed),
                 )
         finally:
             self._turns.discard(task)  # type: ignore[arg-type]
@@ -355,11 +363,14 @@ class Bot:
         on_stream: StreamObserver | None,
         stored_id: int | None = None,
         record: bool = False,
+        relayed: RelayedTurn | None = None,
     ) -> list[OutgoingMessage]:
-        writer = TurnWriter(self.storage, self.delivery, msg.platform, msg.chat_id)
+        writer = TurnWriter(self.storage, self.delivery, msg.platform, msg.chat_id, relayed)
         try:
             start, named = await self._begin_turn(msg, stored_id, writer)
         except StorageError as exc:
+            if relayed is not None:  # the worker says it (runtime/cluster.py NOT_STORED)
+                raise
             # Nothing is done with a message that is not stored: a model call, a function
             # run, would act on something the history does not hold.
             logger.error(
@@ -377,9 +388,9 @@ class Bot:
             return [out]
 
         async def deliver(out: OutgoingMessage) -> None:
-            if self.switch.relay is None:  # stored with the turn's next write, then sent
-                writer.stage(out, sink)
-            else:  # a worker: stored and relayed at once (runtime/cluster.py)
+            if self.switch.relay is None or relayed is not None:
+                writer.stage(out, sink)  # stored with the turn's next write, then sent
+            else:  # a worker's message outside a relayed turn: stored and relayed at once
                 await self.delivery.deliver(out, sink)
 
         ctx = self.context_for(
@@ -388,15 +399,25 @@ class Bot:
         ctx.turn.journal = writer
         ctx.turn.start = start
         ctx.turn.limit_plan = named
+        ended = False  # the turn ran to its end (not cancelled, nor cut by an error raised)
         try:
+            await self.models.ready()  # the SDKs loading in a thread: never import on the loop
             await self.router.dispatch(ctx)
+            ended = True
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
             await ctx.reply(ctx.t("core.internal_error"), notice=True)
+            ended = True
         finally:
             # The turn's end: its messages, usage rows, counts and handled mark, one write.
             handled = None
-            if record and msg.message_id:
+            if relayed is not None:
+                # A worker's turn cut short (its broker channel closed) is run again by the
+                # message's redelivery: not recorded as finished.
+                if ended and not relayed.failed:
+                    handled = (msg.message_id, relayed.worker, len(ctx.sent))
+            elif record and msg.message_id and ended:
+                # A turn abandoned at shutdown is not finished: the next start resumes it.
                 handled = (msg.message_id, "local", len(ctx.sent))
             try:
                 await asyncio.shield(writer.write(handled=handled))
@@ -410,8 +431,7 @@ class Bot:
         """Store the message and, when it will reach a model, count it against the limits and
         read its history window, in one transaction (`Storage.begin_turn`), with the delivery
         marks waiting to be written."""
-        default = self.model.name if self.model is not None else None
-        rules = resolve(self.settings, msg, None, default_model=default)
+        rules = resolve(self.settings, msg, None, default_model=self._default_name())
         reaches = self.router.reaches_model(msg, rules, self.model_named(rules.model) is not None)
         named = limits.plan(self.settings, msg, self.is_admin(msg)) if reaches else []
         row = None
@@ -442,12 +462,37 @@ class Bot:
                 notice=limits.notice_counter(named),
                 history_limit=rules.history_size if reaches else 0,
                 delivered=marks,
+                replan=functools.partial(self._replan, msg),
+                summary=self.settings.bot.compaction,  # read with a history window
             )
         except BaseException:
             self.outbox.marks_written(marks, False)
             raise
         self.outbox.marks_written(marks, True)
+        if start.plan is not None:
+            named = start.plan
         return start, named
+
+    def _default_name(self) -> str | None:
+        return self.model.name if self.model is not None else None
+
+    def _replan(self, msg: IncomingMessage, overrides: dict[str, Any]) -> TurnPlan | None:
+        """The turn's checks and history window from the chat's settings with its overrides,
+        when one of them changes those (`PLAN_KEYS`); runs in `begin_turn`'s transaction on
+        the storage thread (pure: no statement, no await)."""
+        if PLAN_KEYS.isdisjoint(overrides):
+            return None
+        chat = resolve(self.settings, msg, overrides, default_model=self._default_name())
+        # As `model_named(chat.model) is not None`, without building a model on this thread.
+        has_model = self.model is not None or (
+            chat.model is not None and self.models.knows(chat.model)
+        )
+        reaches = self.router.reaches_model(msg, chat, has_model)
+        named = limits.plan(self.settings, msg, self.is_admin(msg), limits=chat.limits)
+        named = named if reaches else []
+        checks = [c for _, _, c in named] if reaches else None
+        history = chat.history_size if reaches else 0
+        return TurnPlan(checks, limits.notice_counter(named), history, named)
 
     # -- system events ---------------------------------------------------------------------
     def on_event(self, kind: str, handler: EventHandler) -> None:
@@ -535,11 +580,12 @@ class BotChannelHost:
     """The `ChannelHost` (runtime/channel_host.py) of a Bot: what its channels may use of it,
     and nothing more. Channels get this object, never the Bot."""
 
-    __slots__ = ("_bot", "_routes")
+    __slots__ = ("_bot", "_console", "_routes")
 
     def __init__(self, bot: Bot) -> None:
         self._bot = bot
         self._routes: list[tuple[str, str, WebHandler]] = []
+        self._console: Console | None = None
 
     def add_web_route(self, method: str, path: str, handler: WebHandler) -> None:
         if not path.startswith("/") or path.startswith(("/v1/", "/mcp", "/metrics", "/healthz")):
@@ -625,3 +671,12 @@ class BotChannelHost:
     @property
     def exposure(self) -> Exposure:
         return self._bot.exposure
+
+    @property
+    def console(self) -> Console:
+        """Made on first use: a bot without `admin.users` never builds one."""
+        if self._console is None:
+            from runtime.console import Console
+
+            self._console = Console(self._bot)
+        return self._console

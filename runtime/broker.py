@@ -209,11 +209,16 @@ class Broker:
         durable: bool = True,
         arguments: dict[str, Any] | None = None,
         prefetch: int = 50,
+        acked: bool = True,
     ) -> AbstractChannel:
         """Consume `queue_name` on a channel of its own (closing that channel stops it and
-        returns what it had not acknowledged); `handler` runs per message, acked after it."""
+        returns what it had not acknowledged); `handler` runs per message, acked after it.
+        `acked=False`: the broker counts a message taken once it is sent (no acknowledgement
+        frame per message), for a queue that dies with this process anyway (a gateway's own:
+        what it holds is lost with the process whether acknowledged or not)."""
         channel = await self.connection.channel()
-        await channel.set_qos(prefetch_count=prefetch)
+        if acked:
+            await channel.set_qos(prefetch_count=prefetch)
         queue = await channel.declare_queue(
             queue_name,
             durable=durable,
@@ -227,12 +232,14 @@ class Broker:
                 body = json.loads(message.body)
             except ValueError:
                 logger.error("dropping a message on {} that is not JSON", queue_name)
-                await message.reject()
+                if acked:
+                    await message.reject()
                 return
             await handler(body)
-            await message.ack()
+            if acked:
+                await message.ack()
 
-        await queue.consume(on_message)
+        await queue.consume(on_message, no_ack=not acked)
         return channel
 
 

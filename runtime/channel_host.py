@@ -155,6 +155,14 @@ class ChannelHost(Protocol):
         """The bot's functions for programs (MCP): list and call them as an identity."""
         ...
 
+    @property
+    def console(self) -> Any:
+        """The admin console's reads and changes, a `runtime.console.Console` (docs/admin-api.md),
+        which the HTTP channel serves under /admin/ when `admin.users` is configured. (Typed
+        loosely: runtime.console reaches runtime.settings, which finds channels through this
+        module, and tests/test_layers.py allows no import cycle.)"""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Probe:

@@ -36,6 +36,9 @@ BUILTIN: dict[str, str] = {
     "discord": "channels.discord:SPEC",
     "telegram": "channels.telegram:SPEC",
     "slack": "channels.slack:SPEC",
+    "feishu": "channels.feishu:SPEC",
+    "qq": "channels.qq:SPEC",
+    "matrix": "channels.matrix:SPEC",
 }
 
 

@@ -57,6 +57,9 @@ from runtime.broker import (
     encode_incoming,
     encode_outgoing,
 )
+from runtime.event_stream import message_of
+from runtime.metric_snapshots import MetricSnapshots
+from runtime.turn_writer import RelayedTurn
 from storage.db import StorageError
 from storage.fencing import Fenced, Lease, check_lease, current_lease
 
@@ -107,7 +110,11 @@ class Gateway:
 
     async def start(self) -> None:
         await self.broker.consume(
-            self.broker.gateway_queue(self.id), self._on_reply, exclusive=True, durable=False
+            self.broker.gateway_queue(self.id),
+            self._on_reply,
+            exclusive=True,
+            durable=False,
+            acked=False,
         )
         for platform in self.bot.delivery.channels:
             await self.broker.declare_platform_queue(platform)
@@ -130,6 +137,9 @@ class Gateway:
         try:
             body = {"kind": "message", "gateway": self.id, "msg": encode_incoming(msg)}
             body["published_at"] = time.time()
+            # This gateway ends a request on a reply marked "done" (a worker that knows it
+            # saves a publish per turn; an older one sends "done" on its own).
+            body["done_in_reply"] = True
             await self.broker.publish_incoming(msg.platform, msg.chat_id, body)
             self.published += 1
             try:
@@ -157,6 +167,17 @@ class Gateway:
                 if waiting is not None:
                     waiting.done.set()
             return
+        out = decode_outgoing(body["out"])
+        # A reply carrying "done" is the turn's last: the request ends once it is passed on.
+        async with self._lock_for(out):
+            await self._reply_in_order(body, key, out, waiting)
+            if body.get("done") and waiting is not None:
+                waiting.done.set()
+
+    async def _reply_in_order(
+        self, body: dict[str, Any], key: str, out: OutgoingMessage, waiting: _Waiting | None
+    ) -> None:
+        """Pass a worker's reply on (its chat's lock held), unless it was passed on already."""
         seq = (key, int(body.get("seq", 0)))
         if seq in self._seen:
             self._repeated(seq)
@@ -164,16 +185,14 @@ class Gateway:
         self._seen[seq] = None
         if len(self._seen) > SEEN_KEPT:
             self._seen.popitem(last=False)
-        out = decode_outgoing(body["out"])
         if body.get("finished"):  # a turn run again: this reply was delivered the first time
             self._repeated(seq)
             return
-        async with self._lock_for(out):
-            if waiting is not None and waiting.sink is not None:
-                waiting.sent.append(out)
-                await self._pass_on(out, waiting.sink)
-            else:  # the request gave up waiting: the chat still gets it
-                await self._pass_on(out, None)
+        if waiting is not None and waiting.sink is not None:
+            waiting.sent.append(out)
+            await self._pass_on(out, waiting.sink)
+        else:  # the request gave up waiting: the chat still gets it
+            await self._pass_on(out, None)
 
     def _repeated(self, seq: tuple[str, int]) -> None:
         """A reply passed on already, relayed again by a turn that ran twice (after a worker
@@ -231,14 +250,14 @@ class Worker:
         self.interval = max(0.5, broker.settings.redelivery_timeout / 6)
         self._members: list[str] = []
         self._task: asyncio.Task[None] | None = None
+        # Its counters, for the gateways' admin console (a worker serves no /metrics).
+        self.snapshots = MetricSnapshots(bot, self.id, self.host)
         self.turns = 0
         self.skipped = 0
         bot.switch.relay = self._relay
         # A turn of a partition another worker claimed since writes nothing (fencing).
         bot.storage.set_fence(check_lease)
         limit_idle_transactions(bot.storage.engine, broker.settings.redelivery_timeout / 2)
-        # Seconds the end of a turn (its handled mark) is retried while the database is away.
-        self.finish_retry = bot.storage.busy_retry
         if not bot.delivery.channels:  # its gateways deliver (and drain) the rows it writes
             bot.outbox.drains = False
 
@@ -247,6 +266,7 @@ class Worker:
         await self.bot.storage.run(store.seen, self.id, self.host)
         for consumer in self.consumers:
             await consumer.subscribe()
+        self.snapshots.start()
         self._task = asyncio.create_task(self._membership(), name="worker-membership")
         logger.info("worker {} consuming {} partitions", self.id, len(self.consumers))
 
@@ -255,6 +275,8 @@ class Worker:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.snapshots.beat()  # its last counts
+        await self.snapshots.stop()
         for consumer in self.consumers:
             with contextlib.suppress(Exception):
                 await consumer.release()
@@ -275,18 +297,24 @@ class Worker:
         if kind != "message":
             logger.error("unknown work kind {!r} dropped", kind)
             return
-        await self._turn(decode_incoming(body["msg"]), str(body.get("gateway", "")))
+        await self._turn(
+            decode_incoming(body["msg"]),
+            str(body.get("gateway", "")),
+            done_in_reply=bool(body.get("done_in_reply")),
+        )
 
-    async def _turn(self, msg: IncomingMessage, gateway: str) -> None:
-        """Run one message's turn. Each reply is stored (outbox + history rows, one
-        transaction, under `<message id>#<position>`, so a turn run again writes it once and
-        relays it with the same event id), then relayed to `gateway`. When the database
+    async def _turn(self, msg: IncomingMessage, gateway: str, done_in_reply: bool = False) -> None:
+        """Run one message's turn. Its replies are written with the turn's own writes (the
+        tool round's, the last one; runtime/turn_writer.py), keyed `<message id>#<position>`
+        so a turn run again writes each once and relays it with the same event id, and
+        relayed to `gateway` after each write; the last write also records the turn as
+        finished (`handled_messages`), and its replies go in one publish with the end of
+        the turn ("done") when the gateway takes that (`done_in_reply`). When the database
         cannot store a reply, neither it nor anything after it is sent: the user gets
-        NOT_STORED instead, once, and the message is acknowledged (they were told to send it
-        again). Raises `Fenced` when the partition was claimed by another worker since."""
+        NOT_STORED instead, once, and the message is acknowledged (they were told to send
+        it again). Raises `Fenced` when the partition was claimed by another worker since."""
         key = turn_key(msg.platform, msg.chat_id, msg.message_id)
         storage = self.bot.storage
-        done = {"kind": "done", "source": key, "platform": msg.platform, "chat_id": msg.chat_id}
         try:
             finished = await storage.run(
                 storage.cluster.finished, msg.platform, msg.chat_id, msg.message_id
@@ -295,52 +323,80 @@ class Worker:
             finished = None
         if finished is not None:
             self.skipped += 1  # delivered again after its turn finished: not answered twice
-            await self.broker.publish_to_gateway(gateway, done)
+            await self._relay_owed(msg, gateway, key, finished)
+            await self.broker.publish_to_gateway(gateway, self._done(msg, key))
             return
-        seq = 0
-        unstored = False
+        # The last write's replies, published after it with "done".
+        last: list[tuple[dict[str, Any], OutgoingMessage]] = []
+        unsent: list[BaseException] = []
 
-        async def sink(out: OutgoingMessage) -> None:
-            nonlocal seq, unstored
-            if unstored:
-                raise StorageError("an earlier message of this turn could not be stored")
+        async def relay(out: OutgoingMessage, seq: int, state: str, final: bool) -> None:
+            reply = self._reply(key, seq, out, finished=state != "pending")
+            if final:
+                last.append((reply, out))
+                return
             try:
-                state = await self.bot.outbox.write(
-                    out, key=f"{msg.message_id}#{seq}", required=True
-                )
-            except StorageError:
-                unstored = True
+                await self._to_gateway(gateway, reply, out, msg.chat_id)
+            except Exception as exc:  # stored, not relayed: the message goes back (below)
+                unsent.append(exc)
                 raise
-            reply = {"kind": "out", "source": key, "seq": seq, "out": encode_outgoing(out)}
-            reply["finished"] = state != "pending"
-            seq += 1
-            await self._to_gateway(gateway, reply, out, msg.chat_id)
 
+        turn = RelayedTurn(msg.message_id, self.id, relay)
         try:
-            sent = await self.bot.handle_here(msg, sink)
+            await self.bot.handle_here(msg, relayed=turn)
         except (StorageError, SQLAlchemyError) as exc:
             logger.bind(chat_id=msg.chat_id).error(
                 "turn of message {} cut by the database: {}", msg.message_id, exc
             )
-            unstored = True
-            sent = []
-        if unstored:
-            await self._tell_not_stored(msg, gateway, key, seq)
-            await self.broker.publish_to_gateway(gateway, done)
+            turn.failed = True
+        if unsent:
+            # A reply is stored but did not reach the broker: the message goes back to the
+            # queue, and its redelivery relays what the turn still owes (`_relay_owed`).
+            raise unsent[0]
+        if turn.failed:
+            await self._tell_not_stored(msg, gateway, key, turn.count)
+            await self.broker.publish_to_gateway(gateway, self._done(msg, key))
             return
         self.turns += 1
-        # Recorded before the request ends: a worker killed after that (before its
-        # acknowledgement) leaves a redelivery that only says "done", not a second run of the
-        # turn's functions. While the database is away, the request ends first and the record
-        # is retried after.
-        args = (msg.platform, msg.chat_id, msg.message_id, self.id, len(sent))
+        if last and done_in_reply:
+            last[-1][0]["done"] = True  # the gateway ends the request after passing it on
+        for reply, out in last:
+            await self._to_gateway(gateway, reply, out, msg.chat_id)
+        if not (last and done_in_reply):
+            await self.broker.publish_to_gateway(gateway, self._done(msg, key))
+
+    @staticmethod
+    def _reply(key: str, seq: int, out: OutgoingMessage, *, finished: bool) -> dict[str, Any]:
+        """The envelope of a reply to a gateway: `finished`, its row was finished (delivered)
+        by an earlier run of the turn, so the gateway only counts it."""
+        return {
+            "kind": "out",
+            "source": key,
+            "seq": seq,
+            "out": encode_outgoing(out),
+            "finished": finished,
+        }
+
+    @staticmethod
+    def _done(msg: IncomingMessage, key: str) -> dict[str, Any]:
+        return {"kind": "done", "source": key, "platform": msg.platform, "chat_id": msg.chat_id}
+
+    async def _relay_owed(self, msg: IncomingMessage, gateway: str, key: str, replies: int) -> None:
+        """Relay the replies of a finished turn still pending (its worker died between the
+        turn's last write and relaying it); the gateway drops those it passed on already."""
+        storage = self.bot.storage
         try:
-            await storage.run(storage.cluster.finish, *args)
-        except StorageError:
-            await self.broker.publish_to_gateway(gateway, done)
-            await self._record_finished(msg, len(sent))
+            owed = await storage.run(
+                storage.cluster.owed, msg.platform, msg.chat_id, msg.message_id, replies
+            )
+        except StorageError as exc:
+            logger.warning("replies owed for message {} not read: {}", msg.message_id, exc)
             return
-        await self.broker.publish_to_gateway(gateway, done)
+        for seq, entry in owed:
+            out = message_of(entry)
+            await self._to_gateway(
+                gateway, self._reply(key, seq, out, finished=False), out, msg.chat_id
+            )
 
     async def _to_gateway(
         self, gateway: str, reply: dict[str, Any], out: OutgoingMessage, chat_id: str
@@ -380,26 +436,6 @@ class Worker:
         except (StorageError, TimeoutError):
             return self.consumers[lease.partition].holds(lease)
 
-    async def _record_finished(self, msg: IncomingMessage, replies: int) -> None:
-        """Record the turn as finished (a redelivery then only says "done"), retried with
-        backoff for `finish_retry` seconds while the database is away; after that it is
-        logged and the message acknowledged anyway (its answers went out; only a redelivery,
-        which the acknowledgement prevents, would have read the record)."""
-        storage = self.bot.storage
-        args = (msg.platform, msg.chat_id, msg.message_id, self.id, replies)
-        deadline = time.monotonic() + self.finish_retry
-        delay = 0.1
-        while True:
-            try:
-                await storage.run(storage.cluster.finish, *args)
-                return
-            except StorageError as exc:
-                if time.monotonic() + delay > deadline:
-                    logger.error("turn of {} not recorded as finished: {}", msg.message_id, exc)
-                    return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
     async def _relay(self, out: OutgoingMessage, sink: ReplySink | None) -> None:
         if sink is not None:
             await sink(out)
@@ -420,17 +456,20 @@ class Worker:
                 if live != self._members and self.id in live:
                     self._members = live
                     await self._rebalance(live)
+                await self.snapshots.beat()
             except Exception as exc:  # the database may be briefly away; the broker is not
                 logger.warning("worker membership update failed: {}", exc)
             await asyncio.sleep(self.interval)
 
     async def _rebalance(self, live: list[str]) -> None:
         mine = owned_partitions(self.id, live, len(self.consumers))
-        logger.info("{} live worker(s); {} owns {} partition(s)", len(live), self.id, len(mine))
         for consumer in self.consumers:
             if consumer.k not in mine:
                 await consumer.release()
                 await consumer.subscribe()  # back of the line
+        # Logged once the others' partitions are given up, so the line states what is true
+        # (the cluster tests wait for it before they send).
+        logger.info("{} live worker(s); {} owns {} partition(s)", len(live), self.id, len(mine))
 
 
 def limit_idle_transactions(engine: Engine, seconds: float) -> None:

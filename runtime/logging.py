@@ -83,6 +83,14 @@ def secret_values(settings: Settings) -> set[str]:
     return {v for v in values if v and len(v) >= 4}
 
 
+def mask_text(text: str) -> str:
+    """`text` with every configured secret replaced by `***` (the admin console's log tail)."""
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
 def _mask(record: dict[str, Any]) -> bool:
     if _secrets:
         msg = record["message"]

@@ -5,6 +5,7 @@ together at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 
@@ -26,6 +27,33 @@ def _served(model: ChatModel) -> ChatModel:
     return model
 
 
+async def _in_daemon_thread(job: Callable[[], None]) -> None:
+    """`job` in a daemon thread: a stop during a slow SDK import (seconds on a loaded machine)
+    exits at once, where the loop's executor would make the interpreter wait for the import."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def run() -> None:
+        try:
+            job()
+        except BaseException as exc:  # handed to the waiting coroutine, raised there
+            loop.call_soon_threadsafe(_settle, done, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, done, None)
+
+    threading.Thread(target=run, name="prepare-models", daemon=True).start()
+    await done
+
+
+def _settle(done: asyncio.Future[None], exc: BaseException | None) -> None:
+    if done.done():
+        return
+    if exc is None:
+        done.set_result(None)
+    else:
+        done.set_exception(exc)
+
+
 class ModelSet:
     def __init__(
         self,
@@ -39,6 +67,9 @@ class ModelSet:
         self.settings = settings
         self.cooldowns = Cooldowns(clock)
         self._models: dict[str, ChatModel] = {}
+        # Set while `prepare` runs: `ready` waits for it instead of importing on the loop.
+        self._prepared: asyncio.Event | None = None
+        self._hurry: asyncio.Event | None = None
         for model in (prebuilt or {}).values():
             self._adopt(model)
         self.default: ChatModel | None = None
@@ -140,16 +171,33 @@ class ModelSet:
     async def prepare(self) -> None:
         """Load the models' SDKs in a thread (`ChatModel.prepare`), after the channels answer:
         importing the openai SDK takes about 0.5 s that start-up no longer waits for, and the
-        first message does not pay it either. It waits `PREPARE_DELAY` first: a thread
-        importing holds the GIL half the time, and the channels should bind and answer before
-        it starts. A failure is logged; the first request then meets it again and reports it
-        as usual."""
-        await asyncio.sleep(PREPARE_DELAY)
-        for model in list(self._models.values()):
+        first message does not pay it either. It waits `PREPARE_DELAY` first (cut short when
+        a message wants a model: `ready`): a thread importing holds the GIL half the time, and
+        the channels should bind and answer before it starts. A failure is logged; the first
+        request then meets it again and reports it as usual."""
+        self._prepared, self._hurry = asyncio.Event(), asyncio.Event()
+        try:
             try:
-                await asyncio.to_thread(model.prepare)
-            except Exception as exc:
-                logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
+                await asyncio.wait_for(self._hurry.wait(), PREPARE_DELAY)
+            except TimeoutError:
+                pass
+            for model in list(self._models.values()):
+                try:
+                    await _in_daemon_thread(model.prepare)
+                except Exception as exc:
+                    logger.opt(exception=exc).warning("model {}: preparing failed", model.name)
+        finally:
+            self._prepared.set()
+
+    async def ready(self) -> None:
+        """Wait (without blocking the loop) for `prepare` if it is under way. Otherwise the
+        first request would import the SDK on the event loop's thread, waiting there for the
+        import lock the preparing thread holds: every chat, and the signal handlers, stalled
+        for the import (seconds on a loaded machine)."""
+        if self._prepared is not None and not self._prepared.is_set():
+            assert self._hurry is not None
+            self._hurry.set()
+            await self._prepared.wait()
 
     async def aclose(self) -> None:
         for model in self._models.values():

@@ -182,6 +182,7 @@ def parse_settings(
     imported first (unless `plugins` are given), because their sections are part of the schema.
     Raises ConfigError (naming each bad key) or PluginLoadError."""
     data = dict(data or {})
+    _plain_passwords_from_env(data)
     missing: set[str] = set()
     data = _substitute(data, missing)
     if not data.get("models"):
@@ -209,6 +210,24 @@ def parse_settings(
     _adopt_reminders_timezone(settings)
     _fold_legacy_chat_keys(settings)
     return settings
+
+
+def _plain_passwords_from_env(data: dict[str, Any]) -> None:
+    """`admin.users.NAME.password` is allowed only as an environment reference
+    (`${BOB_ADMIN_PASSWORD}`): a password written into the file would sit in every copy and
+    backup of it. Read before substitution, when the reference is still visible."""
+    admin = data.get("admin")
+    users = admin.get("users") if isinstance(admin, dict) else None
+    if not isinstance(users, dict):
+        return
+    for name, user in users.items():
+        plain = user.get("password") if isinstance(user, dict) else None
+        if isinstance(plain, str) and not _ENV_REF.fullmatch(plain.strip()):
+            raise ConfigError(
+                f"admin.users.{name}.password: only from the environment "
+                f'("${{{str(name).upper()}_ADMIN_PASSWORD}}"); or write password_hash, '
+                f"printed by `chatfn admin passwd {name}`"
+            )
 
 
 def resolve_storage_url(url: str, base_dir: Path) -> str:

@@ -9,12 +9,20 @@ as before. It waits at most `HOLD` seconds for the turn's next write (a function
 "working on it" and then runs for a minute gets its message out after HOLD, in a write of its
 own). When a write fails the messages are sent anyway, without an event id, and logged, as
 `Outbox.write` does.
+
+A cluster worker's turn (`RelayedTurn`, runtime/cluster.py) is written the same way: its
+messages are keyed `<message id>#<position>` (a turn run again after its worker died gets the
+rows the first run wrote), its end write records it as finished in the worker's name, and
+after each write its messages go to `RelayedTurn.relay` (the gateway, through the broker)
+instead of this process's channels. A write that fails there sends nothing, then or later in
+the turn (`RelayedTurn.failed`): the worker tells the user the turn was not stored.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from loguru import logger
@@ -37,17 +45,46 @@ class _Delivery(Protocol):
     async def pass_on(self, out: OutgoingMessage, sink: ReplySink | None = None) -> None: ...
 
 
+# (message, its position in the turn, its row's state, written by the turn's last write)
+Relay = Callable[[OutgoingMessage, int, str, bool], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class RelayedTurn:
+    """How a cluster worker's turn is written and sent (module docstring)."""
+
+    message_id: str  # the incoming message's platform id: the key of the turn's rows
+    worker: str  # named in the turn's handled mark
+    relay: Relay  # after each write, each message it stored, in order
+    failed: bool = False  # a write of the turn failed: nothing more of it is stored or sent
+    count: int = 0  # messages of the turn staged so far (the next one's position)
+
+
 class TurnWriter(TurnJournal):
-    def __init__(self, storage: Storage, bot: _Delivery, platform: str, chat_id: str) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        bot: _Delivery,
+        platform: str,
+        chat_id: str,
+        relayed: RelayedTurn | None = None,
+    ) -> None:
         super().__init__(storage, platform, chat_id)
         self.bot = bot
+        self.relayed = relayed
         self.staged: list[tuple[OutgoingMessage, ReplySink | None]] = []
         self._in_batch: list[tuple[OutgoingMessage, ReplySink | None]] = []
         self._marks: list[int] = []
+        self._first = 0  # a relayed turn's position of the first message in the batch
         self._timer: asyncio.TimerHandle | None = None
 
     def stage(self, out: OutgoingMessage, sink: ReplySink | None) -> None:
         """`out` goes out after the turn's next write (at most HOLD seconds from now)."""
+        relayed = self.relayed
+        if relayed is not None:
+            if relayed.failed:  # after an unstored message nothing of the turn goes out
+                return
+            relayed.count += 1
         self.bot.metrics.messages_out.labels(out.platform).inc()
         self.staged.append((out, sink))
         if self._timer is None:
@@ -71,12 +108,23 @@ class TurnWriter(TurnJournal):
             self._timer = None
         self._in_batch, self.staged = self.staged, []
         outbox = self.bot.outbox
-        batch.outgoing = [outbox.stage_row(out) for out, _ in self._in_batch]
+        relayed = self.relayed
+        if relayed is None:
+            batch.outgoing = [outbox.stage_row(out) for out, _ in self._in_batch]
+        else:
+            self._first = first = relayed.count - len(self._in_batch)
+            batch.outgoing = [
+                outbox.stage_row(out, f"{relayed.message_id}#{first + i}")
+                for i, (out, _) in enumerate(self._in_batch)
+            ]
         self._marks = batch.delivered = outbox.take_marks()
 
     async def _written(self, batch: TurnWrite, ids: list[tuple[int, str]] | None) -> None:
         self.bot.outbox.marks_written(self._marks, ids is not None)
         sending, self._in_batch = self._in_batch, []
+        if self.relayed is not None:
+            await self._relay(sending, ids, batch.handled is not None)
+            return
         if ids is None and sending:
             logger.error(
                 "{} message(s) to {} {} not stored (sent anyway, without an event id)",
@@ -91,3 +139,21 @@ class TurnWriter(TurnJournal):
                 await self.bot.pass_on(out, sink)
             except Exception as exc:  # one message's channel error must not stop the rest
                 logger.opt(exception=exc).error("message to {} not sent", out.chat_id)
+
+    async def _relay(
+        self,
+        sending: list[tuple[OutgoingMessage, ReplySink | None]],
+        ids: list[tuple[int, str]] | None,
+        last: bool,
+    ) -> None:
+        """A worker's messages after their write: relayed with their event ids, or, when the
+        write failed, none of them nor any later one of the turn."""
+        relayed = self.relayed
+        assert relayed is not None
+        if ids is None:
+            relayed.failed = True
+        if relayed.failed:
+            return
+        for i, (out, _) in enumerate(sending):
+            out.event_id, state = ids[i]
+            await relayed.relay(out, self._first + i, state, last)

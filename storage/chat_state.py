@@ -31,6 +31,7 @@ from storage.models import (
     messages_table,
     usage_table,
 )
+from storage.prepared import Prepared
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +110,8 @@ class ChatState:
 
     @staticmethod
     def overrides_in(conn: Connection, platform: str, chat_id: str) -> dict[str, Override]:
-        rows = conn.execute(_OVERRIDES, {"platform": platform, "chat_id": chat_id}).all()
-        return {r.key: Override(r.value, r.set_by, _utc(r.set_at)) for r in rows}
+        rows = _OVERRIDES.rows(conn, {"platform": platform, "chat_id": chat_id})
+        return {key: Override(value, by, _utc(at)) for key, value, by, at in rows}
 
     def set_override(self, platform: str, chat_id: str, key: str, value: str, set_by: str) -> None:
         """One upsert: two workers setting the same key at once leave the later value, never a
@@ -142,13 +143,18 @@ class ChatState:
 
     # -- compacted history -------------------------------------------------------------------
     def summary(self, platform: str, chat_id: str) -> Summary | None:
-        t = chat_summaries_table
-        q = select(t).where(t.c.platform == platform, t.c.chat_id == chat_id)
         with self.engine.connect() as conn:
-            r = conn.execute(q).first()
-        if r is None:
+            return self.summary_in(conn, platform, chat_id)
+
+    @staticmethod
+    def summary_in(conn: Connection, platform: str, chat_id: str) -> Summary | None:
+        """`summary` on a connection the caller holds (`Storage.begin_turn`: every turn of a
+        bot with compaction on reads it)."""
+        rows = _SUMMARY.rows(conn, {"platform": platform, "chat_id": chat_id})
+        if not rows:
             return None
-        return Summary(r.text, r.upto_id, r.messages, r.tokens, r.model_name, _utc(r.created_at))
+        text, upto_id, messages, tokens, model_name, created_at = rows[0]
+        return Summary(text, upto_id, messages, tokens, model_name, _utc(created_at))
 
     def set_summary(self, platform: str, chat_id: str, summary: Summary) -> None:
         """Store the chat's summary, replacing the one before (which it folds in)."""
@@ -317,7 +323,7 @@ def add_many_in(conn: Connection, counts: list[tuple[Counter, int]]) -> None:
         add_counts_in(conn, counts)
         return
     ordered = sorted(counts, key=lambda c: _order(c[0]))
-    conn.execute(stmt, [_row(c, n) for c, n in ordered])
+    stmt.executemany(conn, [_row(c, n) for c, n in ordered])
 
 
 def _row(counter: Counter, value: int) -> dict[str, Any]:
@@ -344,7 +350,7 @@ def _where(counter: Counter) -> Any:
 
 
 def _value(conn: Connection, counter: Counter) -> int:
-    return conn.execute(_VALUE, _params(counter)).scalar() or 0
+    return _VALUE.scalar(conn, _params(counter)) or 0
 
 
 def _params(counter: Counter) -> dict[str, str]:
@@ -362,36 +368,38 @@ def _order(counter: Counter) -> tuple[str, ...]:
     return (counter.scope, counter.platform, counter.key, counter.metric, counter.window)
 
 
+# Statements of every message: built once, run on the driver's cursor (storage/prepared.py).
 _c = limit_counters_table
-_VALUE = select(_c.c.value).where(
-    _c.c.scope == bindparam("scope"),
-    _c.c.platform == bindparam("platform"),
-    _c.c.key == bindparam("key"),
-    _c.c.metric == bindparam("metric"),
-    _c.c.window == bindparam("window"),
+_VALUE = Prepared(
+    select(_c.c.value).where(
+        _c.c.scope == bindparam("scope"),
+        _c.c.platform == bindparam("platform"),
+        _c.c.key == bindparam("key"),
+        _c.c.metric == bindparam("metric"),
+        _c.c.window == bindparam("window"),
+    )
 )
 _t = chat_overrides_table
-# Built once: read on every message, where building the query cost as much as running it.
-_OVERRIDES = select(_t.c.key, _t.c.value, _t.c.set_by, _t.c.set_at).where(
-    _t.c.platform == bindparam("platform"), _t.c.chat_id == bindparam("chat_id")
+_OVERRIDES = Prepared(
+    select(_t.c.key, _t.c.value, _t.c.set_by, _t.c.set_at).where(
+        _t.c.platform == bindparam("platform"), _t.c.chat_id == bindparam("chat_id")
+    )
 )
+_s = chat_summaries_table
+_SUMMARY = Prepared(
+    select(
+        _s.c.text, _s.c.upto_id, _s.c.messages, _s.c.tokens, _s.c.model_name, _s.c.created_at
+    ).where(_s.c.platform == bindparam("platform"), _s.c.chat_id == bindparam("chat_id"))
+)
+_INSERT_USAGE = Prepared(insert(usage_table))
 
 
 def add_usage_in(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Usage rows (with their `created_at`) inside a transaction the caller holds."""
     if rows:  # cut to the columns' widths: a provider's long model id must not lose the row
-        conn.execute(insert(usage_table), _same_keys([fit(usage_table, r) for r in rows]))
-
-
-def _same_keys(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of one executemany must name the same columns: a key some rows leave out (a
-    function's own model request has no cached tokens) takes its column's default."""
-    keys = set().union(*rows)
-    for row in rows:
-        for key in keys - row.keys():
-            default = usage_table.c[key].default
-            row[key] = default.arg if default is not None else None  # type: ignore[attr-defined]
-    return rows
+        # (a column a row leaves out takes its default: a function's own model request has no
+        # cached tokens)
+        _INSERT_USAGE.executemany(conn, [fit(usage_table, r) for r in rows])
 
 
 def _insert(bind: Engine | Connection) -> Any:
@@ -417,11 +425,11 @@ def _add(conn: Connection, counter: Counter, amount: int) -> int:
     stmt = _upsert_add(conn.dialect.name)
     if stmt is None:  # another database: lock the row (if any) first
         return _add_locked(conn, counter, amount)
-    return int(conn.execute(stmt, _row(counter, amount)).scalar_one())
+    return int(stmt.scalar(conn, _row(counter, amount)))
 
 
 @functools.cache
-def _upsert_add(dialect: str, returning: bool = True) -> Any:
+def _upsert_add(dialect: str, returning: bool = True) -> Prepared | None:
     """The counter upsert of `_add`, built once per dialect (it runs several times per
     message; building a statement costs about what running it does)."""
     t = limit_counters_table
@@ -443,7 +451,7 @@ def _upsert_add(dialect: str, returning: bool = True) -> Any:
             set_={"value": t.c.value + bindparam("value")},
         )
     )
-    return stmt.returning(t.c.value) if returning else stmt
+    return Prepared(stmt.returning(t.c.value) if returning else stmt)
 
 
 def _add_locked(conn: Connection, counter: Counter, amount: int) -> int:

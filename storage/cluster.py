@@ -12,7 +12,8 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
-from storage.models import handled_messages_table, messages_table, workers_table
+from storage.models import handled_messages_table, messages_table, outbox_table, workers_table
+from storage.outbox import OutboxEntry, _entry
 
 
 @functools.cache
@@ -60,6 +61,31 @@ class ClusterStore:
         )
         with self.engine.connect() as conn:
             return conn.execute(q).scalar_one_or_none()
+
+    def owed(
+        self, platform: str, chat_id: str, message_id: str, replies: int
+    ) -> list[tuple[int, OutboxEntry]]:
+        """The replies of a finished turn (`replies` of them, keyed `<message id>#<position>`)
+        whose rows are still pending, with their positions, in order: a worker that died
+        between the turn's last write and relaying it left them to the message's
+        redelivery."""
+        keys = [f"{message_id}#{i}" for i in range(replies)]
+        if not keys:
+            return []
+        o = outbox_table.c
+        q = (
+            select(o.id, o.platform, o.chat_id, o.payload, o.state, o.created_at, o.key)
+            .where(
+                o.platform == platform,
+                o.chat_id == chat_id,
+                o.key.in_(keys),
+                o.state == "pending",
+            )
+            .order_by(o.id)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [(int(str(r.key).rpartition("#")[2]), _entry(r)) for r in rows]
 
     def finish(
         self, platform: str, chat_id: str, message_id: str, worker: str, replies: int

@@ -44,6 +44,7 @@ from storage.chat_state import (
     ChatState,
     Check,
     Override,
+    Summary,
     add_counts_in,
     add_many_in,
     add_usage_in,
@@ -54,11 +55,16 @@ from storage.fencing import Fenced, LeaseStore
 from storage.fit import fit
 from storage.models import INCOMING_WHERE, messages_table, tool_calls_table
 from storage.outbox import OutboxStore, add_in, mark_delivered_in
+from storage.prepared import Prepared
 from storage.schema import SchemaState
 
 R = TypeVar("R")
 # Storage threads (and pooled connections) of a process on a network database (PostgreSQL).
 NETWORK_THREADS = 16
+# KiB of SQLite page cache per connection (`_sqlite_pragmas`; SQLite's default is 2000). Half
+# the default: in the memory soak the caches filled as the file grew (bench/README.md, "Issue
+# 27"), and the hot pages of a turn (the newest rows of a few tables) fit in far less.
+SQLITE_CACHE_KIB = 1024
 
 
 class StorageError(Exception):
@@ -88,6 +94,24 @@ class TurnStart:
     history_limit: int
     count: int | None  # messages before it (after the reset point), when the window is full
     checked: bool = False  # the limit checks were counted here
+    # What `replan` made of the chat's overrides (the checks then counted), when it ran.
+    plan: Any = None
+    # The chat's compacted history (`summary=True`); `after` is the row the history window and
+    # its count start after (the `/reset` point, or the summary's end when it is later).
+    summary: Summary | None = None
+    summary_read: bool = False
+    after: int | None = None
+
+
+@dataclass(slots=True)
+class TurnPlan:
+    """What a turn counts and reads in `begin_turn`, made again from the chat's overrides when
+    one of them changes it (a chat's own limits or `respond_in_groups`, set in the console)."""
+
+    checks: list[Check] | None
+    notice: Any
+    history_limit: int
+    named: Any  # the caller's own description of the checks, handed back in TurnStart.plan
 
 
 @dataclass(slots=True)
@@ -305,6 +329,8 @@ class Storage:
         history_limit: int = 0,
         reset_key: str = "reset",
         delivered: list[int] | None = None,
+        replan: Callable[[dict[str, Override]], TurnPlan | None] | None = None,
+        summary: bool = False,
     ) -> TurnStart:
         """The start of a turn, one transaction: store the incoming `message` (messages_table
         values; None when it is stored already as `stored_id`, a resumed turn), count it
@@ -312,30 +338,56 @@ class Storage:
         count `notice(failed check)`'s counter once ("tell once per window"); read the chat's
         overrides and the `history_limit` messages before it (after the `reset_key`
         override's row id) with their count. `delivered`: delivery marks waiting to be
-        written (any chat's) go in the same commit."""
+        written (any chat's) go in the same commit. `replan(overrides)`: called when the chat
+        has overrides; a TurnPlan it returns replaces `checks`, `notice` and `history_limit`
+        (still one transaction: the overrides are read first). `summary`: read the chat's
+        compacted history too (function_calls/compaction.py), and start the window after its
+        end (a summary that ends before the reset point is not the chat's any more: not
+        returned)."""
         with self.engine.begin() as conn:
             if self.fence is not None:
                 self.fence(conn, platform, chat_id)
             if message is not None:
                 stored_id = self._add_message_in(conn, message)
             mark_delivered_in(conn, delivered or [])
+            overrides = self.chat_state.overrides_in(conn, platform, chat_id)
+            planned = replan(overrides) if replan is not None and overrides else None
+            if planned is not None:
+                checks, notice = planned.checks, planned.notice
+                history_limit = planned.history_limit
             refused = take_in(conn, checks) if checks else None
             told = False
             if refused is not None and notice is not None:
                 told = add_counts_in(conn, [(notice(refused), 1)])[0] == 1
-            overrides = self.chat_state.overrides_in(conn, platform, chat_id)
+            reset = overrides.get(reset_key)
+            after = int(reset.value) if reset is not None else None
+            summary = summary and history_limit > 0  # (a replan may have changed the limit)
+            found = self.chat_state.summary_in(conn, platform, chat_id) if summary else None
+            if found is not None and after is not None and found.upto_id <= after:
+                found = None  # older than the reset: not shown (`compaction.current_summary`)
+            if found is not None:
+                after = found.upto_id
             history: list[StoredMessage] | None = None
             count: int | None = None
             if history_limit > 0:
-                reset = overrides.get(reset_key)
-                after = int(reset.value) if reset is not None else None
                 history = _recent_in(conn, platform, chat_id, history_limit, stored_id, after)
                 if len(history) >= history_limit:
                     count = _count_in(conn, platform, chat_id, stored_id, after)
                 else:
                     count = len(history)
         return TurnStart(
-            stored_id, refused, told, overrides, history, history_limit, count, checks is not None
+            stored_id,
+            refused,
+            told,
+            overrides,
+            history,
+            history_limit,
+            count,
+            checks is not None,
+            planned.named if planned is not None else None,
+            found,
+            summary,
+            after,
         )
 
     def write_turn(self, batch: TurnWrite) -> list[tuple[int, str]]:
@@ -349,8 +401,7 @@ class Storage:
                 add_in(conn, batch.platform, batch.chat_id, payload, history, key)
                 for payload, history, key in batch.outgoing
             ]
-            if batch.tool_calls:
-                conn.execute(_INSERT_TOOL_CALL, batch.tool_calls)
+            _INSERT_TOOL_CALL.executemany(conn, batch.tool_calls)
             add_usage_in(conn, batch.usage)
             if batch.counts:
                 add_many_in(conn, batch.counts)
@@ -412,7 +463,7 @@ class Storage:
             values = {**values, "created_at": _to_utc(values["created_at"])}
         if values.get("role") == "user" and values.get("message_id"):
             return store_incoming_in(conn, values)
-        return int(conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0])
+        return int(_INSERT_MESSAGE.scalar(conn, values))
 
     def recent_messages(
         self,
@@ -500,7 +551,7 @@ class Storage:
         with self.engine.begin() as conn:  # Core insert, once per call: see add_message
             if self.fence is not None:
                 self.fence(conn, platform, chat_id)
-            conn.execute(_INSERT_TOOL_CALL, values)
+            _INSERT_TOOL_CALL.executemany(conn, [values])
             if usage:
                 add_usage_in(conn, usage)
 
@@ -545,28 +596,25 @@ def store_incoming_in(conn: Connection, values: dict[str, Any]) -> int:
     two workers storing one message at the same moment get one row, never an error."""
     stmt = _incoming_insert(conn.dialect.name)
     if stmt is not None:
-        row_id = conn.execute(stmt, values).scalar()
+        row_id = stmt.scalar(conn, values)
         if row_id is not None:
             return int(row_id)
     else:
         found = _stored_incoming(conn, values)
         if found is not None:
             return found
-        return int(conn.execute(_INSERT_MESSAGE, values).inserted_primary_key[0])
+        return int(conn.execute(messages_table.insert(), values).inserted_primary_key[0])
     found = _stored_incoming(conn, values)
     assert found is not None, "ON CONFLICT skipped the insert, so the row exists"
     return found
 
 
 def _stored_incoming(conn: Connection, values: dict[str, Any]) -> int | None:
-    return conn.execute(
-        _INCOMING_ID,
-        {k: values[k] for k in ("platform", "chat_id", "message_id")},
-    ).scalar()
+    return _INCOMING_ID.scalar(conn, values)
 
 
 @functools.cache
-def _incoming_insert(dialect: str) -> Any:
+def _incoming_insert(dialect: str) -> Prepared | None:
     """INSERT .. ON CONFLICT (the `ux_messages_incoming` key) DO NOTHING RETURNING id, built
     once per dialect (imported by name: a bot on SQLite does not load PostgreSQL's)."""
     if dialect == "sqlite":
@@ -575,7 +623,7 @@ def _incoming_insert(dialect: str) -> Any:
         from sqlalchemy.dialects.postgresql import insert
     else:
         return None
-    return (
+    return Prepared(
         insert(messages_table)
         .on_conflict_do_nothing(
             index_elements=["platform", "chat_id", "message_id"],
@@ -621,14 +669,16 @@ def tool_call_row(
     return fit(tool_calls_table, values, AUDIT_TEXT_WIDTHS)
 
 
-# Hot-path statements, built once.
-_INSERT_MESSAGE = messages_table.insert()
-_INSERT_TOOL_CALL = tool_calls_table.insert()
-_INCOMING_ID = select(messages_table.c.id).where(
-    messages_table.c.platform == bindparam("platform"),
-    messages_table.c.chat_id == bindparam("chat_id"),
-    messages_table.c.message_id == bindparam("message_id"),
-    messages_table.c.role == "user",
+# Hot-path statements, built once and run on the driver's cursor (storage/prepared.py).
+_INSERT_MESSAGE = Prepared(messages_table.insert().returning(messages_table.c.id))
+_INSERT_TOOL_CALL = Prepared(tool_calls_table.insert())
+_INCOMING_ID = Prepared(
+    select(messages_table.c.id).where(
+        messages_table.c.platform == bindparam("platform"),
+        messages_table.c.chat_id == bindparam("chat_id"),
+        messages_table.c.message_id == bindparam("message_id"),
+        messages_table.c.role == "user",
+    )
 )
 # How much of the unbounded audit columns is kept.
 AUDIT_TEXT_WIDTHS = {"arguments": 8000, "detail": 2000}
@@ -653,6 +703,12 @@ _RECENT = (
 _RECENT_BEFORE = _RECENT.where(messages_table.c.id < bindparam("before_id"))
 _RECENT_AFTER = _RECENT.where(messages_table.c.id > bindparam("after_id"))
 _RECENT_BETWEEN = _RECENT_BEFORE.where(messages_table.c.id > bindparam("after_id"))
+_RECENTS = {
+    (False, False): Prepared(_RECENT),
+    (True, False): Prepared(_RECENT_BEFORE),
+    (False, True): Prepared(_RECENT_AFTER),
+    (True, True): Prepared(_RECENT_BETWEEN),
+}
 _COUNT = (
     select(func.count())
     .select_from(messages_table)
@@ -662,11 +718,14 @@ _COUNT = (
     )
 )
 _COUNTS = {
-    (False, False): _COUNT,
-    (True, False): _COUNT.where(messages_table.c.id < bindparam("before_id")),
-    (False, True): _COUNT.where(messages_table.c.id > bindparam("after_id")),
-    (True, True): _COUNT.where(
-        messages_table.c.id < bindparam("before_id"), messages_table.c.id > bindparam("after_id")
+    (False, False): Prepared(_COUNT),
+    (True, False): Prepared(_COUNT.where(messages_table.c.id < bindparam("before_id"))),
+    (False, True): Prepared(_COUNT.where(messages_table.c.id > bindparam("after_id"))),
+    (True, True): Prepared(
+        _COUNT.where(
+            messages_table.c.id < bindparam("before_id"),
+            messages_table.c.id > bindparam("after_id"),
+        )
     ),
 }
 
@@ -688,18 +747,11 @@ def _recent_in(
         params["before_id"] = before_id
     if after_id is not None:
         params["after_id"] = after_id
-    stmt = {
-        (False, False): _RECENT,
-        (True, False): _RECENT_BEFORE,
-        (False, True): _RECENT_AFTER,
-        (True, True): _RECENT_BETWEEN,
-    }[(before_id is not None, after_id is not None)]
-    rows = conn.execute(stmt, params).all()
+    stmt = _RECENTS[(before_id is not None, after_id is not None)]
+    rows = stmt.rows(conn, params)
     return [
-        StoredMessage(
-            r.id, r.role, r.sender_id, r.sender_name, r.text, _utc(r.created_at), r.is_group
-        )
-        for r in reversed(rows)
+        StoredMessage(row_id, role, sender, name, text_, _utc(created), is_group)
+        for row_id, role, sender, name, text_, created, is_group in reversed(rows)
     ]
 
 
@@ -712,13 +764,16 @@ def _count_in(
     if after_id is not None:
         params["after_id"] = after_id
     stmt = _COUNTS[(before_id is not None, after_id is not None)]
-    return int(conn.execute(stmt, params).scalar_one())
+    return int(stmt.scalar(conn, params) or 0)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
+    # The page cache of each connection, named here because it is memory the process keeps:
+    # at most SQLITE_CACHE_KIB per storage thread (4 threads: 4 MiB).
+    cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
     # Short: a locked database is retried by `Storage.run` with backoff, which bounds the
     # total wait; a long busy timeout would only hold a pool thread.
     cur.execute("PRAGMA busy_timeout=2000")

@@ -6,6 +6,7 @@ needs: an unknown 200-character function name from a model or an MCP client."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import String, Table
@@ -43,13 +44,21 @@ def fit(
     """`values` for an insert into `table`: every string made storable and cut to its column's
     width (`widths` gives one for unbounded Text columns)."""
     out = dict(values)
+    columns = _widths(table)
     for name, value in values.items():
-        if not isinstance(value, str) or name not in table.c:
+        if not isinstance(value, str) or name not in columns:
             continue
-        column_type = table.c[name].type
-        width = (widths or {}).get(name)
-        if width is None and isinstance(column_type, String):
-            width = column_type.length
+        width = widths.get(name) if widths else None
+        if width is None:
+            width = columns[name]
         value = storable(value)
         out[name] = clip(value, width) if width else value
     return out
+
+
+@functools.cache
+def _widths(table: Table) -> dict[str, int | None]:
+    """Each column's width (None: unbounded or not a string), once per table: rows are fitted
+    on every message, and looking columns up in SQLAlchemy's collection cost more than the
+    fitting."""
+    return {c.name: c.type.length if isinstance(c.type, String) else None for c in table.columns}

@@ -117,6 +117,13 @@ def on_loop_thread() -> bool:
 def _check(
     _conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
 ) -> None:
+    check(statement)
+
+
+def check(statement: str) -> None:
+    """Record `statement` in every active guard when it runs on a running event loop's thread:
+    called for Core's statements (the engine event) and by storage/prepared.py, whose
+    statements go to the driver's cursor without Core's events."""
     if not LoopGuard._active or not on_loop_thread():
         return
     for guard in list(LoopGuard._active):

@@ -138,6 +138,10 @@ usage_table = Table(
     _when("created_at"),
     # Currency units, from `models.<name>.price`; NULL: the model has no price configured.
     Column("cost", Float, nullable=True, default=None),
+    # The tool-loop round of the request (1: the first) and the provider's finish reason, for
+    # the console's turn trace; NULL on rows from before migration 0010 or a failed request.
+    Column("round", Integer, nullable=True, default=None),
+    Column("finish_reason", String(32), nullable=True, default=None),
     Index("ix_usage_chat", "platform", "chat_id", "created_at"),
     Index("ix_usage_user", "platform", "sender_id", "created_at"),
 )
@@ -243,4 +247,46 @@ outbox_cursors_table = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("last_id", Integer, nullable=False, default=0),
+)
+
+# A login to the web admin console: the SHA-256 of the cookie's token (the token itself is
+# never stored), its CSRF token, and when it ends. In the database so every gateway of a
+# cluster accepts it and a restart does not log everyone out.
+admin_sessions_table = Table(
+    "admin_sessions",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),
+    Column("user", String(64), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("address", String(64), nullable=False, default=""),
+    _when("created_at"),
+    _when("expires_at"),
+)
+
+# Who changed what in the admin console, and when: a setting, a reset, a reminder cancelled,
+# a delivery retried, a login (and a failed one).
+admin_audit_table = Table(
+    "admin_audit",
+    metadata,
+    _id(),
+    _when("created_at"),
+    Column("user", String(64), nullable=False),
+    Column("address", String(64), nullable=False, default=""),
+    Column("action", String(32), nullable=False),
+    Column("platform", String(32), nullable=False, default=""),
+    Column("chat_id", String(128), nullable=False, default=""),
+    Column("detail", Text, nullable=False, default="{}"),  # JSON
+    Index("ix_admin_audit_chat", "platform", "chat_id", "id"),
+)
+
+# Each worker's latest metrics (model requests, tokens, tool calls, its event loop), written
+# every few seconds by the worker, so a gateway's console shows what the workers did: a
+# worker's /metrics is not reachable (it serves no port).
+worker_metrics_table = Table(
+    "worker_metrics",
+    metadata,
+    Column("worker", String(64), primary_key=True),
+    Column("host", String(128), nullable=False),
+    _when("taken_at"),
+    Column("data", Text, nullable=False),  # JSON
 )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import messages_table, outbox_cursors_table, outbox_table
+from storage.prepared import Prepared
 
 PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice", "images")
 
@@ -48,7 +50,8 @@ def mark_delivered_in(conn: Connection, event_ids: list[int]) -> None:
     """`OutboxStore.mark_delivered` inside a transaction the caller holds (a turn's last marks
     and its handled-message row are one write: `Storage.finish_turn`)."""
     if event_ids:
-        conn.execute(_DELIVERED, {"ids": event_ids, "now": datetime.now(UTC)})
+        now = datetime.now(UTC)
+        _DELIVERED.executemany(conn, [{"id": i, "now": now} for i in event_ids])
 
 
 def add_in(
@@ -61,27 +64,53 @@ def add_in(
 ) -> tuple[int, str]:
     """`OutboxStore.add_keyed` inside a transaction the caller holds (`Storage.write_turn`).
     Returns (event id, state)."""
+    now = datetime.now(UTC)
+    values = {
+        "platform": platform,
+        "chat_id": chat_id,
+        "payload": json.dumps(payload, ensure_ascii=False),
+        "key": key,
+        "state": "pending",
+        "attempts": 0,
+        "created_at": now,
+        "updated_at": now,
+    }
     if key is not None:
+        keyed = _keyed_insert(conn.dialect.name)
+        if keyed is not None:
+            # One statement for a worker's reply (bench/README.md, "Several processes"): the
+            # row, unless an earlier run of the turn wrote it (then that row, and no history).
+            row_id = conn.execute(keyed, values).scalar()
+            if row_id is None:
+                found = _by_key_in(conn, platform, chat_id, key)
+                assert found is not None, "ON CONFLICT skipped the insert, so the row exists"
+                return found
+            if history is not None:
+                _INSERT_MESSAGE.executemany(conn, [{"created_at": now, **history}])
+            return int(row_id), "pending"
         found = _by_key_in(conn, platform, chat_id, key)
         if found is not None:
             return found
-    now = datetime.now(UTC)
     if history is not None:
-        conn.execute(_INSERT_MESSAGE, {"created_at": now, **history})
-    result = conn.execute(
-        _INSERT,
-        {
-            "platform": platform,
-            "chat_id": chat_id,
-            "payload": json.dumps(payload, ensure_ascii=False),
-            "key": key,
-            "state": "pending",
-            "attempts": 0,
-            "created_at": now,
-            "updated_at": now,
-        },
+        _INSERT_MESSAGE.executemany(conn, [{"created_at": now, **history}])
+    return int(_INSERT.scalar(conn, values)), "pending"
+
+
+@functools.cache
+def _keyed_insert(dialect: str) -> Any:
+    """INSERT .. ON CONFLICT (`ux_outbox_key`) DO NOTHING RETURNING id, built once per dialect
+    (imported by name: a bot on SQLite does not load PostgreSQL's); None elsewhere."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    elif dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        return None
+    return (
+        insert(outbox_table)
+        .on_conflict_do_nothing(index_elements=["platform", "chat_id", "key"])
+        .returning(outbox_table.c.id)
     )
-    return int(result.inserted_primary_key[0]), "pending"
 
 
 def _by_key_in(conn: Connection, platform: str, chat_id: str, key: str) -> tuple[int, str] | None:
@@ -94,12 +123,15 @@ def _by_key_in(conn: Connection, platform: str, chat_id: str, key: str) -> tuple
     return (int(row.id), str(row.state)) if row is not None else None
 
 
-# Statements of every message, built once (building one costs about what running it does).
-_INSERT = outbox_table.insert()
-_INSERT_MESSAGE = messages_table.insert()
-_DELIVERED = (
+# Statements of every message, built once and run on the driver's cursor
+# (storage/prepared.py).
+_INSERT = Prepared(outbox_table.insert().returning(outbox_table.c.id))
+_INSERT_MESSAGE = Prepared(messages_table.insert())
+# One row per execution, many in one executemany (an IN list would be a new statement for
+# every number of ids).
+_DELIVERED = Prepared(
     update(outbox_table)
-    .where(outbox_table.c.id.in_(bindparam("ids", expanding=True)))
+    .where(outbox_table.c.id == bindparam("id"))
     .values(state="delivered", attempts=outbox_table.c.attempts + 1, updated_at=bindparam("now"))
 )
 

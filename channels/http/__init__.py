@@ -15,7 +15,8 @@ README = """\
 
 `python bot.py --channel http` serves `POST /v1/messages`, `/v1/messages/stream` (SSE),
 `GET /v1/events` (every message the bot sends, resumable with `Last-Event-ID`), `/metrics`,
-the web chat page at `/`, and `/mcp` when `channels.http.mcp` is true. Settings:
+the web chat page at `/`, `/mcp` when `channels.http.mcp` is true, and the admin console at
+`/admin/` when `admin.users` is set (README, "Admin console"). Settings:
 `channels.http.host`, `port`, `token` (Bearer token for every /v1 route), `webhook_url`,
 `mcp`. See docs/channels.md.
 """

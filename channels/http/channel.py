@@ -44,6 +44,7 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from channels.base import Channel
+from channels.http.admin import mount as mount_admin
 from channels.http.history import get_history
 from channels.http.settings import HttpSettings
 from channels.http.signature import signed_headers
@@ -180,6 +181,8 @@ class HttpChannel(Channel):
             self.app.router.add_get("/", self.index)
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
             self.app.router.add_static("/vendor/", STATIC_DIR / "vendor")
+        # The web admin console under /admin/ (admin/), when `admin.users` is configured.
+        self.admin = mount_admin(self.app, host, self.token)
         self.mcp: Any = None
         if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
             from channels.mcp.server import McpHttpEndpoint
@@ -230,6 +233,10 @@ class HttpChannel(Channel):
 
     async def metrics(self, _request: web.Request) -> web.Response:
         body, content_type = self.host.metrics.render()
+        if self.host.settings.broker.url is not None:
+            # A gateway: its workers serve no port; their counters come from the snapshots
+            # they write to the shared database (runtime/metric_snapshots.py).
+            body += (await self.host.console.worker_metrics()).encode()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def index(self, request: web.Request) -> web.Response:
@@ -575,6 +582,8 @@ class HttpChannel(Channel):
             shutdown_timeout=self.host.settings.bot.shutdown_grace,
         )
         await self._runner.setup()
+        if self.admin is not None:
+            self.host.console.start()
         site = web.TCPSite(self._runner, self.bind, self.port)
         await site.start()
         sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
@@ -618,5 +627,7 @@ class HttpChannel(Channel):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.admin is not None:
+            await self.host.console.stop()
         if self.mcp is not None:
             await self.mcp.stop()

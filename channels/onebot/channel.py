@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from channels.markdown import to_plain
 from channels.onebot.catchup import CatchUp
 from channels.onebot.history import Owed, SentCheck, match_sent
 from channels.onebot.link import (
@@ -57,6 +59,7 @@ from channels.onebot.link import (
 from channels.onebot.message import normalize, outgoing_segments, parse_message
 from channels.onebot.settings import OneBotSettings
 from channels.outbound import OrderedRunner, Outbound
+from channels.split import split_message
 from common.messages import (
     MAX_TEXT_CHARS,
     DeliveryRefused,
@@ -102,10 +105,16 @@ class OneBotChannel(OneBotLink):
         super().__init__(host, settings)
         self.bind = bind or self.cfg.host
         self.port = self.cfg.port if port is None else port
+        # QQ shows no Markdown: the model's Markdown goes out as plain text (to_plain: emphasis
+        # dropped, links as `label (url)`, lists as bullets), split where a reader would
+        # (never inside a code block), each part converted as it is sent. The parts stay
+        # Markdown until then, so what is owed after a partial send is still the model's text.
+        limit = self.cfg.max_message_length
         self.outbound = Outbound(
-            max_length=self.cfg.max_message_length,
+            max_length=limit,
             rate=self.cfg.send_rate,
             burst=self.cfg.send_burst,
+            split=lambda text: _plain_parts(text, limit),
         )
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
         # message id -> (text, image references)
@@ -451,7 +460,7 @@ class OneBotChannel(OneBotLink):
             nonlocal parts_sent
             first = index == 0
             segments = outgoing_segments(
-                text,
+                plain_text(text),
                 at=out.at if first and kind == "group" else None,
                 reply_to=out.reply_to if first and out.quote else None,
                 images=out.images if index == last else (),
@@ -460,7 +469,8 @@ class OneBotChannel(OneBotLink):
             data = await self._send_with_retry(self_id, action, params, out)
             parts_sent += 1
             if data.get("message_id") is not None:
-                self._remember(str(data["message_id"]), f"{self.host.settings.bot.name}: {text}")
+                plain = plain_text(text)
+                self._remember(str(data["message_id"]), f"{self.host.settings.bot.name}: {plain}")
 
         try:
             await self.outbound.deliver((self_id, out.chat_id), out.text, send_part)
@@ -535,6 +545,10 @@ class OneBotChannel(OneBotLink):
         logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
         return True
 
+    def _sent_parts(self, text: str) -> list[str]:
+        """The parts of `text` as they go out (plain), to recognise them in the history."""
+        return [plain_text(part) for part in self.outbound.split(text)]
+
     async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
         """The outbox asks, before sending rows owed from before a restart, which of them went
         out already (sent, but the bot died before marking them): event id -> True (found in
@@ -545,7 +559,7 @@ class OneBotChannel(OneBotLink):
         for out, created in owed:
             if out.event_id is not None:
                 by_chat.setdefault(out.chat_id, []).append(
-                    Owed(out.event_id, self.outbound.split(out.text), created)
+                    Owed(out.event_id, self._sent_parts(out.text), created)
                 )
         verdicts: dict[int, bool] = {}
         for chat_id, items in by_chat.items():
@@ -554,6 +568,29 @@ class OneBotChannel(OneBotLink):
             except (NotConnected, NotDelivered):
                 continue
         return verdicts
+
+
+# What could make Markdown of a text: emphasis, code, links, headings, quotes, tables, escapes,
+# entities, list markers, indented code, setext underlines. A text without any is sent as it is.
+_MARKUP = re.compile(r"[*_`\[\]#>~|\\<&]|^\s*(?:[-+]|\d+[.)])\s|^ {4}|^\s*[=-]+\s*$", re.M)
+
+
+def plain_text(text: str) -> str:
+    """`text` as QQ shows it: Markdown rendered plain (to_plain), or the text itself when it
+    holds no Markdown at all (most short replies: no parse, no render)."""
+    return to_plain(text) if _MARKUP.search(text) else text
+
+
+def _plain_parts(text: str, limit: int) -> list[str]:
+    """`text` (Markdown) in parts whose plain rendering fits `limit`. Measured on the source
+    first, which plain text rarely outgrows (only a table's padding does), because measuring
+    every candidate rendered costs ~50 ms for a 9 KB word; a part whose rendering does not fit
+    is split again, rendered."""
+    parts: list[str] = []
+    for part in split_message(text, limit):
+        fits = len(plain_text(part)) <= limit
+        parts.extend([part] if fits else split_message(part, limit, render=to_plain))
+    return parts
 
 
 def _invalid_id(event: dict[str, Any], kind: str) -> bool:

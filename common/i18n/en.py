@@ -73,6 +73,30 @@ MESSAGES: dict[str, str] = {
     "help.fn.summary": "Summarise this group's recent messages: /summary, /summary 2h, "
     "/summary 100, /summary today.",
     "help.fn.web_search": "Search the web and answer with source links.",
+    "help.fn.knowledge_search": "Search this chat's knowledge base (its documents), with sources.",
+    "help.fn.kb": "The knowledge base: /kb search <words>; admins: /kb list, /kb add [base] "
+    "<url or text>, /kb remove <id>, /kb reindex [base].",
+    # -- knowledge -------------------------------------------------------------------------------
+    "kb.not_running": "The knowledge base is not running (knowledge.enabled is off or the bot "
+    "has not started).",
+    "kb.no_bases": "No knowledge base is set for this chat (a chats: rule's knowledge: [...]).",
+    "kb.no_such_base": "There is no knowledge base {base!r} here; this chat has: {bases}.",
+    "kb.nothing": 'Nothing in the knowledge base matches "{query}".',
+    "kb.found": '{count} passages for "{query}":',
+    "kb.usage": "Usage: /kb search <words>; admins: /kb list, /kb add [base] <url or text>, "
+    "/kb remove <id>, /kb reindex [base].",
+    "kb.admin_only": "Only the bot's admins may use /kb {verb}.",
+    "kb.list_base": "{base}: {docs} documents, {passages} passages, {search}",
+    "kb.hybrid": "hybrid search with {model}",
+    "kb.keyword": "keyword search (BM25)",
+    "kb.added_by": ", added by {who}",
+    "kb.added": 'Added #{id} "{what}" to {base} ({passages} passages).',
+    "kb.add_failed": "Could not add {what}: {error}",
+    "kb.no_such_doc": "No document #{id}; /kb list shows the ids.",
+    "kb.from_config": "#{id} ({source}) comes from the config's sources; remove it there.",
+    "kb.removed": "Removed #{id} ({source}) from {base}.",
+    "kb.reindexed": "Re-indexed {bases}: {indexed} indexed, {unchanged} unchanged, {removed} "
+    "removed, {failed} failed.",
     # -- reminders ---------------------------------------------------------------------------
     "reminder.not_running": "Reminders are not running on this bot (reminders.enabled is off "
     "or it has not started).",

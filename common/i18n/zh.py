@@ -67,6 +67,29 @@ MESSAGES: dict[str, str] = {
     "help.fn.reminder_delete": "按编号删除提醒（输入前几位即可）。",
     "help.fn.summary": "总结本群最近的消息：/summary、/summary 2h、/summary 100、/summary today。",
     "help.fn.web_search": "联网搜索，并附上来源链接回答。",
+    "help.fn.knowledge_search": "检索本群的知识库（群里的文档），并注明出处。",
+    "help.fn.kb": "知识库：/kb search <关键词>；管理员：/kb list、/kb add [库名] <网址或文字>、"
+    "/kb remove <编号>、/kb reindex [库名]。",
+    # -- knowledge -------------------------------------------------------------------------------
+    "kb.not_running": "知识库没有运行（knowledge.enabled 已关闭或机器人尚未启动）。",
+    "kb.no_bases": "这个聊天没有设置知识库（在 chats: 规则里写 knowledge: [...]）。",
+    "kb.no_such_base": "这里没有名为 {base!r} 的知识库；这个聊天可用：{bases}。",
+    "kb.nothing": "知识库里没有与“{query}”相关的内容。",
+    "kb.found": "与“{query}”相关的 {count} 段内容：",
+    "kb.usage": "用法：/kb search <关键词>；管理员：/kb list、/kb add [库名] <网址或文字>、"
+    "/kb remove <编号>、/kb reindex [库名]。",
+    "kb.admin_only": "只有机器人管理员可以使用 /kb {verb}。",
+    "kb.list_base": "{base}：{docs} 篇文档，{passages} 段，{search}",
+    "kb.hybrid": "混合检索（{model}）",
+    "kb.keyword": "关键词检索（BM25）",
+    "kb.added_by": "，由 {who} 添加",
+    "kb.added": "已把 #{id}“{what}”加入 {base}（{passages} 段）。",
+    "kb.add_failed": "无法添加 {what}：{error}",
+    "kb.no_such_doc": "没有编号为 #{id} 的文档；/kb list 会列出编号。",
+    "kb.from_config": "#{id}（{source}）来自配置文件的 sources，请在那里删除。",
+    "kb.removed": "已从 {base} 删除 #{id}（{source}）。",
+    "kb.reindexed": "已重建 {bases} 的索引：{indexed} 篇已索引，{unchanged} 篇未变，{removed} "
+    "篇已删除，{failed} 篇失败。",
     # -- reminders ---------------------------------------------------------------------------
     "reminder.not_running": "这个机器人没有运行提醒功能（reminders.enabled 已关闭或尚未启动）。",
     "reminder.not_set": "提醒未设置：{reason}",

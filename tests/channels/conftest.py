@@ -143,3 +143,30 @@ async def files() -> AsyncIterator[str]:
     runner, port = await serve(app)
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
+
+
+@pytest.fixture(scope="session")
+def synapse(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real Synapse homeserver (matrix-synapse, tests/channels/synapse_server.py), started
+    once for the session: the Matrix channel's tests (marker `services`). Not installed or not
+    starting: skipped with the reason, but failed under CI=true (CI installs it)."""
+    import os
+
+    from tests.channels.synapse_server import Synapse
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI=true installs matrix-synapse, so this is a failure")
+        pytest.skip(reason)
+
+    try:
+        import synapse  # noqa: F401
+    except ImportError as exc:
+        unavailable(f"matrix-synapse is not installed ({exc})")
+    server = Synapse(tmp_path_factory.mktemp("synapse"))
+    try:
+        server.start()
+    except RuntimeError as exc:
+        unavailable(f"Synapse did not start: {exc}")
+    yield server
+    server.stop()

@@ -28,6 +28,7 @@ class OneBotDriver:
             "images_in",
             "images_out",
             "split",
+            "plain",
             "reconnect",
             "crash_redelivery",
             "message_ids",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -122,6 +123,7 @@ class Proc:
 
     def __init__(self, args: list[str], log: Path) -> None:
         self.log = log
+        self._terminated = False
         self.handle = log.open("wb")
         self.p = subprocess.Popen(
             [sys.executable, str(ROOT / "bot.py"), *args],
@@ -141,13 +143,29 @@ class Proc:
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not seen; log:\n{self.log.read_text()[-4000:]}")
 
+    def http_port(self, timeout: float = 30) -> int:
+        """The port its HTTP channel bound (started with `--port 0`): read from its log, so no
+        other process can take the port between a free-port probe and the bind (with the
+        suite on two workers, that race refused a gateway's connections once)."""
+        self.wait_for("HTTP channel listening on http://", timeout)
+        found = re.search(r"HTTP channel listening on http://[^:\s]+:(\d+)", self.log.read_text())
+        assert found, self.log.read_text()[-4000:]
+        return int(found.group(1))
+
     def kill(self) -> None:
         self.p.send_signal(signal.SIGKILL)
         self.p.wait(10)
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting: `procs` signals every process first, so their shutdowns
+        overlap instead of adding up."""
+        if self.p.poll() is None and not self._terminated:
+            self.p.send_signal(signal.SIGTERM)
+            self._terminated = True
+
     def stop(self) -> None:
         if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 self.p.wait(15)
             except subprocess.TimeoutExpired:
@@ -160,5 +178,7 @@ class Proc:
 def procs() -> Iterator[list[Proc]]:
     started: list[Proc] = []
     yield started
+    for proc in started:
+        proc.terminate()
     for proc in started:
         proc.stop()

@@ -13,13 +13,12 @@ import aiohttp
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.cluster.conftest import Proc, cluster_config, free_port
+from tests.cluster.conftest import Proc, cluster_config
 
 pytestmark = pytest.mark.services
 
 
 def start_cluster(tmp_path: Path, pg_url: str, prefix: str, procs: list[Proc], **sections):
-    port = free_port()
     cfg = cluster_config(tmp_path, pg_url, prefix, **sections)
     workers = []
     for i in range(2):
@@ -29,11 +28,11 @@ def start_cluster(tmp_path: Path, pg_url: str, prefix: str, procs: list[Proc], *
     for w in workers:
         w.wait_for("consuming")
     gw = Proc(
-        ["--config", str(cfg), "--role", "gateway", "--channel", "http", "--port", str(port)],
+        ["--config", str(cfg), "--role", "gateway", "--channel", "http", "--port", "0"],
         tmp_path / "gateway.log",
     )
     procs.append(gw)
-    gw.wait_for("HTTP channel listening")
+    port = gw.http_port()
     gw.wait_for("chatfn started")
     # Both workers know of each other and have split the partitions.
     for w in workers:

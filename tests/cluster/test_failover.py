@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from yarl import URL
 
-from tests.cluster.conftest import AMQP, Proc, cluster_config, free_port
+from tests.cluster.conftest import AMQP, Proc, cluster_config
 from tests.cluster.test_cluster import check_history, send_all, start_cluster
 from tests.cluster.test_cluster_reminders import reminder_rows
 from tests.fakes.tcp_proxy import TcpProxy
@@ -72,12 +72,12 @@ def start_workers_via(
     procs.extend(workers)
     for w in workers:
         w.wait_for("consuming")
-    port = free_port()
     gw = Proc(
-        ["--config", str(config), "--role", "gateway", "--channel", "http", "--port", str(port)],
+        ["--config", str(config), "--role", "gateway", "--channel", "http", "--port", "0"],
         tmp_path / "gateway.log",
     )
     procs.append(gw)
+    port = gw.http_port()
     gw.wait_for("chatfn started")
     for w in workers:
         w.wait_for(f"{len(workers)} live worker(s)")

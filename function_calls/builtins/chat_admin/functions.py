@@ -27,6 +27,7 @@ SHOWN = (
     "language",
     "functions",
     "on_exceed",
+    "knowledge",
 )
 
 
@@ -132,6 +133,7 @@ async def settings_command(ctx: MessageContext) -> FunctionResult:
         "language": chat.language,
         "functions": _functions(ctx, chat.functions_enabled, chat.functions_disabled),
         "on_exceed": f"downgrade_to {chat.downgrade_to}" if chat.downgrade_to else "refuse",
+        "knowledge": ", ".join(chat.knowledge) or ctx.t("admin.none"),
     }
     lines = [ctx.t("admin.settings.title", chat=ctx.message.chat_id)]
     for key in SHOWN:

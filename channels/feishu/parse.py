@@ -1,0 +1,154 @@
+"""Feishu chat ids, and what a user's message says once its content is read.
+
+Chat ids (what `chats:` rules match): `private:<oc_...>` for a one-to-one chat with the bot
+(Feishu's p2p chat has its own chat_id), `group:<oc_...>` for a group chat, and
+`group:<oc_...>:thread:<om_...>` for a thread (a topic of a topic group, or a thread opened
+under a message): each thread is its own conversation, named by its root message, the one the
+answer is sent under (the reply API with `reply_in_thread`). All hold the platform's chat_id,
+which is also where an answer outside a thread goes (receive_id_type=chat_id), so a reply, a
+reminder and a message the outbox owes after a restart need nothing but the chat id.
+Senders (`sender_id`, `bot.admins`) are open_ids (`ou_...`: per app, the same person has
+another open_id in another app).
+
+Incoming content (im.message.receive_v1, https://open.feishu.cn/document/server-docs/
+im-v1/message/events/receive and .../im-v1/message-content-description/message_content):
+- `text`: {"text": "@_user_1 hello"}: each `@_user_N` placeholder is a `mentions` entry
+  (key, id.open_id, name). The bot's own (its open_id, from bot/v3/info) is removed and
+  marks the message as addressed to the bot; others read as `@Name`; `@_all` as `@all`.
+- `post`: {"title", "content": [[{"tag": "text"|"a"|"at"|"img"|"code_block"|...}]]}: read as
+  lines of text (links as `label (url)`), its `img` elements as images.
+- `image`: {"image_key"}: an image, fetched through the message resources API.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ChatRef", "Read", "chat_ref", "parse_chat_id", "read_message"]
+
+_CHAT = re.compile(r"^oc_[A-Za-z0-9_\-]{1,64}$")
+_MESSAGE = re.compile(r"^om_[A-Za-z0-9_\-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Where a message is: the Feishu chat_id, the thread's root message if in a thread."""
+
+    chat: str
+    is_group: bool
+    thread: str | None = None
+
+    @property
+    def key(self) -> str:
+        base = f"{'group' if self.is_group else 'private'}:{self.chat}"
+        return f"{base}:thread:{self.thread}" if self.thread else base
+
+
+def chat_ref(message: dict[str, Any]) -> ChatRef:
+    """The chat of im.message.receive_v1's `message`: a thread when it has a `thread_id`
+    (its root message: `root_id`, or the message itself when it starts the thread)."""
+    is_group = message.get("chat_type") != "p2p"
+    thread = None
+    if is_group and message.get("thread_id"):
+        root = str(message.get("root_id") or message.get("message_id") or "")
+        thread = root if _MESSAGE.match(root) else None
+    return ChatRef(str(message.get("chat_id") or ""), is_group, thread)
+
+
+def parse_chat_id(chat_id: str) -> ChatRef:
+    """A chat id back to where to send; ValueError naming the expected shape."""
+    parts = chat_id.split(":")
+    if (
+        len(parts) in (2, 4)
+        and parts[0] in ("private", "group")
+        and _CHAT.match(parts[1])
+        and (len(parts) == 2 or (parts[0] == "group" and parts[2] == "thread"))
+        and (len(parts) == 2 or _MESSAGE.match(parts[3]))
+    ):
+        return ChatRef(parts[1], parts[0] == "group", parts[3] if len(parts) == 4 else None)
+    raise ValueError(
+        f"not a Feishu chat id: {chat_id!r} (expected private:oc_..., group:oc_... or "
+        "group:oc_...:thread:om_...)"
+    )
+
+
+@dataclass(slots=True)
+class Read:
+    """What a message says: its text, whether it mentioned the bot, its images' keys."""
+
+    text: str
+    mentioned: bool = False
+    image_keys: list[str] = field(default_factory=list)
+
+
+def _content(message: dict[str, Any]) -> dict[str, Any]:
+    try:
+        content = json.loads(str(message.get("content") or "{}"))
+    except ValueError:
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
+    """The `message` object of im.message.receive_v1, read (module docstring)."""
+    mentions = [m for m in message.get("mentions") or [] if isinstance(m, dict)]
+    names: dict[str, str] = {}
+    mentioned = False
+    for m in mentions:
+        key = str(m.get("key") or "")
+        who = m.get("id") if isinstance(m.get("id"), dict) else {}
+        if bot_open_id and who.get("open_id") == bot_open_id:
+            names[key] = ""
+            mentioned = True
+        elif key:
+            names[key] = "@" + str(m.get("name") or who.get("open_id") or "someone")
+
+    def place(text: str) -> str:
+        for key in sorted(names, key=len, reverse=True):  # @_user_10 before @_user_1
+            text = text.replace(key, names[key])
+        return text.replace("@_all", "@all")
+
+    kind = message.get("message_type")
+    content = _content(message)
+    read = Read("", mentioned)
+    if kind == "text":
+        read.text = place(str(content.get("text") or ""))
+    elif kind == "image":
+        if content.get("image_key"):
+            read.image_keys.append(str(content["image_key"]))
+    elif kind == "post":
+        post = content
+        if "content" not in post:  # the sending shape, with a language wrapper
+            post = next((v for v in content.values() if isinstance(v, dict)), {})
+        lines = [str(post.get("title") or "")] if post.get("title") else []
+        for paragraph in post.get("content") or []:
+            parts: list[str] = []
+            for element in paragraph if isinstance(paragraph, list) else []:
+                if not isinstance(element, dict):
+                    continue
+                tag = element.get("tag")
+                if tag in ("text", "md", "code_block"):
+                    parts.append(str(element.get("text") or ""))
+                elif tag == "a":
+                    label, href = str(element.get("text") or ""), str(element.get("href") or "")
+                    parts.append(f"{label} ({href})" if label and label != href else href)
+                elif tag == "at":
+                    key = str(element.get("user_id") or "")
+                    if key in names:
+                        parts.append(names[key])
+                    elif key == "@_all" or key == "all":
+                        parts.append("@all")
+                    else:
+                        parts.append("@" + str(element.get("user_name") or key))
+                elif tag == "img" and element.get("image_key"):
+                    read.image_keys.append(str(element["image_key"]))
+                elif tag == "emotion":
+                    parts.append(f":{element.get('emoji_type', '')}:")
+            if parts:
+                lines.append(re.sub(r"[ \t]{2,}", " ", place("".join(parts))).strip())
+        read.text = "\n".join(lines)
+    read.text = re.sub(r"[ \t]{2,}", " ", read.text).strip()
+    return read

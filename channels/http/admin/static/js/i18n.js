@@ -1,0 +1,35 @@
+// The console's words in zh and en (static/i18n/<lang>.json). The first language is the
+// session's (`bot.language`); a choice made on the page is remembered in localStorage.
+
+export const LANGUAGES = ["en", "zh"];
+const STORE_KEY = "chatfn-admin-language";
+
+let words = {};
+let current = "en";
+
+/** The language to show: the page's remembered choice, else the given default, else en. */
+export function preferredLanguage(fallback) {
+  const saved = localStorage.getItem(STORE_KEY);
+  if (LANGUAGES.includes(saved)) return saved;
+  return LANGUAGES.includes(fallback) ? fallback : "en";
+}
+
+/** Loads a language's catalogue; `remember` keeps the choice for the next visit. */
+export async function setLanguage(lang, { remember = false } = {}) {
+  const response = await fetch(`/admin/static/i18n/${lang}.json`);
+  words = await response.json();
+  current = lang;
+  document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
+  if (remember) localStorage.setItem(STORE_KEY, lang);
+}
+
+export function language() {
+  return current;
+}
+
+/** The text for `key`, with {name} placeholders filled; the key itself when missing. */
+export function t(key, vars) {
+  const text = words[key] ?? key;
+  if (!vars) return text;
+  return text.replace(/\{(\w+)\}/g, (_, name) => (name in vars ? String(vars[name]) : `{${name}}`));
+}

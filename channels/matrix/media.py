@@ -1,0 +1,63 @@
+"""Media of incoming `m.image` events, downloaded with the account's access token: the
+authenticated media API (`/_matrix/client/v1/media/download/{server}/{mediaId}`, Matrix 1.11;
+servers with `enable_authenticated_media` refuse the old path for new media), or the legacy
+`/_matrix/media/v3/download/...` on a server without it (it answers the v1 path 404/405
+`M_UNRECOGNIZED`). The bytes become a data URI: an mxc:// URI is of no use to a model, and
+the token must not leave the channel."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+from loguru import logger
+from nio import AsyncClient
+
+__all__ = ["download"]
+
+
+async def download(client: AsyncClient, content: dict[str, Any], limit: int) -> str | None:
+    """An m.image's media as a data URI: the authenticated media API, or the legacy one
+    on a homeserver without it."""
+    url = content.get("url")
+    if not isinstance(url, str) or not url.startswith("mxc://"):
+        return None  # an encrypted file (`file`), or no media
+    parts = urlsplit(url)
+    server, media = parts.netloc, parts.path.lstrip("/")
+    if not server or not media or "/" in media:
+        return None
+    info = content.get("info") if isinstance(content.get("info"), dict) else {}
+    if int(info.get("size") or 0) > limit:
+        logger.info("Matrix image {} is over {} bytes: not read", url, limit)
+        return None
+    tail = f"/download/{quote(server, safe='')}/{quote(media, safe='')}"
+    paths = (f"/_matrix/client/v1/media{tail}", f"/_matrix/media/v3{tail}")
+    try:
+        for path in paths:
+            response = await client.send(
+                "GET",
+                path,
+                headers={"Authorization": f"Bearer {client.access_token}"},
+                timeout=30,
+            )
+            async with response:
+                if response.status in (404, 405) and path == paths[0]:
+                    body = await response.read()
+                    if b"M_UNRECOGNIZED" in body or not body.strip().startswith(b"{"):
+                        continue  # a homeserver without authenticated media
+                if response.status != 200:
+                    logger.warning("Matrix image {} not downloaded: {}", url, response.status)
+                    return None
+                data = await response.content.read(limit + 1)
+                mime = response.content_type or str(info.get("mimetype") or "")
+            break
+        else:
+            return None
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        logger.warning("Matrix image {} not downloaded: {!r}", url, exc)
+        return None
+    if len(data) > limit or not mime.startswith("image/"):
+        return None
+    return f"data:{mime};base64," + base64.b64encode(data).decode()

@@ -1,0 +1,74 @@
+"""The model SDKs load in a thread after start (`ModelSet.prepare`); a message arriving while
+they load waits for that thread without blocking the event loop. Before, the first request
+imported the SDK on the loop's thread, which then waited for the import lock the preparing
+thread held: every chat and the signal handlers stalled for the import (4 s seen under load,
+which made `tests/bot/test_shutdown.py` miss its bound)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from common.messages import IncomingMessage, OutgoingMessage
+from providers.scripted import ScriptedModel
+from providers.types import LLMResponse, Message, Usage
+from runtime.bot import Bot
+from runtime.settings import parse_settings
+
+
+class SlowToPrepare(ScriptedModel):
+    """A model whose SDK takes 0.4 s to load, in whichever thread loads it."""
+
+    def __init__(self) -> None:
+        super().__init__([self._answer], repeat_last=True)
+        self.prepared_in: list[str] = []
+        self.answered_after_prepare: list[bool] = []
+
+    def prepare(self) -> None:
+        time.sleep(0.4)  # the import's cost, in the preparing thread
+        self.prepared_in.append(threading.current_thread().name)
+
+    def _answer(self, _messages: list[Message], _tools: object) -> LLMResponse:
+        self.answered_after_prepare.append(bool(self.prepared_in))
+        return LLMResponse(content="hi", finish_reason="stop", usage=Usage(1, 1))
+
+
+async def _take(_out: OutgoingMessage) -> None:
+    return None
+
+
+async def test_a_message_during_the_sdk_load_waits_for_it_off_the_loop(tmp_path: Path) -> None:
+    settings = parse_settings(
+        {"storage": {"url": f"sqlite:///{tmp_path / 'p.db'}"}, "plugins": {"paths": []}},
+        base_dir=tmp_path,
+    )
+    model = SlowToPrepare()
+    bot = Bot(settings, model=model, builtins=False, load_plugins=False)
+    await bot.start()
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:  # the loop's other work: must keep running during the load
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        preparing = asyncio.create_task(bot.prepare_models())
+        await asyncio.sleep(0)  # prepare has begun its delay
+        msg = IncomingMessage(platform="test", chat_id="c", sender_id="u", text="hello")
+        began = ticks
+        sent = await bot.handle(msg, _take)
+        assert [o.text for o in sent] == ["hi"]
+        assert model.prepared_in == ["prepare-models"]  # once, in the preparing thread
+        assert model.answered_after_prepare == [True]  # the request waited for the load
+        assert ticks - began >= 10, ticks - began  # the loop ran on during the 0.4 s
+        await preparing
+    finally:
+        stop.set()
+        await ticking
+        await bot.aclose()
