@@ -262,10 +262,14 @@ class Worker:
             bot.outbox.drains = False
 
     async def start(self) -> None:
-        store = self.bot.storage.cluster
-        await self.bot.storage.run(store.seen, self.id, self.host)
+        # In line on every partition before the others can see this worker live: a worker
+        # that sees it gives up this one's share and subscribes again at the back, which puts
+        # it behind this one only if this one is already there (noted first, a slow subscribe
+        # let the other rejoin ahead and keep every partition).
         for consumer in self.consumers:
             await consumer.subscribe()
+        store = self.bot.storage.cluster
+        await self.bot.storage.run(store.seen, self.id, self.host)
         self.snapshots.start()
         self._task = asyncio.create_task(self._membership(), name="worker-membership")
         logger.info("worker {} consuming {} partitions", self.id, len(self.consumers))
