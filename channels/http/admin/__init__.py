@@ -11,12 +11,15 @@ logs       the live log tail over Server-Sent Events
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 from loguru import logger
 
-from channels.http.admin import api, pages
-from channels.http.admin.auth import AdminAuth
 from runtime.channel_host import ChannelHost
+
+if TYPE_CHECKING:
+    from channels.http.admin.auth import AdminAuth
 
 
 def mount(app: web.Application, host: ChannelHost, token: str | None) -> AdminAuth | None:
@@ -33,6 +36,11 @@ def mount(app: web.Application, host: ChannelHost, token: str | None) -> AdminAu
                 name,
                 name,
             )
+    # Loaded here, not with the HTTP channel: a bot without admin users never holds the
+    # console's modules (about 1 MB; bench/README, peak RSS).
+    from channels.http.admin import api, pages
+    from channels.http.admin.auth import AdminAuth
+
     auth = AdminAuth(host.console, token)
     app.middlewares.append(auth.middleware)
     app.router.add_post("/admin/login", auth.login)

@@ -9,12 +9,27 @@ names (`knowledge: [faq]`); only there does the model see `knowledge_search`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from function_calls import Plugin, PluginHost, Status
 from function_calls.builtins.knowledge.functions import kb, knowledge_search
-from function_calls.builtins.knowledge.service import KnowledgeService, check_chat_rules
-from function_calls.builtins.knowledge.settings import KnowledgeSettings
+from function_calls.builtins.knowledge.settings import KnowledgeSettings, check_chat_rules
+
+if TYPE_CHECKING:
+    from function_calls.builtins.knowledge.service import KnowledgeService
 
 __all__ = ["KnowledgeService", "KnowledgeSettings", "kb", "knowledge_search"]
+
+
+def __getattr__(name: str) -> Any:
+    """`KnowledgeService` on first use: the indexer, its readers and its tables (service.py and
+    what it imports) are loaded only by a bot that has bases, not by every bot (peak RSS)."""
+    if name == "KnowledgeService":
+        from function_calls.builtins.knowledge.service import KnowledgeService
+
+        return KnowledgeService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 plugin = Plugin("knowledge", settings=KnowledgeSettings)
 
@@ -38,18 +53,30 @@ def create_service(host: PluginHost) -> None:
     stop the bot when it is built, naming the key."""
     cfg = host.section(KnowledgeSettings)
     check_chat_rules(host.settings, cfg)
+    if not cfg.bases:
+        return  # nothing to index or search: /kb says so (functions.py)
+    from function_calls.builtins.knowledge.service import KnowledgeService
+
     host.provide(KnowledgeService(host, cfg))
 
 
 @plugin.on_startup
 async def start(host: PluginHost) -> None:
-    service = host.service(KnowledgeService)
+    service = _running(host)
     if service is not None:
         await service.start()
 
 
 @plugin.on_shutdown
 async def stop(host: PluginHost) -> None:
-    service = host.service(KnowledgeService)
+    service = _running(host)
     if service is not None:
         await service.shutdown()
+
+
+def _running(host: PluginHost) -> KnowledgeService | None:
+    if not host.section(KnowledgeSettings).bases:
+        return None  # no service was made, and its module need not be loaded to say so
+    from function_calls.builtins.knowledge.service import KnowledgeService
+
+    return host.service(KnowledgeService)

@@ -12,14 +12,16 @@ check as any other (tests/function_calls/builtins/test_knowledge_injection.py).
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from function_calls import FunctionResult, MessageContext, tool_function
-from function_calls.builtins.knowledge.service import KnowledgeService, is_url
-from function_calls.builtins.knowledge.settings import KnowledgeSettings
-from function_calls.builtins.knowledge.store import Passage
+from function_calls.builtins.knowledge.settings import KnowledgeSettings, is_url
+
+if TYPE_CHECKING:  # service.py is loaded only by a bot that has bases (__init__.py)
+    from function_calls.builtins.knowledge.service import KnowledgeService
+    from function_calls.builtins.knowledge.store import Passage
 
 EXCERPT = 300  # characters of a passage shown to people by /kb search
 LISTED = 30  # documents /kb list shows per base
@@ -29,6 +31,15 @@ def chat_bases(ctx: Any) -> list[str]:
     """The bases this chat may search: its `chats:` rule's, those that exist."""
     cfg = ctx.config.section(KnowledgeSettings)
     return [b for b in ctx.chat.knowledge if b in cfg.bases]
+
+
+def _service(ctx: MessageContext) -> KnowledgeService | None:
+    """The running service; None (and service.py not loaded) where no base is configured."""
+    if not ctx.config.section(KnowledgeSettings).bases:
+        return None
+    from function_calls.builtins.knowledge.service import KnowledgeService
+
+    return ctx.service(KnowledgeService)
 
 
 def _has_bases(ctx: Any) -> str | None:
@@ -78,7 +89,7 @@ class KnowledgeSearchArgs(BaseModel):
     allow=_has_bases,
 )
 async def knowledge_search(ctx: MessageContext, args: KnowledgeSearchArgs) -> FunctionResult:
-    service = ctx.service(KnowledgeService)
+    service = _service(ctx)
     bases = chat_bases(ctx)
     if service is None:
         return FunctionResult(llm_content=ctx.t("kb.not_running"), metadata={"refused": True})
@@ -119,9 +130,10 @@ def _done(text: str, **metadata: Any) -> FunctionResult:
     timeout=600,
 )
 async def kb(ctx: MessageContext, args: KbArgs) -> FunctionResult:
-    service = ctx.service(KnowledgeService)
+    service = _service(ctx)
     if service is None:
-        return _done(ctx.t("kb.not_running"))
+        cfg = ctx.config.section(KnowledgeSettings)
+        return _done(ctx.t("kb.no_bases" if cfg.enabled and not cfg.bases else "kb.not_running"))
     verb, _, rest = args.command.strip().partition(" ")
     verb, rest = verb.lower(), rest.strip()
     if verb == "search" and rest:

@@ -22,7 +22,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from loguru import logger
@@ -38,16 +37,17 @@ from function_calls.builtins.knowledge.readers import (
     kind_of,
     read,
 )
-from function_calls.builtins.knowledge.settings import BaseSettings, KnowledgeSettings
+from function_calls.builtins.knowledge.settings import (  # noqa: F401 (check_chat_rules: re-exported)
+    BaseSettings,
+    KnowledgeSettings,
+    check_chat_rules,
+    is_url,
+)
 from function_calls.builtins.knowledge.vectors import VectorIndex, choose
 
 RRF_K = 60  # the constant of Cormack et al. (2009): ranks matter, raw scores do not
 # Candidates each list contributes to the fusion, per passage returned.
 CANDIDATES = 4
-
-
-def is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
 
 
 def rrf(lists: Sequence[Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
@@ -496,18 +496,3 @@ class KnowledgeService:
 
 def bases_named(cfg: KnowledgeSettings, names: Sequence[str]) -> list[str]:
     return [n for n in names if n in cfg.bases]
-
-
-def check_chat_rules(settings: Any, cfg: KnowledgeSettings) -> None:
-    """Stop at start on a `chats:` rule naming a base that is not under `knowledge.bases`."""
-    errors = []
-    for i, rule in enumerate(getattr(settings, "chats", None) or ()):
-        for name in rule.knowledge or ():
-            if name not in cfg.bases:
-                have = ", ".join(cfg.bases) or "none"
-                errors.append(
-                    f"chats[{i}].knowledge: no base named {name!r} under knowledge.bases "
-                    f"(have: {have})"
-                )
-    if errors:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))

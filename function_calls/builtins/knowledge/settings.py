@@ -17,11 +17,11 @@ other per-chat setting; a rule naming a base that does not exist stops the bot a
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from function_calls import Section
+from function_calls import ConfigError, Section
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -67,3 +67,22 @@ class KnowledgeSettings(Section):
                     "starting with a letter)"
                 )
         return v
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def check_chat_rules(settings: Any, cfg: KnowledgeSettings) -> None:
+    """Stop at start on a `chats:` rule naming a base that is not under `knowledge.bases`."""
+    errors = []
+    for i, rule in enumerate(getattr(settings, "chats", None) or ()):
+        for name in rule.knowledge or ():
+            if name not in cfg.bases:
+                have = ", ".join(cfg.bases) or "none"
+                errors.append(
+                    f"chats[{i}].knowledge: no base named {name!r} under knowledge.bases "
+                    f"(have: {have})"
+                )
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
