@@ -5,6 +5,7 @@ together at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +35,14 @@ async def _in_daemon_thread(job: Callable[[], None]) -> None:
     done: asyncio.Future[None] = loop.create_future()
 
     def run() -> None:
+        outcome: BaseException | None = None
         try:
             job()
         except BaseException as exc:  # handed to the waiting coroutine, raised there
-            loop.call_soon_threadsafe(_settle, done, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, done, None)
+            outcome = exc
+        # The loop may be gone by now (the bot stopped during the import): nobody waits then.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, done, outcome)
 
     threading.Thread(target=run, name="prepare-models", daemon=True).start()
     await done

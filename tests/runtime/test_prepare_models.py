@@ -72,3 +72,28 @@ async def test_a_message_during_the_sdk_load_waits_for_it_off_the_loop(tmp_path:
         stop.set()
         await ticking
         await bot.aclose()
+
+
+def test_a_preparing_thread_that_outlives_its_loop_ends_quietly() -> None:
+    """The bot stopped (its loop closed) while an SDK was still loading: the thread's report
+    back must not raise 'Event loop is closed' into threading.excepthook."""
+    from runtime.model_set import _in_daemon_thread
+
+    gate = threading.Event()
+    errors: list[BaseException | None] = []
+    old_hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+        loop = asyncio.new_event_loop()
+        waiting = loop.create_task(_in_daemon_thread(lambda: gate.wait(5)))
+        loop.run_until_complete(asyncio.sleep(0.05))
+        [thread] = [t for t in threading.enumerate() if t.name == "prepare-models"]
+        waiting.cancel()
+        loop.run_until_complete(asyncio.gather(waiting, return_exceptions=True))
+        loop.close()
+        gate.set()
+        thread.join(5)
+        assert not thread.is_alive()
+    finally:
+        threading.excepthook = old_hook
+    assert errors == []
