@@ -111,9 +111,18 @@ class RawContender:
 
     name = "raw"
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, *, aiohttp: bool = False) -> None:
         # Same retry and timeout settings as chatfn's ModelConfig defaults; SDK default pool.
-        self.client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=2, timeout=60.0)
+        # aiohttp: the SDK's own aiohttp transport (`DefaultAioHttpClient`), the one chatfn
+        # uses by default, so the two loops differ only by what the bot does.
+        extra: dict[str, Any] = {}
+        if aiohttp:
+            from openai import DefaultAioHttpClient
+
+            extra["http_client"] = DefaultAioHttpClient(timeout=60.0)
+        self.client = AsyncOpenAI(
+            api_key="bench", base_url=base_url, max_retries=2, timeout=60.0, **extra
+        )
         self.tools: list[dict[str, Any]] = [
             {
                 "type": "function",
@@ -227,6 +236,7 @@ class ChatfnContender:
         sync_handler: bool = False,
         limits: bool = True,
         admin: bool = False,
+        http_transport: str = "aiohttp",
     ) -> None:
         registry = Registry()
         with registry.collecting():
@@ -251,6 +261,7 @@ class ChatfnContender:
                         "api_key": "bench",
                         "model": MODEL,
                         "native_tools": True,
+                        "http_transport": http_transport,
                     }
                 },
                 "storage": {"url": f"sqlite:///{db_dir / 'bench.db'}"},
@@ -420,6 +431,7 @@ def _short(file: str) -> str:
 async def run_all(args: argparse.Namespace) -> dict[str, Any]:
     with ServerProcess(latency_ms=0) as server, tempfile.TemporaryDirectory() as tmp:
         raw = RawContender(server.url)
+        raw_aio = RawContender(server.url, aiohttp=True) if args.raw_aiohttp else None
         raw_post = RawPostContender(server.url)
         chatfn = ChatfnContender(
             server.url,
@@ -427,11 +439,14 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             logs=args.logs,
             sync_handler=args.sync_handler,
             limits=not args.no_limits,
+            http_transport=args.http_transport,
         )
         contenders: list[tuple[str, Runner]] = [("raw", raw.message), ("chatfn", chatfn.message)]
         # raw_post runs in the sequential phase only (it explains the CPU figure; the targets
         # compare raw and chatfn).
         seq_contenders = contenders + ([] if args.no_raw_post else [("raw_post", raw_post.message)])
+        if raw_aio is not None:  # the raw loop on the same HTTP stack as chatfn's
+            seq_contenders.append(("raw_aiohttp", raw_aio.message))
         admin = None
         if args.admin:  # the same bot with the admin console on, interleaved with the others
             (Path(tmp) / "admin").mkdir()
@@ -489,6 +504,8 @@ async def run_all(args: argparse.Namespace) -> dict[str, Any]:
             stats = _control(server.root, "/_bench/stats")
         finally:
             await raw.aclose()
+            if raw_aio is not None:
+                await raw_aio.aclose()
             await raw_post.aclose()
             await chatfn.aclose()
             if admin is not None:
@@ -513,6 +530,7 @@ def _report(
         else None
     )
     tput_ratio = _ratio(fn.msgs_per_s, raw.msgs_per_s)
+    raw_aio = figures.get("raw_aiohttp")
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
@@ -535,6 +553,7 @@ def _report(
             "conc_repeats": args.conc_repeats,
             "logs": args.logs,
             "sync_handler": args.sync_handler,
+            "http_transport": args.http_transport,
         },
         "results": {name: asdict(f) for name, f in figures.items()},
         "ratios": {
@@ -542,6 +561,9 @@ def _report(
             "cpu_best_runs": cpu_ratio_min,
             "throughput": tput_ratio,
             "cpu_vs_raw_post": _ratio(fn.cpu_ms_per_msg, post.cpu_ms_per_msg if post else 0.0),
+            "cpu_vs_raw_aiohttp": _ratio(
+                fn.cpu_ms_per_msg, raw_aio.cpu_ms_per_msg if raw_aio else 0.0
+            ),
         },
         # chatfn's own cost per message, on the same HTTP path (chatfn - raw_post CPU ms/msg).
         "pipeline_overhead_ms": overhead,
@@ -572,7 +594,7 @@ def print_table(report: dict[str, Any]) -> None:
         runs = ", ".join(f"{r:.2f}" for r in f["cpu_runs"] or [])
         rates = ", ".join(f"{r:.0f}" for r in f["rate_runs"] or [])
         print(
-            f"{name:<10} {f['cpu_ms_per_msg']:>11.3f} {runs:>20} "
+            f"{name:<11} {f['cpu_ms_per_msg']:>10.3f} {runs:>20} "
             f"{f['seq_wall_ms_per_msg']:>12.3f} {f['msgs_per_s']:>9.1f} {rates:>20} "
             f"{f['conc_cpu_ms_per_msg']:>16.3f}"
         )
@@ -590,6 +612,8 @@ def print_table(report: dict[str, Any]) -> None:
         f"chatfn/raw throughput {r['throughput'] if r['throughput'] is not None else '-':>6}"
         f"  (target >= {t['throughput_min']}: {verdict(t['throughput_ok'])})"
     )
+    if r.get("cpu_vs_raw_aiohttp") is not None:
+        print(f"chatfn/raw_aiohttp CPU {r['cpu_vs_raw_aiohttp']:>5}  (the raw loop on aiohttp too)")
     if report["pipeline_overhead_ms"] is not None:
         print(
             f"chatfn/raw_post CPU   {r['cpu_vs_raw_post']:>6}  (chatfn's own pipeline: "
@@ -640,11 +664,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="skip the raw_post reference contender in the sequential phase",
     )
+    p.add_argument(
+        "--raw-aiohttp",
+        action="store_true",
+        help="sequential phase: also the raw loop on the SDK's aiohttp transport (raw_aiohttp)",
+    )
+    p.add_argument(
+        "--http-transport",
+        choices=("aiohttp", "httpx"),
+        default="aiohttp",
+        help="chatfn's models.<name>.http_transport (default aiohttp, as a bot's default)",
+    )
     p.add_argument("--skip-sequential", action="store_true")
     p.add_argument("--skip-concurrent", action="store_true")
     p.add_argument(
         "--profile",
-        choices=("raw", "chatfn", "raw_post"),
+        choices=("raw", "chatfn", "raw_post", "raw_aiohttp"),
         help="after the benchmark, cProfile N sequential messages of a contender",
     )
     p.add_argument("--top", type=int, default=30, help="profile rows to print")

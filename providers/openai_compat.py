@@ -146,7 +146,14 @@ class OpenAICompatModel(ServerModel):
         if self._sdk_client is None:
             from openai import AsyncOpenAI
 
-            self._sdk_client = AsyncOpenAI(**self._client_kwargs)
+            kwargs = dict(self._client_kwargs)
+            if self.cfg.http_transport == "aiohttp":
+                from providers.openai_http import aiohttp_client
+
+                http_client = aiohttp_client(kwargs["timeout"])
+                if http_client is not None:
+                    kwargs["http_client"] = http_client
+            self._sdk_client = AsyncOpenAI(**kwargs)
         return self._sdk_client
 
     def prepare(self) -> None:

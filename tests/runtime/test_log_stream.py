@@ -66,10 +66,11 @@ async def test_sdk_and_httpx_lines_reach_the_json_log_masked(tmp_path: Path) -> 
     assert warning[0]["name"] == "providers.openai_compat"  # the caller, not logging/__init__
     assert warning[0]["extra"]["chat_id"] == "private:alice"
     assert warning[0]["extra"]["message_id"].startswith("m")
+    # httpx's own lines (its request line; httpcore's connection lines too where the model's
+    # http_transport is httpx), with the turn's ids.
     by_library = [r for r in records if r["extra"].get("logger_name", "").startswith("http")]
-    debug = [r for r in by_library if r["level"]["name"] == "DEBUG"]
-    assert debug, "no httpx/httpcore DEBUG line"
-    assert all(r["extra"]["chat_id"] == "private:alice" for r in debug)
+    assert by_library, "no httpx line"
+    assert all(r["extra"]["chat_id"] == "private:alice" for r in by_library)
     # httpx's request line names the URL, the planted secret masked.
     assert any("/***/v1/chat/completions" in r["message"] for r in by_library)
     sdk = [r for r in records if r["extra"].get("logger_name", "").startswith("openai")]
