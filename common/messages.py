@@ -18,6 +18,28 @@ from typing import Any, Generic, Literal, TypeVar
 MAX_TEXT_CHARS = 20000
 
 
+def capped_text(text: str, platform: str, sender: str) -> str:
+    """`text` cut to MAX_TEXT_CHARS with a note saying so (the model and the history see that
+    it was cut), and a warning logged: what every chat channel does with an over-long message
+    (HTTP refuses one instead)."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    from loguru import logger
+
+    logger.warning(
+        "{} message from {} is {} characters: kept the first {}",
+        platform,
+        sender,
+        len(text),
+        MAX_TEXT_CHARS,
+    )
+    return (
+        text[:MAX_TEXT_CHARS]
+        + f"\n[message truncated: it had {len(text)} characters, over the limit of "
+        f"{MAX_TEXT_CHARS}]"
+    )
+
+
 def clean_text(text: str) -> str:
     """`text` with lone surrogates (valid JSON, invalid Unicode: no database or model API
     accepts them) replaced by U+FFFD, so the message is stored instead of dropped."""

@@ -44,11 +44,11 @@ from channels.feishu.webhook import Refused, open_request
 from channels.feishu.ws import WsLink
 from channels.outbound import Backoff, OrderedRunner
 from common.messages import (
-    MAX_TEXT_CHARS,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
 )
 from runtime.channel_host import ChannelHost
@@ -287,18 +287,7 @@ class FeishuChannel(Channel):
             return None
         read = read_message(message, self.bot_open_id or "")
         text = clean_text(read.text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "Feishu message from {} is {} characters: kept the first {}",
-                user,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "Feishu", user)
         images = [i for k in read.image_keys[:4] if (i := await self._image(message_id, k))]
         if not text and not images:
             return None

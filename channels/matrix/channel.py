@@ -63,11 +63,11 @@ from channels.matrix.settings import MatrixSettings
 from channels.matrix.store import SyncStore
 from channels.outbound import Backoff, OrderedRunner
 from common.messages import (
-    MAX_TEXT_CHARS,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
 )
 from runtime.channel_host import ChannelHost
@@ -542,18 +542,7 @@ class MatrixChannel(Channel):
             elif reading.quoted_sender == self.user_id:
                 mentioned = True
         text = clean_text(text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "Matrix message from {} is {} characters: kept the first {}",
-                sender,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "Matrix", sender)
         if not text and not images:
             return None
         stamp = source.get("origin_server_ts")

@@ -61,12 +61,12 @@ from channels.onebot.settings import OneBotSettings
 from channels.outbound import OrderedRunner, Outbound
 from channels.split import split_message
 from common.messages import (
-    MAX_TEXT_CHARS,
     DeliveryRefused,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
     surrogate_at,
 )
@@ -261,18 +261,7 @@ class OneBotChannel(OneBotLink):
         sender = sender if isinstance(sender, dict) else {}
         name = clean_text(str(sender.get("card") or sender.get("nickname") or user_id))[:128]
         text = clean_text(parsed.text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "OneBot message from {} is {} characters: kept the first {}",
-                user_id,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "OneBot", user_id)
         is_group = kind == "group"
         chat_id = f"group:{event.get('group_id')}" if is_group else f"private:{user_id}"
         message_id = str(event.get("message_id", ""))

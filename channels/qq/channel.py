@@ -50,11 +50,11 @@ from channels.qq.parse import ChatRef, guild_roles, read_content
 from channels.qq.send import Passive, QQSender
 from channels.qq.settings import QQSettings
 from common.messages import (
-    MAX_TEXT_CHARS,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
 )
 from runtime.channel_host import ChannelHost
@@ -290,18 +290,7 @@ class QQChannel(Channel):
         text, mentioned = read_content(str(data.get("content") or ""), self.bot_id)
         mentioned = mentioned or kind in ("GROUP_AT_MESSAGE_CREATE", "AT_MESSAGE_CREATE")
         text = clean_text(text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "QQ message from {} is {} characters: kept the first {}",
-                sender,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "QQ", sender)
         images = [i for a in data.get("attachments") or [] if (i := await self._image(a))]
         if not text and not images:
             return None

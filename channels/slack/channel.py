@@ -54,11 +54,11 @@ from channels.slack.parse import ChatRef, chat_ref, read_text
 from channels.slack.send import AUTH_ERRORS, SlackSender, error_code
 from channels.slack.settings import SlackSettings
 from common.messages import (
-    MAX_TEXT_CHARS,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
 )
 from runtime.channel_host import ChannelHost
@@ -354,18 +354,7 @@ class SlackChannel(Channel):
             return None
         text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
         text = clean_text(text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "Slack message from {} is {} characters: kept the first {}",
-                user,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "Slack", user)
         images = [i for f in event.get("files") or [] if (i := await self._image(f))]
         if not text and not images:
             return None

@@ -42,11 +42,11 @@ from channels.telegram.send import TelegramSender
 from channels.telegram.settings import TelegramSettings
 from common.config import ConfigError
 from common.messages import (
-    MAX_TEXT_CHARS,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
     SystemEvent,
+    capped_text,
     clean_text,
 )
 from runtime.channel_host import ChannelHost
@@ -310,18 +310,7 @@ class TelegramChannel(Channel):
         else:
             return None
         text = clean_text(said.text)
-        if len(text) > MAX_TEXT_CHARS:
-            logger.warning(
-                "Telegram message from {} is {} characters: kept the first {}",
-                sender_id,
-                len(text),
-                MAX_TEXT_CHARS,
-            )
-            text = (
-                text[:MAX_TEXT_CHARS]
-                + f"\n[message truncated: it had {len(text)} characters, over the limit of "
-                f"{MAX_TEXT_CHARS}]"
-            )
+        text = capped_text(text, "Telegram", sender_id)
         images = [i for i in [await self._photo(message.photo)] if i]
         quoted: str | None = None
         replied = message.reply_to_message
