@@ -32,6 +32,7 @@ from providers.errors import (
     error_for_status,
 )
 from providers.schema import SchemaError, anthropic_input_schema
+from providers.sdk_http import aiohttp_client
 from providers.types import (
     LLMResponse,
     Message,
@@ -68,11 +69,17 @@ class AnthropicModel(ServerModel):
         super().__init__(name, cfg.model, cfg.capabilities())
         self.cfg = cfg
         self.timeout = cfg.timeout  # bounds each whole request (ServerModel)
+        extra: dict[str, Any] = {}
+        if cfg.http_transport == "aiohttp":
+            http_client = aiohttp_client("anthropic", cfg.timeout)
+            if http_client is not None:
+                extra["http_client"] = http_client
         self.client = anthropic.AsyncAnthropic(
             api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
             base_url=cfg.base_url,
             timeout=cfg.timeout,
             max_retries=cfg.max_retries,
+            **extra,
         )
         client = self.client
         if client.api_key is None and client.auth_token is None and client.credentials is None:

@@ -96,9 +96,9 @@ class ModelConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
-    # The HTTP stack under the openai SDK (OpenAI-compatible providers): "aiohttp", the SDK's
-    # own aiohttp transport (less CPU per request; providers/openai_http.py), or "httpx", the
-    # SDK's default. An SDK without the aiohttp transport uses httpx either way.
+    # The HTTP stack under the openai and anthropic SDKs: "aiohttp", the SDK's own aiohttp
+    # transport (less CPU per request; providers/sdk_http.py), or "httpx", the SDK's default.
+    # An SDK without the aiohttp transport uses httpx either way; Gemini's is not concerned.
     http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
     # The most tokens a request may hold (tool list, prompt, history, and room for the answer):
     # the history is cut to the newest turns that fit. Estimated locally (no network call).

@@ -148,9 +148,9 @@ class OpenAICompatModel(ServerModel):
 
             kwargs = dict(self._client_kwargs)
             if self.cfg.http_transport == "aiohttp":
-                from providers.openai_http import aiohttp_client
+                from providers.sdk_http import aiohttp_client
 
-                http_client = aiohttp_client(kwargs["timeout"])
+                http_client = aiohttp_client("openai", kwargs["timeout"])
                 if http_client is not None:
                     kwargs["http_client"] = http_client
             self._sdk_client = AsyncOpenAI(**kwargs)

@@ -1,11 +1,12 @@
-"""The HTTP client under the `openai` SDK: its own aiohttp transport where the SDK has one.
+"""The HTTP client under the `openai` and `anthropic` SDKs: their own aiohttp transport where
+the SDK has one.
 
-The SDK's default stack (httpx over httpcore, anyio and h11) spends about 0.4-0.6 ms of CPU per
+The SDKs' default stack (httpx over httpcore, anyio and h11) spends about 0.4-0.6 ms of CPU per
 request more than the same requests over aiohttp, which the bot already runs for its channels:
 with it, CPU per message fell from 1.04-1.11x the raw SDK loop's to 0.89-0.94x (bench/README,
 "Durability without the tax", the transport follow-up), and the SDK's HTTP stack (httpcore2,
-h11, ~6 MB) is never imported. The SDK ships that transport itself (`DefaultAioHttpClient`,
-openai's `aiohttp` extra, vendored in the SDK since 2.x), so only the SDK's own code talks HTTP.
+h11, ~6 MB) is used for nothing. Each SDK ships that transport itself (`DefaultAioHttpClient`,
+their `aiohttp` extra, now vendored in both), so only the SDK's own code talks HTTP.
 
 One thing is corrected on the way: the transport reports every `aiohttp.ClientConnectionError`
 as `ConnectTimeout`, so a refused connection or a server that hung up would reach the bot as a
@@ -14,29 +15,30 @@ user's message would say "took too long" about a server that is down. Errors tha
 timeouts get httpx's own classes back (`ConnectError`, `RemoteProtocolError`, `ReadError`).
 
 `models.<name>.http_transport: httpx` keeps the SDK's default stack (a proxy setup that only
-httpx handles, say); so does an SDK without the aiohttp transport.
+httpx handles, say); so does an SDK without the aiohttp transport. Gemini's SDK (google-genai)
+has its own aiohttp path and is not concerned.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from loguru import logger
 
 
-def aiohttp_client(timeout: Any) -> Any | None:
+def aiohttp_client(sdk: Literal["openai", "anthropic"], timeout: Any) -> Any | None:
     """An `httpx.AsyncClient` (the SDK's flavour of httpx) sending through aiohttp, or None
     where this SDK has no aiohttp transport (then the SDK makes its default client)."""
     try:
-        from openai import DefaultAioHttpClient
-
-        client_cls = _corrected(DefaultAioHttpClient)
+        module = importlib.import_module(sdk)
+        client_cls = _corrected(module.DefaultAioHttpClient)
         return client_cls(timeout=timeout)
     except (ImportError, AttributeError, RuntimeError) as exc:  # an older SDK, or no extra
-        logger.debug("openai SDK without its aiohttp transport ({}); using httpx", exc)
+        logger.debug("{} SDK without its aiohttp transport ({}); using httpx", sdk, exc)
         return None
 
 

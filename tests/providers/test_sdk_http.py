@@ -1,4 +1,4 @@
-"""The openai SDK's aiohttp transport under OpenAI-compatible models (providers/openai_http.py):
+"""The SDKs' aiohttp transport under OpenAI-compatible and Anthropic models (providers/sdk_http.py):
 used by default, `http_transport: httpx` keeps the SDK's own stack, and a server that is down or
 hangs up is reported as unreachable (ProviderUnavailable), not as a timeout, on both stacks."""
 
@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from providers.base import collect
+from providers.anthropic import AnthropicModel
+from providers.base import ChatModel, collect
 from providers.config import ModelConfig
 from providers.errors import ProviderTimeout, ProviderUnavailable, StreamInterrupted
 from providers.openai_compat import OpenAICompatModel
@@ -36,9 +37,9 @@ async def raw_server(on_connection: Conn) -> AsyncIterator[str]:
             await asyncio.wait_for(server.wait_closed(), 2)
 
 
-def model_at(url: str, transport: str, **cfg: object) -> OpenAICompatModel:
+def model_at(url: str, transport: str, provider: str = "openai", **cfg: object) -> ChatModel:
     config = ModelConfig(
-        provider="openai",
+        provider=provider,  # type: ignore[arg-type]
         model="m",
         api_key="k",
         base_url=url,
@@ -46,7 +47,21 @@ def model_at(url: str, transport: str, **cfg: object) -> OpenAICompatModel:
         http_transport=transport,  # type: ignore[arg-type]
         **cfg,  # type: ignore[arg-type]
     )
+    if provider == "anthropic":
+        return AnthropicModel("test", config)
     return OpenAICompatModel("test", config)
+
+
+def _sdk_client(model: ChatModel) -> object:
+    if isinstance(model, AnthropicModel):
+        return model.client._client
+    return model._client._client  # type: ignore[attr-defined]
+
+
+BOTH = pytest.mark.parametrize(
+    ("provider", "transport"),
+    [(p, t) for p in ("openai", "anthropic") for t in ("aiohttp", "httpx")],
+)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> None:
@@ -62,12 +77,13 @@ async def _read_request(reader: asyncio.StreamReader) -> None:
     await reader.readexactly(length)
 
 
-def test_the_aiohttp_transport_is_the_default_and_httpx_can_be_chosen() -> None:
-    aio = model_at("http://127.0.0.1:9/v1", "aiohttp")
-    plain = model_at("http://127.0.0.1:9/v1", "httpx")
-    assert "Aiohttp" in " ".join(c.__name__ for c in type(aio._client._client).__mro__)
-    assert "Aiohttp" not in " ".join(c.__name__ for c in type(plain._client._client).__mro__)
-    assert ModelConfig(provider="openai", model="m").http_transport == "aiohttp"
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_the_aiohttp_transport_is_the_default_and_httpx_can_be_chosen(provider: str) -> None:
+    aio = model_at("http://127.0.0.1:9/v1", "aiohttp", provider)
+    plain = model_at("http://127.0.0.1:9/v1", "httpx", provider)
+    assert "Aiohttp" in " ".join(c.__name__ for c in type(_sdk_client(aio)).__mro__)
+    assert "Aiohttp" not in " ".join(c.__name__ for c in type(_sdk_client(plain)).__mro__)
+    assert ModelConfig(provider=provider, model="m").http_transport == "aiohttp"  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
@@ -90,40 +106,42 @@ async def test_answers_and_streams_on_both_stacks(transport: str) -> None:
         await streaming.aclose()
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
-async def test_a_server_that_hangs_up_is_unavailable_not_a_timeout(transport: str) -> None:
+@BOTH
+async def test_a_server_that_hangs_up_is_unavailable_not_a_timeout(
+    provider: str, transport: str
+) -> None:
     async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         writer.close()
 
     async with raw_server(hang_up) as url:
-        model = model_at(url, transport)
+        model = model_at(url, transport, provider)
         with pytest.raises(ProviderUnavailable) as caught:
             await model.complete(USER)
         assert not isinstance(caught.value, ProviderTimeout)
         await model.aclose()
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
-async def test_a_refused_connection_is_unavailable(transport: str) -> None:
+@BOTH
+async def test_a_refused_connection_is_unavailable(provider: str, transport: str) -> None:
     async with raw_server(lambda r, w: asyncio.sleep(0)) as url:
         pass  # closed: its port now refuses
-    model = model_at(url, transport)
+    model = model_at(url, transport, provider)
     with pytest.raises(ProviderUnavailable) as caught:
         await model.complete(USER)
     assert not isinstance(caught.value, ProviderTimeout)
     await model.aclose()
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
-async def test_a_silent_server_is_still_a_timeout(transport: str) -> None:
+@BOTH
+async def test_a_silent_server_is_still_a_timeout(provider: str, transport: str) -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _read_request(reader)
         await asyncio.sleep(5)
         writer.close()
 
     async with raw_server(silent) as url:
-        model = model_at(url, transport, timeout=0.5)
+        model = model_at(url, transport, provider, timeout=0.5)
         with pytest.raises(ProviderTimeout):
             await model.complete(USER)
         await model.aclose()
