@@ -66,7 +66,8 @@ from runtime.settings import DEFAULT_SYSTEM_PROMPT, parse_settings  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 QUESTION = "What's the weather in Paris right now?"
-TARGET_CPU_RATIO = 1.5
+# Issue 27 (with the outbox, limits and usage rows on); issue 2 had set 1.5.
+TARGET_CPU_RATIO = 1.0
 TARGET_THROUGHPUT_RATIO = 0.7
 
 Runner = Callable[[int], Awaitable[str]]
