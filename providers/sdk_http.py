@@ -1,18 +1,20 @@
 """The HTTP client under the `openai` and `anthropic` SDKs: their own aiohttp transport where
 the SDK has one.
 
-The SDKs' default stack (httpx over httpcore, anyio and h11) spends about 0.4-0.6 ms of CPU per
-request more than the same requests over aiohttp, which the bot already runs for its channels:
-with it, CPU per message fell from 1.04-1.11x the raw SDK loop's to 0.89-0.94x (bench/README,
-"Durability without the tax", the transport follow-up), and the SDK's HTTP stack (httpcore2,
-h11, ~6 MB) is used for nothing. Each SDK ships that transport itself (`DefaultAioHttpClient`,
-their `aiohttp` extra, now vendored in both), so only the SDK's own code talks HTTP.
+The SDKs' default stack (httpx over httpcore, anyio and h11) spends about 0.2-0.3 ms of CPU
+per request more than the same request over aiohttp, which the bot already runs for its
+channels: with it, chatfn's CPU per message fell from 1.04-1.11x the raw openai SDK loop's to
+0.93-0.95x, and 200 turns in flight went from 132 to 243 msg/s (bench/README, "Follow-up
+... the SDK's own aiohttp transport"). Each SDK ships that transport itself
+(`DefaultAioHttpClient`, their `aiohttp` extra, vendored in current releases of both), so
+only the SDK's own code talks HTTP.
 
-One thing is corrected on the way: the transport reports every `aiohttp.ClientConnectionError`
-as `ConnectTimeout`, so a refused connection or a server that hung up would reach the bot as a
-timeout (ProviderTimeout) instead of an unreachable server (ProviderUnavailable), and the
-user's message would say "took too long" about a server that is down. Errors that are not
-timeouts get httpx's own classes back (`ConnectError`, `RemoteProtocolError`, `ReadError`).
+One thing is corrected on the way: the openai SDK's copy of the transport reports every
+`aiohttp.ClientConnectionError` as `ConnectTimeout`, so a refused connection or a server that
+hung up would reach the bot as a timeout (ProviderTimeout) instead of an unreachable server
+(ProviderUnavailable), and the user's message would say "took too long" about a server that
+is down. Errors that are not timeouts get httpx's own classes back (`ConnectError`,
+`RemoteProtocolError`, `ReadError`); the anthropic SDK's copy already does so.
 
 `models.<name>.http_transport: httpx` keeps the SDK's default stack (a proxy setup that only
 httpx handles, say); so does an SDK without the aiohttp transport. Gemini's SDK (google-genai)
