@@ -69,7 +69,12 @@ class Outbox:
         # process handed over (`_released`): a row `Bot.deliver` is still sending is never
         # picked up, or a message written a moment ago could be sent twice.
         self._boot_id = 0
-        self._released: set[int] = set()
+        # Row id -> the release's number (`_release`): a drain pass takes only rows released
+        # before its read of the table, since a row released after it (a live send that failed
+        # after some parts went out, say) was read with the text the live send had started
+        # from, and the parts sent would go out again.
+        self._released: dict[int, int] = {}
+        self._releases = 0
         # Rows owed from before start-up whose channel has said whether it sent them already
         # (`find_sent`): each is asked about once.
         self._checked: set[int] = set()
@@ -134,7 +139,7 @@ class Outbox:
             return
         if state == "delivered" and rest is None:
             # Batched across turns: written with the next write that happens anyway.
-            self._released.discard(out.event_id)
+            self._released.pop(out.event_id, None)
             self._unmarked.append(out.event_id)
             self._marking.add(out.event_id)
             if self._mark_timer is None:
@@ -152,7 +157,12 @@ class Outbox:
         except StorageError as exc:
             logger.error("outbox row {} not marked {}: {}", out.event_id, state, exc)
         if state != "pending":
-            self._released.discard(out.event_id)
+            self._released.pop(out.event_id, None)
+
+    def _release(self, event_id: int) -> None:
+        """Hand row `event_id` to the drain (this process stopped sending it)."""
+        self._releases += 1
+        self._released[event_id] = self._releases
 
     def _track(self, write: asyncio.Future[Any]) -> None:
         self._marks.add(write)
@@ -214,14 +224,14 @@ class Outbox:
         key = (out.platform, out.chat_id)
         if key in self._backlog and out.event_id is not None:
             self._deferred.add(key)
-            self._released.add(out.event_id)
+            self._release(out.event_id)
             self.kick()
             return
         try:
             await self._send(out, raise_refused=True)
         except asyncio.CancelledError:  # the sender was cancelled mid-send: the drain owns it
             if out.event_id is not None:
-                self._released.add(out.event_id)
+                self._release(out.event_id)
                 self._backlog.add(key)
             raise
 
@@ -247,7 +257,7 @@ class Outbox:
                     exc,
                 )
             self._backlog.add(key)
-            self._released.add(out.event_id)
+            self._release(out.event_id)
             return False
         except DeliveryRefused:
             await self.finish(out, "failed")
@@ -318,14 +328,25 @@ class Outbox:
     async def _drain(self) -> None:
         while True:
             self._deferred.clear()
+            read_after = self._releases
             entries = await self.storage.run(self.storage.outbox.pending, 1000)
             by_chat: dict[tuple[str, str], list[OutboxEntry]] = {}
+            late: set[tuple[str, str]] = set()
             for entry in entries:
-                if entry.id > self._boot_id and entry.id not in self._released:
-                    continue
+                if entry.id > self._boot_id:
+                    released = self._released.get(entry.id, 0)
+                    if released > read_after:
+                        # Read before its live send gave up (its text may since have lost the
+                        # parts that went out): its chat waits for the next read, in order.
+                        late.add((entry.platform, entry.chat_id))
+                        continue
+                    if not released:
+                        continue  # still being sent live
                 if entry.id in self._marking:  # sent; its mark is on its way
                     continue
                 by_chat.setdefault((entry.platform, entry.chat_id), []).append(entry)
+            for key in late:
+                by_chat.pop(key, None)
             self._backlog |= set(by_chat)
             unchecked = await self._find_sent(by_chat)
             results = await asyncio.gather(
@@ -335,6 +356,8 @@ class Outbox:
             for key, ok in zip(by_chat, results, strict=True):
                 if ok is True and key not in self._deferred:
                     self._backlog.discard(key)
+            if late:
+                continue
             if not self._deferred or not any(r is True for r in results):
                 return
 
