@@ -177,17 +177,18 @@ def test_gateway_sigkilled_with_replies_on_their_way_sends_each_once_after_resta
 ):
     # k0-k2 answer 1 s after the gateway died (rows pending before it restarts: its drain
     # sends them); k3-k5 answer after the restart, through the platform queue (the worker
-    # finds the old gateway's queue gone).
-    cfg = cluster_config(tmp_path, pg_url, amqp_prefix, echo={"delay": 1.0, "slow": 5.0})
+    # finds the old gateway's queue gone). "After the restart": 12 s leaves a loaded machine
+    # ten seconds to start the second gateway (5 s was once too few).
+    cfg = cluster_config(tmp_path, pg_url, amqp_prefix, echo={"delay": 1.0, "slow": 12.0})
     worker = Proc(["--config", str(cfg), "--role", "worker"], tmp_path / "worker.log")
     procs.append(worker)
     worker.wait_for("consuming")
 
     def gateway(name: str) -> tuple[Proc, str]:
-        port = free_port()
-        args = ["--config", str(cfg), "--role", "gateway", "--channel", "http"]
-        proc = Proc([*args, "--port", str(port)], tmp_path / f"{name}.log")
+        args = ["--config", str(cfg), "--role", "gateway", "--channel", "http", "--port", "0"]
+        proc = Proc(args, tmp_path / f"{name}.log")
         procs.append(proc)
+        port = proc.http_port()
         proc.wait_for("chatfn started")
         return proc, f"http://127.0.0.1:{port}"
 
@@ -231,7 +232,7 @@ def test_gateway_sigkilled_with_replies_on_their_way_sends_each_once_after_resta
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
             connected = asyncio.Event()
             reader = asyncio.create_task(read_events(session, base, got, connected))
-            await until(lambda: len(got) >= chats, 15)
+            await until(lambda: len(got) >= chats, 40)
             await asyncio.sleep(1.5)  # the drain polls every second: a repeat would show
             reader.cancel()
         return got
