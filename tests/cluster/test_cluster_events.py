@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.cluster.conftest import Proc, cluster_config, free_port
+from tests.cluster.conftest import Proc, cluster_config
 from tests.cluster.test_cluster import send_all, start_cluster
 
 pytestmark = pytest.mark.services
@@ -43,7 +43,7 @@ class WebhookReceiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

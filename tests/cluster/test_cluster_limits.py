@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from storage.db import Storage
-from tests.cluster.conftest import free_port
 from tests.cluster.test_cluster import start_cluster
 from tests.fakes.cassette import openai_chat_response
 from tests.storage.test_chat_state import race_for_slots
@@ -55,7 +54,7 @@ class FakeModel:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
