@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.discord_fake import FakeDiscord  # noqa: E402
 
@@ -41,29 +39,13 @@ async def bench_discord(n: int, concurrency: int, folder: Path) -> dict[str, flo
         task = asyncio.create_task(channel.run())
         await channel.wait_ready()
         await bot.start()
-        gate = asyncio.Semaphore(concurrency)
-        latencies: list[float] = []
-        waiting: dict[int, asyncio.Future[None]] = {}
+        replies = Replies()
+        fake.on_sent = lambda sent: replies.taken(sent.channel_id)
 
-        def took(sent: Any) -> None:
-            future = waiting.pop(sent.channel_id, None)
-            if future is not None and not future.done():
-                future.set_result(None)
+        async def send(i: int) -> None:
+            await fake.say(None, f"ping {i}", author=i, dm=True)
 
-        fake.on_sent = took
-
-        async def one(i: int) -> None:
-            async with gate:
-                future = asyncio.get_running_loop().create_future()
-                waiting[fake.dm_channel(i)] = future
-                began = time.perf_counter()
-                await fake.say(None, f"ping {i}", author=i, dm=True)
-                await future
-                latencies.append(time.perf_counter() - began)
-
-        began = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-        wall = time.perf_counter() - began
+        latencies, wall = await drive(n, concurrency, replies, fake.dm_channel, send)
         sends = [s.channel_id for s in fake.sent]
         await channel.stop()
         await task

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.feishu_fake import FakeFeishu  # noqa: E402
 
@@ -47,33 +46,22 @@ async def bench_feishu(n: int, concurrency: int, folder: Path) -> dict[str, floa
         task = asyncio.create_task(channel.run())
         await channel.wait_ready()
         await bot.start()
-        gate = asyncio.Semaphore(concurrency)
-        latencies: list[float] = []
-        waiting: dict[str, asyncio.Future[None]] = {}
+        replies = Replies()
         original = fake._post
 
         async def posted(chat_id: str, body: dict[str, Any], parent: str = "") -> Any:
             response = await original(chat_id, body, parent)
-            future = waiting.pop(chat_id, None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            replies.taken(chat_id)
             return response
 
         fake._post = posted  # type: ignore[method-assign]
 
-        async def one(i: int) -> None:
-            async with gate:
-                future = asyncio.get_running_loop().create_future()
-                waiting[f"oc_p{i}"] = future
-                event = fake.message_event(f"oc_p{i}", f"ou_{i}", group=False, text=f"ping {i}")
-                began = time.perf_counter()
-                await fake.push(event)
-                await future
-                latencies.append(time.perf_counter() - began)
+        async def send(i: int) -> None:
+            await fake.push(
+                fake.message_event(f"oc_p{i}", f"ou_{i}", group=False, text=f"ping {i}")
+            )
 
-        began = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-        wall = time.perf_counter() - began
+        latencies, wall = await drive(n, concurrency, replies, lambda i: f"oc_p{i}", send)
         sends = [p.chat_id for p in fake.posted]
         await channel.stop()
         await task

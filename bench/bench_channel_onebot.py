@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.onebot_sim import OneBotSim, text  # noqa: E402
 
@@ -41,7 +40,7 @@ async def bench_onebot(n: int, concurrency: int, folder: Path) -> dict[str, floa
     await channel.start()
     await bot.start()
     sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF_ID)
-    waiting: dict[int, asyncio.Future[None]] = {}
+    replies = Replies()
     sends: list[int] = []
     original = sim._answer
 
@@ -50,9 +49,7 @@ async def bench_onebot(n: int, concurrency: int, folder: Path) -> dict[str, floa
         if request.get("action") == "send_private_msg":
             user = int(request["params"]["user_id"])
             sends.append(user)
-            future = waiting.pop(user, None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            replies.taken(user)
         return response
 
     sim._answer = answer  # type: ignore[method-assign]
@@ -60,22 +57,11 @@ async def bench_onebot(n: int, concurrency: int, folder: Path) -> dict[str, floa
     async with asyncio.timeout(10):
         while str(SELF_ID) not in channel.self_ids:
             await asyncio.sleep(0.01)
-    gate = asyncio.Semaphore(concurrency)
-    latencies: list[float] = []
 
-    async def one(i: int) -> None:
-        async with gate:
-            future = asyncio.get_running_loop().create_future()
-            user = 20_000_000 + i
-            waiting[user] = future
-            began = time.perf_counter()
-            await sim.private_message(user, [text(f"ping {i}")])
-            await future
-            latencies.append(time.perf_counter() - began)
+    async def send(i: int) -> None:
+        await sim.private_message(20_000_000 + i, [text(f"ping {i}")])
 
-    began = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-    wall = time.perf_counter() - began
+    latencies, wall = await drive(n, concurrency, replies, lambda i: 20_000_000 + i, send)
     await sim.close()
     await channel.stop()
     await bot.aclose()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.qq_fake import FakeQQ  # noqa: E402
 
@@ -47,35 +46,23 @@ async def bench_qq(n: int, concurrency: int, folder: Path) -> dict[str, float]:
         task = asyncio.create_task(channel.run())
         await channel.wait_ready()
         await bot.start()
-        gate = asyncio.Semaphore(concurrency)
-        latencies: list[float] = []
-        waiting: dict[str, asyncio.Future[None]] = {}
+        replies = Replies()
         original = fake._took
 
         async def took(scene: str, target: str, body: dict[str, Any], images: Any) -> Any:
             response = await original(scene, target, body, images)
-            future = waiting.pop(target, None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            replies.taken(target)
             return response
 
         fake._took = took  # type: ignore[method-assign]
 
-        async def one(i: int) -> None:
-            async with gate:
-                future = asyncio.get_running_loop().create_future()
-                waiting[f"U{i}"] = future
-                began = time.perf_counter()
-                d = fake.message_event(
-                    "C2C_MESSAGE_CREATE", target="", sender=f"U{i}", content=f"ping {i}"
-                )
-                await fake.push("C2C_MESSAGE_CREATE", d)
-                await future
-                latencies.append(time.perf_counter() - began)
+        async def send(i: int) -> None:
+            d = fake.message_event(
+                "C2C_MESSAGE_CREATE", target="", sender=f"U{i}", content=f"ping {i}"
+            )
+            await fake.push("C2C_MESSAGE_CREATE", d)
 
-        began = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-        wall = time.perf_counter() - began
+        latencies, wall = await drive(n, concurrency, replies, lambda i: f"U{i}", send)
         sends = [p.target for p in fake.posted]
         await channel.stop()
         await task

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.slack_fake import FakeSlack  # noqa: E402
 
@@ -46,34 +45,22 @@ async def bench_slack(n: int, concurrency: int, folder: Path) -> dict[str, float
         task = asyncio.create_task(channel.run())
         await channel.wait_ready()
         await bot.start()
-        gate = asyncio.Semaphore(concurrency)
-        latencies: list[float] = []
-        waiting: dict[str, asyncio.Future[None]] = {}
+        replies = Replies()
         original = fake._post_message
 
         async def posted(args: dict[str, Any]) -> Any:
             response = await original(args)
-            future = waiting.pop(str(args.get("channel")), None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            replies.taken(str(args.get("channel")))
             return response
 
         fake._post_message = posted  # type: ignore[method-assign]
         for i in range(1, n + 1):
             fake.user(f"U{i}", f"user {i}")
 
-        async def one(i: int) -> None:
-            async with gate:
-                future = asyncio.get_running_loop().create_future()
-                waiting[f"D{i}"] = future
-                began = time.perf_counter()
-                await fake.push(fake.callback(fake.message_event(f"D{i}", f"U{i}", f"ping {i}")))
-                await future
-                latencies.append(time.perf_counter() - began)
+        async def send(i: int) -> None:
+            await fake.push(fake.callback(fake.message_event(f"D{i}", f"U{i}", f"ping {i}")))
 
-        began = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-        wall = time.perf_counter() - began
+        latencies, wall = await drive(n, concurrency, replies, lambda i: f"D{i}", send)
         sends = [p.channel for p in fake.posted]
         await channel.stop()
         await task

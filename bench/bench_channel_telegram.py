@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from bench.channel_load import main, make_bot, summary  # noqa: E402
+from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.telegram_fake import FakeTelegram  # noqa: E402
 
@@ -39,32 +38,20 @@ async def bench_telegram(n: int, concurrency: int, folder: Path) -> dict[str, fl
         task = asyncio.create_task(channel.run())
         await channel.wait_ready()
         await bot.start()
-        gate = asyncio.Semaphore(concurrency)
-        latencies: list[float] = []
-        waiting: dict[int, asyncio.Future[None]] = {}
+        replies = Replies()
         original = fake._took
 
         async def took(method: str, params: dict[str, Any], chat_id: int | None, raw: str) -> Any:
             response = await original(method, params, chat_id, raw)
-            future = waiting.pop(chat_id or 0, None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            replies.taken(chat_id or 0)
             return response
 
         fake._took = took  # type: ignore[method-assign]
 
-        async def one(i: int) -> None:
-            async with gate:
-                future = asyncio.get_running_loop().create_future()
-                waiting[i] = future
-                began = time.perf_counter()
-                await fake.message(fake.private(i), f"ping {i}")
-                await future
-                latencies.append(time.perf_counter() - began)
+        async def send(i: int) -> None:
+            await fake.message(fake.private(i), f"ping {i}")
 
-        began = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(1, n + 1)))
-        wall = time.perf_counter() - began
+        latencies, wall = await drive(n, concurrency, replies, lambda i: i, send)
         sends = [s.chat_id for s in fake.sent]
         await channel.stop()
         await task

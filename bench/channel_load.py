@@ -12,7 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,49 @@ def summary(latencies: list[float], wall: float) -> dict[str, float]:
         "p50_ms": statistics.median(ordered) * 1000,
         "p95_ms": ordered[int(len(ordered) * 0.95) - 1] * 1000,
     }
+
+
+class Replies:
+    """The replies a benchmark waits for, by chat: `expect` before a message is sent, `taken`
+    from the fake platform's send hook when the bot's reply reaches it."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[Hashable, asyncio.Future[None]] = {}
+
+    def expect(self, key: Hashable) -> asyncio.Future[None]:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[key] = future
+        return future
+
+    def taken(self, key: Hashable) -> None:
+        future = self._waiting.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+
+async def drive(
+    n: int,
+    concurrency: int,
+    replies: Replies,
+    chat: Callable[[int], Hashable],
+    send: Callable[[int], Awaitable[Any]],
+) -> tuple[list[float], float]:
+    """Messages 1..n, `concurrency` in flight, each timed from `send(i)` until the reply in
+    `chat(i)` is taken; returns (latencies, wall seconds for all n)."""
+    gate = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+
+    async def one(i: int) -> None:
+        async with gate:
+            future = replies.expect(chat(i))
+            began = time.perf_counter()
+            await send(i)
+            await future
+            latencies.append(time.perf_counter() - began)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(1, n + 1)))
+    return latencies, time.perf_counter() - began
 
 
 async def bench_http(n: int, concurrency: int, folder: Path) -> dict[str, float]:
