@@ -37,12 +37,7 @@ from function_calls.builtins.knowledge.readers import (
     kind_of,
     read,
 )
-from function_calls.builtins.knowledge.settings import (  # noqa: F401 (check_chat_rules: re-exported)
-    BaseSettings,
-    KnowledgeSettings,
-    check_chat_rules,
-    is_url,
-)
+from function_calls.builtins.knowledge.settings import BaseSettings, KnowledgeSettings, is_url
 from function_calls.builtins.knowledge.vectors import VectorIndex, choose
 
 RRF_K = 60  # the constant of Cormack et al. (2009): ranks matter, raw scores do not
