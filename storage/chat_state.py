@@ -31,6 +31,7 @@ from storage.models import (
     messages_table,
     usage_table,
 )
+from storage.pipeline import Later
 from storage.prepared import Prepared
 
 
@@ -110,8 +111,13 @@ class ChatState:
 
     @staticmethod
     def overrides_in(conn: Connection, platform: str, chat_id: str) -> dict[str, Override]:
-        rows = _OVERRIDES.rows(conn, {"platform": platform, "chat_id": chat_id})
-        return {key: Override(value, by, _utc(at)) for key, value, by, at in rows}
+        return overrides_of(_OVERRIDES.rows(conn, {"platform": platform, "chat_id": chat_id}))
+
+    @staticmethod
+    def overrides_later(conn: Connection, platform: str, chat_id: str) -> Later:
+        """`overrides_in` sent now, read with `overrides_of(later.value())` (a pipelined
+        `Storage.begin_turn` reads it with the other answers of its first round trip)."""
+        return _OVERRIDES.later_rows(conn, {"platform": platform, "chat_id": chat_id})
 
     def set_override(self, platform: str, chat_id: str, key: str, value: str, set_by: str) -> None:
         """One upsert: two workers setting the same key at once leave the later value, never a
@@ -148,13 +154,14 @@ class ChatState:
 
     @staticmethod
     def summary_in(conn: Connection, platform: str, chat_id: str) -> Summary | None:
-        """`summary` on a connection the caller holds (`Storage.begin_turn`: every turn of a
-        bot with compaction on reads it)."""
-        rows = _SUMMARY.rows(conn, {"platform": platform, "chat_id": chat_id})
-        if not rows:
-            return None
-        text, upto_id, messages, tokens, model_name, created_at = rows[0]
-        return Summary(text, upto_id, messages, tokens, model_name, _utc(created_at))
+        """`summary` on a connection the caller holds."""
+        return summary_of(_SUMMARY.rows(conn, {"platform": platform, "chat_id": chat_id}))
+
+    @staticmethod
+    def summary_later(conn: Connection, platform: str, chat_id: str) -> Later:
+        """`summary_in` sent now, read with `summary_of(later.value())` (`Storage.begin_turn`:
+        every turn of a bot with compaction on reads it)."""
+        return _SUMMARY.later_rows(conn, {"platform": platform, "chat_id": chat_id})
 
     def set_summary(self, platform: str, chat_id: str, summary: Summary) -> None:
         """Store the chat's summary, replacing the one before (which it folds in)."""
@@ -282,21 +289,44 @@ class ChatState:
             return _add(conn, counter, 1) == 1
 
 
+def overrides_of(rows: list[tuple[Any, ...]]) -> dict[str, Override]:
+    return {key: Override(value, by, _utc(at)) for key, value, by, at in rows}
+
+
+def summary_of(rows: list[tuple[Any, ...]]) -> Summary | None:
+    if not rows:
+        return None
+    text, upto_id, messages, tokens, model_name, created_at = rows[0]
+    return Summary(text, upto_id, messages, tokens, model_name, _utc(created_at))
+
+
 def take_in(conn: Connection, checks: list[Check]) -> Check | None:
     """`ChatState.take` inside a transaction the caller holds (`Storage.begin_turn`: the
     incoming message and its counts are one commit). A check that fails takes back what was
     added (in the same transaction, the rows still locked), instead of rolling back the
     caller's other writes; a counter created here is left at 0."""
-    values: dict[Counter, int] = {}
-    ordered = sorted(checks, key=lambda c: _order(c.counter))
-    for check in ordered:
+    return take_sent(conn, checks, send_take(conn, checks))
+
+
+def send_take(conn: Connection, checks: list[Check]) -> dict[Counter, Later]:
+    """The first half of `take_in`: every upsert (in lock order) and every read of a check
+    without an amount, sent; on a pipelined connection nothing is waited for yet."""
+    sent: dict[Counter, Later] = {}
+    for check in sorted(checks, key=lambda c: _order(c.counter)):
         if check.amount:  # the new value; the row stays locked until commit
-            values[check.counter] = _add(conn, check.counter, check.amount)
+            sent[check.counter] = _add_later(conn, check.counter, check.amount)
     for check in checks:
-        if check.amount:
-            over = values[check.counter] > check.limit
-        else:  # check without counting: the committed value
-            over = _value(conn, check.counter) >= check.limit
+        if not check.amount and check.counter not in sent:  # the committed value
+            sent[check.counter] = _VALUE.later_scalar(conn, _params(check.counter))
+    return sent
+
+
+def take_sent(conn: Connection, checks: list[Check], sent: dict[Counter, Later]) -> Check | None:
+    """The second half of `take_in`: the values read back and checked."""
+    ordered = sorted(checks, key=lambda c: _order(c.counter))
+    for check in checks:
+        value = int(sent[check.counter].value() or 0)
+        over = value > check.limit if check.amount else value >= check.limit
         if over:
             for taken in ordered:
                 if taken.amount:
@@ -422,10 +452,15 @@ def _insert_for(name: str) -> Any:
 def _add(conn: Connection, counter: Counter, amount: int) -> int:
     """Add `amount` to the counter (created at `amount`) in one statement; returns the new
     value. On PostgreSQL the row is locked until the transaction ends."""
+    return int(_add_later(conn, counter, amount).value())
+
+
+def _add_later(conn: Connection, counter: Counter, amount: int) -> Later:
+    """`_add`, its new value read when wanted."""
     stmt = _upsert_add(conn.dialect.name)
     if stmt is None:  # another database: lock the row (if any) first
-        return _add_locked(conn, counter, amount)
-    return int(stmt.scalar(conn, _row(counter, amount)))
+        return Later(_add_locked(conn, counter, amount))
+    return stmt.later_scalar(conn, _row(counter, amount))
 
 
 @functools.cache

@@ -14,10 +14,11 @@ from sqlalchemy.exc import IntegrityError
 
 from storage.models import handled_messages_table, messages_table, outbox_table, workers_table
 from storage.outbox import OutboxEntry, _entry
+from storage.prepared import Prepared
 
 
 @functools.cache
-def _handled_insert(dialect: str) -> Any:
+def _handled_insert(dialect: str) -> Prepared | None:
     """INSERT .. ON CONFLICT DO NOTHING into handled_messages, built once per dialect."""
     # Imported by name, as chat_state._insert: a bot on SQLite does not load the PostgreSQL
     # dialect package.
@@ -27,8 +28,11 @@ def _handled_insert(dialect: str) -> Any:
         from sqlalchemy.dialects.postgresql import insert
     else:
         return None
-    return insert(handled_messages_table).on_conflict_do_nothing(
-        index_elements=["platform", "chat_id", "message_id"]
+    return Prepared(
+        insert(handled_messages_table).on_conflict_do_nothing(
+            index_elements=["platform", "chat_id", "message_id"]
+        ),
+        columns=["platform", "chat_id", "message_id", "worker", "replies", "finished_at"],
     )
 
 
@@ -111,15 +115,17 @@ class ClusterStore:
         message_id: str,
         worker: str,
         replies: int,
-    ) -> bool | None:
+    ) -> bool:
         """`finish` inside a transaction the caller holds, as an insert that skips a row
-        already recorded (an IntegrityError would roll back the caller's other writes). None
-        on a database without such an insert: the caller uses `finish` after its commit."""
+        already recorded (an IntegrityError would roll back the caller's other writes). False
+        on a database without such an insert (nothing written): the caller uses `finish`
+        after its commit. Whether this insert or an earlier one recorded the turn is not
+        read: on a pipelined connection that would be a wait of its own."""
         stmt = _handled_insert(conn.dialect.name)
         if stmt is None:
-            return None
-        done = conn.execute(stmt, _handled(platform, chat_id, message_id, worker, replies))
-        return bool(done.rowcount)
+            return False
+        stmt.execute(conn, _handled(platform, chat_id, message_id, worker, replies))
+        return True
 
     def unfinished(self, since: datetime) -> list[Row[Any]]:
         """User messages stored since `since` whose turn never finished (a crash cut it), in

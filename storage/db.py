@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,7 +40,7 @@ from sqlalchemy.pool import StaticPool
 
 from common.config import ConfigError
 from common.extras import POSTGRES, import_extra
-from storage import schema
+from storage import pipeline, schema
 from storage.chat_state import (
     ChatState,
     Check,
@@ -48,13 +49,17 @@ from storage.chat_state import (
     add_counts_in,
     add_many_in,
     add_usage_in,
-    take_in,
+    overrides_of,
+    send_take,
+    summary_of,
+    take_sent,
 )
 from storage.cluster import ClusterStore
 from storage.fencing import Fenced, LeaseStore
 from storage.fit import fit
 from storage.models import INCOMING_WHERE, messages_table, tool_calls_table
-from storage.outbox import OutboxStore, add_in, mark_delivered_in
+from storage.outbox import OutboxStore, add_later, mark_delivered_in
+from storage.pipeline import Later, can_pipe, piped_begin, pipeline_of
 from storage.prepared import Prepared
 from storage.schema import SchemaState
 
@@ -227,6 +232,9 @@ class Storage:
             raise StorageError(f"storage.url {url!r}: {exc}") from exc
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._pipelined = can_pipe(self.engine)
+        if self._pipelined:
+            pipeline.install(self.engine)
         # Overrides, usage rows and limit counters (storage/chat_state.py).
         self.chat_state = ChatState(self.engine)
         self.cluster = ClusterStore(self.engine)
@@ -239,7 +247,9 @@ class Storage:
         turn's end and audit rows), before its statements; raising rolls it back. A cluster
         worker sets `storage.fencing.check_lease` (a turn of a partition it lost writes
         nothing). Usage rows and limit counts are not fenced: they record model calls that were
-        made, whoever made them."""
+        made, whoever made them. On PostgreSQL the transaction is pipelined
+        (storage/pipeline.py): the fence's statements must be `Prepared` ones, read before it
+        returns."""
         self.fence = fence
         self.outbox.fence = fence
         self.cluster.fence = fence
@@ -344,37 +354,57 @@ class Storage:
         compacted history too (function_calls/compaction.py), and start the window after its
         end (a summary that ends before the reset point is not the chat's any more: not
         returned)."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if self.fence is not None:
                 self.fence(conn, platform, chat_id)
-            if message is not None:
-                stored_id = self._add_message_in(conn, message)
+            # Sent before anything is read: on PostgreSQL they go out together with the BEGIN,
+            # and the overrides' answer brings theirs (storage/pipeline.py). The summary is
+            # read whenever asked for, before `replan` says whether the turn wants it.
+            stored = store_incoming_later(conn, message) if message is not None else None
             mark_delivered_in(conn, delivered or [])
-            overrides = self.chat_state.overrides_in(conn, platform, chat_id)
+            overrides_sent = self.chat_state.overrides_later(conn, platform, chat_id)
+            summary_sent = (
+                self.chat_state.summary_later(conn, platform, chat_id) if summary else None
+            )
+            overrides = overrides_of(overrides_sent.value())
+            if stored is not None:
+                stored_id = stored.value()
             planned = replan(overrides) if replan is not None and overrides else None
             if planned is not None:
                 checks, notice = planned.checks, planned.notice
                 history_limit = planned.history_limit
-            refused = take_in(conn, checks) if checks else None
-            told = False
-            if refused is not None and notice is not None:
-                told = add_counts_in(conn, [(notice(refused), 1)])[0] == 1
             reset = overrides.get(reset_key)
             after = int(reset.value) if reset is not None else None
             summary = summary and history_limit > 0  # (a replan may have changed the limit)
-            found = self.chat_state.summary_in(conn, platform, chat_id) if summary else None
+            found = summary_of(summary_sent.value()) if summary and summary_sent else None
             if found is not None and after is not None and found.upto_id <= after:
                 found = None  # older than the reset: not shown (`compaction.current_summary`)
             if found is not None:
                 after = found.upto_id
+            # The second round trip: the limit counts, the history window and (pipelined, so
+            # it costs no wait of its own) the chat's count.
+            taking = send_take(conn, checks) if checks else None
+            history_sent = count_sent = None
+            if history_limit > 0:
+                history_sent = _recent_later(
+                    conn, platform, chat_id, history_limit, stored_id, after
+                )
+                if pipeline_of(conn) is not None:
+                    count_sent = _count_later(conn, platform, chat_id, stored_id, after)
+            refused = take_sent(conn, checks, taking) if checks and taking is not None else None
+            told = False
+            if refused is not None and notice is not None:
+                told = add_counts_in(conn, [(notice(refused), 1)])[0] == 1
             history: list[StoredMessage] | None = None
             count: int | None = None
-            if history_limit > 0:
-                history = _recent_in(conn, platform, chat_id, history_limit, stored_id, after)
-                if len(history) >= history_limit:
-                    count = _count_in(conn, platform, chat_id, stored_id, after)
-                else:
+            if history_sent is not None:
+                history = _stored_messages(history_sent.value())
+                if len(history) < history_limit:
                     count = len(history)
+                elif count_sent is not None:
+                    count = int(count_sent.value() or 0)
+                else:
+                    count = _count_in(conn, platform, chat_id, stored_id, after)
         return TurnStart(
             stored_id,
             refused,
@@ -394,11 +424,11 @@ class Storage:
         """`batch` in one transaction; returns (event id, state) of each message out. A
         `handled` mark already recorded (another worker finished the turn) is left as it is,
         without rolling back the rest."""
-        with self.engine.begin() as conn:
+        with self._begin() as conn:
             if self.fence is not None and batch.platform:
                 self.fence(conn, batch.platform, batch.chat_id)
-            ids = [
-                add_in(conn, batch.platform, batch.chat_id, payload, history, key)
+            sent = [
+                add_later(conn, batch.platform, batch.chat_id, payload, history, key)
                 for payload, history, key in batch.outgoing
             ]
             _INSERT_TOOL_CALL.executemany(conn, batch.tool_calls)
@@ -411,9 +441,16 @@ class Storage:
                 message_id, worker, replies = batch.handled
                 args = (batch.platform, batch.chat_id, message_id, worker, replies)
                 recorded = self.cluster.finish_in(conn, *args)
-        if recorded is None and batch.handled is not None:  # no INSERT .. ON CONFLICT here
+        if not recorded and batch.handled is not None:  # no INSERT .. ON CONFLICT here
             self.cluster.finish(batch.platform, batch.chat_id, *batch.handled)
-        return ids
+        return [later.value() for later in sent]
+
+    def _begin(self) -> AbstractContextManager[Connection]:
+        """A transaction of a turn: pipelined on PostgreSQL (storage/pipeline.py). A fence
+        (`set_fence`) must run its statements through `Prepared` (as `check_lease` does)."""
+        if self._pipelined:
+            return piped_begin(self.engine)
+        return self.engine.begin()
 
     # -- history ---------------------------------------------------------------------------
     def add_message(
@@ -609,6 +646,33 @@ def store_incoming_in(conn: Connection, values: dict[str, Any]) -> int:
     return found
 
 
+def store_incoming_later(conn: Connection, values: dict[str, Any]) -> Later:
+    """`Storage._add_message_in` for an incoming message, its row id read when wanted: on a
+    pipelined connection the statements sent after it do not wait for it. A redelivered
+    message (the insert skipped) is looked up when the id is read."""
+    values = {
+        **values,
+        "created_at": _to_utc(values["created_at"])
+        if values.get("created_at") is not None
+        else datetime.now(UTC),
+    }
+    if values.get("role") != "user" or not values.get("message_id"):
+        return _INSERT_MESSAGE.later_scalar(conn, values)
+    stmt = _incoming_insert(conn.dialect.name)
+    if stmt is None:
+        return Later(store_incoming_in(conn, values))
+    inserted = stmt.later_scalar(conn, values)
+
+    def row_id() -> int:
+        found = inserted.value()
+        if found is None:
+            found = _stored_incoming(conn, values)
+            assert found is not None, "ON CONFLICT skipped the insert, so the row exists"
+        return int(found)
+
+    return Later(read=row_id)
+
+
 def _stored_incoming(conn: Connection, values: dict[str, Any]) -> int | None:
     return _INCOMING_ID.scalar(conn, values)
 
@@ -742,13 +806,30 @@ def _recent_in(
     runs once per message, and building the query costs several times running it)."""
     if limit <= 0:
         return []
+    return _stored_messages(
+        _recent_later(conn, platform, chat_id, limit, before_id, after_id).value()
+    )
+
+
+def _recent_later(
+    conn: Connection,
+    platform: str,
+    chat_id: str,
+    limit: int,
+    before_id: int | None,
+    after_id: int | None,
+) -> Later:
+    """`_recent_in`'s rows, sent now (read them with `_stored_messages`)."""
     params: dict[str, Any] = {"platform": platform, "chat_id": chat_id, "limit": limit}
     if before_id is not None:
         params["before_id"] = before_id
     if after_id is not None:
         params["after_id"] = after_id
-    stmt = _RECENTS[(before_id is not None, after_id is not None)]
-    rows = stmt.rows(conn, params)
+    return _RECENTS[(before_id is not None, after_id is not None)].later_rows(conn, params)
+
+
+def _stored_messages(rows: list[tuple[Any, ...]]) -> list[StoredMessage]:
+    """The rows of `_RECENTS` (newest first) as StoredMessages, oldest first."""
     return [
         StoredMessage(row_id, role, sender, name, text_, _utc(created), is_group)
         for row_id, role, sender, name, text_, created, is_group in reversed(rows)
@@ -758,13 +839,18 @@ def _recent_in(
 def _count_in(
     conn: Connection, platform: str, chat_id: str, before_id: int | None, after_id: int | None
 ) -> int:
+    return int(_count_later(conn, platform, chat_id, before_id, after_id).value() or 0)
+
+
+def _count_later(
+    conn: Connection, platform: str, chat_id: str, before_id: int | None, after_id: int | None
+) -> Later:
     params: dict[str, Any] = {"platform": platform, "chat_id": chat_id}
     if before_id is not None:
         params["before_id"] = before_id
     if after_id is not None:
         params["after_id"] = after_id
-    stmt = _COUNTS[(before_id is not None, after_id is not None)]
-    return int(stmt.scalar(conn, params) or 0)
+    return _COUNTS[(before_id is not None, after_id is not None)].later_scalar(conn, params)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

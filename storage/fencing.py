@@ -28,13 +28,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import partition_leases_table
+from storage.prepared import Prepared
 
 _L = partition_leases_table.c
+_LEASE = Prepared(select(_L.epoch, _L.holder).where(_L.partition == bindparam("partition")))
+_LEASE_SHARED = Prepared(
+    select(_L.epoch, _L.holder)
+    .where(_L.partition == bindparam("partition"))
+    .with_for_update(read=True)
+)
 
 
 class Fenced(Exception):
@@ -60,14 +67,15 @@ def check_lease(conn: Connection, platform: str = "", chat_id: str = "") -> None
     lease = current_lease.get()
     if lease is None:
         return
-    q = select(_L.epoch, _L.holder).where(_L.partition == lease.partition)
-    if conn.dialect.name == "postgresql":
-        # A share lock: writes of the partition go together; a claim (an UPDATE) waits for
-        # them, and they for it. (SQLite has one writer at a time anyway.)
-        q = q.with_for_update(read=True)
-    row = conn.execute(q).first()
-    if row is None or row.epoch != lease.epoch:
-        now = "nobody" if row is None else f"{row.holder} (epoch {row.epoch})"
+    # A share lock on PostgreSQL: writes of the partition go together; a claim (an UPDATE)
+    # waits for them, and they for it. (SQLite has one writer at a time anyway.) Read at once,
+    # before the transaction sends anything else (in a pipelined transaction, one round trip
+    # with its BEGIN).
+    stmt = _LEASE_SHARED if conn.dialect.name == "postgresql" else _LEASE
+    rows = stmt.rows(conn, {"partition": lease.partition})
+    row = rows[0] if rows else None
+    if row is None or row[0] != lease.epoch:
+        now = "nobody" if row is None else f"{row[1]} (epoch {row[0]})"
         raise Fenced(
             f"partition {lease.partition} was claimed by {now} since this worker's claim "
             f"(epoch {lease.epoch}); nothing is written for {platform} {chat_id}"

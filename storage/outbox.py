@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from storage.models import messages_table, outbox_cursors_table, outbox_table
+from storage.pipeline import Later
 from storage.prepared import Prepared
 
 PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice", "images")
@@ -62,8 +63,21 @@ def add_in(
     history: dict[str, Any] | None = None,
     key: str | None = None,
 ) -> tuple[int, str]:
-    """`OutboxStore.add_keyed` inside a transaction the caller holds (`Storage.write_turn`).
-    Returns (event id, state)."""
+    """`OutboxStore.add_keyed` inside a transaction the caller holds. Returns (event id,
+    state)."""
+    return add_later(conn, platform, chat_id, payload, history, key).value()  # type: ignore[no-any-return]
+
+
+def add_later(
+    conn: Connection,
+    platform: str,
+    chat_id: str,
+    payload: dict[str, Any],
+    history: dict[str, Any] | None = None,
+    key: str | None = None,
+) -> Later:
+    """`add_in`, its (event id, state) read when wanted (`Storage.write_turn`: on a pipelined
+    connection the rows of a turn go out without waiting for each other's ids)."""
     now = datetime.now(UTC)
     values = {
         "platform": platform,
@@ -80,20 +94,21 @@ def add_in(
         if keyed is not None:
             # One statement for a worker's reply (bench/README.md, "Several processes"): the
             # row, unless an earlier run of the turn wrote it (then that row, and no history).
-            row_id = conn.execute(keyed, values).scalar()
+            row_id = keyed.scalar(conn, values)
             if row_id is None:
                 found = _by_key_in(conn, platform, chat_id, key)
                 assert found is not None, "ON CONFLICT skipped the insert, so the row exists"
-                return found
+                return Later(found)
             if history is not None:
                 _INSERT_MESSAGE.executemany(conn, [{"created_at": now, **history}])
-            return int(row_id), "pending"
+            return Later((int(row_id), "pending"))
         found = _by_key_in(conn, platform, chat_id, key)
         if found is not None:
-            return found
+            return Later(found)
     if history is not None:
         _INSERT_MESSAGE.executemany(conn, [{"created_at": now, **history}])
-    return int(_INSERT.scalar(conn, values)), "pending"
+    inserted = _INSERT.later_scalar(conn, values)
+    return Later(read=lambda: (int(inserted.value()), "pending"))
 
 
 @functools.cache
@@ -106,7 +121,7 @@ def _keyed_insert(dialect: str) -> Any:
         from sqlalchemy.dialects.postgresql import insert
     else:
         return None
-    return (
+    return Prepared(
         insert(outbox_table)
         .on_conflict_do_nothing(index_elements=["platform", "chat_id", "key"])
         .returning(outbox_table.c.id)
@@ -114,18 +129,20 @@ def _keyed_insert(dialect: str) -> Any:
 
 
 def _by_key_in(conn: Connection, platform: str, chat_id: str, key: str) -> tuple[int, str] | None:
-    q = select(outbox_table.c.id, outbox_table.c.state).where(
-        outbox_table.c.platform == platform,
-        outbox_table.c.chat_id == chat_id,
-        outbox_table.c.key == key,
-    )
-    row = conn.execute(q).first()
-    return (int(row.id), str(row.state)) if row is not None else None
+    rows = _BY_KEY.rows(conn, {"platform": platform, "chat_id": chat_id, "key": key})
+    return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
 # Statements of every message, built once and run on the driver's cursor
 # (storage/prepared.py).
 _INSERT = Prepared(outbox_table.insert().returning(outbox_table.c.id))
+_BY_KEY = Prepared(
+    select(outbox_table.c.id, outbox_table.c.state).where(
+        outbox_table.c.platform == bindparam("platform"),
+        outbox_table.c.chat_id == bindparam("chat_id"),
+        outbox_table.c.key == bindparam("key"),
+    )
+)
 _INSERT_MESSAGE = Prepared(messages_table.insert())
 # One row per execution, many in one executemany (an IN list would be a new statement for
 # every number of ids).

@@ -17,7 +17,10 @@ per-message CPU target of issue 27 (bench/README.md, "Issue 27") could not be me
 - driver errors come back as SQLAlchemy's exceptions (`OperationalError` for a locked
   database, which `Storage.run` retries; `IntegrityError`), and a dropped network connection
   is invalidated, so the pool does not hand it out again;
-- the loop guard (storage/loop_guard.py) sees each statement, as it sees Core's.
+- the loop guard (storage/loop_guard.py) sees each statement, as it sees Core's;
+- inside a pipelined transaction (storage/pipeline.py) each statement gets a cursor of its
+  own, which keeps its answer until it is read: `later_scalar` and `later_rows` send without
+  waiting, and the answer is read when the transaction needs it.
 
 Used for SQLite and PostgreSQL (psycopg): the dialects chatfn tests. Any other dialect runs the
 same statement through Core (`Connection.execute`), unchanged.
@@ -25,6 +28,7 @@ same statement through Core (`Connection.execute`), unchanged.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +39,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from storage import loop_guard
+from storage.pipeline import PIPE, Later, answered, later, sent
 
 Processor = Callable[[Any], Any] | None
 # Dialects whose statements run on the cursor (the others go through Core).
@@ -128,6 +133,25 @@ class Prepared:
         _run(conn, cursor, compiled.sql, args, many=False)
         return cursor
 
+    def later_scalar(self, conn: Connection, params: Mapping[str, Any]) -> Later:
+        """`scalar`, sent now and read when `value()` is called: on a pipelined connection
+        the statements sent in between go out without waiting for this one's answer."""
+        compiled = self._compiled(conn.dialect)
+        if compiled is None or conn.info.get(PIPE) is None:
+            return Later(self.scalar(conn, params))
+        cursor = _cursor(conn)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
+        return later(conn, functools.partial(_read, conn, _first, compiled, cursor))
+
+    def later_rows(self, conn: Connection, params: Mapping[str, Any]) -> Later:
+        """`rows`, sent now and read when `value()` is called (see `later_scalar`)."""
+        compiled = self._compiled(conn.dialect)
+        if compiled is None or conn.info.get(PIPE) is None:
+            return Later(self.rows(conn, params))
+        cursor = _cursor(conn)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
+        return later(conn, functools.partial(_read, conn, _all, compiled, cursor))
+
     def executemany(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
@@ -148,13 +172,8 @@ class Prepared:
             return [tuple(r) for r in conn.execute(self.stmt, dict(params))]
         cursor = _cursor(conn)
         _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        rows = cursor.fetchall()
-        procs = compiled.results
-        if procs and rows:
-            return [
-                tuple(v if p is None else p(v) for p, v in zip(procs, r, strict=True)) for r in rows
-            ]
-        return rows
+        answered(conn)
+        return _all(compiled, cursor)
 
     def scalar(self, conn: Connection, params: Mapping[str, Any]) -> Any:
         """The first column of the first row (None when there is none)."""
@@ -163,14 +182,37 @@ class Prepared:
             return conn.execute(self.stmt, dict(params)).scalar()
         cursor = _cursor(conn)
         _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        row = cursor.fetchone()
-        cursor.fetchall()  # the rest (none, for the statements used here): end the statement
-        if row is None:
-            return None
-        value = row[0]
-        if compiled.results and compiled.results[0] is not None:
-            return compiled.results[0](value)
-        return value
+        answered(conn)
+        return _first(compiled, cursor)
+
+
+def _read(
+    conn: Connection, how: Callable[[_Compiled, Any], Any], compiled: _Compiled, cursor: Any
+) -> Any:
+    """A result sent earlier, read once its answer is in (`pipeline.answered`)."""
+    answered(conn)
+    return how(compiled, cursor)
+
+
+def _all(compiled: _Compiled, cursor: Any) -> list[tuple[Any, ...]]:
+    rows = cursor.fetchall()
+    procs = compiled.results
+    if procs and rows:
+        return [
+            tuple(v if p is None else p(v) for p, v in zip(procs, r, strict=True)) for r in rows
+        ]
+    return rows  # type: ignore[no-any-return]
+
+
+def _first(compiled: _Compiled, cursor: Any) -> Any:
+    row = cursor.fetchone()
+    cursor.fetchall()  # the rest (none, for the statements used here): end the statement
+    if row is None:
+        return None
+    value = row[0]
+    if compiled.results and compiled.results[0] is not None:
+        return compiled.results[0](value)
+    return value
 
 
 def _autoincrement(column: Any) -> bool:
@@ -193,8 +235,11 @@ def _args(compiled: _Compiled, params: Mapping[str, Any]) -> Any:
 def _cursor(conn: Connection) -> Any:
     """A DB-API cursor of the connection's driver connection, made once and reused by every
     statement on it (kept in the pooled connection's `info`, with the driver connection it
-    belongs to: one replaced after an invalidation gets a cursor of its own)."""
+    belongs to: one replaced after an invalidation gets a cursor of its own). In a pipelined
+    transaction a new cursor each time: a cursor holds one answer, the last sent through it."""
     dbapi_conn = conn.connection.dbapi_connection
+    if conn.info.get(PIPE) is not None:
+        return dbapi_conn.cursor()  # type: ignore[union-attr]
     cached = conn.info.get("prepared_cursor")
     if cached is not None and cached[0] is dbapi_conn:
         return cached[1]
@@ -206,6 +251,7 @@ def _cursor(conn: Connection) -> Any:
 def _run(conn: Connection, cursor: Any, sql: str, args: Any, *, many: bool) -> None:
     if loop_guard.LoopGuard._active:
         loop_guard.check(sql)
+    sent(conn)
     try:
         if many:
             cursor.executemany(sql, args)
