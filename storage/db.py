@@ -360,7 +360,7 @@ class Storage:
             # Sent before anything is read: on PostgreSQL they go out together with the BEGIN,
             # and the overrides' answer brings theirs (storage/pipeline.py). The summary is
             # read whenever asked for, before `replan` says whether the turn wants it.
-            stored = store_incoming_later(conn, message) if message is not None else None
+            stored = add_message_later(conn, message) if message is not None else None
             mark_delivered_in(conn, delivered or [])
             overrides_sent = self.chat_state.overrides_later(conn, platform, chat_id)
             summary_sent = (
@@ -494,13 +494,7 @@ class Storage:
         """Insert a history row (prebuilt statement; `created_at` defaults to now). An incoming
         message (role "user" with a platform message id) already stored under its id keeps its
         one row: `store_incoming_in`."""
-        if values.get("created_at") is None:
-            values = {**values, "created_at": datetime.now(UTC)}
-        else:
-            values = {**values, "created_at": _to_utc(values["created_at"])}
-        if values.get("role") == "user" and values.get("message_id"):
-            return store_incoming_in(conn, values)
-        return int(_INSERT_MESSAGE.scalar(conn, values))
+        return int(add_message_later(conn, values).value())
 
     def recent_messages(
         self,
@@ -646,10 +640,10 @@ def store_incoming_in(conn: Connection, values: dict[str, Any]) -> int:
     return found
 
 
-def store_incoming_later(conn: Connection, values: dict[str, Any]) -> Later:
-    """`Storage._add_message_in` for an incoming message, its row id read when wanted: on a
-    pipelined connection the statements sent after it do not wait for it. A redelivered
-    message (the insert skipped) is looked up when the id is read."""
+def add_message_later(conn: Connection, values: dict[str, Any]) -> Later:
+    """`Storage._add_message_in`, its row id read when wanted: on a pipelined connection the
+    statements sent after it do not wait for it. A redelivered incoming message (the insert
+    skipped) is looked up when the id is read."""
     values = {
         **values,
         "created_at": _to_utc(values["created_at"])

@@ -166,10 +166,10 @@ async def test_storage_run_reports_a_failed_pipelined_write(storage: Storage) ->
 
 
 def test_an_exception_in_the_block_rolls_back_what_was_sent(storage: Storage) -> None:
-    from storage.db import store_incoming_later
+    from storage.db import add_message_later
 
     with pytest.raises(ValueError), piped_begin(storage.engine) as conn:
-        store_incoming_later(conn, _message("m1"))
+        add_message_later(conn, _message("m1"))
         raise ValueError("the caller changed its mind")
     assert _rows(storage, messages_table) == 0
 
@@ -220,10 +220,10 @@ def test_a_transaction_waiting_between_reads_is_idle_in_transaction(storage: Sto
     """Reads wait with a Sync, not a Flush: the server then counts the session idle in a
     transaction, so a cluster worker's `idle_in_transaction_session_timeout` still ends the
     transaction of a process stopped between two reads (and frees the lease row's lock)."""
-    from storage.db import store_incoming_later
+    from storage.db import add_message_later
 
     with piped_begin(storage.engine) as conn:
-        store_incoming_later(conn, _message("m1")).value()
+        add_message_later(conn, _message("m1")).value()
         pid = conn.connection.dbapi_connection.info.backend_pid  # type: ignore[union-attr]
         with storage.engine.connect() as other:
             state = other.execute(
