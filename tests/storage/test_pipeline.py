@@ -231,3 +231,28 @@ def test_a_transaction_waiting_between_reads_is_idle_in_transaction(storage: Sto
             ).scalar()
         assert state == "idle in transaction"
     assert _rows(storage, messages_table) == 1
+
+
+def test_a_connection_the_server_dropped_is_not_handed_out_again(storage: Storage) -> None:
+    """A server restart (here: its backends terminated) fails the transaction that finds its
+    connection dead, as without the pipeline; the pool then makes a new one."""
+    from sqlalchemy.exc import OperationalError
+
+    storage.begin_turn(_message("m1"), platform="http", chat_id="c1")
+    database = storage.engine.url.database
+    admin = Storage(storage.url.replace(f"/{database}", "/postgres"))
+    try:
+        with admin.engine.connect() as conn:
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = :db AND pid <> pg_backend_pid()"
+                ),
+                {"db": database},
+            )
+    finally:
+        admin.engine.dispose()
+    with pytest.raises(OperationalError):
+        storage.begin_turn(_message("m2"), platform="http", chat_id="c1")
+    start = storage.begin_turn(_message("m3"), platform="http", chat_id="c1", history_limit=5)
+    assert [m.id for m in start.history or []] == [1]
