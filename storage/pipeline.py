@@ -106,8 +106,8 @@ def piped_begin(engine: Engine) -> Iterator[Connection]:
     module docstring. Rolls back when the block or a statement raises."""
     with engine.connect() as conn:
         dbapi_conn: Any = conn.connection.dbapi_connection
-        dbapi_conn.autocommit = True  # no BEGIN of psycopg's own, which waits for its answer
         try:
+            dbapi_conn.autocommit = True  # no BEGIN of psycopg's own, which waits for its answer
             with dbapi_conn.pipeline() as pipeline:
                 control = dbapi_conn.cursor()
                 control.execute("BEGIN")
