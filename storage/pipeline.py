@@ -67,37 +67,25 @@ def pipeline_of(conn: Connection) -> Any:
     return conn.info.get(PIPE)
 
 
-class _Pipe:
-    """A psycopg Pipeline, and whether statements were sent since its last Sync."""
+class Pipe:
+    """A psycopg Pipeline (None once the block has left it), and whether statements were sent
+    since its last Sync (`Prepared` sets `sent`)."""
 
     __slots__ = ("pipeline", "sent")
 
     def __init__(self, pipeline: Any) -> None:
-        self.pipeline = pipeline
+        self.pipeline: Any = pipeline
         self.sent = True  # the BEGIN
 
     def sync(self) -> None:
-        """Wait for the answers to everything sent. A Sync, not psycopg's Flush: the server
-        then reports the session idle in a transaction, so `idle_in_transaction_session_timeout`
-        (a cluster worker's, runtime/cluster.py) still ends the transaction of a process
-        stopped while it waits, and frees its locks (the lease row's among them)."""
-        if self.sent:
+        """Wait for the answers to everything sent (before reading one). A Sync, not psycopg's
+        Flush: the server then reports the session idle in a transaction, so
+        `idle_in_transaction_session_timeout` (a cluster worker's, runtime/cluster.py) still
+        ends the transaction of a process stopped while it waits, and frees its locks (the
+        lease row's among them). After the block every answer is in: nothing to wait for."""
+        if self.sent and self.pipeline is not None:
             self.pipeline.sync()
             self.sent = False
-
-
-def sent(conn: Connection) -> None:
-    """Note a statement sent into `conn`'s pipeline (if any)."""
-    pipe = conn.info.get(PIPE)
-    if pipe is not None:
-        pipe.sent = True
-
-
-def answered(conn: Connection) -> None:
-    """Before reading a result on `conn`: in a pipeline, wait for the answers (`_Pipe.sync`)."""
-    pipe = conn.info.get(PIPE)
-    if pipe is not None:
-        pipe.sync()
 
 
 @contextlib.contextmanager
@@ -111,11 +99,12 @@ def piped_begin(engine: Engine) -> Iterator[Connection]:
             with dbapi_conn.pipeline() as pipeline:
                 control = dbapi_conn.cursor()
                 control.execute("BEGIN")
-                conn.info[PIPE] = _Pipe(pipeline)
+                conn.info[PIPE] = pipe = Pipe(pipeline)
                 conn.info[LATER] = unread = []
                 try:
                     yield conn
                 finally:
+                    pipe.pipeline = None
                     conn.info.pop(PIPE, None)
                     conn.info.pop(LATER, None)
                 control.execute("COMMIT")

@@ -39,7 +39,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from storage import loop_guard
-from storage.pipeline import PIPE, Later, answered, later, sent
+from storage.pipeline import PIPE, Later, Pipe, later
 
 Processor = Callable[[Any], Any] | None
 # Dialects whose statements run on the cursor (the others go through Core).
@@ -53,6 +53,7 @@ class _Compiled:
     # (name, bind processor, default) of each parameter, in placeholder order when positional.
     params: tuple[tuple[str, Processor, Any], ...]
     results: tuple[Processor, ...]  # per result column; empty when none needs processing
+    pipes: bool  # the dialect may run it in a pipelined transaction (storage/pipeline.py)
 
 
 class Prepared:
@@ -119,7 +120,8 @@ class Prepared:
                 col.type.dialect_impl(dialect).result_processor(dialect, None) for col in selected
             )
             results = procs if any(p is not None for p in procs) else ()
-        return _Compiled(c.string, bool(dialect.positional), tuple(params), results)
+        pipes = dialect.name == "postgresql"
+        return _Compiled(c.string, bool(dialect.positional), tuple(params), results, pipes)
 
     # -- running ---------------------------------------------------------------------------
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> Any:
@@ -129,28 +131,31 @@ class Prepared:
         if compiled is None:
             return conn.execute(self.stmt, dict(params))
         args = _args(compiled, params)
-        cursor = _cursor(conn)
-        _run(conn, cursor, compiled.sql, args, many=False)
+        pipe = _pipe(conn, compiled)
+        cursor = _cursor(conn, pipe)
+        _run(conn, cursor, compiled.sql, args, many=False, pipe=pipe)
         return cursor
 
     def later_scalar(self, conn: Connection, params: Mapping[str, Any]) -> Later:
         """`scalar`, sent now and read when `value()` is called: on a pipelined connection
         the statements sent in between go out without waiting for this one's answer."""
         compiled = self._compiled(conn.dialect)
-        if compiled is None or conn.info.get(PIPE) is None:
+        pipe = _pipe(conn, compiled)
+        if compiled is None or pipe is None:
             return Later(self.scalar(conn, params))
-        cursor = _cursor(conn)
-        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        return later(conn, functools.partial(_read, conn, _first, compiled, cursor))
+        cursor = _cursor(conn, pipe)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
+        return later(conn, functools.partial(_read, pipe, _first, compiled, cursor))
 
     def later_rows(self, conn: Connection, params: Mapping[str, Any]) -> Later:
         """`rows`, sent now and read when `value()` is called (see `later_scalar`)."""
         compiled = self._compiled(conn.dialect)
-        if compiled is None or conn.info.get(PIPE) is None:
+        pipe = _pipe(conn, compiled)
+        if compiled is None or pipe is None:
             return Later(self.rows(conn, params))
-        cursor = _cursor(conn)
-        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        return later(conn, functools.partial(_read, conn, _all, compiled, cursor))
+        cursor = _cursor(conn, pipe)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
+        return later(conn, functools.partial(_read, pipe, _all, compiled, cursor))
 
     def executemany(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
@@ -160,37 +165,47 @@ class Prepared:
             conn.execute(self.stmt, [dict(r) for r in rows])
             return
         args = [_args(compiled, r) for r in rows]
+        pipe = _pipe(conn, compiled)
         if len(args) == 1:
-            _run(conn, _cursor(conn), compiled.sql, args[0], many=False)
+            _run(conn, _cursor(conn, pipe), compiled.sql, args[0], many=False, pipe=pipe)
         else:
-            _run(conn, _cursor(conn), compiled.sql, args, many=True)
+            _run(conn, _cursor(conn, pipe), compiled.sql, args, many=True, pipe=pipe)
 
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         """Every result row, as tuples with the types' result processing."""
         compiled = self._compiled(conn.dialect)
         if compiled is None:
             return [tuple(r) for r in conn.execute(self.stmt, dict(params))]
-        cursor = _cursor(conn)
-        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        answered(conn)
-        return _all(compiled, cursor)
+        pipe = _pipe(conn, compiled)
+        cursor = _cursor(conn, pipe)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
+        return _read(pipe, _all, compiled, cursor)
 
     def scalar(self, conn: Connection, params: Mapping[str, Any]) -> Any:
         """The first column of the first row (None when there is none)."""
         compiled = self._compiled(conn.dialect)
         if compiled is None:
             return conn.execute(self.stmt, dict(params)).scalar()
-        cursor = _cursor(conn)
-        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False)
-        answered(conn)
-        return _first(compiled, cursor)
+        pipe = _pipe(conn, compiled)
+        cursor = _cursor(conn, pipe)
+        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
+        return _read(pipe, _first, compiled, cursor)
+
+
+def _pipe(conn: Connection, compiled: _Compiled | None) -> Pipe | None:
+    """The pipeline `conn` sends into (storage/pipeline.py), or None: looked up only where the
+    dialect can pipeline, so a statement on SQLite pays nothing for it."""
+    if compiled is None or not compiled.pipes:
+        return None
+    return conn.info.get(PIPE)  # type: ignore[no-any-return]
 
 
 def _read(
-    conn: Connection, how: Callable[[_Compiled, Any], Any], compiled: _Compiled, cursor: Any
+    pipe: Pipe | None, how: Callable[[_Compiled, Any], Any], compiled: _Compiled, cursor: Any
 ) -> Any:
-    """A result sent earlier, read once its answer is in (`pipeline.answered`)."""
-    answered(conn)
+    """A result, read once its answer is in (`Pipe.sync`)."""
+    if pipe is not None:
+        pipe.sync()
     return how(compiled, cursor)
 
 
@@ -232,13 +247,13 @@ def _args(compiled: _Compiled, params: Mapping[str, Any]) -> Any:
     }
 
 
-def _cursor(conn: Connection) -> Any:
+def _cursor(conn: Connection, pipe: Pipe | None) -> Any:
     """A DB-API cursor of the connection's driver connection, made once and reused by every
     statement on it (kept in the pooled connection's `info`, with the driver connection it
     belongs to: one replaced after an invalidation gets a cursor of its own). In a pipelined
     transaction a new cursor each time: a cursor holds one answer, the last sent through it."""
     dbapi_conn = conn.connection.dbapi_connection
-    if conn.info.get(PIPE) is not None:
+    if pipe is not None:
         return dbapi_conn.cursor()  # type: ignore[union-attr]
     cached = conn.info.get("prepared_cursor")
     if cached is not None and cached[0] is dbapi_conn:
@@ -248,10 +263,13 @@ def _cursor(conn: Connection) -> Any:
     return cursor
 
 
-def _run(conn: Connection, cursor: Any, sql: str, args: Any, *, many: bool) -> None:
+def _run(
+    conn: Connection, cursor: Any, sql: str, args: Any, *, many: bool, pipe: Pipe | None = None
+) -> None:
     if loop_guard.LoopGuard._active:
         loop_guard.check(sql)
-    sent(conn)
+    if pipe is not None:
+        pipe.sent = True
     try:
         if many:
             cursor.executemany(sql, args)
