@@ -57,6 +57,7 @@ from storage.chat_state import (
 from storage.cluster import ClusterStore
 from storage.fencing import Fenced, LeaseStore
 from storage.fit import fit
+from storage.held import HeldConnections
 from storage.models import INCOMING_WHERE, messages_table, tool_calls_table
 from storage.outbox import OutboxStore, add_later, mark_delivered_in
 from storage.pipeline import Later, can_pipe, piped_begin, pipeline_of
@@ -66,6 +67,11 @@ from storage.schema import SchemaState
 R = TypeVar("R")
 # Storage threads (and pooled connections) of a process on a network database (PostgreSQL).
 NETWORK_THREADS = 16
+# Storage threads on SQLite: one, holding one connection (storage/held.py). SQLite has one
+# writer at a time, and a turn's statements take well under a millisecond of it: more threads
+# only contended for that lock and for the GIL, and cost CPU in hops and cold page caches
+# (bench/README.md, "Follow-up ... one storage thread on SQLite").
+SQLITE_THREADS = 1
 # KiB of SQLite page cache per connection (`_sqlite_pragmas`; SQLite's default is 2000). Half
 # the default: in the memory soak the caches filled as the file grew (bench/README.md, "Issue
 # 27"), and the hot pages of a turn (the newest rows of a few tables) fit in far less.
@@ -216,13 +222,13 @@ class Storage:
         extra: dict[str, Any] = {}
         if memory:
             extra = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
-        # SQLite has one writer at a time; a network database overlaps round trips: with 2 ms
-        # to PostgreSQL a turn holds a thread ~40 ms (bench/README.md, "Capacity"), so 200
-        # chats at once need more than a few. One connection per thread (created on use).
-        threads = 1 if memory else 4 if url.startswith("sqlite") else NETWORK_THREADS
+        # SQLite has one writer at a time (SQLITE_THREADS); a network database overlaps round
+        # trips: with 2 ms to PostgreSQL a turn holds a thread ~40 ms (bench/README.md,
+        # "Capacity"), so 200 chats at once need more than a few. One connection per thread
+        # (created on use).
+        threads = SQLITE_THREADS if url.startswith("sqlite") else NETWORK_THREADS
         if not url.startswith("sqlite"):
             extra = {"pool_size": threads, "max_overflow": 4}
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="storage")
         self.fence: Fence | None = None
         _require_driver(url)
         try:
@@ -230,8 +236,16 @@ class Storage:
             self.engine: Engine = create_engine(url, **extra)
         except Exception as exc:
             raise StorageError(f"storage.url {url!r}: {exc}") from exc
+        # A turn's transactions on SQLite run on the storage thread's own open connection.
+        self._held: HeldConnections | None = None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            self._held = HeldConnections(self.engine)
+        self._pool = ThreadPoolExecutor(
+            max_workers=threads,
+            thread_name_prefix="storage",
+            initializer=self._held.adopt if self._held is not None else None,
+        )
         self._pipelined = can_pipe(self.engine)
         if self._pipelined:
             pipeline.install(self.engine)
@@ -450,6 +464,8 @@ class Storage:
         (`set_fence`) must run its statements through `Prepared` (as `check_lease` does)."""
         if self._pipelined:
             return piped_begin(self.engine)
+        if self._held is not None:
+            return self._held.begin()
         return self.engine.begin()
 
     # -- history ---------------------------------------------------------------------------
@@ -617,6 +633,8 @@ class Storage:
     def close(self) -> None:
         """Idempotent: the pool and the connections are released once."""
         self._pool.shutdown(wait=True)  # writes already queued finish
+        if self._held is not None:
+            self._held.close()
         self.engine.dispose()
 
 
@@ -852,7 +870,8 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     # The page cache of each connection, named here because it is memory the process keeps:
-    # at most SQLITE_CACHE_KIB per storage thread (4 threads: 4 MiB).
+    # at most SQLITE_CACHE_KIB per connection: the storage thread's, and the pooled ones that
+    # reads outside a turn use.
     cur.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
     # Short: a locked database is retried by `Storage.run` with backoff, which bounds the
     # total wait; a long busy timeout would only hold a pool thread.
