@@ -2,7 +2,7 @@
 
 The methods are synchronous, and none of them may run on the event loop: `run()` is the one
 asynchronous interface every caller goes through (`await storage.run(storage.add_message,
-...)`). It executes the function on the storage thread pool, one thread hop per call, and
+...)`). It executes the function on a storage thread (storage/threads.py), one hop per call, and
 retries a busy or locked database within a bounded time: a PostgreSQL across a network, or
 another process holding the SQLite write lock for seconds, must neither freeze the event loop
 (other chats, /healthz) nor lose the message. Tests enforce it: the pytest plugin fails a test
@@ -20,13 +20,11 @@ rows, usage rows, counters, delivery marks, the handled mark) are one transactio
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import importlib.util
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +61,7 @@ from storage.outbox import OutboxStore, add_later, mark_delivered_in
 from storage.pipeline import Later, can_pipe, piped_begin, pipeline_of
 from storage.prepared import Prepared
 from storage.schema import SchemaState
+from storage.threads import StorageThreads
 
 R = TypeVar("R")
 # Storage threads (and pooled connections) of a process on a network database (PostgreSQL).
@@ -241,10 +240,8 @@ class Storage:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
             self._held = HeldConnections(self.engine)
-        self._pool = ThreadPoolExecutor(
-            max_workers=threads,
-            thread_name_prefix="storage",
-            initializer=self._held.adopt if self._held is not None else None,
+        self._threads = StorageThreads(
+            threads, "storage", initializer=self._held.adopt if self._held is not None else None
         )
         self._pipelined = can_pipe(self.engine)
         if self._pipelined:
@@ -279,9 +276,7 @@ class Storage:
             try:
                 # With the caller's context variables: the lease a write is fenced with
                 # (storage/fencing.py) travels with the turn into the storage thread.
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._pool, contextvars.copy_context().run, call
-                )
+                return await self._threads.run(call)
             except Fenced:
                 raise
             except Exception as exc:
@@ -297,7 +292,7 @@ class Storage:
         message): the loop is blocked as long as the call takes, but no statement runs on it."""
         if asyncio._get_running_loop() is None:
             return fn(*args, **kwargs)
-        return self._pool.submit(fn, *args, **kwargs).result()
+        return self._threads.call(functools.partial(fn, *args, **kwargs))
 
     def create_tables(self) -> None:
         """Bring the schema to the newest revision (Alembic; storage/schema.py): every table,
@@ -632,7 +627,7 @@ class Storage:
 
     def close(self) -> None:
         """Idempotent: the pool and the connections are released once."""
-        self._pool.shutdown(wait=True)  # writes already queued finish
+        self._threads.shutdown(wait=True)  # writes already queued finish
         if self._held is not None:
             self._held.close()
         self.engine.dispose()
