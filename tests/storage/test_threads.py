@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from storage.db import Storage, StorageError, TurnWrite
+from storage.db import Storage, StorageError, TurnWrite, add_message_later
 from storage.models import messages_table
 from storage.threads import StorageThreads
 
@@ -167,24 +167,23 @@ def _texts(storage: Storage) -> list[str]:
         return [r.text for r in conn.execute(select(messages_table.c.text))]
 
 
+@pytest.mark.parametrize("through", ["prepared", "core"])
 async def test_a_failed_transaction_on_the_held_connection_leaves_the_next_one_clean(
-    tmp_path: Path,
+    tmp_path: Path, through: str
 ) -> None:
+    """Rolled back either way: on the driver when only `Prepared` statements ran (a turn's),
+    through SQLAlchemy's transaction when a Core statement began one."""
     storage = Storage(f"sqlite:///{tmp_path / 'held.db'}")
     await storage.run(storage.create_tables)
 
     def half_then_fail() -> None:
         with storage._begin() as conn:
-            conn.execute(
-                messages_table.insert().values(
-                    platform="t",
-                    chat_id="c",
-                    role="user",
-                    sender_id="u",
-                    text="half",
-                    created_at=datetime.now(UTC),
-                )
-            )
+            if through == "prepared":
+                assert add_message_later(conn, _incoming(0)).value()
+                assert not conn.in_transaction()
+            else:
+                conn.execute(messages_table.insert().values(_incoming(0)))
+                assert conn.in_transaction()
             raise ValueError("the turn broke")
 
     try:
