@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import collections
 import json
 import os
 import sys
@@ -89,6 +90,9 @@ async def soak(base: str, pid: int, args: argparse.Namespace) -> dict[str, objec
     samples: list[tuple[int, float, float]] = []  # (messages done, seconds, RSS MB)
     done = 0
     failed = 0
+    # Why messages failed ("HTTP 503", "ServerDisconnectedError", ...): a count says nothing of
+    # whether the bot or the connection failed.
+    reasons: collections.Counter[str] = collections.Counter()
     started = time.monotonic()
     next_sample = 0
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -118,8 +122,10 @@ async def soak(base: str, pid: int, args: argparse.Namespace) -> dict[str, objec
                         await r.read()
                         if r.status != 200:
                             failed += 1
-                except aiohttp.ClientError:
+                            reasons[f"HTTP {r.status}"] += 1
+                except aiohttp.ClientError as exc:
                     failed += 1
+                    reasons[type(exc).__name__] += 1
                 done += 1
                 if done >= next_sample:
                     samples.append((done, time.monotonic() - started, rss_mb(pid)))
@@ -140,6 +146,7 @@ async def soak(base: str, pid: int, args: argparse.Namespace) -> dict[str, objec
     return {
         "messages": done,
         "failed": failed,
+        "failed_why": dict(reasons),
         "seconds": samples[-1][1],
         "rss_at_warmup_mb": base_rss,
         "rss_max_after_warmup_mb": max(s[2] for s in after) if after else None,
@@ -184,6 +191,8 @@ def main() -> None:
             f"{report['rss_end_mb']:.1f} MB: grew {report['growth_after_warmup_mb']:.1f} MB "
             f"(limit {LIMIT_MB} MB)"
         )
+        if report["failed_why"]:
+            print("failed:", ", ".join(f"{k} x{v}" for k, v in report["failed_why"].items()))
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@
 Why: `engine.begin()` checks a connection out of SQLAlchemy's pool and back in (with the pool's
 reset, a ROLLBACK) for every transaction, and with several storage threads each transaction
 could land on another connection whose page cache the previous one's writes had made stale.
-On the pipeline benchmark that was about a third of the storage thread's CPU; one thread with
-one held connection took a message from 3.38-3.48 to 3.07-3.12 CPU ms (bench/README.md,
-"Follow-up ... one storage thread on SQLite").
+One thread holding one connection took the pipeline benchmark from 1.07-1.12x the raw SDK
+loop's CPU to 1.05-1.06x (bench/README.md, "Follow-up ... one storage thread on SQLite").
 
 Only the storage threads hold one (`adopt` is the pool's initializer): a caller on any other
 thread (`Storage.blocking` before a loop runs) gets a pooled transaction as before.
