@@ -2,8 +2,9 @@
 
 The methods are synchronous, and none of them may run on the event loop: `run()` is the one
 asynchronous interface every caller goes through (`await storage.run(storage.add_message,
-...)`). It executes the function on a storage thread (storage/threads.py), one hop per call, and
-retries a busy or locked database within a bounded time: a PostgreSQL across a network, or
+...)`; `run_aside()`, the same beside the turns, for the admin console's long reads). It
+executes the function on a storage thread (storage/threads.py), one hop per call, and retries
+a busy or locked database within a bounded time: a PostgreSQL across a network, or
 another process holding the SQLite write lock for seconds, must neither freeze the event loop
 (other chats, /healthz) nor lose the message. Tests enforce it: the pytest plugin fails a test
 in which a statement runs on a running event loop's thread (storage/loop_guard.py).
@@ -71,6 +72,9 @@ NETWORK_THREADS = 16
 # only contended for that lock and for the GIL, and cost CPU in hops and cold page caches
 # (bench/README.md, "Follow-up ... one storage thread on SQLite").
 SQLITE_THREADS = 1
+# Threads of `Storage.run_aside` on a SQLite file: long reads (the admin console's pages) that
+# must not hold up the one storage thread.
+ASIDE_THREADS = 2
 # KiB of SQLite page cache per connection (`_sqlite_pragmas`; SQLite's default is 2000). Half
 # the default: in the memory soak the caches filled as the file grew (bench/README.md, "Issue
 # 27"), and the hot pages of a turn (the newest rows of a few tables) fit in far less.
@@ -243,6 +247,11 @@ class Storage:
         self._threads = StorageThreads(
             threads, "storage", initializer=self._held.adopt if self._held is not None else None
         )
+        # `run_aside`'s threads: their own on a SQLite file (pooled connections, WAL lets them
+        # read while the storage thread writes); an in-memory database has one connection.
+        self._aside = self._threads
+        if self._held is not None and not memory:
+            self._aside = StorageThreads(ASIDE_THREADS, "storage-aside")
         self._pipelined = can_pipe(self.engine)
         if self._pipelined:
             pipeline.install(self.engine)
@@ -269,6 +278,23 @@ class Storage:
         """`fn(*args, **kwargs)` off the event loop, retried with backoff while the database
         is busy or locked, for at most `busy_retry` seconds. Raises StorageError after that
         (or at once for any other database error)."""
+        return await self._run_on(self._threads, fn, args, kwargs)
+
+    async def run_aside(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+        """`run`, for work that may take long and that no turn waits for (the admin console's
+        pages: an overview of a week reads every message of it, ~2 s over 100 000 messages): on
+        SQLite its own threads and pooled connections (`ASIDE_THREADS`), so that it neither
+        holds up the storage thread the turns queue on nor waits behind them; elsewhere the
+        same threads as `run`."""
+        return await self._run_on(self._aside, fn, args, kwargs)
+
+    async def _run_on(
+        self,
+        threads: StorageThreads,
+        fn: Callable[..., R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
         call = functools.partial(fn, *args, **kwargs)
         deadline = time.monotonic() + self.busy_retry
         delay = 0.05
@@ -276,7 +302,7 @@ class Storage:
             try:
                 # With the caller's context variables: the lease a write is fenced with
                 # (storage/fencing.py) travels with the turn into the storage thread.
-                return await self._threads.run(call)
+                return await threads.run(call)
             except Fenced:
                 raise
             except Exception as exc:
@@ -628,6 +654,7 @@ class Storage:
     def close(self) -> None:
         """Idempotent: the pool and the connections are released once."""
         self._threads.shutdown(wait=True)  # writes already queued finish
+        self._aside.shutdown(wait=True)
         if self._held is not None:
             self._held.close()
         self.engine.dispose()

@@ -53,8 +53,8 @@ class Console:
         return self._bot.storage
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """A storage function off the event loop (`Storage.run`)."""
-        return await self.storage.run(fn, *args, **kwargs)
+        """A storage function off the event loop, beside the turns (`Storage.run_aside`)."""
+        return await self.storage.run_aside(fn, *args, **kwargs)
 
     # -- users and sessions --------------------------------------------------------------------
     def user(self, name: str) -> AdminUser | None:

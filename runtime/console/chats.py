@@ -88,7 +88,7 @@ class Chats:
         if not scope.allows(platform, chat_id):
             raise ConsoleError(404, f"no chat {platform}:{chat_id}")
         storage = self.bot.storage
-        facts = await storage.run(store.chat_facts, storage.engine, platform, chat_id)
+        facts = await storage.run_aside(store.chat_facts, storage.engine, platform, chat_id)
         if facts is None:
             raise ConsoleError(404, f"no chat {platform}:{chat_id}")
         return facts  # type: ignore[no-any-return]
@@ -104,7 +104,7 @@ class Chats:
         offset: int,
     ) -> dict[str, Any]:
         storage = self.bot.storage
-        chats = await storage.run(store.chat_list, storage.engine, scope)
+        chats = await storage.run_aside(store.chat_list, storage.engine, scope)
         platforms = sorted({c["platform"] for c in chats})
         if platform:
             chats = [c for c in chats if c["platform"] == platform]
@@ -130,7 +130,7 @@ class Chats:
 
     async def _overrides(self, platform: str, chat_id: str) -> dict[str, Override]:
         state = self.bot.storage.chat_state
-        return await self.bot.storage.run(state.overrides, platform, chat_id)  # type: ignore[no-any-return]
+        return await self.bot.storage.run_aside(state.overrides, platform, chat_id)  # type: ignore[no-any-return]
 
     async def _resolve(
         self, platform: str, chat_id: str, is_group: bool, overrides: dict[str, Override]
@@ -144,7 +144,7 @@ class Chats:
         overrides = await self._overrides(platform, chat_id)
         chat = await self._resolve(platform, chat_id, facts["kind"] == "group", overrides)
         storage = self.bot.storage
-        summary = await storage.run(storage.chat_state.summary, platform, chat_id)
+        summary = await storage.run_aside(storage.chat_state.summary, platform, chat_id)
         if (
             summary is not None
             and chat.reset_after is not None
@@ -153,7 +153,7 @@ class Chats:
             summary = None
         zone = zone_named(self.bot.settings.bot.timezone)
         today = datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
-        stats = await storage.run(storage.chat_state.stats, platform, chat_id, today)
+        stats = await storage.run_aside(storage.chat_state.stats, platform, chat_id, today)
         facts = {k: v for k, v in facts.items() if k != "last_id"}
         return {
             **facts,
@@ -258,9 +258,9 @@ class Chats:
         before = await self._overrides(platform, chat_id)
         for key, value in changes.items():
             if value is None:
-                await storage.run(state.clear_override, platform, chat_id, key)
+                await storage.run_aside(state.clear_override, platform, chat_id, key)
             else:
-                await storage.run(
+                await storage.run_aside(
                     state.set_override, platform, chat_id, key, value, f"admin:{user}"
                 )
             old = before.get(key)
@@ -282,10 +282,10 @@ class Chats:
         facts = await self._facts(scope, platform, chat_id)
         storage = self.bot.storage
         last = str(facts["last_id"])
-        await storage.run(
+        await storage.run_aside(
             storage.chat_state.set_override, platform, chat_id, "reset", last, f"admin:{user}"
         )
-        await storage.run(storage.chat_state.clear_summary, platform, chat_id)
+        await storage.run_aside(storage.chat_state.clear_summary, platform, chat_id)
         await self.console.audit(
             user, address, "reset", platform, chat_id, {"after": facts["last_id"]}
         )
@@ -296,7 +296,7 @@ class Chats:
     ) -> dict[str, Any]:
         await self._facts(scope, platform, chat_id)
         storage = self.bot.storage
-        return await storage.run(  # type: ignore[no-any-return]
+        return await storage.run_aside(  # type: ignore[no-any-return]
             store.history_page, storage.engine, platform, chat_id, limit, before
         )
 

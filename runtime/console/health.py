@@ -45,12 +45,12 @@ def mcp_servers(bot: Any) -> list[dict[str, Any]]:
 async def health(console: Any, started_at: datetime) -> dict[str, Any]:
     bot = console._bot
     storage = bot.storage
-    backlog = await storage.run(delivery.backlog, storage.engine)
-    shots = await storage.run(sessions.snapshots, storage.engine)
+    backlog = await storage.run_aside(delivery.backlog, storage.engine)
+    shots = await storage.run_aside(sessions.snapshots, storage.engine)
     live: dict[str, datetime] = {}
     if shots:  # a worker is alive while it beats (runtime/cluster.py, within half of this)
         within = bot.settings.broker.redelivery_timeout
-        live = await storage.run(sessions.live_workers, storage.engine, within)
+        live = await storage.run_aside(sessions.live_workers, storage.engine, within)
     shown_since = datetime.now(UTC) - timedelta(days=1)
     workers = [
         {
@@ -83,11 +83,11 @@ async def worker_exposition(bot: Any) -> str:
     from runtime.metric_snapshots import exposition
 
     storage = bot.storage
-    shots = await storage.run(sessions.snapshots, storage.engine)
+    shots = await storage.run_aside(sessions.snapshots, storage.engine)
     if not shots:
         return ""
     within = bot.settings.broker.redelivery_timeout
-    live = await storage.run(sessions.live_workers, storage.engine, within)
+    live = await storage.run_aside(sessions.live_workers, storage.engine, within)
     shown_since = datetime.now(UTC) - timedelta(days=1)
     rows = [r for r in shots if r[0] in live or r[2] >= shown_since]
     return exposition(rows, set(live))

@@ -50,7 +50,7 @@ def buckets(bot: Any, days: int) -> Buckets:
 async def usage(bot: Any, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
     cut = buckets(bot, days)
     storage = bot.storage
-    found = await storage.run(stats.usage, storage.engine, scope, cut, group_by)
+    found = await storage.run_aside(stats.usage, storage.engine, scope, cut, group_by)
     return {
         "group_by": group_by,
         "days": days,
@@ -112,7 +112,7 @@ async def reminders(bot: Any, scope: Scope, status: str) -> dict[str, Any]:
     if not _reminders_known(bot):
         return {"reminders": []}
     storage = bot.storage
-    rows = await storage.run(_reminder_rows, storage.engine, scope, status != "all")
+    rows = await storage.run_aside(_reminder_rows, storage.engine, scope, status != "all")
     return {"reminders": rows}
 
 
@@ -144,11 +144,13 @@ async def cancel_reminder(
     does not), and this process's scheduler job removed when it runs the reminders."""
     bot = console._bot
     storage = bot.storage
-    found = await storage.run(_reminder, storage.engine, rid) if _reminders_known(bot) else None
+    found = None
+    if _reminders_known(bot):
+        found = await storage.run_aside(_reminder, storage.engine, rid)
     if found is None or not scope.allows(found.platform, found.chat_id):
         raise ConsoleError(404, f"no reminder {rid}")
     note = f"deleted in the admin console by {user}"
-    if not await storage.run(_deactivate, storage.engine, rid, note):
+    if not await storage.run_aside(_deactivate, storage.engine, rid, note):
         raise ConsoleError(409, f"reminder {rid} is not active ({found.status})")
     from function_calls.builtins.reminders.service import ReminderService
 
@@ -179,7 +181,7 @@ async def delivery(
         else (state,)
     )
     storage = bot.storage
-    return await storage.run(  # type: ignore[no-any-return]
+    return await storage.run_aside(  # type: ignore[no-any-return]
         outbox_store.page,
         storage.engine,
         scope,
@@ -196,13 +198,13 @@ async def retry(
 ) -> dict[str, Any]:
     bot = console._bot
     storage = bot.storage
-    row = await storage.run(outbox_store.row, storage.engine, event_id)
+    row = await storage.run_aside(outbox_store.row, storage.engine, event_id)
     if row is None or not scope.allows(row.platform, row.chat_id):
         raise ConsoleError(404, f"no outbox row {event_id}")
     if row.state == "delivered":
         raise ConsoleError(409, f"outbox row {event_id} was delivered already")
     if row.state != "pending":
-        await storage.run(outbox_store.requeue, storage.engine, event_id)
+        await storage.run_aside(outbox_store.requeue, storage.engine, event_id)
     bot.outbox.kick()
     await console.audit(
         user,

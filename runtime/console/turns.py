@@ -23,7 +23,7 @@ async def turn(
     missing = ConsoleError(404, f"no incoming message {message_id} in {platform}:{chat_id}")
     if not scope.allows(platform, chat_id):
         raise missing
-    row = await storage.run(store.incoming, storage.engine, platform, chat_id, message_id)
+    row = await storage.run_aside(store.incoming, storage.engine, platform, chat_id, message_id)
     if row is None:
         raise missing
     msg = IncomingMessage(
@@ -35,14 +35,14 @@ async def turn(
         is_group=bool(row.is_group),
         message_id=message_id,
     )
-    overrides = await storage.run(storage.chat_state.overrides, platform, chat_id)
+    overrides = await storage.run_aside(storage.chat_state.overrides, platform, chat_id)
     default = bot.model.name if bot.model is not None else None
     chat = resolve(bot.settings, msg, overrides, default_model=default)
     named = limits.plan(
         bot.settings, msg, bot.is_admin(msg), now=utc(row.created_at), limits=chat.limits
     )
     counters = [c.counter for _, _, c in named]
-    found = await storage.run(store.turn, storage.engine, platform, chat_id, row, counters)
+    found = await storage.run_aside(store.turn, storage.engine, platform, chat_id, row, counters)
     values = found.pop("counter_values")
     answered = bool(found["model_requests"])
     models = {r["model"] for r in found["model_requests"]}

@@ -209,3 +209,32 @@ async def test_an_invalidated_held_connection_is_replaced(tmp_path: Path) -> Non
         assert await storage.run(_count_messages, storage) == 2
     finally:
         storage.close()
+
+
+async def test_a_slow_read_aside_does_not_hold_up_a_turn(tmp_path: Path) -> None:
+    """The admin console's pages run with `run_aside`: on SQLite, a page still reading (its
+    read transaction open) must not keep a turn waiting on the one storage thread."""
+    storage = Storage(f"sqlite:///{tmp_path / 'aside.db'}")
+    await storage.run(storage.create_tables)
+    await _turn(storage, 0)
+    gate = threading.Event()
+
+    def slow_page() -> str:
+        with storage.engine.connect() as conn:
+            conn.execute(select(messages_table.c.id)).all()
+            gate.wait(5)  # still reading, as an overview of a week of messages does
+            conn.execute(select(messages_table.c.id)).all()
+        return threading.current_thread().name
+
+    try:
+        page = asyncio.create_task(storage.run_aside(slow_page))
+        await asyncio.sleep(0.05)
+        async with asyncio.timeout(2):
+            await _turn(storage, 1)  # written while the page reads
+        assert not page.done()
+        gate.set()
+        assert (await page).startswith("storage-aside_")
+        assert await storage.run(_count_messages, storage) == 2
+    finally:
+        gate.set()
+        storage.close()
