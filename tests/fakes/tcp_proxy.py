@@ -90,6 +90,8 @@ class TcpProxy:
         self._call(self._close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(fn(*args), self._loop).result(10)
@@ -128,6 +130,13 @@ class TcpProxy:
         await self._cut()
         if self._server is not None:
             self._server.close()
+        # The connections' tasks end here (their transports were aborted: they finish on the
+        # loop's next turns), not pending in a stopped loop: collected later they would log
+        # "Task was destroyed but it is pending!" into whichever test runs then
+        # (tests/channels/test_sse_close.py asserts there is none).
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._up:  # refused: reset at once
