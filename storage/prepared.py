@@ -139,23 +139,27 @@ class Prepared:
     def later_scalar(self, conn: Connection, params: Mapping[str, Any]) -> Later:
         """`scalar`, sent now and read when `value()` is called: on a pipelined connection
         the statements sent in between go out without waiting for this one's answer."""
-        compiled = self._compiled(conn.dialect)
-        pipe = _pipe(conn, compiled)
-        if compiled is None or pipe is None:
-            return Later(self.scalar(conn, params))
-        cursor = _cursor(conn, pipe)
-        _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
-        return later(conn, functools.partial(_read, pipe, _first, compiled, cursor))
+        return self._later(conn, params, _first, self.scalar)
 
     def later_rows(self, conn: Connection, params: Mapping[str, Any]) -> Later:
         """`rows`, sent now and read when `value()` is called (see `later_scalar`)."""
+        return self._later(conn, params, _all, self.rows)
+
+    def _later(
+        self,
+        conn: Connection,
+        params: Mapping[str, Any],
+        how: Callable[[_Compiled, Any], Any],
+        at_once: Callable[[Connection, Mapping[str, Any]], Any],
+    ) -> Later:
+        """Sent into the pipeline and read by `how` later; off a pipeline, `at_once` now."""
         compiled = self._compiled(conn.dialect)
         pipe = _pipe(conn, compiled)
         if compiled is None or pipe is None:
-            return Later(self.rows(conn, params))
+            return Later(at_once(conn, params))
         cursor = _cursor(conn, pipe)
         _run(conn, cursor, compiled.sql, _args(compiled, params), many=False, pipe=pipe)
-        return later(conn, functools.partial(_read, pipe, _all, compiled, cursor))
+        return later(conn, functools.partial(_read, pipe, how, compiled, cursor))
 
     def executemany(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
