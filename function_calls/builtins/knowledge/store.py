@@ -42,6 +42,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from function_calls.builtins.knowledge.text import fts5_query, index_text, query_terms, tsquery
 
@@ -130,7 +131,8 @@ class Passage:
 def ensure_schema(engine: Engine) -> None:
     """Create the knowledge tables and the keyword index if they are missing. Several
     processes starting at once (a cluster's workers) may race between "is it there?" and
-    "create it": the loser sees "already exists" and looks again."""
+    "create it": the tables and indexes are made with IF NOT EXISTS where the database has it,
+    and a loser that still sees "already exists" (or a duplicate meta row) looks again."""
     for attempt in range(3):
         try:
             _create(engine)
@@ -141,8 +143,17 @@ def ensure_schema(engine: Engine) -> None:
 
 
 def _create(engine: Engine) -> None:
-    metadata.create_all(engine, checkfirst=True)
     with engine.begin() as conn:
+        if conn.dialect.name in ("sqlite", "postgresql"):
+            # IF NOT EXISTS, not create_all's look-then-create: on SQLite each CREATE commits on
+            # its own, so two processes creating at once could each find the other's table
+            # made between their look and their create, once per table (seen in CI).
+            for table in metadata.sorted_tables:
+                conn.execute(CreateTable(table, if_not_exists=True))
+                for index in sorted(table.indexes, key=lambda i: str(i.name)):
+                    conn.execute(CreateIndex(index, if_not_exists=True))
+        else:
+            metadata.create_all(conn, checkfirst=True)
         if conn.dialect.name == "sqlite":
             conn.execute(
                 text(

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from aiohttp import web
+from sqlalchemy import create_engine
 
 from common.config import ConfigError
-from function_calls.builtins.knowledge import KnowledgeService, KnowledgeSettings
+from function_calls.builtins.knowledge import KnowledgeService, KnowledgeSettings, store
 from function_calls.builtins.knowledge.store import documents
 from function_calls.testing import TestBot
 from providers.config import ModelConfig
@@ -299,6 +301,32 @@ async def test_a_query_cannot_use_fts5_syntax(make_bot: MakeBot, tmp_path: Path)
     for hostile in ('refund" OR "', "refund NEAR(", "base:faq refund", "refund*", "^refund -x"):
         assert (await search(tb, hostile))[0] == f"{faq} § FAQ › Refunds", hostile
     assert await search(tb, '"" () * : ^') == []
+
+
+def test_processes_creating_the_tables_at_once_never_trip_over_each_other(tmp_path: Path) -> None:
+    """Four engines (four starting workers) create the knowledge schema on one new SQLite file
+    at the same moment, without the retry of `ensure_schema`: none sees "already exists". With
+    create_all's look-then-create every round failed (each CREATE commits on its own)."""
+    for round_ in range(5):
+        url = f"sqlite:///{tmp_path / f'race{round_}.db'}"
+        engines = [create_engine(url) for _ in range(4)]
+        start, errors = threading.Barrier(len(engines)), []
+
+        def create(engine: Any, start: threading.Barrier, errors: list[str]) -> None:
+            start.wait()
+            try:
+                store._create(engine)
+            except Exception as exc:  # noqa: BLE001 - what the test is looking for
+                errors.append(str(exc).splitlines()[0])
+
+        workers = [threading.Thread(target=create, args=(e, start, errors)) for e in engines]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        for e in engines:
+            e.dispose()
+        assert errors == []
 
 
 async def test_two_processes_indexing_one_database_at_once(tmp_path: Path) -> None:
