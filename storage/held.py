@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
+
+from storage.driver_errors import as_sqlalchemy
 
 
 class HeldConnections:
@@ -86,13 +87,11 @@ class HeldConnections:
 
 
 def _driver(conn: Connection, call: Callable[[], None], what: str) -> None:
-    """A driver call, its error raised as SQLAlchemy's (what `Storage.run` retries when the
-    database is busy, as it does for errors of the statements)."""
-    error = conn.dialect.loaded_dbapi.Error
+    """A driver call, its error raised as SQLAlchemy's (storage/driver_errors.py)."""
     try:
         call()
-    except error as exc:
-        raise DBAPIError.instance(what, None, exc, error, dialect=conn.dialect) from exc
+    except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
+        raise as_sqlalchemy(conn, exc, what) from exc
 
 
 def _roll_back(conn: Connection, dbapi: Any) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
+
+from storage.driver_errors import as_sqlalchemy
 
 # `Connection.info` keys: the psycopg Pipeline a block is sending into, and the results sent
 # in it that are still to be read.
@@ -115,7 +116,7 @@ def piped_begin(engine: Engine) -> Iterator[Connection]:
                 later.value()
         except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
             _roll_back(dbapi_conn)
-            raise _as_sqlalchemy(conn, exc) from exc
+            raise as_sqlalchemy(conn, exc, "(pipelined transaction)") from exc
         except BaseException:
             _roll_back(dbapi_conn)
             raise
@@ -137,23 +138,6 @@ def _roll_back(dbapi_conn: Any) -> None:
     or the block raised after sending): a connection goes back to the pool idle."""
     with contextlib.suppress(Exception):
         dbapi_conn.rollback()
-
-
-def _as_sqlalchemy(conn: Connection, exc: Exception) -> DBAPIError:
-    """The driver's error as SQLAlchemy's (`OperationalError` for a lock conflict or a lost
-    connection, `IntegrityError`, ...), the connection invalidated when it is gone."""
-    dialect = conn.dialect
-    dbapi_conn = conn.connection.dbapi_connection
-    if dialect.is_disconnect(exc, dbapi_conn, None):
-        conn.invalidate(exc)
-    return DBAPIError.instance(  # type: ignore[no-any-return]
-        "(pipelined transaction)",
-        None,
-        exc,
-        dialect.loaded_dbapi.Error,  # type: ignore[attr-defined]
-        dialect=dialect,
-        connection_invalidated=conn.invalidated,
-    )
 
 
 class Later:

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.dml import Insert
 
 from storage import loop_guard
+from storage.driver_errors import as_sqlalchemy
 from storage.pipeline import PIPE, Later, Pipe, later
 
 Processor = Callable[[Any], Any] | None
@@ -280,15 +280,4 @@ def _run(
         else:
             cursor.execute(sql, args)
     except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
-        dialect = conn.dialect
-        dbapi_conn = conn.connection.dbapi_connection
-        if dialect.is_disconnect(exc, dbapi_conn, cursor):
-            conn.invalidate(exc)
-        raise DBAPIError.instance(
-            sql,
-            args,
-            exc,
-            dialect.loaded_dbapi.Error,  # type: ignore[attr-defined]
-            dialect=dialect,
-            connection_invalidated=conn.invalidated,
-        ) from exc
+        raise as_sqlalchemy(conn, exc, sql, args, cursor) from exc
