@@ -55,12 +55,17 @@ async def test_bot_py_runs_onebot_and_http_side_by_side(tmp_path: Path) -> None:
         )
     sim = OneBotSim(f"ws://127.0.0.1:{ob_port}/onebot/v11/ws", 4242, token=TOKEN)
     try:
-        for _ in range(100):
+        # Up to 30 s for the bot to listen: a start under a loaded machine (the whole suite on
+        # two cores) took longer than the 10 s this waited before, and the test went on
+        # unconnected.
+        for _ in range(300):
             try:
                 await sim.connect()
                 break
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the bot never listened: {env_log.read_text()[-2000:]}")
         await sim.private_message(7, "/help")
         action = await sim.wait_action("send_private_msg", timeout=10)
         async with aiohttp.ClientSession() as http:
