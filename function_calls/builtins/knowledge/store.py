@@ -42,9 +42,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.schema import CreateIndex, CreateTable
 
 from function_calls.builtins.knowledge.text import fts5_query, index_text, query_terms, tsquery
+from storage.create_missing import create_missing
 
 SCHEMA_VERSION = "1"
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -144,16 +144,7 @@ def ensure_schema(engine: Engine) -> None:
 
 def _create(engine: Engine) -> None:
     with engine.begin() as conn:
-        if conn.dialect.name in ("sqlite", "postgresql"):
-            # IF NOT EXISTS, not create_all's look-then-create: on SQLite each CREATE commits on
-            # its own, so two processes creating at once could each find the other's table
-            # made between their look and their create, once per table (seen in CI).
-            for table in metadata.sorted_tables:
-                conn.execute(CreateTable(table, if_not_exists=True))
-                for index in sorted(table.indexes, key=lambda i: str(i.name)):
-                    conn.execute(CreateIndex(index, if_not_exists=True))
-        else:
-            metadata.create_all(conn, checkfirst=True)
+        create_missing(conn, metadata)
         if conn.dialect.name == "sqlite":
             conn.execute(
                 text(

@@ -46,6 +46,7 @@ from sqlalchemy.exc import DBAPIError
 
 from function_calls import ConfigError
 from function_calls.builtins.knowledge.store import get_meta, set_meta
+from storage.create_missing import create_missing
 
 Hit = tuple[int, float]  # (passage id, cosine similarity)
 
@@ -101,7 +102,7 @@ class TableVectors:
         self._cache: dict[str, tuple[str, list[int], Any]] = {}
 
     def ensure(self, base: str, dim: int) -> None:
-        vector_metadata.create_all(self.engine, checkfirst=True)
+        create_missing(self.engine, vector_metadata)
 
     def _bump(self, base: str) -> None:
         version = int(get_meta(self.engine, f"vectors:{base}") or "0") + 1
@@ -126,7 +127,7 @@ class TableVectors:
             self._bump(base)
 
     def clear(self, base: str) -> None:
-        vector_metadata.create_all(self.engine, checkfirst=True)
+        create_missing(self.engine, vector_metadata)
         with self.engine.begin() as conn:
             conn.execute(delete(kb_vectors).where(kb_vectors.c.base == base))
         self._bump(base)

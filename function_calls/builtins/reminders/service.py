@@ -56,6 +56,7 @@ from function_calls.builtins.reminders.times import (
     fmt,
     next_fire,
 )
+from storage.create_missing import create_missing
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -212,7 +213,7 @@ class ReminderService:
         self.key = host.storage.url
         # Start-up work (the table exists after any migration; a database from before
         # migrations may lack it), off the loop's thread.
-        self.storage.blocking(reminder_metadata.create_all, self.storage.engine)
+        self.storage.blocking(create_missing, self.storage.engine, reminder_metadata)
         # Made on first need (an active reminder at start, or a new one): a bot without
         # reminders never imports the scheduler (~1.3 MB, bench/README.md).
         self._scheduler: AsyncIOScheduler | None = None
