@@ -21,6 +21,7 @@ from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import LLMResponse, Message
+from storage.create_missing import create_missing
 from storage.db import Storage, StorageError, StoredMessage
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "StorageError",
     "ask_model",
     "budget_today",
+    "create_missing",
     "UNIT_SECONDS",
     "WEEKDAY_NAMES",
     "StoredMessage",

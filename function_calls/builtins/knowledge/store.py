@@ -43,8 +43,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from function_calls import create_missing
 from function_calls.builtins.knowledge.text import fts5_query, index_text, query_terms, tsquery
-from storage.create_missing import create_missing
 
 SCHEMA_VERSION = "1"
 TOKENIZE = "porter unicode61 remove_diacritics 2"

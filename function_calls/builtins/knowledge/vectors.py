@@ -44,9 +44,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from function_calls import ConfigError
+from function_calls import ConfigError, create_missing
 from function_calls.builtins.knowledge.store import get_meta, set_meta
-from storage.create_missing import create_missing
 
 Hit = tuple[int, float]  # (passage id, cosine similarity)
 

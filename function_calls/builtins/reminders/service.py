@@ -47,7 +47,14 @@ from sqlalchemy import (
     update,
 )
 
-from function_calls import IncomingMessage, OutgoingMessage, PluginHost, translate, zone_named
+from function_calls import (
+    IncomingMessage,
+    OutgoingMessage,
+    PluginHost,
+    create_missing,
+    translate,
+    zone_named,
+)
 from function_calls.builtins.reminders.settings import ReminderSettings
 from function_calls.builtins.reminders.times import (
     ReminderTimeError,
@@ -56,7 +63,6 @@ from function_calls.builtins.reminders.times import (
     fmt,
     next_fire,
 )
-from storage.create_missing import create_missing
 
 if TYPE_CHECKING:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
