@@ -50,7 +50,7 @@ from runtime.outbox import Outbox
 from runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from runtime.resume import resume_turns
 from runtime.settings import Settings, resolve_storage_url
-from runtime.switch import Switch
+from runtime.switch import Switch, tell_stored
 from runtime.turn_writer import RelayedTurn, TurnWriter
 from storage.db import Storage, StorageError, TurnPlan, TurnStart
 from storage.history import HistoryEntry, chat_page
@@ -279,13 +279,17 @@ class Bot:
         sink: ReplySink | None = None,
         *,
         on_stream: StreamObserver | None = None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
-        """Store, dispatch and answer one message; returns what the bot sent in reply."""
+        """Store, dispatch and answer one message; returns what the bot sent in reply.
+        `on_stored`: ChannelHost.handle's."""
         self.metrics.messages_in.labels(msg.platform).inc()
         remote = self.switch.remote
         if remote is not None:
-            return await remote.handle(msg, sink, on_stream)
-        return await self.handle_here(msg, sink, on_stream=on_stream, record=True)
+            return await remote.handle(msg, sink, on_stream, on_stored)
+        return await self.handle_here(
+            msg, sink, on_stream=on_stream, record=True, on_stored=on_stored
+        )
 
     async def _finished(self, msg: IncomingMessage, replies: int) -> None:
         """Record a resumed turn as finished (`handled_messages`, as a cluster worker does)."""
@@ -318,6 +322,7 @@ class Bot:
         stored_id: int | None = None,
         record: bool = False,
         relayed: RelayedTurn | None = None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
         """`handle` in this process, whatever `remote` says (a worker's turn). `stored_id`:
         the message is already in the history (a resumed turn); `record`: the turn's end
@@ -335,7 +340,9 @@ class Bot:
             with logger.contextualize(**ids, sender_id=msg.sender_id):
                 return await self._locks(
                     (msg.platform, msg.chat_id),
-                    lambda: self._handle(msg, sink, on_stream, stored_id, record, relayed),
+                    lambda: self._handle(
+                        msg, sink, on_stream, stored_id, record, relayed, on_stored
+                    ),
                 )
         finally:
             self._turns.discard(task)  # type: ignore[arg-type]
@@ -364,6 +371,7 @@ class Bot:
         stored_id: int | None = None,
         record: bool = False,
         relayed: RelayedTurn | None = None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
         writer = TurnWriter(self.storage, self.delivery, msg.platform, msg.chat_id, relayed)
         try:
@@ -386,6 +394,8 @@ class Bot:
                 with contextlib.suppress(Exception):
                     await sink(out)
             return [out]
+        if on_stored is not None:
+            tell_stored(on_stored)
 
         async def deliver(out: OutgoingMessage) -> None:
             if self.switch.relay is None or relayed is not None:
@@ -618,8 +628,9 @@ class BotChannelHost:
         sink: ReplySink | None = None,
         *,
         on_stream: StreamObserver | None = None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
-        return await self._bot.handle(msg, sink, on_stream=on_stream)
+        return await self._bot.handle(msg, sink, on_stream=on_stream, on_stored=on_stored)
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
         return await self._bot.handle_event(event)

@@ -92,11 +92,18 @@ class ChannelHost(Protocol):
         sink: ReplySink | None = None,
         *,
         on_stream: StreamObserver | None = None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
         """Store and answer one incoming message. Its replies go to `sink` (the request
         waiting for them) or, without one, through the outbox to the platform's sender; the
         list returned is what was sent. `msg.sender_roles` carries the platform's roles of
-        the sender (`"owner"`, `"admin"`: `bot.trust_group_admins`)."""
+        the sender (`"owner"`, `"admin"`: `bot.trust_group_admins`).
+
+        `on_stored` is called once the message is durable (committed to the history, or,
+        behind a cluster's gateway, confirmed by the broker), before the turn acts on it: the
+        moment a channel may confirm the message to a platform that would otherwise deliver
+        it again (Telegram's getUpdates offset, Slack's ack). It is not called when the
+        message could not be stored, nor when the bot stops before storing it."""
         ...
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:

@@ -36,6 +36,7 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,7 @@ from runtime.broker import (
 )
 from runtime.event_stream import message_of
 from runtime.metric_snapshots import MetricSnapshots
+from runtime.switch import tell_stored
 from runtime.turn_writer import RelayedTurn
 from storage.db import StorageError
 from storage.fencing import Fenced, Lease, check_lease, current_lease
@@ -128,7 +130,11 @@ class Gateway:
 
     # -- Switch.remote ------------------------------------------------------------------------
     async def handle(
-        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None,
+        on_stream: StreamObserver | None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]:
         if not msg.message_id:  # idempotency needs one; every channel sets it, a test may not
             msg.message_id = uuid.uuid4().hex[:16]
@@ -142,6 +148,8 @@ class Gateway:
             body["done_in_reply"] = True
             await self.broker.publish_incoming(msg.platform, msg.chat_id, body)
             self.published += 1
+            if on_stored is not None:  # persistent, confirmed: the broker keeps it for a worker
+                tell_stored(on_stored)
             try:
                 async with asyncio.timeout(self.wait):
                     await waiting.done.wait()

@@ -11,9 +11,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from loguru import logger
+
 from common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
+
+
+def tell_stored(on_stored: Callable[[], None]) -> None:
+    """Call a channel's `on_stored` (ChannelHost.handle): a channel's bug there is logged and
+    must not cost the turn its answer."""
+    try:
+        on_stored()
+    except Exception as exc:  # noqa: BLE001 - the channel's callback, not the turn's
+        logger.opt(exception=exc).error("a channel's on_stored callback failed")
 
 
 class Remote(Protocol):
@@ -21,7 +32,11 @@ class Remote(Protocol):
     worker process, the replies come back to the sink."""
 
     async def handle(
-        self, msg: IncomingMessage, sink: ReplySink | None, on_stream: StreamObserver | None
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None,
+        on_stream: StreamObserver | None,
+        on_stored: Callable[[], None] | None = None,
     ) -> list[OutgoingMessage]: ...
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]: ...

@@ -5,8 +5,8 @@ and per-chat order like on every channel (slack-bolt's App would own acks, liste
 retries instead, which the outbox and the dedup below already do).
 
 Events come one of two ways:
-- Socket Mode (`app_token`): apps.connections.open gives a WebSocket URL; every envelope is
-  acknowledged (`{"envelope_id": ...}`) as soon as it is read, then handled. The WebSocket is
+- Socket Mode (`app_token`): apps.connections.open gives a WebSocket URL; an envelope is
+  acknowledged (`{"envelope_id": ...}`) once its message is stored (below). The WebSocket is
   held here (the documented protocol, https://api.slack.com/apis/socket-mode) rather than by
   slack_sdk's SocketModeClient, which reconnects at a fixed interval with no backoff and
   keeps reading a dropped session: here a dropped socket or a `disconnect` envelope is
@@ -15,7 +15,13 @@ Events come one of two ways:
 - The Events API (`signing_secret`): Slack POSTs to `/slack/events` on the HTTP channel's port;
   each request's `X-Slack-Signature` (v0 HMAC-SHA256 of `v0:{timestamp}:{body}`) is checked,
   with `X-Slack-Request-Timestamp` within 5 minutes; `url_verification` is answered with its
-  challenge; events are answered 200 as soon as they are queued.
+  challenge; an event is answered 200 once its message is stored (below).
+
+Nothing lost: an event is acknowledged only once its message is stored or its job ended
+(channels/intake.py), waiting at most `ACK_WAIT` seconds (Slack's limit is 3). A message still
+waiting then (its chat's turn is running) is left unacknowledged (Events API: a 503), so Slack
+sends it again (after about a minute, then five); by then it is stored and the resent event is
+acknowledged at once. A process that dies before storing a message gets it again from Slack.
 
 Handled once: Slack sends a message mentioning the bot both as `app_mention` and as
 `message.*`, and retries an event (same `event_id`, `X-Slack-Retry-Num` / `retry_attempt`)
@@ -49,6 +55,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import Channel
+from channels.intake import Taken, settle_after, settled
 from channels.outbound import Backoff, OrderedRunner
 from channels.slack.parse import ChatRef, chat_ref, read_text
 from channels.slack.send import AUTH_ERRORS, SlackSender, error_code
@@ -68,6 +75,7 @@ __all__ = ["EVENTS_PATH", "SlackChannel"]
 EVENTS_PATH = "/slack/events"
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 _SEEN = 5000  # event ids and message keys remembered
+ACK_WAIT = 2.5  # how long an ack waits for its message to be stored (Slack waits 3 s)
 #: Message subtypes that are a person saying something; the rest (edits, deletions, joins,
 #: bot_message, ...) are not messages to answer.
 _SAID = {None, "file_share", "thread_broadcast"}
@@ -95,7 +103,7 @@ class SlackChannel(Channel):
         self.bot_user_id: str | None = None
         self.team_id = ""
         self._inbound = OrderedRunner()
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[str, Taken] = OrderedDict()
         self._users: dict[str, tuple[float, str, list[str]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
@@ -237,8 +245,22 @@ class SlackChannel(Channel):
                 logger.warning("Slack Socket Mode frame that is not JSON ignored")
                 continue
             kind = envelope.get("type")
-            if envelope.get("envelope_id"):  # acknowledged before it is handled (3 s rule)
-                await ws.send_str(json.dumps({"envelope_id": envelope["envelope_id"]}))
+            if kind == "events_api" and isinstance(envelope.get("payload"), dict):
+                if envelope.get("retry_attempt"):
+                    logger.debug(
+                        "Slack event resent (attempt {}, {})",
+                        envelope.get("retry_attempt"),
+                        envelope.get("retry_reason"),
+                    )
+                taken = self._callback(envelope["payload"])
+            else:
+                taken = settled()
+            if envelope.get("envelope_id"):
+                ack = json.dumps({"envelope_id": envelope["envelope_id"]})
+                if taken.done:
+                    await ws.send_str(ack)
+                else:  # once stored; the socket goes on reading meanwhile
+                    self._track(asyncio.create_task(self._ack_when_stored(ws, ack, taken)))
             if kind == "hello":
                 backoff.reset()
                 if not self._ready.is_set():
@@ -252,15 +274,16 @@ class SlackChannel(Channel):
                     logger.error("Slack disabled Socket Mode for this app (link_disabled)")
                     return "link_disabled"
                 return "refresh"  # refresh_requested, warning: a new URL now
-            elif kind == "events_api" and isinstance(envelope.get("payload"), dict):
-                if envelope.get("retry_attempt"):
-                    logger.debug(
-                        "Slack event resent (attempt {}, {})",
-                        envelope.get("retry_attempt"),
-                        envelope.get("retry_reason"),
-                    )
-                self._callback(envelope["payload"])
         return f"socket closed ({ws.close_code})"
+
+    async def _ack_when_stored(
+        self, ws: aiohttp.ClientWebSocketResponse, ack: str, taken: Taken
+    ) -> None:
+        """Acknowledge once stored within ACK_WAIT; later than that Slack has given up on this
+        delivery and sends the event again (acknowledged then)."""
+        if await taken.wait(ACK_WAIT, self._stopping) and not ws.closed:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                await ws.send_str(ack)
 
     # -- Events API ----------------------------------------------------------------------------
     async def _events(self, request: web.Request) -> web.Response:
@@ -286,51 +309,70 @@ class SlackChannel(Channel):
                 retry,
                 request.headers.get("X-Slack-Retry-Reason", ""),
             )
-        if payload.get("type") == "event_callback":
-            self._callback(payload)
+        if payload.get("type") != "event_callback":
+            return web.json_response({"ok": True})
+        taken = self._callback(payload)
+        if not await taken.wait(ACK_WAIT, self._stopping):  # Slack sends it again
+            return web.json_response({"error": "not stored yet"}, status=503)
         return web.json_response({"ok": True})
 
     # -- events --------------------------------------------------------------------------------
-    def _once(self, key: str) -> bool:
-        """True the first time `key` is seen (among the last `_SEEN`)."""
-        if not key or key in self._seen:
-            return not key
-        self._seen[key] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
-        return True
-
-    def _callback(self, payload: dict[str, Any]) -> None:
-        """One event_callback (from either way in)."""
-        event = payload.get("event")
-        if not isinstance(event, dict):
-            return
-        event_id = str(payload.get("event_id") or "")
-        if event_id and not self._once(f"event:{event_id}"):
-            return
-        kind = event.get("type")
-        if kind in ("message", "app_mention"):
-            if event.get("subtype") not in _SAID or event.get("bot_id"):
-                return
-            channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
-            user = str(event.get("user") or "")
-            if not channel or not ts or not user or user == self.bot_user_id:
-                return
-            if not self._once(f"message:{channel}:{ts}"):
-                return  # the same message as app_mention and as message.*
-            ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
-            self._in_order(ref.key, lambda: self._message(ref, event, kind == "app_mention"))
-        elif kind == "member_joined_channel":
-            channel = str(event.get("channel") or "")
-            if channel:
-                self._in_order(f"group:{channel}", lambda: self._member_joined(event))
-
-    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(key, job)
+    def _track(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _message(self, ref: ChatRef, event: dict[str, Any], app_mention: bool) -> None:
+    def _remember(self, key: str, taken: Taken) -> None:
+        self._seen[key] = taken
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+
+    def _callback(self, payload: dict[str, Any]) -> Taken:
+        """One event_callback (from either way in); what settles when it may be acknowledged.
+        An event seen before (Slack's retry) gets the first delivery's."""
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return settled()
+        key = f"event:{payload.get('event_id')}" if payload.get("event_id") else ""
+        if key and (seen := self._seen.get(key)) is not None:
+            return seen
+        taken = self._take(event)
+        if key:
+            self._remember(key, taken)
+        return taken
+
+    def _take(self, event: dict[str, Any]) -> Taken:
+        kind = event.get("type")
+        if kind in ("message", "app_mention"):
+            if event.get("subtype") not in _SAID or event.get("bot_id"):
+                return settled()
+            channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
+            user = str(event.get("user") or "")
+            if not channel or not ts or not user or user == self.bot_user_id:
+                return settled()
+            key = f"message:{channel}:{ts}"
+            if (seen := self._seen.get(key)) is not None:
+                return seen  # the same message as app_mention and as message.*
+            taken, ref = (
+                Taken(),
+                chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts),
+            )
+            self._remember(key, taken)
+            self._in_order(
+                ref.key, taken, lambda: self._message(ref, event, kind == "app_mention", taken)
+            )
+            return taken
+        if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
+            taken = Taken()
+            self._in_order(f"group:{channel}", taken, lambda: self._member_joined(event))
+            return taken
+        return settled()
+
+    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        self._track(self._inbound.submit(key, lambda: settle_after(taken, job())))
+
+    async def _message(
+        self, ref: ChatRef, event: dict[str, Any], app_mention: bool, taken: Taken
+    ) -> None:
         try:
             msg = await self._incoming(ref, event, app_mention)
             if msg is None:
@@ -339,7 +381,7 @@ class SlackChannel(Channel):
             async def sink(out: OutgoingMessage) -> None:
                 await self.sender.deliver(out)
 
-            await self.host.handle(msg, sink)
+            await self.host.handle(msg, sink, on_stored=taken.settle)
         except Exception as exc:  # one failing message must not stop the chat's queue
             logger.opt(exception=exc).error(
                 "Slack message {} in {} failed", event.get("ts"), ref.key

@@ -8,10 +8,14 @@ Updates arrive by long polling (`mode: polling`, getUpdates with an offset) or b
 and every POST must carry `secret_token` in X-Telegram-Bot-Api-Secret-Token). Requests go to
 `{base_url}/bot{token}/METHOD`, files come from `{base_url}/file/bot{token}/PATH`.
 
-Handled once: an update is confirmed (the next getUpdates' offset) as soon as it is taken, and
-a message Telegram delivers again after a restart (taken, stored, then the process died before
-confirming it) is recognised by its id among the stored messages (`host.was_stored`) and
-skipped. Webhook POSTs are answered as soon as the update is queued.
+Nothing lost, handled once: an update is confirmed (the next getUpdates' offset, a webhook POST's
+200) only once its message is stored or its job ended (channels/intake.py). While an update
+waits (its chat's turn is still running), getUpdates keeps the offset below it and is asked
+again every `CONFIRM_WAIT` seconds (Telegram hands the unconfirmed updates back at once, with
+what is new after them); a webhook POST waits up to `WEBHOOK_WAIT` seconds, then is answered
+503 and Telegram sends it again. A process that dies before storing a message gets it again
+after its restart; one that stored it and died before confirming it recognises it by its id
+among the stored messages (`host.was_stored`) and skips it.
 
 Chat ids, mentions and commands: parse.py. The way out (MarkdownV2, splitting, photos, 429s):
 send.py. Group admins (`bot.trust_group_admins`): the sender's getChatMember status, asked for
@@ -36,6 +40,7 @@ from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.base import Channel
+from channels.intake import Taken, settle_after, settled
 from channels.outbound import OrderedRunner
 from channels.telegram.parse import ChatRef, address, chat_ref
 from channels.telegram.send import TelegramSender
@@ -56,6 +61,10 @@ __all__ = ["TelegramChannel"]
 ALLOWED_UPDATES = ["message"]
 MAX_PHOTO_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 _SEEN = 5000  # update ids remembered (a webhook POSTed twice, a poll that overlaps)
+# While a taken update is not yet stored: how long getUpdates waits for it before asking again
+# (with the offset below it), and how long a webhook POST waits before a 503.
+CONFIRM_WAIT = 0.5
+WEBHOOK_WAIT = 20.0
 _ROLES = {"creator": "owner", "administrator": "admin"}
 
 
@@ -88,7 +97,7 @@ class TelegramChannel(Channel):
         self.sender.retry_later = self._kick_after
         self.me: User | None = None
         self._inbound = OrderedRunner()
-        self._seen: OrderedDict[int, None] = OrderedDict()
+        self._seen: OrderedDict[int, Taken] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
         self._stopped = False
@@ -169,17 +178,26 @@ class TelegramChannel(Channel):
 
     # -- updates in ----------------------------------------------------------------------------
     async def _poll(self) -> None:
-        """getUpdates with the offset of the last update taken + 1 (which confirms it)."""
+        """getUpdates with an offset that confirms every update up to the first one not yet
+        settled (stored, or its job ended): the last update taken + 1 when all are."""
         with contextlib.suppress(TelegramError):
             await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
         self._ready.set()
         self.host.kick()  # what the outbox holds for Telegram goes out now
-        offset: int | None = None
+        last: int | None = None  # the newest update id taken
+        waiting: dict[int, Taken] = {}  # taken, not settled: not to be confirmed yet
         delay, failing = 0.5, False
         while not self._stopping.is_set():
+            if waiting:
+                await asyncio.wait([t.settled for t in waiting.values()], timeout=CONFIRM_WAIT)
+                waiting = {u: t for u, t in waiting.items() if not t.done}
+            if waiting:  # Telegram answers at once: it hands back the unconfirmed ones
+                offset, timeout = min(waiting), 0
+            else:
+                offset, timeout = (None if last is None else last + 1), self.cfg.poll_timeout
             try:
                 updates = await self.bot.get_updates(
-                    offset=offset, timeout=self.cfg.poll_timeout, allowed_updates=ALLOWED_UPDATES
+                    offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
                 )
             except (NetworkError, Conflict, InvalidToken, TelegramError) as exc:
                 if self._stopping.is_set():
@@ -201,8 +219,10 @@ class TelegramChannel(Channel):
                 self.host.kick()  # what waited for the connection goes out now
             failing, delay = False, 0.5
             for update in updates:
-                offset = max(offset or 0, update.update_id + 1)
-                self._take(update)
+                last = max(last or 0, update.update_id)
+                taken = self._take(update)
+                if not taken.done:
+                    waiting[update.update_id] = taken
 
     async def _serve_webhook(self) -> None:
         """setWebhook (retried with backoff); the HTTP channel serves the route."""
@@ -245,32 +265,44 @@ class TelegramChannel(Channel):
         except Exception as exc:  # not JSON, not an Update: nothing to take
             logger.warning("Telegram webhook POST that is not an Update ignored ({})", exc)
             return web.json_response({"error": "not an Update"}, status=400)
-        if update is not None:
-            self._take(update)
+        if update is None:
+            return web.json_response({"ok": True})
+        taken = self._take(update)
+        if not await taken.wait(
+            WEBHOOK_WAIT, self._stopping
+        ):  # Telegram sends it again; taken once
+            return web.json_response({"error": "not stored yet"}, status=503)
         return web.json_response({"ok": True})
 
-    def _take(self, update: Update) -> None:
-        if update.update_id in self._seen:
-            return
-        self._seen[update.update_id] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
+    def _take(self, update: Update) -> Taken:
+        """Queue the update's job in its chat's order (once per update id); what settles
+        when it may be confirmed."""
+        seen = self._seen.get(update.update_id)
+        if seen is not None:
+            return seen
         message = update.message
         if message is None:
-            return
-        ref = chat_ref(message)
-        if message.new_chat_members:
-            group = ChatRef(ref.chat_id, None, is_group=True)  # service messages: the group
-            self._in_order(group, lambda: self._members_joined(message))
+            taken = settled()
+        elif message.new_chat_members:
+            taken = Taken()
+            group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
+            self._in_order(group, taken, lambda: self._members_joined(message))
         elif message.text is not None or message.caption is not None or message.photo:
-            self._in_order(ref, lambda: self._message(ref, message))
+            taken, ref = Taken(), chat_ref(message)
+            self._in_order(ref, taken, lambda: self._message(ref, message, taken))
+        else:
+            taken = settled()
+        self._seen[update.update_id] = taken
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return taken
 
-    def _in_order(self, ref: ChatRef, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(ref.key, job)
+    def _in_order(self, ref: ChatRef, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        task = self._inbound.submit(ref.key, lambda: settle_after(taken, job()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _message(self, ref: ChatRef, message: Message) -> None:
+    async def _message(self, ref: ChatRef, message: Message, taken: Taken) -> None:
         try:
             msg = await self._incoming(ref, message)
             if msg is None:
@@ -279,7 +311,7 @@ class TelegramChannel(Channel):
             async def sink(out: OutgoingMessage) -> None:
                 await self.sender.deliver(out)
 
-            await self.host.handle(msg, sink)
+            await self.host.handle(msg, sink, on_stored=taken.settle)
         except Exception as exc:  # one failing message must not stop the chat's queue
             logger.opt(exception=exc).error(
                 "Telegram message {} in {} failed", message.message_id, ref.key

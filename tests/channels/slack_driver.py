@@ -158,6 +158,7 @@ async def running(
     tmp_path: Path,
     *,
     registry: Registry | None = None,
+    model: Any = None,
     **config: Any,
 ) -> AsyncIterator[Bot]:
     """A real bot (SQLite file under tmp_path) with the driver's channel attached."""
@@ -172,7 +173,7 @@ async def running(
     bot = Bot(
         settings,
         registry=registry or contract_registry(),
-        model=ScriptedModel([_echo], repeat_last=True),
+        model=model or ScriptedModel([_echo], repeat_last=True),
         load_plugins=False,
     )
     try:

@@ -30,6 +30,7 @@ from channels.slack.settings import SlackSettings  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import PNG, contract_registry  # noqa: E402
+from tests.channels.held_model import HeldModel  # noqa: E402
 from tests.channels.slack_driver import SlackDriver, running  # noqa: E402
 from tests.channels.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
 
@@ -138,6 +139,68 @@ async def test_an_unacknowledged_envelope_sent_again_is_handled_once(
         await fake.push(fake.callback(fake.message_event("D8", "U8", "next")))
         await fake.wait_sent("D8", 2)
         assert replies(fake, "D8") == ["echo: hello", "echo: next"]
+
+
+async def test_an_envelope_is_acknowledged_only_once_its_message_is_stored(
+    fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels.slack import channel as slack_channel
+    from tests.channels.contract import _echo
+
+    monkeypatch.setattr(slack_channel, "ACK_WAIT", 30.0)  # a loaded machine: never given up here
+    gate = asyncio.Event()
+    driver = SlackDriver(fake)
+    async with running(driver, tmp_path, model=HeldModel(_echo, gate)):
+        fake.user("U9", "Cy")
+        first = await fake.push(fake.callback(fake.message_event("D9", "U9", "hold on")))
+        await fake.wait_for(lambda: first in fake.acked)  # stored: its turn waits for the model
+        queued = await fake.push(fake.callback(fake.message_event("D9", "U9", "queued behind")))
+        await asyncio.sleep(1.0)
+        assert queued not in fake.acked  # taken, waiting for the chat's turn, not stored
+        gate.set()
+        await fake.wait_for(lambda: queued in fake.acked)
+        await fake.wait_sent("D9", 2)
+        assert replies(fake, "D9") == ["echo: hold on", "echo: queued behind"]
+
+
+async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    """Acknowledged as soon as it was read, the second message was gone for good: Slack had
+    let go of it and the bot had not stored it."""
+    from tests.channels.contract import _echo
+
+    driver = SlackDriver(fake)
+    async with running(driver, tmp_path, model=HeldModel(_echo, asyncio.Event())):
+        fake.user("U10", "Di")
+        first = await fake.push(fake.callback(fake.message_event("D10", "U10", "hold on")))
+        await fake.wait_for(lambda: first in fake.acked)
+        queued = await fake.push(fake.callback(fake.message_event("D10", "U10", "queued behind")))
+        await asyncio.sleep(0.5)
+    assert queued not in fake.acked
+    # The next connection gets the unacknowledged envelope again (retry_attempt 1).
+    async with running(driver, tmp_path) as bot:
+        await fake.wait_sent("D10", 1)
+        await fake.wait_for(lambda: queued in fake.acked)
+        rows = await bot.storage.run(stored_texts, bot, "private:D10")
+    assert replies(fake, "D10") == ["echo: queued behind"]
+    assert rows == ["hold on", "queued behind"]
+
+
+def stored_texts(bot: Any, chat_id: str) -> list[str]:
+    """The chat's stored user messages, oldest first (run on a storage thread)."""
+    from sqlalchemy import select
+
+    from storage.models import messages_table as m
+
+    with bot.storage.engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(m.c.text)
+                .where(m.c.platform == "slack", m.c.chat_id == chat_id, m.c.role == "user")
+                .order_by(m.c.id)
+            ).scalars()
+        )
 
 
 async def test_a_reply_in_a_thread_stays_in_it_and_the_thread_is_its_own_chat(
@@ -311,8 +374,10 @@ def signed(body: bytes, secret: str = SECRET, at: int | None = None) -> dict[str
     }
 
 
-async def test_the_events_api_on_the_http_channels_port(fake: FakeSlack, tmp_path: Path) -> None:
-    from function_calls.testing import ScriptedModel
+async def test_the_events_api_on_the_http_channels_port(
+    fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels.slack import channel as slack_channel
     from runtime.bot import Bot
     from runtime.channel_registry import find_channels
     from runtime.settings import parse_settings
@@ -332,7 +397,7 @@ async def test_the_events_api_on_the_http_channels_port(fake: FakeSlack, tmp_pat
     bot = Bot(
         settings,
         registry=contract_registry(),
-        model=ScriptedModel([_echo], repeat_last=True),
+        model=HeldModel(_echo, gate := asyncio.Event()),
         load_plugins=False,
     )
     http = find_channels().get("http").build(bot.channel_host)
@@ -375,12 +440,29 @@ async def test_the_events_api_on_the_http_channels_port(fake: FakeSlack, tmp_pat
             await post(EVENTS["message_im"])
             await fake.wait_sent("C123ABC456", 2)
             await fake.wait_sent("D024BE91L", 1)
+
+            # A message waiting behind its chat's turn is not answered 200 before it is stored:
+            # a 503 after ACK_WAIT (Slack sends it again), a 200 on the retry once it is.
+            fake.user("U11", "Ed")
+            assert (await post(fake.callback(fake.message_event("D11", "U11", "hold on"))))[
+                0
+            ] == 200
+            queued = fake.callback(fake.message_event("D11", "U11", "queued behind"))
+            monkeypatch.setattr(slack_channel, "ACK_WAIT", 0.3)
+            assert (await post(queued))[0] == 503
+            monkeypatch.setattr(slack_channel, "ACK_WAIT", 30.0)
+            gate.set()
+            retry = signed(json.dumps(queued).encode())
+            retry.update({"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"})
+            assert (await post(queued, retry))[0] == 200
+            await fake.wait_sent("D11", 2)
         # The channel and its thread are two chats: answered concurrently, each where it was.
         assert {p.thread_ts: read_mrkdwn(p.text)[0] for p in fake.sent_to("C123ABC456")} == {
             None: "echo: what's the 2020 & 2021 <plan>?",
             "1515449522.000016": "echo: and in the thread?",
         }
         assert replies(fake, "D024BE91L") == ["echo: Hello hello can you hear me?"]
+        assert replies(fake, "D11") == ["echo: hold on", "echo: queued behind"]
     finally:
         await driver.detach()
         await http.stop()

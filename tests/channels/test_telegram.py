@@ -23,11 +23,13 @@ pytest.importorskip("telegram")
 from channels.split import utf16_len  # noqa: E402
 from common.messages import OutgoingMessage  # noqa: E402
 from runtime.bot import Bot  # noqa: E402
+from tests.channels.held_model import HeldModel  # noqa: E402
 from tests.channels.telegram_driver import (  # noqa: E402
     ESSAY,
     HOSTILE,
     Chat,
     TelegramDriver,
+    echo_model,
     running,
 )
 from tests.channels.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram  # noqa: E402
@@ -322,6 +324,71 @@ async def test_an_update_delivered_again_after_a_restart_is_handled_once(
     assert [r.text for r in rows] == ["only once", "next"]
 
 
+async def holds(check: Any, timeout: float = 30.0) -> None:
+    """Until `check()` is true (a plain function, where `until` awaits one)."""
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+async def has_stored(bot: Bot, chat_id: str, n: int) -> bool:
+    return len(await stored(bot, chat_id)) >= n
+
+
+async def taken_and_polled(driver: TelegramDriver, fake: FakeTelegram, update_id: int) -> None:
+    """Until the channel has taken `update_id` and asked getUpdates twice more since."""
+    channel = driver.channel
+    assert channel is not None
+    await holds(lambda: update_id in channel._seen)
+
+    def polls() -> int:
+        return sum(1 for method, _ in fake.calls if method == "getUpdates")
+
+    before = polls()
+    await holds(lambda: polls() >= before + 2)
+
+
+async def test_an_update_is_confirmed_only_once_its_message_is_stored(
+    fake: FakeTelegram, tmp_path: Path
+) -> None:
+    driver = TelegramDriver(fake)
+    chat, gate = fake.private(1016), asyncio.Event()
+    async with running(driver, tmp_path, model=HeldModel(echo_model, gate)) as bot:
+        await fake.message(chat, "hold on")
+        await until(lambda: has_stored(bot, "private:1016", 1))
+        await fake.message(chat, "queued behind it")
+        queued = fake.updates[-1]["update_id"]
+        await taken_and_polled(driver, fake, queued)
+        # Taken, waiting for the chat's turn, not stored: Telegram still holds it.
+        assert queued in [u["update_id"] for u in fake.updates]
+        assert [r.text for r in await stored(bot, "private:1016")] == ["hold on"]
+        gate.set()
+        sent = await fake.wait_sent(1016, 2)
+        await holds(lambda: fake.updates == [])  # both confirmed now
+    assert [s.text for s in sent] == ["echo: hold on", "echo: queued behind it"]
+
+
+async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
+    fake: FakeTelegram, tmp_path: Path
+) -> None:
+    """With the offset moved past it as soon as it was read, the second message was gone for
+    good: Telegram had let go of it and the bot had not stored it."""
+    driver = TelegramDriver(fake)
+    chat = fake.private(1017)
+    async with running(driver, tmp_path, model=HeldModel(echo_model, asyncio.Event())) as bot:
+        await fake.message(chat, "hold on")
+        await until(lambda: has_stored(bot, "private:1017", 1))
+        await fake.message(chat, "queued behind it")
+        await taken_and_polled(driver, fake, fake.updates[-1]["update_id"])
+    # Stopped mid-turn: the first message is stored (a start with `resume` would answer it;
+    # runtime/resume.py), the second is not, and Telegram hands it over again.
+    async with running(driver, tmp_path) as bot:
+        sent = await fake.wait_sent(1017, 1)
+        rows = await stored(bot, "private:1017")
+    assert [s.text for s in sent] == ["echo: queued behind it"]
+    assert [r.text for r in rows] == ["hold on", "queued behind it"]
+
+
 async def test_a_crash_between_send_and_mark_delivers_at_least_once(
     fake: FakeTelegram, tmp_path: Path
 ) -> None:
@@ -417,9 +484,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
         webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
         secret_token="s3cret-Token_1",
     )
-    from function_calls.testing import ScriptedModel
     from runtime.settings import parse_settings
-    from tests.channels.telegram_driver import echo_model
 
     settings = parse_settings(
         {
@@ -432,7 +497,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
     bot = Bot(
         settings,
         registry=registry(),
-        model=ScriptedModel([echo_model], repeat_last=True),
+        model=HeldModel(echo_model, gate := asyncio.Event()),
         load_plugins=False,
     )
     http = find_channels().get("http").build(bot.channel_host)
@@ -455,6 +520,16 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
         await fake.message(fake.private(1020), "via webhook")
         [sent] = await fake.wait_sent(1020, 1)
         assert sent.text == "echo: via webhook" and fake.webhook_posts == [200]
+        # A message waiting behind its chat's turn is answered 200 once it is stored, not
+        # before: until then Telegram would still send it again.
+        await fake.message(fake.private(1021), "hold on")
+        queued = asyncio.create_task(fake.message(fake.private(1021), "queued behind it"))
+        await asyncio.sleep(1.0)
+        assert not queued.done() and fake.webhook_posts == [200, 200]
+        gate.set()
+        await queued
+        assert fake.webhook_posts == [200, 200, 200]
+        assert [s.text for s in await fake.wait_sent(1021, 2)][-1] == "echo: queued behind it"
         async with aiohttp.ClientSession() as session:
             for headers in ({}, {"X-Telegram-Bot-Api-Secret-Token": "wrong"}):
                 async with session.post(
