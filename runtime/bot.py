@@ -656,7 +656,8 @@ class BotChannelHost:
         self, platform: str, chat_id: str, limit: int, before: int | None = None
     ) -> list[HistoryEntry]:
         storage = self._bot.storage
-        return await storage.run(chat_page, storage.engine, platform, chat_id, limit, before)
+        # A page of GET /v1/history: beside the turns, never queued behind their writes.
+        return await storage.run_aside(chat_page, storage.engine, platform, chat_id, limit, before)
 
     @property
     def outbox(self) -> Outbox:

@@ -281,11 +281,11 @@ class Storage:
         return await self._run_on(self._threads, fn, args, kwargs)
 
     async def run_aside(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        """`run`, for work that may take long and that no turn waits for (the admin console's
-        pages: an overview of a week reads every message of it, ~2 s over 100 000 messages): on
-        SQLite its own threads and pooled connections (`ASIDE_THREADS`), so that it neither
-        holds up the storage thread the turns queue on nor waits behind them; elsewhere the
-        same threads as `run`."""
+        """`run`, for reads that may take long and that no turn's transaction needs (the admin
+        console's pages: an overview of a week reads every message of it, ~2 s over 100 000
+        messages; GET /v1/history pages; knowledge searches): on SQLite its own threads and
+        pooled connections (`ASIDE_THREADS`), so that it neither holds up the storage thread
+        the turns queue on nor waits behind them; elsewhere the same threads as `run`."""
         return await self._run_on(self._aside, fn, args, kwargs)
 
     async def _run_on(

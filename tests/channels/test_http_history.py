@@ -3,6 +3,8 @@ token, with clear 400s for bad parameters."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -70,5 +72,35 @@ async def test_history_pages_and_refuses_bad_parameters(tmp_path: Path) -> None:
             resp = await anonymous.get(f"{base}/v1/history?chat_id=private:ann")
             assert resp.status == 401
     finally:
+        await channel.stop()
+        await tb.aclose()
+
+
+async def test_a_history_page_does_not_wait_behind_the_turns_storage_thread(
+    tmp_path: Path,
+) -> None:
+    """Pages are read beside the turns (`Storage.run_aside`): a client paging through a long
+    chat neither waits behind the turns' writes nor holds them up."""
+    config = {"channels": {"http": {"token": TOKEN}}}
+    tb = TestBot(tmp_path, model=ScriptedModel([say("an answer")]), config=config, builtins=False)
+    channel = HttpChannel(tb.bot.channel_host, bind="127.0.0.1", port=0)
+    await channel.start()
+    base = f"http://127.0.0.1:{channel.bound_port}"
+    gate = threading.Event()
+    try:
+        async with ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+            body = {"chat_id": "private:ann", "sender_id": "ann", "text": "hello"}
+            assert (await http.post(f"{base}/v1/messages", json=body)).status == 200
+            busy = asyncio.create_task(tb.bot.storage.run(gate.wait, 10))  # a long write
+            await asyncio.sleep(0.05)
+            async with asyncio.timeout(5):
+                resp = await http.get(f"{base}/v1/history?chat_id=private:ann")
+                page = await resp.json()
+            assert [m["text"] for m in page["messages"]] == ["hello", "an answer"]
+            assert not busy.done()
+            gate.set()
+            await busy
+    finally:
+        gate.set()
         await channel.stop()
         await tb.aclose()

@@ -103,6 +103,28 @@ async def test_every_format_is_indexed_with_headings_and_found(
     assert (await search(tb, "returning"))[0] == f"{faq} § FAQ › Refunds"
 
 
+async def test_a_search_does_not_wait_behind_the_turns_storage_thread(
+    make_bot: MakeBot, tmp_path: Path
+) -> None:
+    """Searches read beside the turns (`Storage.run_aside`): one chat's search neither waits
+    behind the others' writes nor holds them up (4-6 ms of SQLite a search)."""
+    import threading
+
+    docs = tmp_path / "docs"
+    write_docs(docs)
+    tb = await started(make_bot, kb_config([str(docs)]))
+    storage, gate = tb.bot.storage, threading.Event()
+    busy = asyncio.create_task(storage.run(gate.wait, 10))  # a long write on the turns' thread
+    try:
+        await asyncio.sleep(0.05)
+        async with asyncio.timeout(5):
+            found = await search(tb, "how many days to return a purchase")
+        assert found[0] == f"{docs / 'faq.md'} § FAQ › Refunds" and not busy.done()
+    finally:
+        gate.set()
+        await busy
+
+
 async def test_chinese_two_character_words_are_found_wherever_they_stand(
     make_bot: MakeBot, tmp_path: Path
 ) -> None:
