@@ -16,6 +16,13 @@ Handled once: the platform resends an event it thinks was not acknowledged (the 
 event_id), and a message delivered again after a restart is found among the stored messages
 (`host.was_stored`, its message_id being the id).
 
+Nothing lost: an event is answered as handled (the long connection's response frame, the
+webhook's 200) only once its message is stored or its job ended (channels/intake.py), waiting
+at most `ACK_WAIT` seconds (the platform allows 3). A message still waiting then (its chat's
+turn is running) is answered as failed (a 500 frame, a 503), so the platform pushes it again
+(after 5-15 s, then minutes) and it is acknowledged then; a process that dies before storing
+a message gets it again.
+
 Roles for `bot.trust_group_admins`: the group's owner ("owner") and its managers ("admin"),
 from im/v1/chats/{chat_id} (`owner_id`, `user_manager_id_list`, as open_ids); senders' names
 from the chat's members list (message events carry only ids); both cached
@@ -42,6 +49,7 @@ from channels.feishu.send import FeishuSender
 from channels.feishu.settings import FeishuSettings
 from channels.feishu.webhook import Refused, open_request
 from channels.feishu.ws import WsLink
+from channels.intake import Taken, settle_after, settled
 from channels.outbound import Backoff, OrderedRunner
 from common.messages import (
     IncomingMessage,
@@ -57,6 +65,7 @@ __all__ = ["FeishuChannel"]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 _SEEN = 5000  # event ids remembered
+ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 _MAGIC = (
     (b"\x89PNG", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
@@ -87,7 +96,7 @@ class FeishuChannel(Channel):
         self.bot_open_id: str | None = None
         self.bot_name = ""
         self._inbound = OrderedRunner()
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[str, Taken] = OrderedDict()
         self._chats: dict[str, tuple[float, dict[str, Any]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
@@ -103,7 +112,7 @@ class FeishuChannel(Channel):
         try:
             if await self._connect():
                 if self.cfg.mode == "websocket":
-                    self._link = WsLink(self.cfg, self._event, self._link_state)
+                    self._link = WsLink(self.cfg, self._stored, self._link_state)
                     self._link.start()
                 else:
                     self._ready.set()
@@ -209,55 +218,66 @@ class FeishuChannel(Channel):
             return web.json_response({"challenge": opened.challenge})
         if self.bot_open_id is None or self._stopping.is_set():
             return web.json_response({"msg": "not ready"}, status=503)  # the platform resends
-        self._event(opened.payload)
+        if not await self._stored(opened.payload):
+            return web.json_response({"msg": "not stored yet"}, status=503)
         return web.json_response({"msg": "success"})
 
     # -- events --------------------------------------------------------------------------------
-    def _once(self, key: str) -> bool:
-        """True the first time `key` is seen (among the last `_SEEN`)."""
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
-        return True
+    async def _stored(self, payload: dict[str, Any]) -> bool:
+        """Take one event (from either way in); whether it may be acknowledged: its message
+        stored (or nothing to store) within ACK_WAIT."""
+        return await self._event(payload).wait(ACK_WAIT, self._stopping)
 
-    def _event(self, payload: dict[str, Any]) -> None:
-        """One event (from either way in), on the channel's loop."""
+    def _event(self, payload: dict[str, Any]) -> Taken:
+        """One event, on the channel's loop; what settles when it may be acknowledged. An
+        event seen before (the platform's resend) gets the first delivery's."""
         header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
         event = payload.get("event")
-        if not isinstance(event, dict) or self._stopping.is_set():
-            return
+        if self._stopping.is_set():
+            return Taken()  # never settled: the platform sends it again after the restart
+        if not isinstance(event, dict):
+            return settled()
         event_id = str(header.get("event_id") or "")
-        if event_id and not self._once(event_id):
-            logger.debug("Feishu event {} resent: handled already", event_id)
-            return
-        kind = header.get("event_type")
+        if event_id and (seen := self._seen.get(event_id)) is not None:
+            logger.debug("Feishu event {} resent: taken already", event_id)
+            return seen
+        taken = self._take(str(header.get("event_type") or ""), event)
+        if event_id:
+            self._seen[event_id] = taken
+            if len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+        return taken
+
+    def _take(self, kind: str, event: dict[str, Any]) -> Taken:
         if kind == "im.message.receive_v1":
             message = event.get("message")
             sender = event.get("sender")
             if not isinstance(message, dict) or not isinstance(sender, dict):
-                return
+                return settled()
             if sender.get("sender_type") not in (None, "user"):
-                return  # the bot's own and other apps' messages
+                return settled()  # the bot's own and other apps' messages
             ref = chat_ref(message)
             if not ref.chat or not message.get("message_id"):
-                return
-            self._in_order(ref.key, lambda: self._message(ref, message, sender))
-        elif kind == "im.chat.member.user.added_v1":
-            chat = str(event.get("chat_id") or "")
-            if chat:
-                key = f"group:{chat}"
-                self._in_order(key, lambda: self._members_added(key, event))
-        elif kind == "im.chat.member.bot.added_v1":
+                return settled()
+            taken = Taken()
+            self._in_order(ref.key, taken, lambda: self._message(ref, message, sender, taken))
+            return taken
+        if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
+            key, taken = f"group:{chat}", Taken()
+            self._in_order(key, taken, lambda: self._members_added(key, event))
+            return taken
+        if kind == "im.chat.member.bot.added_v1":
             logger.info("Feishu bot added to group:{}", event.get("chat_id"))
+        return settled()
 
-    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(key, job)
+    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        task = self._inbound.submit(key, lambda: settle_after(taken, job()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _message(self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]) -> None:
+    async def _message(
+        self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any], taken: Taken
+    ) -> None:
         key = ref.key
         try:
             msg = await self._incoming(ref, message, sender)
@@ -267,7 +287,7 @@ class FeishuChannel(Channel):
             async def sink(out: OutgoingMessage) -> None:
                 await self.sender.deliver(out)
 
-            await self.host.handle(msg, sink)
+            await self.host.handle(msg, sink, on_stored=taken.settle)
         except Exception as exc:  # one failing message must not stop the chat's queue
             logger.opt(exception=exc).error(
                 "Feishu message {} in {} failed", message.get("message_id"), key

@@ -12,15 +12,24 @@ one clear line for refused credentials) instead of `start()`, and stops it by cl
 connection. After a drop the SDK reconnects as the platform's endpoint tells it
 (ReconnectInterval / ReconnectNonce / ReconnectCount); should that give up, the link starts
 over with its own backoff. Events are handed to the channel's loop with
-`call_soon_threadsafe`, so the SDK's thread never touches the bot.
+`run_coroutine_threadsafe`, so the SDK's thread never touches the bot.
+
+An event frame is answered only once the channel says its message is stored (`on_event`'s
+result): the SDK handles each frame in a task of its own, calls the handler, then writes the
+response frame; the handler leaves the channel's answer in a context variable of that task,
+and the link's `_write_message` waits for it (without blocking the SDK's loop) and answers a
+message not stored in time with code 500, which the platform pushes again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loguru import logger
@@ -33,8 +42,24 @@ __all__ = ["EVENTS", "WsLink"]
 #: The events the channel handles (registered with the SDK's dispatcher).
 EVENTS = ("im.message.receive_v1", "im.chat.member.user.added_v1", "im.chat.member.bot.added_v1")
 
-OnEvent = Callable[[dict[str, Any]], None]
+OnEvent = Callable[[dict[str, Any]], Awaitable[bool]]  # True: stored, answer "handled"
 OnState = Callable[[str, str], None]  # ("connected" | "lost" | "refused" | "failing", detail)
+
+
+# The channel's answer to the event frame being handled, in the SDK's task for that frame.
+_ANSWER: contextvars.ContextVar[concurrent.futures.Future[bool] | None] = contextvars.ContextVar(
+    "feishu_answer", default=None
+)
+
+
+def answered_failed(data: bytes) -> bytes:
+    """A response frame saying the event failed (code 500): the platform pushes it again."""
+    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+    frame = Frame()
+    frame.ParseFromString(data)
+    frame.payload = json.dumps({"code": 500}).encode()
+    return bytes(frame.SerializeToString())
 
 
 def as_payload(data: Any) -> dict[str, Any]:
@@ -87,10 +112,31 @@ class WsLink:
                 self._home.call_soon_threadsafe(self._on_state, state, detail)
 
     def _event(self, data: Any) -> None:
+        """The SDK's handler: hand the event to the channel; its answer goes in `_ANSWER` for
+        `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
         payload = as_payload(data)
-        if self._home is not None and not self._home.is_closed():
-            with contextlib.suppress(RuntimeError):
-                self._home.call_soon_threadsafe(self._on_event, payload)
+        if self._home is None or self._home.is_closed():
+            raise RuntimeError("the bot's loop is gone")
+        _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+
+    @staticmethod
+    def _answering(write: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
+        """The client's `_write_message`, waiting for the channel's answer to an event frame
+        (awaited: the SDK's loop goes on with pings and other frames meanwhile)."""
+
+        async def write_when_stored(data: bytes) -> None:
+            answer = _ANSWER.get()
+            if answer is not None:
+                _ANSWER.set(None)
+                try:
+                    stored = await asyncio.wrap_future(answer)
+                except Exception:  # noqa: BLE001 - the bot stopping: not stored
+                    stored = False
+                if not stored:
+                    data = answered_failed(data)
+            await write(data)
+
+        return write_when_stored
 
     def _main(self) -> None:
         import lark_oapi.ws.client as ws_client
@@ -152,6 +198,7 @@ class WsLink:
                     lost.set()
 
             client._reconnect = reconnect_or_give_up
+            client._write_message = self._answering(client._write_message)
             client.on_reconnecting = lambda: self._tell("lost", "connection closed")
             client.on_reconnected = lambda: self._tell("connected", "again")
             try:

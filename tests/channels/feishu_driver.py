@@ -182,6 +182,7 @@ async def running(
     *,
     registry: Registry | None = None,
     attach: bool = True,
+    model: Any = None,
     **config: Any,
 ) -> AsyncIterator[Bot]:
     """A real bot (SQLite file under tmp_path) with the driver's channel attached (or, with
@@ -197,7 +198,7 @@ async def running(
     bot = Bot(
         settings,
         registry=registry or contract_registry(),
-        model=ScriptedModel([_echo], repeat_last=True),
+        model=model or ScriptedModel([_echo], repeat_last=True),
         load_plugins=False,
     )
     try:

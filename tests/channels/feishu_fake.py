@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import html
 import itertools
@@ -185,6 +186,7 @@ class FakeFeishu:
         self.images: dict[str, bytes] = {}
         self.names: dict[str, str] = {}  # open_id -> the user's name
         self.acked: list[str] = []  # message_id headers of event frames answered
+        self.answers: dict[str, int] = {}  # message_id header -> the answer's code (200, 500)
         self.connections = 0
         self.pings = 0
         self.link_down = False
@@ -546,7 +548,10 @@ class FakeFeishu:
                         encode_frame(method=0, service=7, headers=[("type", "pong")])
                     )
                 elif frame.get("method") == 1:
-                    self.acked.append(frame["headers"].get("message_id", ""))
+                    message_id = frame["headers"].get("message_id", "")
+                    self.acked.append(message_id)
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        self.answers[message_id] = int(json.loads(frame["payload"])["code"])
                     await self._notify()
         finally:
             if ws in self._sockets:
@@ -668,12 +673,14 @@ class FakeFeishu:
             },
         )
 
-    async def push(self, payload: dict[str, Any], timeout: float = 15.0) -> None:
+    async def push(self, payload: dict[str, Any], timeout: float = 15.0) -> str:
         """Deliver an event: POSTed to `webhook_url` (encrypted and signed when the fake has an
-        encrypt_key), or as a data frame on the long connection (waiting for one)."""
+        encrypt_key), or as a data frame on the long connection (waiting for one). Returns
+        the frame's message_id header (the key of `answers`; "" for a webhook)."""
         if self.webhook_url:
             await self.post_webhook(payload)
-            return
+            return ""
+        frame_id = uuid.uuid4().hex
         ws = await self.wait_for(
             lambda: next((s for s in self._sockets if not s.closed), None), timeout
         )
@@ -684,7 +691,7 @@ class FakeFeishu:
             log=next(self._ids),
             headers=[
                 ("type", "event"),
-                ("message_id", uuid.uuid4().hex),
+                ("message_id", frame_id),
                 ("trace_id", uuid.uuid4().hex),
                 ("sum", "1"),
                 ("seq", "0"),
@@ -692,6 +699,7 @@ class FakeFeishu:
             payload=json.dumps(payload, ensure_ascii=False).encode(),
         )
         await ws.send_bytes(frame)
+        return frame_id
 
     async def post_webhook(
         self, payload: dict[str, Any], *, headers: dict[str, str] | None = None

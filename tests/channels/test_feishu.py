@@ -39,6 +39,7 @@ from tests.channels.feishu_fake import (  # noqa: E402
     read_markdown,
     sign,
 )
+from tests.channels.held_model import HeldModel  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[1] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
@@ -453,6 +454,47 @@ async def test_the_same_event_resent_is_handled_once(fake: FakeFeishu, tmp_path:
         assert [h.text for h in history if h.role == "user"] == ["hello", "next", "last"]
 
 
+async def test_an_event_is_answered_handled_only_once_its_message_is_stored(
+    fake: FakeFeishu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message waiting behind its chat's running turn: its frame gets no answer while it
+    waits, then 200 once stored; past ACK_WAIT a 500, so the platform pushes it again, and
+    the push after it was stored is answered 200 and not handled twice."""
+    from channels.feishu import channel as feishu_channel
+    from tests.channels.contract import _echo
+
+    monkeypatch.setattr(feishu_channel, "ACK_WAIT", 30.0)  # a loaded machine: not given up
+    gate = asyncio.Event()
+    driver = FeishuDriver(fake)
+    async with running(driver, tmp_path, model=HeldModel(_echo, gate)):
+        first = await fake.push(fake.message_event("oc_p9", "ou_9", group=False, text="hold on"))
+        await fake.wait_for(lambda: fake.answers.get(first) == 200)  # stored, turn running
+        queued = fake.message_event("oc_p9", "ou_9", group=False, text="queued behind")
+        frame = await fake.push(queued)
+        await asyncio.sleep(1.0)
+        assert frame not in fake.answers  # taken, waiting for the chat's turn, not stored
+        gate.set()
+        await fake.wait_for(lambda: fake.answers.get(frame) == 200)
+
+        gate.clear()
+        monkeypatch.setattr(feishu_channel, "ACK_WAIT", 0.3)
+        await fake.push(fake.message_event("oc_p9", "ou_9", group=False, text="hold again"))
+        late = fake.message_event("oc_p9", "ou_9", group=False, text="late")
+        frame = await fake.push(late)
+        await fake.wait_for(lambda: fake.answers.get(frame) == 500)  # pushed again later
+        gate.set()
+        await fake.wait_sent("oc_p9", 4)
+        again = await fake.push(late)  # the platform's push again: the same event_id
+        await fake.wait_for(lambda: fake.answers.get(again) == 200)
+        await asyncio.sleep(0.3)
+    assert texts(fake, "oc_p9") == [
+        "echo: hold on",
+        "echo: queued behind",
+        "echo: hold again",
+        "echo: late",
+    ]
+
+
 async def test_a_dead_secret_is_one_clear_line(fake: FakeFeishu, tmp_path: Path) -> None:
     from runtime.bot import Bot
     from runtime.settings import parse_settings
@@ -522,8 +564,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_webhook_mode_on_the_http_channels_port(tmp_path: Path) -> None:
-    from function_calls.testing import ScriptedModel
+async def test_webhook_mode_on_the_http_channels_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels.feishu import channel as feishu_channel
     from runtime.bot import Bot
     from runtime.channel_registry import find_channels
     from runtime.settings import parse_settings
@@ -547,7 +591,7 @@ async def test_webhook_mode_on_the_http_channels_port(tmp_path: Path) -> None:
         bot = Bot(
             settings,
             registry=contract_registry(),
-            model=ScriptedModel([_echo], repeat_last=True),
+            model=HeldModel(_echo, gate := asyncio.Event()),
             load_plugins=False,
         )
         http = find_channels().get("http").build(bot.channel_host)
@@ -577,6 +621,18 @@ async def test_webhook_mode_on_the_http_channels_port(tmp_path: Path) -> None:
             assert texts(fake, "oc_p3") == ["echo: over the hook", "echo: again"]
             assert "Welcome, Newcomer!" in read_markdown(card_markdown(welcome))[0]
             assert fake.connections == 0  # no long connection in webhook mode
+            # A message waiting behind its chat's running turn: a 503 past ACK_WAIT (the
+            # platform pushes it again), a 200 to the push after it was stored.
+            held = fake.message_event("oc_p4", "ou_4", group=False, text="hold on")
+            assert (await fake.post_webhook(held))[0] == 200
+            late = fake.message_event("oc_p4", "ou_4", group=False, text="late")
+            monkeypatch.setattr(feishu_channel, "ACK_WAIT", 0.3)
+            assert (await fake.post_webhook(late))[0] == 503
+            monkeypatch.setattr(feishu_channel, "ACK_WAIT", 30.0)
+            gate.set()
+            assert (await fake.post_webhook(late))[0] == 200
+            await fake.wait_sent("oc_p4", 2)
+            assert texts(fake, "oc_p4") == ["echo: hold on", "echo: late"]
         finally:
             await driver.detach()
             await http.stop()
