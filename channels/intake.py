@@ -1,7 +1,8 @@
 """Confirming a platform's message only once the bot has stored it.
 
-Telegram (getUpdates' offset) and Slack (an envelope's ack, an Events API request's 200) deliver
-a message again until it is confirmed. Confirmed as soon as it is read, a message taken but not
+Telegram (getUpdates' offset, a webhook's 200), Slack (an envelope's ack, an Events API
+request's 200) and Feishu (an event frame's answer, a webhook's 200) deliver a message again
+until it is confirmed. Confirmed as soon as it is read, a message taken but not
 yet stored (waiting behind a turn of its chat, or in the instant before its store) was lost when
 the process died: the platform had let go of it and the bot had nothing. So these channels
 confirm a message once the host says it is stored (`ChannelHost.handle`'s `on_stored`), or once

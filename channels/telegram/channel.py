@@ -268,9 +268,8 @@ class TelegramChannel(Channel):
         if update is None:
             return web.json_response({"ok": True})
         taken = self._take(update)
-        if not await taken.wait(
-            WEBHOOK_WAIT, self._stopping
-        ):  # Telegram sends it again; taken once
+        if not await taken.wait(WEBHOOK_WAIT, self._stopping):
+            # Telegram sends it again, and the update is taken once: answered when stored.
             return web.json_response({"error": "not stored yet"}, status=503)
         return web.json_response({"ok": True})
 
