@@ -169,16 +169,21 @@ async def test_the_gateway_ends_a_request_on_a_reply_marked_done(tmp_path: Path)
     )
     gateway = Gateway(bot, broker, "gw-1")  # type: ignore[arg-type]
     got: list[str] = []
+    stored: list[str] = []  # on_stored: the message is in the broker, a channel may confirm it
 
     async def sink(out: OutgoingMessage) -> None:
         got.append(out.text)
 
     try:
-        request = asyncio.ensure_future(gateway.handle(_msg(), sink, None))
+        request = asyncio.ensure_future(
+            gateway.handle(_msg(), sink, None, lambda: stored.append("stored"))
+        )
         async with asyncio.timeout(5):
             while not published:
                 await asyncio.sleep(0.01)
         assert published[0]["done_in_reply"] is True
+        await asyncio.sleep(0)
+        assert stored == ["stored"] and not request.done()  # before any worker answered
         key = turn_key("test", "c1", "m1")
         for seq, text in enumerate(["one", "two"]):
             out = OutgoingMessage("test", "c1", text)
@@ -191,5 +196,13 @@ async def test_the_gateway_ends_a_request_on_a_reply_marked_done(tmp_path: Path)
             assert request.done() == (seq == 1)
         sent = await request
         assert [o.text for o in sent] == got == ["one", "two"]
+
+        async def broker_down(platform: str, chat_id: str, body: dict[str, Any]) -> None:
+            raise ConnectionError("the broker is away")
+
+        broker.publish_incoming = broker_down
+        with pytest.raises(ConnectionError):
+            await gateway.handle(_msg(), sink, None, lambda: stored.append("again"))
+        assert stored == ["stored"]  # not in the broker: not to be confirmed
     finally:
         await bot.aclose()
