@@ -2,51 +2,88 @@
 
 Telegram (getUpdates' offset, a webhook's 200), Slack (an envelope's ack, an Events API
 request's 200) and Feishu (an event frame's answer, a webhook's 200) deliver a message again
-until it is confirmed. Confirmed as soon as it is read, a message taken but not
-yet stored (waiting behind a turn of its chat, or in the instant before its store) was lost when
-the process died: the platform had let go of it and the bot had nothing. So these channels
-confirm a message once the host says it is stored (`ChannelHost.handle`'s `on_stored`), or once
-its job ended without storing it (not addressed to the bot, already stored, failed): nothing
-would come of a second delivery. A job cancelled by a stop leaves its message unconfirmed: the
-platform delivers it again after the restart, and a message that was stored after all is
-recognised by its id (`host.was_stored`) and skipped.
+until it is confirmed. Confirmed as soon as it is read, a message taken but not yet stored
+(waiting behind a turn of its chat, or in the instant before its store) was lost when the
+process died: the platform had let go of it and the bot had nothing. So these channels confirm
+a message once the host says it is stored (`ChannelHost.handle`'s `on_stored`), or once its
+job ended without storing it (not addressed to the bot, already stored, refused with a word to
+the user): nothing would come of a second delivery.
+
+Two outcomes leave a message unconfirmed, so the platform delivers it again:
+- a job cancelled by a stop: after the restart the message comes again, and one that was
+  stored after all is recognised by its id (`host.was_stored`) and skipped;
+- a job that failed before the message was stored (a gateway whose broker is away, a bug): the
+  message is released, and taken again when the platform delivers it again, not sooner than
+  `RETAKE_AFTER` seconds after the failure (Telegram hands it back every half second). Its
+  `MAX_TAKES`-th failure settles it instead: a message that fails every time must not hold
+  Telegram's offset, and every later message with it, for good.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
+
+RETAKE_AFTER = 5.0  # seconds before a released message is taken again
+MAX_TAKES = 3  # the last failure confirms it (given up) instead of releasing it
 
 
 class Taken:
-    """One message a channel has taken from its platform, not to be confirmed before it is
-    settled (stored, or its job ended)."""
+    """One message a channel has taken from its platform. `outcome` resolves True when it may
+    be confirmed (stored, or its job ended), False when it was released (not stored: to be
+    taken again when the platform sends it again)."""
 
-    __slots__ = ("settled",)
+    __slots__ = ("outcome", "released_at", "take")
 
-    def __init__(self) -> None:
-        self.settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def __init__(self, previous: Taken | None = None) -> None:
+        """`previous`: the released take of the same message, when this one takes it again."""
+        self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.released_at: float | None = None
+        self.take = 1 if previous is None else previous.take + 1
 
     def settle(self) -> None:
         """Stored, or nothing more will come of it: the platform may let go of it."""
-        if not self.settled.done():
-            self.settled.set_result(None)
+        if not self.outcome.done():
+            self.outcome.set_result(True)
+
+    def release(self) -> bool:
+        """Not stored and not to be confirmed: the platform's next delivery takes it again.
+        False when this was its last take: settled instead (given up)."""
+        if self.outcome.done():
+            return True
+        if self.take >= MAX_TAKES:
+            self.settle()
+            return False
+        self.outcome.set_result(False)
+        self.released_at = time.monotonic()
+        return True
 
     @property
     def done(self) -> bool:
-        return self.settled.done()
+        return self.outcome.done()
+
+    @property
+    def confirmed(self) -> bool:
+        return self.outcome.done() and self.outcome.result()
+
+    def retake(self) -> bool:
+        """Whether a delivery of this message now should be taken again (released, and
+        `RETAKE_AFTER` has passed)."""
+        return self.released_at is not None and time.monotonic() - self.released_at >= RETAKE_AFTER
 
     async def wait(self, timeout: float, stopping: asyncio.Event) -> bool:
-        """Whether it settled within `timeout` seconds (given up when `stopping` is set)."""
-        if not self.settled.done() and not stopping.is_set():
+        """Whether it may be confirmed within `timeout` seconds (False once released, or when
+        `stopping` is set first)."""
+        if not self.outcome.done() and not stopping.is_set():
             stop = asyncio.ensure_future(stopping.wait())
             try:
                 await asyncio.wait(
-                    [self.settled, stop], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                    [self.outcome, stop], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
                 stop.cancel()
-        return self.settled.done()
+        return self.confirmed
 
 
 def settled() -> Taken:
@@ -57,13 +94,13 @@ def settled() -> Taken:
 
 
 async def settle_after(taken: Taken, job: Awaitable[None]) -> None:
-    """Run a message's job and settle it once the job ends, returned or raised; a job
-    cancelled (the channel stopping) leaves it unsettled, so it is not confirmed."""
+    """Run a message's job and settle it once the job ends; a job that raised releases it,
+    a job cancelled (the channel stopping) leaves it undecided: neither is confirmed."""
     try:
         await job
     except asyncio.CancelledError:
         raise
     except BaseException:
-        taken.settle()
+        taken.release()
         raise
     taken.settle()

@@ -238,17 +238,18 @@ class FeishuChannel(Channel):
         if not isinstance(event, dict):
             return settled()
         event_id = str(header.get("event_id") or "")
-        if event_id and (seen := self._seen.get(event_id)) is not None:
+        seen = self._seen.get(event_id) if event_id else None
+        if seen is not None and not seen.retake():
             logger.debug("Feishu event {} resent: taken already", event_id)
             return seen
-        taken = self._take(str(header.get("event_type") or ""), event)
+        taken = self._take(str(header.get("event_type") or ""), event, seen)
         if event_id:
             self._seen[event_id] = taken
             if len(self._seen) > _SEEN:
                 self._seen.popitem(last=False)
         return taken
 
-    def _take(self, kind: str, event: dict[str, Any]) -> Taken:
+    def _take(self, kind: str, event: dict[str, Any], previous: Taken | None) -> Taken:
         if kind == "im.message.receive_v1":
             message = event.get("message")
             sender = event.get("sender")
@@ -259,11 +260,11 @@ class FeishuChannel(Channel):
             ref = chat_ref(message)
             if not ref.chat or not message.get("message_id"):
                 return settled()
-            taken = Taken()
+            taken = Taken(previous)
             self._in_order(ref.key, taken, lambda: self._message(ref, message, sender, taken))
             return taken
         if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
-            key, taken = f"group:{chat}", Taken()
+            key, taken = f"group:{chat}", Taken(previous)
             self._in_order(key, taken, lambda: self._members_added(key, event))
             return taken
         if kind == "im.chat.member.bot.added_v1":
@@ -292,6 +293,12 @@ class FeishuChannel(Channel):
             logger.opt(exception=exc).error(
                 "Feishu message {} in {} failed", message.get("message_id"), key
             )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Feishu message {} given up after {} tries",
+                    message.get("message_id"),
+                    taken.take,
+                )
 
     async def _incoming(
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]

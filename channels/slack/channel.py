@@ -257,10 +257,11 @@ class SlackChannel(Channel):
                 taken = settled()
             if envelope.get("envelope_id"):
                 ack = json.dumps({"envelope_id": envelope["envelope_id"]})
-                if taken.done:
+                if taken.confirmed:
                     await ws.send_str(ack)
-                else:  # once stored; the socket goes on reading meanwhile
+                elif not taken.done:  # once stored; the socket goes on reading meanwhile
                     self._track(asyncio.create_task(self._ack_when_stored(ws, ack, taken)))
+                # released (its job failed before the store): no ack, Slack sends it again
             if kind == "hello":
                 backoff.reset()
                 if not self._ready.is_set():
@@ -333,14 +334,15 @@ class SlackChannel(Channel):
         if not isinstance(event, dict):
             return settled()
         key = f"event:{payload.get('event_id')}" if payload.get("event_id") else ""
-        if key and (seen := self._seen.get(key)) is not None:
+        seen = self._seen.get(key) if key else None
+        if seen is not None and not seen.retake():
             return seen
-        taken = self._take(event)
+        taken = self._take(event, seen)
         if key:
             self._remember(key, taken)
         return taken
 
-    def _take(self, event: dict[str, Any]) -> Taken:
+    def _take(self, event: dict[str, Any], previous: Taken | None) -> Taken:
         kind = event.get("type")
         if kind in ("message", "app_mention"):
             if event.get("subtype") not in _SAID or event.get("bot_id"):
@@ -350,19 +352,19 @@ class SlackChannel(Channel):
             if not channel or not ts or not user or user == self.bot_user_id:
                 return settled()
             key = f"message:{channel}:{ts}"
-            if (seen := self._seen.get(key)) is not None:
+            seen = self._seen.get(key)
+            if seen is not None and not seen.retake():
                 return seen  # the same message as app_mention and as message.*
-            taken, ref = (
-                Taken(),
-                chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts),
-            )
+            previous = previous or seen
+            taken = Taken(previous)
+            ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
             self._remember(key, taken)
             self._in_order(
                 ref.key, taken, lambda: self._message(ref, event, kind == "app_mention", taken)
             )
             return taken
         if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
-            taken = Taken()
+            taken = Taken(previous)
             self._in_order(f"group:{channel}", taken, lambda: self._member_joined(event))
             return taken
         return settled()
@@ -386,6 +388,10 @@ class SlackChannel(Channel):
             logger.opt(exception=exc).error(
                 "Slack message {} in {} failed", event.get("ts"), ref.key
             )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Slack message {} given up after {} tries", event.get("ts"), taken.take
+                )
 
     async def _incoming(
         self, ref: ChatRef, event: dict[str, Any], app_mention: bool

@@ -179,18 +179,24 @@ class TelegramChannel(Channel):
     # -- updates in ----------------------------------------------------------------------------
     async def _poll(self) -> None:
         """getUpdates with an offset that confirms every update up to the first one not yet
-        settled (stored, or its job ended): the last update taken + 1 when all are."""
+        settled (stored, or its job ended): the last update taken + 1 when all are. A released
+        update (its job failed before the store) keeps the offset too, and is taken again
+        when Telegram hands it back after `RETAKE_AFTER`."""
         with contextlib.suppress(TelegramError):
             await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
         self._ready.set()
         self.host.kick()  # what the outbox holds for Telegram goes out now
         last: int | None = None  # the newest update id taken
-        waiting: dict[int, Taken] = {}  # taken, not settled: not to be confirmed yet
+        waiting: dict[int, Taken] = {}  # taken, not confirmed: the offset stays below them
         delay, failing = 0.5, False
         while not self._stopping.is_set():
             if waiting:
-                await asyncio.wait([t.settled for t in waiting.values()], timeout=CONFIRM_WAIT)
-                waiting = {u: t for u, t in waiting.items() if not t.done}
+                undecided = [t.outcome for t in waiting.values() if not t.done]
+                if undecided:
+                    await asyncio.wait(undecided, timeout=CONFIRM_WAIT)
+                else:  # only released ones: asked for again after a pause
+                    await self._pause(CONFIRM_WAIT)
+                waiting = {u: t for u, t in waiting.items() if not t.confirmed}
             if waiting:  # Telegram answers at once: it hands back the unconfirmed ones
                 offset, timeout = min(waiting), 0
             else:
@@ -221,7 +227,7 @@ class TelegramChannel(Channel):
             for update in updates:
                 last = max(last or 0, update.update_id)
                 taken = self._take(update)
-                if not taken.done:
+                if not taken.confirmed:
                     waiting[update.update_id] = taken
 
     async def _serve_webhook(self) -> None:
@@ -277,17 +283,17 @@ class TelegramChannel(Channel):
         """Queue the update's job in its chat's order (once per update id); what settles
         when it may be confirmed."""
         seen = self._seen.get(update.update_id)
-        if seen is not None:
+        if seen is not None and not seen.retake():
             return seen
         message = update.message
         if message is None:
             taken = settled()
         elif message.new_chat_members:
-            taken = Taken()
+            taken = Taken(seen)
             group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
             self._in_order(group, taken, lambda: self._members_joined(message))
         elif message.text is not None or message.caption is not None or message.photo:
-            taken, ref = Taken(), chat_ref(message)
+            taken, ref = Taken(seen), chat_ref(message)
             self._in_order(ref, taken, lambda: self._message(ref, message, taken))
         else:
             taken = settled()
@@ -315,6 +321,10 @@ class TelegramChannel(Channel):
             logger.opt(exception=exc).error(
                 "Telegram message {} in {} failed", message.message_id, ref.key
             )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Telegram message {} given up after {} tries", message.message_id, taken.take
+                )
 
     async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
         assert self.me is not None

@@ -495,6 +495,35 @@ async def test_an_event_is_answered_handled_only_once_its_message_is_stored(
     ]
 
 
+async def test_an_event_whose_handling_failed_before_the_store_is_answered_500(
+    fake: FakeFeishu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host.handle` raising before the message is stored (a cluster gateway whose broker is
+    away; `Bot.handle` stands in for it): a 500, and the platform's push again is taken."""
+    from channels import intake
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
+    driver = FeishuDriver(fake)
+    async with running(driver, tmp_path) as bot:
+        real, tries = bot.handle, []
+
+        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
+            tries.append(msg.text)
+            if len(tries) == 1:
+                raise ConnectionError("the broker is away")
+            return await real(msg, *args, **kwargs)
+
+        monkeypatch.setattr(bot, "handle", handle)
+        event = fake.message_event("oc_p10", "ou_10", group=False, text="once")
+        first = await fake.push(event)
+        await fake.wait_for(lambda: fake.answers.get(first) == 500)
+        await asyncio.sleep(0.4)
+        again = await fake.push(event)  # the platform's push again: the same event_id
+        await fake.wait_for(lambda: fake.answers.get(again) == 200)
+        await fake.wait_sent("oc_p10", 1)
+    assert texts(fake, "oc_p10") == ["echo: once"] and tries == ["once", "once"]
+
+
 async def test_a_dead_secret_is_one_clear_line(fake: FakeFeishu, tmp_path: Path) -> None:
     from runtime.bot import Bot
     from runtime.settings import parse_settings

@@ -187,6 +187,38 @@ async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
     assert rows == ["hold on", "queued behind"]
 
 
+async def test_an_event_whose_handling_failed_before_the_store_is_not_acknowledged(
+    fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host.handle` raising before the message is stored (a cluster gateway whose broker is
+    away; `Bot.handle` stands in for it): no ack, and Slack's resend is taken again."""
+    from channels import intake
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
+    driver = SlackDriver(fake)
+    async with running(driver, tmp_path) as bot:
+        fake.user("U12", "Fa")
+        real, tries = bot.handle, []
+
+        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
+            tries.append(msg.text)
+            if len(tries) == 1:
+                raise ConnectionError("the broker is away")
+            return await real(msg, *args, **kwargs)
+
+        monkeypatch.setattr(bot, "handle", handle)
+        envelope = await fake.push(fake.callback(fake.message_event("D12", "U12", "once")))
+        async with asyncio.timeout(15):
+            while not tries:
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)
+        assert envelope not in fake.acked
+        await fake.drop()  # the next connection gets the unacknowledged envelope again
+        await fake.wait_sent("D12", 1)
+        await fake.wait_for(lambda: envelope in fake.acked)
+    assert replies(fake, "D12") == ["echo: once"] and tries == ["once", "once"]
+
+
 def stored_texts(bot: Any, chat_id: str) -> list[str]:
     """The chat's stored user messages, oldest first (run on a storage thread)."""
     from sqlalchemy import select

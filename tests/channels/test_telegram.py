@@ -389,6 +389,46 @@ async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
     assert [r.text for r in rows] == ["hold on", "queued behind it"]
 
 
+async def test_a_message_whose_handling_failed_before_the_store_is_taken_again(
+    fake: FakeTelegram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host.handle` raising before the message is stored (what a cluster gateway does when
+    its broker is away; `Bot.handle` stands in for it here, the broker being out of reach of
+    this test): the update stays unconfirmed, is taken again after RETAKE_AFTER, answered
+    once; one that fails every time is given up after MAX_TAKES so later updates go on."""
+    from channels import intake
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
+    driver = TelegramDriver(fake)
+    async with running(driver, tmp_path) as bot:
+        real, failures = bot.handle, {"once": 1, "always": 99}
+        tries: list[str] = []
+
+        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
+            tries.append(msg.text)
+            if failures.get(msg.text, 0) > 0:
+                failures[msg.text] -= 1
+                raise ConnectionError("the broker is away")
+            return await real(msg, *args, **kwargs)
+
+        monkeypatch.setattr(bot, "handle", handle)
+        await fake.message(fake.private(1018), "once")
+        update_id = fake.updates[-1]["update_id"]
+        await holds(lambda: tries == ["once"])
+        await asyncio.sleep(0.1)
+        assert update_id in [u["update_id"] for u in fake.updates]  # not confirmed
+        [sent] = await fake.wait_sent(1018, 1)
+        assert sent.text == "echo: once" and tries == ["once", "once"]
+        await holds(lambda: fake.updates == [])
+
+        await fake.message(fake.private(1019), "always")
+        await holds(lambda: tries.count("always") == intake.MAX_TAKES)
+        await fake.message(fake.private(1019), "after it")
+        [sent] = await fake.wait_sent(1019, 1)
+        await holds(lambda: fake.updates == [])  # given up: confirmed, the queue goes on
+    assert sent.text == "echo: after it" and tries.count("always") == intake.MAX_TAKES
+
+
 async def test_a_crash_between_send_and_mark_delivers_at_least_once(
     fake: FakeTelegram, tmp_path: Path
 ) -> None:
