@@ -39,7 +39,7 @@ from tests.channels.feishu_fake import (  # noqa: E402
     read_markdown,
     sign,
 )
-from tests.channels.held_model import HeldModel  # noqa: E402
+from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[1] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
@@ -505,15 +505,7 @@ async def test_an_event_whose_handling_failed_before_the_store_is_answered_500(
     monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
     driver = FeishuDriver(fake)
     async with running(driver, tmp_path) as bot:
-        real, tries = bot.handle, []
-
-        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
-            tries.append(msg.text)
-            if len(tries) == 1:
-                raise ConnectionError("the broker is away")
-            return await real(msg, *args, **kwargs)
-
-        monkeypatch.setattr(bot, "handle", handle)
+        tries = broker_away(bot, monkeypatch, {"once": 1})
         event = fake.message_event("oc_p10", "ou_10", group=False, text="once")
         first = await fake.push(event)
         await fake.wait_for(lambda: fake.answers.get(first) == 500)

@@ -30,7 +30,7 @@ from channels.slack.settings import SlackSettings  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import PNG, contract_registry  # noqa: E402
-from tests.channels.held_model import HeldModel  # noqa: E402
+from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.slack_driver import SlackDriver, running  # noqa: E402
 from tests.channels.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
 
@@ -198,15 +198,7 @@ async def test_an_event_whose_handling_failed_before_the_store_is_not_acknowledg
     driver = SlackDriver(fake)
     async with running(driver, tmp_path) as bot:
         fake.user("U12", "Fa")
-        real, tries = bot.handle, []
-
-        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
-            tries.append(msg.text)
-            if len(tries) == 1:
-                raise ConnectionError("the broker is away")
-            return await real(msg, *args, **kwargs)
-
-        monkeypatch.setattr(bot, "handle", handle)
+        tries = broker_away(bot, monkeypatch, {"once": 1})
         envelope = await fake.push(fake.callback(fake.message_event("D12", "U12", "once")))
         async with asyncio.timeout(15):
             while not tries:

@@ -23,7 +23,7 @@ pytest.importorskip("telegram")
 from channels.split import utf16_len  # noqa: E402
 from common.messages import OutgoingMessage  # noqa: E402
 from runtime.bot import Bot  # noqa: E402
-from tests.channels.held_model import HeldModel  # noqa: E402
+from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.telegram_driver import (  # noqa: E402
     ESSAY,
     HOSTILE,
@@ -401,17 +401,7 @@ async def test_a_message_whose_handling_failed_before_the_store_is_taken_again(
     monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
     driver = TelegramDriver(fake)
     async with running(driver, tmp_path) as bot:
-        real, failures = bot.handle, {"once": 1, "always": 99}
-        tries: list[str] = []
-
-        async def handle(msg: Any, *args: Any, **kwargs: Any) -> Any:
-            tries.append(msg.text)
-            if failures.get(msg.text, 0) > 0:
-                failures[msg.text] -= 1
-                raise ConnectionError("the broker is away")
-            return await real(msg, *args, **kwargs)
-
-        monkeypatch.setattr(bot, "handle", handle)
+        tries = broker_away(bot, monkeypatch, {"once": 1, "always": 99})
         await fake.message(fake.private(1018), "once")
         update_id = fake.updates[-1]["update_id"]
         await holds(lambda: tries == ["once"])
