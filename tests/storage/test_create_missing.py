@@ -3,7 +3,6 @@ the same moment (the reminders' table, the knowledge vectors'); none of them may
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,28 +11,7 @@ from sqlalchemy import MetaData, create_engine, inspect
 from function_calls.builtins.knowledge.vectors import kb_vectors, vector_metadata
 from function_calls.builtins.reminders.service import reminder_metadata
 from storage.create_missing import create_missing
-
-
-def create_at_once(url: str, metadata: MetaData, workers: int = 4) -> list[str]:
-    """`workers` engines create `metadata` on `url` released by one barrier; their errors."""
-    engines = [create_engine(url) for _ in range(workers)]
-    start, errors = threading.Barrier(workers), []
-
-    def create(engine: object) -> None:
-        start.wait()
-        try:
-            create_missing(engine, metadata)  # type: ignore[arg-type]
-        except Exception as exc:  # noqa: BLE001 - what the test is looking for
-            errors.append(str(exc).splitlines()[0])
-
-    threads = [threading.Thread(target=create, args=(e,)) for e in engines]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for e in engines:
-        e.dispose()
-    return errors
+from tests.storage.create_at_once import create_at_once
 
 
 @pytest.mark.parametrize(
@@ -44,7 +22,7 @@ def test_workers_creating_one_schema_at_once_on_sqlite(tmp_path: Path, metadata:
     finds another's table made between its look and its create: 'already exists'."""
     for round_ in range(5):
         url = f"sqlite:///{tmp_path / f'race{round_}.db'}"
-        assert create_at_once(url, metadata) == []
+        assert create_at_once(url, lambda engine: create_missing(engine, metadata)) == []
         engine = create_engine(url)
         have = set(inspect(engine).get_table_names())
         assert have == set(metadata.tables)

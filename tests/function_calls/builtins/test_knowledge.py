@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from sqlalchemy import create_engine
 
 from common.config import ConfigError
 from function_calls.builtins.knowledge import KnowledgeService, KnowledgeSettings, store
@@ -24,6 +23,7 @@ from providers.scripted import ScriptedModel, call, say
 from tests.channels.conftest import serve
 from tests.fakes.pdf import pdf
 from tests.function_calls.builtins.conftest import MakeBot
+from tests.storage.create_at_once import create_at_once
 
 GROUP = "group:kb"
 OTHER = "group:other"
@@ -108,7 +108,6 @@ async def test_a_search_does_not_wait_behind_the_turns_storage_thread(
 ) -> None:
     """Searches read beside the turns (`Storage.run_aside`): one chat's search neither waits
     behind the others' writes nor holds them up (4-6 ms of SQLite a search)."""
-    import threading
 
     docs = tmp_path / "docs"
     write_docs(docs)
@@ -330,25 +329,7 @@ def test_processes_creating_the_tables_at_once_never_trip_over_each_other(tmp_pa
     at the same moment, without the retry of `ensure_schema`: none sees "already exists". With
     create_all's look-then-create every round failed (each CREATE commits on its own)."""
     for round_ in range(5):
-        url = f"sqlite:///{tmp_path / f'race{round_}.db'}"
-        engines = [create_engine(url) for _ in range(4)]
-        start, errors = threading.Barrier(len(engines)), []
-
-        def create(engine: Any, start: threading.Barrier, errors: list[str]) -> None:
-            start.wait()
-            try:
-                store._create(engine)
-            except Exception as exc:  # noqa: BLE001 - what the test is looking for
-                errors.append(str(exc).splitlines()[0])
-
-        workers = [threading.Thread(target=create, args=(e, start, errors)) for e in engines]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        for e in engines:
-            e.dispose()
-        assert errors == []
+        assert create_at_once(f"sqlite:///{tmp_path / f'race{round_}.db'}", store._create) == []
 
 
 async def test_two_processes_indexing_one_database_at_once(tmp_path: Path) -> None:
