@@ -65,7 +65,7 @@ names = sorted(
     and f.name != "__main__.py"  # runs the program: `python -m chatfn --version` below
 )
 # Alembic's env script runs only inside a migration: `chatfn migrate` below runs it.
-names.remove("storage.migrations.env")
+names.remove("chatfn.storage.migrations.env")
 assert len(names) > 100, f"only {len(names)} modules in the RECORD"
 skipped, failed = [], []
 for name in names:
@@ -122,7 +122,7 @@ quick_start "$work/full" "$work/full-bot"
 say "quick start, check, migrate and --version ok"
 # A user's test of their plugin, on the fixture the wheel registers for pytest.
 cat > "$work/full-bot/test_my_plugin.py" <<'PY'
-from function_calls.testing import ScriptedModel, call
+from chatfn.testing import ScriptedModel, call
 
 
 async def test_roll_dice(testbot):

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 
 from bench.channel_load import main, make_bot, summary  # noqa: E402
-from runtime.channel_registry import find_channels  # noqa: E402
+from chatfn.runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.matrix_proxy import _SEND, MatrixProxy  # noqa: E402
 from tests.channels.synapse_server import Account, Synapse  # noqa: E402
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
-from runtime.channel_registry import find_channels  # noqa: E402
+from chatfn.runtime.channel_registry import find_channels  # noqa: E402
 from tests.channels.onebot_sim import OneBotSim, text  # noqa: E402
 
 SELF_ID = 10001000

@@ -38,10 +38,10 @@ for path in (ROOT, ROOT / "bench"):
 from aiohttp import web  # noqa: E402
 from bench_prefix import START, answer, common_prefix  # noqa: E402
 
-from common.messages import IncomingMessage, OutgoingMessage  # noqa: E402
+from chatfn.common.messages import IncomingMessage, OutgoingMessage  # noqa: E402
+from chatfn.runtime.bot import Bot  # noqa: E402
+from chatfn.runtime.settings import parse_settings  # noqa: E402
 from function_calls.compaction import SUMMARISE  # noqa: E402
-from runtime.bot import Bot  # noqa: E402
-from runtime.settings import parse_settings  # noqa: E402
 
 SUMMARY_HEAD = SUMMARISE.split(".")[0].encode()
 TOPICS = [

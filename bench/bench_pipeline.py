@@ -56,13 +56,13 @@ from openai import AsyncOpenAI  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
 from bench.fake_openai import FINAL_TEXT, TOOL_NAME, ServerProcess  # noqa: E402
+from chatfn.runtime.bot import Bot  # noqa: E402
+from chatfn.runtime.logging import setup_logging  # noqa: E402
+from chatfn.runtime.settings import DEFAULT_SYSTEM_PROMPT, parse_settings  # noqa: E402
 from function_calls.context import IncomingMessage, MessageContext, OutgoingMessage  # noqa: E402
 from function_calls.registry import Registry, tool_function  # noqa: E402
 from function_calls.spec import FunctionResult  # noqa: E402
 from providers.schema import openai_plain_parameters  # noqa: E402
-from runtime.bot import Bot  # noqa: E402
-from runtime.logging import setup_logging  # noqa: E402
-from runtime.settings import DEFAULT_SYSTEM_PROMPT, parse_settings  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 QUESTION = "What's the weather in Paris right now?"
@@ -295,7 +295,7 @@ class ChatfnContender:
         routes mounted, its event-loop lag monitor running), though the messages measured
         still come through `Bot.handle` as for the plain contender."""
         if self.admin:
-            from channels.http.channel import HttpChannel
+            from chatfn.channels.http.channel import HttpChannel
 
             self.channel = HttpChannel(self.bot.channel_host, bind="127.0.0.1", port=0)
             await self.channel.start()

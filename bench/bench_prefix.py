@@ -38,9 +38,9 @@ if str(ROOT) not in sys.path:
 
 from aiohttp import web  # noqa: E402
 
-from common.messages import IncomingMessage, OutgoingMessage  # noqa: E402
-from runtime.bot import Bot  # noqa: E402
-from runtime.settings import parse_settings  # noqa: E402
+from chatfn.common.messages import IncomingMessage, OutgoingMessage  # noqa: E402
+from chatfn.runtime.bot import Bot  # noqa: E402
+from chatfn.runtime.settings import parse_settings  # noqa: E402
 
 START = datetime(2027, 1, 15, 9, 58, 40, tzinfo=UTC).timestamp()  # minutes roll over early
 TURNS = 20

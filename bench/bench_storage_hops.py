@@ -37,8 +37,8 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import create_engine, event, text  # noqa: E402
 
-from storage.db import _RECENT, _sqlite_pragmas  # noqa: E402
-from storage.models import messages_table, metadata, outbox_table  # noqa: E402
+from chatfn.storage.db import _RECENT, _sqlite_pragmas  # noqa: E402
+from chatfn.storage.models import messages_table, metadata, outbox_table  # noqa: E402
 
 _INSERT_MESSAGE = messages_table.insert()
 _INSERT_OUTBOX = outbox_table.insert()

@@ -21,11 +21,11 @@ sys.path.insert(0, str(ROOT))
 
 from loguru import logger  # noqa: E402
 
-from function_calls.testing import ScriptedModel  # noqa: E402
+from chatfn.runtime.bot import Bot  # noqa: E402
+from chatfn.runtime.channel_registry import find_channels  # noqa: E402
+from chatfn.runtime.settings import parse_settings  # noqa: E402
+from chatfn.testing import ScriptedModel  # noqa: E402
 from providers.types import LLMResponse, Message, Usage  # noqa: E402
-from runtime.bot import Bot  # noqa: E402
-from runtime.channel_registry import find_channels  # noqa: E402
-from runtime.settings import parse_settings  # noqa: E402
 
 Bench = Callable[[int, int, Path], Awaitable[dict[str, float]]]
 """One contender: (messages, in flight, a scratch folder) -> its figures."""

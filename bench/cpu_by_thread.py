@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 from bench.bench_pipeline import ChatfnContender  # noqa: E402
 from bench.fake_openai import ServerProcess  # noqa: E402
-from storage.db import Storage  # noqa: E402
+from chatfn.storage.db import Storage  # noqa: E402
 
 
 def thread_cpu() -> dict[str, list[float]]:

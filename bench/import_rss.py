@@ -29,10 +29,10 @@ DEFAULT = [
     "aiohttp.web",
     "apscheduler.triggers.cron+apscheduler.triggers.date+apscheduler.triggers.combining",
     "common.config+common.i18n",
-    "storage.db",
+    "chatfn.storage.db",
     "function_calls",
-    "runtime.bot",
-    "channels.http.channel",
+    "chatfn.runtime.bot",
+    "chatfn.channels.http.channel",
     "function_calls.builtins.reminders+function_calls.builtins.summary"
     "+function_calls.builtins.web_search+function_calls.builtins.chat_admin"
     "+function_calls.builtins.welcome+function_calls.builtins.help",

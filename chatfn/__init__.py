@@ -4,6 +4,6 @@ into a running bot (`chatfn run`), checks a setup (`chatfn check`), migrates its
 are thin entry points over the same modules.
 """
 
-from common.version import __version__
+from chatfn.common.version import __version__
 
 __all__ = ["__version__"]

@@ -34,7 +34,7 @@ def _read_password() -> str | None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from channels.http.admin.passwords import hash_password
+    from chatfn.channels.http.admin.passwords import hash_password
 
     password = _read_password()
     if password is None:

@@ -83,10 +83,10 @@ def check_imports(report: Report) -> bool:
             "function_calls.router",
             "function_calls.llm",
             "providers.factory",
-            "storage.db",
-            "runtime.bot",
-            "channels.console.channel",
-            "channels.http.channel",
+            "chatfn.storage.db",
+            "chatfn.runtime.bot",
+            "chatfn.channels.console.channel",
+            "chatfn.channels.http.channel",
         ):
             importlib.import_module(name)
     except Exception as exc:
@@ -106,8 +106,8 @@ def check_imports(report: Report) -> bool:
 
 
 def load_config(report: Report, path: str | None) -> Any:
+    from chatfn.runtime.settings import ConfigError, load_settings
     from function_calls.registry import PluginLoadError
-    from runtime.settings import ConfigError, load_settings
 
     try:
         settings = load_settings(path)
@@ -125,9 +125,9 @@ def load_config(report: Report, path: str | None) -> Any:
 def check_storage(report: Report, settings: Any, migrate: bool = False) -> Any:
     """Reachable, migrations (run only with --migrate; otherwise listed: the bot runs them at
     start), writable."""
-    from common.config import ConfigError
-    from runtime.bot import resolve_storage_url
-    from storage.db import Storage
+    from chatfn.common.config import ConfigError
+    from chatfn.runtime.bot import resolve_storage_url
+    from chatfn.storage.db import Storage
 
     try:
         storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
@@ -173,8 +173,8 @@ def check_broker(report: Report, settings: Any, role: str | None) -> None:
         return
     shown = role or "gateway+worker (one process; --role gateway|worker splits them)"
     report.add("role", "ok", f"{shown}; {cfg.partitions} partitions")
-    from common.extras import RABBITMQ, MissingExtra, import_extra
-    from runtime.broker import Broker
+    from chatfn.common.extras import RABBITMQ, MissingExtra, import_extra
+    from chatfn.runtime.broker import Broker
 
     try:
         broker = Broker(cfg)
@@ -195,9 +195,9 @@ def check_broker(report: Report, settings: Any, role: str | None) -> None:
 
 
 def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
+    from chatfn.runtime.plugins import plugin_folders
     from function_calls.registry import Registry
     from providers.schema import schema_issues
-    from runtime.plugins import plugin_folders
 
     registry = Registry()
     active = [p for p in settings.plugins_loaded if p.runs(settings)]
@@ -282,9 +282,9 @@ def check_mcp_servers(report: Report, settings: Any, online: bool) -> None:
 
 
 def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import ConfigError
     from providers.errors import ProviderNotInstalled
-    from runtime.bot import Bot
-    from runtime.settings import ConfigError
 
     try:
         bot = Bot(
@@ -330,10 +330,10 @@ def check_rule_models(report: Report, settings: Any, bot: Any) -> None:
     `on_exceed` downgrades to, `bot.summary_model`, and every model of each one's fallback
     chain (the default's too). Each must build, or the chats using it would fail on their
     first message, or at the outage it is there for."""
+    from chatfn.runtime.settings import ConfigError
     from function_calls.chat_settings import downgrade_models, rule_models
     from providers.errors import ProviderError, ProviderNotInstalled
     from providers.fallback import chain_names
-    from runtime.settings import ConfigError
 
     def fallbacks(name: str) -> list[str]:
         entry = settings.models.get(name)
@@ -428,7 +428,7 @@ def check_channels(report: Report, settings: Any, names: list[str] | None, onlin
     without `--channel`, every channel with a `channels:` section is probed, and what would
     stop it is a warning naming the `--channel` it concerns (a config may describe channels
     this process does not run, as the template does)."""
-    from runtime.channel_registry import ChannelNotFound, installed_channels
+    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
 
     found = installed_channels()
     strict = bool(names)

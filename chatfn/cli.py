@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from common.version import __version__
+from chatfn.common.version import __version__
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -53,10 +53,10 @@ def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "chatfn") -> int:
+    from chatfn.runtime.settings import ConfigError
+    from chatfn.storage.db import StorageError
     from function_calls.registry import PluginLoadError
     from providers.errors import ProviderNotInstalled
-    from runtime.settings import ConfigError
-    from storage.db import StorageError
 
     args_in = list(sys.argv[1:] if argv is None else argv)
     if not args_in or (

@@ -43,9 +43,9 @@ def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def migrate(args: argparse.Namespace) -> int:
-    from runtime.bot import resolve_storage_url
-    from runtime.settings import load_settings
-    from storage.db import Storage
+    from chatfn.runtime.bot import resolve_storage_url
+    from chatfn.runtime.settings import load_settings
+    from chatfn.storage.db import Storage
 
     settings = load_settings(args.config)
     storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
@@ -69,14 +69,14 @@ def command(args: argparse.Namespace) -> int:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from channels.base import Channel
-    from common.extras import RABBITMQ, import_extra
-    from runtime.bot import Bot
-    from runtime.channel_registry import ChannelNotFound, installed_channels
-    from runtime.logging import setup_logging
-    from runtime.memory import Trimmer
-    from runtime.settings import ConfigError, load_settings
-    from runtime.startup import startup_line
+    from chatfn.channels.base import Channel
+    from chatfn.common.extras import RABBITMQ, import_extra
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
+    from chatfn.runtime.logging import setup_logging
+    from chatfn.runtime.memory import Trimmer
+    from chatfn.runtime.settings import ConfigError, load_settings
+    from chatfn.runtime.startup import startup_line
 
     settings = load_settings(args.config)
     setup_logging(settings)
@@ -120,8 +120,8 @@ async def run(args: argparse.Namespace) -> int:
         )
     broker = gateway = worker = None
     if settings.broker.url:
-        from runtime.broker import Broker
-        from runtime.cluster import Gateway, Worker
+        from chatfn.runtime.broker import Broker
+        from chatfn.runtime.cluster import Gateway, Worker
 
         broker = Broker(settings.broker)
         try:
@@ -149,7 +149,7 @@ async def run(args: argparse.Namespace) -> int:
     ]
     # Once the channels are up: the model SDKs load in a thread (start-up does not wait).
     preparing = asyncio.create_task(bot.prepare_models(), name="prepare-models")
-    # Freed native memory goes back to the system every TRIM_EVERY s (runtime/memory.py).
+    # Freed native memory goes back to the system every TRIM_EVERY s (chatfn/runtime/memory.py).
     trimmer = Trimmer()
     trimmer.start()
     stop = asyncio.Event()

@@ -8,9 +8,11 @@ with `await ctx.ask_model(...)` (`ask_model(ctx, ...)` is the same), counted lik
 own turns (function_calls/model_access.py); the models refuse requests made any other way.
 """
 
-from common.config import ConfigError, ConfigPath, Section, zone_named
-from common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
-from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.common.config import ConfigError, ConfigPath, Section, zone_named
+from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.storage.create_missing import create_missing
+from chatfn.storage.db import Storage, StorageError, StoredMessage
 from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.limits import Budget, LimitReached, budget_today
@@ -21,8 +23,6 @@ from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import LLMResponse, Message
-from storage.create_missing import create_missing
-from storage.db import Storage, StorageError, StoredMessage
 
 __all__ = [
     "Budget",

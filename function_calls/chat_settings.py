@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase as fnmatch
 from typing import Any
 
-from common.config import (
+from chatfn.common.config import (
     DEFAULT_SYSTEM_PROMPT,
     ChatFunctionRules,
     ChatMatch,
@@ -24,8 +24,8 @@ from common.config import (
     LimitSettings,
     LimitValues,
 )
-from common.messages import IncomingMessage
-from storage.chat_state import Override
+from chatfn.common.messages import IncomingMessage
+from chatfn.storage.chat_state import Override
 
 # Keys admins may override from a chat (`/model`, `/persona`, `/reset`) or the admin console
 # (model, persona, functions, limits, language, respond_in_groups; JSON for the two objects).

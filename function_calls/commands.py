@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from common.i18n import translate
+from chatfn.common.i18n import translate
 from function_calls.spec import FunctionSpec
 
 COMMAND = re.compile(r"^/([A-Za-z0-9_-]{1,64})(?:\s+(.*))?$", re.DOTALL)

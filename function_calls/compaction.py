@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from chatfn.storage.chat_state import Summary
 from function_calls.conversation import (
     BYTES_PER_TOKEN,
     Window,
@@ -37,12 +38,11 @@ from function_calls.limits import LimitReached
 from function_calls.model_access import ask_model
 from providers.errors import ProviderError
 from providers.types import Message
-from storage.chat_state import Summary
 
 if TYPE_CHECKING:
+    from chatfn.storage.db import StoredMessage
     from function_calls.context import MessageContext
     from providers.base import ChatModel
-    from storage.db import StoredMessage
 
 # Characters of one message, and of one function result, in the summary request.
 MESSAGE_CHARS = 2000

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from loguru import logger as _root_logger
 from pydantic import BaseModel
 
-from common.config import CoreSettings
-from common.i18n import translate
-from common.messages import (
+from chatfn.common.config import CoreSettings
+from chatfn.common.i18n import translate
+from chatfn.common.messages import (
     Deliver,
     IncomingMessage,
     OutgoingMessage,
@@ -31,13 +31,13 @@ from function_calls.plugin import Services
 if TYPE_CHECKING:
     from loguru import Logger
 
-    from common.metrics import Metrics
+    from chatfn.common.metrics import Metrics
+    from chatfn.storage.db import Storage, StoredMessage, TurnStart
     from function_calls.journal import TurnJournal
     from function_calls.registry import Registry
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
     from providers.types import LLMResponse, Message, ToolDefinition
-    from storage.db import Storage, StoredMessage, TurnStart
 
 __all__ = [
     "Deliver",

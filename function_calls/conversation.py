@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from chatfn.storage.chat_state import Summary
+from chatfn.storage.db import StoredMessage
 from function_calls.context import MessageContext
 from function_calls.spec import FunctionSpec
 from providers.base import prompt_cache_key
 from providers.types import Message
-from storage.chat_state import Summary
-from storage.db import StoredMessage
 
 # Without a tokenizer, tokens are estimated from UTF-8 bytes. English runs about 4 bytes per
 # token and CJK text about 3 bytes (one character) per token on current tokenizers; 3 errs on

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from common.i18n import CATALOGUES, translate
+from chatfn.common.i18n import CATALOGUES, translate
+from chatfn.storage.db import tool_call_row
 from function_calls.context import MessageContext
 from function_calls.journal import TurnJournal
 from function_calls.limits import LimitReached
@@ -20,7 +21,6 @@ from function_calls.registry import Registry
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.schema import drop_absent_nulls
 from providers.types import parse_arguments
-from storage.db import tool_call_row
 
 Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
 

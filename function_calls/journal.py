@@ -6,7 +6,7 @@ message").
 `TurnJournal` collects the usage rows of the turn's model requests and the limit counters
 they add (`limits.count_request`), and `write()` puts them, with the audit row of a call,
 into one `Storage.write_turn` transaction through `Storage.run` (off the event loop). The
-runtime's subclass (runtime/turn_writer.py) adds the turn's outgoing messages, the delivery
+runtime's subclass (chatfn/runtime/turn_writer.py) adds the turn's outgoing messages, the delivery
 marks waiting to be written and the turn's handled mark.
 
 What a crash between a model request and the turn's next write loses: that request's usage
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from storage.db import StorageError, TurnWrite
+from chatfn.storage.db import StorageError, TurnWrite
 
 if TYPE_CHECKING:
-    from storage.chat_state import Counter
-    from storage.db import Storage
+    from chatfn.storage.chat_state import Counter
+    from chatfn.storage.db import Storage
 
 
 class TurnJournal:

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from common.config import CoreSettings, LimitSettings, LimitValues, zone_named
-from common.messages import IncomingMessage
-from storage.chat_state import Check, Counter
+from chatfn.common.config import CoreSettings, LimitSettings, LimitValues, zone_named
+from chatfn.common.messages import IncomingMessage
+from chatfn.storage.chat_state import Check, Counter
 
 if TYPE_CHECKING:
+    from chatfn.storage.db import Storage
     from function_calls.context import MessageContext
-    from storage.db import Storage
 
 Metric = Literal["messages_per_minute", "model_calls_per_day", "tokens_per_day", "cost_per_day"]
 _WHAT = {

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from common.config import FunctionCallSettings
+from chatfn.common.config import FunctionCallSettings
 from function_calls.compaction import conversation
 from function_calls.context import MessageContext
 from function_calls.conversation import tools_tokens

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from common.config import CoreSettings
-from common.i18n import translate
-from common.messages import GROUP_ADMIN_ROLES, IncomingMessage
+from chatfn.common.config import CoreSettings
+from chatfn.common.i18n import translate
+from chatfn.common.messages import GROUP_ADMIN_ROLES, IncomingMessage
 from function_calls.chat_settings import ChatSettings
 from function_calls.spec import FunctionSpec
 

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from common.config import CoreSettings
-from common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.common.config import CoreSettings
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 
 if TYPE_CHECKING:
+    from chatfn.storage.db import Storage
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
-    from storage.db import Storage
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
-from common.config import CoreSettings
-from common.i18n import translate
-from common.messages import IncomingMessage
+from chatfn.common.config import CoreSettings
+from chatfn.common.i18n import translate
+from chatfn.common.messages import IncomingMessage
 from function_calls import limits
 from function_calls.chat import run_chat_fallback
 from function_calls.chat_settings import ChatSettings

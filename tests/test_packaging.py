@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from common.version import __version__
+from chatfn.common.version import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_SHIPPED = {"tests"}  # packages of the tree that are not part of the distribution
@@ -51,10 +51,11 @@ def tree_files(root: Path = ROOT) -> list[str]:
 
 def shipped(files: list[str]) -> set[str]:
     """What the wheel must hold: every file under a top-level package (a folder with an
-    __init__.py) and every top-level module, found from the tree, not from pyproject.toml."""
+    __init__.py), found from the tree, not from pyproject.toml. Top-level modules (bot.py,
+    check_system.py) are the checkout's commands, not part of the distribution."""
     packages = {f.split("/")[0] for f in files if f.count("/") == 1 and f.endswith("/__init__.py")}
     packages -= NOT_SHIPPED
-    return {f for f in files if f.split("/")[0] in packages or ("/" not in f and f.endswith(".py"))}
+    return {f for f in files if f.split("/")[0] in packages}
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +92,18 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_packages(
     assert names - expected == set(), "in the wheel but not a file of the packages"
     # The ones issue 20 found missing, and the kinds of data file, by name.
     for must in (
-        "common/i18n/__init__.py",
+        "chatfn/common/i18n/__init__.py",
         "function_calls/builtins/chat_admin/functions.py",
-        "storage/migrations/script.py.mako",
-        "storage/migrations/versions/0001_baseline.py",
-        "bot.py",
-        "check_system.py",
+        "chatfn/storage/migrations/script.py.mako",
+        "chatfn/storage/migrations/versions/0001_baseline.py",
         "chatfn/templates/config.yaml.template",
         "chatfn/templates/plugins/example.py",
     ):
         assert must in names
-    assert any(n.startswith("channels/") and n.endswith("/static/index.html") for n in names)
+    assert any(n.startswith("chatfn/channels/") and n.endswith("/static/index.html") for n in names)
+    # Exactly three top-level names in site-packages: nothing generic (channels, storage, ...)
+    # that another distribution could also write into.
+    assert {n.split("/")[0] for n in names} == {"chatfn", "function_calls", "providers"}
     with zipfile.ZipFile(wheel) as zf:  # the init templates as files, not links
         for name in ("config.yaml.template", "plugins/example.py"):
             assert zf.read(f"chatfn/templates/{name}") == (ROOT / name).read_bytes()
@@ -139,19 +141,18 @@ def test_the_sdist_holds_the_whole_tree(built: tuple[list[str], Path, Path]) -> 
 def test_a_file_outside_the_globs_is_caught(tmp_path: Path) -> None:
     """The comparison itself: a module in a new subpackage and a new static file count."""
     files = [
-        "channels/__init__.py",
-        "channels/new/__init__.py",
-        "channels/new/static/app.js",
+        "chatfn/__init__.py",
+        "chatfn/channels/new/__init__.py",
+        "chatfn/channels/new/static/app.js",
         "tests/__init__.py",
         "tests/test_x.py",
         "docs/x.md",
         "bot.py",
     ]
     assert shipped(files) == {
-        "channels/__init__.py",
-        "channels/new/__init__.py",
-        "channels/new/static/app.js",
-        "bot.py",
+        "chatfn/__init__.py",
+        "chatfn/channels/new/__init__.py",
+        "chatfn/channels/new/static/app.js",
     }
 
 
@@ -171,7 +172,7 @@ def test_the_version_is_kept_in_one_place() -> None:
     project = pyproject()
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "common.version.__version__"
+        "attr": "chatfn.common.version.__version__"
     }
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"## {__version__}" in changelog

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from function_calls.testing import ScriptedModel, TestBot, call, say
-from runtime.settings import ConfigError
+from chatfn.runtime.settings import ConfigError
+from chatfn.testing import ScriptedModel, TestBot, call, say
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from runtime.settings import parse_settings
+from chatfn.runtime.settings import parse_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "config.yaml.template"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from runtime.settings import load_settings, parse_settings
+from chatfn.runtime.settings import load_settings, parse_settings
 from tests.bot.conftest import PYTHON, ROOT
 
 CONFIG = {
@@ -89,9 +89,9 @@ def test_every_path_setting_is_taken_from_the_config_folder(tmp_path: Path) -> N
 
 
 def test_the_start_up_line_hides_the_database_password(tmp_path: Path) -> None:
-    from runtime.bot import Bot
-    from runtime.startup import startup_line
-    from storage.db import Storage
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.startup import startup_line
+    from chatfn.storage.db import Storage
 
     url = "postgresql+psycopg://bot:hunter22@127.0.0.1:1/chat"  # never connected to here
     settings = parse_settings({"plugins": {"paths": []}, "storage": {"url": url}}, tmp_path)

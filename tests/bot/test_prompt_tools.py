@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 from pydantic import BaseModel, Field
 
+from chatfn.testing import TestBot
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from function_calls.testing import TestBot
 from providers.config import ModelConfig
 from providers.factory import build_model
 from tests.fakes.cassette import Received, ReplayServer, openai_chat_response

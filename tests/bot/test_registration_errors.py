@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from function_calls.testing import TestBot
+from chatfn.testing import TestBot
 from tests.bot.conftest import PYTHON, ROOT
 
 ARGS_ONLY = """

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from channels.http.admin.passwords import hash_password
-from channels.http.channel import HttpChannel
-from common.messages import OutgoingMessage
+from chatfn.channels.http.admin.passwords import hash_password
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
 from providers.scripted import ScriptedModel
 from providers.types import LLMResponse, Message, ToolCall, ToolDefinition, Usage
-from runtime.bot import Bot
-from runtime.settings import parse_settings
 
 TOKEN = "admin-pages-token"
 PASSWORDS = {"alice": "alice-secret-1", "carol": "carol-secret-1"}
@@ -222,7 +222,7 @@ def _seed_week(console: Console) -> None:
 
     from sqlalchemy import select, update
 
-    from storage.models import messages_table, outbox_table, tool_calls_table, usage_table
+    from chatfn.storage.models import messages_table, outbox_table, tool_calls_table, usage_table
 
     engine = console.bot.storage.engine
     chats = [("group:dev", "Developers"), ("group:ops", "Ops"), ("group:games", "Game night")]

@@ -11,13 +11,13 @@ import pytest
 from aiohttp import web
 from pydantic import BaseModel
 
-from channels.onebot.channel import OneBotChannel
+from chatfn.channels.onebot.channel import OneBotChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
 from providers.base import ChatModel
-from runtime.bot import Bot
-from runtime.settings import parse_settings
 from tests.fakes.images import png
 from tests.fakes.raw_replay import RawReplayServer
 

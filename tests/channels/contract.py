@@ -35,13 +35,13 @@ from typing import Any, Literal, Protocol
 import pytest
 from pydantic import BaseModel, Field
 
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import ScriptedModel
 from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
-from function_calls.testing import ScriptedModel
 from providers.types import LLMResponse, Message, Usage
-from runtime.bot import Bot
-from runtime.channel_host import ChannelHost
-from runtime.settings import parse_settings
 
 Kind = Literal["private", "group"]
 Feature = Literal[
@@ -198,7 +198,7 @@ class Running:
         waited for; `message_id` "" (a platform that gives none back): the chat's newest."""
         from sqlalchemy import select
 
-        from storage.models import messages_table as m
+        from chatfn.storage.models import messages_table as m
 
         storage = self.bot.storage
         query = select(m.c.text, m.c.chat_id, m.c.is_group, m.c.is_at_bot).where(
@@ -482,7 +482,7 @@ async def _all_sent(
 
 
 def _visible(markdown: str) -> str:
-    from channels.markdown import to_plain
+    from chatfn.channels.markdown import to_plain
 
     return to_plain(markdown)
 
@@ -490,11 +490,11 @@ def _visible(markdown: str) -> str:
 async def _unmark_last(bot: Bot, platform: str, chat_id: str) -> None:
     """Set the chat's newest delivered outbox row back to pending: what the database holds
     when the process died after the platform took the message but before the mark. The mark
-    is written a moment after the send (batched, runtime/outbox.py's HOLD): it is waited for
+    is written a moment after the send (batched, chatfn/runtime/outbox.py's HOLD): it is waited for
     first, or it would land after this and undo the crash."""
     from sqlalchemy import select, update
 
-    from storage.models import outbox_table
+    from chatfn.storage.models import outbox_table
 
     storage = bot.storage
     newest = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from channels.discord import SPEC
-from channels.discord.channel import DiscordChannel
-from runtime.channel_host import ChannelHost
+from chatfn.channels.discord import SPEC
+from chatfn.channels.discord.channel import DiscordChannel
+from chatfn.runtime.channel_host import ChannelHost
 from tests.channels.contract import Chat, Sent
 from tests.channels.discord_fake import BOT_ID, FakeDiscord, user
 from tests.channels.discord_fake import Sent as Posted

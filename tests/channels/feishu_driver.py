@@ -15,13 +15,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from channels.feishu import SPEC
-from channels.feishu.channel import FeishuChannel
+from chatfn.channels.feishu import SPEC
+from chatfn.channels.feishu.channel import FeishuChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import ScriptedModel
 from function_calls.registry import Registry
-from function_calls.testing import ScriptedModel
-from runtime.bot import Bot
-from runtime.channel_host import ChannelHost
-from runtime.settings import parse_settings
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
 from tests.channels.feishu_fake import (
     BOT_NAME,

@@ -1,4 +1,4 @@
-"""For tests of "confirmed to the platform only once stored" (channels/intake.py): a scripted
+"""For tests of "confirmed to the platform only once stored" (chatfn/channels/intake.py): a scripted
 echo model that holds a turn (a message saying "hold" waits for `gate`, so its chat's next
 message waits, taken by the channel but not yet stored), and a bot whose `handle` raises before
 the store (`broker_away`)."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from function_calls.testing import ScriptedModel
+from chatfn.testing import ScriptedModel
 
 
 class HeldModel(ScriptedModel):

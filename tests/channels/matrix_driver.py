@@ -29,12 +29,12 @@ from typing import Any
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, RoomCreateResponse, RoomPreset, UploadResponse
 
-from channels.matrix import SPEC
-from channels.matrix.channel import MatrixChannel
-from function_calls.testing import ScriptedModel
-from runtime.bot import Bot
-from runtime.channel_host import ChannelHost
-from runtime.settings import parse_settings
+from chatfn.channels.matrix import SPEC
+from chatfn.channels.matrix.channel import MatrixChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import ScriptedModel
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
 from tests.channels.matrix_proxy import MatrixProxy
 from tests.channels.synapse_server import Account, Synapse

@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from channels.qq.webhook import Signer
+from chatfn.channels.qq.webhook import Signer
 
 APP_ID = "102000001"
 SECRET = "fakeQQsecretForTests"

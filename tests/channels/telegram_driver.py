@@ -13,15 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from channels.telegram import SPEC
-from channels.telegram.channel import TelegramChannel
+from chatfn.channels.telegram import SPEC
+from chatfn.channels.telegram.channel import TelegramChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import ScriptedModel
 from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
-from function_calls.testing import ScriptedModel
 from providers.types import LLMResponse, Message, Usage
-from runtime.bot import Bot
-from runtime.channel_host import ChannelHost
-from runtime.settings import parse_settings
 from tests.channels.contract import Chat, Sent
 from tests.channels.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram
 from tests.channels.telegram_fake import Sent as FakeSent

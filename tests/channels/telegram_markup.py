@@ -1,5 +1,5 @@
 """Telegram's two formatting modes, parsed as its Bot API documents them, to check that what
-channels/markdown.py writes is accepted: https://core.telegram.org/bots/api#formatting-options
+chatfn/channels/markdown.py writes is accepted: https://core.telegram.org/bots/api#formatting-options
 (MarkdownV2 style, HTML style). A parse error here is a message Telegram would refuse with
 "can't parse entities"."""
 

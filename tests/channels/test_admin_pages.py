@@ -1,4 +1,5 @@
-"""The admin console's pages (channels/http/admin/static/) in a real headless Chromium, against
+"""The admin console's pages (chatfn/channels/http/admin/static/) in a real headless Chromium,
+against
 the real bot: the HTTP channel with `admin.users`, a SQLite database seeded by real traffic
 (tests/channels/admin_seed.py).
 

@@ -1,4 +1,5 @@
-"""The admin console's static files (channels/http/admin/static/) without a browser: the zh and
+"""The admin console's static files (chatfn/channels/http/admin/static/) without a browser: the zh
+and
 en catalogues hold the same words and every word the pages use; no script writes HTML (data
 from the bot, chat names and messages above all, only ever becomes text); every vendored file
 is the one its README names, beside its licence; the pages load nothing from another host."""
@@ -9,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-STATIC = Path(__file__).resolve().parents[2] / "channels/http/admin/static"
+STATIC = Path(__file__).resolve().parents[2] / "chatfn/channels/http/admin/static"
 
 
 def test_catalogues_have_every_word_the_pages_use() -> None:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, web
 
-from channels.console.channel import ConsoleChannel
-from channels.http.channel import HttpChannel
-from function_calls.testing import TestBot
+from chatfn.channels.console.channel import ConsoleChannel
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 from providers.factory import build_model
 from tests.fakes.protocols import Protocol, Turn, model_config, openai_events, replies
 from tests.fakes.raw_replay import RawReplayServer, cut_off_after, raw

@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from channels.http import SPEC
-from channels.http.channel import HttpChannel
-from runtime.channel_host import ChannelHost
+from chatfn.channels.http import SPEC
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.channel_host import ChannelHost
 from tests.channels.contract import ChannelContract, Chat, Sent
 
 

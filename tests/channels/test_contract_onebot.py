@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from channels.onebot import SPEC
-from channels.onebot.channel import OneBotChannel
-from runtime.channel_host import ChannelHost
+from chatfn.channels.onebot import SPEC
+from chatfn.channels.onebot.channel import OneBotChannel
+from chatfn.runtime.channel_host import ChannelHost
 from tests.channels.contract import ChannelContract, Chat, Sent
 from tests.channels.onebot_sim import OneBotSim, at, text
 

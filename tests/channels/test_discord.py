@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from channels.discord import SPEC, check
-from channels.discord.channel import TokenRefused
-from channels.discord.settings import DiscordSettings
-from common.messages import DeliveryRefused, OutgoingMessage
-from runtime.settings import parse_settings
+from chatfn.channels.discord import SPEC, check
+from chatfn.channels.discord.channel import TokenRefused
+from chatfn.channels.discord.settings import DiscordSettings
+from chatfn.common.messages import DeliveryRefused, OutgoingMessage
+from chatfn.runtime.settings import parse_settings
 from tests.channels.contract import ChannelContract, Chat, Start, _all_sent, _unmark_last
 from tests.channels.discord_driver import DiscordDriver, as_sent, visible
 from tests.channels.discord_fake import BOT_ID, MESSAGE_CONTENT, OWNER_ID, FakeDiscord, user

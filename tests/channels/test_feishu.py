@@ -20,14 +20,14 @@ pytest.importorskip("lark_oapi")
 from loguru import logger  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
-from channels.feishu import SPEC, check  # noqa: E402
-from channels.feishu.api import FeishuApi  # noqa: E402
-from channels.feishu.parse import parse_chat_id, read_message  # noqa: E402
-from channels.feishu.render import mention, to_feishu_markdown  # noqa: E402
-from channels.feishu.send import FeishuSender  # noqa: E402
-from channels.feishu.settings import FeishuSettings  # noqa: E402
-from channels.feishu.webhook import Refused, decrypt, open_request  # noqa: E402
-from common.messages import DeliveryRefused, NotDelivered, OutgoingMessage  # noqa: E402
+from chatfn.channels.feishu import SPEC, check  # noqa: E402
+from chatfn.channels.feishu.api import FeishuApi  # noqa: E402
+from chatfn.channels.feishu.parse import parse_chat_id, read_message  # noqa: E402
+from chatfn.channels.feishu.render import mention, to_feishu_markdown  # noqa: E402
+from chatfn.channels.feishu.send import FeishuSender  # noqa: E402
+from chatfn.channels.feishu.settings import FeishuSettings  # noqa: E402
+from chatfn.channels.feishu.webhook import Refused, decrypt, open_request  # noqa: E402
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import contract_registry  # noqa: E402
@@ -200,7 +200,7 @@ def test_webhook_requests_are_decrypted_and_checked() -> None:
 def test_the_platforms_answers_are_sorted() -> None:
     from lark_oapi.core.model import BaseResponse, RawResponse
 
-    from channels.feishu.api import FeishuError, RateLimited, Unavailable, check
+    from chatfn.channels.feishu.api import FeishuError, RateLimited, Unavailable, check
 
     def answer(status: int, code: int, headers: dict[str, str] | None = None) -> BaseResponse:
         raw = RawResponse()
@@ -460,7 +460,7 @@ async def test_an_event_is_answered_handled_only_once_its_message_is_stored(
     """A message waiting behind its chat's running turn: its frame gets no answer while it
     waits, then 200 once stored; past ACK_WAIT a 500, so the platform pushes it again, and
     the push after it was stored is answered 200 and not handled twice."""
-    from channels.feishu import channel as feishu_channel
+    from chatfn.channels.feishu import channel as feishu_channel
     from tests.channels.contract import _echo
 
     monkeypatch.setattr(feishu_channel, "ACK_WAIT", 30.0)  # a loaded machine: not given up
@@ -500,7 +500,7 @@ async def test_an_event_whose_handling_failed_before_the_store_is_answered_500(
 ) -> None:
     """`host.handle` raising before the message is stored (a cluster gateway whose broker is
     away; `Bot.handle` stands in for it): a 500, and the platform's push again is taken."""
-    from channels import intake
+    from chatfn.channels import intake
 
     monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
     driver = FeishuDriver(fake)
@@ -517,8 +517,8 @@ async def test_an_event_whose_handling_failed_before_the_store_is_answered_500(
 
 
 async def test_a_dead_secret_is_one_clear_line(fake: FakeFeishu, tmp_path: Path) -> None:
-    from runtime.bot import Bot
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
 
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
@@ -588,10 +588,10 @@ def free_port() -> int:
 async def test_webhook_mode_on_the_http_channels_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from channels.feishu import channel as feishu_channel
-    from runtime.bot import Bot
-    from runtime.channel_registry import find_channels
-    from runtime.settings import parse_settings
+    from chatfn.channels.feishu import channel as feishu_channel
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import find_channels
+    from chatfn.runtime.settings import parse_settings
     from tests.channels.contract import _echo
 
     port = free_port()

@@ -12,11 +12,11 @@ import aiohttp
 import pytest
 from loguru import logger
 
-from channels.http.channel import HttpChannel
-from channels.onebot.message import normalize, parse_message
-from common.messages import MAX_TEXT_CHARS
-from runtime.bot import Bot
-from runtime.settings import parse_settings
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.channels.onebot.message import normalize, parse_message
+from chatfn.common.messages import MAX_TEXT_CHARS
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from tests.channels.conftest import MakeOneBot, make_registry
 from tests.channels.onebot_sim import plain
 from tests.channels.test_onebot import ALICE, GROUP, SELF, connected

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from aiohttp import ClientSession
 
-from channels.http.channel import HttpChannel
-from function_calls.testing import TestBot
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 
 
 async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from aiohttp import ClientSession
 
-from channels.http.channel import HttpChannel
-from function_calls.testing import TestBot
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 from providers.scripted import ScriptedModel, say
 
 TOKEN = "history-token"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession
 
-from channels.http.channel import HttpChannel
-from common.config import ConfigError
-from function_calls.testing import TestBot
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.common.config import ConfigError
+from chatfn.testing import TestBot
 from providers.factory import build_model
 from providers.scripted import ScriptedModel, say
 from tests.fakes.images import png

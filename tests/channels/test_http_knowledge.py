@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp import ClientSession
 
-from channels.http.channel import HttpChannel
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 from function_calls.builtins.knowledge import KnowledgeService
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, Message, ToolDefinition
 

@@ -12,9 +12,9 @@ from typing import Any
 from aiohttp import ClientSession
 from prometheus_client.parser import text_string_to_metric_families
 
-from channels.http.channel import HttpChannel
-from runtime.bot import Bot
-from runtime.settings import parse_settings
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from tests.fakes.protocols import Turn, replies
 from tests.fakes.raw_replay import RawReplayServer
 

@@ -1,4 +1,5 @@
-"""channels/markdown.py and channels/split.py: the model's Markdown as each platform's format,
+"""chatfn/channels/markdown.py and chatfn/channels/split.py: the model's Markdown as each
+platform's format,
 and long replies cut where a reader would. Telegram's parsers are modelled from its Bot API
 documentation (tests/channels/telegram_markup.py): whatever the model writes, Telegram must
 not refuse the message."""
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.markdown import (
+from chatfn.channels.markdown import (
     to_discord,
     to_matrix_html,
     to_plain,
@@ -20,7 +21,7 @@ from channels.markdown import (
     to_telegram_html,
     to_telegram_markdown_v2,
 )
-from channels.split import split_message, utf16_len
+from chatfn.channels.split import split_message, utf16_len
 from tests.channels.telegram_markup import MarkupError, parse_markdown_v2, parse_telegram_html
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")

@@ -17,9 +17,9 @@ pytest.importorskip("nio")
 
 from loguru import logger  # noqa: E402
 
-from channels.matrix import SPEC  # noqa: E402
-from channels.matrix.send import EVENT_BUDGET  # noqa: E402
-from channels.matrix.settings import MatrixSettings  # noqa: E402
+from chatfn.channels.matrix import SPEC  # noqa: E402
+from chatfn.channels.matrix.send import EVENT_BUDGET  # noqa: E402
+from chatfn.channels.matrix.settings import MatrixSettings  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from tests.channels.contract import PNG, Chat, _unmark_last, contract_registry  # noqa: E402
 from tests.channels.matrix_driver import BOT_NAME, MatrixDriver, running  # noqa: E402
@@ -176,7 +176,7 @@ async def test_pills_legacy_names_reply_fallbacks_and_threads(
         assert texts[2] == "echo: (quoting: echo: legacy hi)\nand more"
         from sqlalchemy import select
 
-        from storage.models import messages_table as m
+        from chatfn.storage.models import messages_table as m
 
         def row() -> str:
             with bot.storage.engine.connect() as conn:
@@ -260,7 +260,7 @@ async def test_images_use_authenticated_media_both_ways(
         )
         from sqlalchemy import select
 
-        from storage.models import messages_table as m
+        from chatfn.storage.models import messages_table as m
 
         def row() -> str:
             with bot.storage.engine.connect() as conn:
@@ -287,9 +287,9 @@ async def test_a_refused_token_is_one_error_line_and_a_fail_in_the_probe(
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(str(m)), level="ERROR", format="{message}")
     try:
-        from function_calls.testing import ScriptedModel
-        from runtime.bot import Bot
-        from runtime.settings import parse_settings
+        from chatfn.runtime.bot import Bot
+        from chatfn.runtime.settings import parse_settings
+        from chatfn.testing import ScriptedModel
 
         settings = parse_settings(
             {

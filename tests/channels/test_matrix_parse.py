@@ -14,11 +14,11 @@ from aiohttp import web
 
 pytest.importorskip("nio")
 
-from channels.matrix.format import to_body, to_html  # noqa: E402
-from channels.matrix.parse import parse_chat_id, read_content  # noqa: E402
-from channels.matrix.send import EVENT_BUDGET, MatrixSender, transaction_id  # noqa: E402
-from channels.matrix.settings import MatrixSettings  # noqa: E402
-from common.messages import OutgoingMessage  # noqa: E402
+from chatfn.channels.matrix.format import to_body, to_html  # noqa: E402
+from chatfn.channels.matrix.parse import parse_chat_id, read_content  # noqa: E402
+from chatfn.channels.matrix.send import EVENT_BUDGET, MatrixSender, transaction_id  # noqa: E402
+from chatfn.channels.matrix.settings import MatrixSettings  # noqa: E402
+from chatfn.common.messages import OutgoingMessage  # noqa: E402
 from tests.channels.conftest import serve  # noqa: E402
 from tests.channels.contract import PNG, STYLED  # noqa: E402
 
@@ -180,8 +180,8 @@ async def test_media_falls_back_to_the_legacy_api_without_authenticated_media() 
     app.router.add_get("/_matrix/client/v1/media/download/{server}/{media}", v1)
     app.router.add_get("/_matrix/media/v3/download/{server}/{media}", legacy)
     runner, port = await serve(app)
-    from channels.matrix.login import make_client
-    from channels.matrix.media import download
+    from chatfn.channels.matrix.login import make_client
+    from chatfn.channels.matrix.media import download
 
     settings = MatrixSettings(homeserver=f"http://127.0.0.1:{port}", user_id=BOT)
     client = make_client(settings)
@@ -199,7 +199,7 @@ async def test_media_falls_back_to_the_legacy_api_without_authenticated_media() 
 
 
 def test_readme_documents_the_channel_and_every_key() -> None:
-    from channels.matrix import SPEC
+    from chatfn.channels.matrix import SPEC
 
     root = Path(__file__).resolve().parents[2]
     assert SPEC.readme in (root / "README.md").read_text(encoding="utf-8")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession as HttpSession
 
-from channels.http.channel import HttpChannel
-from function_calls.testing import TestBot
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
@@ -89,7 +89,7 @@ async def test_sdk_client_over_stdio(tmp_path: Path) -> None:
         hidden = await session.call_tool("reminder_list", {})
         assert hidden.is_error
 
-    from storage.db import Storage
+    from chatfn.storage.db import Storage
 
     storage = Storage(f"sqlite:///{tmp_path / 'bot.db'}")
     rows = [(r.function, r.source, r.outcome, r.chat_id) for r in storage.tool_calls()]

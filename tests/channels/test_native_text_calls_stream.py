@@ -13,9 +13,9 @@ from typing import Any
 
 from aiohttp import web
 
-from channels.console.channel import ConsoleChannel
-from channels.http.channel import HttpChannel
-from function_calls.testing import TestBot
+from chatfn.channels.console.channel import ConsoleChannel
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 from providers.factory import build_model
 from tests.channels.test_channel_streaming import post_stream
 from tests.fakes.protocols import Turn, model_config, replies

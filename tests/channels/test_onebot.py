@@ -8,10 +8,10 @@ import asyncio
 import aiohttp
 import pytest
 
-from channels.onebot.channel import DeliveryError
+from chatfn.channels.onebot.channel import DeliveryError
+from chatfn.runtime.bot import Bot
 from function_calls.context import OutgoingMessage, SystemEvent
 from providers.scripted import ScriptedModel, call, say
-from runtime.bot import Bot
 from tests.channels.conftest import ESSAY, TOKEN, MakeOneBot
 from tests.channels.onebot_sim import OneBotSim, at, plain, reply, text
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from channels.onebot.link import STALLED_BYTES
-from common.messages import OutgoingMessage
-from storage.models import outbox_table
+from chatfn.channels.onebot.link import STALLED_BYTES
+from chatfn.common.messages import OutgoingMessage
+from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN, MakeOneBot
 from tests.channels.onebot_sim import plain
 from tests.channels.test_onebot import ALICE, GROUP, connected

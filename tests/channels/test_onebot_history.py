@@ -1,5 +1,5 @@
 """A OneBot message that may have been sent already is looked for in the chat's history before
-it is sent again (channels/onebot/history.py): a reply sent just before a SIGKILL, whose
+it is sent again (chatfn/channels/onebot/history.py): a reply sent just before a SIGKILL, whose
 delivery mark never got written, and a send whose socket dropped before its answer. Real
 SQLite, the real channel, the OneBot peer simulator answering get_group_msg_history as NapCat
 does."""
@@ -14,11 +14,11 @@ from typing import Any
 from loguru import logger
 from sqlalchemy import update
 
-from channels.onebot.channel import OneBotChannel
-from channels.onebot.history import Owed, match_sent, own_texts
-from common.messages import OutgoingMessage
-from runtime.bot import Bot
-from storage.models import outbox_table
+from chatfn.channels.onebot.channel import OneBotChannel
+from chatfn.channels.onebot.history import Owed, match_sent, own_texts
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN
 from tests.channels.onebot_sim import OneBotSim, at, plain, text
 from tests.channels.test_outbox_delivery import make_bot, states, until_states

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.onebot.message import (
+from chatfn.channels.onebot.message import (
     escape,
     normalize,
     outgoing_segments,
@@ -71,7 +71,7 @@ def test_cq_parse_of_unclosed_codes_is_linear() -> None:
     stop at the next `[`."""
     import time
 
-    from channels.onebot.message import parse_cq
+    from chatfn.channels.onebot.message import parse_cq
 
     start = time.perf_counter()
     segments = parse_cq("[CQ:a," * 8000)

@@ -8,7 +8,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from channels.outbound import OrderedRunner, Outbound, RateLimiter, split_text
+from chatfn.channels.outbound import OrderedRunner, Outbound, RateLimiter, split_text
 
 
 def test_split_on_line_boundaries() -> None:
@@ -80,7 +80,7 @@ async def test_retry_after_waits_resends_the_part_and_keeps_the_chats_order() ->
     """A 429 on the first part of one message: that part is sent again after the wait, and the
     next message of the chat (queued meanwhile) goes out only after it; another chat is not
     held up."""
-    from channels.outbound import RetryAfter
+    from chatfn.channels.outbound import RetryAfter
 
     outbound = Outbound(max_length=100)
     sent: list[tuple[str, str]] = []
@@ -106,7 +106,7 @@ async def test_retry_after_waits_resends_the_part_and_keeps_the_chats_order() ->
 
 
 async def test_retry_after_beyond_the_bound_reaches_the_caller() -> None:
-    from channels.outbound import RetryAfter
+    from chatfn.channels.outbound import RetryAfter
 
     outbound = Outbound(max_length=100, max_retry_wait=0.2)
 
@@ -122,9 +122,9 @@ async def test_retry_after_beyond_the_bound_reaches_the_caller() -> None:
 
 
 async def test_a_markdown_aware_splitter_and_backoff() -> None:
-    from channels.markdown import to_telegram_markdown_v2
-    from channels.outbound import Backoff
-    from channels.split import split_message
+    from chatfn.channels.markdown import to_telegram_markdown_v2
+    from chatfn.channels.outbound import Backoff
+    from chatfn.channels.split import split_message
 
     outbound = Outbound(
         max_length=60,

@@ -15,13 +15,13 @@ import pytest
 from aiohttp import web
 from sqlalchemy import select
 
-from channels.http.channel import HttpChannel
-from channels.onebot.channel import OneBotChannel
-from common.messages import OutgoingMessage
-from runtime.bot import Bot
-from runtime.logging import secret_values
-from runtime.settings import parse_settings
-from storage.models import outbox_table
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.channels.onebot.channel import OneBotChannel
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.logging import secret_values
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN, make_registry, serve
 from tests.channels.onebot_sim import OneBotSim, plain
 

@@ -24,11 +24,11 @@ from aiohttp import web
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 
-from channels.http.channel import HttpChannel
-from runtime.bot import Bot
-from runtime.event_stream import message_of
-from storage.models import outbox_table
-from storage.outbox import OutboxEntry
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.event_stream import message_of
+from chatfn.storage.models import outbox_table
+from chatfn.storage.outbox import OutboxEntry
 from tests.channels.conftest import serve
 from tests.channels.test_outbox_delivery import make_bot
 from tests.cluster.conftest import pg_url  # noqa: F401 - the fixture, for the PostgreSQL case

@@ -20,13 +20,13 @@ import pytest
 from loguru import logger
 from pydantic import ValidationError
 
-from channels.qq import SPEC, check
-from channels.qq.api import QQApi
-from channels.qq.parse import guild_roles, parse_chat_id, read_content
-from channels.qq.send import CUT_NOTE, Passive, QQSender, msg_seq
-from channels.qq.settings import QQSettings
-from channels.qq.webhook import Signer, seed
-from common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.channels.qq import SPEC, check
+from chatfn.channels.qq.api import QQApi
+from chatfn.channels.qq.parse import guild_roles, parse_chat_id, read_content
+from chatfn.channels.qq.send import CUT_NOTE, Passive, QQSender, msg_seq
+from chatfn.channels.qq.settings import QQSettings
+from chatfn.channels.qq.webhook import Signer, seed
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
 from tests.channels.contract import PNG, Chat
 from tests.channels.qq_driver import QQDriver, running
 from tests.channels.qq_fake import BOT_ID, FakeQQ
@@ -72,7 +72,7 @@ def warnings() -> tuple[list[str], int]:
     sink = logger.add(
         lambda m: lines.append(m.record["message"]),
         level="WARNING",
-        filter=lambda r: r["name"].startswith("channels.qq"),
+        filter=lambda r: r["name"].startswith("chatfn.channels.qq"),
     )
     return lines, sink
 
@@ -398,8 +398,8 @@ async def test_the_gateway_resumes_reconnects_and_identifies_again(
 async def test_intents_the_bot_lacks_are_one_error_naming_the_key(
     fake: FakeQQ, tmp_path: Path
 ) -> None:
-    from runtime.bot import Bot
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
 
     fake.refuse_identify = 4014
     lines, sink = warnings()
@@ -435,10 +435,10 @@ def free_port() -> int:
 
 
 async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Path) -> None:
-    from function_calls.testing import ScriptedModel
-    from runtime.bot import Bot
-    from runtime.channel_registry import find_channels
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import find_channels
+    from chatfn.runtime.settings import parse_settings
+    from chatfn.testing import ScriptedModel
     from tests.channels.contract import _echo, contract_registry
 
     port = free_port()
@@ -509,14 +509,14 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
 
 # -- a dead secret --
 async def test_a_dead_secret_is_one_clear_log_line(fake: FakeQQ, tmp_path: Path) -> None:
-    from runtime.bot import Bot
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
 
     lines: list[str] = []
     sink = logger.add(
         lambda m: lines.append(str(m)),
         level="WARNING",
-        filter=lambda r: r["name"].startswith("channels.qq"),
+        filter=lambda r: r["name"].startswith("chatfn.channels.qq"),
     )
     driver = QQDriver(fake, "qq", secret="revoked-secret")
     try:
@@ -559,9 +559,9 @@ async def test_qq_official_and_onebot_in_one_process(fake: FakeQQ, tmp_path: Pat
     """Two platforms on one bot (a group moving from a OneBot account to the official bot):
     each message is answered where it came from; a reminder to a C2C chat answers its newest
     message (passive: QQ takes no active message there)."""
-    from function_calls.testing import ScriptedModel
-    from runtime.bot import Bot
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
+    from chatfn.testing import ScriptedModel
     from tests.channels.contract import _echo, contract_registry
     from tests.channels.test_contract_onebot import OneBotDriver
 

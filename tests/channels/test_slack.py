@@ -24,9 +24,9 @@ import aiohttp  # noqa: E402
 from loguru import logger  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
-from channels.slack import SPEC, check  # noqa: E402
-from channels.slack.parse import parse_chat_id, read_text  # noqa: E402
-from channels.slack.settings import SlackSettings  # noqa: E402
+from chatfn.channels.slack import SPEC, check  # noqa: E402
+from chatfn.channels.slack.parse import parse_chat_id, read_text  # noqa: E402
+from chatfn.channels.slack.settings import SlackSettings  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import PNG, contract_registry  # noqa: E402
@@ -144,7 +144,7 @@ async def test_an_unacknowledged_envelope_sent_again_is_handled_once(
 async def test_an_envelope_is_acknowledged_only_once_its_message_is_stored(
     fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from channels.slack import channel as slack_channel
+    from chatfn.channels.slack import channel as slack_channel
     from tests.channels.contract import _echo
 
     monkeypatch.setattr(slack_channel, "ACK_WAIT", 30.0)  # a loaded machine: never given up here
@@ -192,7 +192,7 @@ async def test_an_event_whose_handling_failed_before_the_store_is_not_acknowledg
 ) -> None:
     """`host.handle` raising before the message is stored (a cluster gateway whose broker is
     away; `Bot.handle` stands in for it): no ack, and Slack's resend is taken again."""
-    from channels import intake
+    from chatfn.channels import intake
 
     monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
     driver = SlackDriver(fake)
@@ -215,7 +215,7 @@ def stored_texts(bot: Any, chat_id: str) -> list[str]:
     """The chat's stored user messages, oldest first (run on a storage thread)."""
     from sqlalchemy import select
 
-    from storage.models import messages_table as m
+    from chatfn.storage.models import messages_table as m
 
     with bot.storage.engine.connect() as conn:
         return list(
@@ -346,8 +346,8 @@ async def test_reconnects_with_backoff_and_after_a_disconnect_envelope(
 
 
 async def test_a_dead_bot_token_is_one_clear_line(fake: FakeSlack, tmp_path: Path) -> None:
-    from runtime.bot import Bot
-    from runtime.settings import parse_settings
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
 
     lines: list[str] = []
     sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
@@ -401,10 +401,10 @@ def signed(body: bytes, secret: str = SECRET, at: int | None = None) -> dict[str
 async def test_the_events_api_on_the_http_channels_port(
     fake: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from channels.slack import channel as slack_channel
-    from runtime.bot import Bot
-    from runtime.channel_registry import find_channels
-    from runtime.settings import parse_settings
+    from chatfn.channels.slack import channel as slack_channel
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import find_channels
+    from chatfn.runtime.settings import parse_settings
     from tests.channels.contract import _echo
 
     port = free_port()
@@ -494,9 +494,9 @@ async def test_the_events_api_on_the_http_channels_port(
 
 
 async def test_sender_url_images_as_image_blocks_and_refusals(fake: FakeSlack) -> None:
-    from channels.slack.channel import web_client
-    from channels.slack.send import SlackSender
-    from common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+    from chatfn.channels.slack.channel import web_client
+    from chatfn.channels.slack.send import SlackSender
+    from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
 
     settings = SlackSettings(
         bot_token=fake.bot_token, app_token=fake.app_token, api_base=fake.api_base, send_rate=0

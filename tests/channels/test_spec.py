@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import channel_registry
-from runtime.bot import Bot, BotChannelHost
-from runtime.channel_registry import BUILTIN, ChannelNotFound, find_channels, forget_channels
-from runtime.settings import ConfigError, parse_settings
+from chatfn.runtime import channel_registry
+from chatfn.runtime.bot import Bot, BotChannelHost
+from chatfn.runtime.channel_registry import BUILTIN, ChannelNotFound, find_channels, forget_channels
+from chatfn.runtime.settings import ConfigError, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "thirdparty_channel"
@@ -112,7 +112,7 @@ def test_the_built_ins_are_found_without_an_install(monkeypatch: pytest.MonkeyPa
 
 def test_a_broken_or_clashing_channel_is_reported_not_fatal() -> None:
     broken = EntryPoint("ghost", "no_such_module_here:SPEC", "chatfn.channels")
-    clash = EntryPoint("http", "channels.onebot:SPEC", "chatfn.channels")
+    clash = EntryPoint("http", "chatfn.channels.onebot:SPEC", "chatfn.channels")
     found = find_channels(extra=[broken, clash])
     assert "http" in found.specs and found.specs["http"].name == "http"
     assert "ModuleNotFoundError" in found.broken["ghost"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from aiohttp import ClientSession, ClientTimeout
 
-from channels.http.channel import HttpChannel
-from common.messages import OutgoingMessage
-from function_calls.testing import TestBot
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.common.messages import OutgoingMessage
+from chatfn.testing import TestBot
 
 
 class Collect(logging.Handler):

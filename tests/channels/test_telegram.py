@@ -20,9 +20,9 @@ from aiohttp import web
 
 pytest.importorskip("telegram")
 
-from channels.split import utf16_len  # noqa: E402
-from common.messages import OutgoingMessage  # noqa: E402
-from runtime.bot import Bot  # noqa: E402
+from chatfn.channels.split import utf16_len  # noqa: E402
+from chatfn.common.messages import OutgoingMessage  # noqa: E402
+from chatfn.runtime.bot import Bot  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.telegram_driver import (  # noqa: E402
     ESSAY,
@@ -46,7 +46,7 @@ async def stored(bot: Bot, chat_id: str) -> list[Any]:
     """The chat's stored user messages (text, is_at_bot, message_id), oldest first."""
     from sqlalchemy import select
 
-    from storage.models import messages_table as m
+    from chatfn.storage.models import messages_table as m
 
     def read() -> list[Any]:
         with bot.storage.engine.connect() as conn:
@@ -252,7 +252,7 @@ async def test_a_long_reply_is_split_within_4096_utf16_units(
     assert len(parts) >= 4
     assert all(utf16_len(p.text) <= 4096 for p in parts)
     assert max(utf16_len(p.text) for p in parts) > 3000  # packed, not one paragraph a message
-    from channels.markdown import to_plain
+    from chatfn.channels.markdown import to_plain
 
     assert " ".join(p.text for p in parts).split() == to_plain(ESSAY).split()
     code = [p for p in parts if "line_0 = 0" in p.text or "line_199" in p.text]
@@ -381,7 +381,7 @@ async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
         await fake.message(chat, "queued behind it")
         await taken_and_polled(driver, fake, fake.updates[-1]["update_id"])
     # Stopped mid-turn: the first message is stored (a start with `resume` would answer it;
-    # runtime/resume.py), the second is not, and Telegram hands it over again.
+    # chatfn/runtime/resume.py), the second is not, and Telegram hands it over again.
     async with running(driver, tmp_path) as bot:
         sent = await fake.wait_sent(1017, 1)
         rows = await stored(bot, "private:1017")
@@ -396,7 +396,7 @@ async def test_a_message_whose_handling_failed_before_the_store_is_taken_again(
     its broker is away; `Bot.handle` stands in for it here, the broker being out of reach of
     this test): the update stays unconfirmed, is taken again after RETAKE_AFTER, answered
     once; one that fails every time is given up after MAX_TAKES so later updates go on."""
-    from channels import intake
+    from chatfn.channels import intake
 
     monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
     driver = TelegramDriver(fake)
@@ -424,7 +424,7 @@ async def test_a_crash_between_send_and_mark_delivers_at_least_once(
 ) -> None:
     from sqlalchemy import select, update
 
-    from storage.models import outbox_table
+    from chatfn.storage.models import outbox_table
 
     driver = TelegramDriver(fake)
     async with running(driver, tmp_path) as bot:
@@ -504,7 +504,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
 ) -> None:
     import aiohttp
 
-    from runtime.channel_registry import find_channels
+    from chatfn.runtime.channel_registry import find_channels
     from tests.channels.telegram_driver import registry
 
     port = free_port()
@@ -514,7 +514,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
         webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
         secret_token="s3cret-Token_1",
     )
-    from runtime.settings import parse_settings
+    from chatfn.runtime.settings import parse_settings
 
     settings = parse_settings(
         {
@@ -576,7 +576,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
 
 # -- settings, probe, parsing ------------------------------------------------------------------
 def test_settings_errors_name_the_key() -> None:
-    from runtime.settings import ConfigError, parse_settings
+    from chatfn.runtime.settings import ConfigError, parse_settings
 
     with pytest.raises(ConfigError, match=r"channels\.telegram.*webhook_url"):
         parse_settings({"channels": {"telegram": {"token": "1:a", "mode": "webhook"}}})
@@ -591,7 +591,7 @@ def test_settings_errors_name_the_key() -> None:
 
 
 async def test_check_probe_offline_and_online(fake: FakeTelegram) -> None:
-    from channels.telegram import SPEC, TelegramSettings
+    from chatfn.channels.telegram import SPEC, TelegramSettings
 
     assert SPEC.check is not None
     [no_token] = await SPEC.check(TelegramSettings(), False)
@@ -613,12 +613,12 @@ async def test_a_dead_token_is_one_clear_log_line(fake: FakeTelegram, tmp_path: 
     sink = logger.add(
         lambda m: lines.append(str(m)),
         level="WARNING",
-        filter=lambda r: r["name"].startswith("channels.telegram"),
+        filter=lambda r: r["name"].startswith("chatfn.channels.telegram"),
     )
     driver = TelegramDriver(fake)
     driver.settings["token"] = "1:dead"
     try:
-        from runtime.settings import parse_settings
+        from chatfn.runtime.settings import parse_settings
 
         settings = parse_settings(
             {
@@ -629,7 +629,7 @@ async def test_a_dead_token_is_one_clear_log_line(fake: FakeTelegram, tmp_path: 
             base_dir=tmp_path,
         )
         bot = Bot(settings, load_plugins=False, builtins=False)
-        from channels.telegram import SPEC
+        from chatfn.channels.telegram import SPEC
 
         channel = SPEC.build(bot.channel_host, settings.channels.telegram)
         task = asyncio.create_task(channel.run())
@@ -645,8 +645,8 @@ async def test_a_dead_token_is_one_clear_log_line(fake: FakeTelegram, tmp_path: 
 
 async def test_telegram_and_onebot_in_one_process(fake: FakeTelegram, tmp_path: Path) -> None:
     """Two platforms on one bot: each message is answered on the platform it came from."""
-    from function_calls.testing import ScriptedModel
-    from runtime.settings import parse_settings
+    from chatfn.runtime.settings import parse_settings
+    from chatfn.testing import ScriptedModel
     from tests.channels.telegram_driver import echo_model, registry
     from tests.channels.test_contract_onebot import OneBotDriver
 
@@ -684,7 +684,7 @@ async def test_telegram_and_onebot_in_one_process(fake: FakeTelegram, tmp_path: 
 
 
 async def test_check_warns_about_a_webhook_telegram_cannot_reach() -> None:
-    from channels.telegram import SPEC, TelegramSettings
+    from chatfn.channels.telegram import SPEC, TelegramSettings
 
     assert SPEC.check is not None
     plain_http = TelegramSettings(token="1:a", mode="webhook", webhook_url="http://bot.example/h")
@@ -729,9 +729,9 @@ async def test_a_429_longer_than_max_retry_after_waits_in_the_outbox_without_rep
 
 
 async def test_a_missing_token_is_a_config_error(tmp_path: Path) -> None:
-    from channels.telegram import SPEC
-    from common.config import ConfigError
-    from runtime.settings import parse_settings
+    from chatfn.channels.telegram import SPEC
+    from chatfn.common.config import ConfigError
+    from chatfn.runtime.settings import parse_settings
 
     settings = parse_settings(
         {"storage": {"url": f"sqlite:///{tmp_path / 'n.db'}"}, "channels": {"telegram": {}}},

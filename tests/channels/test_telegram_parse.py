@@ -1,4 +1,4 @@
-"""Telegram chat ids and addressing (channels/telegram/parse.py) on Bot API Message objects
+"""Telegram chat ids and addressing (chatfn/channels/telegram/parse.py) on Bot API Message objects
 parsed by python-telegram-bot: entity offsets in UTF-16, commands for this and other bots,
 text mentions, forum topics."""
 
@@ -12,7 +12,7 @@ pytest.importorskip("telegram")
 
 from telegram import Message  # noqa: E402
 
-from channels.telegram.parse import ChatRef, address, chat_ref, parse_chat_id  # noqa: E402
+from chatfn.channels.telegram.parse import ChatRef, address, chat_ref, parse_chat_id  # noqa: E402
 
 BOT = 42
 NAME = "my_bot"

@@ -1,4 +1,5 @@
-"""The web chat page (channels/http/static/index.html) in a real headless Chromium, against the real
+"""The web chat page (chatfn/channels/http/static/index.html) in a real headless Chromium, against
+the real
 HTTP channel and bot: type a message, watch the tool call run, see the reply stream in, and
 get a message the bot sends on its own through /v1/events.
 
@@ -17,14 +18,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from channels.http.channel import HttpChannel
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from function_calls.context import MessageContext, OutgoingMessage
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
 from providers.scripted import ScriptedModel, calls, say
 from providers.types import Message, ModelCapabilities, StreamEvent, ToolDefinition
-from runtime.bot import Bot
-from runtime.settings import parse_settings
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-from channels.http.admin.passwords import verify_password
+from chatfn.channels.http.admin.passwords import verify_password
 from chatfn.cli import main
-from runtime.settings import parse_settings
+from chatfn.runtime.settings import parse_settings
 
 
 def test_passwd_prints_a_hash_the_login_accepts(monkeypatch, capsys, tmp_path) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from chatfn.common.version import __version__
 from chatfn.init import KEY_NOTE, init, without_model
-from common.version import __version__
-from runtime.settings import load_settings
+from chatfn.runtime.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

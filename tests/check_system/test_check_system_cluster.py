@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from storage.migrations.versions import __path__ as _versions
+from chatfn.storage.migrations.versions import __path__ as _versions
 from tests.cluster.conftest import AMQP, pg_url  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

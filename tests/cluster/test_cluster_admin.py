@@ -12,7 +12,7 @@ import time
 import aiohttp
 import pytest
 
-from channels.http.admin.passwords import hash_password
+from chatfn.channels.http.admin.passwords import hash_password
 from tests.cluster.test_cluster import start_cluster
 from tests.cluster.test_cluster_limits import fake_model, models, post  # noqa: F401 (fixture)
 

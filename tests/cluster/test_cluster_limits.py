@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from sqlalchemy import create_engine, text
 
-from storage.db import Storage
+from chatfn.storage.db import Storage
 from tests.cluster.test_cluster import start_cluster
 from tests.fakes.cassette import openai_chat_response
 from tests.storage.test_chat_state import race_for_slots

@@ -6,7 +6,7 @@ import string
 
 import pytest
 
-from common.i18n import CATALOGUES, LANGUAGES, catalogue, translate
+from chatfn.common.i18n import CATALOGUES, LANGUAGES, catalogue, translate
 
 
 def _fields(text: str) -> set[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.metrics import Metrics
+from chatfn.common.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +62,7 @@ def test_wrong_label_count_and_negative_increment_are_errors() -> None:
 def test_counting_does_not_import_prometheus_client() -> None:
     code = (
         "import sys\n"
-        "from common.metrics import Metrics\n"
+        "from chatfn.common.metrics import Metrics\n"
         "m = Metrics(); m.messages_in.labels('x').inc(); m.model_latency.labels('x').observe(1)\n"
         "assert 'prometheus_client' not in sys.modules, 'imported before a scrape'\n"
         "m.render()\n"

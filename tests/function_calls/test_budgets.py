@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from chatfn.testing import TestBot
 from function_calls import limits
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel, say
 
 NOON = datetime(2030, 1, 1, 12, 0, 10, tzinfo=UTC)
@@ -92,7 +92,7 @@ async def test_refuse_keeps_todays_behaviour_and_a_chats_rule_may_downgrade(
 
 
 async def test_a_downgrade_to_an_unknown_model_stops_the_bot(tmp_path: Path) -> None:
-    from runtime.settings import ConfigError
+    from chatfn.runtime.settings import ConfigError
 
     with pytest.raises(ConfigError, match=r"limits.on_exceed.downgrade_to: no model named"):
         TestBot(

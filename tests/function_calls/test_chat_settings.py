@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from common.config import ConfigError
-from common.messages import IncomingMessage
+from chatfn.common.config import ConfigError
+from chatfn.common.messages import IncomingMessage
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage.chat_state import Override
+from chatfn.testing import TestBot
 from function_calls.chat_settings import resolve
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel
-from runtime.settings import parse_settings
-from storage.chat_state import Override
 
 RULES = {
     "personas": {"helper": "Be brief.", "poet": "Rhyme."},
@@ -116,7 +116,7 @@ LANGUAGE_RULES = {
 
 
 def test_language_comes_from_the_first_rule_naming_it() -> None:
-    from common.i18n import language_of
+    from chatfn.common.i18n import language_of
 
     settings = parse_settings(LANGUAGE_RULES)
     chat = resolve(settings, _msg("group:cn1", platform="console"))

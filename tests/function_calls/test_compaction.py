@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chatfn.testing import TestBot
 from function_calls.compaction import SUMMARISE
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, Message, ModelCapabilities, ToolDefinition
 from tests.runtime.functions import make_registry

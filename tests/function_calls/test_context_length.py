@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from common.i18n import translate
+from chatfn.common.i18n import translate
+from chatfn.testing import TestBot
 from function_calls.conversation import estimate_message_tokens as estimate_tokens
 from function_calls.conversation import fit_messages
-from function_calls.testing import TestBot
 from providers.errors import ContextLengthExceeded, ProviderBadRequest, error_for_status
 from providers.factory import build_model
 from providers.types import Message

@@ -6,15 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from chatfn.storage.db import StoredMessage
+from chatfn.testing import ScriptedModel, TestBot, say
 from function_calls.conversation import (
     block_window,
     cache_key,
     estimate_tokens,
     fit_tokens,
 )
-from function_calls.testing import ScriptedModel, TestBot, say
 from providers.types import ModelCapabilities
-from storage.db import StoredMessage
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00 UTC
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chatfn.testing import TestBot
 from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
-from function_calls.testing import TestBot
 
 URL = "https://example.com/cat.png"
 INLINE = "data:image/png;base64,iVBORw0KGgo="

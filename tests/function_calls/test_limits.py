@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from chatfn.testing import TestBot
 from function_calls import limits
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel, say
 
 NOON = datetime(2030, 1, 1, 12, 0, 10, tzinfo=UTC)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from chatfn.testing import TestBot
 from function_calls import FunctionResult, MessageContext, limits, tool_function
 from function_calls.registry import Registry
-from function_calls.testing import TestBot
 from providers.base import UnaccountedRequest
 from providers.scripted import ScriptedModel, call, say
 from providers.types import Message

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from chatfn.testing import ScriptedModel, TestBot, call, say
 from function_calls import FunctionResult, MessageContext, schema_function, tool_function
 from function_calls.registry import SPEC_ATTR
-from function_calls.testing import ScriptedModel, TestBot, call, say
 
 SEEN: list[Any] = []
 

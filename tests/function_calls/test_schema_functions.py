@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from chatfn.testing import ScriptedModel, TestBot, call, say
 from function_calls import FunctionDefinitionError, FunctionResult, schema_function
 from function_calls.commands import parse_arguments
-from function_calls.testing import ScriptedModel, TestBot, call, say
 
 SCHEMA = {
     "type": "object",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from chatfn.testing import TestBot
 from function_calls.registry import Registry
-from function_calls.testing import TestBot
 from providers.errors import ProviderUnavailable
 from providers.scripted import ScriptedModel, call, calls, say
 from providers.types import Message

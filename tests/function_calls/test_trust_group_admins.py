@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from chatfn.testing import ScriptedModel, TestBot, call, say
 from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
-from function_calls.testing import ScriptedModel, TestBot, call, say
 
 TRUST = {"bot": {"trust_group_admins": True, "admins": ["root"]}, "personas": {"pirate": "Arr."}}
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from chatfn.testing import TestBot
 from function_calls.builtins.web_search.client import SearchError
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from function_calls.testing import TestBot
 
 
 class CountArgs(BaseModel):

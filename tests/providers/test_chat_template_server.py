@@ -12,10 +12,10 @@ import jinja2
 from aiohttp import web
 from pydantic import BaseModel
 
+from chatfn.testing import TestBot
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from function_calls.testing import TestBot
 from providers.factory import build_model
 from providers.openai_compat import to_wire_messages
 from providers.types import Message, ToolCall

@@ -1,11 +1,11 @@
-"""The functions as a service to programs (runtime/exposure.py): what an MCP client's calls
+"""The functions as a service to programs (chatfn/runtime/exposure.py): what an MCP client's calls
 leave on record, in process (the SDK over stdio and HTTP is tests/channels/test_mcp_channel.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from function_calls.testing import TestBot
+from chatfn.testing import TestBot
 
 CONFIG = {
     "function_calls": {"disabled": ["reminder_delete"]},

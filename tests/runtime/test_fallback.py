@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from loguru import logger
 
-from function_calls.testing import TestBot
+from chatfn.testing import TestBot
 from providers.types import StreamEvent
 from tests.fakes.protocols import Protocol, Turn, replies, tool_results
 from tests.fakes.raw_replay import RawReplayServer

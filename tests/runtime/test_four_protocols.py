@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from function_calls.testing import TestBot
+from chatfn.testing import TestBot
 from providers.factory import build_model
 from providers.types import StreamEvent
 from tests.fakes.protocols import (

@@ -12,22 +12,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Each is several hundred KB to several MB of a bot's memory.
 LAZY = [
-    "sqlalchemy.orm",  # the tables are Core tables (storage/models.py)
-    "sqlalchemy.dialects.postgresql",  # only on PostgreSQL (storage/chat_state.py)
-    "prometheus_client",  # on the first /metrics scrape (common/metrics.py)
+    "sqlalchemy.orm",  # the tables are Core tables (chatfn/storage/models.py)
+    "sqlalchemy.dialects.postgresql",  # only on PostgreSQL (chatfn/storage/chat_state.py)
+    "prometheus_client",  # on the first /metrics scrape (chatfn/common/metrics.py)
     "apscheduler.schedulers",  # once a reminder exists (reminders/service.py)
     "apscheduler.jobstores",
     "providers.text_tools.parser",  # on a reply that may hold a text tool call
     "json_repair",
-    "alembic",  # only when a migration is pending (storage/schema.py)
+    "alembic",  # only when a migration is pending (chatfn/storage/schema.py)
 ]
 
 SCRIPT = """
 import asyncio, json, sys, uuid
-import channels.http.channel
-from common.messages import IncomingMessage
-from runtime.bot import Bot
-from runtime.settings import load_settings
+import chatfn.channels.http.channel
+from chatfn.common.messages import IncomingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import load_settings
 
 
 async def main():

@@ -15,10 +15,10 @@ from aiohttp import web
 from loguru import logger
 from pydantic import BaseModel, ValidationError
 
+from chatfn.testing import TestBot
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from function_calls.testing import TestBot
 from providers.config import ModelConfig
 from providers.factory import build_model
 from providers.types import StreamEvent

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from loguru import logger
 
-from function_calls.testing import TestBot
+from chatfn.runtime.logging import setup_logging
+from chatfn.testing import TestBot
 from providers.scripted import ScriptedModel, say
-from runtime.logging import setup_logging
 
 SECRET = "sk-secret-value-123"
 

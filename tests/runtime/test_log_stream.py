@@ -13,8 +13,8 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from function_calls.testing import TestBot
-from runtime.logging import setup_logging
+from chatfn.runtime.logging import setup_logging
+from chatfn.testing import TestBot
 from tests.fakes.protocols import Turn, replies
 from tests.fakes.raw_replay import RawReplayServer
 

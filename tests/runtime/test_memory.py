@@ -1,4 +1,4 @@
-"""runtime/memory.py: freed native memory goes back to the system (issue 27 §3, the soak)."""
+"""chatfn/runtime/memory.py: freed native memory goes back to the system (issue 27 §3, the soak)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.memory import Trimmer, malloc_trim
+from chatfn.runtime.memory import Trimmer, malloc_trim
 
 trim = malloc_trim()
 needs_glibc = pytest.mark.skipif(trim is None, reason="no malloc_trim (not glibc)")

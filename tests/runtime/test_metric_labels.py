@@ -1,4 +1,5 @@
-"""Metric label values are bounded to names the bot knows (runtime/bot.py, common/metrics.py):
+"""Metric label values are bounded to names the bot knows (chatfn/runtime/bot.py,
+chatfn/common/metrics.py):
 what a model or an MCP client makes up is counted, under `unknown`, and adds no series."""
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.metrics import Metrics
-from function_calls.testing import ScriptedModel, TestBot, say
+from chatfn.common.metrics import Metrics
+from chatfn.testing import ScriptedModel, TestBot, say
 from providers.scripted import calls
 
 

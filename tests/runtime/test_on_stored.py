@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from common.messages import IncomingMessage, OutgoingMessage
-from function_calls.testing import TestBot
+from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from chatfn.storage.db import Storage, StorageError
+from chatfn.storage.models import messages_table
+from chatfn.testing import TestBot
 from providers.scripted import ScriptedModel
 from providers.types import LLMResponse, Usage
-from storage.db import Storage, StorageError
-from storage.models import messages_table
 
 
 def _msg(n: int) -> IncomingMessage:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-import storage.db
-from common.messages import NotDelivered, OutgoingMessage
-from runtime.bot import Bot
-from runtime.settings import parse_settings
+from chatfn.common.messages import NotDelivered, OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage import db as storage_db
 
 
 class GivesUpAfterTheFirstPart:
@@ -50,7 +50,7 @@ async def test_a_row_released_after_the_drains_read_is_read_again(
     # The drain's read is held on a storage thread below while the live send writes on
     # another: two threads, where a SQLite bot runs one (the race is the same with one, but
     # only a second thread lets the test stop the read in the middle of it).
-    monkeypatch.setattr(storage.db, "SQLITE_THREADS", 2)
+    monkeypatch.setattr(storage_db, "SQLITE_THREADS", 2)
     settings = parse_settings(
         {"storage": {"url": f"sqlite:///{tmp_path / 'late.db'}"}, "plugins": {"paths": []}},
         base_dir=tmp_path,

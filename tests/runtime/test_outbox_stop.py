@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from runtime.bot import Bot
-from runtime.settings import parse_settings
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 
 
 def make_bot(tmp_path: Path) -> Bot:

@@ -11,11 +11,11 @@ import threading
 import time
 from pathlib import Path
 
-from common.messages import IncomingMessage, OutgoingMessage
+from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
 from providers.scripted import ScriptedModel
 from providers.types import LLMResponse, Message, Usage
-from runtime.bot import Bot
-from runtime.settings import parse_settings
 
 
 class SlowToPrepare(ScriptedModel):
@@ -77,7 +77,7 @@ async def test_a_message_during_the_sdk_load_waits_for_it_off_the_loop(tmp_path:
 def test_a_preparing_thread_that_outlives_its_loop_ends_quietly() -> None:
     """The bot stopped (its loop closed) while an SDK was still loading: the thread's report
     back must not raise 'Event loop is closed' into threading.excepthook."""
-    from runtime.model_set import _in_daemon_thread
+    from chatfn.runtime.model_set import _in_daemon_thread
 
     gate = threading.Event()
     errors: list[BaseException | None] = []

@@ -1,4 +1,5 @@
-"""A cluster worker's turn (`RelayedTurn`, runtime/turn_writer.py), on a real SQLite file: its
+"""A cluster worker's turn (`RelayedTurn`, chatfn/runtime/turn_writer.py), on a real SQLite file:
+its
 replies are written with the turn's own writes, keyed `<message id>#<position>`, and relayed
 only after the write that stored them; the last write records the turn as finished in the
 worker's name, so a plain message is two commits, as in one process (bench/README.md,
@@ -15,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from common.messages import IncomingMessage, OutgoingMessage
+from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from chatfn.runtime import outbox as outbox_module
+from chatfn.runtime.broker import encode_outgoing
+from chatfn.runtime.cluster import Gateway, turn_key
+from chatfn.runtime.turn_writer import RelayedTurn
+from chatfn.storage.db import Storage, StorageError
+from chatfn.storage.models import handled_messages_table, outbox_table
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from runtime import outbox as outbox_module
-from runtime.broker import encode_outgoing
-from runtime.cluster import Gateway, turn_key
-from runtime.turn_writer import RelayedTurn
-from storage.db import Storage, StorageError
-from storage.models import handled_messages_table, outbox_table
 from tests.fakes.protocols import Turn, replies
 from tests.fakes.raw_replay import RawReplayServer
 from tests.runtime.functions import CityArgs

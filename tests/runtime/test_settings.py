@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from runtime.settings import ConfigError, load_settings, parse_settings
+from chatfn.runtime.settings import ConfigError, load_settings, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_yaml_errors_and_missing_files(tmp_path: Path) -> None:
 def test_secrets_masked_in_logs() -> None:
     from loguru import logger
 
-    from runtime.logging import setup_logging
+    from chatfn.runtime.logging import setup_logging
 
     s = parse_settings(
         {

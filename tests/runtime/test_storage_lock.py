@@ -12,11 +12,11 @@ from pathlib import Path
 import aiohttp
 from sqlalchemy import func, select
 
-from channels.http.channel import HttpChannel
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage.models import messages_table, outbox_table
 from providers.scripted import ScriptedModel, say
-from runtime.bot import Bot
-from runtime.settings import parse_settings
-from storage.models import messages_table, outbox_table
 
 HOLD = """
 import sqlite3, sys, time
@@ -103,7 +103,7 @@ async def test_storage_that_stays_locked_gets_one_short_sentence_and_a_log(
 ) -> None:
     from loguru import logger
 
-    from function_calls.testing import TestBot
+    from chatfn.testing import TestBot
 
     tb = TestBot(
         tmp_path,

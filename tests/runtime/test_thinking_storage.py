@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from function_calls.testing import TestBot
+from chatfn.runtime.settings import ConfigError, parse_settings
+from chatfn.storage.db import Storage
+from chatfn.testing import TestBot
 from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, ThinkingBlock
-from runtime.settings import ConfigError, parse_settings
-from storage.db import Storage
 from tests.runtime.functions import make_registry
 
 

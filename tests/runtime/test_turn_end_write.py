@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from common.messages import IncomingMessage, OutgoingMessage
+from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from chatfn.runtime import outbox as outbox_module
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage.models import handled_messages_table, limit_counters_table, outbox_table
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
 from providers.factory import build_model
-from runtime import outbox as outbox_module
-from runtime.bot import Bot
-from runtime.settings import parse_settings
-from storage.models import handled_messages_table, limit_counters_table, outbox_table
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer
 from tests.runtime.functions import CityArgs, make_registry
@@ -142,7 +142,7 @@ async def test_a_tool_turn_adds_one_commit_per_tool_round(tmp_path: Path) -> Non
 
 
 def bot_usage_table() -> Any:
-    from storage.models import usage_table
+    from chatfn.storage.models import usage_table
 
     return usage_table
 
@@ -234,7 +234,7 @@ async def test_stop_writes_the_waiting_marks(
 
 
 async def test_finish_twice_records_once(tmp_path: Path) -> None:
-    from storage.db import TurnWrite
+    from chatfn.storage.db import TurnWrite
 
     bot = make_bot(tmp_path)
     try:

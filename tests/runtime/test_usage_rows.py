@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from function_calls.testing import TestBot
+from chatfn.testing import TestBot
 from providers.factory import build_model
 from providers.types import StreamEvent
 from tests.fakes.protocols import PROTOCOLS, Protocol, Turn, model_config, replies

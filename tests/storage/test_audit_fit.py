@@ -1,4 +1,4 @@
-"""Audit rows store what came, cut with a marker, and never fail (storage/fit.py): on SQLite,
+"""Audit rows store what came, cut with a marker, and never fail (chatfn/storage/fit.py): on SQLite,
 which ignores column widths, and on the machine's real PostgreSQL, which enforces them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from function_calls.testing import TestBot
-from storage.db import Storage
+from chatfn.storage.db import Storage
+from chatfn.testing import TestBot
 from tests.cluster.conftest import pg_url  # noqa: F401 (the fixture)
 
 UNKNOWN = "f" * 200  # an unknown function name over the 64-character column

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from storage.chat_state import ChatState, Check, Counter
-from storage.db import Storage
+from chatfn.storage.chat_state import ChatState, Check, Counter
+from chatfn.storage.db import Storage
 
 
 def race_for_slots(state: ChatState, threads: int = 8, tries: int = 10, slots: int = 25) -> None:

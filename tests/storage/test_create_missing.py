@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import MetaData, create_engine, inspect
 
+from chatfn.storage.create_missing import create_missing
 from function_calls.builtins.knowledge.vectors import kb_vectors, vector_metadata
 from function_calls.builtins.reminders.service import reminder_metadata
-from storage.create_missing import create_missing
 from tests.storage.create_at_once import create_at_once
 
 

@@ -1,4 +1,4 @@
-"""Fencing in the storage (storage/fencing.py), on SQLite and the machine's PostgreSQL: a
+"""Fencing in the storage (chatfn/storage/fencing.py), on SQLite and the machine's PostgreSQL: a
 partition's claims are ordered by epoch, every write of a turn checks its claim in its own
 transaction, and an incoming message is stored once whoever stores it."""
 
@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from storage.db import Storage
-from storage.fencing import Fenced, check_lease, current_lease
-from storage.models import messages_table, outbox_table
+from chatfn.storage.db import Storage
+from chatfn.storage.fencing import Fenced, check_lease, current_lease
+from chatfn.storage.models import messages_table, outbox_table
 from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
 
 

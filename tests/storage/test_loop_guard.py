@@ -1,4 +1,4 @@
-"""The loop guard (storage/loop_guard.py) and the pytest plugin that runs it for every test:
+"""The loop guard (chatfn/storage/loop_guard.py) and the pytest plugin that runs it for every test:
 a statement that the bot's or a plugin's code runs on the event loop's thread fails the test;
 the same statement through `Storage.run` does not."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.db import Storage
-from storage.loop_guard import LoopGuard
+from chatfn.storage.db import Storage
+from chatfn.storage.loop_guard import LoopGuard
 
 pytest_plugins = ["pytester"]
 
@@ -84,7 +84,7 @@ def test_the_pytest_plugin_fails_a_test_that_runs_sql_on_the_loop(
             """
             import pytest
             from history_reader import read_history
-            from storage.db import Storage
+            from chatfn.storage.db import Storage
 
             def _storage(tmp_path):
                 storage = Storage(f"sqlite:///{tmp_path / 'p.db'}")

@@ -16,11 +16,11 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from sqlalchemy import MetaData, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
+from chatfn.storage import schema
+from chatfn.storage.db import Storage
+from chatfn.storage.migrations.baseline_tables import metadata as baseline
+from chatfn.storage.models import metadata as core_metadata
 from function_calls.builtins.reminders.service import reminder_metadata
-from storage import schema
-from storage.db import Storage
-from storage.migrations.baseline_tables import metadata as baseline
-from storage.models import metadata as core_metadata
 from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_a_database_at_the_head_starts_without_importing_alembic(tmp_path):
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     Storage(url).migrate()
     code = (
-        "import sys; from storage.db import Storage; s = Storage(sys.argv[1]); "
+        "import sys; from chatfn.storage.db import Storage; s = Storage(sys.argv[1]); "
         "assert s.migrate().pending == []; s.close(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'mako')))"
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from storage.db import Storage
-from storage.models import messages_table, outbox_table
+from chatfn.storage.db import Storage
+from chatfn.storage.models import messages_table, outbox_table
 
 
 def history(text: str, message_id: str) -> dict[str, object]:

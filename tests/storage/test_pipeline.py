@@ -1,4 +1,5 @@
-"""A turn's transactions on PostgreSQL in pipeline mode (storage/pipeline.py), against the real
+"""A turn's transactions on PostgreSQL in pipeline mode (chatfn/storage/pipeline.py), against the
+real
 server: the round trips a turn costs, counted from libpq's own protocol trace (each burst of
 messages the client sends before it reads is one round trip), and what must not change with
 it: a failed statement rolls back everything the transaction sent and comes back as
@@ -16,14 +17,14 @@ import pytest
 from sqlalchemy import event, func, select, text
 from sqlalchemy.exc import IntegrityError
 
-from common.messages import IncomingMessage, OutgoingMessage
+from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
+from chatfn.storage.chat_state import Check, Counter
+from chatfn.storage.db import Storage, StorageError
+from chatfn.storage.models import limit_counters_table, messages_table
+from chatfn.storage.pipeline import piped_begin
 from providers.factory import build_model
-from runtime.bot import Bot
-from runtime.settings import parse_settings
-from storage.chat_state import Check, Counter
-from storage.db import Storage, StorageError
-from storage.models import limit_counters_table, messages_table
-from storage.pipeline import piped_begin
 from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer
@@ -166,7 +167,7 @@ async def test_storage_run_reports_a_failed_pipelined_write(storage: Storage) ->
 
 
 def test_an_exception_in_the_block_rolls_back_what_was_sent(storage: Storage) -> None:
-    from storage.db import add_message_later
+    from chatfn.storage.db import add_message_later
 
     with pytest.raises(ValueError), piped_begin(storage.engine) as conn:
         add_message_later(conn, _message("m1"))
@@ -220,7 +221,7 @@ def test_a_transaction_waiting_between_reads_is_idle_in_transaction(storage: Sto
     """Reads wait with a Sync, not a Flush: the server then counts the session idle in a
     transaction, so a cluster worker's `idle_in_transaction_session_timeout` still ends the
     transaction of a process stopped between two reads (and frees the lease row's lock)."""
-    from storage.db import add_message_later
+    from chatfn.storage.db import add_message_later
 
     with piped_begin(storage.engine) as conn:
         add_message_later(conn, _message("m1")).value()

@@ -1,4 +1,5 @@
-"""storage/prepared.py: the statements of every message, run on the driver's cursor, store and
+"""chatfn/storage/prepared.py: the statements of every message, run on the driver's cursor, store
+and
 read exactly what Core would, and fail as Core would (issue 27 §2, CPU per message)."""
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import pytest
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from storage.db import Storage
-from storage.loop_guard import LoopGuard
-from storage.models import messages_table, usage_table
-from storage.prepared import Prepared
+from chatfn.storage.db import Storage
+from chatfn.storage.loop_guard import LoopGuard
+from chatfn.storage.models import messages_table, usage_table
+from chatfn.storage.prepared import Prepared
 
 WHEN = datetime(2026, 11, 24, 12, 30, 45, 123456, tzinfo=UTC)
 

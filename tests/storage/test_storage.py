@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from storage.db import Storage
+from chatfn.storage.db import Storage
 
 
 def test_times_in_other_zones_are_stored_as_utc(tmp_path: Path) -> None:

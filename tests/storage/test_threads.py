@@ -1,5 +1,5 @@
-"""The storage threads (storage/threads.py) and the SQLite storage thread's held connection
-(storage/held.py): what `Storage.run` relies on from them, on real threads and a real SQLite
+"""The storage threads (chatfn/storage/threads.py) and the SQLite storage thread's held connection
+(chatfn/storage/held.py): what `Storage.run` relies on from them, on real threads and a real SQLite
 file."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from sqlalchemy import event, select
 
-from storage.db import Storage, StorageError, TurnWrite, add_message_later
-from storage.models import messages_table
-from storage.threads import StorageThreads
+from chatfn.storage.db import Storage, StorageError, TurnWrite, add_message_later
+from chatfn.storage.models import messages_table
+from chatfn.storage.threads import StorageThreads
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("LABEL", default="none")
 

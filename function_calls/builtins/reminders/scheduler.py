@@ -2,7 +2,8 @@
 table (the truth every worker process shares, README "Running more than one process") when the
 scheduler starts and when this process sets a reminder. Not a job store on the database:
 AsyncIOScheduler calls its store from the event loop, and no statement may run there
-(storage/loop_guard.py). A reminder set through another worker is found by the service's sweep
+(chatfn/storage/loop_guard.py). A reminder set through another worker is found by the service's
+sweep
 of the table (`reminders.sweep_interval`); every worker starting up makes jobs for all active
 rows, and the claim in `ReminderService.fire` decides which one delivers.
 

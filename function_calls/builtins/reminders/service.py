@@ -83,7 +83,8 @@ SWEEP_BATCH = 100
 reminder_metadata = MetaData()
 
 # One reminder. Times are naive UTC (SQLite has no zones; PostgreSQL gets the same). Declared
-# with SQLAlchemy Core like the bot's own tables (storage/models.py: the ORM is ~5 MB of memory).
+# with SQLAlchemy Core like the bot's own tables (chatfn/storage/models.py: the ORM is ~5 MB of
+# memory).
 reminders_table = Table(
     "reminders",
     reminder_metadata,

@@ -12,12 +12,12 @@ import pytest_asyncio
 from aiohttp import ClientSession, CookieJar
 from pydantic import BaseModel
 
-from channels.http.admin.passwords import hash_password
-from channels.http.channel import HttpChannel
+from chatfn.channels.http.admin.passwords import hash_password
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.testing import TestBot
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
-from function_calls.testing import TestBot
 from providers.scripted import ScriptedModel
 
 TOKEN = "admin-test-token"

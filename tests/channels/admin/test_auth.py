@@ -10,8 +10,8 @@ import pytest
 from aiohttp import ClientSession
 from sqlalchemy import update
 
-from runtime.settings import ConfigError, parse_settings
-from storage.models import admin_sessions_table
+from chatfn.runtime.settings import ConfigError, parse_settings
+from chatfn.storage.models import admin_sessions_table
 from tests.channels.admin.conftest import TOKEN, admin_config
 
 # Every route of docs/admin-api.md (a placeholder id where one is needed).
@@ -111,7 +111,7 @@ async def test_failed_logins_are_limited_per_user_and_address(console) -> None:
 def _audit_actions(engine) -> list[str]:
     from sqlalchemy import select
 
-    from storage.models import admin_audit_table as t
+    from chatfn.storage.models import admin_audit_table as t
 
     with engine.connect() as conn:
         return [r.action for r in conn.execute(select(t.c.action))]

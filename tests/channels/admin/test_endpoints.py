@@ -225,7 +225,7 @@ async def test_reminders_delivery_plugins_and_audit(console) -> None:
     assert (await admin.send("DELETE", f"/admin/api/reminders/{rem['id']}"))[0] == 409
 
     # A message nobody takes (an HTTP chat without a /v1/events subscriber) waits in the outbox.
-    from common.messages import OutgoingMessage
+    from chatfn.common.messages import OutgoingMessage
 
     await c.tb.bot.send(OutgoingMessage("http", "team-a", "nobody listens", True))
     await c.tb.bot.outbox.flush_marks()

@@ -27,7 +27,7 @@ async def _lines(resp, want: int) -> list[dict]:
 
 
 async def test_log_tail_filters_by_chat_and_level_and_masks_secrets(console, monkeypatch) -> None:
-    monkeypatch.setattr("runtime.logging._secrets", {TOKEN})
+    monkeypatch.setattr("chatfn.runtime.logging._secrets", {TOKEN})
     c = await console()
     alice, bob = await c.client("alice"), await c.client("bob")
     mine = await alice.http.get(f"{c.base}/admin/api/logs?chat=http:team-a&level=WARNING")

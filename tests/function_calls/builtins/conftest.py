@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from chatfn.testing import TestBot
 from function_calls.context import OutgoingMessage
-from function_calls.testing import TestBot
 from providers.base import ChatModel
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from function_calls.testing import ScriptedModel, TestBot, call, say
+from chatfn.testing import ScriptedModel, TestBot, call, say
 
 
 async def test_help_not_offered_to_the_model_by_default(tmp_path: Path) -> None:

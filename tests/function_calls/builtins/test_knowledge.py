@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from common.config import ConfigError
+from chatfn.common.config import ConfigError
+from chatfn.testing import TestBot
 from function_calls.builtins.knowledge import KnowledgeService, KnowledgeSettings, store
 from function_calls.builtins.knowledge.store import documents
-from function_calls.testing import TestBot
 from providers.config import ModelConfig
 from providers.scripted import ScriptedModel, call, say
 from tests.channels.conftest import serve

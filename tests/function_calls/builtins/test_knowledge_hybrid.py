@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from common.config import ConfigError
+from chatfn.common.config import ConfigError
+from chatfn.testing import TestBot
 from function_calls.builtins.knowledge import KnowledgeService
 from function_calls.builtins.knowledge.service import rrf
 from function_calls.builtins.knowledge.vectors import TableVectors, pack, unpack
-from function_calls.testing import TestBot
 from tests.cluster.conftest import pg_url  # noqa: F401 (the fixture)
 from tests.fakes.embeddings import EmbeddingServer
 from tests.function_calls.builtins.conftest import MakeBot

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from common.messages import IncomingMessage
+from chatfn.common.messages import IncomingMessage
+from chatfn.testing import ScriptedModel, TestBot, call, say
 from function_calls.builtins.mcp import McpClients
-from function_calls.testing import ScriptedModel, TestBot, call, say
 
 pytest.importorskip("mcp")
 pytest.importorskip("mcp_server_time")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from chatfn.runtime.plugins import builtin_status
+from chatfn.runtime.settings import parse_settings
 from function_calls.builtins.reminders import ReminderService
 from function_calls.builtins.web_search import WebSearchClient
-from runtime.plugins import builtin_status
-from runtime.settings import parse_settings
 from tests.function_calls.builtins.conftest import MakeBot
 
 

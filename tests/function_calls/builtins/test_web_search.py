@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from chatfn.runtime.logging import secret_values
+from chatfn.runtime.plugins import builtin_status
+from chatfn.runtime.settings import parse_settings
 from function_calls.builtins.web_search.client import SearchAnswer, Source, sources_of, strip_think
 from providers.scripted import ScriptedModel, call, say
-from runtime.logging import secret_values
-from runtime.plugins import builtin_status
-from runtime.settings import parse_settings
 from tests.fakes.cassette import Interaction, ReplayServer, openai_chat_response
 from tests.function_calls.builtins.conftest import MakeBot
 

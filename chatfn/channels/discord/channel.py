@@ -1,0 +1,411 @@
+"""The Discord channel: guild channels, threads and DMs through discord.py (the maintained
+Python SDK: Gateway with HELLO/heartbeat/IDENTIFY/RESUME and reconnect with backoff, REST
+with per-route rate-limit buckets and 429 `retry_after` handled inside its HTTP client).
+
+Incoming (Gateway MESSAGE_CREATE): the bot's own and other bots' messages are ignored; in a
+guild, a message addresses the bot when it mentions it (`<@id>`, `<@!id>`, the bot's managed
+role) or replies to one of its messages; the mention is removed from the text. Image
+attachments go to vision models as URLs, the message replied to as `quoted_text`. The
+sender's roles (`owner`; `admin` for ADMINISTRATOR / MANAGE_GUILD) come from the guild's
+roles in the Gateway's cache (`bot.trust_group_admins`). GUILD_MEMBER_ADD reaches the
+welcome in the guild's system channel. Chat ids: message.py. At each new session (READY,
+not RESUMED) what recently active chats said meanwhile is read back: catchup.py.
+
+Outgoing: a reply goes out in order per chat (OrderedRunner), split under 2000 characters on
+paragraph / code-block boundaries, rendered as Discord Markdown with escaping; mentions only
+ping the user `reply_with_mention` names (never @everyone from a model's text). Every part
+carries a nonce fixed by its outbox row: discord.py sends it with `enforce_nonce`, so its own
+retries (429, 5xx) and a re-send after a crash return the first message instead of posting a
+second; for rows owed from longer ago, `find_sent` reads the channel's recent messages.
+The outbox is not asked to retry what discord.py is still retrying (a 429 waits inside
+`send`), so nothing is sent twice and one chat's messages never overtake each other.
+
+Failures: a network error or a 5xx raises NotDelivered (the outbox keeps the message and
+sends it when the Gateway is back); 403 (a missing permission) or 404 (a deleted channel)
+raise DeliveryRefused with one log line naming the channel and Discord's error; a token
+Discord refuses stops the channel with one line saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import discord
+from loguru import logger
+
+from chatfn.channels.base import Channel
+from chatfn.channels.discord.catchup import Seen, catch_up
+from chatfn.channels.discord.client import DiscordClient, make_client
+from chatfn.channels.discord.message import (
+    Part,
+    Target,
+    chat_id_of,
+    images_of,
+    mentions_bot,
+    parts_of,
+    quoted,
+    readable,
+    roles_of,
+    target_of,
+)
+from chatfn.channels.discord.settings import DiscordSettings
+from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.common.messages import (
+    DeliveryRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+_HANDLED = (discord.MessageType.default, discord.MessageType.reply)
+_NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError, discord.DiscordServerError)
+
+
+class TokenRefused(RuntimeError):
+    """Discord answered 401 to the token: nothing will work until it is replaced."""
+
+
+class DiscordChannel(Channel):
+    platform = "discord"
+
+    def __init__(self, host: ChannelHost, settings: DiscordSettings) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        self.client: DiscordClient | None = None
+        self._inbound = OrderedRunner()
+        self._outbound = OrderedRunner()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._logged_in = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._connect: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.seen = Seen()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Log in (REST `/users/@me`) and start the Gateway connection in the background."""
+        if not self.cfg.token:
+            raise TokenRefused("channels.discord.token is not set")
+        backoff = Backoff(first=1.0, cap=60.0)
+        while True:
+            self.client = make_client(
+                self.cfg,
+                {
+                    "ready": self._on_ready,
+                    "resumed": self._on_resumed,
+                    "message": self._on_message,
+                    "member_join": self._on_member_join,
+                },
+            )
+            try:
+                await self.client.login(self.cfg.token)
+                break
+            except discord.LoginFailure:
+                logger.error(
+                    "Discord refused channels.discord.token (401 Unauthorized at /users/@me): "
+                    "reset the token on the bot's page of the developer portal"
+                )
+                await self.client.close()
+                raise TokenRefused("Discord refused channels.discord.token") from None
+            except (*_NETWORK, discord.HTTPException) as exc:
+                # Discord (or the network) is down: messages wait in the outbox meanwhile.
+                logger.warning(
+                    "Discord not reachable at {}: {!r}; retrying", self.cfg.api_base, exc
+                )
+                await self.client.close()  # a fresh client (and HTTP session) each attempt
+                if not await backoff.wait(self._stopping):
+                    return
+        user = self.client.user
+        logger.info("Discord: logged in as {} ({})", user, user.id if user else "?")
+        self._logged_in.set()
+        self.host.kick()  # REST works now: what the outbox owes can go
+        self._connect = asyncio.create_task(self._gateway())
+
+    async def _gateway(self) -> None:
+        """discord.py's connect loop: RESUME after a drop, re-IDENTIFY after an invalid
+        session, exponential backoff between attempts. It returns or raises only for what
+        retrying cannot fix, logged here in one line."""
+        assert self.client is not None
+        try:
+            await self.client.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            self.failure = TokenRefused("privileged intents not enabled")
+            logger.error(
+                "Discord refused the Gateway intents (close code 4014): enable 'Message "
+                "Content Intent' and 'Server Members Intent' on the bot's page of the "
+                "developer portal (or set channels.discord.member_events: false)"
+            )
+        except discord.ConnectionClosed as exc:
+            self.failure = exc
+            logger.error("Discord Gateway closed the connection for good: code {}", exc.code)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            logger.opt(exception=exc).error("Discord Gateway connection failed")
+        finally:
+            self._stopping.set()
+
+    async def run(self) -> None:
+        await self.start()
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+        if self.failure is not None:  # logged in one line already
+            raise TokenRefused(str(self.failure))
+
+    async def stop(self) -> None:
+        """Close the Gateway and the HTTP session; safe to call twice."""
+        self._stopping.set()
+        if self.client is not None and not self.client.is_closed():
+            await self.client.close()
+        if self._connect is not None:
+            self._connect.cancel()
+            await asyncio.gather(self._connect, return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def wait_ready(self, timeout: float = 10.0) -> None:
+        """Until the Gateway said READY (or RESUMED); for tests and start-up ordering."""
+        async with asyncio.timeout(timeout):
+            await self._ready.wait()
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- incoming --------------------------------------------------------------------------
+    async def _on_ready(self) -> None:
+        """A new session: what was said without one is read back (catchup.py)."""
+        self._ready.set()
+        self.host.kick()
+        self._track(asyncio.ensure_future(catch_up(self, self._on_message)))
+
+    async def _on_resumed(self) -> None:  # the missed events were replayed
+        self._ready.set()
+        self.host.kick()
+
+    async def _on_message(self, message: discord.Message, chat_id: str | None = None) -> None:
+        client = self.client
+        if client is None or client.user is None:
+            return
+        if message.author.id == client.user.id or message.author.bot:
+            return  # our own messages, and other bots (no bot-to-bot loops)
+        if message.type not in _HANDLED:
+            return  # joins, pins, boosts: system messages
+        if not self.seen.first_sight(message.id):
+            return  # caught up from the history already (or the other way round)
+        chat_id = chat_id or chat_id_of(message)
+        # Handled off the Gateway reader, one chat's messages in the order they came.
+        self._track(self._inbound.submit(chat_id, lambda: self._handle(message, chat_id)))
+
+    async def _handle(self, message: discord.Message, chat_id: str) -> None:
+        assert self.client is not None and self.client.user is not None
+        bot = self.client.user
+        is_group = not chat_id.startswith("dm:")
+        quote_text, quote_images = quoted(message)
+        msg = IncomingMessage(
+            platform=self.platform,
+            chat_id=chat_id,
+            sender_id=str(message.author.id),
+            text=readable(message, bot.id),
+            is_group=is_group,
+            chat_name=_chat_name(message),
+            sender_name=message.author.display_name[:128],
+            is_at_bot=is_group and mentions_bot(message, bot),
+            quoted_text=quote_text,
+            message_id=str(message.id),
+            time=message.created_at.astimezone(UTC),
+            images=[*images_of(message), *quote_images],
+            sender_roles=roles_of(message) if is_group else [],
+        )
+        if not msg.text and not msg.images and not msg.quoted_text:
+            return  # a bare mention or a sticker: nothing to answer
+        try:
+            await self.host.handle(msg)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error("Discord message {} in {} failed", message.id, chat_id)
+
+    async def _on_member_join(self, member: discord.Member) -> None:
+        client = self.client
+        if client is None or (client.user is not None and member.id == client.user.id):
+            return
+        guild = member.guild
+        where = guild.system_channel
+        if where is None:
+            logger.info(
+                "Discord: {} joined {} ({}), which has no system channel: no welcome",
+                member,
+                guild.name,
+                guild.id,
+            )
+            return
+        chat_id = f"guild:{guild.id}/channel:{where.id}"
+
+        async def welcome() -> None:
+            await self.host.handle_event(
+                SystemEvent(
+                    kind="member_joined",
+                    platform=self.platform,
+                    chat_id=chat_id,
+                    user_id=str(member.id),
+                    user_name=member.display_name,
+                    is_group=True,
+                    data={"guild_id": str(guild.id), "bot": member.bot},
+                )
+            )
+
+        # In the channel's queue: the welcome goes out before the answer to a first message.
+        self._track(self._inbound.submit(chat_id, welcome))
+
+    # -- outgoing --------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        """Deliver `message` (a reply, a reminder, a welcome) in order with everything else
+        sent to its chat. NotDelivered keeps it (or the parts still owed) in the outbox."""
+        target = target_of(message.chat_id)
+        if target is None:
+            raise DeliveryRefused(f"{message.chat_id!r} is not a Discord chat id")
+        if self.client is None or not self._logged_in.is_set() or self.client.is_closed():
+            raise NotDelivered("the Discord channel is not logged in")
+        parts = parts_of(message, self.cfg.max_message_length)
+        await self._outbound.submit(
+            message.chat_id, lambda: self._send_parts(message, target, parts)
+        )
+
+    async def _send_parts(self, out: OutgoingMessage, target: Target, parts: list[Part]) -> None:
+        assert self.client is not None
+        sent = 0
+        try:
+            where = await self.messageable(target)
+            for index, part in enumerate(parts):
+                reference = None
+                if index == 0 and out.quote and out.reply_to and out.reply_to.isdigit():
+                    reference = discord.MessageReference(
+                        message_id=int(out.reply_to),
+                        channel_id=where.id,
+                        fail_if_not_exists=False,
+                    )
+                options: dict[str, Any] = {
+                    "allowed_mentions": discord.AllowedMentions(
+                        everyone=False,
+                        roles=False,
+                        users=[discord.Object(int(out.at))]
+                        if index == 0 and out.at and out.at.isdigit()
+                        else False,
+                        replied_user=bool(out.at),
+                    )
+                }
+                if reference is not None:
+                    options["reference"] = reference
+                if part.files:
+                    options["files"] = part.files
+                if part.embeds:
+                    options["embeds"] = part.embeds
+                if part.nonce:
+                    options["nonce"] = part.nonce
+                await where.send(part.content or None, **options)
+                sent += 1
+        except (discord.Forbidden, discord.NotFound) as exc:
+            logger.error(
+                "Discord refused a message to {}: {} {} ({}): {!r}",
+                out.chat_id,
+                exc.status,
+                exc.text,
+                "the bot lacks a permission there (View Channel, Send Messages, Attach "
+                "Files, Read Message History)"
+                if isinstance(exc, discord.Forbidden)
+                else "the channel or the message replied to is gone",
+                out.text[:80],
+            )
+            raise DeliveryRefused(str(exc)) from exc
+        except discord.HTTPException as exc:
+            if exc.status == 401 or exc.status >= 500 or exc.status == 429:
+                raise self._not_delivered(out, parts, sent, f"{exc.status} {exc.text}") from exc
+            logger.error(
+                "Discord refused a message to {}: {} {}", out.chat_id, exc.status, exc.text
+            )
+            raise DeliveryRefused(str(exc)) from exc
+        except _NETWORK as exc:
+            raise self._not_delivered(out, parts, sent, repr(exc)) from exc
+
+    def _not_delivered(
+        self, out: OutgoingMessage, parts: list[Part], sent: int, why: str
+    ) -> NotDelivered:
+        logger.warning("message to Discord {} waits in the outbox: {}", out.chat_id, why)
+        rest = "\n\n".join(p.source for p in parts[sent:]) if sent else None
+        return NotDelivered(f"Discord: {why}", rest=rest)
+
+    async def messageable(self, target: Target) -> discord.abc.Messageable:
+        assert self.client is not None
+        if target.dm_user is not None:
+            return await self.client.create_dm(discord.Object(target.dm_user))
+        assert target.channel_id is not None
+        cached = self.client.get_channel(target.channel_id)
+        if isinstance(cached, discord.abc.Messageable):
+            return cached
+        return self.client.get_partial_messageable(target.channel_id, guild_id=target.guild_id)
+
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """Rows owed from before this start (the bot died between Discord taking a message
+        and the outbox marking it): True where the chat holds a message of the bot with the
+        row's first part since the row was made (beyond the few minutes Discord keeps nonces),
+        False otherwise. One history read (up to 100 messages) per chat; chats whose history
+        cannot be read now are left out (asked again later)."""
+        if self.client is None or self.client.user is None:
+            return {}
+        me = self.client.user.id
+        by_chat: dict[str, list[tuple[OutgoingMessage, datetime]]] = {}
+        verdicts: dict[int, bool] = {}
+        for out, created in owed:
+            if out.event_id is not None:
+                by_chat.setdefault(out.chat_id, []).append((out, created))
+        for chat_id, rows in by_chat.items():
+            target = target_of(chat_id)
+            if target is None:
+                verdicts |= {out.event_id: False for out, _ in rows if out.event_id is not None}
+                continue
+            since = min(created for _, created in rows) - timedelta(seconds=5)
+            try:
+                where = await self.messageable(target)
+                mine = [
+                    (seen.content, seen.created_at)
+                    async for seen in where.history(limit=100, after=since, oldest_first=True)
+                    if seen.author.id == me
+                ]
+            except (discord.Forbidden, discord.NotFound):
+                mine = []
+            except (*_NETWORK, discord.HTTPException):
+                continue
+            for out, created in rows:
+                parts = parts_of(out, self.cfg.max_message_length)
+                first = parts[0].content if parts else None
+                after = created - timedelta(seconds=5)
+                assert out.event_id is not None
+                match = next(
+                    (
+                        i
+                        for i, (content, when) in enumerate(mine)
+                        if content == first and when >= after
+                    ),
+                    None,
+                )
+                verdicts[out.event_id] = match is not None
+                if match is not None:
+                    del mine[match]  # one message found sent answers for one row only
+        return verdicts
+
+
+def _chat_name(message: discord.Message) -> str:
+    channel = message.channel
+    name = getattr(channel, "name", None)
+    if message.guild is not None and name:
+        return f"{message.guild.name} #{name}"[:128]
+    return ""

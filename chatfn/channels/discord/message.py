@@ -1,0 +1,196 @@
+"""Discord messages <-> chatfn messages: chat ids, the bot's mention, roles, attachments, and
+the parts a reply is sent as.
+
+Chat ids (what `chats:` rules match, `fnmatch` style):
+- `guild:<guild id>/channel:<channel id>`: a guild's text (or announcement, voice-text) channel;
+- `guild:<guild id>/thread:<thread id>`: a thread (its own conversation; the parent channel
+  is not part of the id: a thread is its own channel in Discord's API);
+- `dm:<user id>`: a direct message with that user (the DM channel is looked up, or opened,
+  from the user id when sending, so a reminder survives a restart).
+`guild:<id>/*` matches everything in one server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import re
+from dataclasses import dataclass, field
+
+import discord
+
+from chatfn.channels.markdown import to_discord
+from chatfn.channels.split import split_message, utf16_len
+from chatfn.common.messages import MAX_TEXT_CHARS, OutgoingMessage, clean_text
+
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
+_CHANNEL_MENTION = re.compile(r"<#(\d+)>")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+#: Room kept in the first part for the `<@id> ` mention placed before it.
+MENTION_ROOM = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a chat id sends: a channel (or thread) id, or the user of a DM."""
+
+    channel_id: int | None = None
+    guild_id: int | None = None
+    dm_user: int | None = None
+
+
+def chat_id_of(message: discord.Message) -> str:
+    channel = message.channel
+    guild_id = message.guild.id if message.guild is not None else getattr(channel, "guild_id", None)
+    if guild_id is None:
+        return f"dm:{message.author.id}"
+    kind = "thread" if isinstance(channel, discord.Thread) else "channel"
+    return f"guild:{guild_id}/{kind}:{channel.id}"
+
+
+def target_of(chat_id: str) -> Target | None:
+    """The target of a chat id this channel made; None for anything else."""
+    kind, _, rest = chat_id.partition(":")
+    if kind == "dm" and rest.isdigit():
+        return Target(dm_user=int(rest))
+    if kind == "guild":
+        guild, _, where = rest.partition("/")
+        what, _, channel = where.partition(":")
+        if guild.isdigit() and what in ("channel", "thread") and channel.isdigit():
+            return Target(channel_id=int(channel), guild_id=int(guild))
+    return None
+
+
+def mentions_bot(message: discord.Message, bot: discord.ClientUser) -> bool:
+    """`<@id>` / `<@!id>` of the bot, the bot's own managed role, or a reply to one of the
+    bot's messages."""
+    if any(int(m) == bot.id for m in _USER_MENTION.findall(message.content)):
+        return True
+    if any(getattr(r.tags, "bot_id", None) == bot.id for r in message.role_mentions):
+        return True
+    ref = message.reference
+    resolved = ref.resolved if ref is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == bot.id
+
+
+def readable(message: discord.Message, bot_id: int) -> str:
+    """The content a model reads: the bot's mention removed, other mentions as `@name` /
+    `#channel`, attachments that are not images named, bounded in size."""
+    names = {m.id: m.display_name for m in message.mentions}
+    text = _USER_MENTION.sub(
+        lambda m: "" if int(m.group(1)) == bot_id else f"@{names.get(int(m.group(1)), m.group(1))}",
+        message.content,
+    )
+    roles = {r.id: r.name for r in message.role_mentions}
+    text = _ROLE_MENTION.sub(lambda m: f"@{roles.get(int(m.group(1)), m.group(1))}", text)
+    guild = message.guild
+
+    def channel_name(m: re.Match[str]) -> str:
+        found = guild.get_channel_or_thread(int(m.group(1))) if guild is not None else None
+        return f"#{found.name}" if found is not None else m.group(0)
+
+    text = _CHANNEL_MENTION.sub(channel_name, text)
+    text = re.sub(r"[ \t]{2,}", " ", text).strip()
+    files = [
+        f"[file: {a.filename}, {a.size} bytes]" for a in message.attachments if not is_image(a)
+    ]
+    if files:
+        text = "\n".join([text, *files]).strip()
+    text = clean_text(text)
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[:MAX_TEXT_CHARS] + f"\n[message truncated: over {MAX_TEXT_CHARS} characters]"
+    return text
+
+
+def is_image(attachment: discord.Attachment) -> bool:
+    kind = attachment.content_type or ""
+    return kind.startswith("image/") or attachment.filename.lower().endswith(_IMAGE_SUFFIXES)
+
+
+def images_of(message: discord.Message) -> list[str]:
+    """The image attachments' CDN URLs (fetched, bounded, when a vision model needs them)."""
+    return [a.url for a in message.attachments if is_image(a)]
+
+
+def roles_of(message: discord.Message) -> list[str]:
+    """`owner` (the guild's owner) or `admin` (ADMINISTRATOR or MANAGE_GUILD from the
+    member's roles), as Discord reports them: `bot.trust_group_admins`."""
+    guild, author = message.guild, message.author
+    if guild is None or not isinstance(author, discord.Member):
+        return []
+    if guild.owner_id == author.id:
+        return ["owner"]
+    perms = author.guild_permissions
+    return ["admin"] if perms.administrator or perms.manage_guild else []
+
+
+def quoted(message: discord.Message) -> tuple[str | None, list[str]]:
+    """The text and images of the message this one replies to (Discord sends it along)."""
+    ref = message.reference
+    resolved = ref.resolved if ref is not None else None
+    if not isinstance(resolved, discord.Message):
+        return None, []
+    text = f"{resolved.author.display_name}: {readable(resolved, -1)[:500]}"
+    return text, images_of(resolved)
+
+
+@dataclass(slots=True)
+class Part:
+    """One Discord message of a reply: its content and what the first/last part carries."""
+
+    content: str
+    source: str  # the Markdown it was rendered from (what is owed if sending stops here)
+    nonce: str | None = None
+    files: list[discord.File] = field(default_factory=list)
+    embeds: list[discord.Embed] = field(default_factory=list)
+
+
+def parts_of(out: OutgoingMessage, limit: int) -> list[Part]:
+    """The messages `out` is sent as: Markdown rendered for Discord and split within `limit`
+    (UTF-16 units, kept below 2000 with room for a mention), the mention before the first
+    part, images with the last. Each part has a nonce fixed by its outbox row, index and
+    text: Discord (`enforce_nonce`) answers a repeat with the message it made the first time,
+    so a retry or a re-send after a crash never posts it twice."""
+    sources = split_message(out.text, limit - MENTION_ROOM, render=to_discord, measure=utf16_len)
+    if not sources and out.images:
+        sources = [""]
+    parts = [Part(to_discord(s) if s else "", s) for s in sources]
+    if parts and out.at:
+        parts[0].content = f"<@{out.at}> {parts[0].content}".rstrip()
+    if parts:
+        for ref in out.images:
+            image = _image(ref, len(parts[-1].files))
+            if isinstance(image, discord.File):
+                parts[-1].files.append(image)
+            elif image is not None:
+                parts[-1].embeds.append(image)
+    for index, part in enumerate(parts):
+        part.nonce = nonce(out.event_id, index, part.content)
+    return parts
+
+
+def nonce(event_id: int | None, index: int, content: str) -> str | None:
+    """At most 25 characters (Discord's limit); None without an outbox row (a random one)."""
+    if event_id is None:
+        return None
+    digest = hashlib.blake2s(content.encode(), digest_size=4).hexdigest()
+    return f"cf{event_id}.{index}.{digest}"[:25]
+
+
+def _image(ref: str, n: int) -> discord.File | discord.Embed | None:
+    """A `data:` image as an uploaded file; an `https://` one as an embed showing it."""
+    if ref.startswith("data:"):
+        head, _, body = ref.partition(",")
+        kind = head[5:].split(";")[0] or "image/png"
+        try:
+            data = base64.b64decode(body, validate=False)
+        except (binascii.Error, ValueError):
+            return None
+        ext = kind.split("/")[-1].replace("jpeg", "jpg") or "png"
+        return discord.File(io.BytesIO(data), filename=f"image{n + 1}.{ext}")
+    if ref.startswith(("https://", "http://")):
+        return discord.Embed().set_image(url=ref)
+    return None

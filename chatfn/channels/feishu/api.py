@@ -1,0 +1,460 @@
+"""The Feishu open platform's REST API as the channel uses it, through lark-oapi's client.
+
+Why the token is kept here rather than by lark-oapi: the SDK fetches the tenant_access_token
+inside `verify()` with the blocking `requests` library, even on its async (`a...`) methods, so
+every refresh would stall the event loop; and it forgets a token only by its clock, never when
+the platform says the token is no longer valid. So the client is built with
+`enable_set_token(True)` and each call carries the token kept by `TenantToken`:
+
+- fetched with auth/v3/tenant_access_token/internal (app_id + app_secret), through the SDK's
+  async transport (https://open.feishu.cn/document/ukTMukTMukTM/ukDNz4SO0MjL5QzM/auth-v3/auth/
+  tenant_access_token_internal: valid `expire` seconds, at most 2 hours; asked again with fewer
+  than 30 minutes left, the platform hands a new one while the old one keeps working);
+- renewed once fewer than 30 minutes remain (or half its life, for short ones), one fetch at
+  a time however many calls wait for it;
+- dropped and fetched again (once per call) when a call is answered 99991661 / 99991663
+  (missing / invalid access token): a token revoked early, or a clock that drifted.
+
+Why the requests go through `send_raw` rather than the SDK's `a...` methods: those open a new
+httpx client for every call (`Transport.aexecute`), and building one (its SSL context) costs
+about 50 ms of CPU on a loaded machine, which capped the channel near 10 messages per second
+(bench/bench_channel_feishu.py); a shared httpx client was still slow under 50 requests in
+flight (its pool scans every connection per request). So the SDK builds each request (its
+request models, `verify`, URL and headers: `_build_url`, `_build_header`) and parses each
+answer (its response models), and one aiohttp session per channel (the project's HTTP stack)
+carries them; the wire format is the SDK's own.
+
+Rate limits (https://open.feishu.cn/document/ukTMukTMukTM/uUzN04SN3QjL1cDN): the API answers
+HTTP 429 with code 99991400 and `x-ogw-ratelimit-reset` (seconds until the window resets);
+sending to one chat faster than 5 per second is code 230020. Both raise `RateLimited` with the
+wait, and the caller decides whether to wait it out (send.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import lark_oapi as lark
+from lark_oapi.api.auth.v3 import (
+    InternalTenantAccessTokenRequest,
+    InternalTenantAccessTokenRequestBody,
+)
+from lark_oapi.api.im.v1 import (
+    CreateImageRequest,
+    CreateImageRequestBody,
+    CreateImageResponse,
+    CreateMessageRequest,
+    CreateMessageRequestBody,
+    CreateMessageResponse,
+    GetChatMembersRequest,
+    GetChatMembersResponse,
+    GetChatRequest,
+    GetMessageResourceRequest,
+    ReplyMessageRequest,
+    ReplyMessageRequestBody,
+    ReplyMessageResponse,
+)
+from lark_oapi.core.const import UTF_8
+from lark_oapi.core.enum import AccessTokenType, HttpMethod
+from lark_oapi.core.http.transport import _build_header, _build_url
+from lark_oapi.core.json import JSON
+from lark_oapi.core.model import BaseRequest, BaseResponse, RawResponse, RequestOption
+from lark_oapi.core.token import verify
+from lark_oapi.core.utils import Files
+
+from chatfn.channels.feishu.settings import FeishuSettings
+
+__all__ = [
+    "AuthRefused",
+    "FeishuApi",
+    "FeishuError",
+    "NETWORK_ERRORS",
+    "RateLimited",
+    "Sent",
+    "TenantToken",
+]
+
+#: Codes of a call whose access token is missing or no longer valid: fetch a new one.
+TOKEN_INVALID = frozenset({99991661, 99991663, 99991664})
+RATE_LIMIT_CODES = frozenset({99991400, 230020})
+
+
+class Unavailable(Exception):
+    """The platform answered 5xx (or something that is not its answer): try again later."""
+
+
+#: Network trouble and the platform's 5xx: the message waits in the outbox.
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,
+    Unavailable,
+    OSError,
+    TimeoutError,
+)
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseResponse)
+
+
+class FeishuError(Exception):
+    """The platform refused a call: its `code` and `msg` (and the HTTP status)."""
+
+    def __init__(self, code: int, msg: str, status: int = 200) -> None:
+        super().__init__(f"{code}: {msg}" if code else msg)
+        self.code = code
+        self.msg = msg
+        self.status = status
+
+
+class AuthRefused(FeishuError):
+    """tenant_access_token/internal refused app_id / app_secret (a dead or mistyped secret)."""
+
+
+class RateLimited(FeishuError):
+    """429 / 99991400 / 230020: wait `wait` seconds before the same call."""
+
+    def __init__(self, code: int, msg: str, wait: float, status: int = 429) -> None:
+        super().__init__(code, msg, status)
+        self.wait = wait
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A message the platform took: its id (om_...), and the chat it is in."""
+
+    message_id: str
+    chat_id: str
+
+
+def _header(headers: dict[str, Any] | None, name: str) -> str | None:
+    for key, value in (headers or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+def _body(raw: Any) -> dict[str, Any]:
+    try:
+        data = json.loads(raw.content or b"{}")
+    except (ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check(response: Any) -> Any:
+    """`response` (an SDK response) when it succeeded; else the error it stands for."""
+    raw = getattr(response, "raw", None)
+    status = int(getattr(raw, "status_code", 200) or 200)
+    code = int(getattr(response, "code", 0) or 0)
+    msg = str(getattr(response, "msg", "") or "")
+    if status == 429 or code in RATE_LIMIT_CODES:
+        reset = _header(getattr(raw, "headers", None), "x-ogw-ratelimit-reset")
+        try:
+            wait = max(0.0, float(reset)) if reset is not None else 1.0
+        except ValueError:
+            wait = 1.0
+        raise RateLimited(code or 99991400, msg or "rate limited", wait, status)
+    if status >= 500 and not code:
+        raise Unavailable(f"Feishu answered HTTP {status}")
+    if code or not 200 <= status < 300:
+        raise FeishuError(code, msg or f"HTTP {status}", status)
+    return response
+
+
+class TenantToken:
+    """The app's tenant_access_token, fetched and renewed as the module docstring says."""
+
+    def __init__(self, api: FeishuApi, settings: FeishuSettings) -> None:
+        self.api = api
+        self.cfg = settings
+        self._token = ""
+        self._renew_at = 0.0
+        self._lock = asyncio.Lock()
+        self.fetched = 0  # how many times a token was asked for (tests, health)
+
+    async def get(self) -> str:
+        if self._token and time.monotonic() < self._renew_at:
+            return self._token
+        async with self._lock:
+            if self._token and time.monotonic() < self._renew_at:
+                return self._token
+            return await self._fetch()
+
+    def forget(self, token: str) -> None:
+        """The platform said `token` is not valid (any more): the next call fetches one."""
+        if token == self._token:
+            self._token, self._renew_at = "", 0.0
+
+    async def _fetch(self) -> str:
+        request = (
+            InternalTenantAccessTokenRequest.builder()
+            .request_body(
+                InternalTenantAccessTokenRequestBody.builder()
+                .app_id(self.cfg.app_id)
+                .app_secret(self.cfg.secret("app_secret"))
+                .build()
+            )
+            .build()
+        )
+        self.fetched += 1
+        raw = await self.api.send_raw(request, RequestOption())
+        if int(getattr(raw, "status_code", 200) or 200) >= 500:
+            raise Unavailable(f"Feishu answered HTTP {raw.status_code}")
+        # The token and its life are top-level fields of this answer, not under `data`
+        # (which is where the SDK's response model looks), so the body is read here.
+        body = _body(raw)
+        code = int(body.get("code", -1) if isinstance(body.get("code"), int) else -1)
+        token = str(body.get("tenant_access_token") or "")
+        if code != 0 or not token:
+            raise AuthRefused(code, str(body.get("msg") or "no token"), raw.status_code)
+        life = max(1.0, float(body.get("expire") or 7200))
+        self._token = token
+        self._renew_at = time.monotonic() + max(life - 1800.0, life / 2)
+        return token
+
+
+class FeishuApi:
+    """The calls the channel makes, each with the tenant token, errors as FeishuError."""
+
+    def __init__(self, settings: FeishuSettings) -> None:
+        self.cfg = settings
+        self.client = (
+            lark.Client.builder()
+            .app_id(settings.app_id)
+            .app_secret(settings.secret("app_secret"))
+            .domain(settings.base_url)
+            .enable_set_token(True)
+            .timeout(30)
+            .log_level(lark.LogLevel.ERROR)
+            .build()
+        )
+        self.token = TenantToken(self, settings)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    async def send_raw(self, request: BaseRequest, option: RequestOption) -> RawResponse:
+        """One request as the SDK builds it, over the pooled client (module docstring)."""
+        config = self.client.config
+        assert config is not None
+        verify(config, request, option)  # with enable_set_token: picks the token type only
+        request.files = Files.extract_files(request.body)
+        url = _build_url(config.domain, request.uri, request.paths)
+        headers = _build_header(request, option, config)
+        body: Any = None
+        if request.files:
+            form = aiohttp.FormData()
+            fields = json.loads(JSON.marshal(request.body)) if request.body is not None else {}
+            for name, value in (fields or {}).items():
+                if value is not None:
+                    form.add_field(name, str(value))
+            for name, file in request.files.items():
+                form.add_field(name, file.read(), filename=name)
+            body = form
+        elif request.body is not None:
+            body = aiohttp.JsonPayload(json.loads(JSON.marshal(request.body)))
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=float(config.timeout or 30))
+            )
+        async with self._http.request(
+            str(request.http_method.name),
+            url,
+            headers=headers,
+            params=request.queries,
+            data=body,
+        ) as response:
+            content = await response.read()
+        raw = RawResponse()
+        raw.status_code = response.status
+        raw.headers = {k.lower(): v for k, v in response.headers.items()}
+        raw.content = content
+        return raw
+
+    async def _model(self, request: BaseRequest, option: RequestOption, kind: type[R]) -> R:
+        """`request` sent; its answer as the SDK's response model `kind` (raw kept)."""
+        raw = await self.send_raw(request, option)
+        try:
+            response = JSON.unmarshal(str(raw.content, UTF_8), kind)
+        except ValueError:  # not JSON (a proxy's error page): status and body tell
+            response = kind()
+        response.raw = raw
+        return response
+
+    async def call(self, do: Callable[[RequestOption], Awaitable[T]]) -> T:
+        """`do(option)` with the tenant token; once more with a new token if the platform
+        says the token is not valid."""
+        for attempt in range(2):
+            token = await self.token.get()
+            option = RequestOption.builder().tenant_access_token(token).build()
+            response = await do(option)
+            try:
+                return check(response)
+            except FeishuError as exc:
+                if exc.code in TOKEN_INVALID and attempt == 0:
+                    self.token.forget(token)
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    # -- who am I ---------------------------------------------------------------------------
+    async def bot_info(self) -> dict[str, Any]:
+        """bot/v3/info: {"app_name", "open_id", "activate_status", ...}
+        (https://open.feishu.cn/document/client-docs/bot-v3/obtain-bot-info)."""
+        request = (
+            BaseRequest.builder()
+            .http_method(HttpMethod.GET)
+            .uri("/open-apis/bot/v3/info")
+            .token_types({AccessTokenType.TENANT})
+            .build()
+        )
+        response = await self.call(lambda option: self._model(request, option, BaseResponse))
+        bot = _body(response.raw).get("bot")
+        if not isinstance(bot, dict) or not bot.get("open_id"):
+            raise FeishuError(0, "bot/v3/info gave no bot (is the app's bot ability on?)")
+        return bot
+
+    # -- messages -----------------------------------------------------------------------------
+    async def send(self, chat_id: str, msg_type: str, content: str, uuid: str) -> Sent:
+        """im/v1/messages with receive_id_type=chat_id; `uuid`: the platform sends at most
+        one message per uuid within an hour (a repeat answers with the first one)."""
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                CreateMessageRequest.builder()
+                .receive_id_type("chat_id")
+                .request_body(
+                    CreateMessageRequestBody.builder()
+                    .receive_id(chat_id)
+                    .msg_type(msg_type)
+                    .content(content)
+                    .uuid(uuid)
+                    .build()
+                )
+                .build()
+            )
+            return self._model(request, option, CreateMessageResponse)
+
+        response = await self.call(do)
+        return Sent(str(response.data.message_id), str(response.data.chat_id or chat_id))
+
+    async def reply(
+        self, message_id: str, msg_type: str, content: str, uuid: str, in_thread: bool = False
+    ) -> Sent:
+        """im/v1/messages/{message_id}/reply: the answer quotes the message it answers
+        (`in_thread`: it goes into that message's thread instead)."""
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                ReplyMessageRequest.builder()
+                .message_id(message_id)
+                .request_body(
+                    ReplyMessageRequestBody.builder()
+                    .msg_type(msg_type)
+                    .content(content)
+                    .uuid(uuid)
+                    .reply_in_thread(in_thread)
+                    .build()
+                )
+                .build()
+            )
+            return self._model(request, option, ReplyMessageResponse)
+
+        response = await self.call(do)
+        return Sent(str(response.data.message_id), str(response.data.chat_id or ""))
+
+    async def upload_image(self, data: bytes) -> str:
+        """im/v1/images (image_type=message): the image_key an image message shows."""
+        import io
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                CreateImageRequest.builder()
+                .request_body(
+                    CreateImageRequestBody.builder()
+                    .image_type("message")
+                    .image(io.BytesIO(data))
+                    .build()
+                )
+                .build()
+            )
+            return self._model(request, option, CreateImageResponse)
+
+        response = await self.call(do)
+        return str(response.data.image_key)
+
+    async def download(self, message_id: str, key: str, kind: str = "image") -> bytes:
+        """im/v1/messages/{message_id}/resources/{key}?type=image: an image a user sent."""
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                GetMessageResourceRequest.builder()
+                .message_id(message_id)
+                .file_key(key)
+                .type(kind)
+                .build()
+            )
+            return self._file(request, option)
+
+        response = await self.call(do)
+        return bytes(response.raw.content or b"")
+
+    async def _file(self, request: BaseRequest, option: RequestOption) -> BaseResponse:
+        """A binary answer: the file in `raw.content`; an error answer as JSON."""
+        raw = await self.send_raw(request, option)
+        if 200 <= raw.status_code < 300:
+            response = BaseResponse()
+            response.code = 0
+        else:
+            try:
+                response = JSON.unmarshal(str(raw.content, UTF_8), BaseResponse)
+            except ValueError:
+                response = BaseResponse()
+        response.raw = raw
+        return response
+
+    async def chat(self, chat_id: str) -> dict[str, Any]:
+        """im/v1/chats/{chat_id} (open ids): owner_id, user_manager_id_list, name, ..."""
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = GetChatRequest.builder().chat_id(chat_id).user_id_type("open_id").build()
+            return self._model(request, option, BaseResponse)
+
+        response = await self.call(do)
+        data = _body(response.raw).get("data")
+        return data if isinstance(data, dict) else {}
+
+    async def members(self, chat_id: str, pages: int = 5) -> dict[str, str]:
+        """im/v1/chats/{chat_id}/members (open ids): open_id -> name, up to `pages` pages of
+        100 (the same im:chat:readonly scope as the chat; no contact scope needed)."""
+        names: dict[str, str] = {}
+        token = ""
+        for _ in range(pages):
+
+            def do(option: RequestOption, token: str = token) -> Awaitable[Any]:
+                builder = (
+                    GetChatMembersRequest.builder()
+                    .chat_id(chat_id)
+                    .member_id_type("open_id")
+                    .page_size(100)
+                )
+                if token:
+                    builder = builder.page_token(token)
+                return self._model(builder.build(), option, GetChatMembersResponse)
+
+            response = await self.call(do)
+            data = response.data
+            for item in (data.items if data is not None else None) or []:
+                if item.member_id:
+                    names[str(item.member_id)] = str(item.name or "")
+            token = str(data.page_token or "") if data is not None else ""
+            if data is None or not data.has_more or not token:
+                break
+        return names

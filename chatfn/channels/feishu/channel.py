@@ -1,0 +1,414 @@
+"""The Feishu / Lark channel: a custom app's bot, through lark-oapi (REST: api.py; events by
+the long connection: ws.py, or by webhook: webhook.py), driven by this module so that a
+message goes through the bot's outbox and per-chat order like on every channel.
+
+At start (and until it works, with backoff to once a minute): a tenant_access_token and
+bot/v3/info, whose open_id is how the bot recognises its own mention. Refused credentials
+are one error line naming channels.feishu.app_id / app_secret.
+
+Events handled (schema 2.0):
+- im.message.receive_v1: a user's message in a p2p or group chat (parse.py reads it). In a
+  group the bot is addressed by its mention; images (an image message or a post's images)
+  are fetched through the message resources API and given to vision models as data.
+- im.chat.member.user.added_v1: each user added reaches the welcome built-in.
+- im.chat.member.bot.added_v1: logged.
+Handled once: the platform resends an event it thinks was not acknowledged (the same
+event_id), and a message delivered again after a restart is found among the stored messages
+(`host.was_stored`, its message_id being the id).
+
+Nothing lost: an event is answered as handled (the long connection's response frame, the
+webhook's 200) only once its message is stored or its job ended (chatfn/channels/intake.py), waiting
+at most `ACK_WAIT` seconds (the platform allows 3). A message still waiting then (its chat's
+turn is running) is answered as failed (a 500 frame, a 503), so the platform pushes it again
+(after 5-15 s, then minutes) and it is acknowledged then; a process that dies before storing
+a message gets it again.
+
+Roles for `bot.trust_group_admins`: the group's owner ("owner") and its managers ("admin"),
+from im/v1/chats/{chat_id} (`owner_id`, `user_manager_id_list`, as open_ids); senders' names
+from the chat's members list (message events carry only ids); both cached
+`role_cache_seconds` per chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from chatfn.channels.base import Channel
+from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
+from chatfn.channels.feishu.parse import ChatRef, chat_ref, read_message
+from chatfn.channels.feishu.send import FeishuSender
+from chatfn.channels.feishu.settings import FeishuSettings
+from chatfn.channels.feishu.webhook import Refused, open_request
+from chatfn.channels.feishu.ws import WsLink
+from chatfn.channels.intake import Taken, settle_after, settled
+from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.common.messages import (
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["FeishuChannel"]
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
+_SEEN = 5000  # event ids remembered
+ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
+_MAGIC = (
+    (b"\x89PNG", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF8", "image/gif"),
+)
+
+
+def _mime(data: bytes) -> str | None:
+    for magic, mime in _MAGIC:
+        if data.startswith(magic):
+            return mime
+    return "image/webp" if data[8:12] == b"WEBP" else None
+
+
+class FeishuChannel(Channel):
+    platform = "feishu"
+
+    def __init__(self, host: ChannelHost, settings: FeishuSettings) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        if not settings.app_id or settings.app_secret is None:
+            raise ValueError(
+                "channels.feishu.app_id and channels.feishu.app_secret must be set (the app's "
+                "Credentials & Basic Info page)"
+            )
+        self.api = FeishuApi(settings)
+        self.sender = FeishuSender(self.api, settings)
+        self.bot_open_id: str | None = None
+        self.bot_name = ""
+        self._inbound = OrderedRunner()
+        self._seen: OrderedDict[str, Taken] = OrderedDict()
+        self._chats: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self._ready = asyncio.Event()
+        self._link: WsLink | None = None
+        self._link_down = False
+        if settings.mode == "webhook":
+            host.add_web_route("POST", settings.webhook_path, self._webhook)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            if await self._connect():
+                if self.cfg.mode == "websocket":
+                    self._link = WsLink(self.cfg, self._stored, self._link_state)
+                    self._link.start()
+                else:
+                    self._ready.set()
+                    self.host.kick()
+                await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def wait_ready(self) -> None:
+        """Until the bot knows who it is and events flow (tests, health)."""
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        if self._link is not None:
+            await self._link.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.api.aclose()
+
+    async def _connect(self) -> bool:
+        """A token and bot/v3/info until they answer (backoff to 60 s; a refused secret is
+        one error line and a retry every minute: the secret may be fixed meanwhile)."""
+        backoff, told = Backoff(0.5, 60.0), False
+        while not self._stopping.is_set():
+            try:
+                bot = await self.api.bot_info()
+                self.bot_open_id = str(bot["open_id"])
+                self.bot_name = str(bot.get("app_name") or "")
+                logger.info(
+                    "Feishu channel: bot {} ({}) at {}, events by {}",
+                    self.bot_name,
+                    self.bot_open_id,
+                    self.cfg.base_url,
+                    "the long connection"
+                    if self.cfg.mode == "websocket"
+                    else f"webhook at {self.cfg.webhook_path}",
+                )
+                return True
+            except AuthRefused as exc:
+                if not told:
+                    logger.error(
+                        "Feishu refused channels.feishu.app_id / app_secret ({}): check the "
+                        "app's Credentials & Basic Info page",
+                        exc,
+                    )
+                told = True
+                backoff.attempt = 10  # the cap: once a minute
+            except FeishuError as exc:
+                if not told:
+                    logger.warning("Feishu bot/v3/info failed ({}): retrying", exc)
+                told = True
+            except NETWORK_ERRORS as exc:
+                if not told:
+                    logger.warning(
+                        "Feishu not reachable at {} ({}): retrying", self.cfg.base_url, exc
+                    )
+                told = True
+            if not await backoff.wait(self._stopping):
+                return False
+        return False
+
+    def _link_state(self, state: str, detail: str) -> None:
+        """What the long connection reports (on this loop)."""
+        if state == "connected":
+            if not self._ready.is_set():
+                self._ready.set()
+            elif self._link_down:
+                logger.info("Feishu long connection is back")
+            self._link_down = False
+            self.host.kick()  # what waited in the outbox goes out now
+        elif state == "refused":
+            logger.error(
+                "Feishu refused the long connection for channels.feishu.app_id / app_secret "
+                "({}): check the app's credentials and that events use the long connection",
+                detail,
+            )
+        elif not self._link_down:
+            self._link_down = True
+            if state == "lost":
+                logger.warning("Feishu long connection lost ({}): reconnecting", detail)
+            else:
+                logger.warning("Feishu long connection failed ({}): retrying", detail)
+
+    # -- webhook -------------------------------------------------------------------------------
+    async def _webhook(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            opened = open_request(
+                body,
+                request.headers,
+                self.cfg.secret("verification_token"),
+                self.cfg.secret("encrypt_key"),
+            )
+        except Refused as exc:
+            logger.warning("Feishu webhook request refused: {}", exc)
+            return web.json_response({"msg": str(exc)}, status=exc.status)
+        if opened.challenge is not None:
+            return web.json_response({"challenge": opened.challenge})
+        if self.bot_open_id is None or self._stopping.is_set():
+            return web.json_response({"msg": "not ready"}, status=503)  # the platform resends
+        if not await self._stored(opened.payload):
+            return web.json_response({"msg": "not stored yet"}, status=503)
+        return web.json_response({"msg": "success"})
+
+    # -- events --------------------------------------------------------------------------------
+    async def _stored(self, payload: dict[str, Any]) -> bool:
+        """Take one event (from either way in); whether it may be acknowledged: its message
+        stored (or nothing to store) within ACK_WAIT."""
+        return await self._event(payload).wait(ACK_WAIT, self._stopping)
+
+    def _event(self, payload: dict[str, Any]) -> Taken:
+        """One event, on the channel's loop; what settles when it may be acknowledged. An
+        event seen before (the platform's resend) gets the first delivery's."""
+        header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
+        event = payload.get("event")
+        if self._stopping.is_set():
+            return Taken()  # never settled: the platform sends it again after the restart
+        if not isinstance(event, dict):
+            return settled()
+        event_id = str(header.get("event_id") or "")
+        seen = self._seen.get(event_id) if event_id else None
+        if seen is not None and not seen.retake():
+            logger.debug("Feishu event {} resent: taken already", event_id)
+            return seen
+        taken = self._take(str(header.get("event_type") or ""), event, seen)
+        if event_id:
+            self._seen[event_id] = taken
+            if len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+        return taken
+
+    def _take(self, kind: str, event: dict[str, Any], previous: Taken | None) -> Taken:
+        if kind == "im.message.receive_v1":
+            message = event.get("message")
+            sender = event.get("sender")
+            if not isinstance(message, dict) or not isinstance(sender, dict):
+                return settled()
+            if sender.get("sender_type") not in (None, "user"):
+                return settled()  # the bot's own and other apps' messages
+            ref = chat_ref(message)
+            if not ref.chat or not message.get("message_id"):
+                return settled()
+            taken = Taken(previous)
+            self._in_order(ref.key, taken, lambda: self._message(ref, message, sender, taken))
+            return taken
+        if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
+            key, taken = f"group:{chat}", Taken(previous)
+            self._in_order(key, taken, lambda: self._members_added(key, event))
+            return taken
+        if kind == "im.chat.member.bot.added_v1":
+            logger.info("Feishu bot added to group:{}", event.get("chat_id"))
+        return settled()
+
+    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        task = self._inbound.submit(key, lambda: settle_after(taken, job()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _message(
+        self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any], taken: Taken
+    ) -> None:
+        key = ref.key
+        try:
+            msg = await self._incoming(ref, message, sender)
+            if msg is None:
+                return
+
+            async def sink(out: OutgoingMessage) -> None:
+                await self.sender.deliver(out)
+
+            await self.host.handle(msg, sink, on_stored=taken.settle)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error(
+                "Feishu message {} in {} failed", message.get("message_id"), key
+            )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Feishu message {} given up after {} tries",
+                    message.get("message_id"),
+                    taken.take,
+                )
+
+    async def _incoming(
+        self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
+    ) -> IncomingMessage | None:
+        key = ref.key
+        message_id = str(message["message_id"])
+        if await self.host.was_stored(self.platform, key, message_id):
+            logger.debug("Feishu message {} in {} was handled before: skipped", message_id, key)
+            return None
+        ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), dict) else {}
+        user = str(ids.get("open_id") or "")
+        if not user:
+            return None
+        read = read_message(message, self.bot_open_id or "")
+        text = clean_text(read.text)
+        text = capped_text(text, "Feishu", user)
+        images = [i for k in read.image_keys[:4] if (i := await self._image(message_id, k))]
+        if not text and not images:
+            return None
+        is_group = ref.is_group
+        name, roles = await self._person(ref.chat, user, is_group)
+        try:
+            when = datetime.fromtimestamp(int(message.get("create_time") or 0) / 1000, UTC)
+        except (ValueError, OverflowError, OSError):
+            when = datetime.now(UTC)
+        if when.year < 2000:
+            when = datetime.now(UTC)
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=key,
+            sender_id=user,
+            text=text,
+            is_group=is_group,
+            sender_name=clean_text(name)[:128],
+            is_at_bot=read.mentioned,
+            message_id=message_id,
+            time=when,
+            images=images,
+            sender_roles=roles,
+        )
+
+    async def _image(self, message_id: str, image_key: str) -> str | None:
+        """An image of a message as a data URI (downloaded with the tenant token, so no URL
+        is ever stored or shown)."""
+        try:
+            data = await self.api.download(message_id, image_key)
+        except (FeishuError, *NETWORK_ERRORS) as exc:
+            logger.warning("Feishu image {} of {} not downloaded: {}", image_key, message_id, exc)
+            return None
+        mime = _mime(data)
+        if mime is None or len(data) > MAX_IMAGE_BYTES:
+            return None
+        return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+    async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
+        """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The
+        group's owner, managers (im/v1/chats/{chat_id}) and member names (its members list)
+        are cached `role_cache_seconds`, a failure too (one warning, not one per message); a
+        user missing from a list older than 10 s is asked for again (a member who just
+        joined). A one-to-one chat asks nothing: its name is not shown to the model."""
+        if not is_group:
+            return "", []
+        now = time.monotonic()
+        cached = self._chats.get(chat)
+        stale = cached is None or now - cached[0] >= self.cfg.role_cache_seconds
+        if cached is not None and not stale and user not in cached[1]["names"]:
+            stale = now - cached[0] >= 10.0
+        if stale:
+            try:
+                info = await self.api.chat(chat)
+                names = await self.api.members(chat)
+            except (FeishuError, *NETWORK_ERRORS) as exc:
+                logger.warning("Feishu chat {} owner, managers and names not read: {}", chat, exc)
+                info, names = {}, {}
+            owners = [str(info["owner_id"])] if info.get("owner_id") else []
+            managers = [str(m) for m in info.get("user_manager_id_list") or []]
+            if len(self._chats) > 10000:
+                self._chats.clear()
+            cached = (now, {"owner": owners, "admin": managers, "names": names})
+            self._chats[chat] = cached
+        assert cached is not None
+        name = str(cached[1]["names"].get(user, ""))
+        return name, [r for r in ("owner", "admin") if user in cached[1][r]][:1]
+
+    async def _members_added(self, key: str, event: dict[str, Any]) -> None:
+        operator = event.get("operator_id") if isinstance(event.get("operator_id"), dict) else {}
+        for user in event.get("users") or []:
+            if not isinstance(user, dict):
+                continue
+            ids = user.get("user_id") if isinstance(user.get("user_id"), dict) else {}
+            open_id = str(ids.get("open_id") or "")
+            if not open_id:
+                continue
+            try:
+                await self.host.handle_event(
+                    SystemEvent(
+                        kind="member_joined",
+                        platform=self.platform,
+                        chat_id=key,
+                        user_id=open_id,
+                        user_name=clean_text(str(user.get("name") or ""))[:128],
+                        is_group=True,
+                        data={"added_by": str(operator.get("open_id") or "")},
+                    )
+                )
+            except Exception as exc:
+                logger.opt(exception=exc).error("Feishu member-added event in {} failed", key)
+
+    # -- out -----------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if self.bot_open_id is None:
+            raise NotDelivered("the Feishu channel is not connected yet")
+        await self.sender.deliver(message)

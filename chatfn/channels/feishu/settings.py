@@ -1,0 +1,98 @@
+"""`channels.feishu:`: the Feishu / Lark channel's settings (issue 25's keys, and the pacing and
+splitting numbers every channel has)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from chatfn.common.config import Section
+
+#: `domain: feishu` / `domain: lark`: the open platform's origin for each.
+DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class FeishuSettings(Section):
+    """A Feishu (or Lark) custom app with the bot ability. API calls go to `{base_url}/open-apis/`
+    with a tenant_access_token made from `app_id` + `app_secret`; events come over the
+    platform's long connection (`mode: websocket`, no public address needed) or are POSTed to
+    `webhook_path` on the HTTP channel's port (`mode: webhook`, checked with
+    `verification_token` and, when set, decrypted and signature-checked with `encrypt_key`)."""
+
+    app_id: str = ""  # cli_...
+    app_secret: SecretStr | None = None
+    # "feishu" (open.feishu.cn), "lark" (open.larksuite.com) or an origin such as
+    # https://open.feishu.cn (tests: http://127.0.0.1:PORT).
+    domain: str = "feishu"
+    mode: Literal["websocket", "webhook"] = "websocket"
+    verification_token: SecretStr | None = None
+    encrypt_key: SecretStr | None = None
+    # Where the platform POSTs events in webhook mode (on the HTTP channel's port).
+    webhook_path: str = "/feishu/events"
+    # Characters of Markdown per message. Feishu refuses a card body over 30 KB; 4000
+    # characters stay below it even in CJK with every character escaped.
+    max_message_length: int = Field(default=4000, ge=100, le=8000)
+    # Per chat: messages per second after a burst. Feishu allows 5 per second per user and
+    # per group (shared by the group's bots); 0 disables it. A 429 / 99991400 is waited out
+    # whatever these say.
+    send_rate: float = Field(default=4.0, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+    # The longest rate-limit wait taken inside one delivery (seconds); a longer one leaves the
+    # message in the outbox for later.
+    max_retry_after: float = Field(default=60.0, ge=0)
+    # Seconds a group's owner and managers (im/v1/chats/{chat_id}) are remembered.
+    role_cache_seconds: float = Field(default=300.0, ge=0)
+
+    @field_validator("app_secret", "verification_token", "encrypt_key")
+    @classmethod
+    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
+        return v if v is not None and v.get_secret_value() else None
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, v: str) -> str:
+        v = v.strip()
+        if v.lower() in DOMAINS:
+            return v.lower()
+        parts = urlsplit(v)
+        loopback = parts.scheme == "http" and (parts.hostname or "") in LOOPBACK
+        if not (parts.scheme == "https" or loopback) or not parts.netloc:
+            raise ValueError(
+                f"expected feishu, lark or an https origin like {DOMAINS['feishu']} "
+                f"(http only for 127.0.0.1/localhost), got {v!r}"
+            )
+        if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
+            raise ValueError(
+                f"expected an origin without a path, query or credentials (got {v!r}); "
+                "requests go to {domain}/open-apis/..."
+            )
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/") or "?" in v or "#" in v:
+            raise ValueError(f"expected a path such as /feishu/events, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _webhook_needs_a_token(self) -> FeishuSettings:
+        if self.mode == "webhook" and self.verification_token is None:
+            raise ValueError(
+                "mode: webhook needs channels.feishu.verification_token (the app's Event "
+                "Subscriptions -> Verification Token) so that forged events are refused"
+            )
+        return self
+
+    @property
+    def base_url(self) -> str:
+        """The open platform's origin: https://open.feishu.cn, https://open.larksuite.com or
+        the configured one."""
+        return DOMAINS.get(self.domain, self.domain)
+
+    def secret(self, name: str) -> str:
+        value = getattr(self, name)
+        return value.get_secret_value() if value is not None else ""

@@ -1,0 +1,231 @@
+"""`mode: websocket`: events over the open platform's long connection, held by lark-oapi's
+`lark_oapi.ws.Client` (the official client of that protocol: an endpoint from
+POST {domain}/callback/ws/endpoint with AppID/AppSecret, then protobuf `Frame`s over a
+WebSocket: pings, and event frames each answered with a response frame).
+
+Why it runs in a thread of its own: the SDK's client is written around a module-level event
+loop (`lark_oapi.ws.client.loop`, taken when the module is first imported) and a `start()`
+that blocks that loop forever with no way to stop it. So the link runs the client on a
+private loop in a daemon thread (that module global is pointed at it: one Feishu long
+connection per process), drives the first connection itself (`_connect`, with backoff and
+one clear line for refused credentials) instead of `start()`, and stops it by closing the
+connection. After a drop the SDK reconnects as the platform's endpoint tells it
+(ReconnectInterval / ReconnectNonce / ReconnectCount); should that give up, the link starts
+over with its own backoff. Events are handed to the channel's loop with
+`run_coroutine_threadsafe`, so the SDK's thread never touches the bot.
+
+An event frame is answered only once the channel says its message is stored (`on_event`'s
+result): the SDK handles each frame in a task of its own, calls the handler, then writes the
+response frame; the handler leaves the channel's answer in a context variable of that task,
+and the link's `_write_message` waits for it (without blocking the SDK's loop) and answers a
+message not stored in time with code 500, which the platform pushes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from loguru import logger
+
+from chatfn.channels.feishu.settings import FeishuSettings
+from chatfn.channels.outbound import Backoff
+
+__all__ = ["EVENTS", "WsLink"]
+
+#: The events the channel handles (registered with the SDK's dispatcher).
+EVENTS = ("im.message.receive_v1", "im.chat.member.user.added_v1", "im.chat.member.bot.added_v1")
+
+OnEvent = Callable[[dict[str, Any]], Awaitable[bool]]  # True: stored, answer "handled"
+OnState = Callable[[str, str], None]  # ("connected" | "lost" | "refused" | "failing", detail)
+
+
+# The channel's answer to the event frame being handled, in the SDK's task for that frame.
+_ANSWER: contextvars.ContextVar[concurrent.futures.Future[bool] | None] = contextvars.ContextVar(
+    "feishu_answer", default=None
+)
+
+
+def answered_failed(data: bytes) -> bytes:
+    """A response frame saying the event failed (code 500): the platform pushes it again."""
+    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+    frame = Frame()
+    frame.ParseFromString(data)
+    frame.payload = json.dumps({"code": 500}).encode()
+    return bytes(frame.SerializeToString())
+
+
+def as_payload(data: Any) -> dict[str, Any]:
+    """The SDK's CustomizedEvent back as the event's JSON shape (schema 2.0)."""
+    header = getattr(data, "header", None)
+    return {
+        "schema": getattr(data, "schema", None) or "2.0",
+        "header": {
+            name: getattr(header, name, None)
+            for name in ("event_id", "event_type", "create_time", "token", "app_id", "tenant_key")
+        },
+        "event": getattr(data, "event", None) or {},
+    }
+
+
+class WsLink:
+    """The long connection (module docstring). `on_event` and `on_state` are called on the
+    loop that called `start()`."""
+
+    def __init__(self, settings: FeishuSettings, on_event: OnEvent, on_state: OnState) -> None:
+        self.cfg = settings
+        self._on_event = on_event
+        self._on_state = on_state
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self.client: Any = None
+
+    def start(self) -> None:
+        self._home = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._main, name="feishu-ws", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        if self._thread is None:
+            return
+        await asyncio.to_thread(self._started.wait, 10)
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._thread = None
+
+    # -- on the link's thread ------------------------------------------------------------------
+    def _tell(self, state: str, detail: str = "") -> None:
+        if self._home is not None and not self._home.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self._home.call_soon_threadsafe(self._on_state, state, detail)
+
+    def _event(self, data: Any) -> None:
+        """The SDK's handler: hand the event to the channel; its answer goes in `_ANSWER` for
+        `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
+        payload = as_payload(data)
+        if self._home is None or self._home.is_closed():
+            raise RuntimeError("the bot's loop is gone")
+        _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+
+    @staticmethod
+    def _answering(write: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
+        """The client's `_write_message`, waiting for the channel's answer to an event frame
+        (awaited: the SDK's loop goes on with pings and other frames meanwhile)."""
+
+        async def write_when_stored(data: bytes) -> None:
+            answer = _ANSWER.get()
+            if answer is not None:
+                _ANSWER.set(None)
+                try:
+                    stored = await asyncio.wrap_future(answer)
+                except Exception:  # noqa: BLE001 - the bot stopping: not stored
+                    stored = False
+                if not stored:
+                    data = answered_failed(data)
+            await write(data)
+
+        return write_when_stored
+
+    def _main(self) -> None:
+        import lark_oapi.ws.client as ws_client
+
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        # The SDK's tasks are created on this module global (its docstring above).
+        ws_client.loop = loop
+        # A receive task ends with the closed connection's error when the link is stopped:
+        # known, and not worth a traceback.
+        loop.set_exception_handler(
+            lambda _loop, ctx: logger.debug("Feishu ws: {}", ctx.get("message"))
+        )
+        self._loop = loop
+        self._stop = asyncio.Event()
+        self._started.set()
+        try:
+            loop.run_until_complete(self._session(ws_client))
+        except Exception as exc:  # never let the thread die silently
+            logger.opt(exception=exc).error("Feishu long connection stopped")
+        finally:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+    async def _session(self, ws_client: Any) -> None:
+        import lark_oapi as lark
+        from lark_oapi.ws.exception import ClientException
+
+        assert self._stop is not None
+        builder = lark.EventDispatcherHandler.builder("", "")
+        for kind in EVENTS:
+            builder = builder.register_p2_customized_event(kind, self._event)
+        handler = builder.build()
+        backoff = Backoff(0.5, 60.0)
+        told = False
+        while not self._stop.is_set():
+            lost = asyncio.Event()
+            client = ws_client.Client(
+                self.cfg.app_id,
+                self.cfg.secret("app_secret"),
+                # The SDK logs each drop and retry at ERROR; the channel says it once.
+                log_level=lark.LogLevel.CRITICAL,
+                event_handler=handler,
+                domain=self.cfg.base_url,
+                auto_reconnect=True,
+            )
+            self.client = client
+            reconnect = client._reconnect
+
+            async def reconnect_or_give_up(reconnect: Any = reconnect, lost: Any = lost) -> None:
+                try:
+                    await reconnect()
+                except Exception as exc:  # the SDK gave up (or was refused): start over
+                    self._tell("failing", f"{type(exc).__name__}: {exc}")
+                    lost.set()
+
+            client._reconnect = reconnect_or_give_up
+            client._write_message = self._answering(client._write_message)
+            client.on_reconnecting = lambda: self._tell("lost", "connection closed")
+            client.on_reconnected = lambda: self._tell("connected", "again")
+            try:
+                await client._connect()  # start() would block this loop for good
+            except ClientException as exc:  # the endpoint refused app_id / app_secret
+                if not told:
+                    self._tell("refused", str(exc))
+                told = True
+                backoff.attempt = 10  # the cap: once a minute
+            except Exception as exc:
+                if not told:
+                    self._tell("failing", f"{type(exc).__name__}: {exc}")
+                told = True
+            else:
+                told = False
+                backoff.reset()
+                self._tell("connected", "")
+                ping = asyncio.ensure_future(client._ping_loop())
+                stop = asyncio.ensure_future(self._stop.wait())
+                gone = asyncio.ensure_future(lost.wait())
+                await asyncio.wait([stop, gone], return_when=asyncio.FIRST_COMPLETED)
+                for task in (ping, stop, gone):
+                    task.cancel()
+                client._auto_reconnect = False
+                with contextlib.suppress(Exception):
+                    await client._disconnect()
+                if self._stop.is_set():
+                    return
+            if not await backoff.wait(self._stop):
+                return

@@ -1,0 +1,30 @@
+"""`channels.http:`: the HTTP API, web page, webhook and /mcp endpoint's settings."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.common.config import Section
+
+
+class HttpSettings(Section):
+    """Where the HTTP channel listens and who may use it."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    token: str | None = None
+    webhook_url: str | None = None
+    # Signs every webhook POST (HMAC-SHA256, chatfn/channels/http/signature.py); never sent itself.
+    webhook_secret: SecretStr | None = None
+    # Serve the bot's functions over MCP (streamable HTTP) at /mcp, behind the same token.
+    mcp: bool = False
+
+    @field_validator("token")
+    @classmethod
+    def _empty_token_is_none(cls, v: str | None) -> str | None:
+        return v or None
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _empty_secret_is_none(cls, v: SecretStr | None) -> SecretStr | None:
+        return v if v is not None and v.get_secret_value() else None

@@ -1,0 +1,609 @@
+"""The Matrix channel: a Matrix account (a bot user on any homeserver) through the
+client-server API, with matrix-nio's AsyncClient for the calls and for the rooms' state
+(members, display names, power levels), and this module for the sync loop, so that messages
+go through the bot's outbox and per-room order like on every channel (nio's `sync_forever`
+would retry with fixed waits, not persist its position, and hand events to callbacks
+without order per room).
+
+- Login: `access_token` (checked with /account/whoami), or `password` (m.login.password with
+  `device_id`; the token it gives is kept in `store_path` and used again next time). A token
+  the homeserver refuses is one error line, then a retry each minute.
+- Sync: /sync long polls from the stored position. The first sync of a run asks for the full
+  state (so the rooms' members and power levels are known after a restart), the first sync of
+  an account ever only takes the position: history from before the bot's first run is not
+  answered. The position is stored once every message before it has been handled, so a
+  crash re-reads what was not handled (a message already stored is skipped: its event id is
+  the message id) and never loses what came while the bot was down; a room whose timeline
+  the sync cut short (`limited`) is read back to the stored position with /messages. A sync
+  that fails (network, 5xx, 429) is tried again with backoff (chatfn/channels/outbound.py), and the
+  outbox is kicked once it works again.
+- Invites: joined (`autojoin`), a DM invite (`is_direct`) recorded in the account's
+  `m.direct`, as clients do, so it stays a DM after restarts (chat ids: parse.py).
+- Messages: `m.text`, `m.emote` and `m.image` from others (`m.notice` is what bots send:
+  not answered, so two bots do not talk in a loop); edits are not answered again; encrypted
+  rooms are named once in the log and not read (no end-to-end encryption here).
+- Images: `m.image` media is downloaded with the access token from the authenticated media
+  API (`/_matrix/client/v1/media/download/{server}/{mediaId}`, Matrix 1.11), or from the
+  legacy `/_matrix/media/v3/download/...` when the server does not have it (404/405
+  M_UNRECOGNIZED), and handed on as a data URI (the mxc:// URI needs the token).
+- Roles for `bot.trust_group_admins`: the sender's power level in the room (m.room.power_levels):
+  100 and more "owner", 50 and more "admin"; in room versions whose creators are above power
+  levels (12 and later) the creators are "owner".
+- Member joined: an `m.room.member` join of someone else (not a display-name change) in a
+  group room reaches the welcome built-in.
+
+The way out: send.py (transaction ids from the outbox row: never twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+from loguru import logger
+from nio import (
+    ErrorResponse,
+    RoomGetEventResponse,
+    RoomMessagesResponse,
+    SyncResponse,
+)
+
+from chatfn.channels.base import Channel
+from chatfn.channels.matrix.login import make_client, try_login
+from chatfn.channels.matrix.media import download
+from chatfn.channels.matrix.parse import ChatRef, read_content
+from chatfn.channels.matrix.send import MatrixSender
+from chatfn.channels.matrix.settings import MatrixSettings
+from chatfn.channels.matrix.store import SyncStore
+from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.common.messages import (
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["MatrixChannel", "make_client"]
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
+_ANSWERED = {"m.text", "m.emote", "m.image"}
+_CATCH_UP_PAGES = 20
+
+
+def sync_filter(timeline_limit: int) -> dict[str, Any]:
+    """What the bot needs of a sync: room state and timelines, its own `m.direct`; no
+    presence, typing or receipts. Members are not lazy-loaded (DMs and roles need them)."""
+    return {
+        "presence": {"types": []},
+        "account_data": {"types": ["m.direct"]},
+        "room": {
+            "ephemeral": {"types": []},
+            "account_data": {"types": []},
+            "timeline": {"limit": timeline_limit},
+            "state": {"lazy_load_members": False},
+        },
+    }
+
+
+class MatrixChannel(Channel):
+    platform = "matrix"
+
+    def __init__(self, host: ChannelHost, settings: MatrixSettings) -> None:
+        super().__init__(host)
+        problem = settings.problem()
+        if problem is not None:
+            raise ValueError(problem)
+        self.cfg = settings
+        self.user_id = settings.user_id or ""
+        self.client = make_client(settings)
+        self.store = SyncStore(settings.store_path, self.user_id)
+        self.sender = MatrixSender(
+            self.client, settings, name_of=self._name_of, encrypted=self._encrypted
+        )
+        self.sender.retry_later = self._kick_later
+        self.display_name = ""
+        self.logged_in = False
+        self._direct: dict[str, list[str]] = {}  # m.direct: user id -> DM room ids
+        self._inbound = OrderedRunner()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._saving: asyncio.Task[bool] | None = None
+        self._sync_task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self._ready = asyncio.Event()
+        self._warned_encrypted: set[str] = set()
+        self._joining: set[str] = set()
+        self._creators: dict[str, set[str]] = {}  # room -> creators above power levels (v12+)
+        self.syncs = 0  # successful syncs (tests, health)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            if await self._login():
+                self._sync_task = asyncio.ensure_future(self._sync_forever())
+                try:
+                    await self._sync_task
+                except asyncio.CancelledError:
+                    if not self._stopping.is_set():
+                        raise
+        finally:
+            await self.stop()
+
+    async def wait_ready(self) -> None:
+        """Until logged in and the first sync is done (tests, health)."""
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        if self._sync_task is not None:
+            self._sync_task.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._saving is not None:  # the position of what was handled is kept
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._saving)
+        with contextlib.suppress(Exception):
+            await self.client.close()
+
+    def _spawn(self, job: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _kick_later(self, seconds: float) -> None:
+        async def later() -> None:
+            await asyncio.sleep(seconds)
+            self.host.kick()
+
+        self._spawn(later())
+
+    # -- login ---------------------------------------------------------------------------------
+    async def _login(self) -> bool:
+        """whoami with the token (configured, or kept from a password login), or a password
+        login, until one works (backoff to a minute); a refused token or password is one
+        error line."""
+        await asyncio.to_thread(self.store.load)
+        backoff, told = Backoff(0.5, 60.0), False
+        while not self._stopping.is_set():
+            try:
+                why, refused = await try_login(self.client, self.cfg, self.store)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                why, refused = f"not reachable at {self.cfg.homeserver} ({exc!r})", False
+            if why is None:
+                await self._own_name()
+                self.logged_in = True
+                return True
+            if not told:
+                if refused:
+                    logger.error("Matrix refused the login of {}: {}", self.user_id, why)
+                else:
+                    logger.warning("Matrix homeserver {}: retrying", why)
+            told = True
+            if refused:
+                backoff.attempt = 10  # the cap: once a minute (the token may be replaced)
+            if not await backoff.wait(self._stopping):
+                return False
+        return False
+
+    async def _own_name(self) -> None:
+        with contextlib.suppress(Exception):
+            got = await self.client.get_displayname(self.user_id)
+            self.display_name = str(getattr(got, "displayname", "") or "")
+
+    # -- sync ----------------------------------------------------------------------------------
+    async def _sync_forever(self) -> None:
+        since = self.store.since
+        first_ever = since is None
+        full_state = True
+        backoff, failing = Backoff(0.5, 30.0), False
+        filt = sync_filter(self.cfg.timeline_limit)
+        while not self._stopping.is_set():
+            why = ""
+            try:
+                response = await self.client.sync(
+                    timeout=0 if full_state else int(self.cfg.sync_timeout * 1000),
+                    sync_filter=filt,
+                    since=since,
+                    full_state=True if full_state and since else None,
+                )
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                why = repr(exc)
+            else:
+                if isinstance(response, SyncResponse):
+                    await self._on_sync(response, since if not first_ever else None)
+                    since = response.next_batch
+                    first_ever = full_state = False
+                    self.syncs += 1
+                    backoff.reset()
+                    if failing:
+                        logger.info("Matrix sync works again")
+                        failing = False
+                        self.host.kick()
+                    if not self._ready.is_set():
+                        self._ready.set()
+                        self.host.kick()  # what the outbox owes goes out now
+                    continue
+                code = str(getattr(response, "status_code", "") or "")
+                why = f"{code}: {getattr(response, 'message', response)}"
+                if code == "M_LIMIT_EXCEEDED" and getattr(response, "retry_after_ms", None):
+                    await self._sleep(response.retry_after_ms / 1000)
+                    continue
+                if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+                    logger.error(
+                        "Matrix refused the access token of {} during sync ({}): log in again",
+                        self.user_id,
+                        why,
+                    )
+                    backoff.attempt = 10
+                    failing = True
+            if self._stopping.is_set():
+                return
+            if not failing:
+                logger.warning("Matrix sync failed ({}): reconnecting with backoff", why)
+            failing = True
+            if not await backoff.wait(self._stopping):
+                return
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+
+    async def _on_sync(self, response: SyncResponse, since: str | None) -> None:
+        """One sync's events. `since` None: the account's first sync ever (only state and
+        invites are taken, no message is answered)."""
+        for event in response.account_data_events:
+            if getattr(event, "type", "") == "m.direct" and isinstance(event.content, dict):
+                self._direct = {
+                    str(user): [str(r) for r in rooms]
+                    for user, rooms in event.content.items()
+                    if isinstance(rooms, list)
+                }
+        if self.cfg.autojoin:
+            for room_id, info in response.rooms.invite.items():
+                if room_id not in self._joining:
+                    self._joining.add(room_id)
+                    self._spawn(self._accept(room_id, info.invite_state))
+        for room_id in response.rooms.leave:
+            logger.info("Matrix: the bot left or was removed from {}", room_id)
+        for room_id, info in response.rooms.join.items():
+            for event in [*info.state, *info.timeline.events]:
+                if getattr(event, "source", {}).get("type") == "m.room.create":
+                    self._note_creators(room_id, event.source)
+        batch: list[asyncio.Task[Any]] = []
+        if since is not None:
+            for room_id, info in response.rooms.join.items():
+                events = [e.source for e in info.timeline.events]
+                joined = self._own_join(events)
+                if joined is not None:  # what was said before the bot came is history
+                    events = events[joined + 1 :]
+                elif info.timeline.limited and info.timeline.prev_batch:
+                    events = await self._missed(room_id, info.timeline.prev_batch, since) + events
+                for source in events:
+                    task = self._event(room_id, source)
+                    if task is not None:
+                        batch.append(task)
+        self._save_after(batch, response.next_batch)
+
+    def _own_join(self, events: list[dict[str, Any]]) -> int | None:
+        """The index of the bot's own join in a timeline (the last one), if it is there."""
+        found = None
+        for index, source in enumerate(events):
+            if (
+                source.get("type") == "m.room.member"
+                and source.get("state_key") == self.user_id
+                and (source.get("content") or {}).get("membership") == "join"
+                and ((source.get("unsigned") or {}).get("prev_content") or {}).get("membership")
+                != "join"
+            ):
+                found = index
+        return found
+
+    def _save_after(self, batch: list[asyncio.Task[Any]], token: str) -> None:
+        """Store `token` once this batch's messages (and every earlier batch's) are handled;
+        never past a message whose handling was cancelled (the bot stopped): the next start
+        reads it again."""
+        previous = self._saving
+
+        async def save() -> bool:
+            if previous is not None and not await previous:
+                return False
+            if batch:
+                await asyncio.wait(batch)
+                if any(task.cancelled() for task in batch):
+                    return False
+            await self.store.save(since=token)
+            return True
+
+        self._saving = asyncio.ensure_future(save())
+
+    async def _missed(self, room_id: str, start: str, since: str) -> list[dict[str, Any]]:
+        """The events of a room between the stored position and the sync's cut (newest
+        first from /messages, returned oldest first)."""
+        events: list[dict[str, Any]] = []
+        token: str | None = start
+        for _ in range(_CATCH_UP_PAGES):
+            page = await self.client.room_messages(room_id, start=token, end=since, limit=100)
+            if not isinstance(page, RoomMessagesResponse) or not page.chunk:
+                break
+            events.extend(e.source for e in page.chunk)
+            if not page.end or page.end == token:
+                break
+            token = page.end
+        else:
+            logger.warning("Matrix room {}: more missed events than read back", room_id)
+        events.reverse()
+        if events:
+            logger.info("Matrix room {}: {} missed events read back", room_id, len(events))
+        return events
+
+    # -- rooms ---------------------------------------------------------------------------------
+    async def _accept(self, room_id: str, invite_state: list[Any]) -> None:
+        inviter, direct = "", False
+        for event in invite_state:  # nio's stripped invite events (InviteMemberEvent, ...)
+            content = getattr(event, "content", None)
+            if getattr(event, "state_key", None) == self.user_id and isinstance(content, dict):
+                if content.get("membership") == "invite":
+                    inviter = str(getattr(event, "sender", "") or "")
+                    direct = bool(content.get("is_direct"))
+        try:
+            joined = await self.client.join(room_id)
+            if isinstance(joined, ErrorResponse):
+                logger.warning("Matrix: joining {} failed: {}", room_id, joined.message)
+                return
+            logger.info(
+                "Matrix: joined {} ({}invited by {})", room_id, "DM, " if direct else "", inviter
+            )
+            if direct and inviter:
+                await self._mark_direct(inviter, room_id)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            logger.warning("Matrix: joining {} failed: {!r}", room_id, exc)
+        finally:
+            self._joining.discard(room_id)
+
+    async def _mark_direct(self, user: str, room_id: str) -> None:
+        """Add the room to the account's `m.direct` (what clients do with an is_direct
+        invite), so it is a DM after a restart too."""
+        rooms = self._direct.setdefault(user, [])
+        if room_id not in rooms:
+            rooms.append(room_id)
+        path = f"/_matrix/client/v3/user/{quote(self.user_id, safe='')}/account_data/m.direct"
+        await self._api("PUT", path, self._direct)
+
+    async def _api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """A client-server API call nio has no method for: (HTTP status, JSON body)."""
+        response = await self.client.send(
+            method,
+            path,
+            json.dumps(body) if body is not None else None,
+            {
+                "Authorization": f"Bearer {self.client.access_token}",
+                "Content-Type": "application/json",
+            },
+        )
+        async with response:
+            try:
+                return response.status, await response.json(content_type=None)
+            except ValueError:
+                return response.status, None
+
+    def _note_creators(self, room_id: str, create: dict[str, Any]) -> None:
+        """Room versions 12 and later (MSC4289) rank the creators above every power level:
+        they are not in m.room.power_levels' users, and are the room's owners."""
+        content = create.get("content") if isinstance(create.get("content"), dict) else {}
+        version = str(content.get("room_version") or "1")
+        if version.isdigit() and int(version) < 12:
+            return
+        creators = {str(create.get("sender") or "")}
+        extra = content.get("additional_creators")
+        if isinstance(extra, list):
+            creators.update(str(u) for u in extra)
+        self._creators[room_id] = creators - {""}
+
+    def _is_direct(self, room_id: str) -> bool:
+        if any(room_id in rooms for rooms in self._direct.values()):
+            return True
+        room = self.client.rooms.get(room_id)
+        return room is not None and room.member_count == 2
+
+    def ref(self, room_id: str) -> ChatRef:
+        return ChatRef(room_id, not self._is_direct(room_id))
+
+    def _encrypted(self, room_id: str) -> bool:
+        room = self.client.rooms.get(room_id)
+        return bool(room is not None and room.encrypted)
+
+    def _name_of(self, room_id: str, user: str) -> str:
+        room = self.client.rooms.get(room_id)
+        name = room.user_name(user) if room is not None else None
+        return name or user
+
+    def roles(self, room_id: str, user: str) -> list[str]:
+        """The sender's standing in the room, from its power levels."""
+        room = self.client.rooms.get(room_id)
+        if room is None:
+            return []
+        if user in self._creators.get(room_id, ()):
+            return ["owner"]
+        level = room.power_levels.get_user_level(user)
+        if level >= 100:
+            return ["owner"]
+        return ["admin"] if level >= 50 else []
+
+    # -- events --------------------------------------------------------------------------------
+    def _event(self, room_id: str, source: dict[str, Any]) -> asyncio.Task[Any] | None:
+        """Queue one timeline event in its room's order; the task, or None when ignored."""
+        kind, sender = source.get("type"), str(source.get("sender") or "")
+        if not sender or sender == self.user_id:
+            return None
+        content = source.get("content")
+        if not isinstance(content, dict):
+            return None
+        if kind == "m.room.encrypted":
+            if room_id not in self._warned_encrypted:
+                self._warned_encrypted.add(room_id)
+                logger.warning(
+                    "Matrix room {} is encrypted: the channel cannot read it (no end-to-end "
+                    "encryption); use an unencrypted room",
+                    room_id,
+                )
+            return None
+        if kind == "m.room.message":
+            if content.get("msgtype") not in _ANSWERED:
+                return None
+            relates = content.get("m.relates_to")
+            if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
+                return None  # an edit: the first version was answered
+            ref = self.ref(room_id)
+            return self._in_order(ref.key, lambda: self._message(ref, source))
+        if kind == "m.room.member" and content.get("membership") == "join":
+            member = str(source.get("state_key") or "")
+            unsigned = source.get("unsigned") if isinstance(source.get("unsigned"), dict) else {}
+            before = (unsigned.get("prev_content") or {}).get("membership")
+            if member and member != self.user_id and before != "join":
+                ref = self.ref(room_id)
+                if ref.is_group:
+                    return self._in_order(ref.key, lambda: self._member_joined(ref, source))
+        return None
+
+    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> asyncio.Task[Any]:
+        task = self._inbound.submit(key, job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _message(self, ref: ChatRef, source: dict[str, Any]) -> None:
+        try:
+            msg = await self._incoming(ref, source)
+            if msg is None:
+                return
+
+            async def sink(out: OutgoingMessage) -> None:
+                await self.sender.deliver(out)
+
+            await self.host.handle(msg, sink)
+        except Exception as exc:  # one failing message must not stop the room's queue
+            logger.opt(exception=exc).error(
+                "Matrix message {} in {} failed", source.get("event_id"), ref.key
+            )
+
+    async def _incoming(self, ref: ChatRef, source: dict[str, Any]) -> IncomingMessage | None:
+        event_id, sender = str(source.get("event_id") or ""), str(source["sender"])
+        if not event_id:
+            return None
+        if await self.host.was_stored(self.platform, ref.key, event_id):
+            logger.debug("Matrix event {} in {} was handled before: skipped", event_id, ref.key)
+            return None
+        content: dict[str, Any] = source["content"]
+        relates = content.get("m.relates_to")
+        if isinstance(relates, dict) and relates.get("rel_type") == "m.thread":
+            root = relates.get("event_id")
+            if isinstance(root, str) and root:
+                self.sender.note_thread(event_id, root)
+        room = self.client.rooms.get(ref.room_id)
+        names = [self.display_name]
+        if room is not None:
+            names.append(room.user_name(self.user_id) or "")
+        reading = read_content(content, self.user_id, names)
+        images: list[str] = []
+        text = reading.text
+        if content.get("msgtype") == "m.image":
+            image = await download(self.client, content, MAX_IMAGE_BYTES)
+            if image is not None:
+                images.append(image)
+            # Spec 1.10 captions: `body` is a caption when `filename` is set and differs.
+            filename = content.get("filename")
+            text = text if isinstance(filename, str) and filename != content.get("body") else ""
+        elif content.get("msgtype") == "m.emote":
+            text = f"* {text}"
+        quoted, mentioned = reading.quoted, reading.mentioned
+        if reading.reply_to is not None:
+            original = await self._original(ref.room_id, reading.reply_to)
+            if original is not None:
+                quoted_sender, quoted_text = original
+                quoted = quoted_text or quoted
+                mentioned = mentioned or quoted_sender == self.user_id
+            elif reading.quoted_sender == self.user_id:
+                mentioned = True
+        text = clean_text(text)
+        text = capped_text(text, "Matrix", sender)
+        if not text and not images:
+            return None
+        stamp = source.get("origin_server_ts")
+        when = (
+            datetime.fromtimestamp(stamp / 1000, UTC)
+            if isinstance(stamp, int | float)
+            else datetime.now(UTC)
+        )
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=ref.key,
+            sender_id=sender,
+            text=text,
+            is_group=ref.is_group,
+            chat_name=clean_text(room.display_name if room is not None else "")[:128],
+            sender_name=clean_text(self._name_of(ref.room_id, sender))[:128],
+            is_at_bot=mentioned,
+            quoted_text=clean_text(quoted) if quoted else None,
+            message_id=event_id,
+            time=when,
+            images=images,
+            sender_roles=self.roles(ref.room_id, sender) if ref.is_group else [],
+        )
+
+    async def _original(self, room_id: str, event_id: str) -> tuple[str, str] | None:
+        """(sender, text) of the message a reply answers, read from the homeserver (the
+        reply's own fallback quote is optional since Matrix 1.13)."""
+        try:
+            got = await self.client.room_get_event(room_id, event_id)
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None
+        if not isinstance(got, RoomGetEventResponse):
+            return None
+        source = got.event.source
+        content = source.get("content") if isinstance(source.get("content"), dict) else {}
+        reading = read_content(content, self.user_id, [])
+        return str(source.get("sender") or ""), reading.text
+
+    async def _member_joined(self, ref: ChatRef, source: dict[str, Any]) -> None:
+        member = str(source.get("state_key") or "")
+        content = source.get("content") or {}
+        name = content.get("displayname")
+        name = name if isinstance(name, str) and name else self._name_of(ref.room_id, member)
+        sender = str(source.get("sender") or "")
+        try:
+            await self.host.handle_event(
+                SystemEvent(
+                    kind="member_joined",
+                    platform=self.platform,
+                    chat_id=ref.key,
+                    user_id=member,
+                    user_name=clean_text(name),
+                    is_group=True,
+                    data={"added_by": sender if sender != member else ""},
+                )
+            )
+        except Exception as exc:
+            logger.opt(exception=exc).error("Matrix member-joined event in {} failed", ref.key)
+
+    # -- out -----------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if not self.logged_in:
+            raise NotDelivered("the Matrix channel is not logged in yet")
+        await self.sender.deliver(message)

@@ -1,0 +1,91 @@
+"""Logging the Matrix channel in: the access token checked with /account/whoami (and that
+it is `user_id`'s), or a password login for `device_id` whose token is kept in the store and
+used next time (a new device on every start would lose the transaction-id scope that keeps a
+resend from posting twice). The AsyncClient is made here too, with nio's own retries off."""
+
+from __future__ import annotations
+
+from loguru import logger
+from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
+
+from chatfn.channels.matrix.settings import MatrixSettings
+from chatfn.channels.matrix.store import SyncStore
+
+__all__ = ["AUTH_ERRORS", "make_client", "try_login"]
+
+AUTH_ERRORS = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
+
+
+def make_client(settings: MatrixSettings) -> AsyncClient:
+    """An AsyncClient that hands every error back instead of retrying on its own: the
+    channel and the sender decide what a 429 or a dropped connection means."""
+    config = AsyncClientConfig(
+        max_limit_exceeded=0,
+        max_timeouts=0,
+        request_timeout=60,
+        encryption_enabled=False,
+        store_sync_tokens=False,
+    )
+    return AsyncClient(
+        settings.homeserver or "",
+        settings.user_id or "",
+        device_id=settings.device_id,
+        config=config,
+    )
+
+
+async def try_login(
+    client: AsyncClient, cfg: MatrixSettings, store: SyncStore
+) -> tuple[str | None, bool]:
+    """(None, _) when logged in; else (why, whether the homeserver refused us)."""
+    user_id = cfg.user_id or ""
+    token = cfg.secret("access_token") or str(store.data.get("access_token") or "")
+    if token:
+        client.access_token = token
+        client.user_id = user_id
+        whoami = await client.whoami()
+        if isinstance(whoami, WhoamiResponse):
+            if whoami.user_id != user_id:
+                return (
+                    f"channels.matrix.access_token belongs to {whoami.user_id}, not "
+                    f"channels.matrix.user_id {user_id}",
+                    True,
+                )
+            if whoami.device_id:
+                client.device_id = whoami.device_id
+            logger.info(
+                "Matrix channel: {} (device {}) on {}",
+                user_id,
+                client.device_id,
+                cfg.homeserver,
+            )
+            return None, False
+        code = str(whoami.status_code or "")
+        if code not in AUTH_ERRORS:
+            return (
+                f"whoami failed ({code or whoami.transport_response}: {whoami.message})",
+                False,
+            )
+        if cfg.access_token is not None or cfg.password is None:
+            return (
+                f"channels.matrix.access_token was refused ({code}: {whoami.message}); "
+                "log in again and put the new token there",
+                True,
+            )
+        await store.save(access_token=None)  # a kept token that expired: log in again
+    login = await client.login(cfg.secret("password"), device_name="chatfn")
+    if not isinstance(login, LoginResponse):
+        code = str(login.status_code or "")
+        return (
+            f"password login failed ({code}: {login.message}); check "
+            "channels.matrix.user_id and channels.matrix.password",
+            code in AUTH_ERRORS,
+        )
+    await store.save(access_token=login.access_token, device_id=login.device_id)
+    logger.info(
+        "Matrix channel: logged in as {} (device {}) on {}",
+        user_id,
+        login.device_id,
+        cfg.homeserver,
+    )
+    return None, False

@@ -1,0 +1,364 @@
+"""The way out to Matrix: one ordered queue per room, Markdown as `org.matrix.custom.html`,
+long replies split, images uploaded and sent as `m.image`, M_LIMIT_EXCEEDED waited out in
+place, and never a message twice.
+
+- Never twice: every event is sent with `PUT /rooms/{roomId}/send/{eventType}/{txnId}`, and the
+  homeserver answers a transaction id it has seen (for this device) with the event it made the
+  first time instead of making another
+  (https://spec.matrix.org/v1.16/client-server-api/#transaction-identifiers). The id is made
+  from the outbox row (`OutgoingMessage.event_id`), the part's place in the message and a hash
+  of the part: the same row sent again after a crash between the send and the delivery mark,
+  or after a dropped connection, gives the same ids, so a part that did go out is not
+  repeated; a message cut short (a long rate limit) is simply sent whole again later, its
+  first parts deduplicated by the server. The hash keeps a reused row id (a new database) from
+  matching an old transaction of different words.
+- Order: every send to a room (a reply's parts, its images, a reminder meanwhile) runs in one
+  queue per room (chatfn/channels/outbound.py's OrderedRunner), paced by `send_rate`/`send_burst`.
+- M_LIMIT_EXCEEDED (HTTP 429, `retry_after_ms`): the same request (same transaction id) is
+  made again after that wait, up to `max_retry_after`; longer, the message stays in the
+  outbox (NotDelivered), nothing is sent to any room until the wait has passed (the limit is
+  the account's), and `retry_later` is told when to kick the outbox.
+- Threads: the answer to a message said in a thread (`rel_type: m.thread`) goes into that
+  thread, with the reply fallback for clients without threads.
+- Mentions: `reply_with_mention` writes a pill (`<a href="https://matrix.to/#/@user:server">`)
+  and lists the user in `m.mentions`; every message carries `m.mentions` (empty when it
+  mentions nobody), so a model writing "@room" pings no one.
+- Images: a data URI's bytes (or an https URL's, fetched, at most 10 MB) are uploaded to the
+  media repository and sent as `m.image`; the text's last part rides along as the image's
+  caption (`body` + `filename`, spec 1.10 media captions) when it is short.
+- Errors: a network error, a timeout, a 5xx or a refused token raises NotDelivered (the outbox
+  keeps it); M_FORBIDDEN (not in the room, no permission), M_TOO_LARGE and the like raise
+  DeliveryRefused. Encrypted rooms are refused: this channel does not do end-to-end
+  encryption, and sending plain text into an encrypted room would leak the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import io
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import aiohttp
+from loguru import logger
+from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
+
+from chatfn.channels.matrix.format import to_body, to_html
+from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
+from chatfn.channels.matrix.settings import MatrixSettings
+from chatfn.channels.outbound import OrderedRunner, RateLimiter
+from chatfn.channels.split import split_message
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+
+__all__ = ["CAPTION_LIMIT", "EVENT_BUDGET", "MatrixSender", "transaction_id"]
+
+#: Bytes of `body` + `formatted_body` one event may use: events are capped at 65536 bytes of
+#: JSON (https://spec.matrix.org/v1.16/client-server-api/#size-limits), and the rest of the
+#: event (ids, signatures, hashes, the mention) needs a few hundred.
+EVENT_BUDGET = 60000
+CAPTION_LIMIT = 1024
+THREADS_KEPT = 5000
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+_RETRY_STATUSES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_LIMIT_EXCEEDED"}
+
+
+def transaction_id(out: OutgoingMessage, index: int, part: str) -> str:
+    """The transaction id of the `index`th event of `out` (see the module docstring)."""
+    if out.event_id is None:  # not from the outbox (a direct send): nothing to repeat
+        return f"chatfn-{uuid.uuid4().hex}"
+    digest = hashlib.sha256(f"{out.chat_id}\0{part}".encode()).hexdigest()[:16]
+    return f"chatfn-{out.event_id}-{index}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    data: bytes
+    mime: str
+    name: str
+
+
+def _png_size(data: bytes) -> tuple[int, int] | None:
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return None
+
+
+class MatrixSender:
+    """Sends OutgoingMessages with a matrix-nio `AsyncClient` (logged in by the channel)."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        settings: MatrixSettings,
+        *,
+        name_of: Callable[[str, str], str] | None = None,
+        encrypted: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.client = client
+        self.cfg = settings
+        self.runner = OrderedRunner()
+        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
+        self.name_of = name_of or (lambda _room, user: user)
+        self.encrypted = encrypted or (lambda _room: False)
+        # Called with an M_LIMIT_EXCEEDED's wait when the message is left in the outbox.
+        self.retry_later: Callable[[float], None] | None = None
+        self.sent_events = 0  # events the homeserver accepted (health, tests)
+        self._not_before = 0.0  # monotonic time a long M_LIMIT_EXCEEDED asked to wait until
+        # Event id of a message said in a thread -> the thread's root: the answer goes into
+        # the same thread (remembered for the last THREADS_KEPT such messages of this run).
+        self.threads: OrderedDict[str, str] = OrderedDict()
+
+    # -- splitting -----------------------------------------------------------------------------
+    def split(self, text: str) -> list[str]:
+        """Parts within `max_message_length` characters of plain text and EVENT_BUDGET bytes
+        of body plus HTML. Cut by the Markdown's length first (cheap), then each part is
+        rendered once and, only if it is still too big (escaping, 3-byte characters, a table's
+        padding), cut again at a proportionally smaller length: a 100 000-character reply
+        costs a few renders, not one per candidate cut."""
+        return [
+            fitted
+            for part in split_message(text, self.cfg.max_message_length)
+            for fitted in self._fit(part)
+        ]
+
+    def _fit(self, part: str, depth: int = 0) -> list[str]:
+        body = to_body(part)
+        used = len(body.encode()) + len(to_html(part).encode())
+        over = max(len(body) / self.cfg.max_message_length, used / EVENT_BUDGET)
+        if over <= 1 or depth >= 8:
+            return [part]
+        limit = max(50, int(len(part) / over * 0.9))
+        return [
+            fitted for sub in split_message(part, limit) for fitted in self._fit(sub, depth + 1)
+        ]
+
+    # -- delivery ------------------------------------------------------------------------------
+    async def deliver(self, out: OutgoingMessage) -> None:
+        try:
+            ref = parse_chat_id(out.chat_id)
+        except ValueError as exc:
+            raise DeliveryRefused(str(exc)) from None
+        if self.encrypted(ref.room_id):
+            raise DeliveryRefused(
+                f"{ref.key} is an encrypted room: the Matrix channel does not do end-to-end "
+                "encryption (invite the bot to an unencrypted room)"
+            )
+        await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+
+    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> None:
+        mention = out.at if out.at and ref.is_group and out.at.startswith("@") else None
+        parts = self.split(out.text) if out.text.strip() else []
+        images = list(out.images or [])
+        caption: str | None = None
+        if images and parts and len(to_body(parts[-1])) <= CAPTION_LIMIT:
+            caption = parts.pop()
+        reply_to = out.reply_to if out.quote and out.reply_to else None
+        thread = (self.threads.get(out.reply_to or ""), out.reply_to)
+        index = 0
+        for number, part in enumerate(parts):
+            first = number == 0
+            content = self._text_content(
+                ref, part, mention if first else None, reply_to if first else None, thread
+            )
+            await self._send(ref, transaction_id(out, index, part), content)
+            index += 1
+        for number, ref_image in enumerate(images):
+            first = number == 0
+            image = await self._image_bytes(ref_image)
+            label = caption if first else None
+            content = await self._image_content(
+                ref,
+                image,
+                label,
+                mention if first and not parts else None,
+                reply_to if first and not parts else None,
+                thread,
+            )
+            await self._send(
+                ref, transaction_id(out, index, f"{ref_image[:200]}\0{label}"), content
+            )
+            index += 1
+
+    # -- event contents ------------------------------------------------------------------------
+    def _mention(self, ref: ChatRef, user: str | None) -> tuple[str, str]:
+        if user is None:
+            return "", ""
+        name = self.name_of(ref.room_id, user) or user
+        pill = f'<a href="https://matrix.to/#/{escape(user, quote=True)}">{escape(name)}</a>: '
+        return f"{name}: ", pill
+
+    def note_thread(self, event_id: str, root: str) -> None:
+        self.threads[event_id] = root
+        if len(self.threads) > THREADS_KEPT:
+            self.threads.popitem(last=False)
+
+    @staticmethod
+    def _relation(thread: str | None, reply_to: str | None, answered: str | None) -> Any:
+        """`m.relates_to` of one event: a rich reply, or a thread event (with the reply
+        fallback clients without threads show: `is_falling_back` unless it really quotes)."""
+        if thread is not None:
+            return {
+                "rel_type": "m.thread",
+                "event_id": thread,
+                "is_falling_back": reply_to is None,
+                "m.in_reply_to": {"event_id": reply_to or answered or thread},
+            }
+        if reply_to:
+            return {"m.in_reply_to": {"event_id": reply_to}}
+        return None
+
+    def _text_content(
+        self,
+        ref: ChatRef,
+        part: str,
+        mention: str | None,
+        reply_to: str | None,
+        thread: tuple[str | None, str | None] = (None, None),
+    ) -> dict[str, Any]:
+        plain, pill = self._mention(ref, mention)
+        content: dict[str, Any] = {
+            "msgtype": "m.text",
+            "body": plain + to_body(part),
+            "format": HTML_FORMAT,
+            "formatted_body": pill + to_html(part),
+            "m.mentions": {"user_ids": [mention]} if mention else {},
+        }
+        if (relation := self._relation(thread[0], reply_to, thread[1])) is not None:
+            content["m.relates_to"] = relation
+        return content
+
+    async def _image_content(
+        self,
+        ref: ChatRef,
+        image: Image,
+        caption: str | None,
+        mention: str | None,
+        reply_to: str | None,
+        thread: tuple[str | None, str | None] = (None, None),
+    ) -> dict[str, Any]:
+        url = await self._upload(ref, image)
+        info: dict[str, Any] = {"mimetype": image.mime, "size": len(image.data)}
+        if (size := _png_size(image.data)) is not None:
+            info["w"], info["h"] = size
+        content: dict[str, Any] = {
+            "msgtype": "m.image",
+            "body": image.name,
+            "filename": image.name,
+            "url": url,
+            "info": info,
+            "m.mentions": {"user_ids": [mention]} if mention else {},
+        }
+        if caption is not None or mention:
+            plain, pill = self._mention(ref, mention)
+            content["body"] = plain + (to_body(caption) if caption else "")
+            content["format"] = HTML_FORMAT
+            content["formatted_body"] = pill + (to_html(caption) if caption else "")
+        if (relation := self._relation(thread[0], reply_to, thread[1])) is not None:
+            content["m.relates_to"] = relation
+        return content
+
+    async def _image_bytes(self, ref: str) -> Image:
+        if ref.startswith("data:"):
+            head, _, body = ref.partition(",")
+            if ";base64" not in head:
+                raise DeliveryRefused(f"image {head[:40]!r} is not base64")
+            try:
+                data = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                raise DeliveryRefused("image data URI is not valid base64") from None
+            mime = head[5:].split(";")[0] or "image/png"
+        elif ref.startswith(("https://", "http://")):
+            data, mime = await self._fetch(ref)
+        else:
+            raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
+        if len(data) > MAX_IMAGE_BYTES:
+            raise DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
+        extension = mime.split("/")[-1].split("+")[0] or "png"
+        return Image(data, mime, f"image.{extension}")
+
+    async def _fetch(self, url: str) -> tuple[bytes, str]:
+        """An image a function gave by URL (the homeserver cannot fetch it for us)."""
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response,
+            ):
+                response.raise_for_status()
+                data = await response.content.read(MAX_IMAGE_BYTES + 1)
+                mime = response.content_type or "application/octet-stream"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
+        if not mime.startswith("image/"):
+            raise DeliveryRefused(f"{url[:80]} is {mime}, not an image")
+        return data, mime
+
+    # -- homeserver calls ----------------------------------------------------------------------
+    async def _upload(self, ref: ChatRef, image: Image) -> str:
+        async def call() -> Any:
+            response, _keys = await self.client.upload(
+                io.BytesIO(image.data),
+                content_type=image.mime,
+                filename=image.name,
+                filesize=len(image.data),
+            )
+            return response
+
+        response = await self._call(ref, call)
+        assert isinstance(response, UploadResponse)
+        return str(response.content_uri)
+
+    async def _send(self, ref: ChatRef, txn: str, content: dict[str, Any]) -> None:
+        async def call() -> Any:
+            return await self.client.room_send(ref.room_id, "m.room.message", content, tx_id=txn)
+
+        response = await self._call(ref, call)
+        assert isinstance(response, RoomSendResponse)
+        self.sent_events += 1
+
+    async def _call(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
+        """One homeserver call for the room: paced, M_LIMIT_EXCEEDED waited out, errors mapped
+        to NotDelivered (try later) and DeliveryRefused (never)."""
+        while True:
+            await self.limiter.acquire(ref.key)
+            blocked = self._not_before - time.monotonic()
+            if blocked > self.cfg.max_retry_after:
+                raise NotDelivered(f"Matrix asked to wait {blocked:.0f} s more before sending")
+            if blocked > 0:
+                await asyncio.sleep(blocked)
+            try:
+                response = await call()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise NotDelivered(f"Matrix homeserver not reachable ({exc!r})") from None
+            if not isinstance(response, ErrorResponse):
+                return response
+            code = str(response.status_code or "")
+            status = getattr(response.transport_response, "status", 0) or 0
+            if code == "M_LIMIT_EXCEEDED" or status == 429:
+                wait = (response.retry_after_ms or 5000) / 1000
+                if wait > self.cfg.max_retry_after:
+                    # The limit is the account's (Synapse's rc_message is per user): no room
+                    # is sent to before it has passed, and the outbox is kicked then.
+                    self._not_before = max(self._not_before, time.monotonic() + wait)
+                    if self.retry_later is not None:
+                        self.retry_later(wait)
+                    raise NotDelivered(
+                        f"Matrix asks to wait {wait:.0f} s before sending to {ref.key}"
+                    )
+                logger.warning("Matrix rate limit on {}: retrying in {:.1f} s", ref.key, wait)
+                await asyncio.sleep(wait)
+                continue
+            if code in _RETRY_STATUSES or status >= 500 or status == 0:
+                raise NotDelivered(
+                    f"Matrix did not take the message to {ref.key}: {code} {response.message}"
+                )
+            raise DeliveryRefused(
+                f"Matrix refused the message to {ref.key}: {code or status} {response.message}"
+            )

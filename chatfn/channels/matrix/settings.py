@@ -1,0 +1,96 @@
+"""`channels.matrix:`: the Matrix channel's settings (issue 25's keys, a store folder, and the
+pacing and splitting numbers every channel has)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.common.config import ConfigPath, Section
+
+#: A Matrix user id: `@localpart:server` (https://spec.matrix.org/v1.16/appendices/#user-identifiers).
+_USER_ID = re.compile(r"^@[^:\s]+:[^\s]+$")
+
+
+class MatrixSettings(Section):
+    """A Matrix account the bot logs in as, on `homeserver` (the client-server API's base URL,
+    e.g. `https://matrix.example.org`). Either `access_token` (of a device you logged in
+    once) or `password` (the channel logs in itself, keeping the token it got in
+    `store_path`); `device_id` names the device, so a restart keeps it (and with it the
+    transaction ids Matrix deduplicates sends by)."""
+
+    homeserver: str | None = None
+    user_id: str | None = None  # @bot:example.org
+    access_token: SecretStr | None = None
+    password: SecretStr | None = None
+    device_id: str | None = None
+    # Where the sync position (`since` token) and a password login's access token are kept
+    # between runs (one small JSON file per account): a restart catches up from there,
+    # answering what came meanwhile once, and nothing twice.
+    store_path: ConfigPath = "data/matrix"
+    # Join rooms and direct chats the account is invited to.
+    autojoin: bool = True
+    # Seconds one /sync long poll waits for events.
+    sync_timeout: float = Field(default=30.0, ge=0, le=300)
+    # Events per room one sync returns; a restart after a busy while reads the rest with
+    # /messages (nothing between the stored position and now is skipped).
+    timeline_limit: int = Field(default=50, ge=1, le=1000)
+    # Characters of one message's Markdown. An event may hold 65536 bytes of JSON, with the
+    # text twice in it (`body` and the HTML `formatted_body`): 16000 leaves room for both and
+    # for escaping.
+    max_message_length: int = Field(default=16000, ge=100, le=30000)
+    # Per room: messages per second after a burst; 0 disables it. Synapse's default
+    # rc_message is 0.2/s with a burst of 10 per user; an M_LIMIT_EXCEEDED's retry_after_ms
+    # is honoured whatever these say.
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+    # The longest retry_after waited out inside one delivery (seconds); a longer one leaves
+    # the message in the outbox for later.
+    max_retry_after: float = Field(default=60.0, ge=0)
+
+    @field_validator("access_token", "password")
+    @classmethod
+    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
+        return v if v is not None and v.get_secret_value() else None
+
+    @field_validator("homeserver")
+    @classmethod
+    def _homeserver(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"expected the homeserver's URL like https://matrix.org, got {v!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("expected the homeserver's URL without a query or fragment")
+        return v.rstrip("/")
+
+    @field_validator("user_id")
+    @classmethod
+    def _user_id(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        if not _USER_ID.match(v):
+            raise ValueError(f"expected a full Matrix user id like @bot:example.org, got {v!r}")
+        return v
+
+    @field_validator("device_id")
+    @classmethod
+    def _device_id(cls, v: str | None) -> str | None:
+        return v or None
+
+    def problem(self) -> str | None:
+        """What keeps the channel from logging in, naming the key; None when nothing does."""
+        if self.homeserver is None:
+            return "channels.matrix.homeserver is not set (e.g. https://matrix.example.org)"
+        if self.user_id is None:
+            return "channels.matrix.user_id is not set (the bot account, @bot:example.org)"
+        if self.access_token is None and self.password is None:
+            return "set channels.matrix.access_token or channels.matrix.password"
+        return None
+
+    def secret(self, name: str) -> str:
+        value = getattr(self, name)
+        return value.get_secret_value() if value is not None else ""

@@ -1,0 +1,61 @@
+"""The OneBot v11 channel: QQ through NapCat, LLOneBot, Lagrange (channel.py; sockets and
+actions link.py, the message codec message.py, "was it sent already?" history.py, what was
+said while the bot was away catchup.py). This module is the channel's declaration, found
+through the `chatfn.channels` entry point `onebot`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loguru import logger
+
+from chatfn.channels.onebot.settings import OneBotSettings
+from chatfn.channels.probes import open_without_token, port_probe
+from chatfn.common.config import CoreSettings
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+
+README = """\
+### QQ through OneBot v11
+
+`python bot.py --channel onebot` listens for a OneBot v11 implementation (NapCat, LLOneBot,
+Lagrange) on `ws://channels.onebot.host:port/onebot/v11/ws` (reverse WebSocket). Chats are
+`group:<group_id>` and `private:<user_id>`; `bot.admins` lists QQ numbers. Settings:
+`channels.onebot.host`, `port`, `access_token`, `friend_requests`, `max_message_length`,
+`send_rate`, `send_burst`, `action_timeout`, `reconnect_wait`. See docs/channels.md.
+"""
+
+
+def build(host: ChannelHost, settings: OneBotSettings) -> Any:
+    from chatfn.channels.onebot.channel import OneBotChannel
+
+    return OneBotChannel(host, settings)
+
+
+async def check(settings: OneBotSettings, online: bool) -> list[Probe]:
+    where = f"ws://{settings.host}:{settings.port}/onebot/v11/ws"
+    probes = [Probe("ok", f"listening on {where} (the account connects to the bot)")]
+    warning = open_without_token("onebot", "access_token", settings.host, settings.access_token)
+    if warning is not None:
+        probes.append(warning)
+    if online:  # reverse WebSocket: the account's "who am I" comes when it connects
+        probes.append(await port_probe("onebot", settings.host, settings.port))
+    return probes
+
+
+def adopt(core: CoreSettings, settings: OneBotSettings) -> None:
+    """`channels.onebot.quote_replies` came before `bot.reply_with_quote`: still read."""
+    if settings.quote_replies:
+        logger.warning("channels.onebot.quote_replies is deprecated: use bot.reply_with_quote")
+        if "reply_with_quote" not in core.bot.model_fields_set:
+            core.bot.reply_with_quote = True
+
+
+SPEC = ChannelSpec(
+    name="onebot",
+    settings=OneBotSettings,
+    factory=build,
+    summary="QQ through a OneBot v11 implementation (reverse WebSocket)",
+    check=check,
+    readme=README,
+    adopt=adopt,
+)

@@ -1,0 +1,601 @@
+"""The OneBot v11 channel: QQ (NapCat, LLOneBot, Lagrange) and the bridges that speak OneBot v11.
+
+Reverse WebSocket: the bot listens, the OneBot implementation connects to
+`ws://<host>:<port>/onebot/v11/ws` (the "Universal" role: events and actions on one socket;
+`/onebot/v11/ws/api` and `/onebot/v11/ws/event` for implementations that split them) and names
+its account in the `X-Self-ID` header. Several accounts may be connected at once; each keeps
+its own socket, and a reconnecting account replaces its old socket.
+
+Chats are `group:<group_id>` and `private:<user_id>`; sender ids are QQ numbers as strings (so
+`bot.admins` lists QQ numbers).
+
+Delivery policy (a reply must not vanish silently):
+- every action carries an `echo` and waits for its response up to `action_timeout`;
+- when an account's socket is down, a send waits up to `reconnect_wait` for it to come back;
+- a failed or timed-out send is logged with its retcode and retried once; a send that may
+  have happened (timed out, or the socket dropped after it went out) is first looked for in
+  the chat's history (history.py), and so is every message owed from before a restart
+  (the outbox asks `find_sent`): found, it is not sent again;
+- a send whose account is still not connected, or whose retry also lost its connection, raises
+  NotDelivered: the message (or the parts of it still owed) waits in the bot's outbox, in the
+  database, so it survives a restart, and is sent, in order, as soon as an account connects;
+  a send the platform refuses twice (e.g. the bot is muted) is logged as an error with both
+  retcodes and raised (DeliveryError, a DeliveryRefused) to the caller of `send()`.
+
+When an account (re)connects, what recently active chats said while it was away is read back
+from their history and handled once (catchup.py). Sockets and actions: link.py.
+
+Hostile or broken input: a frame that is not JSON, nests too deep, or has fields of the wrong
+type is logged and skipped, never closes the socket; an event whose `self_id` differs from the
+connection's `X-Self-ID` is ignored (it could route replies through another account); text over
+MAX_TEXT_CHARS is stored truncated with a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.onebot.catchup import CatchUp
+from chatfn.channels.onebot.history import Owed, SentCheck, match_sent
+from chatfn.channels.onebot.link import (
+    WS_PATH,
+    ActionError,
+    ActionTimeout,
+    NotConnected,
+    OneBotLink,
+    _Connection,
+    _int,
+)
+from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
+from chatfn.channels.onebot.settings import OneBotSettings
+from chatfn.channels.outbound import OrderedRunner, Outbound
+from chatfn.channels.split import split_message
+from chatfn.common.messages import (
+    DeliveryRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+    surrogate_at,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = [
+    "WS_PATH",
+    "ActionError",
+    "ActionTimeout",
+    "DeliveryError",
+    "NotConnected",
+    "OneBotChannel",
+]
+
+ROLES = ("owner", "admin")  # the OneBot `sender.role` values that are a group's admins
+_SEEN = 5000  # message ids remembered to hand each message on once (live or caught up)
+_QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and sent)
+
+# Chats whose serving account is remembered (the most recently active ones; ~150 bytes each).
+ROUTES_KEPT = 50_000
+
+
+class DeliveryError(DeliveryRefused):
+    """A message could not be delivered after its retry; raised from `OneBotChannel.send`."""
+
+
+class OneBotChannel(OneBotLink):
+    def __init__(
+        self,
+        host: ChannelHost,
+        settings: OneBotSettings | None = None,
+        *,
+        bind: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        super().__init__(host, settings)
+        self.bind = bind or self.cfg.host
+        self.port = self.cfg.port if port is None else port
+        # QQ shows no Markdown: the model's Markdown goes out as plain text (to_plain: emphasis
+        # dropped, links as `label (url)`, lists as bullets), split where a reader would
+        # (never inside a code block), each part converted as it is sent. The parts stay
+        # Markdown until then, so what is owed after a partial send is still the model's text.
+        limit = self.cfg.max_message_length
+        self.outbound = Outbound(
+            max_length=limit,
+            rate=self.cfg.send_rate,
+            burst=self.cfg.send_burst,
+            split=lambda text: _plain_parts(text, limit),
+        )
+        self._route: dict[str, str] = {}  # chat id -> self id that last saw it
+        # message id -> (text, image references)
+        self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
+        self._inbound = OrderedRunner()
+        self.history = SentCheck(self.call_action)
+        self.catch_up = CatchUp(self, self._missed)
+        # (account, message id) of the messages handed on lately: a message caught up from
+        # the history that also arrives live (or the other way round) is handled once.
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._runner: web.AppRunner | None = None
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self.bound_port: int | None = None
+
+    def _on_connected(self, conn: _Connection) -> None:
+        self.host.kick()  # what waited for an account goes out now
+        self._spawn(self.catch_up.run(conn))  # what was said while it was away
+
+    def _missed(self, conn: _Connection, event: dict[str, Any]) -> bool:
+        """A message read back from the history (catchup.py), handled like a live one
+        unless its id was seen already."""
+        if (conn.self_id, str(event.get("message_id"))) in self._seen:
+            return False
+        self._on_event(conn, event)
+        return True
+
+    def _first_sight(self, self_id: str, message_id: str) -> bool:
+        key = (self_id, message_id)
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return True
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            handler_cancellation=True,
+            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
+            shutdown_timeout=self.host.settings.bot.shutdown_grace,
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.bind, self.port)
+        await site.start()
+        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        logger.info(
+            "OneBot v11 channel listening on ws://{}:{}{}", self.bind, self.bound_port, WS_PATH
+        )
+        if not self.cfg.access_token and self.bind not in ("127.0.0.1", "localhost", "::1"):
+            logger.warning(
+                "channels.onebot.access_token is not set but the channel listens on "
+                "{}: anyone who can reach it can speak as any QQ account",
+                self.bind,
+            )
+
+    async def run(self) -> None:
+        await self.start()
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Close every account's socket and the server; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        for conn in list(self._conns.values()):
+            await conn.ws.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- frames and events -----------------------------------------------------------------
+    def _on_event(self, conn: _Connection, event: dict[str, Any]) -> None:
+        """Events are handled off the reader (a handler may itself call actions, whose
+        responses arrive on this very socket) but queued per chat, so one chat's events are
+        handled in the order they arrived while other chats run concurrently."""
+        claimed = event.get("self_id")
+        if claimed is not None and str(claimed) != conn.self_id:
+            logger.warning(
+                "OneBot connection of {} sent an event for self_id {!r}: ignored",
+                conn.self_id,
+                claimed,
+            )
+            return
+        self_id = conn.self_id
+        post_type = event.get("post_type")
+        if post_type in ("message", "message_sent"):
+            if post_type == "message_sent":
+                return  # the bot's own messages echoed back by some implementations
+            parsed = self._incoming(self_id, event)
+            if parsed is None:
+                return
+            msg, reply_id = parsed
+            if msg.message_id and not self._first_sight(self_id, msg.message_id):
+                return  # caught up from the history already, or sent twice by the peer
+            self._remember_route(msg.chat_id, self_id)
+            self._in_order(
+                self_id, msg.chat_id, lambda: self._handle_message(self_id, msg, reply_id)
+            )
+        elif post_type in ("notice", "request") and _invalid_id(event, post_type):
+            return
+        elif post_type == "notice":
+            # In the group's queue: a welcome goes out before the answer to the newcomer's
+            # first message.
+            self._in_order(
+                self_id, f"group:{event.get('group_id')}", lambda: self._on_notice(self_id, event)
+            )
+        elif post_type == "request":
+            self._in_order(
+                self_id, f"private:{event.get('user_id')}", lambda: self._on_request(self_id, event)
+            )
+        elif post_type == "meta_event":
+            self._on_meta(conn, event)
+
+    def _in_order(self, self_id: str, chat_id: str, job: Callable[[], Awaitable[None]]) -> None:
+        self._track(self._inbound.submit((self_id, chat_id), job))
+
+    def _incoming(
+        self, self_id: str, event: dict[str, Any]
+    ) -> tuple[IncomingMessage, str | None] | None:
+        """The IncomingMessage of a message event, and the id of the message it quotes."""
+        kind = event.get("message_type")
+        user_id = str(event.get("user_id", ""))
+        if kind not in ("group", "private") or not user_id:
+            logger.debug("OneBot message event ignored: message_type={!r}", kind)
+            return None
+        if user_id == self_id:
+            return None  # the account's own message (reported by some implementations)
+        parsed = parse_message(
+            normalize(event.get("message", event.get("raw_message", ""))), self_id
+        )
+        sender = event.get("sender")
+        sender = sender if isinstance(sender, dict) else {}
+        name = clean_text(str(sender.get("card") or sender.get("nickname") or user_id))[:128]
+        text = clean_text(parsed.text)
+        text = capped_text(text, "OneBot", user_id)
+        is_group = kind == "group"
+        chat_id = f"group:{event.get('group_id')}" if is_group else f"private:{user_id}"
+        message_id = str(event.get("message_id", ""))
+        if _invalid_id(event, "message"):
+            return None
+        if message_id:
+            self._remember(message_id, f"{name}: {text[:500]}", parsed.images)
+        msg = IncomingMessage(
+            platform=self.platform,
+            chat_id=chat_id,
+            sender_id=user_id,
+            text=text,
+            is_group=is_group,
+            chat_name=str(event.get("group_name") or ""),
+            sender_name=name,
+            is_at_bot=parsed.at_bot,
+            message_id=message_id,
+            images=list(parsed.images),
+            # OneBot v11 group message events: sender.role is "owner", "admin" or "member".
+            sender_roles=[role] if is_group and (role := sender.get("role")) in ROLES else [],
+        )
+        with contextlib.suppress(TypeError, ValueError, OverflowError, OSError):
+            if event.get("time"):
+                msg.time = datetime.fromtimestamp(int(event["time"]), UTC)
+        return msg, parsed.reply_id
+
+    async def _handle_message(
+        self, self_id: str, msg: IncomingMessage, reply_id: str | None
+    ) -> None:
+        if reply_id:
+            quote = self._quotes.get(reply_id) or await self._fetch_quote(self_id, reply_id)
+            if quote is not None:
+                msg.quoted_text = quote[0]
+                msg.images = [*msg.images, *quote[1]]  # "what is in this?" about a quoted image
+        if not msg.text and not msg.quoted_text:
+            return  # a bare mention or an unsupported segment only: nothing to answer
+
+        async def sink(out: OutgoingMessage) -> None:
+            # NotDelivered: the bot's outbox keeps it; DeliveryError: logged with retcodes.
+            await self._deliver(self_id, out)
+
+        try:
+            await self.host.handle(msg, sink)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error(
+                "OneBot message {} in {} failed", msg.message_id, msg.chat_id
+            )
+
+    async def _fetch_quote(self, self_id: str, message_id: str) -> tuple[str, list[str]] | None:
+        """The text of a quoted message the bot has not seen (sent before it started, or by
+        another client): one `get_msg`, bounded so a slow implementation cannot stall the chat.
+        None when it cannot be had; the message is still handled."""
+        try:
+            data = await self.call_action(
+                self_id,
+                "get_msg",
+                {"message_id": _int(message_id)},
+                timeout=min(3.0, self.cfg.action_timeout),
+                wait=0,
+            )
+        except ActionError as exc:
+            logger.debug("quoted message {} not fetched: {}", message_id, exc)
+            return None
+        parsed = parse_message(normalize(data.get("message", data.get("raw_message", ""))), self_id)
+        sender = data.get("sender") or {}
+        name = sender.get("card") or sender.get("nickname") or sender.get("user_id") or "?"
+        text = f"{name}: {parsed.text}"
+        self._remember(message_id, text, parsed.images)
+        return text, parsed.images
+
+    def _remember(self, message_id: str, text: str, images: list[str] | None = None) -> None:
+        self._quotes[message_id] = (text, images or [])
+        if len(self._quotes) > _QUOTE_CACHE:
+            self._quotes.popitem(last=False)
+
+    async def _on_notice(self, self_id: str, event: dict[str, Any]) -> None:
+        if event.get("notice_type") != "group_increase":
+            return
+        user_id = str(event.get("user_id", ""))
+        if user_id == self_id:
+            logger.info("OneBot account {} joined group {}", self_id, event.get("group_id"))
+            return
+        chat_id = f"group:{event.get('group_id')}"
+        self._remember_route(chat_id, self_id)
+        await self.host.handle_event(
+            SystemEvent(
+                kind="member_joined",
+                platform=self.platform,
+                chat_id=chat_id,
+                user_id=user_id,
+                user_name=user_id,
+                is_group=True,
+                data={
+                    "self_id": self_id,
+                    "sub_type": event.get("sub_type"),
+                    "operator_id": str(event.get("operator_id", "")),
+                },
+            )
+        )
+
+    async def _on_request(self, self_id: str, event: dict[str, Any]) -> None:
+        if event.get("request_type") != "friend":
+            logger.info(
+                "OneBot {} request from {} left pending",
+                event.get("request_type"),
+                event.get("user_id"),
+            )
+            return
+        user_id = str(event.get("user_id", ""))
+        approve = self.cfg.friend_requests == "approve"
+        if approve:
+            try:
+                await self.call_action(
+                    self_id,
+                    "set_friend_add_request",
+                    {"flag": event.get("flag", ""), "approve": True},
+                )
+            except ActionError as exc:
+                logger.error("friend request from {} not approved: {}", user_id, exc)
+                approve = False
+        logger.info("friend request from {} {}", user_id, "approved" if approve else "ignored")
+        chat_id = f"private:{user_id}"
+        self._remember_route(chat_id, self_id)
+        await self.host.handle_event(
+            SystemEvent(
+                kind="friend_request",
+                platform=self.platform,
+                chat_id=chat_id,
+                user_id=user_id,
+                user_name=user_id,
+                is_group=False,
+                data={"self_id": self_id, "approved": approve, "comment": event.get("comment", "")},
+            )
+        )
+
+    def _on_meta(self, conn: _Connection, event: dict[str, Any]) -> None:
+        """Lifecycle events are logged; heartbeats only refresh `last_seen` (the socket's own
+        ping/pong is what detects a dead peer) and record the interval for health output."""
+        kind = event.get("meta_event_type")
+        if kind == "heartbeat":
+            interval = event.get("interval")
+            if isinstance(interval, int | float) and interval > 0:
+                conn.heartbeat_interval = interval / 1000
+        elif kind == "lifecycle":
+            logger.info("OneBot account {} lifecycle: {}", conn.self_id, event.get("sub_type"))
+
+    # -- actions ---------------------------------------------------------------------------
+    # -- outgoing --------------------------------------------------------------------------
+    def _remember_route(self, chat_id: str, self_id: str) -> None:
+        """Note the account that serves `chat_id`, keeping the `ROUTES_KEPT` most recent chats:
+        a bot in more chats than that forgets the longest idle ones (a message to one of those
+        goes through the first connected account until that chat speaks again)."""
+        self._route.pop(chat_id, None)
+        self._route[chat_id] = self_id
+        if len(self._route) > ROUTES_KEPT:
+            self._route.pop(next(iter(self._route)))
+
+    def _self_id_for(self, chat_id: str) -> str:
+        """The account that last saw this chat; with none known, the only (or first)
+        connected account (a reminder after a restart)."""
+        known = self._route.get(chat_id)
+        if known is not None:
+            return known
+        if self._conns:
+            return next(iter(self._conns))
+        raise NotDelivered(f"no OneBot account is connected; message to {chat_id} waits")
+
+    async def send(self, message: OutgoingMessage) -> None:
+        """Unsolicited messages (reminders, welcomes). Raises DeliveryError when the platform
+        refused the message twice, NotDelivered when no account can take it now (the outbox
+        keeps it)."""
+        await self._deliver(self._self_id_for(message.chat_id), message)
+
+    async def _deliver(self, self_id: str, out: OutgoingMessage) -> None:
+        kind, _, target = out.chat_id.partition(":")
+        if kind not in ("group", "private") or not target:
+            raise DeliveryError(f"{out.chat_id!r} is not a OneBot chat id (group:N, private:N)")
+        action = "send_group_msg" if kind == "group" else "send_private_msg"
+        id_key = "group_id" if kind == "group" else "user_id"
+
+        parts_sent = 0
+        last = len(self.outbound.split(out.text)) - 1
+
+        async def send_part(text: str, index: int) -> None:
+            nonlocal parts_sent
+            first = index == 0
+            segments = outgoing_segments(
+                plain_text(text),
+                at=out.at if first and kind == "group" else None,
+                reply_to=out.reply_to if first and out.quote else None,
+                images=out.images if index == last else (),
+            )
+            params = {id_key: _int(target), "message": segments}
+            data = await self._send_with_retry(self_id, action, params, out)
+            parts_sent += 1
+            if data.get("message_id") is not None:
+                plain = plain_text(text)
+                self._remember(str(data["message_id"]), f"{self.host.settings.bot.name}: {plain}")
+
+        try:
+            await self.outbound.deliver((self_id, out.chat_id), out.text, send_part)
+        except NotConnected as exc:
+            rest = self.outbound.split(out.text)[parts_sent:]
+            raise NotDelivered(
+                f"account {self_id} is not connected ({exc})",
+                rest="\n".join(rest) if parts_sent else None,
+            ) from None
+
+    async def _send_with_retry(
+        self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
+    ) -> dict[str, Any]:
+        """One send, retried once. A send that may have happened (the socket dropped after it
+        went out, or no answer came in time) is first looked for in the chat's history once
+        the account is back (chatfn/channels/onebot/history.py): found, it is not sent again; where
+        the history cannot be read, it is sent again (at least once). An account that stays
+        away raises NotConnected, and the caller keeps the message for its return."""
+        started = datetime.now(UTC)
+        try:
+            return await self.call_action(self_id, action, params)
+        except NotConnected as exc:
+            if not exc.in_flight:
+                raise
+            if await self._sent_meanwhile(self_id, out.chat_id, params, started):
+                return {}
+            logger.warning(
+                "{} to {}: connection dropped before the answer; resending", action, out.chat_id
+            )
+            return await self.call_action(self_id, action, params)
+        except ActionError as first:
+            if isinstance(first, ActionTimeout) and await self._sent_meanwhile(
+                self_id, out.chat_id, params, started
+            ):
+                return {}
+            logger.warning(
+                "{} to {} failed (retcode {}): retrying once", action, out.chat_id, first.retcode
+            )
+            await asyncio.sleep(0.5)
+            try:
+                return await self.call_action(self_id, action, params)
+            except NotConnected:
+                raise
+            except ActionError as second:
+                logger.error(
+                    "message to {} not delivered: {} retcode {} then {}: {!r}",
+                    out.chat_id,
+                    action,
+                    first.retcode,
+                    second.retcode,
+                    out.text[:80],
+                )
+                raise DeliveryError(str(second)) from second
+
+    async def _sent_meanwhile(
+        self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime
+    ) -> bool:
+        """Whether the part in `params` shows in the chat's history since `started` (waiting
+        up to `reconnect_wait` for the account); False when that cannot be told."""
+        text = "".join(
+            str(s["data"].get("text", "")) for s in params["message"] if s["type"] == "text"
+        )
+        if not text.strip():  # an image alone: nothing to recognise it by; sent again
+            return False
+        try:
+            await self._connection(self_id, self.cfg.reconnect_wait)
+            own = await self.history.own_messages(self_id, chat_id)
+        except NotConnected:
+            return False
+        if own is None or not match_sent([Owed(0, [text], started)], own):
+            return False
+        logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
+        return True
+
+    def _sent_parts(self, text: str) -> list[str]:
+        """The parts of `text` as they go out (plain), to recognise them in the history."""
+        return [plain_text(part) for part in self.outbound.split(text)]
+
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """The outbox asks, before sending rows owed from before a restart, which of them went
+        out already (sent, but the bot died before marking them): event id -> True (found in
+        the chat's history: mark delivered), False (not found, or the history cannot be read:
+        send). Rows of chats whose account is not connected are left out (ask again when it
+        is). One history action per chat."""
+        by_chat: dict[str, list[Owed]] = {}
+        for out, created in owed:
+            if out.event_id is not None:
+                by_chat.setdefault(out.chat_id, []).append(
+                    Owed(out.event_id, self._sent_parts(out.text), created)
+                )
+        verdicts: dict[int, bool] = {}
+        for chat_id, items in by_chat.items():
+            try:
+                verdicts |= await self.history.sent(self._self_id_for(chat_id), chat_id, items)
+            except (NotConnected, NotDelivered):
+                continue
+        return verdicts
+
+
+# What could make Markdown of a text: emphasis, code, links, headings, quotes, tables, escapes,
+# entities, list markers, indented code, setext underlines. A text without any is sent as it is.
+_MARKUP = re.compile(r"[*_`\[\]#>~|\\<&]|^\s*(?:[-+]|\d+[.)])\s|^ {4}|^\s*[=-]+\s*$", re.M)
+
+
+def plain_text(text: str) -> str:
+    """`text` as QQ shows it: Markdown rendered plain (to_plain), or the text itself when it
+    holds no Markdown at all (most short replies: no parse, no render)."""
+    return to_plain(text) if _MARKUP.search(text) else text
+
+
+def _plain_parts(text: str, limit: int) -> list[str]:
+    """`text` (Markdown) in parts whose plain rendering fits `limit`. Measured on the source
+    first, which plain text rarely outgrows (only a table's padding does), because measuring
+    every candidate rendered costs ~50 ms for a 9 KB word; a part whose rendering does not fit
+    is split again, rendered."""
+    parts: list[str] = []
+    for part in split_message(text, limit):
+        fits = len(plain_text(part)) <= limit
+        parts.extend([part] if fits else split_message(part, limit, render=to_plain))
+    return parts
+
+
+def _invalid_id(event: dict[str, Any], kind: str) -> bool:
+    """Whether an id of the event is not valid Unicode (a lone surrogate: valid JSON). Such an
+    event is logged and skipped: replaced by U+FFFD, two different ids would become one chat
+    or one user."""
+    for field in ("user_id", "group_id", "message_id"):
+        value = event.get(field)
+        at = surrogate_at(value) if isinstance(value, str) else None
+        if at is not None:
+            logger.warning(
+                "OneBot {} event refused: {} is not valid Unicode (a lone surrogate at "
+                "position {})",
+                kind,
+                field,
+                at,
+            )
+            return True
+    return False

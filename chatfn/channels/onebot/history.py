@@ -1,0 +1,151 @@
+"""Was it sent already? The bot's own recent messages in a OneBot chat, read back from the
+implementation, so a message whose send may have happened is not sent twice.
+
+OneBot gives no delivery receipt the bot could keep: a send can reach QQ while the bot dies
+before it writes down that it did (the outbox row stays pending), or the socket can drop after
+the action went out and before its answer came back. Sending again would be at least once; the
+implementations (NapCat, go-cqhttp, Lagrange, LLOneBot) can say what the account itself sent:
+
+    get_group_msg_history  {"group_id", "count"}  -> {"messages": [message, ...]}   oldest first
+    get_friend_msg_history {"user_id", "count"}   -> the same (go-cqhttp, NapCat)
+
+each message shaped like `get_msg` (`message_id`, `time`, `user_id`, `sender`, `message`,
+`raw_message`; the account's own carry its `user_id` and, in NapCat, `post_type:
+"message_sent"`). A message owed since `created` counts as sent when the account's own messages
+after that time (less CLOCK_SLACK: the implementation's clock is not the bot's) hold its parts,
+in order, with the same text; each own message proves one part of one message only.
+
+An implementation without the action (retcode 1404, or any failure) gets the message sent
+again, as before (at least once), and that is logged once per account and action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from loguru import logger
+
+from chatfn.channels.onebot.link import ActionError, NotConnected, _int
+from chatfn.channels.onebot.message import normalize
+
+HISTORY_COUNT = 50  # the latest messages of a chat read back (one action per chat)
+
+
+def history_request(chat_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The action and params that read a chat's latest messages back (`group:<id>` or
+    `private:<id>`), or None for a chat id of another kind."""
+    kind, _, target = chat_id.partition(":")
+    if kind == "group":
+        return "get_group_msg_history", {"group_id": _int(target), "count": HISTORY_COUNT}
+    if kind == "private":
+        return "get_friend_msg_history", {"user_id": _int(target), "count": HISTORY_COUNT}
+    return None
+
+
+CLOCK_SLACK = 10.0  # seconds the implementation's clock may be behind the bot's
+
+CallAction = Callable[..., Awaitable[dict[str, Any]]]
+
+
+@dataclass(slots=True, frozen=True)
+class Owed:
+    """A message that may have been sent: its key (the outbox event id), its parts as they
+    were (or would be) sent, and when it was written."""
+
+    key: int
+    parts: Sequence[str]
+    created: datetime
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def own_texts(messages: Any, self_id: str) -> list[tuple[float, str]]:
+    """(time, plain text) of the account's own messages in a history answer, oldest first;
+    entries that are not usable messages are skipped."""
+    out: list[tuple[float, str]] = []
+    for item in messages if isinstance(messages, list) else []:
+        if not isinstance(item, dict):
+            continue
+        sender = item.get("sender")
+        user = item.get("user_id")
+        if user is None and isinstance(sender, dict):
+            user = sender.get("user_id")
+        if str(user) != self_id and item.get("post_type") != "message_sent":
+            continue
+        try:
+            when = float(item.get("time") or 0)
+            segments = normalize(item.get("message", item.get("raw_message", "")))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+        text = "".join(str(s["data"].get("text", "")) for s in segments if s.get("type") == "text")
+        out.append((when, _plain(text)))
+    out.sort(key=lambda m: m[0])
+    return out
+
+
+def match_sent(owed: Sequence[Owed], own: Sequence[tuple[float, str]]) -> set[int]:
+    """The keys of the `owed` messages (in the order they were to be sent) whose every part is
+    among the account's own messages `own`, consecutively and after the message was written.
+    Each own message proves one part once; a message found moves the search past it."""
+    found: set[int] = set()
+    start = 0
+    for item in owed:
+        parts = [_plain(p) for p in item.parts]
+        if not parts:
+            continue
+        since = item.created.timestamp() - CLOCK_SLACK
+        for i in range(start, len(own) - len(parts) + 1):
+            window = own[i : i + len(parts)]
+            if window[0][0] >= since and [t for _, t in window] == parts:
+                found.add(item.key)
+                start = i + len(parts)
+                break
+    return found
+
+
+class SentCheck:
+    """Reads a chat's history through `call_action` and says which owed messages are there."""
+
+    def __init__(self, call_action: CallAction) -> None:
+        self._call = call_action
+        self._unsupported: set[tuple[str, str]] = set()  # logged once per account and action
+        self.calls = 0  # history actions made (for tests and the soak's figures)
+
+    async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
+        """The account's recent own messages in `chat_id`, or None when the implementation
+        cannot tell (the action is missing or failed). Raises NotConnected."""
+        request = history_request(chat_id)
+        if request is None:
+            return None
+        action, params = request
+        if (self_id, action) in self._unsupported:
+            return None
+        self.calls += 1
+        try:
+            data = await self._call(self_id, action, params, wait=0)
+        except NotConnected:
+            raise
+        except ActionError as exc:
+            if exc.retcode == 1404:  # API_NOT_FOUND: not asked again
+                self._unsupported.add((self_id, action))
+            logger.warning(
+                "OneBot account {}: {} failed ({}): messages that may have been sent before "
+                "are sent again (at least once)",
+                self_id,
+                action,
+                exc,
+            )
+            return None
+        return own_texts(data.get("messages"), self_id)
+
+    async def sent(self, self_id: str, chat_id: str, owed: Sequence[Owed]) -> dict[int, bool]:
+        """For each owed message of one chat: True when the history shows it sent, False when
+        it does not or cannot be read (send it). Raises NotConnected (check again later)."""
+        own = await self.own_messages(self_id, chat_id)
+        found = match_sent(owed, own) if own is not None else set()
+        return {item.key: item.key in found for item in owed}

@@ -1,0 +1,399 @@
+"""The OneBot v11 link: the reverse WebSocket the implementations connect to, one socket per
+account, and the request/response half of the protocol (actions with an `echo`, answered on
+the same socket). OneBotChannel (chatfn/channels/onebot/channel.py) builds on it; what an event
+means, and
+what the bot sends, is decided there.
+
+- A reconnecting account replaces its old socket; a socket that drops fails the actions still
+  waiting on it with NotConnected (`in_flight`: it was sent, and may have been carried out).
+- `call_action` waits up to `reconnect_wait` for an account that is away, then raises.
+- Sending is bounded per connection, so an account whose implementation stops reading its
+  socket cannot hold the others or the event loop: at most `MAX_QUEUED` frames wait for one
+  socket (more are refused at once, NotConnected: the outbox keeps the message and tries again),
+  a frame waits at most `action_timeout` to be written, and a socket whose writes do not drain in
+  that time (or whose action went unanswered while our own bytes sit unsent) is aborted: its
+  messages wait in the outbox until the account reconnects.
+- Access: `channels.onebot.access_token` as `Authorization: Bearer|Token <t>` or
+  `?access_token=`; 401 without one, 403 with a wrong one (as OneBot v11 specifies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import json
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+from loguru import logger
+
+from chatfn.channels.base import Channel
+from chatfn.channels.onebot.settings import OneBotSettings
+from chatfn.runtime.channel_host import ChannelHost, section_of
+
+WS_PATH = "/onebot/v11/ws"
+# Frames that may wait to be written to one socket; more are refused (the outbox keeps them).
+MAX_QUEUED = 64
+# An action unanswered in time while this many of our bytes are not taken by the peer: the
+# peer stopped reading (a slow one leaves less behind than this on a healthy network).
+STALLED_BYTES = 16 * 1024
+
+
+class ActionError(Exception):
+    """An action did not succeed; `retcode` is OneBot's (or -1 for a timeout / lost socket)."""
+
+    def __init__(self, action: str, retcode: int, message: str = "") -> None:
+        super().__init__(f"{action} failed: retcode={retcode} {message}".rstrip())
+        self.action = action
+        self.retcode = retcode
+
+
+class ActionTimeout(ActionError):
+    """No response within `action_timeout`: the message may or may not have been sent."""
+
+
+class NotConnected(ActionError):
+    """The account's socket is down; `in_flight` when it dropped after the action was sent
+    (the implementation may or may not have carried it out)."""
+
+    in_flight: bool = False
+
+
+try:  # POSIX only: elsewhere the transport's own buffer is all that is known
+    import fcntl
+    import termios
+except ImportError:  # pragma: no cover - Windows
+    fcntl = termios = None  # type: ignore[assignment]
+
+
+def _kernel_unsent(transport: asyncio.BaseTransport) -> int:
+    """Bytes in the socket's kernel send queue not yet acknowledged by the peer (Linux
+    SIOCOUTQ); 0 where that cannot be asked."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or fcntl is None or not hasattr(termios, "TIOCOUTQ"):
+        return 0
+    try:
+        out = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0))
+    except OSError:
+        return 0
+    return int(struct.unpack("i", out)[0])
+
+
+@dataclass(slots=True)
+class _Connection:
+    self_id: str
+    ws: web.WebSocketResponse
+    role: str
+    pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    heartbeat_interval: float | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+    # The TCP transport under the socket: its unsent bytes tell a peer that stopped reading.
+    transport: asyncio.BaseTransport | None = None
+    queued: int = 0  # frames waiting to be written (bounded by MAX_QUEUED)
+
+    @property
+    def gone(self) -> bool:
+        """Closed, or aborted and about to be dropped."""
+        return self.ws.closed or (self.transport is not None and self.transport.is_closing())
+
+    def unsent(self) -> int:
+        """Bytes written to the socket that the peer has not taken: in the transport's buffer,
+        and (Linux) in the kernel's send queue, where megabytes fit before a write blocks."""
+        transport = self.transport
+        if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
+            return 0
+        return transport.get_write_buffer_size() + _kernel_unsent(transport)
+
+    @property
+    def can_act(self) -> bool:
+        return self.role in ("universal", "api")
+
+
+class OneBotLink(Channel):
+    """Sockets and actions of every connected account; subclasses handle events
+    (`_on_event`) and learn of an account coming online (`_on_connected`)."""
+
+    platform = "onebot"
+
+    def __init__(self, host: ChannelHost, settings: OneBotSettings | None = None) -> None:
+        super().__init__(host)
+        self.cfg = settings or section_of(host.settings, "onebot", OneBotSettings)
+        self.app = web.Application()
+        for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
+            self.app.router.add_get(path, self._ws_handler)
+        self._conns: dict[str, _Connection] = {}
+        self._connected: dict[str, asyncio.Event] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._echo = itertools.count(1)
+
+    @property
+    def self_ids(self) -> list[str]:
+        """Accounts connected right now."""
+        return list(self._conns)
+
+    # -- hooks -----------------------------------------------------------------------------
+    def _on_event(self, conn: _Connection, event: dict[str, Any]) -> None:
+        """One event (a frame with `post_type`) from the account of `conn`."""
+
+    def _on_connected(self, conn: _Connection) -> None:
+        """An account that can act (universal or api socket) just connected."""
+
+    # -- connections -----------------------------------------------------------------------
+    def _authorised(self, request: web.Request) -> web.Response | None:
+        """None when the request may connect, else the refusal: 401 without a token, 403 with a
+        wrong one (as OneBot v11 specifies for its own servers)."""
+        token = self.cfg.access_token
+        if not token:
+            return None
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        # OneBot v11 says "Bearer"; older CQHTTP-era implementations send "Token".
+        if scheme.lower() not in ("bearer", "token"):
+            given = request.query.get("access_token", "")
+        if not given:
+            return web.json_response({"error": "access token required"}, status=401)
+        if not hmac.compare_digest(given.strip().encode(), token.encode()):
+            return web.json_response({"error": "wrong access token"}, status=403)
+        return None
+
+    async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
+        refused = self._authorised(request)
+        if refused is not None:
+            logger.warning(
+                "OneBot connection from {} refused: {}",
+                request.remote,
+                "no token" if refused.status == 401 else "wrong token",
+            )
+            return refused
+        self_id = request.headers.get("X-Self-ID", "").strip()
+        if not self_id:
+            return web.json_response({"error": "X-Self-ID header required"}, status=400)
+        role = request.headers.get("X-Client-Role", "Universal").lower()
+        if request.path.endswith(("/api", "/event")):
+            role = request.path.rsplit("/", 1)[1]
+        ws = web.WebSocketResponse(heartbeat=30, max_msg_size=16 * 1024 * 1024)
+        await ws.prepare(request)
+        conn = _Connection(self_id=self_id, ws=ws, role=role, transport=request.transport)
+        if conn.can_act:
+            old = self._conns.get(self_id)
+            self._conns[self_id] = conn
+            if old is not None and old.ws is not ws:
+                logger.info("OneBot account {} reconnected; closing its old socket", self_id)
+                await old.ws.close()
+            self._connected.setdefault(self_id, asyncio.Event()).set()
+            self._on_connected(conn)
+        logger.info("OneBot account {} connected ({})", self_id, role)
+        try:
+            async for frame in ws:
+                if frame.type == WSMsgType.TEXT:
+                    conn.last_seen = time.monotonic()
+                    self._on_frame(conn, frame.data)
+                elif frame.type == WSMsgType.ERROR:
+                    logger.warning("OneBot account {} socket error: {}", self_id, ws.exception())
+        finally:
+            self._drop(conn)
+        return ws
+
+    def _drop(self, conn: _Connection) -> None:
+        if self._conns.get(conn.self_id) is conn:
+            del self._conns[conn.self_id]
+            self._connected[conn.self_id].clear()
+            logger.warning("OneBot account {} disconnected", conn.self_id)
+        for fut in conn.pending.values():
+            if not fut.done():
+                fut.set_exception(NotConnected("action", -1, "connection closed"))
+        conn.pending.clear()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        return self._track(asyncio.ensure_future(coro))
+
+    def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Keep a reference (so the task is not garbage-collected), cancel it on stop, and log
+        what it raised instead of leaving it to "exception was never retrieved"."""
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.opt(exception=task.exception()).error("OneBot event handling failed")
+
+    # -- frames ----------------------------------------------------------------------------
+    def _on_frame(self, conn: _Connection, raw: str) -> None:
+        """One frame; whatever is wrong with it is logged and the frame skipped, so one odd or
+        hostile event never closes the account's socket."""
+        try:
+            self._on_frame_unsafe(conn, raw)
+        except (RecursionError, ValueError):
+            logger.warning("OneBot account {} sent a frame that is not usable JSON", conn.self_id)
+        except Exception as exc:
+            logger.warning(
+                "OneBot account {} sent a malformed event, skipped: {}: {}",
+                conn.self_id,
+                type(exc).__name__,
+                exc,
+            )
+
+    def _on_frame_unsafe(self, conn: _Connection, raw: str) -> None:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            return
+        if "post_type" in data:
+            self._on_event(conn, data)
+        elif "echo" in data:
+            fut = conn.pending.pop(str(data["echo"]), None)
+            if fut is not None and not fut.done():
+                fut.set_result(data)
+
+    # -- actions ---------------------------------------------------------------------------
+    async def _send_frame(self, conn: _Connection, action: str, frame: str) -> None:
+        """Write one frame to `conn`, bounded: refused at once (NotConnected, not in flight)
+        when `MAX_QUEUED` frames wait already or the socket is closed; a write that does not
+        finish within `action_timeout` aborts the socket (NotConnected, in flight: part of it
+        may have gone out), so one account that stopped reading holds nothing else."""
+        if conn.gone:
+            raise NotConnected(action, -1, f"account {conn.self_id} is not connected")
+        if conn.queued >= MAX_QUEUED:
+            raise NotConnected(
+                action, -1, f"account {conn.self_id} has {conn.queued} frames waiting to be written"
+            )
+        conn.queued += 1
+        writing = False
+        try:
+            async with asyncio.timeout(self.cfg.action_timeout):
+                async with conn.send_lock:
+                    if conn.gone:
+                        raise NotConnected(action, -1, f"account {conn.self_id} disconnected")
+                    writing = True
+                    await conn.ws.send_str(frame)
+        except TimeoutError:
+            if writing:
+                self._abort(conn, f"a frame was not written within {self.cfg.action_timeout:g} s")
+            err = NotConnected(action, -1, "the account's socket is not taking data")
+            err.in_flight = writing
+            raise err from None
+        except (ConnectionError, RuntimeError) as exc:  # closed under us while writing
+            err = NotConnected(action, -1, str(exc) or "connection closed")
+            err.in_flight = writing
+            raise err from None
+        finally:
+            conn.queued -= 1
+
+    async def _answer(
+        self, conn: _Connection, action: str, fut: asyncio.Future[dict[str, Any]], timeout: float
+    ) -> dict[str, Any]:
+        """The response to an action that went out; NotConnected (in flight) when the socket
+        dropped first, or when the peer stopped reading (then the socket is aborted)."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            unsent = conn.unsent()
+            if unsent >= STALLED_BYTES:
+                # Unanswered while our own bytes sit unread: the peer is not reading at all.
+                self._abort(conn, f"{action} unanswered and {unsent} bytes not taken")
+                err = NotConnected(action, -1, "the account stopped reading its socket")
+                err.in_flight = True
+                raise err from None
+            raise ActionTimeout(action, -1, "no response in time") from None
+        except (ConnectionError, RuntimeError, NotConnected) as exc:  # socket closed under us
+            err = NotConnected(action, -1, str(exc) or "connection closed")
+            err.in_flight = True
+            raise err from None
+
+    def _abort(self, conn: _Connection, why: str) -> None:
+        """Drop a socket whose peer stopped reading: its buffered bytes are discarded, its
+        waiting actions fail (NotConnected) and its messages wait in the outbox for the
+        account to reconnect (implementations reconnect on their own)."""
+        if conn.transport is None or conn.transport.is_closing():
+            return
+        logger.warning(
+            "OneBot account {} is not reading its socket ({}): closing it; its messages wait "
+            "in the outbox until it reconnects",
+            conn.self_id,
+            why,
+        )
+        conn.transport.abort()
+
+    async def _connection(self, self_id: str, wait: float) -> _Connection:
+        """The account's open socket, waiting up to `wait` seconds for it to (re)connect. A
+        socket that is closing but not yet dropped counts as gone."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            conn = self._conns.get(self_id)
+            if conn is not None and not conn.gone:
+                return conn
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise NotConnected("action", -1, f"account {self_id} is not connected")
+            event = self._connected.setdefault(self_id, asyncio.Event())
+            if conn is not None or event.is_set():
+                await asyncio.sleep(min(0.05, remaining))  # closing: wait for the drop
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await event.wait()
+
+    async def call_action(
+        self,
+        self_id: str,
+        action: str,
+        params: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        wait: float | None = None,
+    ) -> dict[str, Any]:
+        """Call one OneBot action on an account and return its `data` (an object; {} for
+        anything else). Waits up to `wait` seconds (default `reconnect_wait`) for a dropped
+        account to reconnect. Raises ActionError (retcode from the response), ActionTimeout
+        or NotConnected."""
+        data = await self.call_action_raw(self_id, action, params, timeout=timeout, wait=wait)
+        return data if isinstance(data, dict) else {}
+
+    async def call_action_raw(
+        self,
+        self_id: str,
+        action: str,
+        params: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        wait: float | None = None,
+    ) -> Any:
+        """call_action, but `data` as the implementation sent it: some actions answer a list
+        (NapCat's get_recent_contact)."""
+        conn = await self._connection(self_id, self.cfg.reconnect_wait if wait is None else wait)
+        echo = f"chatfn-{next(self._echo)}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        frame = json.dumps({"action": action, "params": params, "echo": echo}, ensure_ascii=False)
+        conn.pending[echo] = fut  # before the write: the answer may come while it drains
+        try:
+            await self._send_frame(conn, action, frame)  # NotConnected says if it went out
+            resp = await self._answer(conn, action, fut, timeout or self.cfg.action_timeout)
+        finally:
+            conn.pending.pop(echo, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: a drop after a refused write is not an error
+        retcode = resp.get("retcode", 0)
+        if resp.get("status") == "failed" or retcode not in (0, 1):
+            raise ActionError(
+                action,
+                int(retcode) if isinstance(retcode, int) else -1,
+                str(resp.get("wording") or resp.get("msg") or ""),
+            )
+        return resp.get("data")
+
+
+def _int(value: str) -> int | str:
+    """OneBot ids are numbers; keep a non-numeric one (some bridges use strings) as it is."""
+    try:
+        return int(value)
+    except ValueError:
+        return value

@@ -1,0 +1,182 @@
+"""The QQ bot OpenAPI over HTTP: the access token and one call.
+
+- Token (https://bot.q.qq.com/wiki/develop/api-v2/dev-prepare/interface-framework/api-use.html):
+  `POST {token_url}` with `{"appId", "clientSecret"}` answers `{"access_token", "expires_in"}`
+  (seconds, as a string; 7200). A new token is fetched `REFRESH_BEFORE` seconds before the old
+  one expires (QQ keeps the old one valid for the last 60 s, so calls in flight still pass),
+  and at once when a call is answered 401.
+- Calls: `{api_root}{path}` with `Authorization: QQBot {access_token}` and `X-Union-Appid`.
+  A refusal is an HTTP status (401, 404, 429, 500, ...) with a body `{"code", "message"}`
+  (https://bot.q.qq.com/wiki/develop/api-v2/openapi/error/error.html): QQApiError carries
+  both, and says which kind it is (auth, rate limit, a duplicate msg_seq, an expired passive
+  reply window).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels.qq.settings import QQSettings
+
+__all__ = [
+    "AUTH_CODES",
+    "DUPLICATE_CODES",
+    "EXPIRED_CODES",
+    "RATE_CODES",
+    "QQApi",
+    "QQApiError",
+    "QQAuthError",
+]
+
+REFRESH_BEFORE = 60.0
+#: Codes of a token or an AppID that is not accepted (fixable: messages wait).
+AUTH_CODES = frozenset({11241, 11242, 11243, 11244, 11251, 11261, 11275, 100007, 100016})
+#: "msg limit exceed" (22009) and a channel's write rate (20028): slow down.
+RATE_CODES = frozenset({22009, 20028})
+#: The same msg_id + msg_seq sent again: QQ already has this reply.
+DUPLICATE_CODES = frozenset({40054005})
+#: The message a passive reply answers is too old (304027 MSG_EXPIRE and the v2 API's codes).
+EXPIRED_CODES = frozenset({304027, 304103, 40034005, 40034128})
+#: Taken, and waiting for QQ's manual review (an active / a passive message): sent.
+ASYNC_OK_CODES = frozenset({304023, 304024})
+#: An active message QQ no longer allows (groups and C2C since 2025-04-21) or a closed switch.
+ACTIVE_REFUSED_CODES = frozenset({22007, 40034006, 304022, 304031})
+
+
+class QQApiError(Exception):
+    """A call QQ answered with an error status or code."""
+
+    def __init__(self, status: int, code: int, message: str, trace_id: str = "") -> None:
+        super().__init__(f"HTTP {status}, code {code}: {message}" if code else f"HTTP {status}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.trace_id = trace_id
+
+    @property
+    def is_auth(self) -> bool:
+        return self.status == 401 or self.code in AUTH_CODES
+
+    @property
+    def is_rate_limit(self) -> bool:
+        return self.status == 429 or self.code in RATE_CODES
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.code in DUPLICATE_CODES
+
+    @property
+    def is_expired(self) -> bool:
+        return self.code in EXPIRED_CODES
+
+    @property
+    def is_retryable(self) -> bool:
+        """Worth sending again later (QQ's side failed, or a limit)."""
+        return self.status >= 500 or self.is_rate_limit or self.is_auth
+
+
+class QQAuthError(QQApiError):
+    """getAppAccessToken refused the AppID and AppSecret."""
+
+
+class QQApi:
+    """The token and the calls of one bot; `session` is the channel's aiohttp session."""
+
+    def __init__(self, settings: QQSettings, session: aiohttp.ClientSession) -> None:
+        self.cfg = settings
+        self.session = session
+        self._token = ""
+        self._expires = 0.0  # time.monotonic() at which the token is no longer used
+        self._lock = asyncio.Lock()
+        self.tokens_fetched = 0
+
+    async def token(self, *, fresh: bool = False) -> str:
+        """The access token, fetched again when it is about to expire (or `fresh`)."""
+        async with self._lock:
+            if fresh or not self._token or time.monotonic() >= self._expires:
+                await self._fetch_token()
+            return self._token
+
+    def forget_token(self, token: str) -> None:
+        """A call said 401 with `token`: the next call fetches a new one."""
+        if token == self._token:
+            self._expires = 0.0
+
+    async def _fetch_token(self) -> None:
+        body = {"appId": self.cfg.app_id, "clientSecret": self.cfg.secret_value()}
+        async with self.session.post(
+            self.cfg.token_url, json=body, timeout=aiohttp.ClientTimeout(total=15)
+        ) as response:
+            data = await _json(response)
+        token = str(data.get("access_token") or "") if isinstance(data, dict) else ""
+        if not token:
+            code, message = _error(data)
+            raise QQAuthError(response.status, code, message or "no access_token in the answer")
+        try:
+            expires_in = float(data.get("expires_in") or 7200)
+        except (TypeError, ValueError):
+            expires_in = 7200.0
+        margin = min(REFRESH_BEFORE, expires_in / 4)
+        self._token = token
+        self._expires = time.monotonic() + max(0.0, expires_in - margin)
+        self.tokens_fetched += 1
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: dict[str, Any] | None = None,
+        form: aiohttp.FormData | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """One OpenAPI call; its JSON answer (None for 204). Raises QQApiError. A 401 fetches
+        a new token and tries once more."""
+        for attempt in (0, 1):
+            token = await self.token()
+            headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.cfg.app_id}
+            async with self.session.request(
+                method,
+                self.cfg.api_root + path,
+                json=json,
+                data=form,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                if response.status == 204:
+                    return None
+                data = await _json(response)
+                code, message = _error(data)
+                if response.status < 300 and (not code or code in ASYNC_OK_CODES):
+                    return data
+                error = QQApiError(
+                    response.status, code, message, response.headers.get("X-Tps-trace-ID", "")
+                )
+            if error.status == 401 and attempt == 0:
+                self.forget_token(token)
+                continue
+            raise error
+        raise AssertionError("unreachable")
+
+
+async def _json(response: aiohttp.ClientResponse) -> Any:
+    try:
+        return await response.json(content_type=None)
+    except ValueError:
+        return {}
+
+
+def _error(data: Any) -> tuple[int, str]:
+    """(code, message) of an error body; (0, "") when the body is not one."""
+    if not isinstance(data, dict):
+        return 0, ""
+    raw = data.get("code", data.get("err_code", 0))
+    try:
+        code = int(raw or 0)
+    except (TypeError, ValueError):
+        code = 0
+    return code, str(data.get("message") or data.get("msg") or "")

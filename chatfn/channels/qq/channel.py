@@ -1,0 +1,420 @@
+"""The QQ channel: a bot of the QQ open platform (q.qq.com) in QQ groups, C2C chats, guild
+channels and guild DMs, through the documented HTTP and WebSocket API
+(https://bot.q.qq.com/wiki/develop/api-v2/) with aiohttp.
+
+Why not qq-botpy, Tencent's Python SDK: its API root and scheme are fixed in the class
+`botpy.http.Route` (api.sgroup.qq.com / sandbox.api.sgroup.qq.com over https) and the token URL
+in `botpy.robot.Token`, so it cannot be pointed at `channels.qq.api_base` (a local server in the
+tests, a proxy in deployments) without patching its globals; it has no webhook mode, which
+Tencent is moving bots to; its last release (1.2.1) dates from 2024. The protocol is small:
+a token (api.py), a WebSocket session (gateway.py), Ed25519 callbacks (webhook.py) and a few
+POSTs (send.py).
+
+Events come by the gateway (`mode: websocket`) or as signed HTTP callbacks to
+`channels.qq.webhook_path` on the HTTP channel's port (`mode: webhook`). Handled:
+GROUP_AT_MESSAGE_CREATE (a group message @-mentioning the bot: QQ sends no others),
+C2C_MESSAGE_CREATE, AT_MESSAGE_CREATE and MESSAGE_CREATE (guild channels; one message coming
+as both is handled once), DIRECT_MESSAGE_CREATE, GUILD_MEMBER_ADD (the welcome, posted to
+the guild's first text channel as a passive message on the event), GROUP_ADD_ROBOT and
+FRIEND_ADD (their event ids let the next message to that chat be passive). A message QQ
+sends twice (it may, says its documentation) or that was stored before a restart is
+answered once.
+
+Roles for `bot.trust_group_admins`: guild channels carry `member.roles` (4: the guild's
+creator -> "owner"; 2: administrator -> "admin"). QQ groups report no roles: a group
+message's author is only a `member_openid`, and bots have no API to read a group's owner or
+admins, so in QQ groups only `bot.admins` may use the per-chat admin commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+
+from chatfn.channels.base import Channel
+from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
+from chatfn.channels.qq.gateway import Gateway
+from chatfn.channels.qq.parse import ChatRef, guild_roles, read_content
+from chatfn.channels.qq.send import Passive, QQSender
+from chatfn.channels.qq.settings import QQSettings
+from chatfn.common.messages import (
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["QQChannel"]
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+_SEEN = 5000
+_MESSAGES = {
+    "GROUP_AT_MESSAGE_CREATE",
+    "C2C_MESSAGE_CREATE",
+    "AT_MESSAGE_CREATE",
+    "MESSAGE_CREATE",
+    "DIRECT_MESSAGE_CREATE",
+}
+
+
+class QQChannel(Channel):
+    platform = "qq"
+
+    def __init__(self, host: ChannelHost, settings: QQSettings) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        if (missing := settings.missing()) is not None:
+            raise ValueError(missing)
+        self.passive = Passive()
+        self.bot_id = ""
+        self.bot_name = ""
+        self.api: QQApi | None = None
+        self.sender: QQSender | None = None
+        self.gateway: Gateway | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._inbound = OrderedRunner()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._welcome_channels: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self._ready = asyncio.Event()
+        self._signer: Any = None
+        if settings.mode == "webhook":
+            from chatfn.channels.qq.webhook import Signer
+
+            self._signer = Signer(settings.secret_value())
+            host.add_web_route("POST", settings.webhook_path, self._webhook)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._http = aiohttp.ClientSession()
+        self.api = QQApi(self.cfg, self._http)
+        self.sender = QQSender(self.api, self.cfg, self.passive)
+        try:
+            if not await self._connect():
+                return
+            if self.cfg.mode == "websocket":
+                self.gateway = Gateway(
+                    self.api,
+                    self.cfg,
+                    self._http,
+                    self._on_event,
+                    self._stopping,
+                    on_connected=self._connected,
+                )
+                await self.gateway.run()
+            else:
+                self._connected()
+                await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    def _connected(self) -> None:
+        self._ready.set()
+        self.host.kick()  # what waited for the connection goes out now
+
+    async def wait_ready(self) -> None:
+        """Until the bot is known and events flow (tests, health)."""
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        if self.gateway is not None:
+            await self.gateway.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
+
+    async def _connect(self) -> bool:
+        """A token and GET /users/@me until they answer (backoff to 60 s). Refused
+        credentials are one error line (and a retry every minute)."""
+        assert self.api is not None
+        backoff, told = Backoff(0.5, 60.0), False
+        while not self._stopping.is_set():
+            try:
+                me = await self.api.call("GET", "/users/@me")
+                self.bot_id = str((me or {}).get("id") or "")
+                self.bot_name = str((me or {}).get("username") or "")
+                logger.info(
+                    "QQ channel: bot {} ({}) at {}, events by {}",
+                    self.bot_name,
+                    self.bot_id,
+                    self.cfg.api_root,
+                    "the WebSocket gateway"
+                    if self.cfg.mode == "websocket"
+                    else f"webhook at {self.cfg.webhook_path}",
+                )
+                return True
+            except QQAuthError as exc:
+                if not told:
+                    logger.error(
+                        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
+                        "{}): check the AppID and AppSecret at q.qq.com -> Development -> "
+                        "Settings",
+                        exc,
+                    )
+                told = True
+                backoff.attempt = max(backoff.attempt, 7)
+            except QQApiError as exc:
+                if not told:
+                    logger.error("QQ GET /users/@me failed ({}): retrying", exc)
+                told = True
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                if not told:
+                    logger.warning("QQ not reachable at {} ({}): retrying", self.cfg.api_root, exc)
+                told = True
+            if not await backoff.wait(self._stopping):
+                return False
+        return False
+
+    # -- webhook -------------------------------------------------------------------------------
+    async def _webhook(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        stamp = request.headers.get("X-Signature-Timestamp", "")
+        signature = request.headers.get("X-Signature-Ed25519", "")
+        signed = bool(stamp and signature and self._signer.verify(stamp, body, signature))
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return web.json_response({"error": "not JSON"}, status=400)
+        if not isinstance(payload, dict):
+            return web.json_response({"error": "not a payload"}, status=400)
+        data = payload.get("d") if isinstance(payload.get("d"), dict) else {}
+        if payload.get("op") == 13:
+            # Answered unsigned (QQ's validation request may carry no signature), but only
+            # for a token and a timestamp of QQ's shape: the answer signs event_ts +
+            # plain_token, which must never be a timestamp + an event body.
+            token, ts = str(data.get("plain_token") or ""), str(data.get("event_ts") or "")
+            if (stamp or signature) and not signed:
+                return web.json_response({"error": "invalid signature"}, status=401)
+            if not (token.isascii() and token.isalnum() and ts.isdigit() and len(token) <= 128):
+                return web.json_response({"error": "not a validation request"}, status=400)
+            return web.json_response(self._signer.validation(token, ts))
+        if not signed:
+            logger.warning("QQ webhook request with a missing or bad signature refused")
+            return web.json_response({"error": "invalid signature"}, status=401)
+        if payload.get("op") != 0:
+            return web.json_response({"op": 12})
+        if not self._ready.is_set() or self._stopping.is_set():
+            return web.json_response({"error": "not ready"}, status=503)  # QQ sends it again
+        self._on_event(str(payload.get("t") or ""), data, str(payload.get("id") or ""))
+        return web.json_response({"op": 12})
+
+    # -- events --------------------------------------------------------------------------------
+    def _once(self, key: str) -> bool:
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return True
+
+    def _on_event(self, kind: str, data: dict[str, Any], event_id: str) -> None:
+        if event_id and not self._once(f"event:{event_id}"):
+            return
+        if kind in _MESSAGES:
+            ref = _chat_of(kind, data)
+            msg_id = str(data.get("id") or "")
+            author = data.get("author") or {}
+            if ref is None or not msg_id or not isinstance(author, dict) or author.get("bot"):
+                return
+            if not self._once(f"message:{msg_id}"):
+                return  # AT_MESSAGE_CREATE and MESSAGE_CREATE of one message, or sent again
+            self.passive.message(ref.key, msg_id, _arrived(data.get("timestamp")))
+            self._in_order(ref.key, lambda: self._message(kind, ref, data))
+        elif kind == "GUILD_MEMBER_ADD":
+            guild = str(data.get("guild_id") or "")
+            if guild:
+                self._in_order(f"guild:{guild}", lambda: self._member_joined(data, event_id))
+        elif kind in ("GROUP_ADD_ROBOT", "FRIEND_ADD"):
+            target = str(data.get("group_openid") or data.get("openid") or "")
+            scene = "group" if kind == "GROUP_ADD_ROBOT" else "c2c"
+            if target and event_id:
+                self.passive.event(f"{scene}:{target}", event_id)
+            logger.info("QQ: {} ({}:{})", kind, scene, target)
+
+    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
+        task = self._inbound.submit(key, job)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _message(self, kind: str, ref: ChatRef, data: dict[str, Any]) -> None:
+        try:
+            msg = await self._incoming(kind, ref, data)
+            if msg is None:
+                return
+
+            async def sink(out: OutgoingMessage) -> None:
+                assert self.sender is not None
+                await self.sender.deliver(out)
+
+            await self.host.handle(msg, sink)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error("QQ message {} in {} failed", data.get("id"), ref.key)
+
+    async def _incoming(
+        self, kind: str, ref: ChatRef, data: dict[str, Any]
+    ) -> IncomingMessage | None:
+        msg_id = str(data["id"])
+        if await self.host.was_stored(self.platform, ref.key, msg_id):
+            logger.debug("QQ message {} in {} was handled before: skipped", msg_id, ref.key)
+            return None
+        author = data.get("author") or {}
+        member = data.get("member") if isinstance(data.get("member"), dict) else {}
+        sender = str(
+            author.get("member_openid") or author.get("user_openid") or author.get("id") or ""
+        )
+        if not sender:
+            return None
+        text, mentioned = read_content(str(data.get("content") or ""), self.bot_id)
+        mentioned = mentioned or kind in ("GROUP_AT_MESSAGE_CREATE", "AT_MESSAGE_CREATE")
+        text = clean_text(text)
+        text = capped_text(text, "QQ", sender)
+        images = [i for a in data.get("attachments") or [] if (i := await self._image(a))]
+        if not text and not images:
+            return None
+        name = str(member.get("nick") or author.get("username") or sender)
+        try:
+            when = datetime.fromisoformat(str(data.get("timestamp"))).astimezone(UTC)
+        except ValueError:
+            when = datetime.now(UTC)
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=ref.key,
+            sender_id=sender,
+            text=text,
+            is_group=ref.is_group,
+            sender_name=clean_text(name)[:128],
+            is_at_bot=mentioned,
+            message_id=msg_id,
+            time=when,
+            images=images,
+            sender_roles=guild_roles(member) if ref.scene == "channel" else [],
+        )
+
+    async def _image(self, attachment: Any) -> str | None:
+        """An image attachment as a data URI (QQ's attachment URLs are public CDN links,
+        sometimes without a scheme)."""
+        if not isinstance(attachment, dict):
+            return None
+        mime = str(attachment.get("content_type") or "")
+        if not mime.startswith("image/"):
+            return None
+        url = str(attachment.get("url") or "")
+        if url.startswith("//"):
+            url = "https:" + url
+        elif url and "://" not in url:
+            url = "https://" + url
+        if not url.startswith(("https://", "http://")):
+            return None
+        if int(attachment.get("size") or 0) > MAX_IMAGE_BYTES:
+            return None
+        assert self._http is not None
+        try:
+            async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response:
+                response.raise_for_status()
+                data = await response.content.read(MAX_IMAGE_BYTES + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("QQ attachment {} not downloaded: {}", attachment.get("filename"), exc)
+            return None
+        if len(data) > MAX_IMAGE_BYTES or data.lstrip().startswith(b"<"):
+            return None
+        return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+    async def _welcome_channel(self, guild: str) -> str | None:
+        """The guild's first text channel (GET /guilds/{guild_id}/channels, type 0)."""
+        if guild in self._welcome_channels:
+            return self._welcome_channels[guild]
+        assert self.api is not None
+        try:
+            found = await self.api.call("GET", f"/guilds/{guild}/channels")
+        except (QQApiError, aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("QQ: the channels of guild {} not read ({})", guild, exc)
+            return None
+        text = [c for c in found or [] if isinstance(c, dict) and c.get("type") in (0, "0")]
+        text.sort(key=lambda c: int(c.get("position") or 0))
+        if not text:
+            return None
+        self._welcome_channels[guild] = str(text[0]["id"])
+        return self._welcome_channels[guild]
+
+    async def _member_joined(self, data: dict[str, Any], event_id: str) -> None:
+        guild = str(data["guild_id"])
+        user = data.get("user") if isinstance(data.get("user"), dict) else {}
+        user_id = str(user.get("id") or "")
+        if not user_id or user.get("bot") or user_id == self.bot_id:
+            return
+        channel = await self._welcome_channel(guild)
+        if channel is None:
+            logger.info("QQ: member {} joined guild {}, which has no text channel", user_id, guild)
+            return
+        chat_id = f"channel:{channel}"
+        if event_id:
+            self.passive.event(chat_id, event_id)
+        try:
+            await self.host.handle_event(
+                SystemEvent(
+                    kind="member_joined",
+                    platform=self.platform,
+                    chat_id=chat_id,
+                    user_id=user_id,
+                    user_name=clean_text(str(data.get("nick") or user.get("username") or "")),
+                    is_group=True,
+                    data={"guild_id": guild, "added_by": str(data.get("op_user_id") or "")},
+                )
+            )
+        except Exception as exc:
+            logger.opt(exception=exc).error("QQ member-joined event in {} failed", chat_id)
+
+    # -- out -----------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if self.sender is None or not self._ready.is_set():
+            raise NotDelivered("the QQ channel is not connected yet")
+        await self.sender.deliver(message)
+
+    async def drop_connection(self) -> None:
+        """Cut the gateway's socket (tests): the channel reconnects and resumes."""
+        if self.gateway is not None:
+            await self.gateway.drop()
+
+
+def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:
+    author = data.get("author") if isinstance(data.get("author"), dict) else {}
+    if kind == "GROUP_AT_MESSAGE_CREATE":
+        target, scene = data.get("group_openid"), "group"
+    elif kind == "C2C_MESSAGE_CREATE":
+        target, scene = author.get("user_openid"), "c2c"
+    elif kind == "DIRECT_MESSAGE_CREATE":
+        target, scene = data.get("guild_id"), "dm"
+    else:
+        target, scene = data.get("channel_id"), "channel"
+    return ChatRef(scene, str(target)) if target else None  # type: ignore[arg-type]
+
+
+def _arrived(stamp: Any) -> float:
+    """When a message was sent (its RFC 3339 `timestamp`; now if absent or in the future)."""
+    now = time.time()
+    with contextlib.suppress(TypeError, ValueError):
+        return min(now, datetime.fromisoformat(str(stamp)).timestamp())
+    return now

@@ -1,0 +1,251 @@
+"""The QQ bot WebSocket gateway (https://bot.q.qq.com/wiki/develop/api-v2/dev-prepare/
+interface-framework/event-emit.html#websocket方式): `GET /gateway` gives the URL; the
+gateway says Hello (op 10, `heartbeat_interval` in ms); the bot sends Identify (op 2: token
+`QQBot {access_token}`, `intents`, `shard` [0, 1]) or, after a drop, Resume (op 6:
+`session_id` and the last `s` seen, and QQ sends the events missed, then RESUMED); then
+heartbeats (op 1 with the last `s`, acknowledged by op 11) while Dispatch (op 0: `t`, `d`,
+`s`, `id`) events come. op 7 (Reconnect) asks for a new connection that resumes; op 9
+(Invalid Session) means identify afresh. A heartbeat not acknowledged before the next one
+is a dead connection: it is closed and resumed.
+
+Tencent announced that the WebSocket way is being retired in favour of webhooks
+(channels.qq.mode: webhook); it still serves bots that have no callback URL configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from loguru import logger
+
+from chatfn.channels.outbound import Backoff
+from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
+from chatfn.channels.qq.settings import QQSettings
+
+__all__ = ["Gateway"]
+
+Dispatch = Callable[[str, dict[str, Any], str], None]
+#: Close codes after which the session cannot be resumed (identify again).
+_NEW_SESSION = {4006, 4007, 4009, 4024}
+#: Close codes that name something to fix (logged as errors).
+_FATAL = {
+    4004: "the access token was refused",
+    4013: "channels.qq.intents has an invalid bit",
+    4014: "the intents ask for events the bot may not subscribe to: set channels.qq.intents "
+    "to those it has (e.g. 33554432 = 1<<25 for groups and C2C chats only)",
+    4914: "the bot is offline (in review or not published): only the sandbox is allowed",
+    4915: "the bot is banned",
+}
+
+
+class Gateway:
+    """Holds one gateway session; `run()` until `stopping` is set, reconnecting with backoff
+    and resuming where it can."""
+
+    def __init__(
+        self,
+        api: QQApi,
+        settings: QQSettings,
+        session: aiohttp.ClientSession,
+        dispatch: Dispatch,
+        stopping: asyncio.Event,
+        on_connected: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.api = api
+        self.cfg = settings
+        self.session = session
+        self.dispatch = dispatch
+        self.stopping = stopping
+        self.on_connected = on_connected
+        self.session_id: str | None = None
+        self.seq: int | None = None
+        self.bot: dict[str, Any] = {}
+        self.ready = asyncio.Event()
+        self.connected = asyncio.Event()
+        self.identifies = 0
+        self.resumes = 0
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._told: int | None = None  # the fatal close code logged last
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+
+    async def drop(self) -> None:
+        """Close the socket as a network drop would (tests): the session stays resumable."""
+        if self._ws is not None:
+            await self._ws.close(code=4000)
+
+    async def run(self) -> None:
+        backoff, failing = Backoff(0.5, 60.0), False
+        while not self.stopping.is_set():
+            why = ""
+            try:
+                found = await self.api.call("GET", "/gateway")
+                url = str((found or {}).get("url") or "")
+                if not url:
+                    raise ValueError("GET /gateway gave no url")
+                async with self.session.ws_connect(url, autoping=True) as ws:
+                    self._ws = ws
+                    why = await self._read(ws, backoff)
+                    if self.connected.is_set():
+                        failing = False  # it worked until it ended: log the next loss
+            except QQAuthError as exc:
+                if not failing:
+                    logger.error(
+                        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
+                        "{}): check the AppID and AppSecret at q.qq.com",
+                        exc,
+                    )
+                backoff.attempt = max(backoff.attempt, 7)  # about once a minute
+                why = "token refused"
+            except QQApiError as exc:
+                why = f"GET /gateway: {exc}"
+                if exc.is_auth and not failing:
+                    logger.error("QQ refused the bot's token at GET /gateway ({})", exc)
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+                # TypeError: a close or binary frame where Hello (a JSON text frame) belongs
+                why = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._ws = None
+                self.connected.clear()
+            if self.stopping.is_set():
+                return
+            if why == "reconnect":
+                continue  # QQ asked for it (op 7): at once, resuming
+            if not failing:
+                if why != "token refused" and self._told is None:  # else: an error said why
+                    logger.warning("QQ gateway connection lost ({}): reconnecting", why)
+                # The first loss: try again after a moment; then back off.
+                failing = True
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.1):
+                        await self.stopping.wait()
+                continue
+            failing = True
+            if not await backoff.wait(self.stopping):
+                return
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
+        """One connection: Hello, Identify or Resume, heartbeats, events; why it ended."""
+        hello = await ws.receive_json(timeout=30)
+        if hello.get("op") != 10:
+            return f"expected Hello, got op {hello.get('op')}"
+        interval = float((hello.get("d") or {}).get("heartbeat_interval") or 41250) / 1000
+        token = await self.api.token()
+        if self.session_id and self.seq is not None:
+            await ws.send_json(
+                {
+                    "op": 6,
+                    "d": {
+                        "token": f"QQBot {token}",
+                        "session_id": self.session_id,
+                        "seq": self.seq,
+                    },
+                }
+            )
+            self.resumes += 1
+        else:
+            await ws.send_json(
+                {
+                    "op": 2,
+                    "d": {
+                        "token": f"QQBot {token}",
+                        "intents": self.cfg.gateway_intents,
+                        "shard": [0, 1],
+                        "properties": {"$os": "linux", "$browser": "chatfn", "$device": "chatfn"},
+                    },
+                }
+            )
+            self.identifies += 1
+        acked = asyncio.Event()
+        acked.set()
+        beat = asyncio.create_task(self._heartbeat(ws, interval, acked))
+        try:
+            async for frame in ws:
+                if frame.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                try:
+                    payload = json.loads(frame.data)
+                except ValueError:
+                    logger.warning("QQ gateway frame that is not JSON ignored")
+                    continue
+                if not isinstance(payload, dict):
+                    continue
+                op = payload.get("op")
+                if op == 0:
+                    self._dispatch(payload, backoff)
+                elif op == 11:
+                    acked.set()
+                elif op == 1:
+                    await ws.send_json({"op": 1, "d": self.seq})
+                elif op == 7:
+                    return "reconnect"
+                elif op == 9:
+                    logger.info("QQ gateway: invalid session: identifying afresh")
+                    self.session_id, self.seq = None, None
+                    return "invalid session"
+            code = ws.close_code or 0
+            if code in _FATAL:
+                if code != self._told:  # once until a session works again
+                    logger.error("QQ gateway closed the connection ({}: {})", code, _FATAL[code])
+                self._told = code
+                if code == 4004:
+                    await self.api.token(fresh=True)
+                else:
+                    backoff.attempt = max(backoff.attempt, 7)
+            if code in _NEW_SESSION:
+                self.session_id, self.seq = None, None
+            return f"closed ({code})"
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    def _dispatch(self, payload: dict[str, Any], backoff: Backoff) -> None:
+        seq = payload.get("s")
+        kind = str(payload.get("t") or "")
+        data = payload.get("d")
+        if kind == "READY" and isinstance(data, dict):
+            self.session_id = str(data.get("session_id") or "")
+            self.bot = data.get("user") or {}
+            backoff.reset()
+            self._told = None
+            self.connected.set()
+            self.ready.set()
+            logger.info(
+                "QQ gateway ready: bot {} ({}), session {}",
+                self.bot.get("username"),
+                self.bot.get("id"),
+                self.session_id,
+            )
+            self.on_connected()
+        elif kind == "RESUMED":
+            backoff.reset()
+            self._told = None
+            self.connected.set()
+            logger.info("QQ gateway session {} resumed at s={}", self.session_id, self.seq)
+            self.on_connected()
+        elif isinstance(data, dict):
+            self.dispatch(kind, data, str(payload.get("id") or ""))
+        if isinstance(seq, int):
+            self.seq = seq
+
+    async def _heartbeat(
+        self, ws: aiohttp.ClientWebSocketResponse, interval: float, acked: asyncio.Event
+    ) -> None:
+        while not ws.closed:
+            await asyncio.sleep(interval)
+            if not acked.is_set():
+                logger.warning("QQ gateway heartbeat not acknowledged: reconnecting")
+                await ws.close(code=4000)
+                return
+            acked.clear()
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_json({"op": 1, "d": self.seq})

@@ -1,0 +1,484 @@
+"""The way out to QQ: passive replies with `msg_id` + `msg_seq`, plain text, long replies split,
+images, QQ's rate rules.
+
+Rules (https://bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receive/send.html):
+- Passive replies. A message answering a user's message carries that message's id (`msg_id`)
+  and may be sent within 5 minutes (groups, guild channels and DMs) or 60 minutes (C2C), at
+  most 5 times per message. Active messages (no `msg_id`) to groups and C2C chats are no
+  longer allowed since 2025-04-21; guild channels still take a few a day.
+  A message without `reply_to` (a reminder, a welcome) answers the chat's newest message or
+  event (GUILD_MEMBER_ADD, GROUP_ADD_ROBOT: `event_id`) still inside its window. When the
+  window has passed, the message goes out as an active one and the log says so (QQ refuses
+  it in groups and C2C chats: the log says that too, and the message is given up).
+- `msg_seq`, never twice. QQ refuses a second message with the same `msg_id` + `msg_seq`
+  (code 40054005). Each part of an outbox row gets a `msg_seq` made from the row's id and the
+  part's index, so the same row sent again after a crash between QQ taking it and the row's
+  delivery mark gets the same `msg_seq`es: QQ refuses them as duplicates, and that refusal
+  is taken as "delivered". (Guild channels and DMs have no `msg_seq`: there a crash in that
+  gap may send a message twice.)
+- At most 5 replies to one message: a reply (with its images) of more than 5 parts keeps the
+  first ones, and the last kept part says the rest was cut.
+- Rate: one ordered queue per chat (a 429 holds the parts after it back), a token bucket per
+  chat (`send_rate`, `send_burst`; a guild channel takes 5 messages a second). A 429 or a
+  rate code (22009 "msg limit exceed", 20028) is waited out with doubling waits from 1 s
+  (QQ gives no Retry-After), up to `max_retry_after`; longer, the message waits in the outbox.
+
+Text: QQ's own Markdown (msg_type 2) needs a template approved for the bot in groups and C2C
+chats, so messages are plain text (msg_type 0) with the model's Markdown made readable by
+chatfn/channels/markdown.py's `to_plain`: emphasis markers dropped, links as `label (url)`, headings
+and list bullets as lines, code as it is. A URL not registered for the bot at q.qq.com is
+refused (304003): the part is sent again with its links replaced by "[link]".
+Mentions: `<@member_openid>` (groups) / `<@user_id>` (guild channels) before the first part.
+Quotes: guild channels take `message_reference`; groups and C2C have none (QQ: "not yet
+supported"). Images: groups and C2C upload to `/v2/{groups|users}/{id}/files` (`file_type` 1,
+`url` or `file_data` base64) and send the `file_info` as a msg_type 7 media message with the
+last text part as its content; guild channels take `image` (a URL) or a `file_image`
+multipart upload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from loguru import logger
+
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.outbound import OrderedRunner, RateLimiter
+from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
+from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
+from chatfn.channels.qq.settings import QQSettings
+from chatfn.channels.split import split_message
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+
+__all__ = ["MAX_REPLIES", "Passive", "QQSender", "msg_seq"]
+
+MAX_REPLIES = 5  # passive replies QQ takes per message answered
+CUT_NOTE = "\n[the rest was cut: QQ takes 5 replies to one message]"
+_URL = re.compile(
+    r"(?:https?://|\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b)(?:[^\s)\]>]*[^\s)\]>.,;:!?])?", re.I
+)
+_REMEMBER = 5000
+
+
+def msg_seq(row: int, index: int) -> int:
+    """The `msg_seq` of part `index` of outbox row `row`: the same on every retry of the row,
+    different for every part and row that may answer the same message (within 2^31)."""
+    return (row % 50_000_000) * 40 + index + 1
+
+
+@dataclass
+class _Seen:
+    at: float  # time.time() it arrived
+    chat: str
+
+
+class Passive:
+    """What a passive reply needs: when each user message arrived, and each chat's newest
+    message and event ids (in memory: after a restart a reply tries its `reply_to`)."""
+
+    def __init__(self) -> None:
+        self._messages: OrderedDict[str, _Seen] = OrderedDict()
+        self._latest: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._events: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    @staticmethod
+    def _put(table: OrderedDict[str, Any], key: str, value: Any) -> None:
+        """Newest last; the least recently seen dropped past `_REMEMBER`."""
+        table[key] = value
+        table.move_to_end(key)
+        if len(table) > _REMEMBER:
+            table.popitem(last=False)
+
+    def message(self, chat: str, msg_id: str, at: float | None = None) -> None:
+        when = time.time() if at is None else at
+        self._put(self._messages, msg_id, _Seen(when, chat))
+        self._put(self._latest, chat, (msg_id, when))
+
+    def event(self, chat: str, event_id: str, at: float | None = None) -> None:
+        self._put(self._events, chat, (event_id, time.time() if at is None else at))
+
+    def arrived(self, msg_id: str) -> float | None:
+        seen = self._messages.get(msg_id)
+        return seen.at if seen else None
+
+    def latest(self, chat: str, window: float) -> str | None:
+        found = self._latest.get(chat)
+        return found[0] if found and time.time() - found[1] <= window else None
+
+    def latest_event(self, chat: str, window: float) -> str | None:
+        found = self._events.get(chat)
+        return found[0] if found and time.time() - found[1] <= window else None
+
+
+@dataclass
+class _Answer:
+    """What one outgoing message answers: a message (`msg_id`), an event, or nothing."""
+
+    msg_id: str | None
+    event_id: str | None
+
+
+class _Expired(Exception):
+    pass
+
+
+class QQSender:
+    """Sends OutgoingMessages through the OpenAPI (api.py)."""
+
+    def __init__(self, api: QQApi, settings: QQSettings, passive: Passive) -> None:
+        self.api = api
+        self.cfg = settings
+        self.passive = passive
+        self.runner = OrderedRunner()
+        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
+        self._told_auth = False
+        self._told_urls = False
+        self._spare_rows = 0  # rows without an outbox id (a direct sink): their own seqs
+
+    def window(self, ref: ChatRef) -> float:
+        return self.cfg.c2c_reply_window if ref.scene == "c2c" else self.cfg.group_reply_window
+
+    def split(self, text: str, limit: int | None = None) -> list[str]:
+        return split_message(text, limit or self.cfg.max_message_length, render=to_plain)
+
+    async def deliver(self, out: OutgoingMessage) -> None:
+        try:
+            ref = parse_chat_id(out.chat_id)
+        except ValueError as exc:
+            raise DeliveryRefused(str(exc)) from None
+        try:
+            await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+        except DeliveryRefused as exc:
+            logger.warning("{} (outbox row {}): given up", exc, out.event_id)
+            raise
+
+    def _answer(self, ref: ChatRef, out: OutgoingMessage) -> _Answer:
+        window = self.window(ref)
+        if out.reply_to:
+            arrived = self.passive.arrived(out.reply_to)
+            if arrived is None or time.time() - arrived <= window:
+                return _Answer(out.reply_to, None)
+            logger.warning(
+                "QQ: the reply to message {} in {} comes {:.0f} s after it, past the passive "
+                "reply window ({:.0f} s): sending it as an active message{}",
+                out.reply_to,
+                ref.key,
+                time.time() - arrived,
+                window,
+                _ACTIVE_NOTE if ref.v2 else "",
+            )
+            return _Answer(None, None)
+        newest = self.passive.latest(ref.key, window)
+        if newest is not None:
+            return _Answer(newest, None)
+        event = self.passive.latest_event(ref.key, window)
+        if event is not None:
+            return _Answer(None, event)
+        logger.info(
+            "QQ: nothing in {} to answer within the passive reply window: sending an active "
+            "message{}",
+            ref.key,
+            _ACTIVE_NOTE if ref.v2 else "",
+        )
+        return _Answer(None, None)
+
+    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> None:
+        answer = self._answer(ref, out)
+        mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
+        limit = self.cfg.max_message_length - len(mention)
+        parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
+        images = [_image(i) for i in out.images]
+        caption = parts.pop() if images and parts else None
+        if answer.msg_id and ref.v2 and len(parts) + len(images) > MAX_REPLIES:
+            logger.warning(
+                "QQ: the reply to {} in {} needs {} messages; QQ takes {} replies to one "
+                "message: the rest is cut",
+                answer.msg_id,
+                ref.key,
+                len(parts) + len(images),
+                MAX_REPLIES,
+            )
+            images = images[: MAX_REPLIES - 1] if parts else images[:MAX_REPLIES]
+            parts = parts[: MAX_REPLIES - len(images)]
+            if parts:
+                room = self.cfg.max_message_length - len(CUT_NOTE)
+                parts[-1] = parts[-1][:room] + CUT_NOTE
+        row = out.event_id
+        if row is None:
+            self._spare_rows += 1
+            row = 49_000_000 + self._spare_rows
+        sent = 0
+        try:
+            for index, part in enumerate(parts):
+                text = (mention if index == 0 else "") + part
+                quote = out.reply_to if index == 0 and out.quote else None
+                await self._send_text(ref, answer, msg_seq(row, index), text, quote)
+                sent += 1
+            for number, image in enumerate(images):
+                text = caption if number == 0 and caption is not None else ""
+                if not parts and number == 0:
+                    text = mention + text
+                quote = out.reply_to if not parts and number == 0 and out.quote else None
+                seq = msg_seq(row, len(parts) + number)
+                await self._send_image(ref, answer, seq, image, text, quote)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NotDelivered(
+                f"QQ not reachable ({exc})", rest=self._rest(ref, answer, parts, sent, caption)
+            ) from None
+        except NotDelivered as exc:
+            if exc.rest is None and sent:
+                raise NotDelivered(
+                    str(exc), rest=self._rest(ref, answer, parts, sent, caption)
+                ) from None
+            raise
+
+    @staticmethod
+    def _rest(
+        ref: ChatRef, answer: _Answer, parts: list[str], sent: int, caption: str | None
+    ) -> str | None:
+        """The text still owed after `sent` parts, or None (send the whole row again): a
+        passive v2 reply is sent again whole, its `msg_seq`es skipping what QQ has."""
+        if not sent or (ref.v2 and answer.msg_id):
+            return None
+        owed = parts[sent:] + ([caption] if caption is not None else [])
+        return "\n\n".join(owed) or None
+
+    # -- one message -----------------------------------------------------------------------
+    def _body(self, ref: ChatRef, answer: _Answer, seq: int) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if answer.msg_id:
+            body["msg_id"] = answer.msg_id
+            if ref.v2:
+                body["msg_seq"] = seq
+        elif answer.event_id:
+            body["event_id"] = answer.event_id
+        return body
+
+    async def _send_text(
+        self, ref: ChatRef, answer: _Answer, seq: int, text: str, quote: str | None
+    ) -> None:
+        def body(a: _Answer, content: str) -> dict[str, Any]:
+            b = {"content": content, **self._body(ref, a, seq)}
+            if ref.v2:
+                b["msg_type"] = 0
+            elif quote:
+                b["message_reference"] = {"message_id": quote, "ignore_get_message_error": True}
+            return b
+
+        await self._passive_or_active(
+            ref,
+            answer,
+            lambda a, content=text: self._post(ref, lambda: self._json(ref, body(a, content))),
+            lambda a: self._post(ref, lambda: self._json(ref, body(a, _unlinked(text)))),
+        )
+
+    async def _send_image(
+        self,
+        ref: ChatRef,
+        answer: _Answer,
+        seq: int,
+        image: bytes | str,
+        text: str,
+        quote: str | None,
+    ) -> None:
+        if ref.v2:
+            upload: dict[str, Any] = {"file_type": 1, "srv_send_msg": False}
+            if isinstance(image, bytes):
+                upload["file_data"] = base64.b64encode(image).decode()
+            else:
+                upload["url"] = image
+            info = await self._post(
+                ref, lambda: self.api.call("POST", ref.files_path, json=upload, timeout=60)
+            )
+            file_info = str((info or {}).get("file_info") or "")
+            if not file_info:
+                raise DeliveryRefused(f"QQ gave no file_info for an image to {ref.key}")
+
+            def media(a: _Answer) -> Awaitable[Any]:
+                body = {
+                    "msg_type": 7,
+                    "content": text or " ",  # QQ asks for some content with msg_type 7
+                    "media": {"file_info": file_info},
+                    **self._body(ref, a, seq),
+                }
+                return self._post(ref, lambda: self._json(ref, body))
+
+            await self._passive_or_active(ref, answer, media, None)
+            return
+
+        def guild(a: _Answer) -> Awaitable[Any]:
+            extra = self._body(ref, a, seq)
+            if isinstance(image, str):
+                body: dict[str, Any] = {"image": image, **extra}
+                if text:
+                    body["content"] = text
+                if quote:
+                    body["message_reference"] = {
+                        "message_id": quote,
+                        "ignore_get_message_error": True,
+                    }
+                return self._post(ref, lambda: self._json(ref, body))
+
+            def form() -> Awaitable[Any]:
+                data = aiohttp.FormData()
+                if text:
+                    data.add_field("content", text)
+                for key, value in extra.items():
+                    data.add_field(key, str(value))
+                name = _filename(image)
+                data.add_field(
+                    "file_image", image, filename=name, content_type=_MIME[name.rsplit(".")[1]]
+                )
+                return self.api.call("POST", ref.messages_path, form=data, timeout=60)
+
+            return self._post(ref, form)
+
+        await self._passive_or_active(ref, answer, guild, None)
+
+    def _json(self, ref: ChatRef, body: dict[str, Any]) -> Awaitable[Any]:
+        return self.api.call("POST", ref.messages_path, json=body)
+
+    async def _passive_or_active(
+        self,
+        ref: ChatRef,
+        answer: _Answer,
+        send: Callable[[_Answer], Awaitable[Any]],
+        unlinked: Callable[[_Answer], Awaitable[Any]] | None,
+    ) -> None:
+        """`send(answer)`; past the reply window once more as an active message; a refused
+        URL once more without links (`unlinked`)."""
+        try:
+            await self._refusing_urls(send, unlinked, answer, ref)
+        except _Expired:
+            logger.warning(
+                "QQ: the passive reply window of {} in {} has passed (QQ said so): sending it "
+                "as an active message{}",
+                answer.msg_id or answer.event_id,
+                ref.key,
+                _ACTIVE_NOTE if ref.v2 else "",
+            )
+            try:
+                await self._refusing_urls(send, unlinked, _Answer(None, None), ref)
+            except _Expired:
+                raise DeliveryRefused(f"QQ refused an active message to {ref.key}") from None
+
+    async def _refusing_urls(
+        self,
+        send: Callable[[_Answer], Awaitable[Any]],
+        unlinked: Callable[[_Answer], Awaitable[Any]] | None,
+        answer: _Answer,
+        ref: ChatRef,
+    ) -> None:
+        try:
+            await send(answer)
+        except _UrlRefused:
+            if unlinked is None:
+                raise DeliveryRefused(f"QQ refused a URL in the message to {ref.key}") from None
+            if not self._told_urls:
+                logger.warning(
+                    "QQ refused a link in a message to {} (304003: the URL's domain is not "
+                    "registered for the bot at q.qq.com -> Development -> Message URL "
+                    "settings): sent with the links replaced by [link]",
+                    ref.key,
+                )
+                self._told_urls = True
+            await unlinked(answer)
+
+    async def _post(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
+        """One call for the chat: paced; a 429 or rate code waited out in place; a duplicate
+        `msg_seq` taken as delivered."""
+        waited, delay = 0.0, 1.0
+        while True:
+            await self.limiter.acquire(ref.key)
+            try:
+                result = await call()
+                self._told_auth = False
+                return result
+            except QQApiError as exc:
+                if exc.is_duplicate:
+                    logger.info(
+                        "QQ already has this message to {} (duplicate msg_seq): delivered",
+                        ref.key,
+                    )
+                    return None
+                if exc.is_rate_limit:
+                    if waited + delay > self.cfg.max_retry_after:
+                        raise NotDelivered(f"QQ rate limit on {ref.key} ({exc})") from None
+                    logger.warning(
+                        "QQ rate limit on {} ({}): retrying in {:.0f} s", ref.key, exc, delay
+                    )
+                    await asyncio.sleep(delay)
+                    waited, delay = waited + delay, delay * 2
+                    continue
+                if exc.is_expired:
+                    raise _Expired() from None
+                if exc.code == 304003:
+                    raise _UrlRefused() from None
+                if exc.is_auth:
+                    if not self._told_auth:
+                        logger.error(
+                            "QQ refused the bot's token ({}): check channels.qq.app_id and "
+                            "channels.qq.secret; messages wait in the outbox",
+                            exc,
+                        )
+                    self._told_auth = True
+                    raise NotDelivered(f"QQ refused the bot's token ({exc})") from None
+                if exc.status >= 500 and exc.code not in ACTIVE_REFUSED_CODES:
+                    raise NotDelivered(f"QQ failed the call ({exc})") from None
+                why = f"QQ refused the message to {ref.key}: {exc}"
+                if exc.code in ACTIVE_REFUSED_CODES:
+                    why += " (QQ takes no active messages here)"
+                raise DeliveryRefused(why) from None
+
+
+class _UrlRefused(Exception):
+    pass
+
+
+_ACTIVE_NOTE = (
+    " (QQ refuses active messages to groups and C2C chats since 2025-04-21: it will likely "
+    "be refused and given up)"
+)
+
+
+def _unlinked(text: str) -> str:
+    return _URL.sub("[link]", text)
+
+
+def _image(ref: str) -> bytes | str:
+    """A data URI as its bytes; an http(s) URL as it is (QQ fetches it)."""
+    if ref.startswith("data:"):
+        head, _, body = ref.partition(",")
+        if ";base64" not in head:
+            raise DeliveryRefused(f"image {head[:40]!r} is not base64")
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise DeliveryRefused("image data URI is not valid base64") from None
+    if ref.startswith(("http://", "https://")):
+        return ref
+    raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
+
+
+_MIME = {"png": "image/png", "gif": "image/gif", "jpg": "image/jpeg"}
+
+
+def _filename(data: bytes) -> str:
+    if data.startswith(b"\x89PNG"):
+        return "image.png"
+    if data.startswith(b"GIF8"):
+        return "image.gif"
+    return "image.jpg"
+
+
+# parse_chat_id is re-exported for the channel's probe and tests.
+__all__ += ["parse_chat_id"]

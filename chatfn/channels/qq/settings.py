@@ -1,0 +1,118 @@
+"""`channels.qq:`: the QQ official bot channel's settings (issue 25's keys `app_id`, `secret`,
+`sandbox`, `api_base`, and the token URL, the way events come, pacing and splitting)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.common.config import Section
+
+DEFAULT_API_BASE = "https://api.sgroup.qq.com"
+SANDBOX_API_BASE = "https://sandbox.api.sgroup.qq.com"
+DEFAULT_TOKEN_URL = "https://bots.qq.com/app/getAppAccessToken"
+WEBHOOK_PATH = "/qq/webhook"
+
+
+def _http_url(v: str, example: str) -> str:
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"expected an http(s) URL like {example}, got {v!r}")
+    if parts.query or parts.fragment:
+        raise ValueError("expected a URL without a query or fragment")
+    return v.rstrip("/")
+
+
+class QQSettings(Section):
+    """A bot of the QQ open platform (q.qq.com): its AppID and AppSecret. The secret buys an
+    access token at `token_url` (refreshed before it expires); API calls go to `api_base`
+    (the sandbox root with `sandbox: true`); events come by the WebSocket gateway
+    (`mode: websocket`) or as HTTP callbacks to `webhook_path` on the HTTP channel's port
+    (`mode: webhook`, signed with Ed25519 keys derived from the secret)."""
+
+    app_id: str = ""
+    secret: SecretStr | None = None  # the AppSecret (clientSecret)
+    sandbox: bool = False
+    # None: https://api.sgroup.qq.com, or https://sandbox.api.sgroup.qq.com with sandbox.
+    api_base: str | None = None
+    token_url: str = DEFAULT_TOKEN_URL
+    mode: Literal["websocket", "webhook"] = "websocket"
+    webhook_path: str = WEBHOOK_PATH
+    # Gateway intents (WebSocket mode). None: GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE |
+    # GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES (1 | 1<<1 | 1<<12 | 1<<25 | 1<<30): every
+    # event the channel reads that a public bot may subscribe to. A private-domain bot may add
+    # GUILD_MESSAGES (1<<9, every message in a channel: MESSAGE_CREATE).
+    intents: int | None = Field(default=None, ge=0)
+    # QQ documents no exact length limit for text messages; 2000 characters is what the
+    # clients show whole and what other adapters use.
+    max_message_length: int = Field(default=2000, ge=100, le=5000)
+    # Per chat: messages per second after a burst (a guild channel takes at most 5 a second);
+    # 0 disables it. A 429 is honoured whatever these say.
+    send_rate: float = Field(default=2.0, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+    # The longest back-off waited inside one delivery after a 429 or a rate-limit code
+    # (seconds); longer, the message waits in the outbox.
+    max_retry_after: float = Field(default=60.0, ge=0)
+    # Seconds a passive reply may still be sent after the message it answers: QQ allows 5
+    # minutes in groups and guilds, 60 in C2C chats. Past it the reply is sent as an active
+    # message (which QQ stopped allowing for groups and C2C in April 2025: it is refused,
+    # and the log says why).
+    group_reply_window: float = Field(default=300.0, ge=0)
+    c2c_reply_window: float = Field(default=3600.0, ge=0)
+
+    @field_validator("secret")
+    @classmethod
+    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
+        return v if v is not None and v.get_secret_value() else None
+
+    @field_validator("app_id", mode="before")
+    @classmethod
+    def _app_id(cls, v: object) -> str:
+        text = str(v).strip() if v is not None else ""
+        if text and not text.isdigit():
+            raise ValueError(f"expected the bot's AppID (digits), got {text!r}")
+        return text
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return _http_url(v, DEFAULT_API_BASE) if v else None
+
+    @field_validator("token_url")
+    @classmethod
+    def _token_url(cls, v: str) -> str:
+        return _http_url(v, DEFAULT_TOKEN_URL)
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _webhook_path(cls, v: str) -> str:
+        if not v.startswith("/") or "?" in v or "#" in v:
+            raise ValueError(f"expected a path like {WEBHOOK_PATH}, got {v!r}")
+        return v
+
+    @property
+    def api_root(self) -> str:
+        """Where API calls go: `api_base`, else the sandbox or the production root."""
+        if self.api_base:
+            return self.api_base
+        return SANDBOX_API_BASE if self.sandbox else DEFAULT_API_BASE
+
+    @property
+    def gateway_intents(self) -> int:
+        if self.intents is not None:
+            return self.intents
+        return (1 << 0) | (1 << 1) | (1 << 12) | (1 << 25) | (1 << 30)
+
+    def missing(self) -> str | None:
+        """What is not configured (a message naming the keys), or None."""
+        if not self.app_id or self.secret is None:
+            return (
+                "channels.qq.app_id and channels.qq.secret are not set (the bot's AppID and "
+                "AppSecret from q.qq.com -> Development -> Settings)"
+            )
+        return None
+
+    def secret_value(self) -> str:
+        return self.secret.get_secret_value() if self.secret is not None else ""

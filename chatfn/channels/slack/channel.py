@@ -1,0 +1,522 @@
+"""The Slack channel: a Slack app's bot user, with slack_sdk's AsyncWebClient for the Web API
+(auth.test, users.info, chat.postMessage, files_upload_v2) and request signatures
+(slack_sdk.signature), driven by this module so that a message goes through the bot's outbox
+and per-chat order like on every channel (slack-bolt's App would own acks, listeners and
+retries instead, which the outbox and the dedup below already do).
+
+Events come one of two ways:
+- Socket Mode (`app_token`): apps.connections.open gives a WebSocket URL; an envelope is
+  acknowledged (`{"envelope_id": ...}`) once its message is stored (below). The WebSocket is
+  held here (the documented protocol, https://api.slack.com/apis/socket-mode) rather than by
+  slack_sdk's SocketModeClient, which reconnects at a fixed interval with no backoff and
+  keeps reading a dropped session: here a dropped socket or a `disconnect` envelope is
+  followed by a fresh URL, with exponential backoff (chatfn/channels/outbound.py's Backoff) while it
+  keeps failing.
+- The Events API (`signing_secret`): Slack POSTs to `/slack/events` on the HTTP channel's port;
+  each request's `X-Slack-Signature` (v0 HMAC-SHA256 of `v0:{timestamp}:{body}`) is checked,
+  with `X-Slack-Request-Timestamp` within 5 minutes; `url_verification` is answered with its
+  challenge; an event is answered 200 once its message is stored (below).
+
+Nothing lost: an event is acknowledged only once its message is stored or its job ended
+(chatfn/channels/intake.py), waiting at most `ACK_WAIT` seconds (Slack's limit is 3). A message
+still
+waiting then (its chat's turn is running) is left unacknowledged (Events API: a 503), so Slack
+sends it again (after about a minute, then five); by then it is stored and the resent event is
+acknowledged at once. A process that dies before storing a message gets it again from Slack.
+
+Handled once: Slack sends a message mentioning the bot both as `app_mention` and as
+`message.*`, and retries an event (same `event_id`, `X-Slack-Retry-Num` / `retry_attempt`)
+it thinks was not acknowledged in 3 s. Both are recognised (the channel+ts of the message and
+the event id are remembered), and a message delivered again after a restart is found among the
+stored messages (`host.was_stored`, its `ts` being the message id).
+
+Chat ids and incoming markup: parse.py. The way out: send.py. Roles for
+`bot.trust_group_admins`: the workspace's owners and admins (users.info `is_owner`,
+`is_primary_owner`: "owner"; `is_admin`: "admin"), cached `user_cache_seconds`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+from loguru import logger
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from chatfn.channels.base import Channel
+from chatfn.channels.intake import Taken, settle_after, settled
+from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
+from chatfn.channels.slack.send import AUTH_ERRORS, SlackSender, error_code
+from chatfn.channels.slack.settings import SlackSettings
+from chatfn.common.messages import (
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["EVENTS_PATH", "SlackChannel"]
+
+EVENTS_PATH = "/slack/events"
+MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
+_SEEN = 5000  # event ids and message keys remembered
+ACK_WAIT = 2.5  # how long an ack waits for its message to be stored (Slack waits 3 s)
+#: Message subtypes that are a person saying something; the rest (edits, deletions, joins,
+#: bot_message, ...) are not messages to answer.
+_SAID = {None, "file_share", "thread_broadcast"}
+
+
+def web_client(settings: SlackSettings, token: str) -> AsyncWebClient:
+    return AsyncWebClient(token=token, base_url=settings.api_base + "/", timeout=30)
+
+
+class SlackChannel(Channel):
+    platform = "slack"
+
+    def __init__(self, host: ChannelHost, settings: SlackSettings) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        if settings.bot_token is None:
+            raise ValueError("channels.slack.bot_token is not set (the app's xoxb- token)")
+        if not settings.mode:
+            raise ValueError(
+                "set channels.slack.app_token (Socket Mode) or channels.slack.signing_secret "
+                f"(Events API at {EVENTS_PATH} on the HTTP channel's port)"
+            )
+        self.client = web_client(settings, settings.secret("bot_token"))
+        self.sender = SlackSender(self.client, settings)
+        self.bot_user_id: str | None = None
+        self.team_id = ""
+        self._inbound = OrderedRunner()
+        self._seen: OrderedDict[str, Taken] = OrderedDict()
+        self._users: dict[str, tuple[float, str, list[str]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self._ready = asyncio.Event()
+        self._http: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        if settings.mode == "events":
+            self._verifier = SignatureVerifier(settings.secret("signing_secret"))
+            host.add_web_route("POST", EVENTS_PATH, self._events)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._http = aiohttp.ClientSession()
+        try:
+            if await self._connect():
+                if self.cfg.mode == "socket":
+                    await self._socket_mode()
+                else:
+                    self._ready.set()
+                    self.host.kick()
+                    await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def wait_ready(self) -> None:
+        """Until auth.test answered and events flow (tests, health)."""
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.close()
+        with contextlib.suppress(Exception):
+            if self.client.session is not None:
+                await self.client.session.close()
+
+    async def _connect(self) -> bool:
+        """auth.test until it answers (backoff to 60 s). A refused token is one error line
+        (and a retry every minute: the token may be reinstalled)."""
+        backoff, told = Backoff(0.5, 60.0), False
+        while not self._stopping.is_set():
+            try:
+                me = await self.client.auth_test()
+                self.bot_user_id = str(me["user_id"])
+                self.team_id = str(me.get("team_id") or "")
+                logger.info(
+                    "Slack channel: bot user {} ({}) in {}, {}",
+                    me.get("user"),
+                    self.bot_user_id,
+                    me.get("team") or self.team_id,
+                    "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}",
+                )
+                return True
+            except SlackApiError as exc:
+                code = error_code(exc)
+                if not told:
+                    if code in AUTH_ERRORS:
+                        logger.error(
+                            "Slack refused channels.slack.bot_token (auth.test: {}): check the "
+                            "app's Bot User OAuth Token (xoxb-...)",
+                            code,
+                        )
+                    else:
+                        logger.warning("Slack auth.test failed ({}): retrying", code or exc)
+                told = True
+                if code in AUTH_ERRORS:
+                    backoff.attempt = 10  # the cap: once a minute
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                if not told:
+                    logger.warning(
+                        "Slack not reachable at {} ({}): retrying", self.cfg.api_base, exc
+                    )
+                told = True
+            if not await backoff.wait(self._stopping):
+                return False
+        return False
+
+    # -- Socket Mode ---------------------------------------------------------------------------
+    async def _socket_mode(self) -> None:
+        """apps.connections.open, then read envelopes until the socket drops; again with
+        backoff while it fails."""
+        backoff, failing = Backoff(0.5, 30.0), False
+        assert self._http is not None
+        while not self._stopping.is_set():
+            why = ""
+            try:
+                opened = await self.client.apps_connections_open(
+                    app_token=self.cfg.secret("app_token")
+                )
+                async with self._http.ws_connect(str(opened["url"]), heartbeat=30) as ws:
+                    self._ws = ws
+                    why = await self._read_socket(ws, backoff)
+                    if why != "refresh":
+                        failing = False  # it worked until it dropped: log the next loss
+            except SlackApiError as exc:
+                code = error_code(exc)
+                why = f"apps.connections.open: {code or exc}"
+                if code in AUTH_ERRORS:
+                    if not failing:
+                        logger.error(
+                            "Slack refused channels.slack.app_token ({}): check the app-level "
+                            "token (xapp-...) and its connections:write scope",
+                            code,
+                        )
+                    backoff.attempt = 10
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._ws = None
+            if self._stopping.is_set():
+                return
+            if why == "refresh":
+                continue  # Slack asked for a new connection: open one now
+            if not failing:
+                logger.warning("Slack Socket Mode connection lost ({}): reconnecting", why)
+            failing = True
+            if not await backoff.wait(self._stopping):
+                return
+
+    async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
+        """Envelopes until the socket closes; returns why it ended ("refresh": Slack asked
+        for a new connection, reconnect at once)."""
+        async for frame in ws:
+            if frame.type != aiohttp.WSMsgType.TEXT:
+                continue
+            try:
+                envelope = json.loads(frame.data)
+            except ValueError:
+                logger.warning("Slack Socket Mode frame that is not JSON ignored")
+                continue
+            kind = envelope.get("type")
+            if kind == "events_api" and isinstance(envelope.get("payload"), dict):
+                if envelope.get("retry_attempt"):
+                    logger.debug(
+                        "Slack event resent (attempt {}, {})",
+                        envelope.get("retry_attempt"),
+                        envelope.get("retry_reason"),
+                    )
+                taken = self._callback(envelope["payload"])
+            else:
+                taken = settled()
+            if envelope.get("envelope_id"):
+                ack = json.dumps({"envelope_id": envelope["envelope_id"]})
+                if taken.confirmed:
+                    await ws.send_str(ack)
+                elif not taken.done:  # once stored; the socket goes on reading meanwhile
+                    self._track(asyncio.create_task(self._ack_when_stored(ws, ack, taken)))
+                # released (its job failed before the store): no ack, Slack sends it again
+            if kind == "hello":
+                backoff.reset()
+                if not self._ready.is_set():
+                    self._ready.set()
+                else:
+                    logger.info("Slack Socket Mode connected again")
+                self.host.kick()  # what waited for the connection goes out now
+            elif kind == "disconnect":
+                reason = envelope.get("reason", "")
+                if reason == "link_disabled":
+                    logger.error("Slack disabled Socket Mode for this app (link_disabled)")
+                    return "link_disabled"
+                return "refresh"  # refresh_requested, warning: a new URL now
+        return f"socket closed ({ws.close_code})"
+
+    async def _ack_when_stored(
+        self, ws: aiohttp.ClientWebSocketResponse, ack: str, taken: Taken
+    ) -> None:
+        """Acknowledge once stored within ACK_WAIT; later than that Slack has given up on this
+        delivery and sends the event again (acknowledged then)."""
+        if await taken.wait(ACK_WAIT, self._stopping) and not ws.closed:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                await ws.send_str(ack)
+
+    # -- Events API ----------------------------------------------------------------------------
+    async def _events(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not (stamp.isdigit() and signature and self._verifier.is_valid(body, stamp, signature)):
+            logger.warning("Slack Events API request with a bad or old signature refused")
+            return web.json_response({"error": "invalid signature"}, status=401)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return web.json_response({"error": "not JSON"}, status=400)
+        if not isinstance(payload, dict):
+            return web.json_response({"error": "not an event"}, status=400)
+        if payload.get("type") == "url_verification":
+            return web.json_response({"challenge": str(payload.get("challenge", ""))})
+        if self.bot_user_id is None or self._stopping.is_set():
+            return web.json_response({"error": "not ready"}, status=503)  # Slack retries
+        if retry := request.headers.get("X-Slack-Retry-Num"):
+            logger.debug(
+                "Slack event resent (attempt {}, {})",
+                retry,
+                request.headers.get("X-Slack-Retry-Reason", ""),
+            )
+        if payload.get("type") != "event_callback":
+            return web.json_response({"ok": True})
+        taken = self._callback(payload)
+        if not await taken.wait(ACK_WAIT, self._stopping):  # Slack sends it again
+            return web.json_response({"error": "not stored yet"}, status=503)
+        return web.json_response({"ok": True})
+
+    # -- events --------------------------------------------------------------------------------
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _remember(self, key: str, taken: Taken) -> None:
+        self._seen[key] = taken
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+
+    def _callback(self, payload: dict[str, Any]) -> Taken:
+        """One event_callback (from either way in); what settles when it may be acknowledged.
+        An event seen before (Slack's retry) gets the first delivery's."""
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return settled()
+        key = f"event:{payload.get('event_id')}" if payload.get("event_id") else ""
+        seen = self._seen.get(key) if key else None
+        if seen is not None and not seen.retake():
+            return seen
+        taken = self._take(event, seen)
+        if key:
+            self._remember(key, taken)
+        return taken
+
+    def _take(self, event: dict[str, Any], previous: Taken | None) -> Taken:
+        kind = event.get("type")
+        if kind in ("message", "app_mention"):
+            if event.get("subtype") not in _SAID or event.get("bot_id"):
+                return settled()
+            channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
+            user = str(event.get("user") or "")
+            if not channel or not ts or not user or user == self.bot_user_id:
+                return settled()
+            key = f"message:{channel}:{ts}"
+            seen = self._seen.get(key)
+            if seen is not None and not seen.retake():
+                return seen  # the same message as app_mention and as message.*
+            previous = previous or seen
+            taken = Taken(previous)
+            ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
+            self._remember(key, taken)
+            self._in_order(
+                ref.key, taken, lambda: self._message(ref, event, kind == "app_mention", taken)
+            )
+            return taken
+        if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
+            taken = Taken(previous)
+            self._in_order(f"group:{channel}", taken, lambda: self._member_joined(event))
+            return taken
+        return settled()
+
+    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        self._track(self._inbound.submit(key, lambda: settle_after(taken, job())))
+
+    async def _message(
+        self, ref: ChatRef, event: dict[str, Any], app_mention: bool, taken: Taken
+    ) -> None:
+        try:
+            msg = await self._incoming(ref, event, app_mention)
+            if msg is None:
+                return
+
+            async def sink(out: OutgoingMessage) -> None:
+                await self.sender.deliver(out)
+
+            await self.host.handle(msg, sink, on_stored=taken.settle)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error(
+                "Slack message {} in {} failed", event.get("ts"), ref.key
+            )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Slack message {} given up after {} tries", event.get("ts"), taken.take
+                )
+
+    async def _incoming(
+        self, ref: ChatRef, event: dict[str, Any], app_mention: bool
+    ) -> IncomingMessage | None:
+        ts, user = str(event["ts"]), str(event["user"])
+        if await self.host.was_stored(self.platform, ref.key, ts):
+            logger.debug("Slack message {} in {} was handled before: skipped", ts, ref.key)
+            return None
+        text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
+        text = clean_text(text)
+        text = capped_text(text, "Slack", user)
+        images = [i for f in event.get("files") or [] if (i := await self._image(f))]
+        if not text and not images:
+            return None
+        name, roles = await self._user(user)
+        try:
+            when = datetime.fromtimestamp(float(ts), UTC)
+        except ValueError:
+            when = datetime.now(UTC)
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=ref.key,
+            sender_id=user,
+            text=text,
+            is_group=ref.is_group,
+            sender_name=clean_text(name)[:128],
+            is_at_bot=mentioned or app_mention,
+            message_id=ts,
+            time=when,
+            images=images,
+            sender_roles=roles if ref.is_group else [],
+        )
+
+    def _trusted_file_url(self, url: str) -> bool:
+        """The bot token goes only to Slack's file hosts (or the configured API's host)."""
+        parts, api = urlsplit(url), urlsplit(self.cfg.api_base)
+        host = parts.hostname or ""
+        if parts.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com")):
+            return True
+        return (parts.scheme, parts.netloc) == (api.scheme, api.netloc)
+
+    async def _image(self, file: Any) -> str | None:
+        """An image file of a message as a data URI (its url_private needs the bot token, so
+        the URL is never stored or shown)."""
+        if not isinstance(file, dict) or not str(file.get("mimetype", "")).startswith("image/"):
+            return None
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        if not url or int(file.get("size") or 0) > MAX_IMAGE_BYTES:
+            return None
+        if not self._trusted_file_url(url):
+            logger.warning("Slack file {} at an unexpected host not fetched", file.get("id"))
+            return None
+        assert self._http is not None
+        try:
+            async with self._http.get(
+                url,
+                headers={"Authorization": f"Bearer {self.cfg.secret('bot_token')}"},
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response:
+                response.raise_for_status()
+                data = await response.content.read(MAX_IMAGE_BYTES + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            logger.warning("Slack file {} not downloaded: {}", file.get("id"), exc)
+            return None
+        if len(data) > MAX_IMAGE_BYTES or data.lstrip().startswith(b"<"):
+            return None  # too big, or an HTML login page (the token lacks files:read)
+        mime = str(file.get("mimetype"))
+        return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+    async def _user(self, user: str) -> tuple[str, list[str]]:
+        """(display name, workspace roles) from users.info, cached."""
+        now = time.monotonic()
+        cached = self._users.get(user)
+        if cached is not None and now - cached[0] < self.cfg.user_cache_seconds:
+            return cached[1], cached[2]
+        try:
+            info = (await self.client.users_info(user=user))["user"]
+        except (SlackApiError, aiohttp.ClientError, TimeoutError, KeyError) as exc:
+            logger.warning("Slack users.info {} failed: {}", user, exc)
+            return user, []
+        profile = info.get("profile") or {}
+        name = (
+            profile.get("display_name")
+            or profile.get("real_name")
+            or info.get("real_name")
+            or info.get("name")
+            or user
+        )
+        roles = (
+            ["owner"]
+            if info.get("is_owner") or info.get("is_primary_owner")
+            else (["admin"] if info.get("is_admin") else [])
+        )
+        if len(self._users) > 10000:
+            self._users.clear()
+        self._users[user] = (now, str(name), roles)
+        return str(name), roles
+
+    async def _member_joined(self, event: dict[str, Any]) -> None:
+        user, channel = str(event.get("user") or ""), str(event["channel"])
+        chat_id = f"group:{channel}"
+        if user == self.bot_user_id:
+            logger.info("Slack bot added to {}", chat_id)
+            return
+        if not user:
+            return
+        name, _roles = await self._user(user)
+        try:
+            await self.host.handle_event(
+                SystemEvent(
+                    kind="member_joined",
+                    platform=self.platform,
+                    chat_id=chat_id,
+                    user_id=user,
+                    user_name=clean_text(name),
+                    is_group=True,
+                    data={"added_by": str(event.get("inviter") or "")},
+                )
+            )
+        except Exception as exc:
+            logger.opt(exception=exc).error("Slack member-joined event in {} failed", chat_id)
+
+    # -- out -----------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if self.bot_user_id is None:
+            raise NotDelivered("the Slack channel is not connected yet")
+        await self.sender.deliver(message)

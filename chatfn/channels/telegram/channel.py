@@ -1,0 +1,450 @@
+"""The Telegram channel: a bot account through the Bot API, with python-telegram-bot's `Bot`
+(its typed methods, Update parsing and error classes) driven by this module: the updates loop,
+the per-chat order and the delivery rules are chatfn's, not PTB's `Application`, so a message
+goes through the bot's outbox like on every channel.
+
+Updates arrive by long polling (`mode: polling`, getUpdates with an offset) or by webhook
+(`mode: webhook`: setWebhook to `webhook_url`, whose path is served on the HTTP channel's port,
+and every POST must carry `secret_token` in X-Telegram-Bot-Api-Secret-Token). Requests go to
+`{base_url}/bot{token}/METHOD`, files come from `{base_url}/file/bot{token}/PATH`.
+
+Nothing lost, handled once: an update is confirmed (the next getUpdates' offset, a webhook POST's
+200) only once its message is stored or its job ended (chatfn/channels/intake.py). While an update
+waits (its chat's turn is still running), getUpdates keeps the offset below it and is asked
+again every `CONFIRM_WAIT` seconds (Telegram hands the unconfirmed updates back at once, with
+what is new after them); a webhook POST waits up to `WEBHOOK_WAIT` seconds, then is answered
+503 and Telegram sends it again. A process that dies before storing a message gets it again
+after its restart; one that stored it and died before confirming it recognises it by its id
+among the stored messages (`host.was_stored`) and skips it.
+
+Chat ids, mentions and commands: parse.py. The way out (MarkdownV2, splitting, photos, 429s):
+send.py. Group admins (`bot.trust_group_admins`): the sender's getChatMember status, asked for
+commands only (`creator` is "owner", `administrator` is "admin"; an anonymous admin, posting as
+the group itself, is "admin").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hmac
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from loguru import logger
+from telegram import Bot, Message, PhotoSize, Update, User
+from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
+from telegram.request import HTTPXRequest
+
+from chatfn.channels.base import Channel
+from chatfn.channels.intake import Taken, settle_after, settled
+from chatfn.channels.outbound import OrderedRunner
+from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
+from chatfn.channels.telegram.send import TelegramSender
+from chatfn.channels.telegram.settings import TelegramSettings
+from chatfn.common.config import ConfigError
+from chatfn.common.messages import (
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+    SystemEvent,
+    capped_text,
+    clean_text,
+)
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["TelegramChannel"]
+
+ALLOWED_UPDATES = ["message"]
+MAX_PHOTO_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
+_SEEN = 5000  # update ids remembered (a webhook POSTed twice, a poll that overlaps)
+# While a taken update is not yet stored: how long getUpdates waits for it before asking again
+# (with the offset below it), and how long a webhook POST waits before a 503.
+CONFIRM_WAIT = 0.5
+WEBHOOK_WAIT = 20.0
+_ROLES = {"creator": "owner", "administrator": "admin"}
+
+
+class TelegramChannel(Channel):
+    platform = "telegram"
+
+    def __init__(self, host: ChannelHost, settings: TelegramSettings) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        if settings.token is None:
+            raise ConfigError("channels.telegram.token is not set (the token @BotFather gave)")
+        self.bot = Bot(
+            settings.token_value(),
+            base_url=f"{settings.base_url}/bot",
+            base_file_url=f"{settings.base_url}/file/bot",
+            # A few connections serve every chat (Telegram takes ~30 messages a second in all);
+            # more made httpcore's pool bookkeeping the bottleneck (bench/README.md). A send
+            # waits for a free connection rather than failing after PTB's 1 s default.
+            request=HTTPXRequest(
+                connection_pool_size=8,
+                read_timeout=20.0,
+                media_write_timeout=30.0,
+                pool_timeout=30.0,
+            ),
+            get_updates_request=HTTPXRequest(
+                connection_pool_size=1, read_timeout=float(settings.poll_timeout) + 10.0
+            ),
+        )
+        self.sender = TelegramSender(self.bot, settings)
+        self.sender.retry_later = self._kick_after
+        self.me: User | None = None
+        self._inbound = OrderedRunner()
+        self._seen: OrderedDict[int, Taken] = OrderedDict()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self._stopped = False
+        self._ready = asyncio.Event()
+        if settings.mode == "webhook":  # served on the HTTP channel's port
+            host.add_web_route("POST", settings.webhook_path, self._webhook)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            if await self._connect():
+                if self.cfg.mode == "polling":
+                    await self._poll()
+                else:
+                    await self._serve_webhook()
+                    await self._stopping.wait()
+        finally:
+            await self.stop()
+
+    async def wait_ready(self) -> None:
+        """Until getMe answered and updates flow (tests, health)."""
+        await self._ready.wait()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.bot.shutdown()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep unless stopping; False once the channel stops."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        return not self._stopping.is_set()
+
+    async def _connect(self) -> bool:
+        """getMe until it answers (backoff 0.5 s doubling to 60 s). A refused token is one
+        error line (and a retry every minute: the token may be fixed with @BotFather)."""
+        delay, told = 0.5, set[str]()
+        while not self._stopping.is_set():
+            try:
+                await self.bot.initialize()
+                self.me = self.bot.bot
+                break
+            except InvalidToken:
+                if "token" not in told:
+                    logger.error(
+                        "Telegram refused channels.telegram.token (getMe at {}: unauthorized): "
+                        "check the token @BotFather gave",
+                        self.cfg.base_url,
+                    )
+                told.add("token")
+                delay = 60.0
+            except (NetworkError, TelegramError) as exc:
+                if "network" not in told:
+                    logger.warning(
+                        "Telegram not reachable at {} ({}): retrying", self.cfg.base_url, exc
+                    )
+                told.add("network")
+                delay = min(delay * 2, 60.0)
+            if not await self._pause(delay):
+                return False
+        assert self.me is not None
+        logger.info(
+            "Telegram channel: @{} (id {}), {} mode", self.me.username, self.me.id, self.cfg.mode
+        )
+        return True
+
+    def _kick_after(self, seconds: float) -> None:
+        if not self._stopping.is_set():
+            asyncio.get_running_loop().call_later(seconds + 0.05, self.host.kick)
+
+    # -- updates in ----------------------------------------------------------------------------
+    async def _poll(self) -> None:
+        """getUpdates with an offset that confirms every update up to the first one not yet
+        settled (stored, or its job ended): the last update taken + 1 when all are. A released
+        update (its job failed before the store) keeps the offset too, and is taken again
+        when Telegram hands it back after `RETAKE_AFTER`."""
+        with contextlib.suppress(TelegramError):
+            await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
+        self._ready.set()
+        self.host.kick()  # what the outbox holds for Telegram goes out now
+        last: int | None = None  # the newest update id taken
+        waiting: dict[int, Taken] = {}  # taken, not confirmed: the offset stays below them
+        delay, failing = 0.5, False
+        while not self._stopping.is_set():
+            if waiting:
+                undecided = [t.outcome for t in waiting.values() if not t.done]
+                if undecided:
+                    await asyncio.wait(undecided, timeout=CONFIRM_WAIT)
+                else:  # only released ones: asked for again after a pause
+                    await self._pause(CONFIRM_WAIT)
+                waiting = {u: t for u, t in waiting.items() if not t.confirmed}
+            if waiting:  # Telegram answers at once: it hands back the unconfirmed ones
+                offset, timeout = min(waiting), 0
+            else:
+                offset, timeout = (None if last is None else last + 1), self.cfg.poll_timeout
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
+                )
+            except (NetworkError, Conflict, InvalidToken, TelegramError) as exc:
+                if self._stopping.is_set():
+                    return
+                if not failing:
+                    why = (
+                        "another getUpdates or a webhook holds this bot"
+                        if isinstance(exc, Conflict)
+                        else exc
+                    )
+                    logger.warning("Telegram getUpdates failed ({}): retrying with backoff", why)
+                failing = True
+                if not await self._pause(delay):
+                    return
+                delay = min(delay * 2, 30.0)
+                continue
+            if failing:
+                logger.info("Telegram getUpdates works again")
+                self.host.kick()  # what waited for the connection goes out now
+            failing, delay = False, 0.5
+            for update in updates:
+                last = max(last or 0, update.update_id)
+                taken = self._take(update)
+                if not taken.confirmed:
+                    waiting[update.update_id] = taken
+
+    async def _serve_webhook(self) -> None:
+        """setWebhook (retried with backoff); the HTTP channel serves the route."""
+        secret = self.cfg.secret_token.get_secret_value() if self.cfg.secret_token else None
+        if secret is None:
+            logger.warning(
+                "channels.telegram.secret_token is not set: anyone who finds {} can post updates",
+                self.cfg.webhook_path,
+            )
+        delay = 0.5
+        while not self._stopping.is_set():
+            try:
+                await self.bot.set_webhook(
+                    self.cfg.webhook_url or "", secret_token=secret, allowed_updates=ALLOWED_UPDATES
+                )
+                break
+            except TelegramError as exc:
+                logger.warning("Telegram setWebhook failed ({}): retrying", exc)
+                if not await self._pause(delay):
+                    return
+                delay = min(delay * 2, 60.0)
+        self._ready.set()
+        self.host.kick()
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        secret = self.cfg.secret_token
+        if secret is not None:
+            given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+            if not hmac.compare_digest(
+                given.encode(errors="replace"), secret.get_secret_value().encode()
+            ):
+                logger.warning("Telegram webhook POST without the right secret token refused")
+                return web.json_response(
+                    {"error": "wrong X-Telegram-Bot-Api-Secret-Token"}, status=403
+                )
+        if self.me is None or self._stopping.is_set():
+            return web.json_response({"error": "not ready"}, status=503)  # Telegram sends again
+        try:
+            update = Update.de_json(await request.json(), self.bot)
+        except Exception as exc:  # not JSON, not an Update: nothing to take
+            logger.warning("Telegram webhook POST that is not an Update ignored ({})", exc)
+            return web.json_response({"error": "not an Update"}, status=400)
+        if update is None:
+            return web.json_response({"ok": True})
+        taken = self._take(update)
+        if not await taken.wait(WEBHOOK_WAIT, self._stopping):
+            # Telegram sends it again, and the update is taken once: answered when stored.
+            return web.json_response({"error": "not stored yet"}, status=503)
+        return web.json_response({"ok": True})
+
+    def _take(self, update: Update) -> Taken:
+        """Queue the update's job in its chat's order (once per update id); what settles
+        when it may be confirmed."""
+        seen = self._seen.get(update.update_id)
+        if seen is not None and not seen.retake():
+            return seen
+        message = update.message
+        if message is None:
+            taken = settled()
+        elif message.new_chat_members:
+            taken = Taken(seen)
+            group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
+            self._in_order(group, taken, lambda: self._members_joined(message))
+        elif message.text is not None or message.caption is not None or message.photo:
+            taken, ref = Taken(seen), chat_ref(message)
+            self._in_order(ref, taken, lambda: self._message(ref, message, taken))
+        else:
+            taken = settled()
+        self._seen[update.update_id] = taken
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        return taken
+
+    def _in_order(self, ref: ChatRef, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
+        task = self._inbound.submit(ref.key, lambda: settle_after(taken, job()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _message(self, ref: ChatRef, message: Message, taken: Taken) -> None:
+        try:
+            msg = await self._incoming(ref, message)
+            if msg is None:
+                return
+
+            async def sink(out: OutgoingMessage) -> None:
+                await self.sender.deliver(out)
+
+            await self.host.handle(msg, sink, on_stored=taken.settle)
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error(
+                "Telegram message {} in {} failed", message.message_id, ref.key
+            )
+            if not taken.release():  # not stored: taken again later, or given up
+                logger.error(
+                    "Telegram message {} given up after {} tries", message.message_id, taken.take
+                )
+
+    async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
+        assert self.me is not None
+        user, sender_chat = message.from_user, message.sender_chat
+        if user is not None and user.id == self.me.id:
+            return None
+        message_id = str(message.message_id)
+        if await self.host.was_stored(self.platform, ref.key, message_id):
+            logger.debug(
+                "Telegram message {} in {} was handled before: skipped", message_id, ref.key
+            )
+            return None
+        said = address(message, self.me.id, self.me.username or "")
+        if said.other_bot:
+            return None
+        roles: list[str] = []
+        if sender_chat is not None:  # on behalf of a chat: the group itself is an anonymous admin
+            sender_id, name = str(sender_chat.id), sender_chat.title or str(sender_chat.id)
+            if ref.is_group and sender_chat.id == ref.chat_id:
+                roles = ["admin"]
+        elif user is not None:
+            sender_id, name = str(user.id), user.full_name
+            self.sender.names[sender_id] = user.first_name
+        else:
+            return None
+        text = clean_text(said.text)
+        text = capped_text(text, "Telegram", sender_id)
+        images = [i for i in [await self._photo(message.photo)] if i]
+        quoted: str | None = None
+        replied = message.reply_to_message
+        if replied is not None and replied.forum_topic_created is None:
+            who = (
+                replied.from_user.full_name
+                if replied.from_user
+                else (replied.sender_chat.title if replied.sender_chat else "?")
+            )
+            body = replied.text or replied.caption or ("[photo]" if replied.photo else "")
+            quoted = f"{who}: {body[:500]}"
+            if replied.photo and (img := await self._photo(replied.photo)):
+                images.append(img)  # "what is in this?" about a quoted photo
+        if not text and not images and not quoted:
+            return None
+        if ref.is_group and user is not None and not roles and text.startswith("/"):
+            roles = await self._roles(ref.chat_id, user.id)
+        chat = message.chat
+        return IncomingMessage(
+            platform=self.platform,
+            chat_id=ref.key,
+            sender_id=sender_id,
+            text=text,
+            is_group=ref.is_group,
+            chat_name=clean_text(chat.title or "") if ref.is_group else "",
+            sender_name=clean_text(name)[:128],
+            is_at_bot=said.at_bot,
+            quoted_text=clean_text(quoted) if quoted else None,
+            message_id=message_id,
+            time=message.date,
+            images=images,
+            sender_roles=roles,
+        )
+
+    async def _photo(self, sizes: tuple[PhotoSize, ...] | None) -> str | None:
+        """The largest size of a photo (within what a model takes) as a data URI: the file URL
+        holds the bot's token, so it is never stored or shown."""
+        if not sizes:
+            return None
+        fitting = [s for s in sizes if (s.file_size or 0) <= MAX_PHOTO_BYTES]
+        if not fitting:
+            return None
+        best = max(fitting, key=lambda s: (s.width * s.height, s.file_size or 0))
+        try:
+            file = await self.bot.get_file(best.file_id)
+            data = bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            logger.warning("Telegram photo {} not downloaded: {}", best.file_unique_id, exc)
+            return None
+        if len(data) > MAX_PHOTO_BYTES:
+            return None
+        mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
+        return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+    async def _roles(self, chat_id: int, user_id: int) -> list[str]:
+        """The sender's status in the group (getChatMember), for `bot.trust_group_admins`."""
+        try:
+            member = await self.bot.get_chat_member(chat_id, user_id)
+        except TelegramError as exc:
+            logger.warning("Telegram getChatMember {} in {} failed: {}", user_id, chat_id, exc)
+            return []
+        role = _ROLES.get(member.status)
+        return [role] if role else []
+
+    async def _members_joined(self, message: Message) -> None:
+        assert self.me is not None
+        chat_id = f"group:{message.chat.id}"
+        for member in message.new_chat_members or ():
+            if member.id == self.me.id:
+                logger.info("Telegram bot added to {} ({})", chat_id, message.chat.title)
+                continue
+            if member.is_bot:
+                continue
+            self.sender.names[str(member.id)] = member.first_name
+            try:
+                await self.host.handle_event(
+                    SystemEvent(
+                        kind="member_joined",
+                        platform=self.platform,
+                        chat_id=chat_id,
+                        user_id=str(member.id),
+                        user_name=clean_text(member.full_name),
+                        is_group=True,
+                        data={"added_by": str(message.from_user.id) if message.from_user else ""},
+                    )
+                )
+            except Exception as exc:
+                logger.opt(exception=exc).error(
+                    "Telegram member-joined event in {} failed", chat_id
+                )
+
+    # -- out -----------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if self.me is None:
+            raise NotDelivered("the Telegram channel is not connected yet")
+        await self.sender.deliver(message)

@@ -1,0 +1,358 @@
+"""Core configuration: the sections of config.yaml the framework itself reads.
+
+Features own their settings (a built-in's or plugin's section is a model declared beside its
+functions; a channel's `channels.<name>:` section is declared by its package, channels/<name>/);
+this module holds only what the core and runtime need, and imports nothing of the project, so
+every layer can depend on it.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
+    "language. Use the available functions when they fit the request; never claim you did "
+    "something a function would do without calling it."
+)
+
+
+class ConfigError(Exception):
+    """An invalid configuration; the message lists each bad key path and what was expected."""
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, because a typo must not silently fall back
+    to a default. Plugins' settings models may subclass it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _RelativeToConfig:
+    """Marks a `str` setting as a filesystem path: a relative one is taken from the config
+    file's folder (the current folder without a config file), never from where the bot was
+    started. `runtime.settings` resolves every marked field after validation."""
+
+    def __repr__(self) -> str:
+        return "ConfigPath"
+
+
+RELATIVE_TO_CONFIG = _RelativeToConfig()
+#: A path setting (a folder, a file): relative to the config file's folder. Plugins' sections
+#: use it too (`data_dir: ConfigPath = "data/weather"`).
+ConfigPath = Annotated[str, RELATIVE_TO_CONFIG]
+
+
+class BotSettings(Section):
+    name: str = "chatfn"
+    admins: list[str] = Field(default_factory=list)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    # A name under `personas:`; when set it replaces `system_prompt`.
+    persona: str | None = None
+    # How many earlier messages of the chat a model sees.
+    history_size: int = Field(default=20, ge=0, le=500)
+    # In groups: answer only when @-mentioned ("at"), every message ("always"), or never.
+    respond_in_groups: Literal["at", "always", "never"] = "at"
+    # In groups: @-mention the sender in the bot's answers.
+    reply_with_mention: bool = True
+    # Quote the message being answered (a OneBot reply segment; other channels ignore it).
+    reply_with_quote: bool = False
+    # A group's owner and admins, as the platform reports them, may use the per-chat admin
+    # commands (/model, /persona, /reset, /settings, /stats) in that group only; never
+    # admin_only functions, never other chats. Off: only `admins` may.
+    trust_group_admins: bool = False
+    # Which `models:` entry answers chat and calls functions; default: the first one.
+    model: str | None = None
+    # IANA zone the bot thinks in ("Europe/Berlin"): the time in the system prompt, and the
+    # default for reminders and summaries. None: `reminders.timezone` when set, else the
+    # machine's zone.
+    timezone: str | None = None
+    # Seconds a stopping bot (SIGTERM, SIGINT) gives turns in flight before abandoning them.
+    shutdown_grace: float = Field(default=5.0, ge=0)
+    # Seconds back a single process looks at start for user messages whose turn a crash cut
+    # (stored, addressed to the bot, never finished): each is handled once, in chat order.
+    # 0 turns it off.
+    resume_window: float = Field(default=600.0, ge=0)
+    # Said to a user when no model is configured; None: the catalogue's text in `language`.
+    no_model_reply: str | None = None
+    # The language of every built-in string (replies, notices, /help, reminders, the web page).
+    # A `chats:` rule's `language` overrides it for the chats it matches.
+    language: Literal["en", "zh"] = "en"
+    # A `models:` entry with `vision: true` that describes images for a chat model without
+    # vision; None: such a model gets a short "[image]" note instead.
+    vision_model: str | None = None
+    # A `models:` entry that writes the summary of a chat's oldest turns when its history no
+    # longer fits the chat model's `context_tokens` (README, "Compaction"); None: the chat's
+    # own model.
+    summary_model: str | None = None
+    # Summarise the oldest turns instead of leaving them out when the history no longer fits.
+    # Off: the oldest turns are simply not sent (the behaviour before compaction).
+    compaction: bool = True
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        return check_zone(v)
+
+
+class ChatFunctionRules(Section):
+    """Per-chat override: which functions this chat may use."""
+
+    enabled: list[str] | None = None
+    disabled: list[str] = Field(default_factory=list)
+
+
+class ChatMatch(Section):
+    """Which chats a `chats:` rule applies to; every key given must fit (none given: all)."""
+
+    platform: str | None = None
+    # Exact ("group:123456") or with * wildcards ("group:*").
+    chat_id: str | None = None
+    is_group: bool | None = None
+
+    def fits(self, platform: str, chat_id: str, is_group: bool) -> bool:
+        """Whether a chat is one this rule is for (every key given must fit)."""
+        if self.platform is not None and self.platform != platform:
+            return False
+        if self.is_group is not None and self.is_group != is_group:
+            return False
+        if self.chat_id is not None:
+            if "*" in self.chat_id:
+                return fnmatchcase(chat_id, self.chat_id)
+            return self.chat_id == chat_id
+        return True
+
+
+class DowngradeTo(Section):
+    """`on_exceed: {downgrade_to: MODEL}`: over a cost or token budget, the chat goes on with
+    the cheaper MODEL instead of being refused."""
+
+    downgrade_to: str
+
+
+# What happens over a cost or token budget: "refuse" (the message gets the limit notice) or a
+# downgrade to a cheaper model. Other limits (messages per minute, model calls) always refuse.
+OnExceed = Literal["refuse"] | DowngradeTo
+
+
+class ChatRule(Section):
+    """One entry of `chats:`: the settings it names apply to the chats it matches. A setting it
+    leaves out falls through to the next matching rule, then to `bot:`."""
+
+    match: ChatMatch = Field(default_factory=ChatMatch)
+    model: str | None = None
+    persona: str | None = None
+    system_prompt: str | None = None
+    history_size: int | None = Field(default=None, ge=0, le=500)
+    respond_in_groups: Literal["at", "always", "never"] | None = None
+    reply_with_mention: bool | None = None
+    reply_with_quote: bool | None = None
+    functions: ChatFunctionRules | None = None
+    # The language of built-in strings in these chats (else `bot.language`).
+    language: Literal["en", "zh"] | None = None
+    # Over a cost or token budget in these chats (else `limits.on_exceed`).
+    on_exceed: OnExceed | None = None
+    # The knowledge bases (names under `knowledge.bases`) these chats may search; [] none.
+    knowledge: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> ChatRule:
+        if self.persona is not None and self.system_prompt is not None:
+            raise ValueError("set persona or system_prompt, not both")
+        return self
+
+
+class LimitValues(Section):
+    """Counts one user (or one chat) may reach; None: no limit."""
+
+    messages_per_minute: int | None = Field(default=None, ge=1)
+    model_calls_per_day: int | None = Field(default=None, ge=1)
+    tokens_per_day: int | None = Field(default=None, ge=1)
+    # Money per day (currency units, as `models.<name>.price`): the cost of the usage rows.
+    cost_per_day: float | None = Field(default=None, gt=0)
+
+
+class LimitSettings(Section):
+    per_user: LimitValues = Field(default_factory=LimitValues)
+    per_chat: LimitValues = Field(default_factory=LimitValues)
+    # Over `tokens_per_day` or `cost_per_day`: refuse, or go on with a cheaper model
+    # (`{downgrade_to: MODEL}`); a `chats:` rule's `on_exceed` overrides it.
+    on_exceed: OnExceed = "refuse"
+    # Admins (bot.admins) are never limited.
+    exempt_admins: bool = True
+
+
+class FunctionCallSettings(Section):
+    # None: every registered function; a list: only these.
+    enabled: list[str] | None = None
+    disabled: list[str] = Field(default_factory=list)
+    # Keyed by chat id. Deprecated: `chats: [{match: {chat_id: ...}, functions: ...}]`.
+    chats: dict[str, ChatFunctionRules] = Field(default_factory=dict)
+    max_rounds: int = Field(default=5, ge=1, le=50)
+    max_calls_per_message: int = Field(default=10, ge=1, le=100)
+    # Failed attempts (invalid arguments, errors) one function may have per message.
+    retries_per_call: int = Field(default=2, ge=0, le=10)
+    # Seconds for one handler that declares no `timeout` of its own.
+    call_timeout: float = Field(default=30.0, gt=0)
+    # Seconds for the whole tool loop of one message, model calls included.
+    total_timeout: float = Field(default=120.0, gt=0)
+    # Characters of one tool result sent back to the model.
+    max_result_chars: int = Field(default=4000, ge=100)
+
+
+class OutboxSettings(Section):
+    """Every message the bot sends waits in the outbox table until a channel took it."""
+
+    # Seconds a message may wait for its channel (no OneBot account online, no /v1/events
+    # subscriber, a webhook that keeps failing) before it is logged and counted as expired.
+    max_wait: float = Field(default=86400.0, gt=0)
+    # Seconds delivered and expired rows are kept (for `Last-Event-ID` replays), then deleted.
+    retention: float = Field(default=7 * 86400.0, gt=0)
+    # Seconds an event reader (a /v1/events stream, the webhook) waits for a missing event id
+    # before passing it: with several processes writing, commit order is not id order, so a
+    # lower id can still be committing; one rolled back never appears.
+    gap_wait: float = Field(default=5.0, ge=0)
+
+
+class StorageSettings(Section):
+    url: str = "sqlite:///data/chatfn.db"
+    # Seconds a write keeps retrying while another process holds the database lock.
+    busy_retry: float = Field(default=30.0, ge=0)
+    outbox: OutboxSettings = Field(default_factory=OutboxSettings)
+
+
+class BrokerSettings(Section):
+    """The message broker that splits the bot into a gateway and workers (README, "Running more
+    than one process"). No url: one process, no broker."""
+
+    # amqp://user:password@host:5672/vhost (RabbitMQ)
+    url: str | None = None
+    # Incoming messages are routed by chat to one of this many queues, each consumed by one
+    # worker at a time (per-chat order). Every process of a deployment must use the same
+    # number; more partitions spread chats more evenly over more workers.
+    partitions: int = Field(default=16, ge=1, le=1024)
+    # Seconds within which the chats of a worker that died, vanished or stopped (SIGKILL, a
+    # machine lost, SIGSTOP) are taken by another worker (their turns then run there): sets
+    # the AMQP heartbeat (a quarter of it; RabbitMQ gives up after two to three), how long a
+    # silent worker keeps its partitions, and (half of it) how long a worker's PostgreSQL
+    # transaction may wait for its client before the server ends it.
+    redelivery_timeout: float = Field(default=30.0, ge=2)
+    # Name prefix of the queues, so several bots (or test runs) can share one broker.
+    prefix: str = Field(default="chatfn", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, v: str | None) -> str | None:
+        if v and not v.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL (RabbitMQ)")
+        return v or None
+
+
+class PluginSettings(Section):
+    # Folders (every *.py not starting with _) or single files; relative: to the config file.
+    paths: list[ConfigPath] = Field(default_factory=lambda: ["plugins"])
+
+
+class LoggingSettings(Section):
+    level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR"] = "INFO"
+    # Also log to this file; relative: to the config file's folder.
+    file: ConfigPath | None = None
+    # "json": one JSON object per line (loguru's serializer), chat and message ids as fields.
+    format: Literal["text", "json"] = "text"
+
+
+# `chatfn admin passwd USER` prints one: scrypt$N$r$p$<salt base64>$<key base64>.
+PASSWORD_HASH = r"^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$"
+
+
+class AdminUser(Section):
+    """One login of the web admin console (`admin.users.NAME`)."""
+
+    # From `chatfn admin passwd NAME`; the password itself is never stored.
+    password_hash: str | None = Field(default=None, pattern=PASSWORD_HASH)
+    # A plain password, only from the environment (`${NAME_ADMIN_PASSWORD}`): a start-up
+    # warning says to use `password_hash`.
+    password: SecretStr | None = None
+    # `platform:chat_id` patterns (`*`, `?`) of the chats this user sees and changes; None:
+    # every chat, and the bot-wide pages (plugins, config check, logs of every chat).
+    chats: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> AdminUser:
+        if (self.password_hash is None) == (self.password is None):
+            raise ValueError("give one of password_hash (chatfn admin passwd NAME) and password")
+        if self.chats is not None and not all(p.strip() for p in self.chats):
+            raise ValueError("chats: empty pattern (write platform:chat_id, e.g. telegram:-100*)")
+        return self
+
+
+class AdminSettings(Section):
+    """The web admin console on the HTTP channel's port (`/admin/`), on when a user is set."""
+
+    users: dict[str, AdminUser] = Field(default_factory=dict)
+    # Hours a login lasts.
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 90)
+
+
+def check_zone(value: str | None) -> str | None:
+    """Validator body for time-zone settings: an IANA name or None."""
+    if value:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {value!r} (use an IANA name such as 'Europe/Berlin')"
+            ) from None
+    return value or None
+
+
+def zone_named(name: str | None) -> ZoneInfo:
+    """The configured zone, or the machine's (tzlocal) when none is configured."""
+    if name:
+        return ZoneInfo(name)
+    from tzlocal import get_localzone_name
+
+    try:
+        return ZoneInfo(get_localzone_name() or "UTC")
+    except Exception:  # an odd /etc/localtime should not stop the bot; UTC is explicit
+        return ZoneInfo("UTC")
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class CoreSettings(Section):
+    """The framework's own sections. The runtime's `Settings` extends it with `models:` and one
+    section per loaded plugin (built-ins included); handlers read a plugin's section through
+    `section(SettingsModel)`, typed, without knowing the config file's shape."""
+
+    bot: BotSettings = Field(default_factory=BotSettings)
+    function_calls: FunctionCallSettings = Field(default_factory=FunctionCallSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    broker: BrokerSettings = Field(default_factory=BrokerSettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    # Named system prompts, for `bot.persona`, `chats[].persona` and `/persona NAME`.
+    personas: dict[str, str] = Field(default_factory=dict)
+    # Per-chat settings: the first matching rule naming a setting decides it, else `bot:`.
+    chats: list[ChatRule] = Field(default_factory=list)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    # The web admin console (chatfn/channels/http/admin, docs/admin-api.md).
+    admin: AdminSettings = Field(default_factory=AdminSettings)
+    # Directory relative paths (plugins, SQLite files) are resolved against: the config file's
+    # directory, or the current directory when there is no config file.
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def section(self, model: type[S]) -> S:
+        """The validated section whose model is `model`; its defaults when the config has no
+        such section (a plugin loaded outside the config, e.g. in a test)."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if type(value) is model:
+                return value
+        return model()

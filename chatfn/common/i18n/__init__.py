@@ -1,0 +1,76 @@
+"""The bot's own words, in each language it speaks: one catalogue per language.
+
+Every string the framework or a built-in says to people (replies, refusals, notices, `/help`,
+reminder texts, the web page's labels) is a key here, so a translation is a data change and a
+test can prove that no language lacks a key. What the model reads as instructions stays in the
+prompts; the model is told to answer in the user's language anyway.
+
+`language_of` is the one place a chat's language is decided: the first `chats:` rule that
+matches the chat and names a `language`, else `bot.language`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+from chatfn.common.i18n import en, zh
+
+Language = Literal["en", "zh"]
+LANGUAGES: tuple[Language, ...] = ("en", "zh")
+CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "zh": zh.MESSAGES}
+
+
+class _HasBot(Protocol):
+    @property
+    def bot(self) -> Any: ...
+
+
+def language_of(
+    config: _HasBot, platform: str = "", chat_id: str = "", is_group: bool | None = None
+) -> Language:
+    """The language the bot speaks in a chat: the first `chats:` rule matching it that names a
+    `language`, else `bot.language`. `is_group` None (a reminder row, an event): read from the
+    chat id's `group:` prefix, which every channel uses."""
+    group = chat_id.startswith("group:") if is_group is None else is_group
+    for rule in getattr(config, "chats", None) or ():
+        if rule.language is not None and rule.match.fits(platform, chat_id, group):
+            return rule.language
+    return getattr(config.bot, "language", "en") or "en"
+
+
+def translate(language: str, key: str, /, **fmt: Any) -> str:
+    """The catalogue text of `key` in `language`, formatted with `fmt`. An unknown language
+    falls back to English; an unknown key raises KeyError (a bug the completeness test and the
+    built-ins' tests catch, never a user-visible key name)."""
+    catalogue = CATALOGUES.get(language, en.MESSAGES)
+    text = catalogue[key] if key in catalogue else en.MESSAGES[key]
+    return text.format(**fmt) if fmt else text
+
+
+def catalogue(language: str, prefix: str = "") -> dict[str, str]:
+    """The keys (starting with `prefix`) of one language, for clients such as the web page."""
+    source = CATALOGUES.get(language, en.MESSAGES)
+    return {k: v for k, v in source.items() if k.startswith(prefix)}
+
+
+# Words for a length of time and its seconds. One table, because a reminder's `in 2 weeks` and a
+# summary's `last 2 weeks` are the same words to the user and must not drift apart.
+UNIT_SECONDS: dict[str, dict[str, int]] = {
+    "en": {
+        "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+        "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+        "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+        "d": 86400, "day": 86400, "days": 86400,
+        "w": 604800, "week": 604800, "weeks": 604800,
+    },
+    "zh": {
+        "秒": 1, "秒钟": 1, "分": 60, "分钟": 60, "小时": 3600, "钟头": 3600,
+        "天": 86400, "日": 86400, "周": 604800, "星期": 604800, "礼拜": 604800,
+    },
+}  # fmt: skip
+
+WEEKDAY_NAMES: dict[str, tuple[str, ...]] = {
+    "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
+    "zh": ("周一", "周二", "周三", "周四", "周五", "周六", "周日"),
+}

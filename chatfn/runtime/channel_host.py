@@ -1,0 +1,235 @@
+"""What a channel sees of the runtime, and what a channel declares about itself.
+
+A channel (`channels/<name>/`, or a separately installed package) is found through the
+`chatfn.channels` entry-point group (chatfn/runtime/channel_registry.py). The entry point names a
+`ChannelSpec`: the channel's settings model (its `channels.<name>:` section), the extra it
+needs, its health probe, its docs and a factory. The factory receives a `ChannelHost`, the one
+narrow interface a channel talks to the bot through: hand in messages and system events, take
+deliveries (it registers as the outbound sender of its platform), read the settings the core
+offers. It never receives the `Bot` (tests/test_layers.py and tests/channels/test_spec.py keep
+it so): six platforms must not come to depend on how turns, delivery or plugins work inside.
+
+The shape follows NoneBot2's adapters (an `Adapter` class per distribution, found by entry
+point, with its own config model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from chatfn.common.config import CoreSettings
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from chatfn.storage.history import HistoryEntry
+
+__all__ = ["ChannelHost", "ChannelSpec", "HistoryEntry", "OutboundSender", "Probe", "section_of"]
+
+if TYPE_CHECKING:
+    from chatfn.common.metrics import Metrics
+    from chatfn.runtime.event_stream import EventQueue
+    from chatfn.runtime.exposure import Exposure
+    from chatfn.runtime.outbox import Outbox
+
+ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
+#: An aiohttp handler: `async def handler(request: web.Request) -> web.StreamResponse`.
+WebHandler = Callable[[Any], Awaitable[Any]]
+S = TypeVar("S", bound=BaseModel)
+ProbeStatus = Literal["ok", "warn", "fail"]
+
+
+class OutboundSender(Protocol):
+    """What a channel is to the outbox: the sender of its platform's messages. `send` raises
+    `NotDelivered` (the message waits in the outbox, retried when `host.kick()` is called or
+    on the next drain) or `DeliveryRefused` (the platform refused it for good)."""
+
+    platform: str
+
+    async def send(self, message: OutgoingMessage) -> None: ...
+
+
+class ChannelHost(Protocol):
+    """The runtime as a channel sees it. Everything a channel needs and nothing else: adding a
+    method here is a design decision (every channel may come to use it)."""
+
+    @property
+    def settings(self) -> CoreSettings:
+        """The core's configuration (bot name, admins, grace periods, language); read only.
+        The channel's own section comes to its factory as its settings model."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """True once the bot is stopping: refuse new messages (HTTP 503, ...)."""
+        ...
+
+    def register(self, sender: OutboundSender) -> None:
+        """Take the outbox's deliveries for `sender.platform` (one sender per platform)."""
+        ...
+
+    def kick(self) -> None:
+        """A connection came (back): deliver what waits in the outbox for this platform now."""
+        ...
+
+    def add_web_route(self, method: str, path: str, handler: WebHandler) -> None:
+        """Serve `handler` at `path` on the HTTP channel's port (a platform's webhook: Telegram
+        `webhook_url`, Slack `/slack/events`, Feishu events). Call it from the channel's
+        factory or constructor (the HTTP channel adds the routes when it starts); the route is
+        outside the `/v1` token (the platform signs its requests: check that in `handler`).
+        `chatfn run` refuses to start such a channel without `--channel http`."""
+        ...
+
+    def web_routes(self) -> list[tuple[str, str, WebHandler]]:
+        """The routes channels asked for (the HTTP channel serves them)."""
+        ...
+
+    async def handle(
+        self,
+        msg: IncomingMessage,
+        sink: ReplySink | None = None,
+        *,
+        on_stream: StreamObserver | None = None,
+        on_stored: Callable[[], None] | None = None,
+    ) -> list[OutgoingMessage]:
+        """Store and answer one incoming message. Its replies go to `sink` (the request
+        waiting for them) or, without one, through the outbox to the platform's sender; the
+        list returned is what was sent. `msg.sender_roles` carries the platform's roles of
+        the sender (`"owner"`, `"admin"`: `bot.trust_group_admins`).
+
+        `on_stored` is called once the message is durable (committed to the history, or,
+        behind a cluster's gateway, confirmed by the broker), before the turn acts on it: the
+        moment a channel may confirm the message to a platform that would otherwise deliver
+        it again (Telegram's getUpdates offset, Slack's ack). It is not called when the
+        message could not be stored, nor when the bot stops before storing it."""
+        ...
+
+    async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
+        """A member joined, a friend request, ...: the plugins' event handlers (welcome)."""
+        ...
+
+    def is_admin(self, msg: IncomingMessage) -> bool:
+        """Whether the sender is one of `bot.admins` (or a trusted local override)."""
+        ...
+
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        """The language of built-in strings in this chat ("en", "zh")."""
+        ...
+
+    async def recent_chats(self, platform: str, since: datetime) -> list[tuple[str, datetime]]:
+        """(chat id, time of its newest stored user message) of the chats of `platform` that
+        spoke since `since`: what a reconnecting channel may have missed."""
+        ...
+
+    async def was_stored(self, platform: str, chat_id: str, message_id: str) -> bool:
+        """Whether a user message with this platform id is in the history already."""
+        ...
+
+    async def history(
+        self, platform: str, chat_id: str, limit: int, before: int | None = None
+    ) -> list[HistoryEntry]:
+        """A chat's stored messages, oldest first: the `limit` newest (before row `before`)."""
+        ...
+
+    # -- for the HTTP channel, which is the outbox's event stream and the bot's API ----------
+    @property
+    def outbox(self) -> Outbox:
+        """The outbox table's readers (`/v1/events`, the webhook)."""
+        ...
+
+    def subscribe(self, *, wake_only: bool = False) -> EventQueue:
+        """A queue receiving every message the bot sends, to any chat."""
+        ...
+
+    def unsubscribe(self, queue: EventQueue) -> None: ...
+
+    def publish(self, out: OutgoingMessage) -> None:
+        """Hand a stored message to the event subscribers."""
+        ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def model_name(self) -> str | None:
+        """The default model's name, for health output."""
+        ...
+
+    @property
+    def exposure(self) -> Exposure:
+        """The bot's functions for programs (MCP): list and call them as an identity."""
+        ...
+
+    @property
+    def console(self) -> Any:
+        """The admin console's reads and changes, a `runtime.console.Console` (docs/admin-api.md),
+        which the HTTP channel serves under /admin/ when `admin.users` is configured. (Typed
+        loosely: runtime.console reaches runtime.settings, which finds channels through this
+        module, and tests/test_layers.py allows no import cycle.)"""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One line of `check_system.py` about a channel: ✓ ok, ! warn, ✗ fail."""
+
+    status: ProbeStatus
+    detail: str
+    name: str = ""  # default: "channel <name>"
+
+
+ChannelFactory = Callable[[ChannelHost, Any], Any]
+ChannelCheck = Callable[[Any, bool], Awaitable[list[Probe]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSpec(Generic[S]):
+    """What a channel declares; the value of its `chatfn.channels` entry point.
+
+    - `name`: `--channel NAME` and the `channels.NAME:` config section.
+    - `settings`: the pydantic model of that section (a `common.config.Section`: unknown keys
+      are errors). Every field needs a default, or the channel is configured only when used.
+    - `factory(host, settings)`: builds the channel (a `channels.base.Channel`); import the
+      platform SDK inside it, so finding channels stays cheap and a missing extra is an error
+      only for the channel that needs it.
+    - `extra`: the pip extra the channel needs (`pip install "chatfn[telegram]"`); None for
+      channels that need nothing beyond chatfn.
+    - `modules`: importable names the extra provides (checked by `check_system.py`).
+    - `check(settings, online)`: `check_system.py`'s probe: offline a config check; with
+      `online` the platform's "who am I" (a dead token gives a ✗ naming it).
+    - `readme`: the channel's documentation (Markdown: how to create the bot account, token,
+      permissions, a config snippet), or the path of a file holding it.
+    - `adopt(core, settings)`: run once the config is validated, for a deprecated key of the
+      channel's section that now lives in the core's (OneBot's `quote_replies`).
+    """
+
+    name: str
+    settings: type[S]
+    factory: Callable[[ChannelHost, S], Any]
+    summary: str = ""
+    extra: str | None = None
+    modules: tuple[str, ...] = ()
+    check: Callable[[S, bool], Awaitable[list[Probe]]] | None = None
+    readme: str = ""
+    adopt: Callable[[CoreSettings, S], None] | None = None
+
+    def build(self, host: ChannelHost, settings: BaseModel | None = None) -> Any:
+        """The channel, with `settings` (validated as this channel's model) or the host's
+        `channels.<name>` section."""
+        return self.factory(host, self.settings_from(host.settings, settings))
+
+    def settings_from(self, core: CoreSettings, given: BaseModel | None = None) -> S:
+        if isinstance(given, self.settings):
+            return given
+        if given is not None:
+            return self.settings.model_validate(given.model_dump())
+        return section_of(core, self.name, self.settings)
+
+
+def section_of(core: CoreSettings, name: str, model: type[S]) -> S:
+    """The validated `channels.<name>` section of `core`, or the model's defaults (settings
+    built in code without that channel found)."""
+    value = getattr(getattr(core, "channels", None), name, None)
+    return value if isinstance(value, model) else model()

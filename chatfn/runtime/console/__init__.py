@@ -1,0 +1,183 @@
+"""The admin console's side of the runtime: what the pages under `/admin/` read and change
+(docs/admin-api.md), as JSON-ready dicts. The HTTP channel serves it (chatfn/channels/http/admin)
+and reaches it as `host.console` only: the channel knows the web, this package the bot.
+
+Every read goes to the database through `Storage.run` (chatfn/storage/console): the console reads
+what the bot records anyway and computes nothing per message. Its writes are an operator's
+changes (a chat's overrides, as the chat's admin commands write them; a reminder cancelled; an
+outbox row retried), each with an audit row, and its own sessions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chatfn.common.config import AdminUser, CoreSettings
+from chatfn.runtime.console import ops, turns
+from chatfn.runtime.console.chats import Chats
+from chatfn.runtime.console.errors import ConsoleError
+from chatfn.runtime.console.health import health, worker_exposition
+from chatfn.runtime.console.lag import LagMonitor
+from chatfn.runtime.console.logs import LEVELS, LogTail
+from chatfn.storage.console import sessions as store
+from chatfn.storage.console import stats
+from chatfn.storage.console.scope import EVERYTHING, Scope
+from chatfn.storage.console.sessions import SessionRow
+
+__all__ = ["LEVELS", "Console", "ConsoleError", "Scope", "SessionRow"]
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Console:
+    """One per bot (made on first use by `BotChannelHost.console`). `bot` is the Bot, seen
+    through the attributes named in each part (typed loosely: runtime.bot imports this)."""
+
+    def __init__(self, bot: Any) -> None:
+        self._bot = bot
+        self.lag = LagMonitor()
+        self.started_at = datetime.now(UTC)
+        self._chats = Chats(self)
+        self.logs = LogTail(bot.settings.logging.level)
+
+    @property
+    def settings(self) -> CoreSettings:
+        return self._bot.settings  # type: ignore[no-any-return]
+
+    @property
+    def storage(self) -> Any:
+        return self._bot.storage
+
+    async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """A storage function off the event loop, beside the turns (`Storage.run_aside`)."""
+        return await self.storage.run_aside(fn, *args, **kwargs)
+
+    # -- users and sessions --------------------------------------------------------------------
+    def user(self, name: str) -> AdminUser | None:
+        return self.settings.admin.users.get(name)
+
+    def scope_of(self, name: str) -> Scope | None:
+        """The chats `name` may see (None: no such user any more)."""
+        user = self.user(name)
+        if user is None:
+            return None
+        return Scope(tuple(user.chats)) if user.chats is not None else EVERYTHING
+
+    async def open_session(self, user: str, token: str, csrf: str, address: str) -> datetime:
+        hours = self.settings.admin.session_hours
+        expires = datetime.now(UTC) + timedelta(hours=hours)
+        await self.run(
+            store.create_session,
+            self.storage.engine,
+            token_hash(token),
+            user,
+            csrf,
+            address,
+            expires,
+        )
+        return expires
+
+    async def session(self, token: str) -> SessionRow | None:
+        return await self.run(store.session, self.storage.engine, token_hash(token))  # type: ignore[no-any-return]
+
+    async def end_session(self, token: str) -> None:
+        await self.run(store.end_session, self.storage.engine, token_hash(token))
+
+    async def audit(
+        self,
+        user: str,
+        address: str,
+        action: str,
+        platform: str = "",
+        chat_id: str = "",
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        await self.run(
+            store.add_audit, self.storage.engine, user, address, action, platform, chat_id, detail
+        )
+
+    async def audit_page(
+        self,
+        scope: Scope,
+        limit: int,
+        before: int | None,
+        chat: tuple[str, str] | None,
+        user: str | None,
+    ) -> dict[str, Any]:
+        entries, nxt = await self.run(
+            store.audit_page, self.storage.engine, scope, limit, before, chat, user
+        )
+        return {"entries": entries, "next_before": nxt}
+
+    # -- pages ------------------------------------------------------------------------------------
+    @property
+    def chats(self) -> Chats:
+        return self._chats
+
+    async def overview(self, scope: Scope, days: int) -> dict[str, Any]:
+        cut = ops.buckets(self._bot, days)
+        found = await self.run(stats.overview, self.storage.engine, scope, cut)
+        return {
+            "days": days,
+            "bucket": cut.kind,
+            "since": store.iso(cut.since),
+            "until": store.iso(cut.until),
+            **found,
+            "health": None if scope.limited else await health(self, self.started_at),
+        }
+
+    async def worker_metrics(self) -> str:
+        """The workers' counters in the Prometheus text format (a gateway's /metrics)."""
+        return await worker_exposition(self._bot)
+
+    async def turn(
+        self, scope: Scope, platform: str, chat_id: str, message_id: str
+    ) -> dict[str, Any]:
+        return await turns.turn(self, scope, platform, chat_id, message_id)
+
+    async def usage(self, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
+        return await ops.usage(self._bot, scope, group_by, days)
+
+    usage_csv = staticmethod(ops.usage_csv)
+
+    async def reminders(self, scope: Scope, status: str) -> dict[str, Any]:
+        return await ops.reminders(self._bot, scope, status)
+
+    async def cancel_reminder(
+        self, scope: Scope, user: str, address: str, reminder_id: str
+    ) -> dict[str, Any]:
+        return await ops.cancel_reminder(self, scope, user, address, reminder_id)
+
+    async def delivery(
+        self,
+        scope: Scope,
+        state: str,
+        platform: str,
+        chat_id: str,
+        limit: int,
+        before: int | None,
+    ) -> dict[str, Any]:
+        return await ops.delivery(self._bot, scope, state, platform, chat_id, limit, before)
+
+    async def retry(self, scope: Scope, user: str, address: str, event_id: int) -> dict[str, Any]:
+        return await ops.retry(self, scope, user, address, event_id)
+
+    def plugins(self) -> dict[str, Any]:
+        return ops.plugins(self._bot)
+
+    async def check(self, user: str, address: str, online: bool) -> dict[str, Any]:
+        return await ops.check(self, user, address, online)
+
+    def start(self) -> None:
+        """Start what the console measures in the background (the event loop's lag)."""
+        self.lag.start()
+
+    async def stop(self) -> None:
+        await self.lag.stop()
+
+    def __repr__(self) -> str:
+        return f"Console({len(self.settings.admin.users)} user(s))"

@@ -1,0 +1,93 @@
+"""The health panel: where this process's turns run, its channels, MCP servers, the outbox
+backlog, the event loop's lag and, on a gateway, each worker's last metric snapshot."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chatfn.storage.console import delivery, sessions
+
+
+def _channel(name: str, sender: Any) -> dict[str, Any]:
+    """A channel's state as far as it tells: `connected` when it has it, a OneBot channel's
+    accounts online, else up (it is registered and running)."""
+    connected = getattr(sender, "connected", None)
+    detail = ""
+    accounts = getattr(sender, "self_ids", None)
+    if isinstance(accounts, list):
+        connected = bool(accounts)
+        detail = ", ".join(accounts) if accounts else "no account connected"
+    return {
+        "name": name,
+        "connected": bool(connected) if connected is not None else True,
+        "detail": detail,
+    }
+
+
+def mcp_servers(bot: Any) -> list[dict[str, Any]]:
+    from function_calls.builtins.mcp import McpClients
+
+    clients = bot.service(McpClients)
+    if clients is None:
+        return []
+    return [
+        {
+            "name": key,
+            "state": conn.state,
+            "tools": sorted(conn.tools),
+            "detail": conn.error or "",
+        }
+        for key, conn in clients.connections.items()
+    ]
+
+
+async def health(console: Any, started_at: datetime) -> dict[str, Any]:
+    bot = console._bot
+    storage = bot.storage
+    backlog = await storage.run_aside(delivery.backlog, storage.engine)
+    shots = await storage.run_aside(sessions.snapshots, storage.engine)
+    live: dict[str, datetime] = {}
+    if shots:  # a worker is alive while it beats (chatfn/runtime/cluster.py, within half of this)
+        within = bot.settings.broker.redelivery_timeout
+        live = await storage.run_aside(sessions.live_workers, storage.engine, within)
+    shown_since = datetime.now(UTC) - timedelta(days=1)
+    workers = [
+        {
+            "id": worker,
+            "host": host,
+            "seen_at": sessions.iso(live.get(worker, taken)),
+            "snapshot_at": sessions.iso(taken),
+            "alive": worker in live,
+        }
+        | {k: v for k, v in data.items() if k != "raw"}
+        for worker, host, taken, data in shots
+        if worker in live or taken >= shown_since
+    ]
+    servers = mcp_servers(bot)
+    return {
+        "role": {"single process": "single", "gateway+worker": "gateway"}.get(
+            bot.switch.role, bot.switch.role
+        ),
+        "started_at": sessions.iso(started_at),
+        "channels": [_channel(n, s) for n, s in sorted(bot.delivery.channels.items())],
+        "mcp_servers": [{**s, "tools": len(s["tools"])} for s in servers],
+        "outbox": backlog,
+        "event_loop_lag_ms": console.lag.now_ms(),
+        "workers": workers,
+    }
+
+
+async def worker_exposition(bot: Any) -> str:
+    """The workers' counters for the gateway's /metrics (chatfn/runtime/metric_snapshots.py)."""
+    from chatfn.runtime.metric_snapshots import exposition
+
+    storage = bot.storage
+    shots = await storage.run_aside(sessions.snapshots, storage.engine)
+    if not shots:
+        return ""
+    within = bot.settings.broker.redelivery_timeout
+    live = await storage.run_aside(sessions.live_workers, storage.engine, within)
+    shown_since = datetime.now(UTC) - timedelta(days=1)
+    rows = [r for r in shots if r[0] in live or r[2] >= shown_since]
+    return exposition(rows, set(live))

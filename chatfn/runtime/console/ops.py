@@ -1,0 +1,292 @@
+"""The operator's other pages: usage (and its CSV), reminders (list, cancel), delivery (the
+outbox rows not delivered, "retry now"), plugins and MCP servers, and the config check."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select, update
+
+from chatfn.common.config import zone_named
+from chatfn.runtime.console.errors import ConsoleError
+from chatfn.runtime.console.health import mcp_servers
+from chatfn.storage.console import delivery as outbox_store
+from chatfn.storage.console import stats
+from chatfn.storage.console.buckets import Buckets
+from chatfn.storage.console.scope import Scope
+from chatfn.storage.console.sessions import iso
+
+CSV_COLUMNS = (
+    "bucket",
+    "key",
+    "platform",
+    "chat_id",
+    "requests",
+    "errors",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "tokens",
+    "cost",
+)
+# Where `python -m chatfn` is importable from when the bot runs from a source checkout.
+ROOT = Path(__file__).resolve().parents[3]
+CHECK_TIMEOUT = 120.0
+
+
+def buckets(bot: Any, days: int) -> Buckets:
+    return Buckets.last_days(days, zone_named(bot.settings.bot.timezone))
+
+
+async def usage(bot: Any, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
+    cut = buckets(bot, days)
+    storage = bot.storage
+    found = await storage.run_aside(stats.usage, storage.engine, scope, cut, group_by)
+    return {
+        "group_by": group_by,
+        "days": days,
+        "bucket": cut.kind,
+        "since": iso(cut.since),
+        "until": iso(cut.until),
+        **found,
+    }
+
+
+def usage_csv(found: dict[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in found["rows"]:
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+# -- reminders -----------------------------------------------------------------------------------
+def _reminder_rows(engine: Any, scope: Scope, active_only: bool) -> list[dict[str, Any]]:
+    from function_calls.builtins.reminders.service import reminders_table as r
+
+    q = select(r).order_by(r.c.next_run, r.c.id)
+    if active_only:
+        q = q.where(r.c.status == "active")
+    q = q.where(scope.clause(r.c.platform, r.c.chat_id))
+    with engine.connect() as conn:
+        rows = conn.execute(q).all()
+    return [
+        {
+            "id": x.id,
+            "platform": x.platform,
+            "chat_id": x.chat_id,
+            "chat_name": x.chat_name,
+            "is_group": bool(x.is_group),
+            "creator_id": x.creator_id,
+            "creator_name": x.creator_name,
+            "text": x.text,
+            "kind": x.kind,
+            "spec": x.spec,
+            "timezone": x.timezone,
+            "status": x.status,
+            "next_run": iso(x.next_run),
+            "created_at": iso(x.created_at),
+            "fired_count": x.fired_count,
+            "last_fired_at": iso(x.last_fired_at),
+        }
+        for x in rows
+        if scope.allows(x.platform, x.chat_id)
+    ]
+
+
+def _reminders_known(bot: Any) -> bool:
+    return any(p.name == "reminders" for p in (bot.settings.plugins_loaded or bot.plugins))
+
+
+async def reminders(bot: Any, scope: Scope, status: str) -> dict[str, Any]:
+    if not _reminders_known(bot):
+        return {"reminders": []}
+    storage = bot.storage
+    rows = await storage.run_aside(_reminder_rows, storage.engine, scope, status != "all")
+    return {"reminders": rows}
+
+
+def _deactivate(engine: Any, reminder_id: str, note: str) -> bool:
+    from function_calls.builtins.reminders.service import reminders_table as r
+
+    with engine.begin() as conn:
+        done = conn.execute(
+            update(r)
+            .where(r.c.id == reminder_id, r.c.status == "active")
+            .values(status="deleted", note=note)
+        )
+    return bool(done.rowcount)
+
+
+def _reminder(engine: Any, reminder_id: str) -> Any:
+    from function_calls.builtins.reminders.service import reminders_table as r
+
+    with engine.connect() as conn:
+        return conn.execute(
+            select(r.c.id, r.c.platform, r.c.chat_id, r.c.status).where(r.c.id == reminder_id)
+        ).first()
+
+
+async def cancel_reminder(
+    console: Any, scope: Scope, user: str, address: str, rid: str
+) -> dict[str, Any]:
+    """As `/reminder_delete`: the row `deleted` (a worker about to fire it re-reads the row and
+    does not), and this process's scheduler job removed when it runs the reminders."""
+    bot = console._bot
+    storage = bot.storage
+    found = None
+    if _reminders_known(bot):
+        found = await storage.run_aside(_reminder, storage.engine, rid)
+    if found is None or not scope.allows(found.platform, found.chat_id):
+        raise ConsoleError(404, f"no reminder {rid}")
+    note = f"deleted in the admin console by {user}"
+    if not await storage.run_aside(_deactivate, storage.engine, rid, note):
+        raise ConsoleError(409, f"reminder {rid} is not active ({found.status})")
+    from function_calls.builtins.reminders.service import ReminderService
+
+    service = bot.service(ReminderService)
+    if service is not None and service._scheduler is not None and service._job_exists(rid):
+        service._scheduler.remove_job(rid)
+    await console.audit(
+        user, address, "reminder.cancel", found.platform, found.chat_id, {"id": rid}
+    )
+    return {"ok": True, "id": rid, "status": "deleted"}
+
+
+# -- delivery -------------------------------------------------------------------------------------
+async def delivery(
+    bot: Any,
+    scope: Scope,
+    state: str,
+    platform: str,
+    chat_id: str,
+    limit: int,
+    before: int | None,
+) -> dict[str, Any]:
+    states = (
+        outbox_store.UNDELIVERED
+        if not state
+        else ("pending", "expired", "failed", "delivered")
+        if state == "all"
+        else (state,)
+    )
+    storage = bot.storage
+    return await storage.run_aside(  # type: ignore[no-any-return]
+        outbox_store.page,
+        storage.engine,
+        scope,
+        states,
+        platform or None,
+        chat_id or None,
+        limit,
+        before,
+    )
+
+
+async def retry(
+    console: Any, scope: Scope, user: str, address: str, event_id: int
+) -> dict[str, Any]:
+    bot = console._bot
+    storage = bot.storage
+    row = await storage.run_aside(outbox_store.row, storage.engine, event_id)
+    if row is None or not scope.allows(row.platform, row.chat_id):
+        raise ConsoleError(404, f"no outbox row {event_id}")
+    if row.state == "delivered":
+        raise ConsoleError(409, f"outbox row {event_id} was delivered already")
+    if row.state != "pending":
+        await storage.run_aside(outbox_store.requeue, storage.engine, event_id)
+    bot.outbox.kick()
+    await console.audit(
+        user,
+        address,
+        "delivery.retry",
+        row.platform,
+        row.chat_id,
+        {"event_id": event_id, "was": row.state},
+    )
+    return {"ok": True, "event_id": event_id, "state": "pending"}
+
+
+# -- plugins and the config check ------------------------------------------------------------------
+def plugins(bot: Any) -> dict[str, Any]:
+    settings = bot.settings
+    loaded = settings.plugins_loaded or bot.plugins
+    out = []
+    for p in loaded:
+        status = p.state(settings)
+        out.append(
+            {
+                "name": p.name,
+                "builtin": p.builtin,
+                "state": status.state,
+                "status": status.detail,
+                "functions": sorted(s.name for s in p.specs()),
+            }
+        )
+    return {"plugins": out, "mcp_servers": mcp_servers(bot)}
+
+
+async def check(console: Any, user: str, address: str, online: bool) -> dict[str, Any]:
+    """`chatfn check --json` (what check_system.py reports) in a process of its own, on the
+    running bot's config file: its probes open connections and build a bot of their own, which
+    must not share this process's event loop or state."""
+    bot = console._bot
+    args = [sys.executable, "-m", "chatfn", "check", "--json"]
+    config = bot.settings.config_file
+    if config is not None:
+        args += ["--config", str(config)]
+    if online:
+        args.append("--online")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=str(bot.settings.base_dir),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise ConsoleError(504, f"the check took longer than {CHECK_TIMEOUT:.0f} s") from None
+    elapsed = round((time.perf_counter() - started) * 1000, 1)
+    try:
+        report = json.loads(out.decode("utf-8"))
+    except ValueError:
+        text = (err or out).decode("utf-8", "replace").strip()
+        report = {
+            "ok": False,
+            "checks": [{"name": "check", "status": "fail", "detail": text[-2000:]}],
+        }
+    lines = [
+        {
+            "status": "warn" if c["status"] == "warn" else c["status"],
+            "text": f"{c['name']}: {c['detail']}",
+        }
+        for c in report.get("checks", [])
+    ]
+    mark = {"ok": "✓", "warn": "!", "fail": "✗"}
+    await console.audit(user, address, "check", detail={"online": online, "ok": report.get("ok")})
+    return {
+        "ok": bool(report.get("ok")),
+        "lines": lines,
+        "text": "\n".join(f"{mark.get(x['status'], '?')} {x['text']}" for x in lines),
+        "ran_at": iso(datetime.now(UTC)),
+        "duration_ms": elapsed,
+    }
