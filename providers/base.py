@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: True while a request goes through the bot's accounting (function_calls.model_calls: usage
-#: row, metrics, limits). A model the bot serves (`guarded`, set by runtime/model_set.py)
+#: row, metrics, limits). A model the bot serves (`guarded`, set by chatfn/runtime/model_set.py)
 #: refuses a request made without it, so a plugin cannot spend on the configured models
 #: without the spend being counted: `ctx.ask_model(...)` is the way in.
 accounted: ContextVar[bool] = ContextVar("accounted", default=False)
@@ -140,7 +140,7 @@ class ChatModel(ABC):
         # every later turn of its chat a refused request.
         self.context_limit: int | None = None
         # The models that take a request this one failed (`models.<name>.fallback`); set by
-        # whoever builds the model from config (runtime/model_set.py).
+        # whoever builds the model from config (chatfn/runtime/model_set.py).
         self.fallback: FallbackChain[ChatModel] | None = None
         # What the provider bills for it (`models.<name>.price`): usage rows carry a cost.
         self.price: ModelPrice | None = None

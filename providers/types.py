@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.messages import StreamEvent, StreamEventType, ToolCall, parse_arguments
+from chatfn.common.messages import StreamEvent, StreamEventType, ToolCall, parse_arguments
 
 __all__ = [
     "ImagePart",
