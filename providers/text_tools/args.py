@@ -241,6 +241,24 @@ def coerce_raw(raw: str, schema: Mapping[str, Any] | None) -> Any:
     return raw
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def coerce_json_spelled(raw: str) -> Any:
+    """A raw value whose parameter has no schema, read as vLLM's and SGLang's GLM parsers read
+    it: the JSON value its text spells exactly (`42`, `-1.5`, `true`, `null`, `[1, 2]`), else
+    what `coerce_raw` makes of it without a schema. Exact JSON keeps `007`, `1_000` or `True`
+    text; NaN and infinities are not JSON and stay text too."""
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except ValueError:
+        return coerce_raw(raw, None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return raw
+    return value
+
+
 def _number(text: str) -> int | float | None:
     try:
         return int(text)

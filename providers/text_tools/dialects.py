@@ -117,6 +117,25 @@ def parse_json_calls(
             return calls_from_value(json.loads(text), require_args)
         except ValueError:
             pass
+    values, failed = _json_values(text, truncated)
+    out: Found = []
+    for value in values:
+        out.extend(calls_from_value(value, require_args) or [])
+    if out:
+        return out
+    if truncated:
+        return None
+    if failed or not values:
+        repaired = parse_tolerant(text)
+        if not is_missing(repaired):
+            return calls_from_value(repaired, require_args)
+    return None
+
+
+def _json_values(text: str, truncated: bool) -> tuple[list[Any], bool]:
+    """The JSON values written one after another in `text` (separated by `,`, `;` or space),
+    and whether one of them could not be read (it is skipped up to the next line that starts a
+    value; a value cut off at the end of a truncated section gets its closing syntax)."""
     values: list[Any] = []
     pos = 0
     failed = False
@@ -130,33 +149,17 @@ def parse_json_calls(
             continue
         except ValueError:
             pass
-        if truncated:
-            tail = _NEXT_LINE_OBJECT.search(text, pos)
-            if tail is None:
-                value = complete_truncated_json(text[pos:])
-                if not is_missing(value):
-                    values.append(value)
-                break
-        failed = True
         nxt = _NEXT_LINE_OBJECT.search(text, pos)
+        if truncated and nxt is None:
+            value = complete_truncated_json(text[pos:])
+            if not is_missing(value):
+                values.append(value)
+            break
+        failed = True
         if nxt is None:
             break
         pos = nxt.start() + 1
-    if values:
-        out: Found = []
-        for value in values:
-            found = calls_from_value(value, require_args)
-            if found:
-                out.extend(found)
-        if out:
-            return out
-    if truncated:
-        return None
-    if failed or not values:
-        repaired = parse_tolerant(text)
-        if not is_missing(repaired):
-            return calls_from_value(repaired, require_args)
-    return None
+    return values, failed
 
 
 def parse_json_sections(sections: list[str], truncated: bool) -> Found | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 
@@ -33,6 +33,9 @@ class Spec:
     trail: str = ""
     #: The marker counts only at the start of a line (it is made of ordinary characters).
     line_start: bool = False
+    #: Another reading of the same marker, tried when this one's head fails (`<tool>` is a
+    #: Hermes wrapper around a call object, or LangChain's `<tool>NAME</tool><tool_input>`).
+    alt: Spec | None = None
 
 
 _JSON_HEAD = re.compile(r"\s*[\[{]")
@@ -54,6 +57,11 @@ _ACTION_PRE = re.compile(r"[ \t]*\n?[ \t]*```(?:json)?[ \t]*\n(?=\s*[\[{])")
 _TOOLCALL_HEAD = re.compile(r"\s*[\[{]")
 _ECHO_HEAD = re.compile(r"(?:\s[^<>]{0,200})?>")
 _FGEMMA_HEAD = re.compile(r"\s*call:[\w.\-]+\{")
+# A call object right after a Hermes 2 Pro wrapper tag (llama.cpp's parser accepts these tags).
+_CALL_OBJECT_HEAD = re.compile(r'\s*(?:\[\s*)?\{\s*"name"\s*:')
+#: Tags Hermes 2 Pro / Qwen models sometimes wrap a `{"name": .., "arguments": ..}` call in,
+#: instead of `<tool_call>`; the tags belong to the call (llama.cpp's Hermes 2 Pro parser).
+HERMES_WRAPPERS = ("tools", "response", "json", "xml", "JSON")
 # A space may follow each special token (LLM-jp-4.1 writes harmony so). A header followed by
 # another `<|channel|>` instead of `<|message|>` (`<|channel|>commentary to=assistant`) is empty.
 HARMONY_HEAD = re.compile(
@@ -74,6 +82,13 @@ def _ds(name: str) -> list[str]:
     # A DeepSeek-R1-Distill spelling: the closing bar written as nothing before `>`.
     out.append(f"<｜{name.replace(' ', '▁')}>")
     return out
+
+
+#: DeepSeek-R1-Distill spellings of the calls-begin marker (llama.cpp's R1 parser accepts them;
+#: the Distill Qwen models get it wrong). In their sections a call may also lack its
+#: `<｜tool▁call▁begin｜>`; after the canonical marker it may not (vLLM's rule, cases.jsonl).
+R1_OPENERS = ("<｜tool▁calls｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>")
+_R1_LOOSE = {"<｜tool_calls_begin｜>": "deepseek_r1"}
 
 
 def _fixed_specs() -> list[Spec]:
@@ -134,14 +149,26 @@ def _fixed_specs() -> list[Spec]:
         Spec("<|tool_calls_section_begin|>", "tag", "<|tool_calls_section_end|>", "kimi"),
         Spec("<function=", "tag", "</function>", "qwen", _FUNCTION_HEAD, trail="</tool_call>"),
         Spec("<tool ", "tag", "</tool>", "attr", _ATTR_HEAD),
-        Spec("<tool>", "tag", "</tool_input>", "langchain", _LANGCHAIN_HEAD),
+        Spec(
+            "<tool>",
+            "tag",
+            "</tool>",
+            "json",
+            _CALL_OBJECT_HEAD,
+            head_limit=48,
+            alt=Spec("<tool>", "tag", "</tool_input>", "langchain", _LANGCHAIN_HEAD),
+        ),
         Spec("[TOOL_CALLS]", "value", body="mistral", head=_MISTRAL_PRE, sep=True, head_limit=80),
         Spec("<|python_tag|>", "value", body="json", head=_PYTHON_TAG_PRE, sep=True, head_limit=40),
         Spec("<|tool_call|>", "value", body="json", head=_VALUE_PRE, head_limit=33),
         Spec("functools", "value", body="json", head=_FUNCTOOLS_PRE, head_limit=1),
     ]
+    for tag in HERMES_WRAPPERS:
+        specs.append(Spec(f"<{tag}>", "tag", f"</{tag}>", "json", _CALL_OBJECT_HEAD, head_limit=48))
     for begin, end in zip(_ds("tool calls begin"), _ds("tool calls end"), strict=True):
-        specs.append(Spec(begin, "tag", end, "deepseek"))
+        specs.append(Spec(begin, "tag", end, _R1_LOOSE.get(begin, "deepseek")))
+    for begin in R1_OPENERS:
+        specs.append(Spec(begin, "tag", "<｜tool▁calls▁end｜>", "deepseek_r1"))
     # One DeepSeek-V3.1 call written without the calls-begin marker (SGLang reads it). The ASCII
     # `<|tool_call_begin|>` spelling is Kimi's marker and stays Kimi's.
     opens = {spec.open for spec in specs}
@@ -176,9 +203,18 @@ class Markers:
         specs = list(FIXED)
         fixed_opens = {s.open for s in specs}
         for name in sorted(allowed):
-            if re.fullmatch(r"[A-Za-z_][\w.\-]*", name) and f"<{name}>" not in fixed_opens:
-                head = re.compile(r"\s*(?:<[A-Za-z_][\w.\-]*>|</" + re.escape(name) + r">|\{)")
-                specs.append(Spec(f"<{name}>", "tag", f"</{name}>", "cline:" + name, head))
+            if not re.fullmatch(r"[A-Za-z_][\w.\-]*", name):
+                continue
+            head = re.compile(r"\s*(?:<[A-Za-z_][\w.\-]*>|</" + re.escape(name) + r">|\{)")
+            cline = Spec(f"<{name}>", "tag", f"</{name}>", "cline:" + name, head)
+            if cline.open not in fixed_opens:
+                specs.append(cline)
+                continue
+            # An offered tool named like a fixed marker (`response`): Cline-style is the
+            # other reading of that marker.
+            for k, spec in enumerate(specs):
+                if spec.open == cline.open and spec.alt is None and spec.kind == "tag":
+                    specs[k] = replace(spec, alt=cline)
         self.by_prefix: dict[str, list[Spec]] = {}
         for spec in specs:
             self.by_prefix.setdefault(spec.open[:2], []).append(spec)

@@ -363,6 +363,9 @@ class StreamingToolParser(FenceStates, HarmonyStates, ReasoningStates, ReplyStar
             verdict = "ok" if m else window_head(spec.head, window, limit, final)
         if verdict == "need":
             return False
+        if verdict == "fail" and spec.alt is not None:
+            self._spec = spec.alt  # the other reading of the same marker
+            return True
         if verdict == "fail":
             self._emit_text(buf[start:body_start])
             self._pos = body_start

@@ -26,6 +26,11 @@ from providers.text_tools.dialects import Found, Schemas, _normalise_arguments
 _DS_CALL = re.compile(
     r"<[｜|]tool[▁_]call[▁_]begin[｜|]?>(.*?)<[｜|]tool[▁_]call[▁_]end[｜|]?>", re.DOTALL
 )
+# In a section opened by a DeepSeek-R1-Distill spelling (markers.R1_OPENERS) the call-begin
+# marker may be missing, as llama.cpp's R1 parser allows.
+_DS_CALL_LOOSE = re.compile(
+    r"(?:<[｜|]tool[▁_]call[▁_]begin[｜|]?>)?(.*?)<[｜|]tool[▁_]call[▁_]end[｜|]?>", re.DOTALL
+)
 _DS_SEP = re.compile(r"<[｜|]tool[▁_]sep[｜|]?>")
 _FENCED = re.compile(r"\A\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
 
@@ -40,12 +45,16 @@ def _json_args(text: str) -> Any | None:
     return _normalise_arguments(value)
 
 
-def parse_deepseek(body: str, schemas: Schemas = None) -> Found | None:
+def parse_deepseek(
+    body: str, schemas: Schemas = None, call_begin_optional: bool = False
+) -> Found | None:
     """DeepSeek V3/R1 (`function<sep>NAME\\n```json {...}```) and V3.1 (`NAME<sep>{...}`)
     calls between the full-width bar markers, and Step-3's `<steptml:invoke>` in the same
-    markers; each call must be closed."""
+    markers; each call must be closed (its begin marker may be missing when
+    `call_begin_optional`, in the sections of the R1-Distill spellings)."""
     out: Found = []
-    for m in _DS_CALL.finditer(body):
+    pattern = _DS_CALL_LOOSE if call_begin_optional else _DS_CALL
+    for m in pattern.finditer(body):
         if "<steptml:invoke" in m.group(1):
             out += _parse_steptml(m.group(1), schemas)
             continue

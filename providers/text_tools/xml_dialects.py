@@ -10,22 +10,36 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from providers.text_tools.args import coerce_raw, is_missing, parse_tolerant, property_schema
+from providers.text_tools.args import (
+    coerce_json_spelled,
+    coerce_raw,
+    is_missing,
+    parse_tolerant,
+    property_schema,
+)
 from providers.text_tools.dialects import Found, Schemas, parse_json_calls, parse_pythonic
 
 # --- XML parameter dialects -----------------------------------------------------------------------
 
 
-def _typed(tool: str, values: dict[str, list[str]], schemas: Schemas) -> dict[str, Any]:
+def _typed(
+    tool: str,
+    values: dict[str, list[str]],
+    schemas: Schemas,
+    untyped: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
     """Raw XML values to arguments: repeated tags become a list when the schema says array,
-    otherwise the last one wins; scalars are typed by the schema (args.coerce_raw)."""
+    otherwise the last one wins; scalars are typed by the schema (args.coerce_raw). A value
+    whose parameter has no schema goes to `untyped` when the dialect has its own rule."""
     out: dict[str, Any] = {}
     for key, raws in values.items():
         schema = property_schema(schemas, tool, key)
-        if schema and schema.get("type") == "array" and len(raws) > 1:
+        if schema is None and untyped is not None:
+            out[key] = untyped(raws[-1])
+        elif schema and schema.get("type") == "array" and len(raws) > 1:
             items = schema.get("items") if isinstance(schema.get("items"), Mapping) else None
             out[key] = [coerce_raw(r, items) for r in raws]
         else:
@@ -115,7 +129,8 @@ def parse_glm(body: str, schemas: Schemas) -> Found | None:
     """GLM-4.5/4.6/4.7: `<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`.
 
     The same tag as Hermes but not JSON. GLM sometimes writes literal `\\n` between tags; they
-    are separators, not part of the name.
+    are separators, not part of the name. A value whose parameter the schema does not type is
+    the JSON it spells (`42` is 42), as vLLM and SGLang read GLM (args.coerce_json_spelled).
     """
     first = body.find("<arg_key>")
     head = body if first == -1 else body[:first]
@@ -132,7 +147,7 @@ def parse_glm(body: str, schemas: Schemas) -> Found | None:
         consumed = m.end()
     if rest[consumed:].replace("\\n", "").strip():
         return None
-    return [(name, _typed(name, values, schemas))]
+    return [(name, _typed(name, values, schemas, coerce_json_spelled))]
 
 
 def parse_tool_call_body(body: str, schemas: Schemas, truncated: bool) -> Found | None:
