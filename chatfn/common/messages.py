@@ -148,6 +148,34 @@ class NotDelivered(Exception):
         self.rest = rest
 
 
+# What a channel raises is one of these five: it classifies a platform's failure, and the
+# delivery policy (chatfn/runtime/delivery_policy.py) and the channel kit's connect loop
+# (chatfn/channels/kit/) decide what follows. The three kinds of NotDelivered wait in the
+# outbox like any NotDelivered; they say why, so the policy knows when to try again.
+
+
+class RateLimited(NotDelivered):
+    """The platform asked to slow down (HTTP 429, a flood-control code): try again after
+    `retry_after` seconds, or, when the platform named no wait (None), after a backoff."""
+
+    def __init__(
+        self, reason: str, retry_after: float | None = None, rest: str | None = None
+    ) -> None:
+        super().__init__(reason, rest)
+        self.retry_after = None if retry_after is None else max(0.0, float(retry_after))
+
+
+class Unreachable(NotDelivered):
+    """The platform could not be reached or failed the call (network, timeout, 5xx): try again
+    with a backoff, or at once when the channel says its connection is back."""
+
+
+class CredentialsRefused(NotDelivered):
+    """The platform refused the bot's credentials (a dead or mistyped token). Its text is the
+    one line the operator reads, naming the setting to fix; a channel retries slowly, since
+    the credentials may be fixed while the bot runs."""
+
+
 class DeliveryRefused(Exception):
     """The platform refused a message for good (e.g. the bot is muted): logged, marked failed
     in the outbox, never retried."""

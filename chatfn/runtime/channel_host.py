@@ -24,9 +24,18 @@ from pydantic import BaseModel
 
 from chatfn.common.config import CoreSettings
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.storage.history import HistoryEntry
 
-__all__ = ["ChannelHost", "ChannelSpec", "HistoryEntry", "OutboundSender", "Probe", "section_of"]
+__all__ = [
+    "ChannelHost",
+    "ChannelSpec",
+    "DeliveryPolicy",
+    "HistoryEntry",
+    "OutboundSender",
+    "Probe",
+    "section_of",
+]
 
 if TYPE_CHECKING:
     from chatfn.common.metrics import Metrics
@@ -72,6 +81,13 @@ class ChannelHost(Protocol):
 
     def kick(self) -> None:
         """A connection came (back): deliver what waits in the outbox for this platform now."""
+        ...
+
+    @property
+    def delivery_policy(self) -> DeliveryPolicy:
+        """How sends are tried again (chatfn/runtime/delivery_policy.py): the one policy the
+        outbox applies; a channel's sender applies its in-place part (a short rate limit
+        waited out in the chat's order)."""
         ...
 
     def add_web_route(self, method: str, path: str, handler: WebHandler) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from chatfn.common.config import CoreSettings
 from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage, image_label
 from chatfn.common.metrics import Metrics
+from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.runtime.event_stream import EventQueue
 from chatfn.runtime.outbox import Outbox
 from chatfn.runtime.switch import Switch
@@ -43,6 +44,7 @@ class Delivery:
         self.channels: dict[str, OutboundChannel] = {}
         self._subscribers: set[EventQueue] = set()
         self.outbox = Outbox(storage, settings.storage.outbox, self.channels, self._history_values)
+        self.outbox.policy = DeliveryPolicy.from_settings(settings)
 
     def register(self, channel: OutboundChannel) -> None:
         """`channel` takes the outbox's deliveries for its platform."""
@@ -103,7 +105,7 @@ class Delivery:
             await sink(out)
         except NotDelivered as exc:  # e.g. the OneBot account went offline mid-reply
             await self.outbox.finish(out, "pending", rest=exc.rest)
-            await self.outbox.dispatch(out)
+            await self.outbox.dispatch(out, exc)  # at once, or when the delivery policy says
             return
         except DeliveryRefused:  # logged by the channel; the reply is in the history
             await self.outbox.finish(out, "failed")

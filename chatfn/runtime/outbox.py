@@ -24,7 +24,8 @@ from typing import Any, Protocol, TypeVar
 from loguru import logger
 
 from chatfn.common.config import OutboxSettings
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage, RateLimited
+from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.runtime.event_stream import POLL, EventReader, Gaps, message_of
 from chatfn.storage.db import Storage, StorageError
 from chatfn.storage.outbox import PAYLOAD_FIELDS, OutboxEntry
@@ -95,6 +96,12 @@ class Outbox:
         self._gaps = Gaps()  # the ids this process's readers saw missing
         self.delivered = 0
         self.failed = 0
+        # How a send is tried again (chatfn/runtime/delivery_policy.py; the Delivery that owns
+        # this outbox gives it the configuration's). Chats the policy holds back: (when they
+        # are due, failures in a row, held for a rate limit); the drain leaves them until then.
+        self.policy = DeliveryPolicy(max_wait=settings.max_wait)
+        self._due: dict[tuple[str, str], tuple[float, int, bool]] = {}
+        self._due_timer: asyncio.TimerHandle | None = None
 
     # -- writing -----------------------------------------------------------------------------
     async def write(
@@ -217,11 +224,16 @@ class Outbox:
         return payload, history, key
 
     # -- sending -----------------------------------------------------------------------------
-    async def dispatch(self, out: OutgoingMessage) -> None:
+    async def dispatch(self, out: OutgoingMessage, failed: NotDelivered | None = None) -> None:
         """Send `out` through its platform's channel now, unless its chat has older messages
-        waiting (then it waits behind them). Raises DeliveryRefused when the platform refused
+        waiting (then it waits behind them), or `failed` (why a first try did not take it)
+        is one the delivery policy waits out. Raises DeliveryRefused when the platform refused
         it for good; a message that cannot go out now is kept, not raised."""
         key = (out.platform, out.chat_id)
+        if failed is not None and out.event_id is not None and self._hold(key, failed):
+            self._backlog.add(key)
+            self._release(out.event_id)
+            return
         if key in self._backlog and out.event_id is not None:
             self._deferred.add(key)
             self._release(out.event_id)
@@ -257,6 +269,7 @@ class Outbox:
                     exc,
                 )
             self._backlog.add(key)
+            self._hold(key, exc)
             self._release(out.event_id)
             return False
         except DeliveryRefused:
@@ -267,12 +280,38 @@ class Outbox:
         except Exception:
             await self.finish(out, "failed")
             raise
+        if self._due:
+            self._due.pop(key, None)
         await self.finish(out, "delivered")
         return True
 
+    def _hold(self, key: tuple[str, str], failure: NotDelivered) -> bool:
+        """Hold the chat `key` back after `failure` for as long as the delivery policy says
+        (False: not held, it goes on the next pass or kick); the drain is woken then."""
+        failures = self._due.get(key, (0.0, -1, False))[1] + 1
+        delay = self.policy.retry_in(failure, failures)
+        if delay is None:
+            self._due.pop(key, None)
+            return False
+        due = time.monotonic() + delay
+        self._due[key] = (due, failures, isinstance(failure, RateLimited))
+        timer = self._due_timer
+        if timer is None or timer.when() > asyncio.get_running_loop().time() + delay:
+            if timer is not None:
+                timer.cancel()
+            self._due_timer = asyncio.get_running_loop().call_later(delay, self._due_now)
+        return True
+
+    def _due_now(self) -> None:
+        self._due_timer = None
+        self.kick()
+
     def kick(self) -> None:
-        """Drain pending messages now (a channel just became able to send). Before `start()`
-        (a bot whose services are not started, as in some tests) one pass runs at once."""
+        """Drain pending messages now (a channel just became able to send: chats held back
+        for its failures go too, not those waiting out a rate limit). Before `start()` (a bot
+        whose services are not started, as in some tests) one pass runs at once."""
+        if self._due:
+            self._due = {k: d for k, d in self._due.items() if d[2]}
         self._wake.set()
         if self._task is None and (self._once is None or self._once.done()):
             self._once = asyncio.ensure_future(self._drain_once())
@@ -292,6 +331,9 @@ class Outbox:
             self._task = asyncio.create_task(self._run(), name="outbox")
 
     async def stop(self) -> None:
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
         await self.flush_marks()
         if self._once is not None and not self._once.done():
             self._once.cancel()
@@ -348,6 +390,10 @@ class Outbox:
             for key in late:
                 by_chat.pop(key, None)
             self._backlog |= set(by_chat)
+            if self._due:  # held back by the delivery policy: they stay in the backlog
+                now = time.monotonic()
+                for key in [k for k in by_chat if self._due.get(k, (0.0,))[0] > now]:
+                    del by_chat[key]
             unchecked = await self._find_sent(by_chat)
             results = await asyncio.gather(
                 *(self._drain_chat(rows, unchecked) for rows in by_chat.values()),

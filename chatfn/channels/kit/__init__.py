@@ -1,0 +1,57 @@
+"""The channel kit: what every platform channel shares, written once (docs/channels.md).
+
+A platform writes connect, serve, parse and send; the kit owns the lifecycle and the connect
+loop (channel.py), per-chat order and intake with confirm-once-stored (inbound.py; its
+primitives chatfn/channels/intake.py and outbound.py), the way out under one delivery policy
+(sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
+events' names (events.py) and images in and out (images.py). Nothing here names a platform.
+"""
+
+from chatfn.channels.intake import Taken, settled
+from chatfn.channels.kit.channel import REFUSED_RETRY, PlatformChannel
+from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.errors import (
+    CredentialsRefused,
+    DeliveryRefused,
+    NotDelivered,
+    RateLimited,
+    Unreachable,
+)
+from chatfn.channels.kit.events import FRIEND_REQUEST, MEMBER_JOINED, member_joined
+from chatfn.channels.kit.images import (
+    MAX_IMAGE_IN,
+    data_uri,
+    decode_image,
+    fetch_image,
+    image_mime,
+    image_name,
+)
+from chatfn.channels.kit.inbound import Inbound
+from chatfn.channels.kit.sender import Owed, PlatformSender
+from chatfn.channels.outbound import Backoff
+
+__all__ = [
+    "FRIEND_REQUEST",
+    "MAX_IMAGE_IN",
+    "MEMBER_JOINED",
+    "REFUSED_RETRY",
+    "Backoff",
+    "CredentialsRefused",
+    "DeliveryRefused",
+    "Inbound",
+    "NotDelivered",
+    "Owed",
+    "PlatformChannel",
+    "PlatformSender",
+    "RateLimited",
+    "Taken",
+    "Unreachable",
+    "data_uri",
+    "decode_image",
+    "fetch_image",
+    "image_mime",
+    "image_name",
+    "member_joined",
+    "readme",
+    "settled",
+]

@@ -1,0 +1,204 @@
+"""The channel kit's template: what every platform channel does, written once.
+
+A platform writes what is its own:
+
+- `connect()`: log in / "who am I"; raise `CredentialsRefused` (its text is the operator's one
+  line, naming the setting) or `Unreachable`;
+- `serve()`: read events until the channel stops (the default, for a platform whose events
+  come by webhook: say it is up, then wait); raise `CredentialsRefused` when the platform
+  refuses the credentials while serving (a token revoked);
+- parse: turn an event into an `IncomingMessage` or a system event, handed to `self.inbound`
+  (inbound.py: per-chat order, confirm once stored);
+- `deliver(message)`: send one outbox delivery (a `PlatformSender`, sender.py), raising the
+  kit's errors (errors.py);
+- `close()`: release what connect and serve opened.
+
+The kit owns the rest, as NoneBot2's `Adapter` and aiogram's `Dispatcher._listen_updates` do:
+`run()` connects in one loop (credentials refused: one clear line, the channel shown as down
+in /healthz and the console, a retry every `REFUSED_RETRY` seconds; network errors: one line
+per outage, backoff to a cap), then serves; refused credentials while serving go back to that
+loop. The rest of the bot runs on whatever one channel does. `stop()` cancels the tracked
+tasks and closes. `send()` refuses with NotDelivered until the first connect (the outbox
+keeps the message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import abstractmethod
+from collections.abc import Awaitable
+from typing import Any, ClassVar, Generic, TypeVar
+
+from loguru import logger
+from pydantic import BaseModel
+
+from chatfn.channels.base import Channel
+from chatfn.channels.kit.inbound import Inbound
+from chatfn.channels.outbound import Backoff
+from chatfn.common.messages import CredentialsRefused, NotDelivered, OutgoingMessage
+from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
+
+__all__ = ["REFUSED_RETRY", "PlatformChannel"]
+
+S = TypeVar("S", bound=BaseModel)
+T = TypeVar("T")
+
+#: Seconds between tries while the platform refuses the credentials (they may be fixed).
+REFUSED_RETRY = 60.0
+
+
+class PlatformChannel(Channel, Generic[S]):
+    """A platform channel on the kit (module docstring)."""
+
+    #: The platform's name in log lines ("Telegram").
+    label: ClassVar[str] = ""
+    #: Whether a message whose id is in the history already is skipped (a platform that
+    #: delivers a message again after a restart; not one that reads it back itself).
+    skip_stored: ClassVar[bool] = True
+
+    def __init__(self, host: ChannelHost, settings: S) -> None:
+        super().__init__(host)
+        self.cfg = settings
+        # A test's host may have no policy: the defaults then.
+        policy = getattr(host, "delivery_policy", None) or DeliveryPolicy()
+        self.policy = policy.override(self.platform, getattr(settings, "max_retry_after", None))
+        self.inbound = Inbound(self)
+        self.logged_in = False  # connect() succeeded once: sends may go
+        self.connected = False  # up now (health)
+        self.status = "connecting"  # what health shows beside it: why it is down
+        self.connect_attempts = 0  # tests, health
+        self._told: str | None = None  # the kind of failure logged for this outage
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._stopped = False
+
+    # -- what a platform writes ------------------------------------------------------------
+    @abstractmethod
+    async def connect(self) -> None:
+        """Log in and learn who the bot is; raise CredentialsRefused or Unreachable."""
+
+    async def serve(self) -> None:
+        """Read events until the channel stops. By default (events by webhook): up, and wait."""
+        self.up()
+        await self._stopping.wait()
+
+    @abstractmethod
+    async def deliver(self, message: OutgoingMessage) -> None:
+        """Send one message (an outbox delivery or a reply)."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what connect and serve opened (sessions, sockets, clients)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            while await self._connect():
+                serving = self.spawn(self.serve())
+                try:
+                    await serving
+                    return
+                except CredentialsRefused as exc:  # revoked while serving: connect again
+                    if not await self.failed(exc, Backoff()):
+                        return
+                except asyncio.CancelledError:
+                    if not self._stopping.is_set():
+                        raise
+                    return
+        finally:
+            await self.stop()
+
+    async def _connect(self) -> bool:
+        backoff = Backoff(0.5, 60.0)
+        while not self._stopping.is_set():
+            self.connect_attempts += 1
+            try:
+                await self.connect()
+            except NotDelivered as exc:  # refused, unreachable, or another passing failure
+                if not await self.failed(exc, backoff):
+                    return False
+                continue
+            self.logged_in = True
+            return True
+        return False
+
+    async def stop(self) -> None:
+        """Stop serving, cancel the tracked tasks, close; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stopping.set()
+        self.connected = False
+        self.status = "stopped"
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.close()
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        """Until connected and events flow (tests, start-up order)."""
+        async with asyncio.timeout(timeout):
+            await self._ready.wait()
+
+    # -- up and down -----------------------------------------------------------------------
+    def up(self) -> None:
+        """Connected and events flow: health shows it; what waited in the outbox goes now."""
+        if self._told is not None and self._ready.is_set():
+            logger.info("{} channel is back", self.label)
+        self._told = None
+        self.connected, self.status = True, "up"
+        self._ready.set()
+        self.host.kick()
+
+    def down(self, why: Exception) -> None:
+        """Down, for `why`: one line per outage and kind (refused credentials: an error whose
+        text names the setting to fix; anything else: a warning), shown in health."""
+        kind = "refused" if isinstance(why, CredentialsRefused) else "failing"
+        if self._told != kind:
+            if kind == "refused":
+                logger.error("{}", why)
+            else:
+                logger.warning("{}: retrying", why)
+            self._told = kind
+        self.connected, self.status = False, f"down: {why}"
+
+    async def failed(self, why: Exception, backoff: Backoff) -> bool:
+        """A failure of connecting or of a read loop: down, then wait (refused credentials:
+        `REFUSED_RETRY`; anything else: the backoff's next delay). False once stopping."""
+        self.down(why)
+        refused = isinstance(why, CredentialsRefused)
+        return await self.pause(REFUSED_RETRY if refused else backoff.next_delay())
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep unless stopping; False once the channel stops."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        return not self._stopping.is_set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # -- tasks -----------------------------------------------------------------------------
+    def spawn(self, job: Awaitable[T]) -> asyncio.Future[T]:
+        """Run `job` as a task the channel cancels when it stops."""
+        task = asyncio.ensure_future(job)
+        self.track(task)
+        return task
+
+    def track(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
+
+    def kick_after(self, seconds: float) -> None:
+        """Ask the outbox to send again after `seconds` (a platform's wait has passed)."""
+        if not self.stopping:
+            asyncio.get_running_loop().call_later(seconds + 0.05, self.host.kick)
+
+    # -- out -------------------------------------------------------------------------------
+    async def send(self, message: OutgoingMessage) -> None:
+        if not self.logged_in:
+            raise NotDelivered(f"the {self.label} channel is not connected yet")
+        await self.deliver(message)

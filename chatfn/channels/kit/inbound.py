@@ -1,0 +1,135 @@
+"""The way in, the same on every platform: per-chat order, intake, confirm once stored.
+
+A platform reads an event and names its chat; `Inbound` queues the work in that chat's order
+(a chat's messages are handled in the order they came, chats run concurrently), hands the
+message to the bot (`host.handle`, replies through the channel's sink), and says when the
+platform may be told the message is taken (`Taken`, chatfn/channels/intake.py: once it is
+stored, not when it is read). One failing message is logged and does not stop its chat's
+queue; a message whose handling failed before it was stored is released, to be taken again
+when the platform delivers it again.
+
+`once(key, take)` recognises an event the platform sends twice (a resend, a message that comes
+as two events) by its key, remembering the last `remember` keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any, Protocol
+
+from loguru import logger
+
+from chatfn.channels.intake import Taken, settle_after
+from chatfn.channels.outbound import OrderedRunner
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["Inbound"]
+
+Read = Callable[[], Awaitable[IncomingMessage | None]]
+Events = Callable[[], Awaitable[Iterable[SystemEvent]]]
+
+
+class _Channel(Protocol):
+    """What the way in uses of its channel (a `PlatformChannel`)."""
+
+    platform: str
+    label: str
+    skip_stored: bool
+    host: ChannelHost
+
+    def track(self, task: asyncio.Future[Any]) -> None: ...
+
+    async def deliver(self, message: OutgoingMessage) -> None: ...
+
+
+class Inbound:
+    """Per-chat order and intake for one channel (module docstring)."""
+
+    __slots__ = ("channel", "order", "remember", "seen")
+
+    def __init__(self, channel: _Channel, remember: int = 5000) -> None:
+        self.channel = channel
+        self.order = OrderedRunner()
+        self.seen: OrderedDict[Hashable, Taken | None] = OrderedDict()
+        self.remember = remember
+
+    def once(self, key: Hashable, take: Callable[[Taken | None], Taken | None]) -> Taken | None:
+        """`take(previous)` for an event seen the first time (or released earlier and due to
+        be taken again: `previous` is that take); for one seen before, what it came to."""
+        seen = self.seen.get(key, False)
+        if seen is not False and (seen is None or not seen.retake()):
+            return seen  # type: ignore[return-value]
+        taken = take(seen or None)  # type: ignore[arg-type]
+        self.note(key, taken)
+        return taken
+
+    def note(self, key: Hashable, taken: Taken | None = None) -> None:
+        """Remember `key` (and what it came to), forgetting the oldest past `remember`."""
+        self.seen[key] = taken
+        if len(self.seen) > self.remember:
+            self.seen.popitem(last=False)
+
+    def message(
+        self, chat: Hashable, ident: str, read: Read, taken: Taken | None = None
+    ) -> asyncio.Future[None]:
+        """Queue a message of `chat` (platform id `ident`): `read()` builds its
+        IncomingMessage (None: nothing to answer), which the bot handles; `taken` settles
+        once it is stored. Returns the job's task."""
+        if taken is None:
+            return self._queue(chat, lambda: self._message(chat, ident, read, None))
+        return self._queue(
+            chat, lambda: settle_after(taken, self._message(chat, ident, read, taken))
+        )
+
+    def events(
+        self, chat: Hashable, read: Events, taken: Taken | None = None
+    ) -> asyncio.Future[None]:
+        """Queue system events of `chat` (a member joined) in its order: a welcome goes out
+        before the answer to the newcomer's first message."""
+        if taken is None:
+            return self._queue(chat, lambda: self._events(chat, read))
+        return self._queue(chat, lambda: settle_after(taken, self._events(chat, read)))
+
+    def _queue(self, chat: Hashable, job: Callable[[], Awaitable[None]]) -> asyncio.Future[None]:
+        task = self.order.submit(chat, job)
+        self.channel.track(task)
+        return task
+
+    async def _message(self, chat: Hashable, ident: str, read: Read, taken: Taken | None) -> None:
+        channel = self.channel
+        host = channel.host
+        try:
+            if (
+                channel.skip_stored
+                and ident
+                and await host.was_stored(channel.platform, str(chat), ident)
+            ):
+                logger.debug(
+                    "{} message {} in {} was handled before: skipped", channel.label, ident, chat
+                )
+                return
+            msg = await read()
+            if msg is None:
+                return
+            await host.handle(
+                msg, channel.deliver, on_stored=None if taken is None else taken.settle
+            )
+        except Exception as exc:  # one failing message must not stop the chat's queue
+            logger.opt(exception=exc).error(
+                "{} message {} in {} failed", channel.label, ident, chat
+            )
+            if taken is not None and not taken.release():  # not stored: taken again later
+                logger.error(
+                    "{} message {} given up after {} tries", channel.label, ident, taken.take
+                )
+
+    async def _events(self, chat: Hashable, read: Events) -> None:
+        channel = self.channel
+        try:
+            for event in await read():
+                await channel.host.handle_event(event)
+        except Exception as exc:  # one failing event must not stop the chat's queue
+            logger.opt(exception=exc).error("{} event in {} failed", channel.label, chat)

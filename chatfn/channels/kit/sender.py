@@ -1,0 +1,131 @@
+"""The way out, the same on every platform: one ordered queue per chat, the chat's pace, every
+platform call under the delivery policy, and what a message still owes when it stops half way.
+
+A platform's sender subclasses `PlatformSender` and writes what is its own:
+
+- `parse_chat(chat_id)`: the chat id back to where to post (ValueError naming the expected
+  shape: the message is refused for good);
+- `send_parts(ref, out, owed)`: the platform calls of one message, each through `call()`, with
+  `owed.parts` the text parts and `owed.sent` counted up as they go out;
+- `classify(exc, key)`: its SDK's exceptions as the kit's errors (errors.py), None to let one
+  through unchanged.
+
+Order: every send to a chat (a reply's parts, its images, a reminder meanwhile) runs in that
+chat's queue, so a part that waits on a rate limit holds back the ones after it. Rate limits
+and retries: the delivery policy (chatfn/runtime/delivery_policy.py), one object for every
+platform. A message stopped half way raises NotDelivered with `rest`, the parts not sent:
+the outbox sends only those later. Refused credentials are one error line until a call works
+again; the messages wait in the outbox meanwhile.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from loguru import logger
+
+from chatfn.channels.outbound import OrderedRunner, RateLimiter
+from chatfn.common.messages import (
+    CredentialsRefused,
+    DeliveryRefused,
+    NotDelivered,
+    OutgoingMessage,
+)
+from chatfn.runtime.channel_host import DeliveryPolicy
+
+__all__ = ["Owed", "PlatformSender"]
+
+T = TypeVar("T")
+
+
+class ChatRef(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+R = TypeVar("R", bound=ChatRef)
+
+
+class Owed:
+    """The text parts of one message and how many went out: what it still owes."""
+
+    __slots__ = ("parts", "sent")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.sent = 0
+
+    def rest(self) -> str | None:
+        """The parts not sent yet (None: nothing went out, the message is owed whole)."""
+        return "\n\n".join(self.parts[self.sent :]) if self.sent else None
+
+
+class PlatformSender(ABC, Generic[R]):
+    """The way out of one platform (module docstring)."""
+
+    platform: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+
+    def __init__(self, settings: Any, policy: DeliveryPolicy | None = None) -> None:
+        self.cfg = settings
+        self.runner = OrderedRunner()
+        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
+        own = getattr(settings, "max_retry_after", None)
+        self.policy = (policy or DeliveryPolicy()).override(self.platform, own)
+        self._told_refused = False
+
+    @abstractmethod
+    def parse_chat(self, chat_id: str) -> R: ...
+
+    @abstractmethod
+    async def send_parts(self, ref: R, out: OutgoingMessage, owed: Owed) -> Any: ...
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        """`exc` (the platform's) as the kit's error; None: raised as it is."""
+        return None
+
+    async def deliver(self, out: OutgoingMessage) -> Any:
+        """Send `out` in order with everything else sent to its chat."""
+        try:
+            ref = self.parse_chat(out.chat_id)
+        except ValueError as exc:
+            raise DeliveryRefused(str(exc)) from None
+        return await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+
+    async def _deliver(self, ref: R, out: OutgoingMessage) -> Any:
+        owed = Owed()
+        try:
+            return await self.send_parts(ref, out, owed)
+        except NotDelivered as exc:
+            if exc.rest is None:
+                exc.rest = owed.rest()
+            raise
+
+    async def call(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
+        """One platform call for the chat `key`: paced, its failure classified, a rate limit
+        waited out in place within the policy's limit (longer: raised, the message waits)."""
+
+        async def once() -> T:
+            try:
+                return await call()
+            except (NotDelivered, DeliveryRefused):
+                raise
+            except Exception as exc:
+                mapped = self.classify(exc, key)
+                if mapped is None:
+                    raise
+                raise mapped from None
+
+        try:
+            result = await self.policy.call(
+                self.platform, key, once, pace=self.limiter.acquire, label=self.label
+            )
+        except CredentialsRefused as exc:
+            if not self._told_refused:
+                logger.error("{}: messages wait in the outbox until they work", exc)
+            self._told_refused = True
+            raise
+        self._told_refused = False
+        return result
