@@ -7,6 +7,7 @@ is the model the worker answering that chat's next message uses."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import aiohttp
@@ -21,7 +22,10 @@ pytestmark = pytest.mark.services
 
 async def _console(base: str) -> tuple[aiohttp.ClientSession, str]:
     session = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
-    form = {"username": "alice", "password": "alice-secret"}
+    async with session.get(f"{base}/admin/login") as r:  # the login form's token, and its cookie
+        token = re.search(r'name="csrf" value="([^"]+)"', await r.text())
+    assert token, "no login token in the login page"
+    form = {"username": "alice", "password": "alice-secret", "csrf": token.group(1)}
     async with session.post(f"{base}/admin/login", data=form, allow_redirects=False) as r:
         assert r.status == 303 and r.headers["Location"] == "/admin/"
     async with session.get(f"{base}/admin/api/session") as r:

@@ -182,7 +182,7 @@ class HttpChannel(Channel):
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
             self.app.router.add_static("/vendor/", STATIC_DIR / "vendor")
         # The web admin console under /admin/ (admin/), when `admin.users` is configured.
-        self.admin = mount_admin(self.app, host, self.token)
+        self.admin = mount_admin(self.app, host, self.token, cfg.trust_proxy)
         self.mcp: Any = None
         if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
             from chatfn.channels.mcp.server import McpHttpEndpoint

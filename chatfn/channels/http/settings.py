@@ -18,6 +18,11 @@ class HttpSettings(Section):
     webhook_secret: SecretStr | None = None
     # Serve the bot's functions over MCP (streamable HTTP) at /mcp, behind the same token.
     mcp: bool = False
+    # A reverse proxy in front of this port (TLS ends there) is trusted to say what the browser
+    # used: `X-Forwarded-Proto: https` makes the admin console's cookies Secure, and
+    # `X-Forwarded-Host` is the host a login's Origin must match (chatfn/channels/http/proxy.py).
+    # Off: those headers are ignored (anyone can send them to a port reachable directly).
+    trust_proxy: bool = False
 
     @field_validator("token")
     @classmethod

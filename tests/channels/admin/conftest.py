@@ -4,6 +4,7 @@ header)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -67,19 +68,28 @@ def admin_config(**extra: Any) -> dict[str, Any]:
 
 
 class Admin:
-    """A browser's session with the console: cookies kept, the CSRF token sent on changes."""
+    """A browser's session with the console: cookies kept, the login page's token in the login
+    form, the CSRF token sent on changes."""
 
     def __init__(self, base: str) -> None:
         self.base = base
         self.http = ClientSession(cookie_jar=CookieJar(unsafe=True))
         self.csrf = ""
 
+    async def login_token(self) -> str:
+        """The login form's token, as the login page gives it (and its cookie with it)."""
+        page = await (await self.http.get(f"{self.base}/admin/login")).text()
+        found = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert found, "no login token in the login page"
+        return found.group(1)
+
     async def login(self, user: str, password: str | None = None) -> int:
-        resp = await self.http.post(
-            f"{self.base}/admin/login",
-            data={"username": user, "password": password or PASSWORDS[user]},
-            allow_redirects=False,
-        )
+        form = {
+            "username": user,
+            "password": password or PASSWORDS[user],
+            "csrf": await self.login_token(),
+        }
+        resp = await self.http.post(f"{self.base}/admin/login", data=form, allow_redirects=False)
         if resp.status == 303 and resp.headers["Location"] == "/admin/":
             self.csrf = (await self.get("/admin/api/session"))[1]["csrf"]
         return resp.status

@@ -64,11 +64,8 @@ async def test_login_sets_a_strict_httponly_cookie_and_csrf_guards_changes(conso
     assert await admin.login("alice", "wrong") == 303
     status, _ = await admin.get("/admin/api/session")
     assert status == 401
-    resp = await admin.http.post(
-        f"{c.base}/admin/login",
-        data={"username": "alice", "password": "alice-secret"},
-        allow_redirects=False,
-    )
+    form = {"username": "alice", "password": "alice-secret", "csrf": await admin.login_token()}
+    resp = await admin.http.post(f"{c.base}/admin/login", data=form, allow_redirects=False)
     assert (resp.status, resp.headers["Location"]) == (303, "/admin/")
     cookie = resp.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/admin" in cookie

@@ -2,6 +2,7 @@
 under `/admin/`, a JSON API under `/admin/api/`, served when `admin.users` is configured.
 
 auth       sessions, CSRF, bearer token, the login and logout routes
+login      the login's guards: another site's form refused, one scrypt cost on every path
 limiter    failed logins per user and address
 passwords  scrypt hashes (`chatfn admin passwd USER`)
 pages      login.html and index.html (static/, the pages themselves are adminui's)
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
     from chatfn.channels.http.admin.auth import AdminAuth
 
 
-def mount(app: web.Application, host: ChannelHost, token: str | None) -> AdminAuth | None:
+def mount(
+    app: web.Application, host: ChannelHost, token: str | None, trust_proxy: bool = False
+) -> AdminAuth | None:
     """Add the console's routes and its auth middleware to the HTTP channel's app; None (and
-    nothing added) when no admin user is configured."""
+    nothing added) when no admin user is configured. `trust_proxy`: channels.http.trust_proxy
+    (chatfn/channels/http/proxy.py)."""
     users = host.settings.admin.users
     if not users:
         return None
@@ -41,10 +45,10 @@ def mount(app: web.Application, host: ChannelHost, token: str | None) -> AdminAu
     from chatfn.channels.http.admin import api, pages
     from chatfn.channels.http.admin.auth import AdminAuth
 
-    auth = AdminAuth(host.console, token)
+    auth = AdminAuth(host.console, token, trust_proxy)
     app.middlewares.append(auth.middleware)
     app.router.add_post("/admin/login", auth.login)
     app.router.add_post("/admin/logout", auth.logout)
     api.add_routes(app, host)
-    pages.add_routes(app)
+    pages.add_routes(app, trust_proxy)
     return auth

@@ -1,8 +1,12 @@
 """Who is asking, for every path under `/admin/`: a session cookie (set by `POST /admin/login`,
-HttpOnly, SameSite=Strict, ended by `admin.session_hours` or logout) or the HTTP channel's
-token as `Authorization: Bearer` (a script). A session's state-changing request carries its
-CSRF token in `X-CSRF-Token`. Pages without a session go to the login page; the API answers
-401. The login page and the static assets need nothing (no data in them)."""
+HttpOnly, SameSite=Strict, Secure over HTTPS, ended by `admin.session_hours` or logout) or the
+HTTP channel's token as `Authorization: Bearer` (a script). A session's state-changing request
+carries its CSRF token in `X-CSRF-Token`. Pages without a session go to the login page; the API
+answers 401. The login page and the static assets need nothing (no data in them).
+
+The login itself is guarded against login CSRF (another site's form signing the victim's
+browser into the attacker's account: SameSite governs sending a cookie, not setting one) by
+login.py: the form's token and the request's own Sec-Fetch-Site and Origin."""
 
 from __future__ import annotations
 
@@ -15,8 +19,11 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
+from chatfn.channels.http.admin import login as guard
 from chatfn.channels.http.admin.limiter import LoginLimiter
-from chatfn.channels.http.admin.passwords import dummy_hash, verify_password
+from chatfn.channels.http.admin.pages import SECURITY_HEADERS
+from chatfn.channels.http.admin.passwords import verify_password
+from chatfn.channels.http.proxy import is_https
 from chatfn.runtime.console import Console, Scope
 
 COOKIE = "chatfn_admin"
@@ -55,10 +62,13 @@ def _refused(request: web.Request, error: str, status: int = 401) -> web.StreamR
 
 
 class AdminAuth:
-    def __init__(self, console: Console, token: str | None) -> None:
+    def __init__(self, console: Console, token: str | None, trust_proxy: bool = False) -> None:
         self.console = console
         self.token = token
+        # channels.http.trust_proxy: X-Forwarded-Proto / -Host say what the browser used.
+        self.trust_proxy = trust_proxy
         self.limiter = LoginLimiter()
+        guard.dummy_for(console.settings.admin.users)  # made now, not in the first login's time
 
     # -- every request -------------------------------------------------------------------------
     def _bearer(self, request: web.Request) -> bool | None:
@@ -96,6 +106,15 @@ class AdminAuth:
         path = request.path
         if not (path == "/admin" or path.startswith("/admin/")):
             return await handler(request)
+        response = await self._admitted(request, handler)
+        # Every answer under /admin/ (the static copies of the pages too): no inline script.
+        if not response.prepared:  # (a log stream has sent its headers already)
+            for name, value in SECURITY_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
+
+    async def _admitted(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        path = request.path
         if path.startswith(OPEN[0]) or path == OPEN[1]:
             return await handler(request)
         who = await self.identify(request)
@@ -122,20 +141,30 @@ class AdminAuth:
 
     # -- login and logout ----------------------------------------------------------------------
     async def _password_ok(self, name: str, password: str) -> bool:
+        """Exactly one scrypt check of the same cost whoever `name` is (a hashed user, one whose
+        password comes from the environment, or nobody), so the answer's time tells nothing."""
         user = self.console.user(name)
+        stored = user.password_hash if user is not None else None
+        dummy = guard.dummy_for(self.console.settings.admin.users)
+        matches = await asyncio.to_thread(verify_password, password, stored or dummy)
         if user is None:
-            await asyncio.to_thread(verify_password, password, dummy_hash())
             return False
-        if user.password_hash is not None:
-            return await asyncio.to_thread(verify_password, password, user.password_hash)
+        if stored is not None:
+            return matches
         secret = user.password.get_secret_value() if user.password is not None else ""
-        return bool(secret) and hmac.compare_digest(password.encode(), secret.encode())
+        return bool(secret) and guard.same_secret(password, secret)
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
         name = str(form.get("username", ""))[:MAX_NAME].strip()
         password = str(form.get("password", ""))[:MAX_PASSWORD]
         address = request.remote or ""
+        why = guard.refusal(request, form, self.trust_proxy)
+        if why is not None:
+            # Not counted as a failure: another site's page must not lock the user out.
+            logger.warning("admin login of {!r} from {} refused: {}", name, address, why)
+            await self.console.audit(name or "?", address, "login.refused", detail={"why": why})
+            return guard.refused_page(why)
         wait = self.limiter.retry_after(name, address)
         if wait is not None:
             logger.warning("admin login of {!r} from {} refused: too many failures", name, address)
@@ -158,6 +187,7 @@ class AdminAuth:
         await self.console.audit(name, address, "login")
         logger.info("admin {} logged in from {}", name, address)
         resp = web.HTTPSeeOther("/admin/")
+        secure = is_https(request, self.trust_proxy)
         resp.set_cookie(
             COOKIE,
             token,
@@ -165,7 +195,7 @@ class AdminAuth:
             path="/admin",
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            secure=secure,
         )
         raise resp
 

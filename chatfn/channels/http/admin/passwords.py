@@ -49,8 +49,19 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(got, want)
 
 
+def cost_of(stored: str) -> tuple[int, int, int] | None:
+    """The (N, r, p) a hash was made with; None for a malformed one."""
+    try:
+        scheme, n, r, p, _salt, _key = stored.split("$")
+        return (int(n), int(r), int(p)) if scheme == "scrypt" else None
+    except ValueError:
+        return None
+
+
 @functools.cache
-def dummy_hash() -> str:
-    """Checked for an unknown user name, so a wrong name costs as long as a wrong password and
-    the answer time does not tell which names exist."""
-    return hash_password(secrets.token_hex(8))
+def dummy_hash(n: int = N, r: int = R, p: int = P) -> str:
+    """Checked for an unknown user name and for a user whose password comes from the
+    environment, at the cost of the configured hashes, so every failed login costs one scrypt
+    of the same size and the answer time does not tell which names exist or how their password
+    is kept. Cached per cost (made once, at mount)."""
+    return hash_password(secrets.token_hex(8), n=n, r=r, p=p)
