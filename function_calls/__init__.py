@@ -6,6 +6,9 @@ The modules behind these names (`function_calls.registry`, `.context`, `.spec`, 
 importable, but this is the front door; built-ins use nothing else. A function asks a model
 with `await ctx.ask_model(...)` (`ask_model(ctx, ...)` is the same), counted like the chat's
 own turns (function_calls/model_access.py); the models refuse requests made any other way.
+A URL a user gave is fetched with `await fetch(url, allow=ctx.config.bot.fetch, ...)`
+(function_calls/fetch.py: internal addresses refused, size and time bounded), and blocking
+work goes to `await run_blocking(func, ...)`, a thread pool kept apart from the bot's own.
 """
 
 from chatfn.common.config import ConfigError, ConfigPath, Section, zone_named
@@ -13,8 +16,22 @@ from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, transla
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.storage.create_missing import create_missing
 from chatfn.storage.db import Storage, StorageError, StoredMessage
+from function_calls.blocking import run_blocking
 from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext, ModelRequest
+from function_calls.fetch import (
+    FetchAllow,
+    Fetched,
+    FetchError,
+    FetchFailed,
+    FetchRefused,
+    FetchStatus,
+    FetchTooLarge,
+    FetchTooSlow,
+    FetchWrongType,
+    IPNetwork,
+    fetch,
+)
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
 from function_calls.plugin import Plugin, PluginHost, Status
@@ -43,6 +60,16 @@ __all__ = [
     "PluginHost",
     "ProviderError",
     "ConfigError",
+    "FetchAllow",
+    "Fetched",
+    "FetchError",
+    "FetchFailed",
+    "FetchRefused",
+    "FetchStatus",
+    "FetchTooLarge",
+    "FetchTooSlow",
+    "FetchWrongType",
+    "IPNetwork",
     "ConfigPath",
     "Section",
     "Status",
@@ -51,6 +78,8 @@ __all__ = [
     "ask_model",
     "budget_today",
     "create_missing",
+    "fetch",
+    "run_blocking",
     "UNIT_SECONDS",
     "WEEKDAY_NAMES",
     "StoredMessage",

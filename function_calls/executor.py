@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from chatfn.common.i18n import CATALOGUES, translate
 from chatfn.storage.db import tool_call_row
+from function_calls.blocking import run_blocking
 from function_calls.context import MessageContext
 from function_calls.journal import TurnJournal
 from function_calls.limits import LimitReached
@@ -229,5 +230,7 @@ class FunctionExecutor:
         call_args = (ctx, args) if takes_args else (ctx,)
         if spec.is_async:
             return await spec.handler(*call_args)
-        # Sync handlers may block (I/O); keep the event loop free for other chats.
-        return await asyncio.to_thread(spec.handler, *call_args)
+        # Sync handlers may block (I/O): off the event loop, and on the pool for user work
+        # (function_calls/blocking.py), so handlers that hang, which a timeout cannot stop,
+        # hold up only other sync handlers, never asyncio's default executor.
+        return await run_blocking(spec.handler, *call_args)

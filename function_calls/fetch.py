@@ -56,6 +56,7 @@ __all__ = [
     "FetchTooSlow",
     "FetchWrongType",
     "Fetched",
+    "IPNetwork",
     "fetch",
     "is_internal",
     "read_limited",

@@ -1,9 +1,10 @@
 """Fetching the images users send, for models that can see them.
 
-Bounded on every side, because the URL comes from a chat: at most `MAX_BYTES` (read in chunks,
-stopped as soon as the limit is passed, whatever Content-Length claims), `TIMEOUT` seconds, a
-Content-Type of image/*, and bytes that really are PNG, JPEG, GIF or WebP. The blocking read
-runs in a worker thread (`asyncio.to_thread`), never on the event loop.
+Bounded on every side, because the URL comes from a chat: downloaded through the one fetch
+helper (function_calls/fetch.py: internal addresses refused, one deadline of `TIMEOUT` seconds
+over the whole download, at most `MAX_BYTES`, asynchronous, so no thread is held), a
+Content-Type of image/*, and bytes that really are PNG, JPEG, GIF or WebP. An inline image
+(a data URI) is decoded on the bot's own pool for user work (function_calls/blocking.py).
 """
 
 from __future__ import annotations
@@ -11,11 +12,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import urllib.request
 from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from function_calls.blocking import run_blocking
+from function_calls.fetch import (
+    FetchAllow,
+    FetchError,
+    FetchTooLarge,
+    FetchWrongType,
+    fetch,
+)
 from function_calls.model_calls import ask
 from providers.base import ChatModel
 from providers.errors import ProviderError
@@ -82,48 +90,57 @@ def _decode_data_uri(ref: str) -> ImagePart:
     return _checked(data)
 
 
-def _download(url: str, max_bytes: int, timeout: float) -> ImagePart:
-    if not url.startswith(("http://", "https://")):
-        raise ImageError("image.failed", f"unsupported reference {url[:40]!r}")
-    request = urllib.request.Request(url, headers={"User-Agent": "chatfn"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            kind = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            if kind and not kind.startswith("image/") and kind != "application/octet-stream":
-                raise ImageError("image.not_image", kind)
-            length = response.headers.get("Content-Length")
-            if length and length.isdigit() and int(length) > max_bytes:
-                raise ImageError("image.too_big", length)
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := response.read(65536):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise ImageError("image.too_big", f"> {max_bytes} bytes")
-                chunks.append(chunk)
-    except ImageError:
-        raise
-    except Exception as exc:  # network errors of every kind: one short reply
-        raise ImageError("image.failed", repr(exc)) from None
-    return _checked(b"".join(chunks))
+def _image_type(kind: str) -> bool:
+    """A Content-Type an image may come with (none at all, or a generic one, is let through:
+    the bytes are sniffed anyway)."""
+    return not kind or kind.startswith("image/") or kind == "application/octet-stream"
 
 
 async def fetch_image(
-    ref: str, *, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT
+    ref: str,
+    *,
+    allow: FetchAllow | None = None,
+    max_bytes: int = MAX_BYTES,
+    timeout: float | None = None,
 ) -> ImagePart:
-    """The image behind a reference (a URL or a data URI), checked; raises ImageError."""
+    """The image behind a reference (a URL or a data URI), checked; raises ImageError.
+    `allow`: the internal hosts and networks this deployment lets through (`bot.fetch`);
+    `timeout`: seconds for the whole download (None: `TIMEOUT`).
+
+    Every failure to download, a refused internal address included, is the same
+    `image.failed`: the reply must not tell an open internal port from a closed one."""
     if ref.startswith("data:"):
-        return await asyncio.to_thread(_decode_data_uri, ref)
-    async with asyncio.timeout(timeout + 1):
-        return await asyncio.to_thread(_download, ref, max_bytes, timeout)
-
-
-async def fetch_images(refs: list[str]) -> list[ImagePart]:
-    """The first `MAX_IMAGES` images, fetched concurrently."""
+        return await run_blocking(_decode_data_uri, ref)
     try:
-        return list(await asyncio.gather(*(fetch_image(r) for r in refs[:MAX_IMAGES])))
-    except TimeoutError:
-        raise ImageError("image.failed", "timeout") from None
+        got = await fetch(
+            ref,
+            allow=allow,
+            max_bytes=max_bytes,
+            timeout=TIMEOUT if timeout is None else timeout,
+            accept=_image_type,
+        )
+    except FetchTooLarge as exc:
+        raise ImageError("image.too_big", exc.detail) from None
+    except FetchWrongType as exc:
+        raise ImageError("image.not_image", exc.content_type) from None
+    except FetchError as exc:
+        raise ImageError("image.failed", f"{type(exc).__name__}: {exc}") from None
+    return _checked(got.data)
+
+
+async def fetch_images(refs: list[str], *, allow: FetchAllow | None = None) -> list[ImagePart]:
+    """The first `MAX_IMAGES` images, fetched concurrently (each within its own `TIMEOUT`).
+    The first that fails stops the others at once: the turn answers with that one's error,
+    and nothing keeps downloading for it."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(fetch_image(r, allow=allow)) for r in refs[:MAX_IMAGES]]
+    except ExceptionGroup as failed:
+        first = failed.exceptions[0]
+        if isinstance(first, ImageError):
+            raise first from None
+        raise
+    return [t.result() for t in tasks]
 
 
 async def describe_images(

@@ -197,7 +197,7 @@ class FunctionCallRouter:
         if not sees and describer is None:
             return True
         try:
-            images = await fetch_images(ctx.message.images)
+            images = await fetch_images(ctx.message.images, allow=ctx.config.bot.fetch)
         except ImageError as exc:
             ctx.logger.warning("image refused: {}", exc)
             await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    IPvAnyNetwork,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -46,6 +54,31 @@ RELATIVE_TO_CONFIG = _RelativeToConfig()
 #: A path setting (a folder, a file): relative to the config file's folder. Plugins' sections
 #: use it too (`data_dir: ConfigPath = "data/weather"`).
 ConfigPath = Annotated[str, RELATIVE_TO_CONFIG]
+
+
+class FetchSettings(Section):
+    """`bot.fetch`: what the bot may fetch for users although it is internal. Every URL a user
+    gives (an image, a URL added with `/kb add`) goes through one helper
+    (function_calls/fetch.py), which refuses loopback, private, link-local, shared, multicast,
+    unspecified and reserved addresses after DNS and at every redirect; a deployment whose
+    media is internal names it here. Default: nothing internal."""
+
+    # Host names fetched whatever they resolve to: "media.internal", "*.corp.example" (every
+    # name under corp.example), or an address as written in URLs ("10.0.0.5").
+    allow_hosts: list[str] = Field(default_factory=list)
+    # Networks whose addresses are fetched, whatever the name: "10.20.0.0/16", "fd00:1::/64".
+    allow_networks: list[IPvAnyNetwork] = Field(default_factory=list)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _host_names(cls, v: list[str]) -> list[str]:
+        hosts = [h.strip().lower() for h in v]
+        for host in hosts:
+            if not host or "/" in host or " " in host:
+                raise ValueError(
+                    f"{host!r} is not a host name (a network goes under allow_networks)"
+                )
+        return hosts
 
 
 class BotSettings(Section):
@@ -93,6 +126,8 @@ class BotSettings(Section):
     # Summarise the oldest turns instead of leaving them out when the history no longer fits.
     # Off: the oldest turns are simply not sent (the behaviour before compaction).
     compaction: bool = True
+    # Internal hosts and networks the bot may fetch for users (images, knowledge URLs).
+    fetch: FetchSettings = Field(default_factory=FetchSettings)
 
     @field_validator("timezone")
     @classmethod

@@ -79,10 +79,13 @@ MakeOneBot = Callable[..., Awaitable[tuple[Bot, OneBotChannel, str]]]
 
 @pytest.fixture
 async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
-    """`bot, channel, url = await make_onebot(model=..., **onebot_settings)`."""
+    """`bot, channel, url = await make_onebot(model=..., bot_config={...}, **onebot_settings)`
+    (`bot_config`: more `bot:` keys, such as `LOCAL_MEDIA`)."""
     made: list[tuple[Bot, OneBotChannel]] = []
 
-    async def make(model: ChatModel | None = None, **onebot: Any) -> tuple[Bot, OneBotChannel, str]:
+    async def make(
+        model: ChatModel | None = None, *, bot_config: dict[str, Any] | None = None, **onebot: Any
+    ) -> tuple[Bot, OneBotChannel, str]:
         cfg = {
             "host": "127.0.0.1",
             "port": 0,
@@ -97,7 +100,7 @@ async def make_onebot(tmp_path: Path) -> AsyncIterator[MakeOneBot]:
                 "storage": {"url": f"sqlite:///{tmp_path / f'onebot{len(made)}.db'}"},
                 "plugins": {"paths": []},
                 # Replies compared as plain text; mention and quote have their own test.
-                "bot": {"name": "simbot", "reply_with_mention": False},
+                "bot": {"name": "simbot", "reply_with_mention": False, **(bot_config or {})},
                 "channels": {"onebot": cfg},
             },
             base_dir=tmp_path,
@@ -121,6 +124,11 @@ async def server() -> AsyncIterator[RawReplayServer]:
     """A replay server on 127.0.0.1 that can also cut a stream off (`raw` handlers)."""
     async with RawReplayServer() as srv:
         yield srv
+
+
+# `bot:` keys that let the bot fetch images from the test servers on 127.0.0.1 (internal
+# addresses are refused unless `bot.fetch` allows them: function_calls/fetch.py).
+LOCAL_MEDIA: dict[str, Any] = {"fetch": {"allow_networks": ["127.0.0.0/8"]}}
 
 
 @pytest.fixture

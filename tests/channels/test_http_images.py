@@ -17,9 +17,11 @@ from chatfn.common.config import ConfigError
 from chatfn.testing import TestBot
 from providers.factory import build_model
 from providers.scripted import ScriptedModel, say
+from tests.channels.conftest import LOCAL_MEDIA
 from tests.fakes.images import png
 from tests.fakes.protocols import Protocol, Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer
+from tests.fakes.slow_files import SlowFiles
 
 DATA_URI = "data:image/png;base64," + base64.b64encode(png()).decode()
 B64 = base64.b64encode(png()).decode()
@@ -57,7 +59,9 @@ async def test_http_image_reaches_each_protocol_in_its_form(
 ) -> None:
     server.queue = list(replies(protocol, [Turn(text="Two small squares.")], stream=False))
     cfg = model_config(protocol, server.url, thinking=False).model_copy(update={"vision": True})
-    tb = TestBot(tmp_path, model=build_model("eyes", cfg), builtins=False)
+    tb = TestBot(
+        tmp_path, model=build_model("eyes", cfg), builtins=False, config={"bot": LOCAL_MEDIA}
+    )
     try:
         out = await _post(tb, {"text": "what are these?", "images": [DATA_URI, f"{files}/cat.png"]})
     finally:
@@ -90,7 +94,7 @@ async def test_http_bad_download_gets_a_short_reply(
 ) -> None:
     model = ScriptedModel([say("never")])
     model.capabilities.vision = True
-    tb = TestBot(tmp_path, model=model, builtins=False)
+    tb = TestBot(tmp_path, model=model, builtins=False, config={"bot": LOCAL_MEDIA})
     try:
         out = await _post(tb, {"text": "look", "images": [f"{files}{path}"]})
     finally:
@@ -98,6 +102,45 @@ async def test_http_bad_download_gets_a_short_reply(
     [reply] = out["replies"]
     assert expected in reply["text"] and len(reply["text"]) < 100
     assert model.requests == []
+
+
+async def test_internal_image_urls_are_refused_alike(tmp_path: Path) -> None:
+    """Issue 34, item 2: loopback in any spelling, a redirect from an allowed host to loopback,
+    private and link-local addresses: not fetched, nothing reaches the server or the model,
+    and an open port gets the same reply as a closed one. With `bot.fetch` allowing the
+    network, the same URL is fetched."""
+    async with SlowFiles() as files:
+        port = files.url.rsplit(":", 1)[1]
+        urls = [
+            f"{files.url}/cat.png",
+            f"http://2130706433:{port}/cat.png",
+            f"http://127.1:{port}/cat.png",
+            f"http://[::ffff:127.0.0.1]:{port}/cat.png",
+            # localhost is allowed by name below (an outside host); where it redirects is not
+            f"http://localhost:{port}/redirect?to={files.url}/cat.png",
+            "http://127.0.0.1:1/cat.png",  # a closed port
+            "http://169.254.169.254/latest/meta-data/",
+            "http://10.0.0.1/x.png",
+        ]
+        model = ScriptedModel([say("a cat")])
+        model.capabilities.vision = True
+        config = {"bot": {"fetch": {"allow_hosts": ["localhost"]}}}
+        tb = TestBot(tmp_path, model=model, builtins=False, config=config)
+        try:
+            replies = [
+                (await _post(tb, {"text": "what is it?", "images": [u]}))["replies"] for u in urls
+            ]
+            assert files.requests == [f"/redirect?to={files.url}/cat.png"]
+            assert model.requests == []
+        finally:
+            await tb.aclose()
+        assert replies == [[{"text": "I could not download that image.", "at": None}]] * len(urls)
+        tb = TestBot(tmp_path / "allowed", model=model, builtins=False, config={"bot": LOCAL_MEDIA})
+        try:
+            out = await _post(tb, {"text": "what is it?", "images": [urls[0]]})
+        finally:
+            await tb.aclose()
+        assert out["replies"][0]["text"] == "a cat"
 
 
 async def test_vision_model_describes_for_a_model_without_vision(
@@ -112,7 +155,7 @@ async def test_vision_model_describes_for_a_model_without_vision(
     eyes = model_config("anthropic", server.url, thinking=False).model_copy(update={"vision": True})
     chat = model_config("openai", server.url, thinking=False)
     config = {
-        "bot": {"model": "chat", "vision_model": "eyes"},
+        "bot": {"model": "chat", "vision_model": "eyes", **LOCAL_MEDIA},
         "models": {
             "chat": chat.model_dump(mode="json", exclude_none=True) | {"api_key": "k"},
             "eyes": eyes.model_dump(mode="json", exclude_none=True) | {"api_key": "k"},

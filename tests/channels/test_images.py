@@ -12,7 +12,7 @@ from providers.gemini import to_gemini_contents
 from providers.openai_compat import to_wire_messages
 from providers.scripted import ScriptedModel, say
 from providers.types import ImagePart, Message, ModelCapabilities
-from tests.channels.conftest import MakeOneBot
+from tests.channels.conftest import LOCAL_MEDIA, MakeOneBot
 from tests.channels.onebot_sim import reply, text
 from tests.channels.test_onebot import ALICE, GROUP, SELF, connected
 from tests.fakes.images import png
@@ -29,7 +29,7 @@ async def test_onebot_image_segment_reaches_a_vision_model(
     make_onebot: MakeOneBot, files: str
 ) -> None:
     model = ScriptedModel([say("a cat")], capabilities=VISION)
-    bot, _ch, url = await make_onebot(model=model)
+    bot, _ch, url = await make_onebot(model=model, bot_config=LOCAL_MEDIA)
     sim = await connected(url)
     try:
         await sim.private_message(ALICE, [text("what is this?"), image(f"{files}/cat.png")])
@@ -44,7 +44,7 @@ async def test_onebot_image_segment_reaches_a_vision_model(
 
 async def test_quoted_image_is_fetched_with_get_msg(make_onebot: MakeOneBot, files: str) -> None:
     model = ScriptedModel([say("a cat")], capabilities=VISION)
-    _bot, _ch, url = await make_onebot(model=model, quote_replies=False)
+    _bot, _ch, url = await make_onebot(model=model, quote_replies=False, bot_config=LOCAL_MEDIA)
     sim = await connected(url)
     try:
         # posted while the bot was not listening: only get_msg knows it
@@ -73,7 +73,7 @@ async def test_bad_downloads_get_a_short_reply(
     make_onebot: MakeOneBot, files: str, path: str, expected: str
 ) -> None:
     model = ScriptedModel([say("never")], capabilities=VISION)
-    _bot, _ch, url = await make_onebot(model=model)
+    _bot, _ch, url = await make_onebot(model=model, bot_config=LOCAL_MEDIA)
     sim = await connected(url)
     try:
         await sim.private_message(ALICE, [text("look"), image(f"{files}{path}")])
@@ -86,7 +86,7 @@ async def test_bad_downloads_get_a_short_reply(
 
 async def test_model_without_vision_gets_a_note(make_onebot: MakeOneBot, files: str) -> None:
     model = ScriptedModel([say("I cannot see images")])
-    _bot, _ch, url = await make_onebot(model=model)
+    _bot, _ch, url = await make_onebot(model=model, bot_config=LOCAL_MEDIA)
     sim = await connected(url)
     try:
         await sim.private_message(ALICE, [text("look"), image(f"{files}/cat.png")])
@@ -95,6 +95,29 @@ async def test_model_without_vision_gets_a_note(make_onebot: MakeOneBot, files: 
         await sim.close()
     user = [m for m in model.requests[0].messages if m.role == "user"][-1]
     assert user.images == [] and "[image]" in (user.content or "")
+
+
+async def test_loopback_image_segment_is_refused_without_telling_open_from_closed(
+    make_onebot: MakeOneBot, files: str
+) -> None:
+    """Issue 34, item 2: an image segment whose url is an internal address is not fetched
+    (unless `bot.fetch` allows it); an open port and a closed one get the same reply."""
+    model = ScriptedModel([say("never")], capabilities=VISION)
+    _bot, _ch, url = await make_onebot(model=model)
+    port = files.rsplit(":", 1)[1]
+    sim = await connected(url)
+    internal = [files, f"http://localhost:{port}", f"http://2130706433:{port}"]
+    internal.append("http://127.0.0.1:1")  # a closed port
+    try:
+        for n, where in enumerate(internal, 1):
+            await sim.private_message(ALICE, [text("what is this?"), image(f"{where}/cat.png")])
+            await sim.wait_actions(n, "send_private_msg")
+        replies = [str(a["params"]["message"]) for a in sim.sent("send_private_msg")]
+    finally:
+        await sim.close()
+    assert "could not download" in replies[0]
+    assert replies == [replies[0]] * len(internal)
+    assert model.requests == []
 
 
 def test_each_protocol_writes_images_its_way() -> None:
