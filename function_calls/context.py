@@ -6,6 +6,7 @@ are re-exported here because plugins have always imported them from this module.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -71,6 +72,9 @@ class TurnState:
     # The model this turn stands in with because the chat is over a budget (limits.py
     # `Downgrade`): its spend also counts on that model's own budget.
     downgraded: str | None = None
+    # Set by the channel to stop the reply (the console's Ctrl-C): the streamed request ends
+    # with what was shown as its answer, and no other request is made (model_calls.py).
+    stop: asyncio.Event | None = None
 
 
 @dataclass(slots=True)

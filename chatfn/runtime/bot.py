@@ -34,6 +34,7 @@ from chatfn.common.metrics import Metrics
 from chatfn.runtime.channel_host import OutboundSender, WebHandler
 from chatfn.runtime.chat_locks import ChatLocks
 from chatfn.runtime.delivery import Delivery, ReplySink
+from chatfn.runtime.detached import run_detached
 from chatfn.runtime.event_stream import EventQueue
 from chatfn.runtime.exposure import Exposure
 from chatfn.runtime.model_set import ModelSet
@@ -282,15 +283,17 @@ class Bot:
         *,
         on_stream: StreamObserver | None = None,
         on_stored: Callable[[], None] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> list[OutgoingMessage]:
         """Store, dispatch and answer one message; returns what the bot sent in reply.
-        `on_stored`: ChannelHost.handle's."""
+        `on_stored`, `stop`: ChannelHost.handle's (`stop` acts on a turn run here, not on one
+        a gateway hands to a worker)."""
         self.metrics.messages_in.labels(msg.platform).inc()
         remote = self.switch.remote
         if remote is not None:
             return await remote.handle(msg, sink, on_stream, on_stored)
         return await self.handle_here(
-            msg, sink, on_stream=on_stream, record=True, on_stored=on_stored
+            msg, sink, on_stream=on_stream, record=True, on_stored=on_stored, stop=stop
         )
 
     async def _finished(self, msg: IncomingMessage, replies: int) -> None:
@@ -326,6 +329,7 @@ class Bot:
         record: bool = False,
         relayed: RelayedTurn | None = None,
         on_stored: Callable[[], None] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> list[OutgoingMessage]:
         """`handle` in this process, whatever `remote` says (a worker's turn). `stored_id`:
         the message is already in the history (a resumed turn); `record`: the turn's end
@@ -344,7 +348,7 @@ class Bot:
                 return await self._locks(
                     (msg.platform, msg.chat_id),
                     lambda: self._handle(
-                        msg, sink, on_stream, stored_id, record, relayed, on_stored
+                        msg, sink, on_stream, stored_id, record, relayed, on_stored, stop
                     ),
                 )
         finally:
@@ -375,6 +379,7 @@ class Bot:
         record: bool = False,
         relayed: RelayedTurn | None = None,
         on_stored: Callable[[], None] | None = None,
+        stop: asyncio.Event | None = None,
     ) -> list[OutgoingMessage]:
         writer = TurnWriter(self.storage, self.delivery, msg.platform, msg.chat_id, relayed)
         try:
@@ -412,6 +417,7 @@ class Bot:
         ctx.turn.journal = writer
         ctx.turn.start = start
         ctx.turn.limit_plan = named
+        ctx.turn.stop = stop
         ended = False  # the turn ran to its end (not cancelled, nor cut by an error raised)
         try:
             await self.models.ready()  # the SDKs loading in a thread: never import on the loop
@@ -571,6 +577,10 @@ class Bot:
         if self._closed:
             return
         self._closed = True
+        if any(not t.done() and t is not asyncio.current_task() for t in self._turns):
+            # Turns still running (one whose client went away, in a program that did not call
+            # finish_turns): abandoned before their storage closes, resumed at the next start.
+            await self.finish_turns(grace=0)
         for hook in reversed(self._shutdown):
             try:
                 await hook()
@@ -632,8 +642,18 @@ class BotChannelHost:
         *,
         on_stream: StreamObserver | None = None,
         on_stored: Callable[[], None] | None = None,
+        detached: bool = False,
+        stop: asyncio.Event | None = None,
     ) -> list[OutgoingMessage]:
-        return await self._bot.handle(msg, sink, on_stream=on_stream, on_stored=on_stored)
+        bot = self._bot
+        if not detached:
+            return await bot.handle(msg, sink, on_stream=on_stream, on_stored=on_stored, stop=stop)
+
+        def turn(to: ReplySink | None, shown: StreamObserver | None) -> Awaitable[Any]:
+            return bot.handle(msg, to, on_stream=shown, on_stored=on_stored, stop=stop)
+
+        # A caller that goes away (a client's request cancelled) leaves the turn running.
+        return await run_detached(turn, sink, on_stream, bot._turns)
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
         return await self._bot.handle_event(event)

@@ -15,6 +15,7 @@ point, with its own config model).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -109,6 +110,8 @@ class ChannelHost(Protocol):
         *,
         on_stream: StreamObserver | None = None,
         on_stored: Callable[[], None] | None = None,
+        detached: bool = False,
+        stop: asyncio.Event | None = None,
     ) -> list[OutgoingMessage]:
         """Store and answer one incoming message. Its replies go to `sink` (the request
         waiting for them) or, without one, through the outbox to the platform's sender; the
@@ -119,7 +122,17 @@ class ChannelHost(Protocol):
         behind a cluster's gateway, confirmed by the broker), before the turn acts on it: the
         moment a channel may confirm the message to a platform that would otherwise deliver
         it again (Telegram's getUpdates offset, Slack's ack). It is not called when the
-        message could not be stored, nor when the bot stops before storing it."""
+        message could not be stored, nor when the bot stops before storing it.
+
+        `detached`: the caller going away (its task cancelled: aiohttp cancels a request's
+        handler when the client disconnects) does not cancel the turn. It runs to its end in a
+        task of its own, which a stop of the bot waits for like any turn; from then on its
+        stream events are dropped and its replies wait in the outbox for the platform's next
+        delivery (HTTP: the client's next /v1/events connection).
+
+        `stop`: set it to stop the reply (the console's Ctrl-C): a streaming answer ends with
+        what was shown so far, which is stored as the reply, and the turn asks no model again.
+        """
         ...
 
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:

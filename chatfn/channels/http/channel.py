@@ -291,7 +291,8 @@ class HttpChannel(Channel):
         msg = await self._read(request)
         if isinstance(msg, web.Response):
             return msg
-        sent = await self.host.handle(msg, self._discard)
+        # A client that goes away does not cancel the turn: its replies wait in the outbox.
+        sent = await self.host.handle(msg, self._discard, detached=True)
         return web.json_response({"replies": [_out_json(o) for o in sent]})
 
     async def post_message_stream(self, request: web.Request) -> web.StreamResponse:
@@ -301,19 +302,28 @@ class HttpChannel(Channel):
         resp = await self._sse_response(request)
 
         async def on_stream(event: StreamEvent) -> None:
-            if event.type in ("text", "thinking"):
-                await self._sse(resp, event.type, {"text": event.text})
-            elif event.type in ("tool_call_start", "tool_call_end") and event.tool_call:
+            data: dict[str, Any] = {"text": event.text}
+            if event.type in ("tool_call_start", "tool_call_end") and event.tool_call:
                 call = event.tool_call
-                data: dict[str, Any] = {"id": call.id, "name": call.name}
+                data = {"id": call.id, "name": call.name}
                 if event.type == "tool_call_end":
                     data["arguments"] = call.arguments
+            elif event.type not in ("text", "thinking"):
+                return
+            # A client gone before aiohttp noticed: the turn goes on (its replies wait).
+            with contextlib.suppress(ConnectionError):
                 await self._sse(resp, event.type, data)
 
         async def on_reply(out: OutgoingMessage) -> None:
-            await self._sse(resp, "reply", _out_json(out))
+            try:
+                await self._sse(resp, "reply", _out_json(out))
+            except ConnectionError as exc:  # kept in the outbox for the client's next visit
+                raise NotDelivered(f"the client went away ({exc})") from None
 
-        sent = await self.host.handle(msg, on_reply, on_stream=on_stream)
+        # The turn is not the handler's: aiohttp cancels the handler when the client goes
+        # away (a page reloaded, a tab closed), and the reply is finished and stored all the
+        # same, then delivered through the outbox (/v1/events) instead of this response.
+        sent = await self.host.handle(msg, on_reply, on_stream=on_stream, detached=True)
         await self._sse(resp, "done", {"replies": [_out_json(o) for o in sent]})
         await resp.write_eof()
         return resp
