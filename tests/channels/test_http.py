@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from aiohttp import ClientSession
@@ -54,6 +55,37 @@ async def test_page_labels_follow_bot_language_and_images_alone_are_a_message(
             body = {"chat_id": "c", "sender_id": "a", "images": ["data:image/png;base64,x"]}
             resp = await http.post(f"{base}/v1/messages", json=body)
             assert resp.status == 200
+    finally:
+        await channel.stop()
+        await tb.bot.aclose()
+
+
+async def test_web_page_runs_only_script_files_of_its_own_origin(tmp_path: Path) -> None:
+    tb = TestBot(tmp_path, builtins=False)
+    channel = HttpChannel(tb.bot.channel_host, bind="127.0.0.1", port=0)
+    await channel.start()
+    base = f"http://127.0.0.1:{channel.bound_port}"
+    try:
+        async with ClientSession() as http:
+            resp = await http.get(f"{base}/")
+            policy = resp.headers["Content-Security-Policy"]
+            directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
+            assert directives["script-src"] == ["'self'"], policy
+            assert directives["object-src"] == ["'none'"] and directives["base-uri"] == ["'none'"]
+            scripts = re.findall(r"<script\b([^>]*)>", await resp.text(), re.IGNORECASE)
+            sources = [re.search(r'src="([^"]+)"', s) for s in scripts]
+            # Every script is a file of this origin; the labels are a JSON block (data).
+            assert [m.group(1) for m in sources if m] == [
+                "/vendor/purify.min.js",
+                "/vendor/marked.umd.js",
+                "/js/chat.js",
+            ]
+            assert [s for s, m in zip(scripts, sources, strict=True) if not m] == [
+                ' type="application/json" id="labels"'
+            ]
+            code = await http.get(f"{base}/js/chat.js")
+            assert code.status == 200 and "javascript" in code.headers["Content-Type"]
+            assert "JSON.parse" in await code.text()
     finally:
         await channel.stop()
         await tb.bot.aclose()

@@ -120,8 +120,29 @@ def _browser(profile: Path) -> Any:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # for _policy_holds
     # An explicit driver path: Selenium Manager (which would download one) is never needed.
     return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+def _csp_lines(driver: Any) -> list[str]:
+    """The browser console's lines about the Content-Security-Policy since the last call."""
+    return [
+        e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]
+    ]
+
+
+def _policy_holds(driver: Any) -> None:
+    """The page did all it did under its Content-Security-Policy without breaking it (nothing
+    about the policy in the console), and the policy is in force: an inline script added to
+    the page does not run."""
+    assert _csp_lines(driver) == []
+    driver.execute_script(
+        "const s = document.createElement('script');"
+        "s.textContent = 'window.__inline = 1'; document.body.append(s);"
+    )
+    assert driver.execute_script("return window.__inline === undefined")
+    assert any("inline script" in line for line in _csp_lines(driver))
 
 
 def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) -> list[str]:
@@ -187,6 +208,7 @@ def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) 
             loop,
         ).result(5)
         driver.save_screenshot(str(tmp_path / "web-chat.png"))
+        _policy_holds(driver)
         return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".msg.bot .body")]
     finally:
         driver.quit()
@@ -382,6 +404,7 @@ def _drive_history(url: str, tmp_path: Path) -> tuple[dict[str, Any], dict[str, 
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".msg.bot .md table"))
         after = _rendered(driver)
         driver.save_screenshot(str(tmp_path / "web-history.png"))
+        _policy_holds(driver)
         return before, after
     finally:
         driver.quit()

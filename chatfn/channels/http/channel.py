@@ -62,6 +62,9 @@ from chatfn.runtime.channel_host import ChannelHost, section_of
 from chatfn.runtime.event_stream import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+# The web page runs only script files of this origin (its own static/js/ and the vendored
+# marked and DOMPurify): a reply that got past the sanitizer as HTML still could not run code.
+PAGE_CSP = "script-src 'self'; object-src 'none'; base-uri 'none'"
 
 
 class MessageIn(BaseModel):
@@ -181,6 +184,7 @@ class HttpChannel(Channel):
             self.app.router.add_get("/", self.index)
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
             self.app.router.add_static("/vendor/", STATIC_DIR / "vendor")
+            self.app.router.add_static("/js/", STATIC_DIR / "js")
         # The web admin console under /admin/ (admin/), when `admin.users` is configured.
         self.admin = mount_admin(self.app, host, self.token, cfg.trust_proxy)
         self.mcp: Any = None
@@ -249,7 +253,12 @@ class HttpChannel(Channel):
         page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
         page = page.replace('<html lang="en">', f'<html lang="{language}">', 1)
         page = page.replace("/*LABELS*/{}", labels, 1)
-        return web.Response(text=page, content_type="text/html", charset="utf-8")
+        return web.Response(
+            text=page,
+            content_type="text/html",
+            charset="utf-8",
+            headers={"Content-Security-Policy": PAGE_CSP},
+        )
 
     async def _read(self, request: web.Request) -> IncomingMessage | web.Response:
         body = _parse_json(await request.read(), request.charset)
