@@ -3,7 +3,10 @@
 Pure functions, no I/O: one per provider, because each API accepts a different subset of JSON
 Schema and rejects (or silently mishandles) the rest. `check_schema_for` runs the same conversion
 and reports what would go wrong, so the health check can flag a function before a model refuses it.
-The shared helpers and the compaction every rewrite ends with are in providers.schema_compaction.
+The shared helpers and the compaction every rewrite ends with are in providers.schema_compaction;
+the walk over a schema (refs, pydantic's spellings, children) is written once in
+providers.schema_walk, and each provider says only what it does at one node (OpenAI strict mode
+below, Gemini in providers.schema_gemini).
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from providers.schema_compaction import (
     _ensure_object_root,
     _is_null,
     _optional_form,
-    _resolve_ref,
     compact_schema,
     drop_absent_nulls,
     nulls_meaning_absent,
     per_schema,
 )
+from providers.schema_gemini import GeminiWalker
+from providers.schema_walk import SchemaWalker
 
 __all__ = [
     "SchemaError",
@@ -119,49 +123,54 @@ class _NotStrict(Exception):
     """Internal: the schema cannot be made strict without changing its meaning."""
 
 
+class _StrictWalker(SchemaWalker):
+    """OpenAI strict mode at one node: refuse (`_NotStrict`) what it cannot express without a
+    change of meaning, drop annotations it does not allow, close every object."""
+
+    provider = "openai"
+    unwrap_all_of = False  # allOf is refused below, wrapped or not
+
+    def node(self, node: JsonSchema, path: str, stack: tuple[str, ...]) -> Any:
+        _refuse_unsupported(node, path)
+        is_object = node.get("type") == "object" or "properties" in node
+        if is_object:
+            _refuse_open_object(node, path)
+        for key in _OPENAI_STRICT_DROP:
+            node.pop(key, None)
+        if "$ref" in node and len(node) > 1:
+            # Strict mode forbids siblings next to $ref (pydantic puts `description` there).
+            node = {"anyOf": [{"$ref": node.pop("$ref")}], **node}
+        out = self.children(node, path, stack)
+        if is_object:
+            out.setdefault("properties", {})
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+
+
 def _openai_strict(node: Any, path: str) -> Any:
-    if isinstance(node, list):
-        return [_openai_strict(item, path) for item in node]
-    if not isinstance(node, dict):
-        return node
+    return _StrictWalker({}).walk(node, path)
+
+
+def _refuse_unsupported(node: JsonSchema, path: str) -> None:
     if _OPENAI_STRICT_UNSUPPORTED & node.keys():
         raise _NotStrict(path)
     if node.get("format") is not None and node["format"] not in _OPENAI_STRICT_FORMATS:
         raise _NotStrict(path)
-    is_object = node.get("type") == "object" or "properties" in node
-    if is_object:
-        if node.get("additionalProperties") not in (False, None):
-            raise _NotStrict(path)  # a dict[str, X]: strict mode has no open maps
-        if "properties" not in node and path != "$":
-            raise _NotStrict(path)  # a bare `dict`: open, cannot be closed
-        required = set(node.get("required", []))
-        for name, prop in node.get("properties", {}).items():
-            if name in required:
-                continue
-            default = prop.get("default", ...) if isinstance(prop, dict) else ...
-            if not (default is None and _admits_null(prop)):
-                raise _NotStrict(f"{path}.{name}")  # optional with a real default
-    node = dict(node)
-    for key in _OPENAI_STRICT_DROP:
-        node.pop(key, None)
-    if "oneOf" in node:  # strict mode only knows anyOf; for our validated models they coincide
-        node["anyOf"] = node.pop("oneOf")
-    if "$ref" in node and len(node) > 1:
-        # Strict mode forbids siblings next to $ref (pydantic puts `description` there).
-        node = {"anyOf": [{"$ref": node.pop("$ref")}], **node}
-    out: JsonSchema = {}
-    for key, value in node.items():
-        if key == "properties":
-            out[key] = {k: _openai_strict(v, f"{path}.{k}") for k, v in value.items()}
-        elif key in ("items", "anyOf"):
-            out[key] = _openai_strict(value, path)
-        else:
-            out[key] = value
-    if is_object:
-        out.setdefault("properties", {})
-        out["required"] = list(out["properties"])
-        out["additionalProperties"] = False
-    return out
+
+
+def _refuse_open_object(node: JsonSchema, path: str) -> None:
+    if node.get("additionalProperties") not in (False, None):
+        raise _NotStrict(path)  # a dict[str, X]: strict mode has no open maps
+    if "properties" not in node and path != "$":
+        raise _NotStrict(path)  # a bare `dict`: open, cannot be closed
+    required = set(node.get("required", []))
+    for name, prop in node.get("properties", {}).items():
+        if name in required:
+            continue
+        default = prop.get("default", ...) if isinstance(prop, dict) else ...
+        if not (default is None and _admits_null(prop)):
+            raise _NotStrict(f"{path}.{name}")  # optional with a real default
 
 
 def _admits_null(prop: Any) -> bool:
@@ -194,39 +203,6 @@ def anthropic_input_schema(schema: JsonSchema) -> JsonSchema:
 
 # --------------------------------------------------------------------------- Gemini
 
-# What Gemini's `Schema` (an OpenAPI 3.0 subset) accepts; the google-genai SDK validates the
-# dict with extra="forbid", so any other key fails before the request is even sent.
-# https://ai.google.dev/api/caching#Schema
-_GEMINI_KEYS = frozenset(
-    {
-        "type",
-        "format",
-        "description",
-        "nullable",
-        "enum",
-        "maxItems",
-        "minItems",
-        "properties",
-        "required",
-        "minProperties",
-        "maxProperties",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "anyOf",
-        "items",
-        "minimum",
-        "maximum",
-        "propertyOrdering",
-    }
-)
-# Gemini only knows these formats per type; any other is moved into the description.
-_GEMINI_FORMATS = {
-    "string": {"enum", "date-time"},
-    "integer": {"int32", "int64"},
-    "number": {"float", "double"},
-}
-
 
 @per_schema
 def gemini_parameters(schema: JsonSchema) -> JsonSchema:
@@ -245,150 +221,10 @@ def gemini_parameters(schema: JsonSchema) -> JsonSchema:
 def _gemini(schema: JsonSchema, notes: list[str]) -> JsonSchema:
     root = _ensure_object_root(_optional_form(schema), "gemini")
     stack = (schema["$ref"],) if isinstance(schema.get("$ref"), str) else ()
-    out = _GeminiRewriter(_defs_of(schema), notes).convert(root, "$", stack)
+    out = GeminiWalker(_defs_of(schema), notes).walk(root, "$", stack)
     out.setdefault("properties", {})
     out["type"] = "object"
     return out
-
-
-class _GeminiRewriter:
-    def __init__(self, defs: dict[str, JsonSchema], notes: list[str]) -> None:
-        self.defs = defs
-        self.notes = notes  # lossy rewrites, for check_schema_for
-
-    def convert(self, node: Any, path: str, stack: tuple[str, ...]) -> JsonSchema:
-        if not isinstance(node, dict):
-            raise SchemaError("schema node must be an object", provider="gemini", path=path)
-        node = dict(node)
-        if "$ref" in node:
-            ref = node.pop("$ref")
-            if ref in stack:
-                raise SchemaError(
-                    f"recursive model {ref.rsplit('/', 1)[-1]!r} cannot be "
-                    "inlined (Gemini has no $ref)",
-                    provider="gemini",
-                    path=path,
-                )
-            target = dict(_resolve_ref(ref, self.defs, "gemini", path))
-            # Siblings of $ref (a field's description) win over the definition's own.
-            node = {**target, **node}
-            stack = (*stack, ref)
-        for key in ("allOf",):  # pydantic < 2.9 wraps a described $ref in a one-item allOf
-            if key in node and len(node[key]) == 1:
-                node = {**node.pop(key)[0], **node}
-                return self.convert(node, path, stack)
-        if "oneOf" in node:
-            node["anyOf"] = node.pop("oneOf")
-
-        description = node.get("description")
-        hints: list[str] = []
-        nullable = False
-
-        kind = node.get("type")
-        if isinstance(kind, list):  # {"type": ["string", "null"]}
-            nullable = "null" in kind
-            kinds = [k for k in kind if k != "null"]
-            if len(kinds) == 1:
-                node["type"] = kinds[0]
-            else:
-                node.pop("type")
-                node["anyOf"] = [{"type": k} for k in kinds]
-
-        if "anyOf" in node:
-            branches = node.pop("anyOf")
-            rest = [b for b in branches if not _is_null(b)]
-            nullable = nullable or len(rest) < len(branches)
-            if len(rest) == 1:
-                merged = {**rest[0], **{k: v for k, v in node.items() if k != "type"}}
-                out = self.convert(merged, path, stack)
-                if nullable:
-                    out["nullable"] = True
-                return out
-            if not rest:
-                raise SchemaError("a field that can only be null", provider="gemini", path=path)
-            node["anyOf"] = [self.convert(b, f"{path}|{i}", stack) for i, b in enumerate(rest)]
-
-        if "const" in node:
-            node["enum"] = [node.pop("const")]
-        if "enum" in node:
-            values = node["enum"]
-            if all(isinstance(v, str) for v in values):
-                node["type"] = "string"
-            else:
-                # Gemini only accepts string enums; sending str(1) would make the model answer
-                # "1" where the Pydantic model wants 1, so keep the type and describe the values.
-                node.pop("enum")
-                hints.append("one of: " + ", ".join(repr(v) for v in values))
-                if "type" not in node:
-                    kinds = {type(v).__name__ for v in values}
-                    node["type"] = (
-                        {"int": "integer", "float": "number", "bool": "boolean"}.get(
-                            kinds.pop(), "string"
-                        )
-                        if len(kinds) == 1
-                        else "string"
-                    )
-
-        for bound, word in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
-            if bound in node:  # Gemini has no exclusive bounds; pydantic still enforces it
-                hints.append(f"must be {word} {node.pop(bound)}")
-        if "multipleOf" in node:
-            hints.append(f"a multiple of {node.pop('multipleOf')}")
-
-        fmt = node.get("format")
-        if fmt is not None and fmt not in _GEMINI_FORMATS.get(node.get("type", ""), set()):
-            node.pop("format")
-            hints.append(f"format: {fmt}")
-
-        kind = node.get("type")
-        if "prefixItems" in node:  # tuples: Gemini has no positional items
-            prefix = node.pop("prefixItems")
-            unique = [p for i, p in enumerate(prefix) if p not in prefix[:i]]
-            node.setdefault("items", unique[0] if len(unique) == 1 else {"anyOf": unique})
-            node.setdefault("minItems", len(prefix))
-            node.setdefault("maxItems", len(prefix))
-        if kind == "array" and not node.get("items"):
-            # Gemini rejects an ARRAY without `items`; `list[Any]` gets strings, the only
-            # element type every model can produce and Pydantic can coerce from.
-            node["items"] = {"type": "string"}
-            self.notes.append(f"{path}: list of unspecified items sent as a list of strings")
-        if kind == "object" or "properties" in node:
-            node["type"] = "object"
-            extra = node.get("additionalProperties")
-            props = node.get("properties") or {}
-            if not props and path != "$":
-                # Gemini cannot describe an open map (dict[str, X]) nor an object without
-                # properties; it is sent as an object the model will usually leave empty.
-                self.notes.append(
-                    f"{path}: free-form object (dict) cannot be described to "
-                    "Gemini; the model can only send {}"
-                )
-                if isinstance(extra, dict) and extra:
-                    hints.append("an object mapping names to values")
-        if description or hints:
-            node["description"] = " ".join([description or ""] + [f"({h})" for h in hints]).strip()
-
-        out: JsonSchema = {}
-        for key, value in node.items():
-            if key not in _GEMINI_KEYS:
-                continue
-            if key == "properties":
-                out[key] = {
-                    name: self.convert(sub, f"{path}.{name}", stack) for name, sub in value.items()
-                }
-            elif key == "items":
-                out[key] = self.convert(value, f"{path}[]", stack)
-            elif key == "required":
-                props = node.get("properties") or {}
-                out[key] = [r for r in value if r in props]
-            else:
-                out[key] = value
-        if out.get("type") == "object" and not out.get("properties"):
-            out.pop("properties", None)
-            out.pop("required", None)
-        if nullable:
-            out["nullable"] = True
-        return out
 
 
 # --------------------------------------------------------------------------- health check
