@@ -136,3 +136,13 @@ def fetch(driver: Any, method: str, path: str, body: Any = None) -> dict[str, An
 
 
 # --- the tests -----------------------------------------------------------------------------
+
+
+def csp_lines(driver: Any) -> list[str]:
+    """The browser console's lines about the Content-Security-Policy since the last call
+    (Chromium logs each thing the policy refused)."""
+    return [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if "Content Security Policy" in entry["message"]
+    ]

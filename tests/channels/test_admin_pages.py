@@ -29,6 +29,7 @@ from tests.channels.admin_browser import (
     CHROMIUM,
     SHOTS,
     chromium,
+    csp_lines,
     css,
     every,
     fetch,
@@ -355,3 +356,21 @@ def test_language_switch_is_remembered_and_phone_width_works(
         shot(browser, "overview-phone")
     finally:
         browser.set_window_size(1280, 900)
+
+
+def test_every_page_works_under_its_content_security_policy(console: Console, browser: Any) -> None:
+    """The pages load only script files of their origin (`script-src 'self'`): signing in
+    and every page draw their data with nothing refused by the policy, and the policy is in
+    force (an inline script added to a page does not run)."""
+    console.needs(*API[1:9])
+    csp_lines(browser)  # what earlier tests left in the log
+    login(browser, console, "alice")
+    for path in ADMIN_PAGES:
+        open_page(browser, console.url + path)
+    assert csp_lines(browser) == []
+    browser.execute_script(
+        "const s = document.createElement('script');"
+        "s.textContent = 'window.__inline = 1'; document.body.append(s);"
+    )
+    assert browser.execute_script("return window.__inline === undefined")
+    assert any("inline script" in line for line in csp_lines(browser))
