@@ -107,7 +107,11 @@ class MatrixChannel(Channel):
         self.client = make_client(settings)
         self.store = SyncStore(settings.store_path, self.user_id)
         self.sender = MatrixSender(
-            self.client, settings, name_of=self._name_of, encrypted=self._encrypted
+            self.client,
+            settings,
+            name_of=self._name_of,
+            encrypted=self._encrypted,
+            fetch_allow=host.settings.bot.fetch,
         )
         self.sender.retry_later = self._kick_later
         self.display_name = ""

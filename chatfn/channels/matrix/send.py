@@ -57,6 +57,14 @@ from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.outbound import OrderedRunner, RateLimiter
 from chatfn.channels.split import split_message
 from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from function_calls.fetch import (
+    FetchAllow,
+    FetchError,
+    FetchRefused,
+    FetchTooLarge,
+    FetchWrongType,
+    fetch,
+)
 
 __all__ = ["CAPTION_LIMIT", "EVENT_BUDGET", "MatrixSender", "transaction_id"]
 
@@ -67,6 +75,7 @@ EVENT_BUDGET = 60000
 CAPTION_LIMIT = 1024
 THREADS_KEPT = 5000
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
+FETCH_TIMEOUT = 30.0  # seconds for the whole download of an image a function gave by URL
 _RETRY_STATUSES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_LIMIT_EXCEEDED"}
 
 
@@ -101,9 +110,12 @@ class MatrixSender:
         *,
         name_of: Callable[[str, str], str] | None = None,
         encrypted: Callable[[str], bool] | None = None,
+        fetch_allow: FetchAllow | None = None,
     ) -> None:
         self.client = client
         self.cfg = settings
+        # `bot.fetch`: the internal hosts and networks an image URL may be on.
+        self.fetch_allow = fetch_allow
         self.runner = OrderedRunner()
         self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
         self.name_of = name_of or (lambda _room, user: user)
@@ -285,20 +297,24 @@ class MatrixSender:
         return Image(data, mime, f"image.{extension}")
 
     async def _fetch(self, url: str) -> tuple[bytes, str]:
-        """An image a function gave by URL (the homeserver cannot fetch it for us)."""
+        """An image a function gave by URL (the homeserver cannot fetch it for us), through the
+        fetch helper (function_calls/fetch.py): the URL may be a user's, so an internal address
+        is refused unless `bot.fetch` allows it, and the download is bounded (MAX_IMAGE_BYTES,
+        FETCH_TIMEOUT in all). A network failure may pass (the outbox tries again); a refused
+        address, a page that is not an image or one too large will not."""
         try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response,
-            ):
-                response.raise_for_status()
-                data = await response.content.read(MAX_IMAGE_BYTES + 1)
-                mime = response.content_type or "application/octet-stream"
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
-        if not mime.startswith("image/"):
-            raise DeliveryRefused(f"{url[:80]} is {mime}, not an image")
-        return data, mime
+            got = await fetch(
+                url,
+                allow=self.fetch_allow,
+                max_bytes=MAX_IMAGE_BYTES,
+                timeout=FETCH_TIMEOUT,
+                accept=lambda kind: kind.startswith("image/"),
+            )
+        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
+            raise DeliveryRefused(f"image {url[:80]} not fetched: {exc.detail}") from None
+        except FetchError as exc:
+            raise NotDelivered(f"image {url[:80]} not fetched: {exc.detail}") from None
+        return got.data, got.content_type
 
     # -- homeserver calls ----------------------------------------------------------------------
     async def _upload(self, ref: ChatRef, image: Image) -> str:
