@@ -217,30 +217,52 @@ def _rest(scan: _Scan, original: str) -> str:
     return original[scan.pos :].strip()
 
 
+class _NotThisForm:
+    """A reader's answer when the line does not start with its form (nothing consumed)."""
+
+
+_NOT_THIS_FORM = _NotThisForm()
+_Read = Leading | None | _NotThisForm
+
+
 def read_leading(text: str, now: datetime, tz: ZoneInfo) -> Leading | None:
     """The schedule at the start of `text` and the rest of the line, or None when the line does
-    not start with a time. Raises ReminderTimeError for a recognised but impossible time."""
+    not start with a time. Raises ReminderTimeError for a recognised but impossible time.
+
+    Each form has its reader, tried in order; the first whose form the line starts with
+    decides (a Leading, or None for a form begun but not completed: "every day" with no clock).
+    """
     original = text.lstrip()
     scan = _Scan(original[:WINDOW])
-    local = now.astimezone(tz)
-    # ISO date, with or without a time and offset
-    if m := scan.take(_ISO):
-        day_s, clock_s, offset = m.groups()
-        try:
-            day = date.fromisoformat(day_s)
-        except ValueError:
-            raise ReminderTimeError("time.bad_date", text=day_s) from None
-        if clock_s is None:
-            raise ReminderTimeError("time.no_clock", text=day_s)
-        parts = [int(p) for p in clock_s.split(":")]
-        clock = _clock(*parts)
-        when = datetime.combine(day, clock, tzinfo=tz)
-        if offset:
-            when = datetime.fromisoformat(
-                f"{day_s}T{clock.isoformat()}{offset.replace('Z', '+00:00')}"
-            )
-        return Leading("once", _rest(scan, original), when=when)
-    # recurring
+    for reader in (_iso, _recurring, _en_relative, _zh_relative):
+        found = reader(scan, original, now, tz)
+        if not isinstance(found, _NotThisForm):
+            return found
+    return _day_and_clock(scan, original, now, tz)
+
+
+def _iso(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> _Read:
+    """An ISO date, with or without a time and offset."""
+    m = scan.take(_ISO)
+    if not m:
+        return _NOT_THIS_FORM
+    day_s, clock_s, offset = m.groups()
+    try:
+        day = date.fromisoformat(day_s)
+    except ValueError:
+        raise ReminderTimeError("time.bad_date", text=day_s) from None
+    if clock_s is None:
+        raise ReminderTimeError("time.no_clock", text=day_s)
+    parts = [int(p) for p in clock_s.split(":")]
+    clock = _clock(*parts)
+    when = datetime.combine(day, clock, tzinfo=tz)
+    if offset:
+        when = datetime.fromisoformat(f"{day_s}T{clock.isoformat()}{offset.replace('Z', '+00:00')}")
+    return Leading("once", _rest(scan, original), when=when)
+
+
+def _recurring(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> _Read:
+    """Every day, every workday, every Monday (English or Chinese), then a clock."""
     recurring: str | None = None
     if scan.take(_EN_DAILY) or scan.take(_ZH_DAILY):
         recurring = "*"
@@ -250,68 +272,67 @@ def read_leading(text: str, now: datetime, tz: ZoneInfo) -> Leading | None:
         recurring = WEEKDAYS[_en_day(m.group(1))]
     elif m := scan.take(_ZH_EVERY_DAY):
         recurring = WEEKDAYS[_ZH_DAY[m.group(1)]]
-    if recurring is not None:
-        clock = _read_clock(scan, None, bare_ok=True)
-        if clock is None:
-            return None
-        if recurring == "*":
-            return Leading("daily", _rest(scan, original), clock=clock)
-        return Leading("weekly", _rest(scan, original), clock=clock, weekday=recurring)
-    # relative
-    if scan.take(_EN_REL):
-        seconds = 0
-        while True:
-            before = scan.pos
-            m = scan.take(_EN_AMOUNT)
-            if m is None:
-                break
-            amount_s, unit, _article, unit2, half, _hour = m.groups()
-            if half:
-                seconds += 1800
-            elif (unit or unit2).lower() in _EN_UNITS:
-                seconds += int(amount_s or 1) * _EN_UNITS[(unit or unit2).lower()]
-            else:  # "in 10m a walk": the text starts here
-                scan.pos = before
-                break
-            before = scan.pos
-            scan.skip_space()
-            if scan.pos < len(scan.text) and not _EN_AMOUNT.match(scan.text, scan.pos):
-                scan.pos = before
-                break
-        if seconds <= 0:
-            return None
-        return Leading("once", _rest(scan, original), when=_ahead(now, seconds))
-    if m := scan.take(_ZH_REL):
-        amount_s, half_before, unit, half_after = m.groups()
-        amount = 0.5 if amount_s == "半" else zh_number(amount_s)
-        if half_before or half_after:
-            amount += 0.5
-        seconds = int(amount * _ZH_UNITS[unit])
-        if seconds <= 0:
-            return None
-        return Leading("once", _rest(scan, original), when=_ahead(now, seconds))
-    # a day, a weekday, and/or a clock
-    day: date | None = None
-    period: str | None = None
-    # A bare English weekday is also a common word ("sat down", "sun is out", "wed at 9"):
-    # it is a time only with a clock after it or a word before it ("on", "next", "this").
-    bare_weekday = False
-    if m := scan.take(_EN_DAYWORD):
-        word = m.group(1).lower()
-        day = local.date() + timedelta(days=1 if word in ("tomorrow", "tmr") else 0)
-        period = {"tonight": "pm", "this evening": "pm", "this afternoon": "pm"}.get(
-            " ".join(word.split())
-        )
-    elif m := scan.take(_ZH_DAYWORD):
-        word = m.group(1)
-        offset = 2 if word == "后天" else (1 if word[0] == "明" else 0)
-        day = local.date() + timedelta(days=offset)
-        period = {"今晚": "晚上", "明晚": "晚上", "今早": "早上", "明早": "早上"}.get(word)
-    elif m := scan.take(_EN_WEEKDAY):
-        day = _weekday_date(local.date(), _en_day(m.group(2)), (m.group(1) or "").lower(), False)
-        bare_weekday = m.group(1) is None
-    elif m := scan.take(_ZH_WEEKDAY):
-        day = _weekday_date(local.date(), _ZH_DAY[m.group(2)], m.group(1), True)
+    if recurring is None:
+        return _NOT_THIS_FORM
+    clock = _read_clock(scan, None, bare_ok=True)
+    if clock is None:
+        return None
+    if recurring == "*":
+        return Leading("daily", _rest(scan, original), clock=clock)
+    return Leading("weekly", _rest(scan, original), clock=clock, weekday=recurring)
+
+
+def _en_relative(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> _Read:
+    """ "in 10 minutes", "in an hour and a half", "in 2h 30m"."""
+    if not scan.take(_EN_REL):
+        return _NOT_THIS_FORM
+    seconds = 0
+    while (amount := _en_amount(scan)) is not None:
+        seconds += amount
+        before = scan.pos
+        scan.skip_space()
+        if scan.pos < len(scan.text) and not _EN_AMOUNT.match(scan.text, scan.pos):
+            scan.pos = before
+            break
+    if seconds <= 0:
+        return None
+    return Leading("once", _rest(scan, original), when=_ahead(now, seconds))
+
+
+def _en_amount(scan: _Scan) -> int | None:
+    """The seconds of one English amount at the scan's position, or None (nothing consumed)."""
+    before = scan.pos
+    m = scan.take(_EN_AMOUNT)
+    if m is None:
+        return None
+    amount_s, unit, _article, unit2, half, _hour = m.groups()
+    if half:
+        return 1800
+    if (unit or unit2).lower() in _EN_UNITS:
+        return int(amount_s or 1) * _EN_UNITS[(unit or unit2).lower()]
+    scan.pos = before  # "in 10m a walk": the text starts here
+    return None
+
+
+def _zh_relative(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> _Read:
+    """ "十分钟后", "半小时后", "两个半小时后"."""
+    m = scan.take(_ZH_REL)
+    if not m:
+        return _NOT_THIS_FORM
+    amount_s, half_before, unit, half_after = m.groups()
+    amount = 0.5 if amount_s == "半" else zh_number(amount_s)
+    if half_before or half_after:
+        amount += 0.5
+    seconds = int(amount * _ZH_UNITS[unit])
+    if seconds <= 0:
+        return None
+    return Leading("once", _rest(scan, original), when=_ahead(now, seconds))
+
+
+def _day_and_clock(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> Leading | None:
+    """A day, a weekday, and/or a clock: "tomorrow 9am", "明晚8点", "on Friday at 5", "17:30"."""
+    local = now.astimezone(tz)
+    day, period, bare_weekday = _day_word(scan, local.date())
     clock = _read_clock(scan, period, bare_ok=day is not None and not bare_weekday)
     if (day is None or bare_weekday) and clock is None:
         return None
@@ -321,6 +342,32 @@ def read_leading(text: str, now: datetime, tz: ZoneInfo) -> Leading | None:
     if clock is None:
         clock = time(20, 0) if period in ("pm", "晚上") else time(9, 0)
     return Leading("once", _rest(scan, original), when=datetime.combine(day, clock, tzinfo=tz))
+
+
+def _day_word(scan: _Scan, today: date) -> tuple[date | None, str | None, bool]:
+    """(day, period, bare weekday) of a leading day word, if any.
+
+    A bare English weekday is also a common word ("sat down", "sun is out", "wed at 9"): it is
+    a time only with a clock after it or a word before it ("on", "next", "this").
+    """
+    if m := scan.take(_EN_DAYWORD):
+        word = m.group(1).lower()
+        day = today + timedelta(days=1 if word in ("tomorrow", "tmr") else 0)
+        period = {"tonight": "pm", "this evening": "pm", "this afternoon": "pm"}.get(
+            " ".join(word.split())
+        )
+        return day, period, False
+    if m := scan.take(_ZH_DAYWORD):
+        word = m.group(1)
+        offset = 2 if word == "后天" else (1 if word[0] == "明" else 0)
+        period = {"今晚": "晚上", "明晚": "晚上", "今早": "早上", "明早": "早上"}.get(word)
+        return today + timedelta(days=offset), period, False
+    if m := scan.take(_EN_WEEKDAY):
+        day = _weekday_date(today, _en_day(m.group(2)), (m.group(1) or "").lower(), False)
+        return day, None, m.group(1) is None
+    if m := scan.take(_ZH_WEEKDAY):
+        return _weekday_date(today, _ZH_DAY[m.group(2)], m.group(1), True), None, False
+    return None, None, False
 
 
 def _ahead(now: datetime, seconds: int) -> datetime:
