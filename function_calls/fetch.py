@@ -91,7 +91,7 @@ class FetchTooSlow(FetchError):
 
 
 class FetchStatus(FetchError):
-    """The server answered with an HTTP error (or too many redirects)."""
+    """The server answered with an HTTP error status (`status`)."""
 
     def __init__(self, url: str, status: int) -> None:
         super().__init__(url, f"HTTP {status}")
@@ -107,7 +107,8 @@ class FetchWrongType(FetchError):
 
 
 class FetchFailed(FetchError):
-    """The network failed: no such host, connection refused or reset, a body cut short."""
+    """The network failed (no such host, connection refused or reset, a body cut short), or
+    the redirects went on past `MAX_REDIRECTS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +287,7 @@ async def _follow(
                 raise FetchWrongType(str(url), kind)
             data = await read_limited(response, max_bytes)
             return Fetched(data, kind, str(response.url))
-    raise FetchStatus(str(url), 310)  # more redirects than MAX_REDIRECTS
+    raise FetchFailed(str(url), f"more than {MAX_REDIRECTS} redirects")
 
 
 async def fetch(

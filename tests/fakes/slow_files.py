@@ -1,6 +1,7 @@
 """A file server on 127.0.0.1 that misbehaves on purpose, for the fetch tests: an image that
 trickles (a PNG header, a declared 5 MB, then one byte every `interval` seconds, for as long
-as the client stays), a body without end, a body sent in two writes, a redirect to anywhere.
+as the client stays), a body without end, a body sent in two writes, a redirect to anywhere,
+one to itself.
 
     async with SlowFiles(interval=1.0) as files:
         files.url + "/trickle/1.png"
@@ -39,6 +40,7 @@ class SlowFiles:
         app.router.add_get("/endless", self._endless)
         app.router.add_get("/two-parts", self._two_parts)
         app.router.add_get("/redirect", self._redirect)
+        app.router.add_get("/loop", self._loop)
         app.router.add_get("/page", self._page)
         app.middlewares.append(self._record)
         self._runner = web.AppRunner(app)
@@ -73,6 +75,9 @@ class SlowFiles:
 
     async def _redirect(self, request: web.Request) -> web.Response:
         raise web.HTTPFound(request.query["to"])
+
+    async def _loop(self, _request: web.Request) -> web.Response:
+        raise web.HTTPFound("/loop")
 
     async def _trickle(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(
