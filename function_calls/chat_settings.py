@@ -245,16 +245,26 @@ def check_rules(
     """Stop at start on a rule naming a model, persona or function that does not exist,
     naming the key path: `chats[0].model: no model named 'deepseek' under models`. `patterns`
     are globs of functions that plugins register later (`Plugin.function_patterns`)."""
-    models, functions, globs = set(models), set(functions), list(patterns)
+    names, known, globs = set(models), set(functions), list(patterns)
+    errors = [
+        *_model_reference_errors(config, names),
+        *_chat_rule_errors(config, names, known, globs),
+        *_function_list_errors("function_calls", config.function_calls, known, globs),
+    ]
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
+
+
+def _model_reference_errors(config: CoreSettings, models: set[str]) -> list[str]:
+    """bot.vision_model, bot.summary_model, each model's fallbacks, every downgrade_to and
+    bot.persona name something that exists."""
     errors: list[str] = []
     vision = config.bot.vision_model
+    entries = getattr(config, "models", None) or {}
     if vision is not None and vision not in models:
         errors.append(f"bot.vision_model: no model named {vision!r} under models")
-    elif vision is not None:
-        entry = (getattr(config, "models", None) or {}).get(vision)
-        if entry is not None and not entry.vision:
-            errors.append(f"bot.vision_model: the model {vision!r} needs `vision: true`")
-    entries = getattr(config, "models", None) or {}
+    elif vision is not None and vision in entries and not entries[vision].vision:
+        errors.append(f"bot.vision_model: the model {vision!r} needs `vision: true`")
     for name, entry in entries.items():
         for i, other in enumerate(getattr(entry, "fallback", ())):
             if other == name:
@@ -274,23 +284,36 @@ def check_rules(
             )
     if config.bot.persona is not None and config.bot.persona not in config.personas:
         errors.append(f"bot.persona: no persona named {config.bot.persona!r} under personas")
+    return errors
+
+
+def _chat_rule_errors(
+    config: CoreSettings, models: set[str], functions: set[str], globs: list[str]
+) -> list[str]:
+    """Each `chats:` rule's model, persona and function lists name something that exists."""
+    errors: list[str] = []
     for i, rule in enumerate(config.chats):
         if rule.model is not None and rule.model not in models:
             errors.append(f"chats[{i}].model: no model named {rule.model!r} under models")
         if rule.persona is not None and rule.persona not in config.personas:
             errors.append(f"chats[{i}].persona: no persona named {rule.persona!r} under personas")
         if rule.functions is not None:
-            for kind in ("enabled", "disabled"):
-                for name in getattr(rule.functions, kind) or ():
-                    if not _names_some(name, functions, globs):
-                        errors.append(f"chats[{i}].functions.{kind}: {_no_such(name)}")
-    fc = config.function_calls
-    for kind in ("enabled", "disabled"):
-        for name in getattr(fc, kind) or ():
-            if not _names_some(name, functions, globs):
-                errors.append(f"function_calls.{kind}: {_no_such(name)}")
-    if errors:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(errors))
+            errors += _function_list_errors(
+                f"chats[{i}].functions", rule.functions, functions, globs
+            )
+    return errors
+
+
+def _function_list_errors(
+    where: str, lists: Any, functions: set[str], globs: list[str]
+) -> list[str]:
+    """`enabled` / `disabled` of one function rule each name (or match) a function."""
+    return [
+        f"{where}.{kind}: {_no_such(name)}"
+        for kind in ("enabled", "disabled")
+        for name in getattr(lists, kind) or ()
+        if not _names_some(name, functions, globs)
+    ]
 
 
 def _is_pattern(name: str) -> bool:
