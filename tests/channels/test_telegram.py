@@ -339,7 +339,7 @@ async def taken_and_polled(driver: TelegramDriver, fake: FakeTelegram, update_id
     """Until the channel has taken `update_id` and asked getUpdates twice more since."""
     channel = driver.channel
     assert channel is not None
-    await holds(lambda: update_id in channel._seen)
+    await holds(lambda: update_id in channel.inbound.seen)
 
     def polls() -> int:
         return sum(1 for method, _ in fake.calls if method == "getUpdates")

@@ -63,6 +63,8 @@ class PlatformChannel(Channel, Generic[S]):
         # A test's host may have no policy: the defaults then.
         policy = getattr(host, "delivery_policy", None) or DeliveryPolicy()
         self.policy = policy.override(self.platform, getattr(settings, "max_retry_after", None))
+        # Its lines carry the platform's module name, as if the platform had written them.
+        self.log = logger.patch(lambda r: r.update(name=type(self).__module__))
         self.inbound = Inbound(self)
         self.logged_in = False  # connect() succeeded once: sends may go
         self.connected = False  # up now (health)
@@ -145,7 +147,7 @@ class PlatformChannel(Channel, Generic[S]):
     def up(self) -> None:
         """Connected and events flow: health shows it; what waited in the outbox goes now."""
         if self._told is not None and self._ready.is_set():
-            logger.info("{} channel is back", self.label)
+            self.log.info("{} channel is back", self.label)
         self._told = None
         self.connected, self.status = True, "up"
         self._ready.set()
@@ -157,9 +159,9 @@ class PlatformChannel(Channel, Generic[S]):
         kind = "refused" if isinstance(why, CredentialsRefused) else "failing"
         if self._told != kind:
             if kind == "refused":
-                logger.error("{}", why)
+                self.log.error("{}", why)
             else:
-                logger.warning("{}: retrying", why)
+                self.log.warning("{}: retrying", why)
             self._told = kind
         self.connected, self.status = False, f"down: {why}"
 

@@ -15,11 +15,14 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import aiohttp
 from loguru import logger
 
 from chatfn.common.messages import DeliveryRefused
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["MAX_IMAGE_IN", "data_uri", "decode_image", "fetch_image", "image_mime", "image_name"]
 
@@ -80,6 +83,8 @@ async def fetch_image(
     """An image a user sent, downloaded (with `headers`: the bot's token where the platform
     wants it) as a data URI; None, with a warning naming `what`, when it cannot be had, is
     over `max_bytes` or is an HTML page."""
+    import aiohttp
+
     try:
         async with session.get(
             url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)

@@ -19,8 +19,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol
 
-from loguru import logger
-
 from chatfn.channels.intake import Taken, settle_after
 from chatfn.channels.outbound import OrderedRunner
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
@@ -39,6 +37,7 @@ class _Channel(Protocol):
     label: str
     skip_stored: bool
     host: ChannelHost
+    log: Any  # its logger
 
     def track(self, task: asyncio.Future[Any]) -> None: ...
 
@@ -107,7 +106,7 @@ class Inbound:
                 and ident
                 and await host.was_stored(channel.platform, str(chat), ident)
             ):
-                logger.debug(
+                channel.log.debug(
                     "{} message {} in {} was handled before: skipped", channel.label, ident, chat
                 )
                 return
@@ -118,11 +117,11 @@ class Inbound:
                 msg, channel.deliver, on_stored=None if taken is None else taken.settle
             )
         except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error(
+            channel.log.opt(exception=exc).error(
                 "{} message {} in {} failed", channel.label, ident, chat
             )
             if taken is not None and not taken.release():  # not stored: taken again later
-                logger.error(
+                channel.log.error(
                     "{} message {} given up after {} tries", channel.label, ident, taken.take
                 )
 
@@ -132,4 +131,4 @@ class Inbound:
             for event in await read():
                 await channel.host.handle_event(event)
         except Exception as exc:  # one failing event must not stop the chat's queue
-            logger.opt(exception=exc).error("{} event in {} failed", channel.label, chat)
+            channel.log.opt(exception=exc).error("{} event in {} failed", channel.label, chat)

@@ -75,6 +75,7 @@ class PlatformSender(ABC, Generic[R]):
         own = getattr(settings, "max_retry_after", None)
         self.policy = (policy or DeliveryPolicy()).override(self.platform, own)
         self._told_refused = False
+        self.log = logger.patch(lambda r: r.update(name=type(self).__module__))
 
     @abstractmethod
     def parse_chat(self, chat_id: str) -> R: ...
@@ -124,7 +125,7 @@ class PlatformSender(ABC, Generic[R]):
             )
         except CredentialsRefused as exc:
             if not self._told_refused:
-                logger.error("{}: messages wait in the outbox until they work", exc)
+                self.log.error("{}: messages wait in the outbox until they work", exc)
             self._told_refused = True
             raise
         self._told_refused = False

@@ -9,48 +9,9 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+from chatfn.channels.kit.declare import readme
 from chatfn.channels.telegram.settings import DEFAULT_BASE_URL, TelegramSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
-
-README = """\
-### Telegram
-
-`pip install "chatfn[telegram]"`, then `python bot.py --channel telegram`.
-
-1. In Telegram, talk to [@BotFather](https://t.me/BotFather): `/newbot`, pick a name and a
-   username ending in `bot`; it answers with the token. Put it in `channels.telegram.token`.
-2. For groups: add the bot to the group. With BotFather's default *privacy mode* the bot sees
-   only commands, replies to its own messages and messages that mention it, which is what
-   `respond_in_groups: at` needs; for `respond_in_groups: always` turn privacy mode off
-   (`/setprivacy` -> Disable) and add the bot to the group again. `bot.trust_group_admins`
-   needs no extra right (the bot asks getChatMember).
-
-```yaml
-channels:
-  telegram:
-    token: "123456:ABC-your-token"
-    # base_url: https://api.telegram.org   # or your own Bot API server
-    mode: polling                          # or webhook:
-    # webhook_url: https://bot.example.com/telegram/hook   # path served on channels.http.port
-    # secret_token: "a-long-random-string"                 # checked on every webhook POST
-```
-
-Chat ids (for `chats:` rules): `private:<user_id>`, `group:<chat_id>` (supergroups have ids
-like `-1001234567890`) and `group:<chat_id>:topic:<message_thread_id>` for a forum topic (each
-topic is its own conversation; match a whole forum with `group:-1001234567890*`). `bot.admins`
-lists numeric Telegram user ids (ask @userinfobot for yours).
-
-The bot answers when mentioned (`@username`), when a message replies to one of its own, and to
-commands (`/help`, `/help@username`). Photos reach vision models (the largest size, downloaded
-with getFile); a function's images are sent with sendPhoto. Replies are sent as MarkdownV2
-(bold, italics, code, links), split within Telegram's 4096 characters, paced by
-`send_rate`/`send_burst` per chat, and a 429's `retry_after` is waited out in order.
-
-Webhook mode: `webhook_url` is registered with setWebhook and its path is served on the HTTP
-channel's port (run `--channel http` too); put it behind your HTTPS reverse proxy. Settings:
-`channels.telegram.token`, `base_url`, `mode`, `webhook_url`, `secret_token`, `poll_timeout`,
-`max_message_length`, `send_rate`, `send_burst`, `max_retry_after`.
-"""
 
 
 def build(host: ChannelHost, settings: TelegramSettings) -> Any:
@@ -117,5 +78,5 @@ SPEC = ChannelSpec(
     extra="telegram",
     modules=("telegram",),
     check=check,
-    readme=README,
+    readme=readme(__file__),
 )

@@ -26,29 +26,30 @@ the group itself, is "admin").
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import hmac
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from loguru import logger
 from telegram import Bot, Message, PhotoSize, Update, User
-from telegram.error import Conflict, InvalidToken, NetworkError, TelegramError
+from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
-from chatfn.channels.base import Channel
-from chatfn.channels.intake import Taken, settle_after, settled
-from chatfn.channels.outbound import OrderedRunner
+from chatfn.channels.kit import (
+    Backoff,
+    CredentialsRefused,
+    PlatformChannel,
+    Taken,
+    Unreachable,
+    data_uri,
+    member_joined,
+    settled,
+)
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
 from chatfn.channels.telegram.settings import TelegramSettings
 from chatfn.common.config import ConfigError
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -60,20 +61,22 @@ __all__ = ["TelegramChannel"]
 
 ALLOWED_UPDATES = ["message"]
 MAX_PHOTO_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
-_SEEN = 5000  # update ids remembered (a webhook POSTed twice, a poll that overlaps)
 # While a taken update is not yet stored: how long getUpdates waits for it before asking again
 # (with the offset below it), and how long a webhook POST waits before a 503.
 CONFIRM_WAIT = 0.5
 WEBHOOK_WAIT = 20.0
 _ROLES = {"creator": "owner", "administrator": "admin"}
+_REFUSED = (
+    "Telegram refused channels.telegram.token ({}: unauthorized): check the token @BotFather gave"
+)
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(PlatformChannel[TelegramSettings]):
     platform = "telegram"
+    label = "Telegram"
 
     def __init__(self, host: ChannelHost, settings: TelegramSettings) -> None:
-        super().__init__(host)
-        self.cfg = settings
+        super().__init__(host, settings)
         if settings.token is None:
             raise ConfigError("channels.telegram.token is not set (the token @BotFather gave)")
         self.bot = Bot(
@@ -93,88 +96,42 @@ class TelegramChannel(Channel):
                 connection_pool_size=1, read_timeout=float(settings.poll_timeout) + 10.0
             ),
         )
-        self.sender = TelegramSender(self.bot, settings)
-        self.sender.retry_later = self._kick_after
+        self.sender = TelegramSender(self.bot, settings, self.policy)
         self.me: User | None = None
-        self._inbound = OrderedRunner()
-        self._seen: OrderedDict[int, Taken] = OrderedDict()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._stopping = asyncio.Event()
-        self._stopped = False
-        self._ready = asyncio.Event()
         if settings.mode == "webhook":  # served on the HTTP channel's port
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def run(self) -> None:
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> None:
+        """getMe (PTB's initialize the first time)."""
         try:
-            if await self._connect():
-                if self.cfg.mode == "polling":
-                    await self._poll()
-                else:
-                    await self._serve_webhook()
-                    await self._stopping.wait()
-        finally:
-            await self.stop()
-
-    async def wait_ready(self) -> None:
-        """Until getMe answered and updates flow (tests, health)."""
-        await self._ready.wait()
-
-    async def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await self.bot.shutdown()
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep unless stopping; False once the channel stops."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-        return not self._stopping.is_set()
-
-    async def _connect(self) -> bool:
-        """getMe until it answers (backoff 0.5 s doubling to 60 s). A refused token is one
-        error line (and a retry every minute: the token may be fixed with @BotFather)."""
-        delay, told = 0.5, set[str]()
-        while not self._stopping.is_set():
-            try:
+            if self.me is None:
                 await self.bot.initialize()
                 self.me = self.bot.bot
-                break
-            except InvalidToken:
-                if "token" not in told:
-                    logger.error(
-                        "Telegram refused channels.telegram.token (getMe at {}: unauthorized): "
-                        "check the token @BotFather gave",
-                        self.cfg.base_url,
-                    )
-                told.add("token")
-                delay = 60.0
-            except (NetworkError, TelegramError) as exc:
-                if "network" not in told:
-                    logger.warning(
-                        "Telegram not reachable at {} ({}): retrying", self.cfg.base_url, exc
-                    )
-                told.add("network")
-                delay = min(delay * 2, 60.0)
-            if not await self._pause(delay):
-                return False
-        assert self.me is not None
+            else:
+                self.me = await self.bot.get_me()
+        except InvalidToken:
+            raise CredentialsRefused(_REFUSED.format(f"getMe at {self.cfg.base_url}")) from None
+        except TelegramError as exc:
+            raise Unreachable(f"Telegram not reachable at {self.cfg.base_url} ({exc})") from None
         logger.info(
             "Telegram channel: @{} (id {}), {} mode", self.me.username, self.me.id, self.cfg.mode
         )
-        return True
 
-    def _kick_after(self, seconds: float) -> None:
-        if not self._stopping.is_set():
-            asyncio.get_running_loop().call_later(seconds + 0.05, self.host.kick)
+    async def serve(self) -> None:
+        if self.cfg.mode == "polling":
+            await self._poll()
+        elif await self._set_webhook():
+            await super().serve()
+
+    async def close(self) -> None:
+        try:
+            await self.bot.shutdown()
+        except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
+            logger.debug("Telegram: closing the client: {}", exc)
+
+    async def deliver(self, message: OutgoingMessage) -> None:
+        await self.sender.deliver(message)
 
     # -- updates in ----------------------------------------------------------------------------
     async def _poll(self) -> None:
@@ -182,20 +139,21 @@ class TelegramChannel(Channel):
         settled (stored, or its job ended): the last update taken + 1 when all are. A released
         update (its job failed before the store) keeps the offset too, and is taken again
         when Telegram hands it back after `RETAKE_AFTER`."""
-        with contextlib.suppress(TelegramError):
+        try:
             await self.bot.delete_webhook()  # getUpdates is refused while a webhook is set
-        self._ready.set()
-        self.host.kick()  # what the outbox holds for Telegram goes out now
+        except TelegramError as exc:
+            logger.debug("Telegram deleteWebhook: {}", exc)
+        self.up()
         last: int | None = None  # the newest update id taken
         waiting: dict[int, Taken] = {}  # taken, not confirmed: the offset stays below them
-        delay, failing = 0.5, False
-        while not self._stopping.is_set():
+        backoff = Backoff(0.5, 30.0)
+        while not self.stopping:
             if waiting:
                 undecided = [t.outcome for t in waiting.values() if not t.done]
                 if undecided:
                     await asyncio.wait(undecided, timeout=CONFIRM_WAIT)
                 else:  # only released ones: asked for again after a pause
-                    await self._pause(CONFIRM_WAIT)
+                    await self.pause(CONFIRM_WAIT)
                 waiting = {u: t for u, t in waiting.items() if not t.confirmed}
             if waiting:  # Telegram answers at once: it hands back the unconfirmed ones
                 offset, timeout = min(waiting), 0
@@ -205,53 +163,53 @@ class TelegramChannel(Channel):
                 updates = await self.bot.get_updates(
                     offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
                 )
-            except (NetworkError, Conflict, InvalidToken, TelegramError) as exc:
-                if self._stopping.is_set():
+            except InvalidToken:
+                raise CredentialsRefused(_REFUSED.format("getUpdates")) from None
+            except TelegramError as exc:
+                if self.stopping:
                     return
-                if not failing:
-                    why = (
-                        "another getUpdates or a webhook holds this bot"
-                        if isinstance(exc, Conflict)
-                        else exc
-                    )
-                    logger.warning("Telegram getUpdates failed ({}): retrying with backoff", why)
-                failing = True
-                if not await self._pause(delay):
+                why = (
+                    "another getUpdates or a webhook holds this bot"
+                    if isinstance(exc, Conflict)
+                    else exc
+                )
+                if not await self.failed(
+                    Unreachable(f"Telegram getUpdates failed ({why})"), backoff
+                ):
                     return
-                delay = min(delay * 2, 30.0)
                 continue
-            if failing:
-                logger.info("Telegram getUpdates works again")
-                self.host.kick()  # what waited for the connection goes out now
-            failing, delay = False, 0.5
+            if not self.connected:  # it works again
+                backoff.reset()
+                self.up()
             for update in updates:
                 last = max(last or 0, update.update_id)
                 taken = self._take(update)
                 if not taken.confirmed:
                     waiting[update.update_id] = taken
 
-    async def _serve_webhook(self) -> None:
-        """setWebhook (retried with backoff); the HTTP channel serves the route."""
+    async def _set_webhook(self) -> bool:
+        """setWebhook until it works (backoff); the HTTP channel serves the route."""
         secret = self.cfg.secret_token.get_secret_value() if self.cfg.secret_token else None
         if secret is None:
             logger.warning(
                 "channels.telegram.secret_token is not set: anyone who finds {} can post updates",
                 self.cfg.webhook_path,
             )
-        delay = 0.5
-        while not self._stopping.is_set():
+        backoff = Backoff(0.5, 60.0)
+        while not self.stopping:
             try:
                 await self.bot.set_webhook(
                     self.cfg.webhook_url or "", secret_token=secret, allowed_updates=ALLOWED_UPDATES
                 )
-                break
+                return True
+            except InvalidToken:
+                raise CredentialsRefused(_REFUSED.format("setWebhook")) from None
             except TelegramError as exc:
-                logger.warning("Telegram setWebhook failed ({}): retrying", exc)
-                if not await self._pause(delay):
-                    return
-                delay = min(delay * 2, 60.0)
-        self._ready.set()
-        self.host.kick()
+                if not await self.failed(
+                    Unreachable(f"Telegram setWebhook failed ({exc})"), backoff
+                ):
+                    return False
+        return False
 
     async def _webhook(self, request: web.Request) -> web.Response:
         secret = self.cfg.secret_token
@@ -264,7 +222,7 @@ class TelegramChannel(Channel):
                 return web.json_response(
                     {"error": "wrong X-Telegram-Bot-Api-Secret-Token"}, status=403
                 )
-        if self.me is None or self._stopping.is_set():
+        if self.me is None or self.stopping:
             return web.json_response({"error": "not ready"}, status=503)  # Telegram sends again
         try:
             update = Update.de_json(await request.json(), self.bot)
@@ -280,62 +238,32 @@ class TelegramChannel(Channel):
         return web.json_response({"ok": True})
 
     def _take(self, update: Update) -> Taken:
-        """Queue the update's job in its chat's order (once per update id); what settles
+        """The update's job, queued in its chat's order once per update id; what settles
         when it may be confirmed."""
-        seen = self._seen.get(update.update_id)
-        if seen is not None and not seen.retake():
-            return seen
-        message = update.message
-        if message is None:
-            taken = settled()
-        elif message.new_chat_members:
-            taken = Taken(seen)
-            group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
-            self._in_order(group, taken, lambda: self._members_joined(message))
-        elif message.text is not None or message.caption is not None or message.photo:
-            taken, ref = Taken(seen), chat_ref(message)
-            self._in_order(ref, taken, lambda: self._message(ref, message, taken))
-        else:
-            taken = settled()
-        self._seen[update.update_id] = taken
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
+        taken = self.inbound.once(update.update_id, lambda previous: self._parse(update, previous))
+        assert taken is not None
         return taken
 
-    def _in_order(self, ref: ChatRef, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(ref.key, lambda: settle_after(taken, job()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _message(self, ref: ChatRef, message: Message, taken: Taken) -> None:
-        try:
-            msg = await self._incoming(ref, message)
-            if msg is None:
-                return
-
-            async def sink(out: OutgoingMessage) -> None:
-                await self.sender.deliver(out)
-
-            await self.host.handle(msg, sink, on_stored=taken.settle)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error(
-                "Telegram message {} in {} failed", message.message_id, ref.key
-            )
-            if not taken.release():  # not stored: taken again later, or given up
-                logger.error(
-                    "Telegram message {} given up after {} tries", message.message_id, taken.take
-                )
+    def _parse(self, update: Update, previous: Taken | None) -> Taken:
+        message = update.message
+        if message is None:
+            return settled()
+        if message.new_chat_members:
+            taken = Taken(previous)
+            group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
+            self.inbound.events(group.key, lambda: self._member_joined(message), taken)
+            return taken
+        if message.text is not None or message.caption is not None or message.photo:
+            taken, ref = Taken(previous), chat_ref(message)
+            ident = str(message.message_id)
+            self.inbound.message(ref.key, ident, lambda: self._incoming(ref, message), taken)
+            return taken
+        return settled()
 
     async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
         assert self.me is not None
         user, sender_chat = message.from_user, message.sender_chat
         if user is not None and user.id == self.me.id:
-            return None
-        message_id = str(message.message_id)
-        if await self.host.was_stored(self.platform, ref.key, message_id):
-            logger.debug(
-                "Telegram message {} in {} was handled before: skipped", message_id, ref.key
-            )
             return None
         said = address(message, self.me.id, self.me.username or "")
         if said.other_bot:
@@ -380,7 +308,7 @@ class TelegramChannel(Channel):
             sender_name=clean_text(name)[:128],
             is_at_bot=said.at_bot,
             quoted_text=clean_text(quoted) if quoted else None,
-            message_id=message_id,
+            message_id=str(message.message_id),
             time=message.date,
             images=images,
             sender_roles=roles,
@@ -403,8 +331,7 @@ class TelegramChannel(Channel):
             return None
         if len(data) > MAX_PHOTO_BYTES:
             return None
-        mime = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
-        return f"data:{mime};base64," + base64.b64encode(data).decode()
+        return data_uri(data)
 
     async def _roles(self, chat_id: int, user_id: int) -> list[str]:
         """The sender's status in the group (getChatMember), for `bot.trust_group_admins`."""
@@ -416,35 +343,18 @@ class TelegramChannel(Channel):
         role = _ROLES.get(member.status)
         return [role] if role else []
 
-    async def _members_joined(self, message: Message) -> None:
+    async def _member_joined(self, message: Message) -> list[SystemEvent]:
         assert self.me is not None
-        chat_id = f"group:{message.chat.id}"
+        chat_id, events = f"group:{message.chat.id}", []
         for member in message.new_chat_members or ():
             if member.id == self.me.id:
                 logger.info("Telegram bot added to {} ({})", chat_id, message.chat.title)
-                continue
-            if member.is_bot:
-                continue
-            self.sender.names[str(member.id)] = member.first_name
-            try:
-                await self.host.handle_event(
-                    SystemEvent(
-                        kind="member_joined",
-                        platform=self.platform,
-                        chat_id=chat_id,
-                        user_id=str(member.id),
-                        user_name=clean_text(member.full_name),
-                        is_group=True,
-                        data={"added_by": str(message.from_user.id) if message.from_user else ""},
+            elif not member.is_bot:
+                self.sender.names[str(member.id)] = member.first_name
+                by = str(message.from_user.id) if message.from_user else ""
+                events.append(
+                    member_joined(
+                        self.platform, chat_id, str(member.id), member.full_name, added_by=by
                     )
                 )
-            except Exception as exc:
-                logger.opt(exception=exc).error(
-                    "Telegram member-joined event in {} failed", chat_id
-                )
-
-    # -- out -----------------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
-        if self.me is None:
-            raise NotDelivered("the Telegram channel is not connected yet")
-        await self.sender.deliver(message)
+        return events

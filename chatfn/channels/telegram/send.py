@@ -1,12 +1,9 @@
 """The way out to Telegram: one ordered queue per chat, Markdown as MarkdownV2, long replies
 split within 4096 UTF-16 code units, photos with sendPhoto, 429s waited out in place.
 
-- Order: every send to a chat (a reply's parts, its photos, a reminder that fires meanwhile)
-  runs in one queue per chat (chatfn/channels/outbound.py's OrderedRunner), so a 429 on one part
-  holds back the parts after it instead of letting them overtake it.
-- 429 (`RetryAfter`: the Bot API's `parameters.retry_after`): the same call is made again
-  after that many seconds, up to `max_retry_after`; longer, the message stays in the outbox
-  (NotDelivered) with the parts already sent left out.
+- Order, pace, 429s: the kit's (chatfn/channels/kit/sender.py): one queue per chat; a 429's
+  `retry_after` is waited out in place up to `max_retry_after` (the delivery policy), longer
+  the message waits in the outbox with the parts already sent left out.
 - MarkdownV2 (chatfn/channels/markdown.py escapes every reserved character); should Telegram still
   refuse a part (400 "can't parse entities", a link's "wrong HTTP URL"), it is sent again as
   plain text (channels.markdown's to_plain), so no reply is lost to a formatting bug.
@@ -17,9 +14,6 @@ split within 4096 UTF-16 code units, photos with sendPhoto, 429s waited out in p
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
 import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -31,19 +25,27 @@ from telegram.constants import ParseMode
 from telegram.error import (
     BadRequest,
     ChatMigrated,
-    Forbidden,
     InvalidToken,
     NetworkError,
     RetryAfter,
     TelegramError,
 )
 
+from chatfn.channels.kit import (
+    CredentialsRefused,
+    DeliveryRefused,
+    Owed,
+    PlatformSender,
+    RateLimited,
+    Unreachable,
+    decode_image,
+)
 from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_v2
-from chatfn.channels.outbound import OrderedRunner, RateLimiter
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
 from chatfn.channels.telegram.settings import TelegramSettings
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.channel_host import DeliveryPolicy
 
 T = TypeVar("T")
 CAPTION_LIMIT = 1024  # UTF-16 code units of a photo's caption (Bot API sendPhoto)
@@ -59,46 +61,19 @@ def retry_seconds(exc: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
-def _photo(ref: str) -> bytes | str:
-    """A data URI as its bytes; an http(s) URL as it is (Telegram fetches it)."""
-    if ref.startswith("data:"):
-        head, _, body = ref.partition(",")
-        if ";base64" not in head:
-            raise DeliveryRefused(f"image {head[:40]!r} is not base64")
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise DeliveryRefused("image data URI is not valid base64") from None
-    if ref.startswith(("http://", "https://")):
-        return ref
-    raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
-
-
-class _Progress:
-    """What of one message went out: the parts sent, for NotDelivered's `rest`."""
-
-    def __init__(self, parts: list[str]) -> None:
-        self.parts = parts
-        self.sent = 0
-
-    def rest(self) -> str | None:
-        return "\n\n".join(self.parts[self.sent :]) if self.sent else None
-
-
-class TelegramSender:
+class TelegramSender(PlatformSender[ChatRef]):
     """Sends OutgoingMessages with a python-telegram-bot `Bot`."""
 
-    def __init__(self, bot: Bot, settings: TelegramSettings) -> None:
+    platform = "telegram"
+    label = "Telegram"
+
+    def __init__(
+        self, bot: Bot, settings: TelegramSettings, policy: DeliveryPolicy | None = None
+    ) -> None:
+        super().__init__(settings, policy)
         self.bot = bot
-        self.cfg = settings
-        self.runner = OrderedRunner()
-        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
         self.names: dict[str, str] = {}  # user id -> first name, for reply_with_mention
         self.migrated: dict[int, int] = {}  # group id -> its supergroup's id
-        self.on_sent: Callable[[ChatRef, Message], None] | None = None
-        # Called with a 429's wait when the message is left in the outbox (the channel kicks
-        # the outbox once that time has passed).
-        self.retry_later: Callable[[float], None] | None = None
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(
@@ -108,14 +83,24 @@ class TelegramSender:
             measure=utf16_len,
         )
 
-    async def deliver(self, out: OutgoingMessage) -> None:
-        try:
-            ref = parse_chat_id(out.chat_id)
-        except ValueError as exc:
-            raise DeliveryRefused(str(exc)) from None
-        await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
 
-    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> None:
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, RetryAfter):
+            wait = retry_seconds(exc)
+            return RateLimited(f"Telegram asks to wait {wait:.0f} s before sending to {key}", wait)
+        if isinstance(exc, BadRequest):
+            return None  # sent again as plain text (_formatted)
+        if isinstance(exc, InvalidToken):
+            return CredentialsRefused("Telegram refused channels.telegram.token (unauthorized)")
+        if isinstance(exc, NetworkError):
+            return Unreachable(f"Telegram not reachable ({exc})")
+        if isinstance(exc, TelegramError):  # Forbidden (blocked, removed), and the rest
+            return DeliveryRefused(f"Telegram refused the message to {key}: {exc}")
+        return None
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
         mention = ""
         if out.at and ref.is_group and out.at.lstrip("-").isdigit():
             label = TelegramV2().text(self.names.get(out.at, "you"))
@@ -126,33 +111,26 @@ class TelegramSender:
         caption: str | None = None
         if images and parts and utf16_len(to_telegram_markdown_v2(parts[-1])) <= CAPTION_LIMIT:
             caption = parts.pop()
-        progress = _Progress(parts + ([caption] if caption is not None else []))
+        owed.parts = parts + ([caption] if caption is not None else [])
         reply_to = (
             int(out.reply_to) if out.quote and out.reply_to and out.reply_to.isdigit() else None
         )
-        try:
-            for index, part in enumerate(parts):
-                await self._text(
-                    ref, part, mention if index == 0 else "", reply_to if index == 0 else None
-                )
-                progress.sent += 1
-            for index, image in enumerate(images):
-                first = index == 0
-                await self._image(
-                    ref,
-                    image,
-                    caption if first else None,
-                    mention if first and not parts else "",
-                    reply_to if first and not parts else None,
-                )
-                if first and caption is not None:
-                    progress.sent += 1
-        except NotDelivered as exc:  # a 429 longer than max_retry_after
-            raise NotDelivered(str(exc), rest=progress.rest()) from None
-        except (NetworkError, InvalidToken) as exc:
-            if isinstance(exc, BadRequest | Forbidden | ChatMigrated):
-                raise
-            raise NotDelivered(f"Telegram not reachable ({exc})", rest=progress.rest()) from None
+        for index, part in enumerate(parts):
+            await self._text(
+                ref, part, mention if index == 0 else "", reply_to if index == 0 else None
+            )
+            owed.sent += 1
+        for index, image in enumerate(images):
+            first = index == 0
+            await self._image(
+                ref,
+                image,
+                caption if first else None,
+                mention if first and not parts else "",
+                reply_to if first and not parts else None,
+            )
+            if first and caption is not None:
+                owed.sent += 1
 
     # -- one platform call per part ------------------------------------------------------------
     async def _text(self, ref: ChatRef, part: str, mention: str, reply_to: int | None) -> None:
@@ -180,7 +158,7 @@ class TelegramSender:
     async def _image(
         self, ref: ChatRef, image: str, caption: str | None, mention: str, reply_to: int | None
     ) -> None:
-        photo = _photo(image)
+        photo = decode_image(image)
 
         async def markdown(chat: int) -> Message:
             return await self.bot.send_photo(
@@ -210,7 +188,7 @@ class TelegramSender:
         plain: Callable[[int], Awaitable[Message]],
     ) -> None:
         try:
-            sent = await self._call(ref, markdown)
+            await self._call(ref, markdown)
         except BadRequest as exc:
             # "can't parse entities" (MarkdownV2 Telegram still refuses), "wrong HTTP URL" in a
             # link, ...: the same words as plain text, so a formatting bug loses no reply.
@@ -220,43 +198,29 @@ class TelegramSender:
                 exc,
             )
             try:
-                sent = await self._call(ref, plain)
+                await self._call(ref, plain)
             except BadRequest as again:
                 raise DeliveryRefused(
                     f"Telegram refused the message to {ref.key}: {again}"
                 ) from None
-        if self.on_sent is not None:
-            self.on_sent(ref, sent)
 
     async def _call(self, ref: ChatRef, call: Callable[[int], Awaitable[T]]) -> T:
-        """One Bot API call to the chat: paced, 429s waited out, a migrated group followed."""
-        chat = self.migrated.get(ref.chat_id, ref.chat_id)
-        while True:
-            await self.limiter.acquire(ref.key)
+        """One Bot API call to the chat (the kit's: paced, 429s waited out), a group that
+        became a supergroup followed to its new id."""
+
+        async def once() -> T:
+            chat = self.migrated.get(ref.chat_id, ref.chat_id)
             try:
                 return await call(chat)
-            except RetryAfter as exc:
-                wait = retry_seconds(exc)
-                if wait > self.cfg.max_retry_after:
-                    if self.retry_later is not None:  # the outbox tries again when allowed
-                        self.retry_later(wait)
-                    raise NotDelivered(
-                        f"Telegram asks to wait {wait:.0f} s before sending to {ref.key}"
-                    ) from None
-                logger.warning("Telegram flood control on {}: retrying in {:.1f} s", ref.key, wait)
-                await asyncio.sleep(wait)
             except ChatMigrated as exc:
                 new = int(exc.new_chat_id)
                 if new == chat:
                     raise DeliveryRefused(f"{ref.key} migrated to itself?") from None
                 logger.info("Telegram group {} is now supergroup {}: sending there", chat, new)
-                self.migrated[ref.chat_id] = chat = new
-            except Forbidden as exc:
-                raise DeliveryRefused(f"Telegram refused the message to {ref.key}: {exc}") from None
-            except (BadRequest, NetworkError, InvalidToken):
-                raise
-            except TelegramError as exc:
-                raise DeliveryRefused(f"Telegram refused the message to {ref.key}: {exc}") from None
+                self.migrated[ref.chat_id] = new
+                return await call(new)
+
+        return await self.call(ref.key, once)
 
 
 def _reply(message_id: int | None) -> ReplyParameters | None:

@@ -8,12 +8,12 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.common.config import Section
+from chatfn.channels.kit.settings import PlatformSettings, http_url
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 
 
-class TelegramSettings(Section):
+class TelegramSettings(PlatformSettings):
     """A Telegram bot (its token from @BotFather). Requests go to
     `{base_url}/bot{token}/METHOD` and files come from `{base_url}/file/bot{token}/PATH`, the
     layout of api.telegram.org and of a self-hosted Bot API server alike."""
@@ -31,29 +31,13 @@ class TelegramSettings(Section):
     poll_timeout: int = Field(default=30, ge=0, le=300)
     # Telegram's limit is 4096 UTF-16 code units per message (after entity parsing).
     max_message_length: int = Field(default=4096, ge=100, le=4096)
-    # Per chat: messages per second after a burst of `send_burst`; 0 disables the limit.
-    # Telegram asks for about one message per second in a chat and 20 per minute in a group;
-    # a 429 is honoured whatever these say.
-    send_rate: float = Field(default=1.0, ge=0)
-    send_burst: int = Field(default=3, ge=1)
-    # The longest 429 `retry_after` waited out inside one delivery (seconds); a longer one
-    # leaves the message in the outbox for later.
-    max_retry_after: float = Field(default=60.0, ge=0)
-
-    @field_validator("token", "secret_token")
-    @classmethod
-    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
-        return v if v is not None and v.get_secret_value() else None
+    # send_rate, send_burst, max_retry_after: PlatformSettings'. Telegram asks for about one
+    # message per second in a chat and 20 per minute in a group.
 
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"expected an http(s) URL like {DEFAULT_BASE_URL}, got {v!r}")
-        if parts.query or parts.fragment:
-            raise ValueError("expected the Bot API root without a query or fragment")
-        return v.rstrip("/")
+        return http_url(v, DEFAULT_BASE_URL)
 
     @field_validator("secret_token")
     @classmethod
@@ -91,4 +75,4 @@ class TelegramSettings(Section):
         return urlsplit(self.webhook_url or "").path
 
     def token_value(self) -> str:
-        return self.token.get_secret_value() if self.token is not None else ""
+        return self.secret("token")

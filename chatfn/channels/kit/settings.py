@@ -1,0 +1,50 @@
+"""What every platform's `channels.<name>:` section shares, declared once.
+
+- `send_rate`, `send_burst`: the pace of sends per chat, `send_rate` messages a second after a
+  burst of `send_burst` (0: no limit); a platform's 429 is honoured whatever these say. A
+  platform sets its own defaults by declaring the field again.
+- `max_retry_after`: this platform's override of `storage.outbox.max_retry_after`, the longest
+  wait the platform may ask for that is waited out inside one delivery (a longer one leaves
+  the message in the outbox until it has passed: chatfn/runtime/delivery_policy.py).
+- A secret left empty (`token: ""`) is no secret: None, so "not set" is one case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.common.config import Section
+
+__all__ = ["PlatformSettings", "http_url"]
+
+
+def http_url(v: str, example: str) -> str:
+    """`v` as an http(s) root URL without a query or a trailing slash; ValueError naming
+    the shape expected (`example`)."""
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"expected an http(s) URL like {example}, got {v!r}")
+    if parts.query or parts.fragment:
+        raise ValueError("expected a URL without a query or fragment")
+    return v.rstrip("/")
+
+
+class PlatformSettings(Section):
+    """The keys every platform channel has (module docstring)."""
+
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+    max_retry_after: float | None = Field(default=None, ge=0)
+
+    @field_validator("*")
+    @classmethod
+    def _empty_secret_is_none(cls, v: Any) -> Any:
+        return None if isinstance(v, SecretStr) and not v.get_secret_value() else v
+
+    def secret(self, name: str) -> str:
+        """The value of the secret setting `name` ("" when not set)."""
+        value = getattr(self, name)
+        return value.get_secret_value() if isinstance(value, SecretStr) else ""
