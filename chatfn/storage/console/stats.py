@@ -261,27 +261,8 @@ def usage(
             if cost is not None:
                 table[k][1] = (table[k][1] or 0.0) + float(cost)
     ordered = sorted(groups.values(), key=lambda g: (-g["tokens"], g["key"]))
-    shown = [g["key"] for g in ordered[:SERIES_GROUPS]]
-    names = shown + (["other"] if len(ordered) > SERIES_GROUPS else [])
-    series = []
-    for start in buckets.starts():
-        tokens = dict.fromkeys(names, 0)
-        costs: dict[str, float | None] = dict.fromkeys(names)
-        for (when, name), cell in cells.items():
-            if when != start:
-                continue
-            slot = name if name in shown else "other"
-            tokens[slot] += cell["tokens"]
-            if cell["cost"] is not None:
-                costs[slot] = (costs[slot] or 0.0) + cell["cost"]
-        series.append({"t": iso(start), "tokens": tokens, "cost": _round_all(costs)})
-    totals = _usage_group("", group_by, "", "")
-    for g in ordered:
-        for k in ("requests", "errors", "prompt_tokens", "completion_tokens"):
-            totals[k] += g[k]
-        totals["cached_tokens"] += g["cached_tokens"]
-        totals["tokens"] += g["tokens"]
-        _add_cost(totals, g["cost"])
+    series = _usage_series(buckets, cells, ordered)
+    totals = _usage_totals(ordered, group_by)
     for g in ordered:
         g["cost"] = _money(g["cost"])
     with engine.connect() as conn:
@@ -306,6 +287,40 @@ def usage(
         "top_users": _top(users, top, user_names),
         "rows": csv_rows,
     }
+
+
+def _usage_series(
+    buckets: Buckets,
+    cells: dict[tuple[datetime, str], dict[str, Any]],
+    ordered: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Tokens and cost per bucket for the SERIES_GROUPS largest groups, the rest as "other"."""
+    shown = [g["key"] for g in ordered[:SERIES_GROUPS]]
+    names = shown + (["other"] if len(ordered) > SERIES_GROUPS else [])
+    series = []
+    for start in buckets.starts():
+        tokens = dict.fromkeys(names, 0)
+        costs: dict[str, float | None] = dict.fromkeys(names)
+        for (when, name), cell in cells.items():
+            if when != start:
+                continue
+            slot = name if name in shown else "other"
+            tokens[slot] += cell["tokens"]
+            if cell["cost"] is not None:
+                costs[slot] = (costs[slot] or 0.0) + cell["cost"]
+        series.append({"t": iso(start), "tokens": tokens, "cost": _round_all(costs)})
+    return series
+
+
+def _usage_totals(ordered: list[dict[str, Any]], group_by: str) -> dict[str, Any]:
+    totals = _usage_group("", group_by, "", "")
+    for g in ordered:
+        for k in ("requests", "errors", "prompt_tokens", "completion_tokens"):
+            totals[k] += g[k]
+        totals["cached_tokens"] += g["cached_tokens"]
+        totals["tokens"] += g["tokens"]
+        _add_cost(totals, g["cost"])
+    return totals
 
 
 def _round_all(costs: dict[str, float | None]) -> dict[str, float | None]:
