@@ -22,13 +22,14 @@ unstreamed from then on (logged once).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from function_calls import limits
 from function_calls.conversation import estimate_message_tokens, estimate_tokens, fit_messages
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
 
 # Usage writes of requests made outside a turn, kept referenced until they are done.
 _background: set[asyncio.Future[None]] = set()
+T = TypeVar("T")
+# The finish reason of an answer the user stopped (`TurnState.stop`): its usage row says so.
+STOPPED = "stopped"
 
 
 def record_usage(
@@ -184,6 +188,8 @@ async def _ask_once(
     stream: bool,
     shown: list[int],
 ) -> LLMResponse:
+    if ctx.turn.stop is not None and ctx.turn.stop.is_set():
+        return LLMResponse(content=None, finish_reason=STOPPED)  # stopped: no more requests
     ctx.turn.requests += 1
     # Lazy: serialising every message (dataclasses.asdict + JSON) for a byte count and a body
     # that are only logged at DEBUG/TRACE was ~0.4 ms of CPU per request at INFO.
@@ -203,14 +209,17 @@ async def _ask_once(
     started = time.perf_counter()
     response: LLMResponse | None = None
     outcome = "ok"
+    text: list[str] = []  # what the channel's stream showed of the answer
     try:
         with accounting():  # the one way into a model the bot serves (providers.base)
             if streamed:
-                response, streamed = await _stream(ctx, model, messages, tools, shown)
+                got = await _unless_stopped(ctx, _stream(ctx, model, messages, tools, shown, text))
+                response, streamed = got or (_stopped(ctx, model, text), True)
             else:
-                response = await _complete(model, messages, tools)
-                if wanted:  # the client streams, the model is asked whole: the answer as events
-                    await _replay(ctx, response)
+                whole = await _unless_stopped(ctx, _complete(model, messages, tools))
+                response = whole or _stopped(ctx, model, text)
+                if wanted and whole:  # the client streams, the model is asked whole: as events
+                    await _replay(ctx, whole)
         return response
     except ProviderError as exc:
         outcome = type(exc).__name__
@@ -221,6 +230,34 @@ async def _ask_once(
     finally:
         latency = time.perf_counter() - started
         _record(ctx, model, response, outcome, latency, streamed, messages, tools)
+
+
+async def _unless_stopped(ctx: MessageContext, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None when the turn's `stop` (TurnState) is set first: the request
+    is then cancelled (a stream's connection closed) and what it showed is the answer."""
+    stop = ctx.turn.stop
+    if stop is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return None if task.cancelled() else task.result()
+
+
+def _stopped(ctx: MessageContext, model: ChatModel, text: list[str]) -> LLMResponse:
+    """The answer of a request the user stopped: the text shown so far, with no calls. Its
+    usage is estimated (the provider reports none for a request cut off)."""
+    ctx.logger.debug(
+        "model {}: the reply was stopped after {} characters", model.name, len("".join(text))
+    )
+    return LLMResponse(content="".join(text) or None, finish_reason=STOPPED)
 
 
 def _native(model: ChatModel, tools: Sequence[ToolDefinition] | None) -> bool:
@@ -260,15 +297,16 @@ async def _stream(
     messages: Sequence[Message],
     tools: Sequence[ToolDefinition] | None,
     progress: list[int],
+    text: list[str],
 ) -> tuple[LLMResponse, bool]:
     """The answer, and whether it came streamed (False: the stream was empty and the answer
-    was asked for again whole)."""
+    was asked for again whole). `text` gets the answer's text as the channel was shown it."""
     assert ctx.on_stream is not None
     final: LLMResponse | None = None
     received = False
     # Native mode: a call the model wrote as text is held back, never streamed (text_calls.py).
     calls_in_text = NativeTextFilter(tools) if tools and _native(model, tools) else None
-    shown = _Shown(ctx, progress)
+    shown = _Shown(ctx, progress, text)
     try:
         async for event in model.stream(messages, tools or None):
             received = True
@@ -302,13 +340,14 @@ class _Shown:
     """The stream as the channel sees it: text through the note-echo filter, which may hold
     a short tail back; that tail goes out before any other event, so the order holds."""
 
-    __slots__ = ("ctx", "echo", "progress")
+    __slots__ = ("ctx", "echo", "progress", "text")
 
-    def __init__(self, ctx: MessageContext, progress: list[int]) -> None:
+    def __init__(self, ctx: MessageContext, progress: list[int], text: list[str]) -> None:
         self.ctx = ctx
         self.echo = NoteEchoFilter()
         # An entry per event the channel got: once one did, no other model may take over.
         self.progress = progress
+        self.text = text  # the text the channel got (a stopped reply is that)
 
     async def send(self, event: StreamEvent) -> None:
         assert self.ctx.on_stream is not None
@@ -316,6 +355,7 @@ class _Shown:
             text = self.echo.feed(event.text)
             if text:
                 self.progress.append(1)
+                self.text.append(text)
                 await self.ctx.on_stream(replace(event, text=text))
             return
         await self.flush()
@@ -328,6 +368,7 @@ class _Shown:
         self.echo = NoteEchoFilter()
         if text:
             self.progress.append(1)
+            self.text.append(text)
             await self.ctx.on_stream(StreamEvent(type="text", text=text))
 
 
@@ -408,7 +449,8 @@ def _record(
     if estimated:
         assert response is not None
         usage = _estimated_usage(response, messages, tools)
-        if _LOCAL.first_estimate(model):
+        # A stopped request reports no tokens because it was cut off, not for its server.
+        if response.finish_reason != STOPPED and _LOCAL.first_estimate(model):
             ctx.logger.warning(
                 "model {}: the server reported no token counts (streaming: {}); usage rows and "
                 "token limits use a local estimate (marked estimated)",

@@ -4,6 +4,7 @@ arrives while the user types is printed above the prompt, leaving the typed text
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -150,3 +151,83 @@ async def test_a_streamed_answer_ends_before_the_next_prompt(tmp_path: Path) -> 
             await asyncio.to_thread(term.child.expect, pexpect.EOF, 20)
         finally:
             term.child.close(force=True)
+
+
+async def test_ctrl_c_stops_a_streamed_reply_and_keeps_what_was_shown(tmp_path: Path) -> None:
+    """Ctrl-C while a reply streams stops it at once (the model here would hold the rest back
+    for a minute): the text shown so far is the stored reply, the prompt is back, and a second
+    Ctrl-C, at the prompt, leaves as before (issue 34, item 4)."""
+    import asyncio
+    import json
+    import sqlite3
+
+    from aiohttp import web
+
+    from tests.fakes.protocols import Turn, openai_events
+    from tests.fakes.raw_replay import RawReplayServer, raw
+
+    shown = "The first part of a long answer"
+    # The stream brings the answer in two halves: the second never comes before the stop.
+    chunks = openai_events(Turn(text=shown + ", then the rest of it, at last."), 1, deepseek=False)
+    head = chunks[:2]  # the role chunk and the first half of the text
+    assert head[1]["choices"][0]["delta"]["content"] == shown
+    release = asyncio.Event()
+
+    @raw
+    async def held_stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write("".join(f"data: {json.dumps(c)}\n\n" for c in head).encode())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(60):
+                await release.wait()
+        return response
+
+    async with RawReplayServer() as server:
+        server.queue = [held_stream]
+        model = {
+            "provider": "openai",
+            "model": "gpt-4o",
+            "base_url": f"{server.url}/v1",
+            "api_key": "k",
+            "streaming": True,
+        }
+        config = {
+            "storage": {"url": "sqlite:///bot.db"},
+            "plugins": {"paths": []},
+            "models": {"m": model},
+        }
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        term = Terminal(tmp_path)
+        try:
+            await asyncio.to_thread(term.wait, lambda s: s and s[-1] == ">", "the prompt")
+            term.send("tell me everything\r")
+            await asyncio.to_thread(
+                term.wait, lambda s: any(f"chatfn> {shown}" in x for x in s), "the first part"
+            )
+            started = time.monotonic()
+            term.send("\x03")  # Ctrl-C while the reply streams
+            lines = await asyncio.to_thread(
+                term.wait,
+                lambda s: s[-1] == ">" and "-- (stopped)" in s,
+                "the reply stopped and the prompt back",
+                10,
+            )
+            assert time.monotonic() - started < 5
+            # The terminal echoes the key as ^C after the text shown.
+            assert [x.removesuffix("^C") for x in lines[-3:]] == [
+                f"chatfn> {shown}",
+                "-- (stopped)",
+                ">",
+            ]
+            term.send("\x03")  # Ctrl-C at the prompt: leave
+            await asyncio.to_thread(term.child.expect, pexpect.EOF, 20)
+        finally:
+            release.set()
+            term.child.close(force=True)
+    assert term.child.exitstatus == 0
+    with contextlib.closing(sqlite3.connect(tmp_path / "bot.db")) as db:
+        rows = db.execute("SELECT role, text FROM messages ORDER BY id").fetchall()
+        usage = db.execute("SELECT outcome, finish_reason FROM model_usage").fetchall()
+    assert rows == [("user", "tell me everything"), ("assistant", shown)]
+    assert usage == [("ok", "stopped")]

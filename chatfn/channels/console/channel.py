@@ -12,15 +12,18 @@ private and admin vs user can be tried without any chat platform:
 
 In a terminal the line is edited with prompt_toolkit (arrow keys, Ctrl-R, the history of the
 session with up/down), and everything printed meanwhile, log lines, streamed text, a reminder,
-goes above the prompt (`patch_stdout`) instead of through it. Piped input is read line by line
-as it is, with no prompt.
+goes above the prompt (`patch_stdout`) instead of through it. Ctrl-C while a reply runs stops
+it (what was shown is kept as the reply); Ctrl-C or Ctrl-D at the prompt leaves. Piped input
+is read line by line as it is, with no prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import re
+import signal
 import sys
 import threading
 import uuid
@@ -75,6 +78,7 @@ class ConsoleChannel(Channel):
         self._streamed: list[str] = []
         self._thinking = False  # a "(thinking)" line is open
         self._done = asyncio.Event()
+        self._stop: asyncio.Event | None = None  # the running turn's (Ctrl-C sets it)
 
     # -- output ----------------------------------------------------------------------------
     def _write(self, text: str) -> None:
@@ -177,7 +181,33 @@ class ConsoleChannel(Channel):
         if line.startswith(":"):
             self._meta(line)
             return
-        await self.host.handle(self.message_for(line), self._reply, on_stream=self._on_stream)
+        stop = self._stop = asyncio.Event()
+        try:
+            await self.host.handle(
+                self.message_for(line), self._reply, on_stream=self._on_stream, stop=stop
+            )
+        finally:
+            self._stop = None
+        if stop.is_set():
+            if self._streamed or self._thinking:  # the stopped text had no reply line after it
+                self._write("\n")
+                self._streamed.clear()
+                self._thinking = False
+            self._write("-- (stopped)\n")
+
+    def interrupt(self) -> None:
+        """Ctrl-C while a reply runs: stop it; the text shown so far is stored as the reply
+        (ChannelHost.handle's `stop`). Nothing to do at other times."""
+        if self._stop is not None:
+            self._stop.set()
+
+    def _catch_ctrl_c(self) -> None:
+        """Ctrl-C (SIGINT: the terminal is out of prompt_toolkit's raw mode while a reply
+        runs) stops the reply. prompt_toolkit takes SIGINT over while it prompts and drops
+        every handler afterwards, so this is set again before each turn."""
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, self.interrupt)
 
     async def _join(self, name: str) -> None:
         """`:join NAME`: NAME joins the current group (a member_joined event); the bot's
@@ -219,6 +249,7 @@ class ConsoleChannel(Channel):
                     line = await session.prompt_async(self.cfg.prompt)
                 except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C: leave
                     break
+                self._catch_ctrl_c()
                 await self.handle_line(line)
         self.stdout = sys.stdout
 
