@@ -317,18 +317,9 @@ class _Renderer:
                 out.append("\n")
             elif kind == "code_inline":
                 out.append(style.code(child.content) if not links else style.text(child.content))
-            elif kind == "strong_open":
-                put(style.strong[0])
-            elif kind == "strong_close":
-                put(style.strong[1])
-            elif kind == "em_open":
-                put(style.em[0])
-            elif kind == "em_close":
-                put(style.em[1])
-            elif kind == "s_open":
-                put(style.strike[0])
-            elif kind == "s_close":
-                put(style.strike[1])
+            elif kind in _DELIMITERS:
+                attribute, side = _DELIMITERS[kind]
+                put(getattr(style, attribute)[side])
             elif kind == "link_open":
                 links.append((len(out), str(child.attrGet("href") or "")))
             elif kind == "link_close" and links:
@@ -342,6 +333,17 @@ class _Renderer:
             elif kind == "html_inline":
                 out.append(style.text(child.content))
         return "".join(out)
+
+
+#: Emphasis tokens: the Style attribute holding the (open, close) pair, and which side.
+_DELIMITERS = {
+    "strong_open": ("strong", 0),
+    "strong_close": ("strong", 1),
+    "em_open": ("em", 0),
+    "em_close": ("em", 1),
+    "s_open": ("strike", 0),
+    "s_close": ("strike", 1),
+}
 
 
 def to_plain(text: str) -> str:
