@@ -55,15 +55,22 @@ class Inbound:
         self.seen: OrderedDict[Hashable, Taken | None] = OrderedDict()
         self.remember = remember
 
-    def once(self, key: Hashable, take: Callable[[Taken | None], Taken | None]) -> Taken | None:
+    def once(self, key: Hashable, take: Callable[[Taken | None], Taken]) -> Taken:
         """`take(previous)` for an event seen the first time (or released earlier and due to
         be taken again: `previous` is that take); for one seen before, what it came to."""
-        seen = self.seen.get(key, False)
-        if seen is not False and (seen is None or not seen.retake()):
-            return seen  # type: ignore[return-value]
-        taken = take(seen or None)  # type: ignore[arg-type]
+        seen = self.seen.get(key)
+        if seen is not None and not seen.retake():
+            return seen
+        taken = take(seen)
         self.note(key, taken)
         return taken
+
+    def first_sight(self, key: Hashable) -> bool:
+        """Whether `key` is new (then remembered): a platform that does not confirm."""
+        if key in self.seen:
+            return False
+        self.note(key)
+        return True
 
     def note(self, key: Hashable, taken: Taken | None = None) -> None:
         """Remember `key` (and what it came to), forgetting the oldest past `remember`."""

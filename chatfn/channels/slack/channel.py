@@ -10,8 +10,7 @@ Events come one of two ways:
   held here (the documented protocol, https://api.slack.com/apis/socket-mode) rather than by
   slack_sdk's SocketModeClient, which reconnects at a fixed interval with no backoff and
   keeps reading a dropped session: here a dropped socket or a `disconnect` envelope is
-  followed by a fresh URL, with exponential backoff (chatfn/channels/outbound.py's Backoff) while it
-  keeps failing.
+  followed by a fresh URL, with exponential backoff while it keeps failing.
 - The Events API (`signing_secret`): Slack POSTs to `/slack/events` on the HTTP channel's port;
   each request's `X-Slack-Signature` (v0 HMAC-SHA256 of `v0:{timestamp}:{body}`) is checked,
   with `X-Slack-Request-Timestamp` within 5 minutes; `url_verification` is answered with its
@@ -37,13 +36,8 @@ Chat ids and incoming markup: parse.py. The way out: send.py. Roles for
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import contextlib
 import json
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,15 +49,22 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chatfn.channels.base import Channel
-from chatfn.channels.intake import Taken, settle_after, settled
-from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.channels.kit import (
+    MAX_IMAGE_IN,
+    Backoff,
+    CredentialsRefused,
+    PlatformChannel,
+    Taken,
+    Unreachable,
+    fetch_image,
+    member_joined,
+    settled,
+)
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
 from chatfn.channels.slack.send import AUTH_ERRORS, SlackSender, error_code
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -74,8 +75,6 @@ from chatfn.runtime.channel_host import ChannelHost
 __all__ = ["EVENTS_PATH", "SlackChannel"]
 
 EVENTS_PATH = "/slack/events"
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
-_SEEN = 5000  # event ids and message keys remembered
 ACK_WAIT = 2.5  # how long an ack waits for its message to be stored (Slack waits 3 s)
 #: Message subtypes that are a person saying something; the rest (edits, deletions, joins,
 #: bot_message, ...) are not messages to answer.
@@ -86,12 +85,12 @@ def web_client(settings: SlackSettings, token: str) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=settings.api_base + "/", timeout=30)
 
 
-class SlackChannel(Channel):
+class SlackChannel(PlatformChannel[SlackSettings]):
     platform = "slack"
+    label = "Slack"
 
     def __init__(self, host: ChannelHost, settings: SlackSettings) -> None:
-        super().__init__(host)
-        self.cfg = settings
+        super().__init__(host, settings)
         if settings.bot_token is None:
             raise ValueError("channels.slack.bot_token is not set (the app's xoxb- token)")
         if not settings.mode:
@@ -100,106 +99,67 @@ class SlackChannel(Channel):
                 f"(Events API at {EVENTS_PATH} on the HTTP channel's port)"
             )
         self.client = web_client(settings, settings.secret("bot_token"))
-        self.sender = SlackSender(self.client, settings)
+        self.sender = SlackSender(self.client, settings, self.policy)
         self.bot_user_id: str | None = None
         self.team_id = ""
-        self._inbound = OrderedRunner()
-        self._seen: OrderedDict[str, Taken] = OrderedDict()
         self._users: dict[str, tuple[float, str, list[str]]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._stopping = asyncio.Event()
-        self._stopped = False
-        self._ready = asyncio.Event()
         self._http: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         if settings.mode == "events":
             self._verifier = SignatureVerifier(settings.secret("signing_secret"))
             host.add_web_route("POST", EVENTS_PATH, self._events)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def run(self) -> None:
-        self._http = aiohttp.ClientSession()
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> None:
+        """auth.test: who the bot user is."""
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
         try:
-            if await self._connect():
-                if self.cfg.mode == "socket":
-                    await self._socket_mode()
-                else:
-                    self._ready.set()
-                    self.host.kick()
-                    await self._stopping.wait()
-        finally:
-            await self.stop()
+            me = await self.client.auth_test()
+        except SlackApiError as exc:
+            code = error_code(exc)
+            if code in AUTH_ERRORS:
+                raise CredentialsRefused(
+                    f"Slack refused channels.slack.bot_token (auth.test: {code}): check the "
+                    "app's Bot User OAuth Token (xoxb-...)"
+                ) from None
+            raise Unreachable(f"Slack auth.test failed ({code or exc})") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
+        self.bot_user_id = str(me["user_id"])
+        self.team_id = str(me.get("team_id") or "")
+        logger.info(
+            "Slack channel: bot user {} ({}) in {}, {}",
+            me.get("user"),
+            self.bot_user_id,
+            me.get("team") or self.team_id,
+            "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}",
+        )
 
-    async def wait_ready(self) -> None:
-        """Until auth.test answered and events flow (tests, health)."""
-        await self._ready.wait()
+    async def serve(self) -> None:
+        if self.cfg.mode == "socket":
+            await self._socket_mode()
+        else:
+            await super().serve()
 
-    async def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._http is not None:
-            await self._http.close()
-        with contextlib.suppress(Exception):
-            if self.client.session is not None:
-                await self.client.session.close()
+    async def close(self) -> None:
+        for closing in (self._ws, self._http, self.client.session):
+            if closing is not None:
+                try:
+                    await closing.close()
+                except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
+                    logger.debug("Slack: closing: {}", exc)
 
-    async def _connect(self) -> bool:
-        """auth.test until it answers (backoff to 60 s). A refused token is one error line
-        (and a retry every minute: the token may be reinstalled)."""
-        backoff, told = Backoff(0.5, 60.0), False
-        while not self._stopping.is_set():
-            try:
-                me = await self.client.auth_test()
-                self.bot_user_id = str(me["user_id"])
-                self.team_id = str(me.get("team_id") or "")
-                logger.info(
-                    "Slack channel: bot user {} ({}) in {}, {}",
-                    me.get("user"),
-                    self.bot_user_id,
-                    me.get("team") or self.team_id,
-                    "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}",
-                )
-                return True
-            except SlackApiError as exc:
-                code = error_code(exc)
-                if not told:
-                    if code in AUTH_ERRORS:
-                        logger.error(
-                            "Slack refused channels.slack.bot_token (auth.test: {}): check the "
-                            "app's Bot User OAuth Token (xoxb-...)",
-                            code,
-                        )
-                    else:
-                        logger.warning("Slack auth.test failed ({}): retrying", code or exc)
-                told = True
-                if code in AUTH_ERRORS:
-                    backoff.attempt = 10  # the cap: once a minute
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if not told:
-                    logger.warning(
-                        "Slack not reachable at {} ({}): retrying", self.cfg.api_base, exc
-                    )
-                told = True
-            if not await backoff.wait(self._stopping):
-                return False
-        return False
+    async def deliver(self, message: OutgoingMessage) -> None:
+        await self.sender.deliver(message)
 
     # -- Socket Mode ---------------------------------------------------------------------------
     async def _socket_mode(self) -> None:
         """apps.connections.open, then read envelopes until the socket drops; again with
         backoff while it fails."""
-        backoff, failing = Backoff(0.5, 30.0), False
+        backoff = Backoff(0.5, 30.0)
         assert self._http is not None
-        while not self._stopping.is_set():
-            why = ""
+        while not self.stopping:
             try:
                 opened = await self.client.apps_connections_open(
                     app_token=self.cfg.secret("app_token")
@@ -207,31 +167,24 @@ class SlackChannel(Channel):
                 async with self._http.ws_connect(str(opened["url"]), heartbeat=30) as ws:
                     self._ws = ws
                     why = await self._read_socket(ws, backoff)
-                    if why != "refresh":
-                        failing = False  # it worked until it dropped: log the next loss
             except SlackApiError as exc:
                 code = error_code(exc)
-                why = f"apps.connections.open: {code or exc}"
                 if code in AUTH_ERRORS:
-                    if not failing:
-                        logger.error(
-                            "Slack refused channels.slack.app_token ({}): check the app-level "
-                            "token (xapp-...) and its connections:write scope",
-                            code,
-                        )
-                    backoff.attempt = 10
+                    raise CredentialsRefused(
+                        f"Slack refused channels.slack.app_token ({code}): check the app-level "
+                        "token (xapp-...) and its connections:write scope"
+                    ) from None
+                why = f"apps.connections.open: {code or exc}"
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
                 why = f"{type(exc).__name__}: {exc}"
             finally:
                 self._ws = None
-            if self._stopping.is_set():
+            if self.stopping:
                 return
             if why == "refresh":
                 continue  # Slack asked for a new connection: open one now
-            if not failing:
-                logger.warning("Slack Socket Mode connection lost ({}): reconnecting", why)
-            failing = True
-            if not await backoff.wait(self._stopping):
+            lost = Unreachable(f"Slack Socket Mode connection lost ({why})")
+            if not await self.failed(lost, backoff):
                 return
 
     async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
@@ -261,18 +214,13 @@ class SlackChannel(Channel):
                 if taken.confirmed:
                     await ws.send_str(ack)
                 elif not taken.done:  # once stored; the socket goes on reading meanwhile
-                    self._track(asyncio.create_task(self._ack_when_stored(ws, ack, taken)))
+                    self.spawn(self._ack_when_stored(ws, ack, taken))
                 # released (its job failed before the store): no ack, Slack sends it again
             if kind == "hello":
                 backoff.reset()
-                if not self._ready.is_set():
-                    self._ready.set()
-                else:
-                    logger.info("Slack Socket Mode connected again")
-                self.host.kick()  # what waited for the connection goes out now
+                self.up()  # what waited for the connection goes out now
             elif kind == "disconnect":
-                reason = envelope.get("reason", "")
-                if reason == "link_disabled":
+                if envelope.get("reason", "") == "link_disabled":
                     logger.error("Slack disabled Socket Mode for this app (link_disabled)")
                     return "link_disabled"
                 return "refresh"  # refresh_requested, warning: a new URL now
@@ -284,8 +232,10 @@ class SlackChannel(Channel):
         """Acknowledge once stored within ACK_WAIT; later than that Slack has given up on this
         delivery and sends the event again (acknowledged then)."""
         if await taken.wait(ACK_WAIT, self._stopping) and not ws.closed:
-            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+            try:
                 await ws.send_str(ack)
+            except (ConnectionError, aiohttp.ClientError) as exc:
+                logger.debug("Slack ack not sent: {}", exc)
 
     # -- Events API ----------------------------------------------------------------------------
     async def _events(self, request: web.Request) -> web.Response:
@@ -303,7 +253,7 @@ class SlackChannel(Channel):
             return web.json_response({"error": "not an event"}, status=400)
         if payload.get("type") == "url_verification":
             return web.json_response({"challenge": str(payload.get("challenge", ""))})
-        if self.bot_user_id is None or self._stopping.is_set():
+        if self.bot_user_id is None or self.stopping:
             return web.json_response({"error": "not ready"}, status=503)  # Slack retries
         if retry := request.headers.get("X-Slack-Retry-Num"):
             logger.debug(
@@ -319,29 +269,16 @@ class SlackChannel(Channel):
         return web.json_response({"ok": True})
 
     # -- events --------------------------------------------------------------------------------
-    def _track(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _remember(self, key: str, taken: Taken) -> None:
-        self._seen[key] = taken
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
-
     def _callback(self, payload: dict[str, Any]) -> Taken:
         """One event_callback (from either way in); what settles when it may be acknowledged.
         An event seen before (Slack's retry) gets the first delivery's."""
         event = payload.get("event")
         if not isinstance(event, dict):
             return settled()
-        key = f"event:{payload.get('event_id')}" if payload.get("event_id") else ""
-        seen = self._seen.get(key) if key else None
-        if seen is not None and not seen.retake():
-            return seen
-        taken = self._take(event, seen)
-        if key:
-            self._remember(key, taken)
-        return taken
+        if not payload.get("event_id"):
+            return self._take(event, None)
+        key = f"event:{payload['event_id']}"
+        return self.inbound.once(key, lambda previous: self._take(event, previous))
 
     def _take(self, event: dict[str, Any], previous: Taken | None) -> Taken:
         kind = event.get("type")
@@ -352,55 +289,28 @@ class SlackChannel(Channel):
             user = str(event.get("user") or "")
             if not channel or not ts or not user or user == self.bot_user_id:
                 return settled()
-            key = f"message:{channel}:{ts}"
-            seen = self._seen.get(key)
-            if seen is not None and not seen.retake():
-                return seen  # the same message as app_mention and as message.*
-            previous = previous or seen
-            taken = Taken(previous)
             ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
-            self._remember(key, taken)
-            self._in_order(
-                ref.key, taken, lambda: self._message(ref, event, kind == "app_mention", taken)
-            )
-            return taken
+
+            def take(seen: Taken | None) -> Taken:
+                taken = Taken(previous or seen)
+                mention = kind == "app_mention"
+                self.inbound.message(
+                    ref.key, ts, lambda: self._incoming(ref, event, mention), taken
+                )
+                return taken
+
+            # The same message comes as app_mention and as message.*: taken once.
+            return self.inbound.once(f"message:{channel}:{ts}", take)
         if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
             taken = Taken(previous)
-            self._in_order(f"group:{channel}", taken, lambda: self._member_joined(event))
+            self.inbound.events(f"group:{channel}", lambda: self._member_joined(event), taken)
             return taken
         return settled()
-
-    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
-        self._track(self._inbound.submit(key, lambda: settle_after(taken, job())))
-
-    async def _message(
-        self, ref: ChatRef, event: dict[str, Any], app_mention: bool, taken: Taken
-    ) -> None:
-        try:
-            msg = await self._incoming(ref, event, app_mention)
-            if msg is None:
-                return
-
-            async def sink(out: OutgoingMessage) -> None:
-                await self.sender.deliver(out)
-
-            await self.host.handle(msg, sink, on_stored=taken.settle)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error(
-                "Slack message {} in {} failed", event.get("ts"), ref.key
-            )
-            if not taken.release():  # not stored: taken again later, or given up
-                logger.error(
-                    "Slack message {} given up after {} tries", event.get("ts"), taken.take
-                )
 
     async def _incoming(
         self, ref: ChatRef, event: dict[str, Any], app_mention: bool
     ) -> IncomingMessage | None:
         ts, user = str(event["ts"]), str(event["user"])
-        if await self.host.was_stored(self.platform, ref.key, ts):
-            logger.debug("Slack message {} in {} was handled before: skipped", ts, ref.key)
-            return None
         text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
         text = clean_text(text)
         text = capped_text(text, "Slack", user)
@@ -440,27 +350,19 @@ class SlackChannel(Channel):
         if not isinstance(file, dict) or not str(file.get("mimetype", "")).startswith("image/"):
             return None
         url = str(file.get("url_private_download") or file.get("url_private") or "")
-        if not url or int(file.get("size") or 0) > MAX_IMAGE_BYTES:
+        if not url or int(file.get("size") or 0) > MAX_IMAGE_IN:
             return None
         if not self._trusted_file_url(url):
             logger.warning("Slack file {} at an unexpected host not fetched", file.get("id"))
             return None
         assert self._http is not None
-        try:
-            async with self._http.get(
-                url,
-                headers={"Authorization": f"Bearer {self.cfg.secret('bot_token')}"},
-                timeout=aiohttp.ClientTimeout(total=30),
-            ) as response:
-                response.raise_for_status()
-                data = await response.content.read(MAX_IMAGE_BYTES + 1)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("Slack file {} not downloaded: {}", file.get("id"), exc)
-            return None
-        if len(data) > MAX_IMAGE_BYTES or data.lstrip().startswith(b"<"):
-            return None  # too big, or an HTML login page (the token lacks files:read)
-        mime = str(file.get("mimetype"))
-        return f"data:{mime};base64," + base64.b64encode(data).decode()
+        return await fetch_image(
+            self._http,
+            url,
+            mime=str(file.get("mimetype")),
+            headers={"Authorization": f"Bearer {self.cfg.secret('bot_token')}"},
+            what=f"Slack file {file.get('id')}",
+        )
 
     async def _user(self, user: str) -> tuple[str, list[str]]:
         """(display name, workspace roles) from users.info, cached."""
@@ -491,32 +393,13 @@ class SlackChannel(Channel):
         self._users[user] = (now, str(name), roles)
         return str(name), roles
 
-    async def _member_joined(self, event: dict[str, Any]) -> None:
-        user, channel = str(event.get("user") or ""), str(event["channel"])
-        chat_id = f"group:{channel}"
+    async def _member_joined(self, event: dict[str, Any]) -> list[SystemEvent]:
+        user, chat_id = str(event.get("user") or ""), f"group:{event['channel']}"
         if user == self.bot_user_id:
             logger.info("Slack bot added to {}", chat_id)
-            return
+            return []
         if not user:
-            return
+            return []
         name, _roles = await self._user(user)
-        try:
-            await self.host.handle_event(
-                SystemEvent(
-                    kind="member_joined",
-                    platform=self.platform,
-                    chat_id=chat_id,
-                    user_id=user,
-                    user_name=clean_text(name),
-                    is_group=True,
-                    data={"added_by": str(event.get("inviter") or "")},
-                )
-            )
-        except Exception as exc:
-            logger.opt(exception=exc).error("Slack member-joined event in {} failed", chat_id)
-
-    # -- out -----------------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
-        if self.bot_user_id is None:
-            raise NotDelivered("the Slack channel is not connected yet")
-        await self.sender.deliver(message)
+        by = str(event.get("inviter") or "")
+        return [member_joined(self.platform, chat_id, user, name, added_by=by)]

@@ -240,9 +240,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
     def _take(self, update: Update) -> Taken:
         """The update's job, queued in its chat's order once per update id; what settles
         when it may be confirmed."""
-        taken = self.inbound.once(update.update_id, lambda previous: self._parse(update, previous))
-        assert taken is not None
-        return taken
+        return self.inbound.once(update.update_id, lambda previous: self._parse(update, previous))
 
     def _parse(self, update: Update, previous: Taken | None) -> Taken:
         message = update.message
