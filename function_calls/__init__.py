@@ -7,19 +7,13 @@ importable, but this is the front door; built-ins use nothing else. A function a
 with `await ctx.ask_model(...)` (`ask_model(ctx, ...)` is the same), counted like the chat's
 own turns (function_calls/model_access.py); the models refuse requests made any other way.
 A URL a user gave is fetched with `await fetch(url, allow=ctx.config.bot.fetch, ...)`
-(function_calls/fetch.py: internal addresses refused, size and time bounded), and blocking
+(chatfn/common/fetch.py: internal addresses refused, size and time bounded), and blocking
 work goes to `await run_blocking(func, ...)`, a thread pool kept apart from the bot's own.
 """
 
+from chatfn.common.blocking import run_blocking
 from chatfn.common.config import ConfigError, ConfigPath, Section, zone_named
-from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
-from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
-from chatfn.storage.create_missing import create_missing
-from chatfn.storage.db import Storage, StorageError, StoredMessage
-from function_calls.blocking import run_blocking
-from function_calls.chat_settings import ChatSettings
-from function_calls.context import MessageContext, ModelRequest
-from function_calls.fetch import (
+from chatfn.common.fetch import (
     FetchAllow,
     Fetched,
     FetchError,
@@ -32,6 +26,12 @@ from function_calls.fetch import (
     IPNetwork,
     fetch,
 )
+from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, translate
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.storage.create_missing import create_missing
+from chatfn.storage.db import Storage, StorageError, StoredMessage
+from function_calls.chat_settings import ChatSettings
+from function_calls.context import MessageContext, ModelRequest
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
 from function_calls.plugin import Plugin, PluginHost, Status

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from chatfn.common.blocking import run_blocking
 from chatfn.common.i18n import CATALOGUES, translate
 from chatfn.storage.db import tool_call_row
-from function_calls.blocking import run_blocking
 from function_calls.context import MessageContext
 from function_calls.journal import TurnJournal
 from function_calls.limits import LimitReached
@@ -231,6 +231,6 @@ class FunctionExecutor:
         if spec.is_async:
             return await spec.handler(*call_args)
         # Sync handlers may block (I/O): off the event loop, and on the pool for user work
-        # (function_calls/blocking.py), so handlers that hang, which a timeout cannot stop,
+        # (chatfn/common/blocking.py), so handlers that hang, which a timeout cannot stop,
         # hold up only other sync handlers, never asyncio's default executor.
         return await run_blocking(spec.handler, *call_args)

@@ -1,10 +1,10 @@
 """Fetching the images users send, for models that can see them.
 
 Bounded on every side, because the URL comes from a chat: downloaded through the one fetch
-helper (function_calls/fetch.py: internal addresses refused, one deadline of `TIMEOUT` seconds
+helper (chatfn/common/fetch.py: internal addresses refused, one deadline of `TIMEOUT` seconds
 over the whole download, at most `MAX_BYTES`, asynchronous, so no thread is held), a
 Content-Type of image/*, and bytes that really are PNG, JPEG, GIF or WebP. An inline image
-(a data URI) is decoded on the bot's own pool for user work (function_calls/blocking.py).
+(a data URI) is decoded on the bot's own pool for user work (chatfn/common/blocking.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from function_calls.blocking import run_blocking
-from function_calls.fetch import (
+from chatfn.common.blocking import run_blocking
+from chatfn.common.fetch import (
     FetchAllow,
     FetchError,
     FetchTooLarge,

@@ -59,7 +59,7 @@ ConfigPath = Annotated[str, RELATIVE_TO_CONFIG]
 class FetchSettings(Section):
     """`bot.fetch`: what the bot may fetch for users although it is internal. Every URL a user
     gives (an image, a URL added with `/kb add`) goes through one helper
-    (function_calls/fetch.py), which refuses loopback, private, link-local, shared, multicast,
+    (chatfn/common/fetch.py), which refuses loopback, private, link-local, shared, multicast,
     unspecified and reserved addresses after DNS and at every redirect; a deployment whose
     media is internal names it here. Default: nothing internal."""
 

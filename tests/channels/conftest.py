@@ -127,7 +127,7 @@ async def server() -> AsyncIterator[RawReplayServer]:
 
 
 # `bot:` keys that let the bot fetch images from the test servers on 127.0.0.1 (internal
-# addresses are refused unless `bot.fetch` allows them: function_calls/fetch.py).
+# addresses are refused unless `bot.fetch` allows them: chatfn/common/fetch.py).
 LOCAL_MEDIA: dict[str, Any] = {"fetch": {"allow_networks": ["127.0.0.0/8"]}}
 
 

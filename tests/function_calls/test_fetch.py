@@ -1,4 +1,4 @@
-"""The fetch helper (function_calls/fetch.py), against a real local server that misbehaves:
+"""The fetch helper (chatfn/common/fetch.py), against a real local server that misbehaves:
 internal addresses refused in every spelling, before connecting and at every redirect hop,
 unless allowed; the deadline and the size limit end the download and close its connection;
 a body sent in several writes is read whole."""
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from function_calls.fetch import (
+from chatfn.common.fetch import (
     FetchFailed,
     FetchRefused,
     FetchStatus,

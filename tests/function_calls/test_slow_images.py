@@ -6,7 +6,7 @@ executor has threads (`min(32, cpus + 4)`): when each held a thread (urllib in
 `asyncio.to_thread`), a synchronous function, the default executor's other users (the admin
 password check, DNS lookups) and a fast image in another chat waited until the slow server let
 go. Now the downloads are asynchronous and end at their deadline, and synchronous functions run
-on a pool of their own (function_calls/blocking.py)."""
+on a pool of their own (chatfn/common/blocking.py)."""
 
 from __future__ import annotations
 

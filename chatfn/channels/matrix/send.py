@@ -56,8 +56,7 @@ from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.outbound import OrderedRunner, RateLimiter
 from chatfn.channels.split import split_message
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
-from function_calls.fetch import (
+from chatfn.common.fetch import (
     FetchAllow,
     FetchError,
     FetchRefused,
@@ -65,6 +64,7 @@ from function_calls.fetch import (
     FetchWrongType,
     fetch,
 )
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
 
 __all__ = ["CAPTION_LIMIT", "EVENT_BUDGET", "MatrixSender", "transaction_id"]
 
@@ -298,7 +298,7 @@ class MatrixSender:
 
     async def _fetch(self, url: str) -> tuple[bytes, str]:
         """An image a function gave by URL (the homeserver cannot fetch it for us), through the
-        fetch helper (function_calls/fetch.py): the URL may be a user's, so an internal address
+        fetch helper (chatfn/common/fetch.py): the URL may be a user's, so an internal address
         is refused unless `bot.fetch` allows it, and the download is bounded (MAX_IMAGE_BYTES,
         FETCH_TIMEOUT in all). A network failure may pass (the outbox tries again); a refused
         address, a page that is not an image or one too large will not."""

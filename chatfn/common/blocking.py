@@ -13,7 +13,7 @@ of the same work waits (and meets its own timeout); nothing else does.
   (function_calls/executor.py), and whatever a plugin or built-in hands to `run_blocking`
   (decoding an image a user sent inline, reading a document a user added).
 - `lookups` (`LOOKUP_THREADS`, 4): DNS lookups of the hosts in URLs users give
-  (function_calls/fetch.py); the downloads themselves are asynchronous and use no thread.
+  (chatfn/common/fetch.py); the downloads themselves are asynchronous and use no thread.
 
 Threads start on first use; both pools live as long as the process, like the default one.
 """
