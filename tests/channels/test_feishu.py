@@ -445,7 +445,7 @@ async def test_the_same_event_resent_is_handled_once(fake: FakeFeishu, tmp_path:
         # The same message in a new event (after a restart, the event ids forgotten): the
         # stored message is recognised.
         assert driver.channel is not None
-        driver.channel._seen.clear()
+        driver.channel.inbound.seen.clear()
         await fake.push(event)
         await fake.push(fake.message_event("oc_p8", "ou_8", group=False, text="last"))
         await fake.wait_sent("oc_p8", 3)

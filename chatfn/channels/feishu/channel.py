@@ -31,29 +31,32 @@ from the chat's members list (message events carry only ids); both cached
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 from loguru import logger
 
-from chatfn.channels.base import Channel
 from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
 from chatfn.channels.feishu.parse import ChatRef, chat_ref, read_message
 from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import WsLink
-from chatfn.channels.intake import Taken, settle_after, settled
-from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.channels.kit import (
+    MAX_IMAGE_IN,
+    CredentialsRefused,
+    PlatformChannel,
+    Taken,
+    Unreachable,
+    data_uri,
+    image_mime,
+    member_joined,
+    settled,
+)
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -63,143 +66,85 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["FeishuChannel"]
 
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
-_SEEN = 5000  # event ids remembered
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
-_MAGIC = (
-    (b"\x89PNG", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF8", "image/gif"),
-)
+_CREDENTIALS = "channels.feishu.app_id / app_secret"
 
 
-def _mime(data: bytes) -> str | None:
-    for magic, mime in _MAGIC:
-        if data.startswith(magic):
-            return mime
-    return "image/webp" if data[8:12] == b"WEBP" else None
-
-
-class FeishuChannel(Channel):
+class FeishuChannel(PlatformChannel[FeishuSettings]):
     platform = "feishu"
+    label = "Feishu"
 
     def __init__(self, host: ChannelHost, settings: FeishuSettings) -> None:
-        super().__init__(host)
-        self.cfg = settings
+        super().__init__(host, settings)
         if not settings.app_id or settings.app_secret is None:
             raise ValueError(
                 "channels.feishu.app_id and channels.feishu.app_secret must be set (the app's "
                 "Credentials & Basic Info page)"
             )
         self.api = FeishuApi(settings)
-        self.sender = FeishuSender(self.api, settings)
+        self.sender = FeishuSender(self.api, settings, self.policy)
         self.bot_open_id: str | None = None
         self.bot_name = ""
-        self._inbound = OrderedRunner()
-        self._seen: OrderedDict[str, Taken] = OrderedDict()
         self._chats: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._stopping = asyncio.Event()
-        self._stopped = False
-        self._ready = asyncio.Event()
         self._link: WsLink | None = None
-        self._link_down = False
         if settings.mode == "webhook":
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def run(self) -> None:
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> None:
+        """A token and bot/v3/info: the bot's open_id (how it recognises its own mention)."""
         try:
-            if await self._connect():
-                if self.cfg.mode == "websocket":
-                    self._link = WsLink(self.cfg, self._stored, self._link_state)
-                    self._link.start()
-                else:
-                    self._ready.set()
-                    self.host.kick()
-                await self._stopping.wait()
-        finally:
-            await self.stop()
+            bot = await self.api.bot_info()
+        except AuthRefused as exc:
+            raise CredentialsRefused(
+                f"Feishu refused {_CREDENTIALS} ({exc}): check the app's Credentials & Basic "
+                "Info page"
+            ) from None
+        except FeishuError as exc:
+            raise Unreachable(f"Feishu bot/v3/info failed ({exc})") from None
+        except NETWORK_ERRORS as exc:
+            raise Unreachable(f"Feishu not reachable at {self.cfg.base_url} ({exc})") from None
+        self.bot_open_id = str(bot["open_id"])
+        self.bot_name = str(bot.get("app_name") or "")
+        how = "the long connection" if self.cfg.mode == "websocket" else "webhook at "
+        logger.info(
+            "Feishu channel: bot {} ({}) at {}, events by {}",
+            self.bot_name,
+            self.bot_open_id,
+            self.cfg.base_url,
+            how + ("" if self.cfg.mode == "websocket" else self.cfg.webhook_path),
+        )
 
-    async def wait_ready(self) -> None:
-        """Until the bot knows who it is and events flow (tests, health)."""
-        await self._ready.wait()
-
-    async def stop(self) -> None:
-        if self._stopped:
+    async def serve(self) -> None:
+        if self.cfg.mode != "websocket":
+            await super().serve()
             return
-        self._stopped = True
-        self._stopping.set()
+        self._link = WsLink(self.cfg, self._stored, self._link_state)
+        self._link.start()
+        await self._stopping.wait()
+
+    async def close(self) -> None:
         if self._link is not None:
             await self._link.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.api.aclose()
 
-    async def _connect(self) -> bool:
-        """A token and bot/v3/info until they answer (backoff to 60 s; a refused secret is
-        one error line and a retry every minute: the secret may be fixed meanwhile)."""
-        backoff, told = Backoff(0.5, 60.0), False
-        while not self._stopping.is_set():
-            try:
-                bot = await self.api.bot_info()
-                self.bot_open_id = str(bot["open_id"])
-                self.bot_name = str(bot.get("app_name") or "")
-                logger.info(
-                    "Feishu channel: bot {} ({}) at {}, events by {}",
-                    self.bot_name,
-                    self.bot_open_id,
-                    self.cfg.base_url,
-                    "the long connection"
-                    if self.cfg.mode == "websocket"
-                    else f"webhook at {self.cfg.webhook_path}",
-                )
-                return True
-            except AuthRefused as exc:
-                if not told:
-                    logger.error(
-                        "Feishu refused channels.feishu.app_id / app_secret ({}): check the "
-                        "app's Credentials & Basic Info page",
-                        exc,
-                    )
-                told = True
-                backoff.attempt = 10  # the cap: once a minute
-            except FeishuError as exc:
-                if not told:
-                    logger.warning("Feishu bot/v3/info failed ({}): retrying", exc)
-                told = True
-            except NETWORK_ERRORS as exc:
-                if not told:
-                    logger.warning(
-                        "Feishu not reachable at {} ({}): retrying", self.cfg.base_url, exc
-                    )
-                told = True
-            if not await backoff.wait(self._stopping):
-                return False
-        return False
+    async def deliver(self, message: OutgoingMessage) -> None:
+        await self.sender.deliver(message)
 
     def _link_state(self, state: str, detail: str) -> None:
         """What the long connection reports (on this loop)."""
         if state == "connected":
-            if not self._ready.is_set():
-                self._ready.set()
-            elif self._link_down:
-                logger.info("Feishu long connection is back")
-            self._link_down = False
-            self.host.kick()  # what waited in the outbox goes out now
+            self.up()
         elif state == "refused":
-            logger.error(
-                "Feishu refused the long connection for channels.feishu.app_id / app_secret "
-                "({}): check the app's credentials and that events use the long connection",
-                detail,
+            self.down(
+                CredentialsRefused(
+                    f"Feishu refused the long connection for {_CREDENTIALS} ({detail}): check "
+                    "the app's credentials and that events use the long connection"
+                )
             )
-        elif not self._link_down:
-            self._link_down = True
-            if state == "lost":
-                logger.warning("Feishu long connection lost ({}): reconnecting", detail)
-            else:
-                logger.warning("Feishu long connection failed ({}): retrying", detail)
+        else:
+            what = "lost" if state == "lost" else "failed"
+            self.down(Unreachable(f"Feishu long connection {what} ({detail})"))
 
     # -- webhook -------------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
@@ -216,7 +161,7 @@ class FeishuChannel(Channel):
             return web.json_response({"msg": str(exc)}, status=exc.status)
         if opened.challenge is not None:
             return web.json_response({"challenge": opened.challenge})
-        if self.bot_open_id is None or self._stopping.is_set():
+        if self.bot_open_id is None or self.stopping:
             return web.json_response({"msg": "not ready"}, status=503)  # the platform resends
         if not await self._stored(opened.payload):
             return web.json_response({"msg": "not stored yet"}, status=503)
@@ -233,21 +178,15 @@ class FeishuChannel(Channel):
         event seen before (the platform's resend) gets the first delivery's."""
         header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
         event = payload.get("event")
-        if self._stopping.is_set():
+        if self.stopping:
             return Taken()  # never settled: the platform sends it again after the restart
         if not isinstance(event, dict):
             return settled()
         event_id = str(header.get("event_id") or "")
-        seen = self._seen.get(event_id) if event_id else None
-        if seen is not None and not seen.retake():
-            logger.debug("Feishu event {} resent: taken already", event_id)
-            return seen
-        taken = self._take(str(header.get("event_type") or ""), event, seen)
-        if event_id:
-            self._seen[event_id] = taken
-            if len(self._seen) > _SEEN:
-                self._seen.popitem(last=False)
-        return taken
+        kind = str(header.get("event_type") or "")
+        if not event_id:
+            return self._take(kind, event, None)
+        return self.inbound.once(event_id, lambda previous: self._take(kind, event, previous))
 
     def _take(self, kind: str, event: dict[str, Any], previous: Taken | None) -> Taken:
         if kind == "im.message.receive_v1":
@@ -260,54 +199,24 @@ class FeishuChannel(Channel):
             ref = chat_ref(message)
             if not ref.chat or not message.get("message_id"):
                 return settled()
-            taken = Taken(previous)
-            self._in_order(ref.key, taken, lambda: self._message(ref, message, sender, taken))
+            taken, ident = Taken(previous), str(message["message_id"])
+            self.inbound.message(
+                ref.key, ident, lambda: self._incoming(ref, message, sender), taken
+            )
             return taken
         if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
             key, taken = f"group:{chat}", Taken(previous)
-            self._in_order(key, taken, lambda: self._members_added(key, event))
+            self.inbound.events(key, lambda: self._member_joined(key, event), taken)
             return taken
         if kind == "im.chat.member.bot.added_v1":
             logger.info("Feishu bot added to group:{}", event.get("chat_id"))
         return settled()
-
-    def _in_order(self, key: str, taken: Taken, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(key, lambda: settle_after(taken, job()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _message(
-        self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any], taken: Taken
-    ) -> None:
-        key = ref.key
-        try:
-            msg = await self._incoming(ref, message, sender)
-            if msg is None:
-                return
-
-            async def sink(out: OutgoingMessage) -> None:
-                await self.sender.deliver(out)
-
-            await self.host.handle(msg, sink, on_stored=taken.settle)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error(
-                "Feishu message {} in {} failed", message.get("message_id"), key
-            )
-            if not taken.release():  # not stored: taken again later, or given up
-                logger.error(
-                    "Feishu message {} given up after {} tries",
-                    message.get("message_id"),
-                    taken.take,
-                )
 
     async def _incoming(
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
     ) -> IncomingMessage | None:
         key = ref.key
         message_id = str(message["message_id"])
-        if await self.host.was_stored(self.platform, key, message_id):
-            logger.debug("Feishu message {} in {} was handled before: skipped", message_id, key)
-            return None
         ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), dict) else {}
         user = str(ids.get("open_id") or "")
         if not user:
@@ -348,10 +257,8 @@ class FeishuChannel(Channel):
         except (FeishuError, *NETWORK_ERRORS) as exc:
             logger.warning("Feishu image {} of {} not downloaded: {}", image_key, message_id, exc)
             return None
-        mime = _mime(data)
-        if mime is None or len(data) > MAX_IMAGE_BYTES:
-            return None
-        return f"data:{mime};base64," + base64.b64encode(data).decode()
+        mime = image_mime(data)
+        return None if mime is None or len(data) > MAX_IMAGE_IN else data_uri(data, mime)
 
     async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
         """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The
@@ -383,32 +290,14 @@ class FeishuChannel(Channel):
         name = str(cached[1]["names"].get(user, ""))
         return name, [r for r in ("owner", "admin") if user in cached[1][r]][:1]
 
-    async def _members_added(self, key: str, event: dict[str, Any]) -> None:
+    async def _member_joined(self, key: str, event: dict[str, Any]) -> list[SystemEvent]:
         operator = event.get("operator_id") if isinstance(event.get("operator_id"), dict) else {}
+        by = str(operator.get("open_id") or "")
+        events = []
         for user in event.get("users") or []:
-            if not isinstance(user, dict):
-                continue
-            ids = user.get("user_id") if isinstance(user.get("user_id"), dict) else {}
-            open_id = str(ids.get("open_id") or "")
-            if not open_id:
-                continue
-            try:
-                await self.host.handle_event(
-                    SystemEvent(
-                        kind="member_joined",
-                        platform=self.platform,
-                        chat_id=key,
-                        user_id=open_id,
-                        user_name=clean_text(str(user.get("name") or ""))[:128],
-                        is_group=True,
-                        data={"added_by": str(operator.get("open_id") or "")},
-                    )
-                )
-            except Exception as exc:
-                logger.opt(exception=exc).error("Feishu member-added event in {} failed", key)
-
-    # -- out -----------------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
-        if self.bot_open_id is None:
-            raise NotDelivered("the Feishu channel is not connected yet")
-        await self.sender.deliver(message)
+            ids = user.get("user_id") if isinstance(user, dict) else None
+            open_id = str(ids.get("open_id") or "") if isinstance(ids, dict) else ""
+            if open_id:
+                name = str(user.get("name") or "")[:128]
+                events.append(member_joined(self.platform, key, open_id, name, added_by=by))
+        return events

@@ -9,11 +9,9 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
   a part sent just before a crash, before the row was marked delivered, is not posted again
   when the outbox sends the row after the restart (nor when a retry follows a timeout whose
   answer was lost).
-- Order: every send to a chat (a reply's parts, its images, a reminder that fires meanwhile)
-  runs in one queue per chat (chatfn/channels/outbound.py's OrderedRunner), so a rate-limited part
-  holds back the parts after it.
-- Rate limits: a 429 / 99991400 (`x-ogw-ratelimit-reset`) or 230020 is waited out, up to
-  `max_retry_after`; longer, the message stays in the outbox with the parts sent left out.
+- Order, pace, rate limits: the kit's (chatfn/channels/kit/sender.py). A 429 / 99991400
+  (`x-ogw-ratelimit-reset`) or 230020 is waited out up to `max_retry_after` (the delivery
+  policy); longer, the message stays in the outbox with the parts sent left out.
 - Format: render.py's card markdown; the mention of the user answered (`reply_with_mention`)
   is `<at id=ou_...></at>`; `reply_with_quote` sends the first part with the reply API
   (im/v1/messages/{message_id}/reply), which quotes the message answered. In a thread
@@ -30,13 +28,8 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
 import hashlib
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from loguru import logger
 
@@ -51,8 +44,18 @@ from chatfn.channels.feishu.api import (
 from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
 from chatfn.channels.feishu.render import card, mention, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.outbound import OrderedRunner, RateLimiter
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.channels.kit import (
+    CredentialsRefused,
+    DeliveryRefused,
+    Owed,
+    PlatformSender,
+    Unreachable,
+    decode_image,
+)
+from chatfn.channels.kit import RateLimited as SlowDown
+from chatfn.channels.split import split_message
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.channel_host import DeliveryPolicy
 
 __all__ = ["FeishuSender", "uuid_of"]
 
@@ -72,94 +75,70 @@ def uuid_of(event_id: int | None, index: str, content: str) -> str:
     return f"chatfn-{event_id}-{index}-{digest}"[:50]
 
 
-def _image(ref: str) -> bytes | str:
-    """A data URI as its bytes; an http(s) URL as it is."""
-    if ref.startswith("data:"):
-        head, _, body = ref.partition(",")
-        if ";base64" not in head:
-            raise DeliveryRefused(f"image {head[:40]!r} is not base64")
-        try:
-            data = base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise DeliveryRefused("image data URI is not valid base64") from None
-        if len(data) > MAX_IMAGE_BYTES:
-            raise DeliveryRefused(f"image of {len(data)} bytes is over Feishu's 10 MB")
-        return data
-    if ref.startswith(("http://", "https://")):
-        return ref
-    raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
-
-
-class FeishuSender:
+class FeishuSender(PlatformSender[ChatRef]):
     """Sends OutgoingMessages through FeishuApi (module docstring)."""
 
-    def __init__(self, api: FeishuApi, settings: FeishuSettings) -> None:
+    platform = "feishu"
+    label = "Feishu"
+
+    def __init__(
+        self, api: FeishuApi, settings: FeishuSettings, policy: DeliveryPolicy | None = None
+    ) -> None:
+        super().__init__(settings, policy)
         self.api = api
-        self.cfg = settings
-        self.runner = OrderedRunner()
-        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
-        self._told_auth = False
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
-        from chatfn.channels.split import split_message
-
         return split_message(text, limit or self.cfg.max_message_length, render=to_feishu_markdown)
 
-    async def deliver(self, out: OutgoingMessage) -> list[Sent]:
-        try:
-            ref = parse_chat_id(out.chat_id)
-        except ValueError as exc:
-            raise DeliveryRefused(str(exc)) from None
-        return await self.runner.submit(out.chat_id, lambda: self._deliver(ref, out))
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
 
-    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> list[Sent]:
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, RateLimited):
+            why = f"Feishu asks to wait {exc.wait:.0f} s before sending to {key} ({exc.code})"
+            return SlowDown(why, exc.wait)
+        if isinstance(exc, AuthRefused):
+            return CredentialsRefused(f"Feishu refused channels.feishu.app_id / app_secret ({exc})")
+        if isinstance(exc, FeishuError):
+            return DeliveryRefused(f"Feishu refused the message to {key}: {exc}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return Unreachable(f"Feishu not reachable ({exc})")
+        return None
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> list[Sent]:
         at = mention(out.at) if out.at and ref.is_group else ""
         quote = (
             out.reply_to if out.quote and out.reply_to and _MESSAGE_ID.match(out.reply_to) else None
         )
-        images = [_image(i) for i in out.images]
+        images = [decode_image(i, MAX_IMAGE_BYTES, "Feishu") for i in out.images]
         text = out.text
         links = [i for i in images if isinstance(i, str)]
         if links:
             text = "\n\n".join([text, *(f"[image]({u})" for u in links)]).strip()
         parts = self.split(text, self.cfg.max_message_length - len(at)) if text.strip() else []
         uploads = [i for i in images if isinstance(i, bytes)]
+        owed.parts = parts
+        # Uploaded first: the reply's last part shows them under its text, one message.
+        keys = [
+            await self.call(out.chat_id, lambda data=data: self.api.upload_image(data))
+            for data in uploads
+        ]
+        if keys and not parts:
+            parts = [""]
         sent: list[Sent] = []
-        done = 0
-        try:
-            # Uploaded first: the reply's last part shows them under its text, one message.
-            keys = [
-                await self._call(out.chat_id, lambda data=data: self.api.upload_image(data))
-                for data in uploads
-            ]
-            if keys and not parts:
-                parts = [""]
-            for index, part in enumerate(parts):
-                last = index == len(parts) - 1
-                markdown = (at if index == 0 else "") + to_feishu_markdown(part)
-                content = card(markdown.strip(), keys if last else None)
-                key = uuid_of(out.event_id, str(index), content)
-                reply_to = quote if index == 0 else None
-                sent.append(
-                    await self._send(
-                        out.chat_id, ref, "interactive", content, key, reply_to or ref.thread
-                    )
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            markdown = (at if index == 0 else "") + to_feishu_markdown(part)
+            content = card(markdown.strip(), keys if last else None)
+            key = uuid_of(out.event_id, str(index), content)
+            reply_to = quote if index == 0 else None
+            sent.append(
+                await self._send(
+                    out.chat_id, ref, "interactive", content, key, reply_to or ref.thread
                 )
-                done += 1
-        except NETWORK_ERRORS as exc:
-            raise NotDelivered(
-                f"Feishu not reachable ({exc})", rest=self._rest(parts, done)
-            ) from None
-        except NotDelivered as exc:
-            if done and exc.rest is None:
-                raise NotDelivered(str(exc), rest=self._rest(parts, done)) from None
-            raise
+            )
+            owed.sent += 1
         return sent
-
-    @staticmethod
-    def _rest(parts: list[str], done: int) -> str | None:
-        """What is still owed once `done` parts went out (None: nothing went out yet)."""
-        return "\n\n".join(parts[done:]) if done else None
 
     async def _send(
         self,
@@ -175,39 +154,10 @@ class FeishuSender:
         if reply_to is not None:
             in_thread = ref.thread is not None
             try:
-                return await self._call(
+                return await self.call(
                     key, lambda: self.api.reply(reply_to, msg_type, content, uuid, in_thread)
                 )
             except DeliveryRefused as exc:
                 # The message answered was withdrawn or is out of reach: answer in the chat.
                 logger.info("Feishu reply to {} refused ({}): sent to the chat", reply_to, exc)
-        return await self._call(key, lambda: self.api.send(ref.chat, msg_type, content, uuid))
-
-    async def _call(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One API call for the chat `key`: paced, rate limits waited out in place."""
-        while True:
-            await self.limiter.acquire(key)
-            try:
-                result = await call()
-                self._told_auth = False
-                return result
-            except RateLimited as exc:
-                if exc.wait > self.cfg.max_retry_after:
-                    raise NotDelivered(
-                        f"Feishu asks to wait {exc.wait:.0f} s before sending to {key}"
-                    ) from None
-                logger.warning(
-                    "Feishu rate limit on {} ({}): retrying in {:.1f} s", key, exc.code, exc.wait
-                )
-                await asyncio.sleep(exc.wait)
-            except AuthRefused as exc:
-                if not self._told_auth:
-                    logger.error(
-                        "Feishu refused channels.feishu.app_id / app_secret ({}): messages "
-                        "wait in the outbox until they work",
-                        exc,
-                    )
-                self._told_auth = True
-                raise NotDelivered(f"Feishu refused the app credentials ({exc})") from None
-            except FeishuError as exc:
-                raise DeliveryRefused(f"Feishu refused the message to {key}: {exc}") from None
+        return await self.call(key, lambda: self.api.send(ref.chat, msg_type, content, uuid))

@@ -8,14 +8,14 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.common.config import Section
+from chatfn.channels.kit.settings import PlatformSettings
 
 #: `domain: feishu` / `domain: lark`: the open platform's origin for each.
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-class FeishuSettings(Section):
+class FeishuSettings(PlatformSettings):
     """A Feishu (or Lark) custom app with the bot ability. API calls go to `{base_url}/open-apis/`
     with a tenant_access_token made from `app_id` + `app_secret`; events come over the
     platform's long connection (`mode: websocket`, no public address needed) or are POSTed to
@@ -35,21 +35,12 @@ class FeishuSettings(Section):
     # Characters of Markdown per message. Feishu refuses a card body over 30 KB; 4000
     # characters stay below it even in CJK with every character escaped.
     max_message_length: int = Field(default=4000, ge=100, le=8000)
-    # Per chat: messages per second after a burst. Feishu allows 5 per second per user and
-    # per group (shared by the group's bots); 0 disables it. A 429 / 99991400 is waited out
-    # whatever these say.
+    # The pace (PlatformSettings'): Feishu allows 5 per second per user and per group (shared
+    # by the group's bots).
     send_rate: float = Field(default=4.0, ge=0)
     send_burst: int = Field(default=5, ge=1)
-    # The longest rate-limit wait taken inside one delivery (seconds); a longer one leaves the
-    # message in the outbox for later.
-    max_retry_after: float = Field(default=60.0, ge=0)
     # Seconds a group's owner and managers (im/v1/chats/{chat_id}) are remembered.
     role_cache_seconds: float = Field(default=300.0, ge=0)
-
-    @field_validator("app_secret", "verification_token", "encrypt_key")
-    @classmethod
-    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
-        return v if v is not None and v.get_secret_value() else None
 
     @field_validator("domain")
     @classmethod
@@ -92,7 +83,3 @@ class FeishuSettings(Section):
         """The open platform's origin: https://open.feishu.cn, https://open.larksuite.com or
         the configured one."""
         return DOMAINS.get(self.domain, self.domain)
-
-    def secret(self, name: str) -> str:
-        value = getattr(self, name)
-        return value.get_secret_value() if value is not None else ""
