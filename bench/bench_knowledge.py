@@ -1,11 +1,17 @@
 """The knowledge built-in's figures (bench/README.md, "Knowledge bases"):
 
-    python bench/bench_knowledge.py recall [--embeddings-url http://127.0.0.1:8089/v1]
+    python bench/bench_knowledge.py recall [--alone] [--embeddings-url http://127.0.0.1:8089/v1]
+        [--storage-url postgresql+psycopg://postgres@127.0.0.1:5432/kb_bench]
     python bench/bench_knowledge.py index [--mb 10]      # index time, database size, latency
 
 `recall`: recall@5 over bench/knowledge_questions.json (a hit: a passage of the right file
 holding the answer's phrase among the first 5), BM25 alone and, with an embeddings server
-(bench/embeddings_server.py serves all-MiniLM-L6-v2), hybrid.
+(bench/embeddings_server.py serves all-MiniLM-L6-v2), hybrid; per language: en (the Python
+reference), zh (modern Chinese questions over a modern Chinese handbook), lzh (modern
+paraphrases of the classical Analects). On SQLite (FTS5) by default; `--storage-url` a new
+PostgreSQL database for its full-text path (its tables are made, not dropped). `--alone`:
+also each question asked of a bot whose only base is its own file (zh: its own section of
+wusong.md), a new SQLite database each: what a bot with one small FAQ sees.
 
 `index`: `--mb` megabytes of text (the test corpus, copied as often as it takes, each copy its
 own files) indexed into a new SQLite database by a started bot (the embedded default: FTS5,
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -30,9 +37,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from chatfn.testing import TestBot  # noqa: E402
 from function_calls.builtins.knowledge import KnowledgeService  # noqa: E402
 from function_calls.builtins.knowledge.store import keyword_search  # noqa: E402
-from function_calls.testing import TestBot  # noqa: E402
 from providers.scripted import ScriptedModel, call, say  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "knowledge"
@@ -64,9 +71,11 @@ def is_hit(passage: Any, question: dict[str, str]) -> bool:
     return passage.source.endswith(question["file"]) and question["phrase"] in passage.text
 
 
-async def recall(embeddings_url: str | None) -> None:
+async def recall(embeddings_url: str | None, storage_url: str | None = None) -> None:
     bases: dict[str, Any] = {"bm25": {"sources": [str(CORPUS)]}}
     config: dict[str, Any] = {"knowledge": {"bases": bases, "watch_interval": 0}}
+    if storage_url:  # PostgreSQL's full-text path (tsvector, ts_rank_cd) instead of FTS5
+        config["storage"] = {"url": storage_url}
     if embeddings_url:
         bases["hybrid"] = {"sources": [str(CORPUS)], "embedding_model": "embed"}
         config["models"] = {
@@ -82,17 +91,52 @@ async def recall(embeddings_url: str | None) -> None:
         assert service is not None
         print(f"vectors: {service.vectors.name if service.vectors else '-'}")
         for base in bases:
-            for lang in ("en", "zh", "all"):
+            for lang in ("en", "zh", "lzh", "all"):
                 qs = [q for q in QUESTIONS if lang in ("all", q["lang"])]
-                hits = 0
+                hits = first = 0
                 for q in qs:
                     found = await service.search(q["q"], [base], 5)
                     hit = any(is_hit(p, q) for p in found)
                     hits += hit
+                    first += bool(found) and is_hit(found[0], q)
                     if not hit and lang != "all":
                         print(f"  miss [{base}] {q['q']}")
-                print(f"{base} {lang}: recall@5 {hits}/{len(qs)} = {hits / len(qs):.2f}")
+                print(
+                    f"{base} {lang}: recall@5 {hits}/{len(qs)} = {hits / len(qs):.2f} "
+                    f"(first: {first}/{len(qs)})"
+                )
         await tb.aclose()
+
+
+async def recall_alone() -> None:
+    """Each question asked of a bot whose only base is the question's own file, as a bot
+    with one small FAQ is (zh: only the section of wusong.md that answers it, 1-2 passages);
+    on SQLite, a new database each."""
+    sections = re.split(r"\n(?=## )", (CORPUS / "wusong.md").read_text(encoding="utf-8"))
+    results: dict[str, list[int]] = {}
+    for q in QUESTIONS:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            source = CORPUS / q["file"]
+            if q["file"] == "wusong.md":
+                source = folder / "section.md"
+                source.write_text(next(s for s in sections if q["phrase"] in s), encoding="utf-8")
+                q = {**q, "file": source.name}
+            config = {"knowledge": {"bases": {"faq": {"sources": [str(source)]}}}}
+            config["knowledge"]["watch_interval"] = 0
+            tb = await started(folder, config)
+            service = tb.bot.service(KnowledgeService)
+            assert service is not None
+            found = await service.search(q["q"], ["faq"], 5)
+            hit = any(is_hit(p, q) for p in found)
+            counts = results.setdefault(q["lang"], [0, 0])
+            counts[0] += hit
+            counts[1] += 1
+            if not hit:
+                print(f"  miss [alone] {q['q']} ({len(found)} found)")
+            await tb.aclose()
+    for lang, (hits, n) in results.items():
+        print(f"alone {lang}: recall@5 {hits}/{n} = {hits / n:.2f}")
 
 
 def make_corpus(folder: Path, megabytes: float) -> int:
@@ -190,6 +234,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     r = sub.add_parser("recall")
     r.add_argument("--embeddings-url", default=None)
+    r.add_argument("--storage-url", default=None, help="e.g. a PostgreSQL URL (a new database)")
+    r.add_argument("--alone", action="store_true", help="also each question in a bot of its own")
     i = sub.add_parser("index")
     i.add_argument("--mb", type=float, default=10.0)
     args = parser.parse_args()
@@ -198,7 +244,9 @@ def main() -> None:
     logger.remove()
     logger.add(sys.stderr, level="WARNING")
     if args.what == "recall":
-        asyncio.run(recall(args.embeddings_url))
+        asyncio.run(recall(args.embeddings_url, args.storage_url))
+        if args.alone:
+            asyncio.run(recall_alone())
     else:
         asyncio.run(index(args.mb))
 

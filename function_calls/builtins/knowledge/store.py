@@ -52,6 +52,10 @@ TOKENIZE = "porter unicode61 remove_diacritics 2"
 # rarer one is there: its BM25 weight (IDF) is small, and every passage it matches has to be
 # scored, which is where the time of a search over megabytes goes (bench/README.md).
 COMMON = 0.2
+# ... in a base of at least this many passages: below it every passage is scored in well under
+# a millisecond anyway, and a small base's terms are all "common" (a word in one passage of
+# three): cutting them only loses the ranking they give.
+COMMON_FROM = 1000
 metadata = MetaData()
 
 kb_meta = Table(
@@ -354,6 +358,9 @@ def _selective(conn: Connection, terms: list[tuple[str, bool]]) -> list[tuple[st
     words = [t for t, prefix in terms if not prefix]
     if len(words) < 2:
         return terms
+    total = conn.execute(select(func.count()).select_from(kb_chunks)).scalar_one()
+    if total < COMMON_FROM:
+        return terms
     conn.execute(
         text(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_query USING fts5(w, tokenize='{TOKENIZE}')"
@@ -374,7 +381,6 @@ def _selective(conn: Connection, terms: list[tuple[str, bool]]) -> list[tuple[st
     for term, doc in conn.execute(text("SELECT term, doc FROM temp.kb_query_terms")):
         stems.setdefault(int(doc), []).append(term)
     conn.execute(text("DELETE FROM temp.kb_query"))
-    total = conn.execute(select(func.count()).select_from(kb_chunks)).scalar_one()
     held: dict[str, int] = {}
     for i, w in enumerate(words):
         counts = [
@@ -384,7 +390,9 @@ def _selective(conn: Connection, terms: list[tuple[str, bool]]) -> list[tuple[st
         ]
         held[w] = max(counts, default=0)
     rare = [(t, p) for t, p in terms if p or held.get(t, 0) <= COMMON * total]
-    return rare if any(not p for _, p in rare) else terms
+    # Only a rare term the index holds may stand for the common ones: a question's words that
+    # occur nowhere (`会在`, `在哪`) are rare too, and left alone they find nothing.
+    return rare if any(not p and held.get(t, 0) > 0 for t, p in rare) else terms
 
 
 def passages_by_id(engine: Engine, ids: Sequence[int]) -> dict[int, Passage]:
