@@ -12,31 +12,29 @@ matches the chat and names a `language`, else `bot.language`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from chatfn.common.i18n import en, zh
+
+if TYPE_CHECKING:
+    from chatfn.common.config import CoreSettings
 
 Language = Literal["en", "zh"]
 LANGUAGES: tuple[Language, ...] = ("en", "zh")
 CATALOGUES: dict[str, Mapping[str, str]] = {"en": en.MESSAGES, "zh": zh.MESSAGES}
 
 
-class _HasBot(Protocol):
-    @property
-    def bot(self) -> Any: ...
-
-
 def language_of(
-    config: _HasBot, platform: str = "", chat_id: str = "", is_group: bool | None = None
+    config: CoreSettings, platform: str = "", chat_id: str = "", is_group: bool | None = None
 ) -> Language:
     """The language the bot speaks in a chat: the first `chats:` rule matching it that names a
     `language`, else `bot.language`. `is_group` None (a reminder row, an event): read from the
     chat id's `group:` prefix, which every channel uses."""
     group = chat_id.startswith("group:") if is_group is None else is_group
-    for rule in getattr(config, "chats", None) or ():
+    for rule in config.chats:
         if rule.language is not None and rule.match.fits(platform, chat_id, group):
             return rule.language
-    return getattr(config.bot, "language", "en") or "en"
+    return config.bot.language
 
 
 def translate(language: str, key: str, /, **fmt: Any) -> str:
