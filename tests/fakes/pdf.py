@@ -1,7 +1,10 @@
 """The smallest real PDF a reader has to parse: pages of text lines in Helvetica, with a
-correct cross-reference table, written by hand so the tests need no PDF writer."""
+correct cross-reference table, written by hand so the tests need no PDF writer; and a PDF
+bomb (`shared_stream_pdf`)."""
 
 from __future__ import annotations
+
+import zlib
 
 
 def _escape(line: str) -> str:
@@ -29,6 +32,11 @@ def pdf(pages: list[list[str]]) -> bytes:
         stream = "\n".join(ops).encode()
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _assemble(objects)
+
+
+def _assemble(objects: list[bytes]) -> bytes:
+    """Objects 1..n, numbered in order, with their cross-reference table and trailer."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -43,3 +51,35 @@ def pdf(pages: list[list[str]]) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def shared_stream_pdf(pages: int, text_bytes: int, tail: list[list[str]] | None = None) -> bytes:
+    """A PDF bomb: `pages` pages that all draw one Flate-compressed content stream of about
+    `text_bytes` of text (5 MB compresses to a few kilobytes), then the `tail` pages of
+    ordinary text."""
+    line = b"(knowledge bomb text knowledge bomb text knowledge bomb text knowledge bomb) Tj T*\n"
+    body = b"BT /F1 12 Tf 14 TL 72 720 Td\n" + line * (text_bytes // 75) + b"ET\n"
+    tail = tail or []
+    total = pages + len(tail)
+    font, shared = 3 + total, 4 + total
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>"
+        % (b" ".join(b"%d 0 R" % (3 + i) for i in range(total)), total),
+    ]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+        b"/Resources << /Font << /F1 %d 0 R >> >> >>"
+    )
+    objects += [page % (shared, font)] * pages
+    objects += [page % (shared + 1 + i, font) for i in range(len(tail))]
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    packed = zlib.compress(body, 9)
+    objects.append(
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream"
+    )
+    for lines in tail:
+        ops = ["BT", "/F1 12 Tf", "14 TL", "72 720 Td", *(f"({_escape(t)}) Tj T*" for t in lines)]
+        stream = "\n".join([*ops, "ET"]).encode()
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return _assemble(objects)

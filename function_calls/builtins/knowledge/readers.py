@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
+
+from loguru import logger
 
 from function_calls import ConfigError
 
@@ -19,6 +22,13 @@ from function_calls import ConfigError
 SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf")
 _MD_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^(```|~~~)")
+# Bounds of reading one PDF (see `_pdf`): the pages read, the bytes of content streams
+# interpreted per byte of text allowed (a text page draws a byte of text with about one
+# byte of operators), and the CPU seconds spent (pypdf interprets 0.15-0.5 MB of content a
+# second on this project's machine: bench/README.md).
+PDF_MAX_PAGES = 5000
+PDF_CONTENT_PER_TEXT = 2
+PDF_CPU_SECONDS = 20.0
 
 
 class UnreadableDocument(ValueError):
@@ -50,10 +60,12 @@ def kind_of(name: str, content_type: str = "") -> str:
     }.get(suffix, "text")
 
 
-def read(data: bytes, kind: str) -> list[Section]:
-    """The sections of a document of `kind` (see `kind_of`)."""
+def read(data: bytes, kind: str, max_bytes: int, name: str = "a PDF") -> list[Section]:
+    """The sections of a document of `kind` (see `kind_of`). `max_bytes` (the base's
+    `max_source_bytes`) bounds the text a PDF is read into; the other kinds' text is never
+    longer than their bytes, which were bounded before. `name`: the source, for log lines."""
     if kind == "pdf":
-        return _pdf(data)
+        return _pdf(data, max_bytes, name)
     text = _decode(data)
     if kind == "html":
         return _html(text)
@@ -170,7 +182,14 @@ def _html(text: str) -> list[Section]:
     return parser.sections
 
 
-def _pdf(data: bytes) -> list[Section]:
+def _pdf(data: bytes, max_bytes: int, name: str) -> list[Section]:
+    """A PDF's pages as sections, read within bounds: a few kilobytes of PDF can draw
+    megabytes of text (every page pointing at one compressed content stream that draws 5 MB),
+    and pypdf takes seconds of CPU per megabyte of content it interprets. So pages are read in
+    order until the text reaches `max_bytes` (the last page cut there), after `PDF_MAX_PAGES`
+    pages or after `PDF_CPU_SECONDS` of this thread's CPU time (it runs in a worker thread);
+    a page whose content would take what was interpreted past `PDF_CONTENT_PER_TEXT` times
+    `max_bytes` is left out. What was read is kept; a log line says what was not."""
     try:
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError
@@ -178,9 +197,49 @@ def _pdf(data: bytes) -> list[Section]:
         raise ConfigError(
             'knowledge: a PDF source needs pypdf: pip install "chatfn[knowledge]"'
         ) from None
+    sections: list[Section] = []
+    text_left = max_bytes
+    content_left = max_bytes * PDF_CONTENT_PER_TEXT
+    began = time.thread_time()
+    heavy = 0
     try:
         reader = PdfReader(io.BytesIO(data))
-        pages = [page.extract_text() or "" for page in reader.pages]
+        for number, page in enumerate(reader.pages, 1):
+            stop = _pdf_stop(number, text_left, time.thread_time() - began)
+            if stop:
+                logger.warning("knowledge: {}: pages from {} on left out: {}", name, number, stop)
+                break
+            contents = page.get_contents()  # decoded once: pypdf keeps a stream's data
+            size = len(contents.get_data()) if contents is not None else 0
+            if size > content_left:
+                heavy += 1
+                continue
+            content_left -= size
+            text = (page.extract_text() or "").strip()
+            encoded = text.encode()
+            if len(encoded) > text_left:
+                text = encoded[:text_left].decode(errors="ignore")
+            text_left -= len(encoded)
+            if text:
+                sections.append(Section(f"page {number}", text))
     except (PdfReadError, ValueError, KeyError, TypeError) as exc:
         raise UnreadableDocument(f"not a readable PDF: {exc}") from None
-    return [Section(f"page {i}", t.strip()) for i, t in enumerate(pages, 1) if t.strip()]
+    if heavy:
+        logger.warning(
+            "knowledge: {}: {} pages left out: each draws more content than was left to "
+            "interpret within max_source_bytes",
+            name,
+            heavy,
+        )
+    return sections
+
+
+def _pdf_stop(number: int, text_left: int, cpu: float) -> str:
+    """Why reading stops before page `number` ("": it does not)."""
+    if text_left <= 0:
+        return "the text read reached max_source_bytes"
+    if number > PDF_MAX_PAGES:
+        return f"more than {PDF_MAX_PAGES} pages"
+    if cpu > PDF_CPU_SECONDS:
+        return f"reading took {cpu:.1f} s of CPU already"
+    return ""

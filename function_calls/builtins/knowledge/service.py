@@ -18,15 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 from loguru import logger
+from yarl import URL
 
-from function_calls import ConfigError, PluginHost, Storage, StorageError
+import function_calls
+from function_calls import ConfigError, FetchError, PluginHost, Storage, StorageError
 from function_calls.builtins.knowledge import store
 from function_calls.builtins.knowledge.chunks import chunk
 from function_calls.builtins.knowledge.embeddings import Embedder, EmbeddingError
@@ -58,10 +60,15 @@ def rrf(lists: Sequence[Sequence[int]], k: int = RRF_K) -> list[tuple[int, float
 class FileSource:
     path: Path  # absolute
     source: str  # as shown and cited: relative to the config file's folder when inside it
+    # The source folder it was found in (resolved); None for a file named in the config.
+    folder: Path | None = None
 
 
 def expand(sources: Sequence[str], base_dir: Path) -> tuple[list[FileSource], list[str]]:
-    """The files (folders walked for known suffixes) and URLs of a base's sources."""
+    """The files (folders walked for known suffixes) and URLs of a base's sources. A file in
+    a folder that is a link to somewhere outside the folder is skipped, with a log line: the
+    folder is what the config exposes to the chats, and a link in it to the bot's own config
+    would put its API keys one `/kb search` away. (Links to folders are not walked.)"""
     files: dict[Path, FileSource] = {}
     urls: list[str] = []
     for raw in sources:
@@ -70,6 +77,7 @@ def expand(sources: Sequence[str], base_dir: Path) -> tuple[list[FileSource], li
             continue
         path = Path(raw).expanduser()
         path = path if path.is_absolute() else base_dir / path
+        folder = path.resolve() if path.is_dir() else None
         found = (
             sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES)
             if path.is_dir()
@@ -80,12 +88,43 @@ def expand(sources: Sequence[str], base_dir: Path) -> tuple[list[FileSource], li
         if not found and not path.exists():
             logger.warning("knowledge: source {} does not exist (yet)", path)
         for p in found:
+            if folder is not None and outside(p, folder):
+                logger.warning(
+                    "knowledge: {} skipped: it leads to {}, outside the source folder {}",
+                    p,
+                    p.resolve(),
+                    path,
+                )
+                continue
             try:
                 shown = p.resolve().relative_to(base_dir.resolve()).as_posix()
             except ValueError:
                 shown = str(p)
-            files.setdefault(p, FileSource(p, shown))
+            files.setdefault(p, FileSource(p, shown, folder))
     return list(files.values()), urls
+
+
+def outside(path: Path, folder: Path) -> bool:
+    """Whether `path`, every link on the way followed, is not inside `folder` (resolved)."""
+    return not path.resolve().is_relative_to(folder)
+
+
+def read_source(f: FileSource) -> bytes:
+    """A file's bytes, read from where it resolves to once that was checked to be inside its
+    folder: a link swapped in between the walk and the read is not followed out either."""
+    real = f.path.resolve()
+    if f.folder is not None and not real.is_relative_to(f.folder):
+        raise OSError(f"it now leads to {real}, outside the source folder")
+    return real.read_bytes()
+
+
+@dataclass(frozen=True, slots=True)
+class _Hosts:
+    """A `FetchAllow` for the URLs in the config: the operator wrote them, so their own host
+    is fetched even when it is internal (a wiki on the LAN); a redirect elsewhere is not."""
+
+    allow_hosts: tuple[str, ...]
+    allow_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
 
 
 def _title(sections: list[Section], fallback: str) -> str:
@@ -103,6 +142,9 @@ class KnowledgeService:
         self.storage: Storage = host.storage
         self.cfg = cfg
         self.base_dir = Path(host.settings.base_dir)
+        # `bot.fetch` (allow_hosts, allow_networks) when the config has it: what a URL added
+        # from a chat may reach although internal.
+        self.bot_settings = getattr(host.settings, "bot", None)
         self.embedders: dict[str, Embedder] = {}
         models = getattr(host.settings, "models", None) or {}
         for name, base in cfg.bases.items():
@@ -123,7 +165,6 @@ class KnowledgeService:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._synced = asyncio.Event()
-        self._http: aiohttp.ClientSession | None = None
 
     # -- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -161,8 +202,6 @@ class KnowledgeService:
                 await self._task
         for embedder in self.embedders.values():
             await embedder.aclose()
-        if self._http is not None:
-            await self._http.close()
         engine = getattr(self.vectors, "engine", None)
         if engine is not None and engine is not self.storage.engine:
             await asyncio.to_thread(engine.dispose)
@@ -224,7 +263,7 @@ class KnowledgeService:
                     logger.warning("knowledge: {} is over max_source_bytes, skipped", f.path)
                     done["failed"] += 1
                     continue
-                data = await asyncio.to_thread(f.path.read_bytes)
+                data = await asyncio.to_thread(read_source, f)
                 digest = hashlib.sha256(data).hexdigest()
                 if (
                     old is not None
@@ -260,13 +299,7 @@ class KnowledgeService:
                     continue
             try:
                 await self._index_url(name, base, url, old, force or redo_vectors, done)
-            except (
-                aiohttp.ClientError,
-                TimeoutError,
-                UnreadableDocument,
-                EmbeddingError,
-                StorageError,
-            ) as exc:
+            except (FetchError, UnreadableDocument, EmbeddingError, StorageError) as exc:
                 logger.warning("knowledge: {} not indexed: {}", url, exc)
                 done["failed"] += 1
         wanted = {f.source for f in files} | set(urls)
@@ -282,18 +315,20 @@ class KnowledgeService:
     def _needs_vectors(base: BaseSettings, doc: store.Document | None, redo: bool) -> bool:
         return doc is not None and base.embedding_model is not None and (redo or not doc.vectors_ok)
 
-    async def _fetch(self, url: str) -> tuple[bytes, str]:
-        if self._http is None:
-            self._http = aiohttp.ClientSession()
-        timeout = aiohttp.ClientTimeout(total=self.cfg.fetch_timeout)
-        async with self._http.get(url, timeout=timeout) as resp:
-            resp.raise_for_status()
-            data = await resp.content.read(self.cfg.max_source_bytes + 1)
-            if len(data) > self.cfg.max_source_bytes:
-                raise UnreadableDocument(
-                    f"larger than max_source_bytes ({self.cfg.max_source_bytes})"
-                )
-            return data, resp.headers.get("Content-Type", "")
+    async def _fetch(self, url: str, configured: bool) -> tuple[bytes, str]:
+        """The whole body of `url` (function_calls.fetch: read to its end, at most
+        `max_source_bytes`, within `fetch_timeout`). A URL added from a chat is a user's: an
+        internal address is refused unless `bot.fetch` lets it through; a URL in the config
+        may be on its own internal host."""
+        host = URL(url).host if configured else None
+        allow = _Hosts((host,)) if host else getattr(self.bot_settings, "fetch", None)
+        # `function_calls.fetch`, not `from function_calls import fetch`: function_calls/fetch.py
+        # (the helper's old address) makes tests/test_layers.py read the latter as an import
+        # of that module.
+        got = await function_calls.fetch(
+            url, allow=allow, max_bytes=self.cfg.max_source_bytes, timeout=self.cfg.fetch_timeout
+        )
+        return got.data, got.content_type
 
     async def _index_url(
         self,
@@ -305,7 +340,7 @@ class KnowledgeService:
         done: dict[str, int],
         added_by: str = "",
     ) -> int:
-        data, content_type = await self._fetch(url)
+        data, content_type = await self._fetch(url, configured=not added_by)
         digest = hashlib.sha256(data).hexdigest()
         if old is not None and old.content_hash == digest and not force:
             done["unchanged"] += 1
@@ -340,7 +375,7 @@ class KnowledgeService:
         added_by: str = "",
         title: str | None = None,
     ) -> int:
-        sections = await asyncio.to_thread(read, data, fmt)
+        sections = await asyncio.to_thread(read, data, fmt, self.cfg.max_source_bytes, source)
         passages = await asyncio.to_thread(chunk, sections, base.chunk_tokens)
         pairs = [(p.heading, p.text) for p in passages]
         doc = store.NewDocument(
