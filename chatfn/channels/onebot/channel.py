@@ -117,6 +117,9 @@ class OneBotChannel(OneBotLink):
             split=lambda text: _plain_parts(text, limit),
         )
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
+        # Per account: one message at a time is split and rendered, one per pass of the event
+        # loop, so a thousand owed to one account do not take the loop from the others.
+        self._preparing: dict[str, asyncio.Lock] = {}
         # message id -> (text, image references)
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self._inbound = OrderedRunner()
@@ -442,32 +445,46 @@ class OneBotChannel(OneBotLink):
         action = "send_group_msg" if kind == "group" else "send_private_msg"
         id_key = "group_id" if kind == "group" else "user_id"
 
+        key = (self_id, out.chat_id)
+        parts: list[str] = []
         parts_sent = 0
-        last = len(self.outbound.split(out.text)) - 1
 
         async def send_part(text: str, index: int) -> None:
             nonlocal parts_sent
             first = index == 0
+            plain = plain_text(text)
             segments = outgoing_segments(
-                plain_text(text),
+                plain,
                 at=out.at if first and kind == "group" else None,
                 reply_to=out.reply_to if first and out.quote else None,
-                images=out.images if index == last else (),
+                images=out.images if index == len(parts) - 1 else (),
             )
             params = {id_key: _int(target), "message": segments}
             data = await self._send_with_retry(self_id, action, params, out)
             parts_sent += 1
             if data.get("message_id") is not None:
-                plain = plain_text(text)
                 self._remember(str(data["message_id"]), f"{self.host.settings.bot.name}: {plain}")
 
+        async def send_parts() -> None:
+            # In the chat's order: first the account, then the work. A message its account
+            # cannot take now is refused before it is split and rendered (a millisecond for
+            # 9 KB: a thousand owed to an account that stopped reading, tried at once, held
+            # every other account's replies for seconds).
+            await self._can_send(self_id, action)  # waits up to reconnect_wait for it
+            async with self._preparing.setdefault(self_id, asyncio.Lock()):
+                self._writable(self_id, action)  # still, after waiting for the lock
+                parts[:] = self.outbound.split(out.text)
+                await asyncio.sleep(0)  # the account's next message: on the loop's next pass
+            for index, text in enumerate(parts):
+                await self.outbound.limiter.acquire(key)
+                await send_part(text, index)
+
         try:
-            await self.outbound.deliver((self_id, out.chat_id), out.text, send_part)
+            await self.outbound.runner.submit(key, send_parts)
         except NotConnected as exc:
-            rest = self.outbound.split(out.text)[parts_sent:]
             raise NotDelivered(
                 f"account {self_id} is not connected ({exc})",
-                rest="\n".join(rest) if parts_sent else None,
+                rest="\n".join(parts[parts_sent:]) if parts_sent else None,
             ) from None
 
     async def _send_with_retry(

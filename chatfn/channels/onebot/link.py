@@ -258,12 +258,7 @@ class OneBotLink(Channel):
         when `MAX_QUEUED` frames wait already or the socket is closed; a write that does not
         finish within `action_timeout` aborts the socket (NotConnected, in flight: part of it
         may have gone out), so one account that stopped reading holds nothing else."""
-        if conn.gone:
-            raise NotConnected(action, -1, f"account {conn.self_id} is not connected")
-        if conn.queued >= MAX_QUEUED:
-            raise NotConnected(
-                action, -1, f"account {conn.self_id} has {conn.queued} frames waiting to be written"
-            )
+        _refuse_if_full(conn, action)
         conn.queued += 1
         writing = False
         try:
@@ -321,6 +316,20 @@ class OneBotLink(Channel):
             why,
         )
         conn.transport.abort()
+
+    async def _can_send(self, self_id: str, action: str) -> None:
+        """Wait up to `reconnect_wait` for the account; NotConnected (not in flight) at once
+        when it stays away or already has `MAX_QUEUED` frames waiting to be written. A sender
+        asks first, so no work (splitting, rendering) is spent on a message the account
+        cannot take now: the outbox keeps it."""
+        _refuse_if_full(await self._connection(self_id, self.cfg.reconnect_wait), action)
+
+    def _writable(self, self_id: str, action: str) -> None:
+        """`_can_send` without the wait: NotConnected unless the account is connected now."""
+        conn = self._conns.get(self_id)
+        if conn is None:
+            raise NotConnected(action, -1, f"account {self_id} is not connected")
+        _refuse_if_full(conn, action)
 
     async def _connection(self, self_id: str, wait: float) -> _Connection:
         """The account's open socket, waiting up to `wait` seconds for it to (re)connect. A
@@ -389,6 +398,16 @@ class OneBotLink(Channel):
                 str(resp.get("wording") or resp.get("msg") or ""),
             )
         return resp.get("data")
+
+
+def _refuse_if_full(conn: _Connection, action: str) -> None:
+    """NotConnected (not in flight) when `conn` is closed or has `MAX_QUEUED` frames waiting."""
+    if conn.gone:
+        raise NotConnected(action, -1, f"account {conn.self_id} is not connected")
+    if conn.queued >= MAX_QUEUED:
+        raise NotConnected(
+            action, -1, f"account {conn.self_id} has {conn.queued} frames waiting to be written"
+        )
 
 
 def _int(value: str) -> int | str:
