@@ -195,7 +195,7 @@ class TenantToken:
             .request_body(
                 InternalTenantAccessTokenRequestBody.builder()
                 .app_id(self.cfg.app_id)
-                .app_secret(self.cfg.secret("app_secret"))
+                .app_secret(self.cfg.secret_text("app_secret"))
                 .build()
             )
             .build()
@@ -225,7 +225,7 @@ class FeishuApi:
         self.client = (
             lark.Client.builder()
             .app_id(settings.app_id)
-            .app_secret(settings.secret("app_secret"))
+            .app_secret(settings.secret_text("app_secret"))
             .domain(settings.base_url)
             .enable_set_token(True)
             .timeout(30)

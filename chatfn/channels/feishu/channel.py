@@ -153,8 +153,8 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
             opened = open_request(
                 body,
                 request.headers,
-                self.cfg.secret("verification_token"),
-                self.cfg.secret("encrypt_key"),
+                self.cfg.secret_text("verification_token"),
+                self.cfg.secret_text("encrypt_key"),
             )
         except Refused as exc:
             logger.warning("Feishu webhook request refused: {}", exc)

@@ -180,7 +180,7 @@ class WsLink:
             lost = asyncio.Event()
             client = ws_client.Client(
                 self.cfg.app_id,
-                self.cfg.secret("app_secret"),
+                self.cfg.secret_text("app_secret"),
                 # The SDK logs each drop and retry at ERROR; the channel says it once.
                 log_level=lark.LogLevel.CRITICAL,
                 event_handler=handler,

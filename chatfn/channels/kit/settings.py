@@ -44,7 +44,7 @@ class PlatformSettings(Section):
     def _empty_secret_is_none(cls, v: Any) -> Any:
         return None if isinstance(v, SecretStr) and not v.get_secret_value() else v
 
-    def secret(self, name: str) -> str:
+    def secret_text(self, name: str) -> str:
         """The value of the secret setting `name` ("" when not set)."""
         value = getattr(self, name)
         return value.get_secret_value() if isinstance(value, SecretStr) else ""

@@ -28,13 +28,9 @@ admins, so in QQ groups only `bot.admins` may use the per-chat admin commands.
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import contextlib
 import json
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,8 +38,14 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
-from chatfn.channels.base import Channel
-from chatfn.channels.outbound import Backoff, OrderedRunner
+from chatfn.channels.kit import (
+    MAX_IMAGE_IN,
+    CredentialsRefused,
+    PlatformChannel,
+    Unreachable,
+    fetch_image,
+    member_joined,
+)
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.gateway import Gateway
 from chatfn.channels.qq.parse import ChatRef, guild_roles, read_content
@@ -51,7 +53,6 @@ from chatfn.channels.qq.send import Passive, QQSender
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -61,8 +62,6 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["QQChannel"]
 
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-_SEEN = 5000
 _MESSAGES = {
     "GROUP_AT_MESSAGE_CREATE",
     "C2C_MESSAGE_CREATE",
@@ -72,12 +71,12 @@ _MESSAGES = {
 }
 
 
-class QQChannel(Channel):
+class QQChannel(PlatformChannel[QQSettings]):
     platform = "qq"
+    label = "QQ"
 
     def __init__(self, host: ChannelHost, settings: QQSettings) -> None:
-        super().__init__(host)
-        self.cfg = settings
+        super().__init__(host, settings)
         if (missing := settings.missing()) is not None:
             raise ValueError(missing)
         self.passive = Passive()
@@ -87,13 +86,7 @@ class QQChannel(Channel):
         self.sender: QQSender | None = None
         self.gateway: Gateway | None = None
         self._http: aiohttp.ClientSession | None = None
-        self._inbound = OrderedRunner()
-        self._seen: OrderedDict[str, None] = OrderedDict()
         self._welcome_channels: dict[str, str] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._stopping = asyncio.Event()
-        self._stopped = False
-        self._ready = asyncio.Event()
         self._signer: Any = None
         if settings.mode == "webhook":
             from chatfn.channels.qq.webhook import Signer
@@ -101,92 +94,58 @@ class QQChannel(Channel):
             self._signer = Signer(settings.secret_value())
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def run(self) -> None:
-        self._http = aiohttp.ClientSession()
-        self.api = QQApi(self.cfg, self._http)
-        self.sender = QQSender(self.api, self.cfg, self.passive)
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> None:
+        """A token and GET /users/@me: who the bot is."""
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
+            self.api = QQApi(self.cfg, self._http)
+            self.sender = QQSender(self.api, self.cfg, self.passive, self.policy)
+        assert self.api is not None
         try:
-            if not await self._connect():
-                return
-            if self.cfg.mode == "websocket":
-                self.gateway = Gateway(
-                    self.api,
-                    self.cfg,
-                    self._http,
-                    self._on_event,
-                    self._stopping,
-                    on_connected=self._connected,
-                )
-                await self.gateway.run()
-            else:
-                self._connected()
-                await self._stopping.wait()
-        finally:
-            await self.stop()
+            me = await self.api.call("GET", "/users/@me")
+        except QQAuthError as exc:
+            raise CredentialsRefused(
+                "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
+                f"{exc}): check the AppID and AppSecret at q.qq.com -> Development -> Settings"
+            ) from None
+        except QQApiError as exc:
+            raise Unreachable(f"QQ GET /users/@me failed ({exc})") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
+        self.bot_id = str((me or {}).get("id") or "")
+        self.bot_name = str((me or {}).get("username") or "")
+        how = "the WebSocket gateway" if self.cfg.mode == "websocket" else "webhook at "
+        logger.info(
+            "QQ channel: bot {} ({}) at {}, events by {}",
+            self.bot_name,
+            self.bot_id,
+            self.cfg.api_root,
+            how + ("" if self.cfg.mode == "websocket" else self.cfg.webhook_path),
+        )
 
-    def _connected(self) -> None:
-        self._ready.set()
-        self.host.kick()  # what waited for the connection goes out now
-
-    async def wait_ready(self) -> None:
-        """Until the bot is known and events flow (tests, health)."""
-        await self._ready.wait()
-
-    async def stop(self) -> None:
-        if self._stopped:
+    async def serve(self) -> None:
+        if self.cfg.mode != "websocket":
+            await super().serve()
             return
-        self._stopped = True
-        self._stopping.set()
+        assert self.api is not None and self._http is not None
+        self.gateway = Gateway(self.api, self.cfg, self._http, self._on_event, self)
+        await self.gateway.run()
+
+    async def close(self) -> None:
         if self.gateway is not None:
             await self.gateway.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._http is not None:
             await self._http.close()
 
-    async def _connect(self) -> bool:
-        """A token and GET /users/@me until they answer (backoff to 60 s). Refused
-        credentials are one error line (and a retry every minute)."""
-        assert self.api is not None
-        backoff, told = Backoff(0.5, 60.0), False
-        while not self._stopping.is_set():
-            try:
-                me = await self.api.call("GET", "/users/@me")
-                self.bot_id = str((me or {}).get("id") or "")
-                self.bot_name = str((me or {}).get("username") or "")
-                logger.info(
-                    "QQ channel: bot {} ({}) at {}, events by {}",
-                    self.bot_name,
-                    self.bot_id,
-                    self.cfg.api_root,
-                    "the WebSocket gateway"
-                    if self.cfg.mode == "websocket"
-                    else f"webhook at {self.cfg.webhook_path}",
-                )
-                return True
-            except QQAuthError as exc:
-                if not told:
-                    logger.error(
-                        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
-                        "{}): check the AppID and AppSecret at q.qq.com -> Development -> "
-                        "Settings",
-                        exc,
-                    )
-                told = True
-                backoff.attempt = max(backoff.attempt, 7)
-            except QQApiError as exc:
-                if not told:
-                    logger.error("QQ GET /users/@me failed ({}): retrying", exc)
-                told = True
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if not told:
-                    logger.warning("QQ not reachable at {} ({}): retrying", self.cfg.api_root, exc)
-                told = True
-            if not await backoff.wait(self._stopping):
-                return False
-        return False
+    async def deliver(self, message: OutgoingMessage) -> None:
+        assert self.sender is not None
+        await self.sender.deliver(message)
+
+    async def drop_connection(self) -> None:
+        """Cut the gateway's socket (tests): the channel reconnects and resumes."""
+        if self.gateway is not None:
+            await self.gateway.drop()
 
     # -- webhook -------------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
@@ -216,22 +175,14 @@ class QQChannel(Channel):
             return web.json_response({"error": "invalid signature"}, status=401)
         if payload.get("op") != 0:
             return web.json_response({"op": 12})
-        if not self._ready.is_set() or self._stopping.is_set():
+        if not self._ready.is_set() or self.stopping:
             return web.json_response({"error": "not ready"}, status=503)  # QQ sends it again
         self._on_event(str(payload.get("t") or ""), data, str(payload.get("id") or ""))
         return web.json_response({"op": 12})
 
     # -- events --------------------------------------------------------------------------------
-    def _once(self, key: str) -> bool:
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
-        return True
-
     def _on_event(self, kind: str, data: dict[str, Any], event_id: str) -> None:
-        if event_id and not self._once(f"event:{event_id}"):
+        if event_id and not self.inbound.first_sight(f"event:{event_id}"):
             return
         if kind in _MESSAGES:
             ref = _chat_of(kind, data)
@@ -239,14 +190,14 @@ class QQChannel(Channel):
             author = data.get("author") or {}
             if ref is None or not msg_id or not isinstance(author, dict) or author.get("bot"):
                 return
-            if not self._once(f"message:{msg_id}"):
+            if not self.inbound.first_sight(f"message:{msg_id}"):
                 return  # AT_MESSAGE_CREATE and MESSAGE_CREATE of one message, or sent again
             self.passive.message(ref.key, msg_id, _arrived(data.get("timestamp")))
-            self._in_order(ref.key, lambda: self._message(kind, ref, data))
+            self.inbound.message(ref.key, msg_id, lambda: self._incoming(kind, ref, data))
         elif kind == "GUILD_MEMBER_ADD":
             guild = str(data.get("guild_id") or "")
             if guild:
-                self._in_order(f"guild:{guild}", lambda: self._member_joined(data, event_id))
+                self.inbound.events(f"guild:{guild}", lambda: self._member_joined(data, event_id))
         elif kind in ("GROUP_ADD_ROBOT", "FRIEND_ADD"):
             target = str(data.get("group_openid") or data.get("openid") or "")
             scene = "group" if kind == "GROUP_ADD_ROBOT" else "c2c"
@@ -254,32 +205,10 @@ class QQChannel(Channel):
                 self.passive.event(f"{scene}:{target}", event_id)
             logger.info("QQ: {} ({}:{})", kind, scene, target)
 
-    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> None:
-        task = self._inbound.submit(key, job)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _message(self, kind: str, ref: ChatRef, data: dict[str, Any]) -> None:
-        try:
-            msg = await self._incoming(kind, ref, data)
-            if msg is None:
-                return
-
-            async def sink(out: OutgoingMessage) -> None:
-                assert self.sender is not None
-                await self.sender.deliver(out)
-
-            await self.host.handle(msg, sink)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error("QQ message {} in {} failed", data.get("id"), ref.key)
-
     async def _incoming(
         self, kind: str, ref: ChatRef, data: dict[str, Any]
     ) -> IncomingMessage | None:
         msg_id = str(data["id"])
-        if await self.host.was_stored(self.platform, ref.key, msg_id):
-            logger.debug("QQ message {} in {} was handled before: skipped", msg_id, ref.key)
-            return None
         author = data.get("author") or {}
         member = data.get("member") if isinstance(data.get("member"), dict) else {}
         sender = str(
@@ -328,19 +257,11 @@ class QQChannel(Channel):
             url = "https://" + url
         if not url.startswith(("https://", "http://")):
             return None
-        if int(attachment.get("size") or 0) > MAX_IMAGE_BYTES:
+        if int(attachment.get("size") or 0) > MAX_IMAGE_IN:
             return None
         assert self._http is not None
-        try:
-            async with self._http.get(url, timeout=aiohttp.ClientTimeout(total=30)) as response:
-                response.raise_for_status()
-                data = await response.content.read(MAX_IMAGE_BYTES + 1)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            logger.warning("QQ attachment {} not downloaded: {}", attachment.get("filename"), exc)
-            return None
-        if len(data) > MAX_IMAGE_BYTES or data.lstrip().startswith(b"<"):
-            return None
-        return f"data:{mime};base64," + base64.b64encode(data).decode()
+        what = f"QQ attachment {attachment.get('filename')}"
+        return await fetch_image(self._http, url, mime=mime, what=what)
 
     async def _welcome_channel(self, guild: str) -> str | None:
         """The guild's first text channel (GET /guilds/{guild_id}/channels, type 0)."""
@@ -359,44 +280,22 @@ class QQChannel(Channel):
         self._welcome_channels[guild] = str(text[0]["id"])
         return self._welcome_channels[guild]
 
-    async def _member_joined(self, data: dict[str, Any], event_id: str) -> None:
+    async def _member_joined(self, data: dict[str, Any], event_id: str) -> list[SystemEvent]:
         guild = str(data["guild_id"])
         user = data.get("user") if isinstance(data.get("user"), dict) else {}
         user_id = str(user.get("id") or "")
         if not user_id or user.get("bot") or user_id == self.bot_id:
-            return
+            return []
         channel = await self._welcome_channel(guild)
         if channel is None:
             logger.info("QQ: member {} joined guild {}, which has no text channel", user_id, guild)
-            return
+            return []
         chat_id = f"channel:{channel}"
         if event_id:
             self.passive.event(chat_id, event_id)
-        try:
-            await self.host.handle_event(
-                SystemEvent(
-                    kind="member_joined",
-                    platform=self.platform,
-                    chat_id=chat_id,
-                    user_id=user_id,
-                    user_name=clean_text(str(data.get("nick") or user.get("username") or "")),
-                    is_group=True,
-                    data={"guild_id": guild, "added_by": str(data.get("op_user_id") or "")},
-                )
-            )
-        except Exception as exc:
-            logger.opt(exception=exc).error("QQ member-joined event in {} failed", chat_id)
-
-    # -- out -----------------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
-        if self.sender is None or not self._ready.is_set():
-            raise NotDelivered("the QQ channel is not connected yet")
-        await self.sender.deliver(message)
-
-    async def drop_connection(self) -> None:
-        """Cut the gateway's socket (tests): the channel reconnects and resumes."""
-        if self.gateway is not None:
-            await self.gateway.drop()
+        name = str(data.get("nick") or user.get("username") or "")
+        by = str(data.get("op_user_id") or "")
+        return [member_joined(self.platform, chat_id, user_id, name, guild_id=guild, added_by=by)]
 
 
 def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:

@@ -18,23 +18,39 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from loguru import logger
 
-from chatfn.channels.outbound import Backoff
+from chatfn.channels.kit import Backoff, CredentialsRefused, Unreachable
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.settings import QQSettings
 
 __all__ = ["Gateway"]
 
 Dispatch = Callable[[str, dict[str, Any], str], None]
+
+
+class Channel(Protocol):
+    """What the gateway tells its channel (a kit `PlatformChannel`)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def up(self) -> None: ...
+
+    def down(self, why: Exception) -> None: ...
+
+    async def failed(self, why: Exception, backoff: Backoff) -> bool: ...
+
+    async def pause(self, seconds: float) -> bool: ...
+
+
 #: Close codes after which the session cannot be resumed (identify again).
 _NEW_SESSION = {4006, 4007, 4009, 4024}
-#: Close codes that name something to fix (logged as errors).
+#: Close codes that name something to fix (one error line, then a slow retry).
 _FATAL = {
-    4004: "the access token was refused",
     4013: "channels.qq.intents has an invalid bit",
     4014: "the intents ask for events the bot may not subscribe to: set channels.qq.intents "
     "to those it has (e.g. 33554432 = 1<<25 for groups and C2C chats only)",
@@ -44,8 +60,8 @@ _FATAL = {
 
 
 class Gateway:
-    """Holds one gateway session; `run()` until `stopping` is set, reconnecting with backoff
-    and resuming where it can."""
+    """Holds one gateway session; `run()` until the channel stops, reconnecting with backoff
+    (the channel's: one line per outage) and resuming where it can."""
 
     def __init__(
         self,
@@ -53,15 +69,13 @@ class Gateway:
         settings: QQSettings,
         session: aiohttp.ClientSession,
         dispatch: Dispatch,
-        stopping: asyncio.Event,
-        on_connected: Callable[[], None] = lambda: None,
+        channel: Channel,
     ) -> None:
         self.api = api
         self.cfg = settings
         self.session = session
         self.dispatch = dispatch
-        self.stopping = stopping
-        self.on_connected = on_connected
+        self.channel = channel
         self.session_id: str | None = None
         self.seq: int | None = None
         self.bot: dict[str, Any] = {}
@@ -70,7 +84,6 @@ class Gateway:
         self.identifies = 0
         self.resumes = 0
         self._ws: aiohttp.ClientWebSocketResponse | None = None
-        self._told: int | None = None  # the fatal close code logged last
 
     async def close(self) -> None:
         if self._ws is not None:
@@ -83,8 +96,8 @@ class Gateway:
             await self._ws.close(code=4000)
 
     async def run(self) -> None:
-        backoff, failing = Backoff(0.5, 60.0), False
-        while not self.stopping.is_set():
+        backoff, first_loss = Backoff(0.5, 60.0), True
+        while not self.channel.stopping:
             why = ""
             try:
                 found = await self.api.call("GET", "/gateway")
@@ -94,42 +107,31 @@ class Gateway:
                 async with self.session.ws_connect(url, autoping=True) as ws:
                     self._ws = ws
                     why = await self._read(ws, backoff)
-                    if self.connected.is_set():
-                        failing = False  # it worked until it ended: log the next loss
+                    first_loss = first_loss or self.connected.is_set()
             except QQAuthError as exc:
-                if not failing:
-                    logger.error(
-                        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
-                        "{}): check the AppID and AppSecret at q.qq.com",
-                        exc,
-                    )
-                backoff.attempt = max(backoff.attempt, 7)  # about once a minute
-                why = "token refused"
+                raise CredentialsRefused(
+                    "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
+                    f"{exc}): check the AppID and AppSecret at q.qq.com"
+                ) from None
             except QQApiError as exc:
                 why = f"GET /gateway: {exc}"
-                if exc.is_auth and not failing:
-                    logger.error("QQ refused the bot's token at GET /gateway ({})", exc)
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
                 # TypeError: a close or binary frame where Hello (a JSON text frame) belongs
                 why = f"{type(exc).__name__}: {exc}"
             finally:
                 self._ws = None
                 self.connected.clear()
-            if self.stopping.is_set():
+            if self.channel.stopping:
                 return
             if why == "reconnect":
                 continue  # QQ asked for it (op 7): at once, resuming
-            if not failing:
-                if why != "token refused" and self._told is None:  # else: an error said why
-                    logger.warning("QQ gateway connection lost ({}): reconnecting", why)
-                # The first loss: try again after a moment; then back off.
-                failing = True
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.1):
-                        await self.stopping.wait()
-                continue
-            failing = True
-            if not await backoff.wait(self.stopping):
+            lost = Unreachable(f"QQ gateway connection lost ({why})")
+            if first_loss:  # it worked until now: try again after a moment, then back off
+                first_loss = False
+                self.channel.down(lost)
+                if not await self.channel.pause(0.1):
+                    return
+            elif not await self.channel.failed(lost, backoff):
                 return
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
@@ -192,14 +194,12 @@ class Gateway:
                     self.session_id, self.seq = None, None
                     return "invalid session"
             code = ws.close_code or 0
-            if code in _FATAL:
-                if code != self._told:  # once until a session works again
-                    logger.error("QQ gateway closed the connection ({}: {})", code, _FATAL[code])
-                self._told = code
-                if code == 4004:
-                    await self.api.token(fresh=True)
-                else:
-                    backoff.attempt = max(backoff.attempt, 7)
+            if code == 4004:  # the token was refused: a fresh one, then resume
+                await self.api.token(fresh=True)
+            elif code in _FATAL:  # something to fix: one line, the channel's slow retry
+                raise CredentialsRefused(
+                    f"QQ gateway closed the connection ({code}: {_FATAL[code]})"
+                )
             if code in _NEW_SESSION:
                 self.session_id, self.seq = None, None
             return f"closed ({code})"
@@ -216,7 +216,6 @@ class Gateway:
             self.session_id = str(data.get("session_id") or "")
             self.bot = data.get("user") or {}
             backoff.reset()
-            self._told = None
             self.connected.set()
             self.ready.set()
             logger.info(
@@ -225,13 +224,12 @@ class Gateway:
                 self.bot.get("id"),
                 self.session_id,
             )
-            self.on_connected()
+            self.channel.up()
         elif kind == "RESUMED":
             backoff.reset()
-            self._told = None
             self.connected.set()
             logger.info("QQ gateway session {} resumed at s={}", self.session_id, self.seq)
-            self.on_connected()
+            self.channel.up()
         elif isinstance(data, dict):
             self.dispatch(kind, data, str(payload.get("id") or ""))
         if isinstance(seq, int):

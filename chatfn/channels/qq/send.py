@@ -18,10 +18,10 @@ Rules (https://bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receiv
   gap may send a message twice.)
 - At most 5 replies to one message: a reply (with its images) of more than 5 parts keeps the
   first ones, and the last kept part says the rest was cut.
-- Rate: one ordered queue per chat (a 429 holds the parts after it back), a token bucket per
-  chat (`send_rate`, `send_burst`; a guild channel takes 5 messages a second). A 429 or a
-  rate code (22009 "msg limit exceed", 20028) is waited out with doubling waits from 1 s
-  (QQ gives no Retry-After), up to `max_retry_after`; longer, the message waits in the outbox.
+- Rate: the kit's order and pace (chatfn/channels/kit/sender.py; a guild channel takes 5
+  messages a second). A 429 or a rate code (22009 "msg limit exceed", 20028) names no wait:
+  the delivery policy's backoff (doubling from 1 s) up to `max_retry_after`; longer, the
+  message waits in the outbox.
 
 Text: QQ's own Markdown (msg_type 2) needs a template approved for the bot in groups and C2C
 chats, so messages are plain text (msg_type 0) with the model's Markdown made readable by
@@ -38,9 +38,7 @@ multipart upload.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import binascii
 import re
 import time
 from collections import OrderedDict
@@ -51,13 +49,24 @@ from typing import Any
 import aiohttp
 from loguru import logger
 
+from chatfn.channels.kit import (
+    CredentialsRefused,
+    DeliveryRefused,
+    Owed,
+    PlatformSender,
+    RateLimited,
+    Unreachable,
+    decode_image,
+    image_mime,
+    image_name,
+)
 from chatfn.channels.markdown import to_plain
-from chatfn.channels.outbound import OrderedRunner, RateLimiter
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
 from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.channels.split import split_message
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.channel_host import DeliveryPolicy
 
 __all__ = ["MAX_REPLIES", "Passive", "QQSender", "msg_seq"]
 
@@ -131,16 +140,22 @@ class _Expired(Exception):
     pass
 
 
-class QQSender:
+class QQSender(PlatformSender[ChatRef]):
     """Sends OutgoingMessages through the OpenAPI (api.py)."""
 
-    def __init__(self, api: QQApi, settings: QQSettings, passive: Passive) -> None:
+    platform = "qq"
+    label = "QQ"
+
+    def __init__(
+        self,
+        api: QQApi,
+        settings: QQSettings,
+        passive: Passive,
+        policy: DeliveryPolicy | None = None,
+    ) -> None:
+        super().__init__(settings, policy)
         self.api = api
-        self.cfg = settings
         self.passive = passive
-        self.runner = OrderedRunner()
-        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
-        self._told_auth = False
         self._told_urls = False
         self._spare_rows = 0  # rows without an outbox id (a direct sink): their own seqs
 
@@ -150,16 +165,38 @@ class QQSender:
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_plain)
 
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
     async def deliver(self, out: OutgoingMessage) -> None:
         try:
-            ref = parse_chat_id(out.chat_id)
-        except ValueError as exc:
-            raise DeliveryRefused(str(exc)) from None
-        try:
-            await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+            await super().deliver(out)
         except DeliveryRefused as exc:
             logger.warning("{} (outbox row {}): given up", exc, out.event_id)
             raise
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, aiohttp.ClientError | TimeoutError):
+            return Unreachable(f"QQ not reachable ({exc})")
+        if not isinstance(exc, QQApiError):
+            return None
+        if exc.is_rate_limit:  # QQ names no wait: the policy's backoff
+            return RateLimited(f"QQ rate limit on {key} ({exc})")
+        if exc.is_expired:
+            return _Expired()
+        if exc.code == 304003:
+            return _UrlRefused()
+        if exc.is_auth:
+            return CredentialsRefused(
+                f"QQ refused the bot's token ({exc}): check channels.qq.app_id and "
+                "channels.qq.secret"
+            )
+        if exc.status >= 500 and exc.code not in ACTIVE_REFUSED_CODES:
+            return Unreachable(f"QQ failed the call ({exc})")
+        why = f"QQ refused the message to {key}: {exc}"
+        if exc.code in ACTIVE_REFUSED_CODES:
+            why += " (QQ takes no active messages here)"
+        return DeliveryRefused(why)
 
     def _answer(self, ref: ChatRef, out: OutgoingMessage) -> _Answer:
         window = self.window(ref)
@@ -191,12 +228,12 @@ class QQSender:
         )
         return _Answer(None, None)
 
-    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
         answer = self._answer(ref, out)
         mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
         limit = self.cfg.max_message_length - len(mention)
         parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
-        images = [_image(i) for i in out.images]
+        images = [decode_image(i) for i in out.images]
         caption = parts.pop() if images and parts else None
         if answer.msg_id and ref.v2 and len(parts) + len(images) > MAX_REPLIES:
             logger.warning(
@@ -216,41 +253,22 @@ class QQSender:
         if row is None:
             self._spare_rows += 1
             row = 49_000_000 + self._spare_rows
-        sent = 0
-        try:
-            for index, part in enumerate(parts):
-                text = (mention if index == 0 else "") + part
-                quote = out.reply_to if index == 0 and out.quote else None
-                await self._send_text(ref, answer, msg_seq(row, index), text, quote)
-                sent += 1
-            for number, image in enumerate(images):
-                text = caption if number == 0 and caption is not None else ""
-                if not parts and number == 0:
-                    text = mention + text
-                quote = out.reply_to if not parts and number == 0 and out.quote else None
-                seq = msg_seq(row, len(parts) + number)
-                await self._send_image(ref, answer, seq, image, text, quote)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise NotDelivered(
-                f"QQ not reachable ({exc})", rest=self._rest(ref, answer, parts, sent, caption)
-            ) from None
-        except NotDelivered as exc:
-            if exc.rest is None and sent:
-                raise NotDelivered(
-                    str(exc), rest=self._rest(ref, answer, parts, sent, caption)
-                ) from None
-            raise
-
-    @staticmethod
-    def _rest(
-        ref: ChatRef, answer: _Answer, parts: list[str], sent: int, caption: str | None
-    ) -> str | None:
-        """The text still owed after `sent` parts, or None (send the whole row again): a
-        passive v2 reply is sent again whole, its `msg_seq`es skipping what QQ has."""
-        if not sent or (ref.v2 and answer.msg_id):
-            return None
-        owed = parts[sent:] + ([caption] if caption is not None else [])
-        return "\n\n".join(owed) or None
+        # A passive v2 reply is sent again whole, its `msg_seq`es skipping what QQ has; else
+        # what a message still owes is the parts not sent.
+        whole = ref.v2 and answer.msg_id
+        owed.parts = [] if whole else parts + ([caption] if caption is not None else [])
+        for index, part in enumerate(parts):
+            text = (mention if index == 0 else "") + part
+            quote = out.reply_to if index == 0 and out.quote else None
+            await self._send_text(ref, answer, msg_seq(row, index), text, quote)
+            owed.sent += 0 if whole else 1
+        for number, image in enumerate(images):
+            text = caption if number == 0 and caption is not None else ""
+            if not parts and number == 0:
+                text = mention + text
+            quote = out.reply_to if not parts and number == 0 and out.quote else None
+            seq = msg_seq(row, len(parts) + number)
+            await self._send_image(ref, answer, seq, image, text, quote)
 
     # -- one message -----------------------------------------------------------------------
     def _body(self, ref: ChatRef, answer: _Answer, seq: int) -> dict[str, Any]:
@@ -334,10 +352,8 @@ class QQSender:
                     data.add_field("content", text)
                 for key, value in extra.items():
                     data.add_field(key, str(value))
-                name = _filename(image)
-                data.add_field(
-                    "file_image", image, filename=name, content_type=_MIME[name.rsplit(".")[1]]
-                )
+                mime = image_mime(image) or "image/jpeg"
+                data.add_field("file_image", image, filename=image_name(image), content_type=mime)
                 return self.api.call("POST", ref.messages_path, form=data, timeout=60)
 
             return self._post(ref, form)
@@ -394,50 +410,21 @@ class QQSender:
             await unlinked(answer)
 
     async def _post(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One call for the chat: paced; a 429 or rate code waited out in place; a duplicate
-        `msg_seq` taken as delivered."""
-        waited, delay = 0.0, 1.0
-        while True:
-            await self.limiter.acquire(ref.key)
+        """One call for the chat (the kit's: paced, rate limits as the policy says); a
+        duplicate `msg_seq` taken as delivered."""
+
+        async def once() -> Any:
             try:
-                result = await call()
-                self._told_auth = False
-                return result
+                return await call()
             except QQApiError as exc:
-                if exc.is_duplicate:
-                    logger.info(
-                        "QQ already has this message to {} (duplicate msg_seq): delivered",
-                        ref.key,
-                    )
-                    return None
-                if exc.is_rate_limit:
-                    if waited + delay > self.cfg.max_retry_after:
-                        raise NotDelivered(f"QQ rate limit on {ref.key} ({exc})") from None
-                    logger.warning(
-                        "QQ rate limit on {} ({}): retrying in {:.0f} s", ref.key, exc, delay
-                    )
-                    await asyncio.sleep(delay)
-                    waited, delay = waited + delay, delay * 2
-                    continue
-                if exc.is_expired:
-                    raise _Expired() from None
-                if exc.code == 304003:
-                    raise _UrlRefused() from None
-                if exc.is_auth:
-                    if not self._told_auth:
-                        logger.error(
-                            "QQ refused the bot's token ({}): check channels.qq.app_id and "
-                            "channels.qq.secret; messages wait in the outbox",
-                            exc,
-                        )
-                    self._told_auth = True
-                    raise NotDelivered(f"QQ refused the bot's token ({exc})") from None
-                if exc.status >= 500 and exc.code not in ACTIVE_REFUSED_CODES:
-                    raise NotDelivered(f"QQ failed the call ({exc})") from None
-                why = f"QQ refused the message to {ref.key}: {exc}"
-                if exc.code in ACTIVE_REFUSED_CODES:
-                    why += " (QQ takes no active messages here)"
-                raise DeliveryRefused(why) from None
+                if not exc.is_duplicate:
+                    raise
+                logger.info(
+                    "QQ already has this message to {} (duplicate msg_seq): delivered", ref.key
+                )
+                return None
+
+        return await self.call(ref.key, once)
 
 
 class _UrlRefused(Exception):
@@ -452,32 +439,6 @@ _ACTIVE_NOTE = (
 
 def _unlinked(text: str) -> str:
     return _URL.sub("[link]", text)
-
-
-def _image(ref: str) -> bytes | str:
-    """A data URI as its bytes; an http(s) URL as it is (QQ fetches it)."""
-    if ref.startswith("data:"):
-        head, _, body = ref.partition(",")
-        if ";base64" not in head:
-            raise DeliveryRefused(f"image {head[:40]!r} is not base64")
-        try:
-            return base64.b64decode(body, validate=True)
-        except (binascii.Error, ValueError):
-            raise DeliveryRefused("image data URI is not valid base64") from None
-    if ref.startswith(("http://", "https://")):
-        return ref
-    raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
-
-
-_MIME = {"png": "image/png", "gif": "image/gif", "jpg": "image/jpeg"}
-
-
-def _filename(data: bytes) -> str:
-    if data.startswith(b"\x89PNG"):
-        return "image.png"
-    if data.startswith(b"GIF8"):
-        return "image.gif"
-    return "image.jpg"
 
 
 # parse_chat_id is re-exported for the channel's probe and tests.

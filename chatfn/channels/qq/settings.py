@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.common.config import Section
+from chatfn.channels.kit.settings import PlatformSettings, http_url
 
 DEFAULT_API_BASE = "https://api.sgroup.qq.com"
 SANDBOX_API_BASE = "https://sandbox.api.sgroup.qq.com"
@@ -16,16 +15,7 @@ DEFAULT_TOKEN_URL = "https://bots.qq.com/app/getAppAccessToken"
 WEBHOOK_PATH = "/qq/webhook"
 
 
-def _http_url(v: str, example: str) -> str:
-    parts = urlsplit(v)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"expected an http(s) URL like {example}, got {v!r}")
-    if parts.query or parts.fragment:
-        raise ValueError("expected a URL without a query or fragment")
-    return v.rstrip("/")
-
-
-class QQSettings(Section):
+class QQSettings(PlatformSettings):
     """A bot of the QQ open platform (q.qq.com): its AppID and AppSecret. The secret buys an
     access token at `token_url` (refreshed before it expires); API calls go to `api_base`
     (the sandbox root with `sandbox: true`); events come by the WebSocket gateway
@@ -48,24 +38,15 @@ class QQSettings(Section):
     # QQ documents no exact length limit for text messages; 2000 characters is what the
     # clients show whole and what other adapters use.
     max_message_length: int = Field(default=2000, ge=100, le=5000)
-    # Per chat: messages per second after a burst (a guild channel takes at most 5 a second);
-    # 0 disables it. A 429 is honoured whatever these say.
+    # The pace (PlatformSettings'): a guild channel takes at most 5 messages a second.
     send_rate: float = Field(default=2.0, ge=0)
     send_burst: int = Field(default=5, ge=1)
-    # The longest back-off waited inside one delivery after a 429 or a rate-limit code
-    # (seconds); longer, the message waits in the outbox.
-    max_retry_after: float = Field(default=60.0, ge=0)
     # Seconds a passive reply may still be sent after the message it answers: QQ allows 5
     # minutes in groups and guilds, 60 in C2C chats. Past it the reply is sent as an active
     # message (which QQ stopped allowing for groups and C2C in April 2025: it is refused,
     # and the log says why).
     group_reply_window: float = Field(default=300.0, ge=0)
     c2c_reply_window: float = Field(default=3600.0, ge=0)
-
-    @field_validator("secret")
-    @classmethod
-    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
-        return v if v is not None and v.get_secret_value() else None
 
     @field_validator("app_id", mode="before")
     @classmethod
@@ -78,12 +59,12 @@ class QQSettings(Section):
     @field_validator("api_base")
     @classmethod
     def _api_base(cls, v: str | None) -> str | None:
-        return _http_url(v, DEFAULT_API_BASE) if v else None
+        return http_url(v, DEFAULT_API_BASE) if v else None
 
     @field_validator("token_url")
     @classmethod
     def _token_url(cls, v: str) -> str:
-        return _http_url(v, DEFAULT_TOKEN_URL)
+        return http_url(v, DEFAULT_TOKEN_URL)
 
     @field_validator("webhook_path")
     @classmethod
@@ -115,4 +96,4 @@ class QQSettings(Section):
         return None
 
     def secret_value(self) -> str:
-        return self.secret.get_secret_value() if self.secret is not None else ""
+        return self.secret_text("secret")

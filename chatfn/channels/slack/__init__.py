@@ -52,7 +52,7 @@ async def who_am_i(settings: SlackSettings) -> Probe:
     from chatfn.channels.slack.send import AUTH_ERRORS, error_code
 
     name = "channel slack auth.test"
-    client = web_client(settings, settings.secret("bot_token"))
+    client = web_client(settings, settings.secret_text("bot_token"))
     try:
         me = await client.auth_test()
         return Probe(
@@ -82,9 +82,9 @@ async def socket_mode_open(settings: SlackSettings) -> Probe:
     from chatfn.channels.slack.send import AUTH_ERRORS, error_code
 
     name = "channel slack apps.connections.open"
-    client = web_client(settings, settings.secret("bot_token"))
+    client = web_client(settings, settings.secret_text("bot_token"))
     try:
-        await client.apps_connections_open(app_token=settings.secret("app_token"))
+        await client.apps_connections_open(app_token=settings.secret_text("app_token"))
         return Probe("ok", "Socket Mode accepts channels.slack.app_token", name=name)
     except SlackApiError as exc:
         code = error_code(exc)

@@ -98,7 +98,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
                 "set channels.slack.app_token (Socket Mode) or channels.slack.signing_secret "
                 f"(Events API at {EVENTS_PATH} on the HTTP channel's port)"
             )
-        self.client = web_client(settings, settings.secret("bot_token"))
+        self.client = web_client(settings, settings.secret_text("bot_token"))
         self.sender = SlackSender(self.client, settings, self.policy)
         self.bot_user_id: str | None = None
         self.team_id = ""
@@ -106,7 +106,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         self._http: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         if settings.mode == "events":
-            self._verifier = SignatureVerifier(settings.secret("signing_secret"))
+            self._verifier = SignatureVerifier(settings.secret_text("signing_secret"))
             host.add_web_route("POST", EVENTS_PATH, self._events)
 
     # -- connect, serve, close -----------------------------------------------------------------
@@ -162,7 +162,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         while not self.stopping:
             try:
                 opened = await self.client.apps_connections_open(
-                    app_token=self.cfg.secret("app_token")
+                    app_token=self.cfg.secret_text("app_token")
                 )
                 async with self._http.ws_connect(str(opened["url"]), heartbeat=30) as ws:
                     self._ws = ws
@@ -360,7 +360,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
             self._http,
             url,
             mime=str(file.get("mimetype")),
-            headers={"Authorization": f"Bearer {self.cfg.secret('bot_token')}"},
+            headers={"Authorization": f"Bearer {self.cfg.secret_text('bot_token')}"},
             what=f"Slack file {file.get('id')}",
         )
 

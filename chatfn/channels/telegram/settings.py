@@ -75,4 +75,4 @@ class TelegramSettings(PlatformSettings):
         return urlsplit(self.webhook_url or "").path
 
     def token_value(self) -> str:
-        return self.secret("token")
+        return self.secret_text("token")
