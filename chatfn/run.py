@@ -12,8 +12,12 @@ import argparse
 import asyncio
 import contextlib
 import signal
+from typing import TYPE_CHECKING
 
 from loguru import logger
+
+if TYPE_CHECKING:
+    from chatfn.runtime.settings import Settings
 
 ROLES = ("gateway", "worker")
 
@@ -69,14 +73,10 @@ def command(args: argparse.Namespace) -> int:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from chatfn.channels.base import Channel
     from chatfn.common.extras import RABBITMQ, import_extra
-    from chatfn.runtime.bot import Bot
-    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
+    from chatfn.runtime import process_lock
     from chatfn.runtime.logging import setup_logging
-    from chatfn.runtime.memory import Trimmer
-    from chatfn.runtime.settings import ConfigError, load_settings
-    from chatfn.runtime.startup import startup_line
+    from chatfn.runtime.settings import ConfigError, load_settings, resolve_storage_url
 
     settings = load_settings(args.config)
     setup_logging(settings)
@@ -85,6 +85,28 @@ async def run(args: argparse.Namespace) -> int:
     role = args.role
     if role is not None and not settings.broker.url:
         raise ConfigError(f"--role {role} needs broker.url (amqp://...) in the config")
+    lock: process_lock.ProcessLock | None = None
+    if not settings.broker.url:
+        # One bot process per database (a cluster's processes share theirs by design): taken
+        # before anything touches it (migrations, resumed turns, the outbox drain).
+        url = resolve_storage_url(settings.storage.url, settings.base_dir)
+        lock = await asyncio.to_thread(process_lock.take, url)
+    try:
+        return await _run(args, settings)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from chatfn.channels.base import Channel
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
+    from chatfn.runtime.memory import Trimmer
+    from chatfn.runtime.settings import ConfigError
+    from chatfn.runtime.startup import startup_line
+
+    role = args.role
     if role == "worker" and args.channel:
         raise ConfigError("--role worker holds no channels: give --channel to the gateway")
     names = [] if role == "worker" else list(dict.fromkeys(args.channel or ["console"]))
