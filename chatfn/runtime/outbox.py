@@ -36,6 +36,8 @@ from chatfn.storage.outbox import PAYLOAD_FIELDS, OutboxEntry
 # message that went out, as for a crash before any mark (README, "Delivery").
 HOLD = 0.2
 _HOUSEKEEPING = 30.0
+# Chats a drain pass starts sending to per pass of the event loop (`_drain_chats`).
+DRAIN_SLICE = 20
 R = TypeVar("R")
 
 
@@ -395,10 +397,7 @@ class Outbox:
                 for key in [k for k in by_chat if self._due.get(k, (0.0,))[0] > now]:
                     del by_chat[key]
             unchecked = await self._find_sent(by_chat)
-            results = await asyncio.gather(
-                *(self._drain_chat(rows, unchecked) for rows in by_chat.values()),
-                return_exceptions=True,
-            )
+            results = await self._drain_chats(by_chat, unchecked)
             for key, ok in zip(by_chat, results, strict=True):
                 if ok is True and key not in self._deferred:
                     self._backlog.discard(key)
@@ -406,6 +405,25 @@ class Outbox:
                 continue
             if not self._deferred or not any(r is True for r in results):
                 return
+
+    async def _drain_chats(
+        self, by_chat: dict[tuple[str, str], list[OutboxEntry]], unchecked: set[int]
+    ) -> list[bool | BaseException]:
+        """Every chat's rows, chats concurrently, started `DRAIN_SLICE` chats per pass of the
+        event loop: each send does some work before its first wait (a long text split and
+        rendered, a OneBot account looked up), and a pass over a thousand chats (what an
+        account that went away owes) started at once held every other chat that long."""
+        tasks: list[asyncio.Future[bool]] = []
+        try:
+            for n, rows in enumerate(by_chat.values()):
+                if n and n % DRAIN_SLICE == 0:
+                    await asyncio.sleep(0)
+                tasks.append(asyncio.ensure_future(self._drain_chat(rows, unchecked)))
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
+        return await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _find_sent(self, by_chat: dict[tuple[str, str], list[OutboxEntry]]) -> set[int]:
         """Rows owed from before this start may have gone out just before the bot died,
