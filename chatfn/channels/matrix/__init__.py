@@ -10,56 +10,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from chatfn.channels.kit.declare import readme
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
-
-README = """\
-### Matrix
-
-`pip install "chatfn[matrix]"`, then `python bot.py --channel matrix`.
-
-1. Create an account for the bot on your homeserver, like any user (Element: *Create
-   account*; on your own Synapse: `register_new_matrix_user -c homeserver.yaml
-   http://localhost:8008`). Give it a display name: people mention it by that name.
-2. Either put its password in `channels.matrix.password` (the bot logs in itself and keeps
-   the access token it gets in `store_path`), or log in once and copy an access token:
-   Element -> *Settings* -> *Help & About* -> *Access Token*, or
-   `curl -XPOST https://matrix.example.org/_matrix/client/v3/login -d
-   '{"type":"m.login.password","identifier":{"type":"m.id.user","user":"bot"},"password":"...","device_id":"CHATFNBOT"}'`
-   (its `access_token` and `device_id` go into the config). Do not log that session out.
-3. Invite the bot to a room, or start a direct chat with it: it joins by itself
-   (`autojoin`). In a room it answers when mentioned (a pill, or its name at the start) or
-   when someone replies to it (`respond_in_groups: at`); in a direct chat, to everything.
-   For `bot.trust_group_admins`, room members with power level 50 (moderators) or more, and
-   the room's creators, count as the room's admins.
-
-```yaml
-channels:
-  matrix:
-    homeserver: https://matrix.example.org
-    user_id: "@chatfn:example.org"
-    access_token: "syt_..."          # or: password: "..."
-    device_id: CHATFNBOT              # keep it: sends are deduplicated per device
-    # store_path: data/matrix         # sync position (+ a password login's token)
-```
-
-Chat ids (for `chats:` rules): `private:<room_id>` for a direct chat (an `is_direct` invite,
-or a room of two members) and `group:<room_id>` for other rooms, e.g.
-`group:!aBcDeF:example.org` (room version 12 ids have no server part). `bot.admins` lists
-user ids (`@you:example.org`).
-
-Messages: Markdown replies are sent as HTML (`formatted_body`, the spec's allowed tags only)
-with a plain `body`; long replies are split (`max_message_length`, and within the 64 KiB event
-limit); images come in through the authenticated media API and go out as `m.image`; an
-`M_LIMIT_EXCEEDED` is waited out (`retry_after_ms`). Each message's transaction id comes from
-its outbox row, so a restart never posts it twice. The sync position is kept in `store_path`:
-after a restart the bot answers what came meanwhile, once. End-to-end encrypted rooms are not
-supported (the bot says so in its log): use unencrypted rooms. Settings:
-`channels.matrix.homeserver`, `user_id`, `access_token`, `password`, `device_id`,
-`store_path`, `autojoin`, `sync_timeout`, `timeline_limit`, `max_message_length`,
-`send_rate`, `send_burst`, `max_retry_after`. `check_system.py --online` asks
-`/account/whoami`. How the channel behaves: [docs/channels.md](docs/channels.md#matrix).
-"""
 
 
 def build(host: ChannelHost, settings: MatrixSettings) -> Any:
@@ -102,7 +55,7 @@ async def who_am_i(settings: MatrixSettings) -> Probe:
     from chatfn.channels.matrix.store import SyncStore
 
     name = "channel matrix whoami"
-    token = settings.secret("access_token")
+    token = settings.secret_text("access_token")
     if not token:
         token = str(
             SyncStore(settings.store_path, settings.user_id or "").load().get("access_token") or ""
@@ -149,5 +102,5 @@ SPEC = ChannelSpec(
     extra="matrix",
     modules=("nio",),
     check=check,
-    readme=README,
+    readme=readme(__file__),
 )

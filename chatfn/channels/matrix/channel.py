@@ -15,8 +15,9 @@ without order per room).
   crash re-reads what was not handled (a message already stored is skipped: its event id is
   the message id) and never loses what came while the bot was down; a room whose timeline
   the sync cut short (`limited`) is read back to the stored position with /messages. A sync
-  that fails (network, 5xx, 429) is tried again with backoff (chatfn/channels/outbound.py), and the
-  outbox is kicked once it works again.
+  that fails (network, 5xx, 429) is tried again with backoff, and the outbox is kicked once
+  it works again; a token refused while syncing goes back to logging in (the kit's slow
+  retry: a kept token that expired is replaced by a password login).
 - Invites: joined (`autojoin`), a DM invite (`is_direct`) recorded in the account's
   `m.direct`, as clients do, so it stays a DM after restarts (chat ids: parse.py).
 - Messages: `m.text`, `m.emote` and `m.image` from others (`m.notice` is what bots send:
@@ -38,33 +39,30 @@ The way out: send.py (transaction ids from the outbox row: never twice).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 from loguru import logger
-from nio import (
-    ErrorResponse,
-    RoomGetEventResponse,
-    RoomMessagesResponse,
-    SyncResponse,
-)
+from nio import ErrorResponse, RoomGetEventResponse, RoomMessagesResponse, SyncResponse
 
-from chatfn.channels.base import Channel
-from chatfn.channels.matrix.login import make_client, try_login
+from chatfn.channels.kit import (
+    Backoff,
+    CredentialsRefused,
+    PlatformChannel,
+    Unreachable,
+    member_joined,
+)
+from chatfn.channels.matrix.login import login, make_client
 from chatfn.channels.matrix.media import download
 from chatfn.channels.matrix.parse import ChatRef, read_content
 from chatfn.channels.matrix.send import MatrixSender
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.matrix.store import SyncStore
-from chatfn.channels.outbound import Backoff, OrderedRunner
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -77,6 +75,7 @@ __all__ = ["MatrixChannel", "make_client"]
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 _ANSWERED = {"m.text", "m.emote", "m.image"}
 _CATCH_UP_PAGES = 20
+_NETWORK = (aiohttp.ClientError, TimeoutError, OSError)
 
 
 def sync_filter(timeline_limit: int) -> dict[str, Any]:
@@ -94,15 +93,15 @@ def sync_filter(timeline_limit: int) -> dict[str, Any]:
     }
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(PlatformChannel[MatrixSettings]):
     platform = "matrix"
+    label = "Matrix"
 
     def __init__(self, host: ChannelHost, settings: MatrixSettings) -> None:
-        super().__init__(host)
         problem = settings.problem()
         if problem is not None:
             raise ValueError(problem)
-        self.cfg = settings
+        super().__init__(host, settings)
         self.user_id = settings.user_id or ""
         self.client = make_client(settings)
         self.store = SyncStore(settings.store_path, self.user_id)
@@ -112,113 +111,59 @@ class MatrixChannel(Channel):
             name_of=self._name_of,
             encrypted=self._encrypted,
             fetch_allow=host.settings.bot.fetch,
+            policy=self.policy,
         )
-        self.sender.retry_later = self._kick_later
         self.display_name = ""
-        self.logged_in = False
         self._direct: dict[str, list[str]] = {}  # m.direct: user id -> DM room ids
-        self._inbound = OrderedRunner()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loaded = False
         self._saving: asyncio.Task[bool] | None = None
-        self._sync_task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
-        self._stopped = False
-        self._ready = asyncio.Event()
         self._warned_encrypted: set[str] = set()
         self._joining: set[str] = set()
         self._creators: dict[str, set[str]] = {}  # room -> creators above power levels (v12+)
         self.syncs = 0  # successful syncs (tests, health)
 
-    # -- lifecycle -----------------------------------------------------------------------------
-    async def run(self) -> None:
-        try:
-            if await self._login():
-                self._sync_task = asyncio.ensure_future(self._sync_forever())
-                try:
-                    await self._sync_task
-                except asyncio.CancelledError:
-                    if not self._stopping.is_set():
-                        raise
-        finally:
-            await self.stop()
-
-    async def wait_ready(self) -> None:
-        """Until logged in and the first sync is done (tests, health)."""
-        await self._ready.wait()
-
-    async def stop(self) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if self._saving is not None:  # the position of what was handled is kept
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(5):
-                    await asyncio.shield(self._saving)
-        with contextlib.suppress(Exception):
-            await self.client.close()
-
-    def _spawn(self, job: Awaitable[Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(job)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    def _kick_later(self, seconds: float) -> None:
-        async def later() -> None:
-            await asyncio.sleep(seconds)
-            self.host.kick()
-
-        self._spawn(later())
-
-    # -- login ---------------------------------------------------------------------------------
-    async def _login(self) -> bool:
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> None:
         """whoami with the token (configured, or kept from a password login), or a password
-        login, until one works (backoff to a minute); a refused token or password is one
-        error line."""
-        await asyncio.to_thread(self.store.load)
-        backoff, told = Backoff(0.5, 60.0), False
-        while not self._stopping.is_set():
-            try:
-                why, refused = await try_login(self.client, self.cfg, self.store)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                why, refused = f"not reachable at {self.cfg.homeserver} ({exc!r})", False
-            if why is None:
-                await self._own_name()
-                self.logged_in = True
-                return True
-            if not told:
-                if refused:
-                    logger.error("Matrix refused the login of {}: {}", self.user_id, why)
-                else:
-                    logger.warning("Matrix homeserver {}: retrying", why)
-            told = True
-            if refused:
-                backoff.attempt = 10  # the cap: once a minute (the token may be replaced)
-            if not await backoff.wait(self._stopping):
-                return False
-        return False
-
-    async def _own_name(self) -> None:
-        with contextlib.suppress(Exception):
+        login (login.py)."""
+        if not self._loaded:
+            await asyncio.to_thread(self.store.load)
+            self._loaded = True
+        try:
+            await login(self.client, self.cfg, self.store)
+        except _NETWORK as exc:
+            raise Unreachable(
+                f"Matrix homeserver not reachable at {self.cfg.homeserver} ({exc!r})"
+            ) from None
+        try:
             got = await self.client.get_displayname(self.user_id)
             self.display_name = str(getattr(got, "displayname", "") or "")
+        except _NETWORK as exc:
+            logger.debug("Matrix: own display name not read: {!r}", exc)
+
+    async def close(self) -> None:
+        if self._saving is not None:  # the position of what was handled is kept
+            try:
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._saving)
+            except Exception as exc:  # noqa: BLE001 - stopping: logged, nothing more to do
+                logger.warning("Matrix: the sync position was not saved: {!r}", exc)
+        try:
+            await self.client.close()
+        except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
+            logger.debug("Matrix: closing the client: {!r}", exc)
+
+    async def deliver(self, message: OutgoingMessage) -> None:
+        await self.sender.deliver(message)
 
     # -- sync ----------------------------------------------------------------------------------
-    async def _sync_forever(self) -> None:
+    async def serve(self) -> None:
         since = self.store.since
         first_ever = since is None
         full_state = True
-        backoff, failing = Backoff(0.5, 30.0), False
+        backoff = Backoff(0.5, 30.0)
         filt = sync_filter(self.cfg.timeline_limit)
-        while not self._stopping.is_set():
-            why = ""
+        while not self.stopping:
             try:
                 response = await self.client.sync(
                     timeout=0 if full_state else int(self.cfg.sync_timeout * 1000),
@@ -226,7 +171,7 @@ class MatrixChannel(Channel):
                     since=since,
                     full_state=True if full_state and since else None,
                 )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except _NETWORK as exc:
                 why = repr(exc)
             else:
                 if isinstance(response, SyncResponse):
@@ -234,40 +179,24 @@ class MatrixChannel(Channel):
                     since = response.next_batch
                     first_ever = full_state = False
                     self.syncs += 1
-                    backoff.reset()
-                    if failing:
-                        logger.info("Matrix sync works again")
-                        failing = False
-                        self.host.kick()
-                    if not self._ready.is_set():
-                        self._ready.set()
-                        self.host.kick()  # what the outbox owes goes out now
+                    if not self.connected:  # the first sync, or one after failures
+                        backoff.reset()
+                        self.up()
                     continue
                 code = str(getattr(response, "status_code", "") or "")
                 why = f"{code}: {getattr(response, 'message', response)}"
                 if code == "M_LIMIT_EXCEEDED" and getattr(response, "retry_after_ms", None):
-                    await self._sleep(response.retry_after_ms / 1000)
+                    await self.pause(response.retry_after_ms / 1000)
                     continue
                 if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
-                    logger.error(
-                        "Matrix refused the access token of {} during sync ({}): log in again",
-                        self.user_id,
-                        why,
+                    raise CredentialsRefused(
+                        f"Matrix refused the access token of {self.user_id} during sync "
+                        f"({why}): log in again"
                     )
-                    backoff.attempt = 10
-                    failing = True
-            if self._stopping.is_set():
+            if self.stopping:
                 return
-            if not failing:
-                logger.warning("Matrix sync failed ({}): reconnecting with backoff", why)
-            failing = True
-            if not await backoff.wait(self._stopping):
+            if not await self.failed(Unreachable(f"Matrix sync failed ({why})"), backoff):
                 return
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
 
     async def _on_sync(self, response: SyncResponse, since: str | None) -> None:
         """One sync's events. `since` None: the account's first sync ever (only state and
@@ -283,14 +212,14 @@ class MatrixChannel(Channel):
             for room_id, info in response.rooms.invite.items():
                 if room_id not in self._joining:
                     self._joining.add(room_id)
-                    self._spawn(self._accept(room_id, info.invite_state))
+                    self.spawn(self._accept(room_id, info.invite_state))
         for room_id in response.rooms.leave:
             logger.info("Matrix: the bot left or was removed from {}", room_id)
         for room_id, info in response.rooms.join.items():
             for event in [*info.state, *info.timeline.events]:
                 if getattr(event, "source", {}).get("type") == "m.room.create":
                     self._note_creators(room_id, event.source)
-        batch: list[asyncio.Task[Any]] = []
+        batch: list[asyncio.Future[Any]] = []
         if since is not None:
             for room_id, info in response.rooms.join.items():
                 events = [e.source for e in info.timeline.events]
@@ -319,7 +248,7 @@ class MatrixChannel(Channel):
                 found = index
         return found
 
-    def _save_after(self, batch: list[asyncio.Task[Any]], token: str) -> None:
+    def _save_after(self, batch: list[asyncio.Future[Any]], token: str) -> None:
         """Store `token` once this batch's messages (and every earlier batch's) are handled;
         never past a message whose handling was cancelled (the bot stopped): the next start
         reads it again."""
@@ -451,7 +380,7 @@ class MatrixChannel(Channel):
         return ["admin"] if level >= 50 else []
 
     # -- events --------------------------------------------------------------------------------
-    def _event(self, room_id: str, source: dict[str, Any]) -> asyncio.Task[Any] | None:
+    def _event(self, room_id: str, source: dict[str, Any]) -> asyncio.Future[None] | None:
         """Queue one timeline event in its room's order; the task, or None when ignored."""
         kind, sender = source.get("type"), str(source.get("sender") or "")
         if not sender or sender == self.user_id:
@@ -475,7 +404,8 @@ class MatrixChannel(Channel):
             if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
                 return None  # an edit: the first version was answered
             ref = self.ref(room_id)
-            return self._in_order(ref.key, lambda: self._message(ref, source))
+            ident = str(source.get("event_id") or "")
+            return self.inbound.message(ref.key, ident, lambda: self._incoming(ref, source))
         if kind == "m.room.member" and content.get("membership") == "join":
             member = str(source.get("state_key") or "")
             unsigned = source.get("unsigned") if isinstance(source.get("unsigned"), dict) else {}
@@ -483,36 +413,12 @@ class MatrixChannel(Channel):
             if member and member != self.user_id and before != "join":
                 ref = self.ref(room_id)
                 if ref.is_group:
-                    return self._in_order(ref.key, lambda: self._member_joined(ref, source))
+                    return self.inbound.events(ref.key, lambda: self._member_joined(ref, source))
         return None
-
-    def _in_order(self, key: str, job: Callable[[], Awaitable[None]]) -> asyncio.Task[Any]:
-        task = self._inbound.submit(key, job)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _message(self, ref: ChatRef, source: dict[str, Any]) -> None:
-        try:
-            msg = await self._incoming(ref, source)
-            if msg is None:
-                return
-
-            async def sink(out: OutgoingMessage) -> None:
-                await self.sender.deliver(out)
-
-            await self.host.handle(msg, sink)
-        except Exception as exc:  # one failing message must not stop the room's queue
-            logger.opt(exception=exc).error(
-                "Matrix message {} in {} failed", source.get("event_id"), ref.key
-            )
 
     async def _incoming(self, ref: ChatRef, source: dict[str, Any]) -> IncomingMessage | None:
         event_id, sender = str(source.get("event_id") or ""), str(source["sender"])
         if not event_id:
-            return None
-        if await self.host.was_stored(self.platform, ref.key, event_id):
-            logger.debug("Matrix event {} in {} was handled before: skipped", event_id, ref.key)
             return None
         content: dict[str, Any] = source["content"]
         relates = content.get("m.relates_to")
@@ -585,29 +491,11 @@ class MatrixChannel(Channel):
         reading = read_content(content, self.user_id, [])
         return str(source.get("sender") or ""), reading.text
 
-    async def _member_joined(self, ref: ChatRef, source: dict[str, Any]) -> None:
+    async def _member_joined(self, ref: ChatRef, source: dict[str, Any]) -> list[SystemEvent]:
         member = str(source.get("state_key") or "")
         content = source.get("content") or {}
         name = content.get("displayname")
         name = name if isinstance(name, str) and name else self._name_of(ref.room_id, member)
         sender = str(source.get("sender") or "")
-        try:
-            await self.host.handle_event(
-                SystemEvent(
-                    kind="member_joined",
-                    platform=self.platform,
-                    chat_id=ref.key,
-                    user_id=member,
-                    user_name=clean_text(name),
-                    is_group=True,
-                    data={"added_by": sender if sender != member else ""},
-                )
-            )
-        except Exception as exc:
-            logger.opt(exception=exc).error("Matrix member-joined event in {} failed", ref.key)
-
-    # -- out -----------------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
-        if not self.logged_in:
-            raise NotDelivered("the Matrix channel is not logged in yet")
-        await self.sender.deliver(message)
+        by = sender if sender != member else ""
+        return [member_joined(self.platform, ref.key, member, name, added_by=by)]

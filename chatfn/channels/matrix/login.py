@@ -8,10 +8,11 @@ from __future__ import annotations
 from loguru import logger
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
 
+from chatfn.channels.kit import CredentialsRefused, Unreachable
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.matrix.store import SyncStore
 
-__all__ = ["AUTH_ERRORS", "make_client", "try_login"]
+__all__ = ["AUTH_ERRORS", "login", "make_client"]
 
 AUTH_ERRORS = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
 
@@ -34,53 +35,47 @@ def make_client(settings: MatrixSettings) -> AsyncClient:
     )
 
 
-async def try_login(
-    client: AsyncClient, cfg: MatrixSettings, store: SyncStore
-) -> tuple[str | None, bool]:
-    """(None, _) when logged in; else (why, whether the homeserver refused us)."""
+async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> None:
+    """Logged in, or CredentialsRefused (the homeserver refused us: the line says what to fix)
+    or Unreachable."""
     user_id = cfg.user_id or ""
-    token = cfg.secret("access_token") or str(store.data.get("access_token") or "")
+    refused = f"Matrix refused the login of {user_id}: "
+    token = cfg.secret_text("access_token") or str(store.data.get("access_token") or "")
     if token:
         client.access_token = token
         client.user_id = user_id
         whoami = await client.whoami()
         if isinstance(whoami, WhoamiResponse):
             if whoami.user_id != user_id:
-                return (
-                    f"channels.matrix.access_token belongs to {whoami.user_id}, not "
-                    f"channels.matrix.user_id {user_id}",
-                    True,
+                raise CredentialsRefused(
+                    f"{refused}channels.matrix.access_token belongs to {whoami.user_id}, not "
+                    f"channels.matrix.user_id {user_id}"
                 )
             if whoami.device_id:
                 client.device_id = whoami.device_id
             logger.info(
-                "Matrix channel: {} (device {}) on {}",
-                user_id,
-                client.device_id,
-                cfg.homeserver,
+                "Matrix channel: {} (device {}) on {}", user_id, client.device_id, cfg.homeserver
             )
-            return None, False
+            return
         code = str(whoami.status_code or "")
         if code not in AUTH_ERRORS:
-            return (
-                f"whoami failed ({code or whoami.transport_response}: {whoami.message})",
-                False,
-            )
+            why = f"{code or whoami.transport_response}: {whoami.message}"
+            raise Unreachable(f"Matrix homeserver whoami failed ({why})")
         if cfg.access_token is not None or cfg.password is None:
-            return (
-                f"channels.matrix.access_token was refused ({code}: {whoami.message}); "
-                "log in again and put the new token there",
-                True,
+            raise CredentialsRefused(
+                f"{refused}channels.matrix.access_token was refused ({code}: {whoami.message});"
+                " log in again and put the new token there"
             )
         await store.save(access_token=None)  # a kept token that expired: log in again
-    login = await client.login(cfg.secret("password"), device_name="chatfn")
+    login = await client.login(cfg.secret_text("password"), device_name="chatfn")
     if not isinstance(login, LoginResponse):
         code = str(login.status_code or "")
-        return (
-            f"password login failed ({code}: {login.message}); check "
-            "channels.matrix.user_id and channels.matrix.password",
-            code in AUTH_ERRORS,
-        )
+        why = f"password login failed ({code}: {login.message})"
+        if code in AUTH_ERRORS:
+            raise CredentialsRefused(
+                f"{refused}{why}; check channels.matrix.user_id and channels.matrix.password"
+            )
+        raise Unreachable(f"Matrix homeserver {why}")
     await store.save(access_token=login.access_token, device_id=login.device_id)
     logger.info(
         "Matrix channel: logged in as {} (device {}) on {}",
@@ -88,4 +83,3 @@ async def try_login(
         login.device_id,
         cfg.homeserver,
     )
-    return None, False

@@ -12,12 +12,11 @@ place, and never a message twice.
   repeated; a message cut short (a long rate limit) is simply sent whole again later, its
   first parts deduplicated by the server. The hash keeps a reused row id (a new database) from
   matching an old transaction of different words.
-- Order: every send to a room (a reply's parts, its images, a reminder meanwhile) runs in one
-  queue per room (chatfn/channels/outbound.py's OrderedRunner), paced by `send_rate`/`send_burst`.
+- Order and pace: the kit's (chatfn/channels/kit/sender.py), one queue per room.
 - M_LIMIT_EXCEEDED (HTTP 429, `retry_after_ms`): the same request (same transaction id) is
-  made again after that wait, up to `max_retry_after`; longer, the message stays in the
-  outbox (NotDelivered), nothing is sent to any room until the wait has passed (the limit is
-  the account's), and `retry_later` is told when to kick the outbox.
+  made again after that wait, up to `max_retry_after` (the delivery policy); longer, the
+  message stays in the outbox until the wait has passed, and nothing is sent to any room
+  before then (the limit is the account's).
 - Threads: the answer to a message said in a thread (`rel_type: m.thread`) goes into that
   thread, with the reply fallback for clients without threads.
 - Mentions: `reply_with_mention` writes a pill (`<a href="https://matrix.to/#/@user:server">`)
@@ -34,9 +33,6 @@ place, and never a message twice.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
 import hashlib
 import io
 import time
@@ -48,13 +44,21 @@ from html import escape
 from typing import Any
 
 import aiohttp
-from loguru import logger
 from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
+from chatfn.channels.kit import (
+    CredentialsRefused,
+    DeliveryRefused,
+    NotDelivered,
+    Owed,
+    PlatformSender,
+    RateLimited,
+    Unreachable,
+    decode_image,
+)
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
-from chatfn.channels.outbound import OrderedRunner, RateLimiter
 from chatfn.channels.split import split_message
 from chatfn.common.fetch import (
     FetchAllow,
@@ -64,7 +68,8 @@ from chatfn.common.fetch import (
     FetchWrongType,
     fetch,
 )
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.common.messages import OutgoingMessage
+from chatfn.runtime.channel_host import DeliveryPolicy
 
 __all__ = ["CAPTION_LIMIT", "EVENT_BUDGET", "MatrixSender", "transaction_id"]
 
@@ -76,7 +81,7 @@ CAPTION_LIMIT = 1024
 THREADS_KEPT = 5000
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 FETCH_TIMEOUT = 30.0  # seconds for the whole download of an image a function gave by URL
-_RETRY_STATUSES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_LIMIT_EXCEEDED"}
+_TOKEN_REFUSED = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
 
 def transaction_id(out: OutgoingMessage, index: int, part: str) -> str:
@@ -100,8 +105,11 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-class MatrixSender:
+class MatrixSender(PlatformSender[ChatRef]):
     """Sends OutgoingMessages with a matrix-nio `AsyncClient` (logged in by the channel)."""
+
+    platform = "matrix"
+    label = "Matrix"
 
     def __init__(
         self,
@@ -111,17 +119,14 @@ class MatrixSender:
         name_of: Callable[[str, str], str] | None = None,
         encrypted: Callable[[str], bool] | None = None,
         fetch_allow: FetchAllow | None = None,
+        policy: DeliveryPolicy | None = None,
     ) -> None:
+        super().__init__(settings, policy)
         self.client = client
-        self.cfg = settings
         # `bot.fetch`: the internal hosts and networks an image URL may be on.
         self.fetch_allow = fetch_allow
-        self.runner = OrderedRunner()
-        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
         self.name_of = name_of or (lambda _room, user: user)
         self.encrypted = encrypted or (lambda _room: False)
-        # Called with an M_LIMIT_EXCEEDED's wait when the message is left in the outbox.
-        self.retry_later: Callable[[float], None] | None = None
         self.sent_events = 0  # events the homeserver accepted (health, tests)
         self._not_before = 0.0  # monotonic time a long M_LIMIT_EXCEEDED asked to wait until
         # Event id of a message said in a thread -> the thread's root: the answer goes into
@@ -153,19 +158,18 @@ class MatrixSender:
         ]
 
     # -- delivery ------------------------------------------------------------------------------
-    async def deliver(self, out: OutgoingMessage) -> None:
-        try:
-            ref = parse_chat_id(out.chat_id)
-        except ValueError as exc:
-            raise DeliveryRefused(str(exc)) from None
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        ref = parse_chat_id(chat_id)
         if self.encrypted(ref.room_id):
-            raise DeliveryRefused(
+            raise ValueError(
                 f"{ref.key} is an encrypted room: the Matrix channel does not do end-to-end "
                 "encryption (invite the bot to an unencrypted room)"
             )
-        await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
+        return ref
 
-    async def _deliver(self, ref: ChatRef, out: OutgoingMessage) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
+        """Every event of `out`; a message cut short is sent whole again later, its parts
+        that went out deduplicated by their transaction ids (owed stays empty)."""
         mention = out.at if out.at and ref.is_group and out.at.startswith("@") else None
         parts = self.split(out.text) if out.text.strip() else []
         images = list(out.images or [])
@@ -278,19 +282,11 @@ class MatrixSender:
         return content
 
     async def _image_bytes(self, ref: str) -> Image:
-        if ref.startswith("data:"):
-            head, _, body = ref.partition(",")
-            if ";base64" not in head:
-                raise DeliveryRefused(f"image {head[:40]!r} is not base64")
-            try:
-                data = base64.b64decode(body, validate=True)
-            except (binascii.Error, ValueError):
-                raise DeliveryRefused("image data URI is not valid base64") from None
-            mime = head[5:].split(";")[0] or "image/png"
-        elif ref.startswith(("https://", "http://")):
-            data, mime = await self._fetch(ref)
+        found = decode_image(ref)
+        if isinstance(found, bytes):
+            data, mime = found, ref[5:].split(";")[0].split(",")[0] or "image/png"
         else:
-            raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
+            data, mime = await self._fetch(found)
         if len(data) > MAX_IMAGE_BYTES:
             raise DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
         extension = mime.split("/")[-1].split("+")[0] or "png"
@@ -340,41 +336,37 @@ class MatrixSender:
         self.sent_events += 1
 
     async def _call(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One homeserver call for the room: paced, M_LIMIT_EXCEEDED waited out, errors mapped
-        to NotDelivered (try later) and DeliveryRefused (never)."""
-        while True:
-            await self.limiter.acquire(ref.key)
+        """One homeserver call for the room (the kit's: paced, rate limits as the policy
+        says), its answer sorted: NotDelivered (try later) or DeliveryRefused (never)."""
+
+        async def once() -> Any:
             blocked = self._not_before - time.monotonic()
-            if blocked > self.cfg.max_retry_after:
-                raise NotDelivered(f"Matrix asked to wait {blocked:.0f} s more before sending")
             if blocked > 0:
-                await asyncio.sleep(blocked)
+                raise RateLimited(
+                    f"Matrix asked to wait {blocked:.0f} s more before sending", blocked
+                )
             try:
                 response = await call()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise NotDelivered(f"Matrix homeserver not reachable ({exc!r})") from None
+                raise Unreachable(f"Matrix homeserver not reachable ({exc!r})") from None
             if not isinstance(response, ErrorResponse):
                 return response
             code = str(response.status_code or "")
             status = getattr(response.transport_response, "status", 0) or 0
             if code == "M_LIMIT_EXCEEDED" or status == 429:
                 wait = (response.retry_after_ms or 5000) / 1000
-                if wait > self.cfg.max_retry_after:
+                if wait > self.policy.limit(self.platform):
                     # The limit is the account's (Synapse's rc_message is per user): no room
-                    # is sent to before it has passed, and the outbox is kicked then.
+                    # is sent to before it has passed.
                     self._not_before = max(self._not_before, time.monotonic() + wait)
-                    if self.retry_later is not None:
-                        self.retry_later(wait)
-                    raise NotDelivered(
-                        f"Matrix asks to wait {wait:.0f} s before sending to {ref.key}"
-                    )
-                logger.warning("Matrix rate limit on {}: retrying in {:.1f} s", ref.key, wait)
-                await asyncio.sleep(wait)
-                continue
-            if code in _RETRY_STATUSES or status >= 500 or status == 0:
-                raise NotDelivered(
-                    f"Matrix did not take the message to {ref.key}: {code} {response.message}"
+                raise RateLimited(
+                    f"Matrix asks to wait {wait:.0f} s before sending to {ref.key}", wait
                 )
-            raise DeliveryRefused(
-                f"Matrix refused the message to {ref.key}: {code or status} {response.message}"
-            )
+            why = f"{ref.key}: {code or status} {response.message}"
+            if code in _TOKEN_REFUSED:
+                raise CredentialsRefused(f"Matrix refused the access token sending to {why}")
+            if status >= 500 or status == 0:
+                raise Unreachable(f"Matrix did not take the message to {why}")
+            raise DeliveryRefused(f"Matrix refused the message to {why}")
+
+        return await self.call(ref.key, once)

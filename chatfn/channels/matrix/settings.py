@@ -4,17 +4,17 @@ pacing and splitting numbers every channel has)."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.common.config import ConfigPath, Section
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.common.config import ConfigPath
 
 #: A Matrix user id: `@localpart:server` (https://spec.matrix.org/v1.16/appendices/#user-identifiers).
 _USER_ID = re.compile(r"^@[^:\s]+:[^\s]+$")
 
 
-class MatrixSettings(Section):
+class MatrixSettings(PlatformSettings):
     """A Matrix account the bot logs in as, on `homeserver` (the client-server API's base URL,
     e.g. `https://matrix.example.org`). Either `access_token` (of a device you logged in
     once) or `password` (the channel logs in itself, keeping the token it got in
@@ -41,31 +41,14 @@ class MatrixSettings(Section):
     # text twice in it (`body` and the HTML `formatted_body`): 16000 leaves room for both and
     # for escaping.
     max_message_length: int = Field(default=16000, ge=100, le=30000)
-    # Per room: messages per second after a burst; 0 disables it. Synapse's default
-    # rc_message is 0.2/s with a burst of 10 per user; an M_LIMIT_EXCEEDED's retry_after_ms
-    # is honoured whatever these say.
-    send_rate: float = Field(default=1.0, ge=0)
+    # The pace per room (PlatformSettings'): Synapse's default rc_message is 0.2/s with a
+    # burst of 10 per user.
     send_burst: int = Field(default=5, ge=1)
-    # The longest retry_after waited out inside one delivery (seconds); a longer one leaves
-    # the message in the outbox for later.
-    max_retry_after: float = Field(default=60.0, ge=0)
-
-    @field_validator("access_token", "password")
-    @classmethod
-    def _empty_is_none(cls, v: SecretStr | None) -> SecretStr | None:
-        return v if v is not None and v.get_secret_value() else None
 
     @field_validator("homeserver")
     @classmethod
     def _homeserver(cls, v: str | None) -> str | None:
-        if not v:
-            return None
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"expected the homeserver's URL like https://matrix.org, got {v!r}")
-        if parts.query or parts.fragment:
-            raise ValueError("expected the homeserver's URL without a query or fragment")
-        return v.rstrip("/")
+        return http_url(v, "https://matrix.org") if v else None
 
     @field_validator("user_id")
     @classmethod
@@ -90,7 +73,3 @@ class MatrixSettings(Section):
         if self.access_token is None and self.password is None:
             return "set channels.matrix.access_token or channels.matrix.password"
         return None
-
-    def secret(self, name: str) -> str:
-        value = getattr(self, name)
-        return value.get_secret_value() if value is not None else ""
