@@ -24,6 +24,7 @@ from sqlalchemy import and_, bindparam, delete, desc, func, insert, select, upda
 from sqlalchemy.engine import Connection, Engine, Row
 
 from chatfn.storage.fit import fit
+from chatfn.storage.inserts import ConflictInsert, conflict_insert
 from chatfn.storage.models import (
     chat_overrides_table,
     chat_summaries_table,
@@ -432,21 +433,9 @@ def add_usage_in(conn: Connection, rows: list[dict[str, Any]]) -> None:
         _INSERT_USAGE.executemany(conn, [fit(usage_table, r) for r in rows])
 
 
-def _insert(bind: Engine | Connection) -> Any:
+def _insert(bind: Engine | Connection) -> ConflictInsert | None:
     """The dialect's INSERT with `on_conflict_do_update` (PostgreSQL, SQLite), or None."""
-    return _insert_for(bind.dialect.name)
-
-
-def _insert_for(name: str) -> Any:
-    """Imported by the engine's dialect name: the PostgreSQL dialect package is ~2 MB a bot on
-    SQLite does not need (and the engine has already imported its own dialect)."""
-    if name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        return None
-    return insert
+    return conflict_insert(bind.dialect.name)
 
 
 def _add(conn: Connection, counter: Counter, amount: int) -> int:
@@ -468,7 +457,7 @@ def _upsert_add(dialect: str, returning: bool = True) -> Prepared | None:
     """The counter upsert of `_add`, built once per dialect (it runs several times per
     message; building a statement costs about what running it does)."""
     t = limit_counters_table
-    upsert = _insert_for(dialect)
+    upsert = conflict_insert(dialect)
     if upsert is None:
         return None
     stmt = (

@@ -12,6 +12,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
+from chatfn.storage.inserts import conflict_insert
 from chatfn.storage.models import (
     handled_messages_table,
     messages_table,
@@ -25,13 +26,8 @@ from chatfn.storage.prepared import Prepared
 @functools.cache
 def _handled_insert(dialect: str) -> Prepared | None:
     """INSERT .. ON CONFLICT DO NOTHING into handled_messages, built once per dialect."""
-    # Imported by name, as chat_state._insert: a bot on SQLite does not load the PostgreSQL
-    # dialect package.
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
+    insert = conflict_insert(dialect)
+    if insert is None:
         return None
     return Prepared(
         insert(handled_messages_table).on_conflict_do_nothing(

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import bindparam, create_engine, event, func, select, text
 from sqlalchemy.engine import Connection, Engine, Row, make_url
@@ -57,6 +57,7 @@ from chatfn.storage.cluster import ClusterStore
 from chatfn.storage.fencing import Fenced, LeaseStore
 from chatfn.storage.fit import fit
 from chatfn.storage.held import HeldConnections
+from chatfn.storage.inserts import conflict_insert, inserted_id
 from chatfn.storage.models import INCOMING_WHERE, messages_table, tool_calls_table
 from chatfn.storage.outbox import OutboxStore, add_later, mark_delivered_in
 from chatfn.storage.pipeline import Later, can_pipe, piped_begin, pipeline_of
@@ -65,6 +66,7 @@ from chatfn.storage.schema import SchemaState
 from chatfn.storage.threads import StorageThreads
 
 R = TypeVar("R")
+P = ParamSpec("P")
 # Storage threads (and pooled connections) of a process on a network database (PostgreSQL).
 NETWORK_THREADS = 16
 # Storage threads on SQLite: one, holding one connection (chatfn/storage/held.py). SQLite has one
@@ -274,28 +276,23 @@ class Storage:
         self.outbox.fence = fence
         self.cluster.fence = fence
 
-    async def run(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    async def run(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`fn(*args, **kwargs)` off the event loop, retried with backoff while the database
         is busy or locked, for at most `busy_retry` seconds. Raises StorageError after that
         (or at once for any other database error)."""
-        return await self._run_on(self._threads, fn, args, kwargs)
+        return await self._run_on(self._threads, fn, functools.partial(fn, *args, **kwargs))
 
-    async def run_aside(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    async def run_aside(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`run`, for reads that may take long and that no turn's transaction needs (the admin
         console's pages: an overview of a week reads every message of it, ~2 s over 100 000
         messages; GET /v1/history pages; knowledge searches): on SQLite its own threads and
         pooled connections (`ASIDE_THREADS`), so that it neither holds up the storage thread
         the turns queue on nor waits behind them; elsewhere the same threads as `run`."""
-        return await self._run_on(self._aside, fn, args, kwargs)
+        return await self._run_on(self._aside, fn, functools.partial(fn, *args, **kwargs))
 
     async def _run_on(
-        self,
-        threads: StorageThreads,
-        fn: Callable[..., R],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, threads: StorageThreads, fn: Callable[..., object], call: Callable[[], R]
     ) -> R:
-        call = functools.partial(fn, *args, **kwargs)
         deadline = time.monotonic() + self.busy_retry
         delay = 0.05
         while True:
@@ -311,7 +308,7 @@ class Storage:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def blocking(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    def blocking(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`fn(*args, **kwargs)` for a synchronous caller: at once when no event loop runs on
         this thread, else on a storage thread while the caller waits. Only for start-up work
         (the schema check when a Bot is built inside a running loop, before it takes any
@@ -674,7 +671,7 @@ def store_incoming_in(conn: Connection, values: dict[str, Any]) -> int:
         found = _stored_incoming(conn, values)
         if found is not None:
             return found
-        return int(conn.execute(messages_table.insert(), values).inserted_primary_key[0])
+        return inserted_id(conn.execute(messages_table.insert(), values))
     found = _stored_incoming(conn, values)
     assert found is not None, "ON CONFLICT skipped the insert, so the row exists"
     return found
@@ -715,11 +712,8 @@ def _stored_incoming(conn: Connection, values: dict[str, Any]) -> int | None:
 def _incoming_insert(dialect: str) -> Prepared | None:
     """INSERT .. ON CONFLICT (the `ux_messages_incoming` key) DO NOTHING RETURNING id, built
     once per dialect (imported by name: a bot on SQLite does not load PostgreSQL's)."""
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
+    insert = conflict_insert(dialect)
+    if insert is None:
         return None
     return Prepared(
         insert(messages_table)

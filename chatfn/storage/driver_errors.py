@@ -8,23 +8,30 @@ again."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.engine.interfaces import DBAPIModule
 from sqlalchemy.exc import DBAPIError
 
 
 def as_sqlalchemy(
     conn: Connection, exc: Exception, statement: str, params: Any = None, cursor: Any = None
-) -> DBAPIError:
+) -> Exception:
+    """`exc`, raised by the driver, as SQLAlchemy's exception for it: a `DBAPIError` subclass
+    (or a `StatementError` when `exc` is SQLAlchemy's own)."""
     dialect = conn.dialect
-    if dialect.is_disconnect(exc, conn.connection.dbapi_connection, cursor):
+    # The driver's exception is its DB-API module's Error, which SQLAlchemy types nominally.
+    driver_error = cast(DBAPIModule.Error, exc)
+    if dialect.is_disconnect(driver_error, conn.connection.dbapi_connection, cursor):
         conn.invalidate(exc)
-    return DBAPIError.instance(  # type: ignore[no-any-return]
+    wrapped = DBAPIError.instance(
         statement,
         params,
         exc,
-        dialect.loaded_dbapi.Error,  # type: ignore[attr-defined]
+        dialect.loaded_dbapi.Error,
         dialect=dialect,
         connection_invalidated=conn.invalidated,
     )
+    # `instance` returns what it made, or `exc` itself: an Exception either way.
+    return cast(Exception, wrapped)

@@ -48,8 +48,8 @@ class HeldConnections:
         committed as usual. Listeners of SQLAlchemy's `commit` and `rollback` events are called
         either way (tests count a turn's commits with them)."""
         if not getattr(self._local, "adopted", False):
-            with self.engine.begin() as conn:
-                yield conn
+            with self.engine.begin() as pooled:
+                yield pooled
             return
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.invalidated:

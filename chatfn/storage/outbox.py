@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from chatfn.storage.inserts import conflict_insert
 from chatfn.storage.models import messages_table, outbox_cursors_table, outbox_table
 from chatfn.storage.pipeline import Later
 from chatfn.storage.prepared import Prepared
@@ -113,14 +114,11 @@ def add_later(
 
 
 @functools.cache
-def _keyed_insert(dialect: str) -> Any:
+def _keyed_insert(dialect: str) -> Prepared | None:
     """INSERT .. ON CONFLICT (`ux_outbox_key`) DO NOTHING RETURNING id, built once per dialect
     (imported by name: a bot on SQLite does not load PostgreSQL's); None elsewhere."""
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    elif dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
+    insert = conflict_insert(dialect)
+    if insert is None:
         return None
     return Prepared(
         insert(outbox_table)

@@ -101,7 +101,8 @@ def piped_begin(engine: Engine) -> Iterator[Connection]:
                 control = dbapi_conn.cursor()
                 control.execute("BEGIN")
                 conn.info[PIPE] = pipe = Pipe(pipeline)
-                conn.info[LATER] = unread = []
+                unread: list[Later] = []
+                conn.info[LATER] = unread
                 try:
                     yield conn
                 finally:

@@ -35,7 +35,10 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from chatfn.storage import loop_guard
 from chatfn.storage.driver_errors import as_sqlalchemy
@@ -65,7 +68,9 @@ class Prepared:
 
     __slots__ = ("stmt", "_columns", "_defaults", "_by_dialect")
 
-    def __init__(self, stmt: ClauseElement, columns: Sequence[str] | None = None) -> None:
+    def __init__(self, stmt: Executable, columns: Sequence[str] | None = None) -> None:
+        if not isinstance(stmt, ClauseElement):  # a Core statement: executed and compiled here
+            raise TypeError(f"Prepared takes a Core statement, not {type(stmt).__name__}")
         self.stmt = stmt
         self._columns: list[str] | None = None
         self._defaults: dict[str, Any] = {}
@@ -79,7 +84,7 @@ class Prepared:
             self._columns = [c.name for c in cols]
             for c in cols:
                 default = c.default
-                if default is not None and default.is_scalar:
+                if isinstance(default, ScalarElementColumnDefault):  # `is_scalar`
                     self._defaults[c.name] = default.arg
         self._by_dialect: dict[str, _Compiled | None] = {}
 
@@ -97,7 +102,9 @@ class Prepared:
         if dialect.paramstyle not in ("qmark", "format", "pyformat", "named"):
             return None
         c = self.stmt.compile(dialect=dialect, column_keys=self._columns)
-        names: Iterable[str] = c.positiontup if dialect.positional else c.binds  # type: ignore[assignment]
+        if not isinstance(c, SQLCompiler):  # a Core statement compiles with SQLCompiler
+            return None
+        names: Iterable[str] | None = c.positiontup if dialect.positional else c.binds
         if names is None:
             return None
         params = []

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, Row
 
 from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso, utc
@@ -21,7 +21,7 @@ UNDELIVERED = ("pending", "expired", "failed")
 def backlog(engine: Engine) -> dict[str, Any]:
     """Rows per undelivered state and the oldest pending one (the health panel)."""
     with engine.connect() as conn:
-        counts = dict(
+        counts: dict[str, int] = dict(
             conn.execute(
                 select(OB.c.state, func.count())
                 .where(OB.c.state.in_(UNDELIVERED))
@@ -63,7 +63,7 @@ def page(
         q = select(OB).where(*where).order_by(OB.c.id.desc())
         if before is not None:
             q = q.where(OB.c.id < before)
-        rows = []
+        rows: list[Row[Any]] = []
         more = False
         last = None
         for r in conn.execute(q):

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from chatfn.storage.console.scope import Scope
 from chatfn.storage.fit import fit
+from chatfn.storage.inserts import inserted_id
 from chatfn.storage.models import (
     admin_audit_table,
     admin_sessions_table,
@@ -95,7 +96,7 @@ def add_audit(
         "detail": json.dumps(detail or {}, ensure_ascii=False, default=str),
     }
     with engine.begin() as conn:
-        return int(conn.execute(insert(t), fit(t, values)).inserted_primary_key[0])
+        return inserted_id(conn.execute(insert(t), fit(t, values)))
 
 
 def audit_page(
