@@ -22,6 +22,13 @@ statement and where it ran (chatfn/storage/loop_guard.py). A test opts out with
 `@pytest.mark.allow_db_on_loop`, a whole suite with `chatfn_loop_guard = false` in its pytest
 ini options.
 
+And it refuses real model requests (providers/request_guard.py, pydantic-ai's
+`ALLOW_MODEL_REQUESTS` idea): a model request to a host that is not loopback (a fake model
+server on 127.0.0.1 is fine) raises ModelRequestRefused before anything is sent, and fails the
+test even when the bot caught it. A test opts in with `@pytest.mark.allow_model_requests`, a
+whole run with `chatfn_allow_model_requests = true` in the pytest ini options or
+CHATFN_ALLOW_MODEL_REQUESTS=1 in the environment.
+
 This module composes a whole bot, so it sits at the top layer with the `chatfn` command
 (`function_calls.testing` forwards to it for tests written before it moved).
 """
@@ -29,6 +36,7 @@ This module composes a whole bot, so it sits at the top layer with the `chatfn` 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +47,18 @@ from chatfn.runtime.settings import parse_settings
 from chatfn.storage.loop_guard import LoopGuard
 from function_calls.registry import Registry
 from providers.base import ChatModel
+from providers.request_guard import ModelRequestRefused, refusing_model_requests
 from providers.scripted import ScriptedModel, call, say
 
-__all__ = ["LoopGuard", "ScriptedModel", "TestBot", "call", "say", "testbot"]
+__all__ = [
+    "LoopGuard",
+    "ModelRequestRefused",
+    "ScriptedModel",
+    "TestBot",
+    "call",
+    "say",
+    "testbot",
+]
 
 _ids = itertools.count(1)
 
@@ -154,6 +171,13 @@ if pytest is not None:
             type="bool",
             default=True,
         )
+        parser.addini(
+            "chatfn_allow_model_requests",
+            "let tests send model requests to hosts that are not loopback (real models); "
+            "also CHATFN_ALLOW_MODEL_REQUESTS=1",
+            type="bool",
+            default=False,
+        )
 
     def pytest_configure(config: Any) -> None:
         config.addinivalue_line(
@@ -161,6 +185,43 @@ if pytest is not None:
             "allow_db_on_loop: this test may run SQL on the event loop's thread (chatfn's "
             "loop guard does not fail it)",
         )
+        config.addinivalue_line(
+            "markers",
+            "allow_model_requests: this test may send real model requests (to a host that is "
+            "not loopback); others have them refused",
+        )
+
+    #: Whether the test's own call failed: a refusal it raised is failure enough, no second
+    #: one at teardown.
+    _CALL_FAILED = pytest.StashKey[bool]()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+        report = yield
+        if report.when == "call":
+            item.stash[_CALL_FAILED] = report.failed
+        return report
+
+    def _model_requests_allowed(request: Any) -> bool:
+        if request.node.get_closest_marker("allow_model_requests") is not None:
+            return True
+        if os.environ.get("CHATFN_ALLOW_MODEL_REQUESTS", "").lower() in ("1", "true", "yes"):
+            return True
+        return bool(request.config.getini("chatfn_allow_model_requests"))
+
+    @pytest.fixture(autouse=True)
+    def chatfn_model_request_guard(request: Any) -> Iterator[list[str]]:
+        """Real model requests refused during the test unless it opts in; a refusal fails the
+        test at teardown too, since the bot may have turned the exception into a reply. The
+        value is the list of refusals so far (a test of the guard itself empties it)."""
+        with refusing_model_requests(not _model_requests_allowed(request)) as refused:
+            yield refused
+        if refused and not request.node.stash.get(_CALL_FAILED, False):
+            pytest.fail(
+                f"{len(refused)} real model request(s) refused: {refused[0]}; a test that "
+                "means to send them is marked @pytest.mark.allow_model_requests",
+                pytrace=False,
+            )
 
     @pytest.fixture(autouse=True)
     def chatfn_loop_guard(request: Any) -> Iterator[LoopGuard]:

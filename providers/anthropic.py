@@ -89,6 +89,10 @@ class AnthropicModel(ServerModel):
                 provider=PROVIDER,
             )
 
+    def endpoint(self) -> str:
+        """The client's base URL (ANTHROPIC_BASE_URL or the SDK's default when unset)."""
+        return str(self.client.base_url)
+
     async def aclose(self) -> None:
         await self.client.close()
 

@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from providers.errors import ProviderTimeout
+from providers.request_guard import check_model_request
 from providers.types import LLMResponse, Message, ModelCapabilities, StreamEvent, ToolDefinition
 
 #: Names the conversation the requests of the current turn belong to (a hash of the chat), for
@@ -175,19 +176,27 @@ class ChatModel(ABC):
 class ServerModel(ChatModel):
     """An adapter that talks to a server: each request is bounded as a whole by its model's
     `timeout` (an SDK timeout bounds each read only). Subclasses write `_complete` and
-    `_stream` and set `timeout`."""
+    `_stream`, set `timeout` and say where they send (`endpoint`): under test, a request to a
+    host that is not loopback is refused before it is sent (providers/request_guard.py)."""
 
     timeout: float
 
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> LLMResponse:
+        check_model_request(self.name, self.endpoint())
         return await within(self.timeout, self._complete(messages, tools), self.provider)
 
     def stream(  # type: ignore[override]
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
+        check_model_request(self.name, self.endpoint())
         return bounded_stream(self._stream(messages, tools), self.timeout, self.provider)
+
+    @abstractmethod
+    def endpoint(self) -> str:
+        """The base URL requests go to, as the SDK client will send them (its own default or
+        environment variable included), for the test guard."""
 
     @abstractmethod
     async def _complete(

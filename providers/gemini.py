@@ -53,6 +53,7 @@ FOREIGN_SIGNATURE = b"skip_thought_signature_validator"
 ORIGIN = "origin"  # key in ToolCall.provider_data: "gemini" on an unsigned call Gemini made
 # `models.<name>.tool_choice` as function_calling_config modes.
 _TOOL_MODE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+_DEFAULT_URL = "https://generativelanguage.googleapis.com/"
 _FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
 
@@ -89,6 +90,12 @@ class GeminiModel(ServerModel):
             )
         except ValueError as exc:  # no key in config nor in GEMINI_API_KEY / GOOGLE_API_KEY
             raise ProviderAuthError(f"gemini model {name!r}: {exc}", provider=PROVIDER) from exc
+
+    def endpoint(self) -> str:
+        """The base URL the SDK sends to (its default, or GOOGLE_GEMINI_BASE_URL, when the
+        config has none). The SDK has no public accessor for it: read defensively."""
+        options = getattr(getattr(self.client, "_api_client", None), "_http_options", None)
+        return str(getattr(options, "base_url", None) or self.cfg.base_url or _DEFAULT_URL)
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()

@@ -156,6 +156,10 @@ class OpenAICompatModel(ServerModel):
             self._sdk_client = AsyncOpenAI(**kwargs)
         return self._sdk_client
 
+    def endpoint(self) -> str:
+        """The client's base URL (an injected client's own, OPENAI_BASE_URL included)."""
+        return str(self._client.base_url)
+
     def prepare(self) -> None:
         """Import the SDK and make the client now (the bot calls it in a thread after start)."""
         self._client  # noqa: B018 - made for its side effect
