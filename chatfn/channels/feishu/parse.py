@@ -94,10 +94,29 @@ def _content(message: dict[str, Any]) -> dict[str, Any]:
 
 def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
     """The `message` object of im.message.receive_v1, read (module docstring)."""
-    mentions = [m for m in message.get("mentions") or [] if isinstance(m, dict)]
+    names, mentioned = _mention_names(message, bot_open_id)
+    kind = message.get("message_type")
+    content = _content(message)
+    read = Read("", mentioned)
+    if kind == "text":
+        read.text = _place(names, str(content.get("text") or ""))
+    elif kind == "image":
+        if content.get("image_key"):
+            read.image_keys.append(str(content["image_key"]))
+    elif kind == "post":
+        read.text = _read_post(content, names, read.image_keys)
+    read.text = re.sub(r"[ \t]{2,}", " ", read.text).strip()
+    return read
+
+
+def _mention_names(message: dict[str, Any], bot_open_id: str) -> tuple[dict[str, str], bool]:
+    """What each mention key (`@_user_1`) is shown as (the bot's own: nothing), and whether
+    the bot was mentioned."""
     names: dict[str, str] = {}
     mentioned = False
-    for m in mentions:
+    for m in message.get("mentions") or []:
+        if not isinstance(m, dict):
+            continue
         key = str(m.get("key") or "")
         who = m.get("id") if isinstance(m.get("id"), dict) else {}
         if bot_open_id and who.get("open_id") == bot_open_id:
@@ -105,50 +124,52 @@ def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
             mentioned = True
         elif key:
             names[key] = "@" + str(m.get("name") or who.get("open_id") or "someone")
+    return names, mentioned
 
-    def place(text: str) -> str:
-        for key in sorted(names, key=len, reverse=True):  # @_user_10 before @_user_1
-            text = text.replace(key, names[key])
-        return text.replace("@_all", "@all")
 
-    kind = message.get("message_type")
-    content = _content(message)
-    read = Read("", mentioned)
-    if kind == "text":
-        read.text = place(str(content.get("text") or ""))
-    elif kind == "image":
-        if content.get("image_key"):
-            read.image_keys.append(str(content["image_key"]))
-    elif kind == "post":
-        post = content
-        if "content" not in post:  # the sending shape, with a language wrapper
-            post = next((v for v in content.values() if isinstance(v, dict)), {})
-        lines = [str(post.get("title") or "")] if post.get("title") else []
-        for paragraph in post.get("content") or []:
-            parts: list[str] = []
-            for element in paragraph if isinstance(paragraph, list) else []:
-                if not isinstance(element, dict):
-                    continue
-                tag = element.get("tag")
-                if tag in ("text", "md", "code_block"):
-                    parts.append(str(element.get("text") or ""))
-                elif tag == "a":
-                    label, href = str(element.get("text") or ""), str(element.get("href") or "")
-                    parts.append(f"{label} ({href})" if label and label != href else href)
-                elif tag == "at":
-                    key = str(element.get("user_id") or "")
-                    if key in names:
-                        parts.append(names[key])
-                    elif key == "@_all" or key == "all":
-                        parts.append("@all")
-                    else:
-                        parts.append("@" + str(element.get("user_name") or key))
-                elif tag == "img" and element.get("image_key"):
-                    read.image_keys.append(str(element["image_key"]))
-                elif tag == "emotion":
-                    parts.append(f":{element.get('emoji_type', '')}:")
-            if parts:
-                lines.append(re.sub(r"[ \t]{2,}", " ", place("".join(parts))).strip())
-        read.text = "\n".join(lines)
-    read.text = re.sub(r"[ \t]{2,}", " ", read.text).strip()
-    return read
+def _place(names: dict[str, str], text: str) -> str:
+    for key in sorted(names, key=len, reverse=True):  # @_user_10 before @_user_1
+        text = text.replace(key, names[key])
+    return text.replace("@_all", "@all")
+
+
+def _read_post(content: dict[str, Any], names: dict[str, str], image_keys: list[str]) -> str:
+    """A rich-text post as lines of text: its title, then a line per paragraph."""
+    post = content
+    if "content" not in post:  # the sending shape, with a language wrapper
+        post = next((v for v in content.values() if isinstance(v, dict)), {})
+    lines = [str(post.get("title") or "")] if post.get("title") else []
+    for paragraph in post.get("content") or []:
+        parts: list[str] = []
+        for element in paragraph if isinstance(paragraph, list) else []:
+            shown = _post_element(element, names, image_keys) if isinstance(element, dict) else None
+            if shown is not None:
+                parts.append(shown)
+        if parts:
+            lines.append(re.sub(r"[ \t]{2,}", " ", _place(names, "".join(parts))).strip())
+    return "\n".join(lines)
+
+
+def _post_element(
+    element: dict[str, Any], names: dict[str, str], image_keys: list[str]
+) -> str | None:
+    """One element of a post paragraph as text (None for one that shows none: an image, whose
+    key is collected, or an unknown tag)."""
+    tag = element.get("tag")
+    if tag in ("text", "md", "code_block"):
+        return str(element.get("text") or "")
+    if tag == "a":
+        label, href = str(element.get("text") or ""), str(element.get("href") or "")
+        return f"{label} ({href})" if label and label != href else href
+    if tag == "at":
+        key = str(element.get("user_id") or "")
+        if key in names:
+            return names[key]
+        if key in ("@_all", "all"):
+            return "@all"
+        return "@" + str(element.get("user_name") or key)
+    if tag == "emotion":
+        return f":{element.get('emoji_type', '')}:"
+    if tag == "img" and element.get("image_key"):
+        image_keys.append(str(element["image_key"]))
+    return None
