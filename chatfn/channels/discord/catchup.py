@@ -6,7 +6,7 @@ arrives as an event. At each READY the chats with a user message stored within
 `bot.resume_window` get one history read each (`GET /channels/{id}/messages?after=`, up to
 HISTORY messages after the chat's newest stored one); messages in it that are not the bot's or
 another bot's and not stored yet are handled like live ones, in order. A message that also
-arrives live is handled once (`seen`, by message id).
+arrives live is handled once (the channel's `inbound.first_sight`, by message id).
 
 Not covered: a chat with no user message stored within the window (the bot cannot know it
 was spoken in), and more than HISTORY messages of one chat.
@@ -14,7 +14,6 @@ was spoken in), and more than HISTORY messages of one chat.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -26,7 +25,6 @@ from chatfn.channels.discord.message import Target, target_of
 from chatfn.runtime.channel_host import ChannelHost
 
 HISTORY = 50
-_SEEN = 5000
 
 
 class Reader(Protocol):
@@ -37,21 +35,6 @@ class Reader(Protocol):
     client: Any
 
     async def messageable(self, target: Target) -> discord.abc.Messageable: ...
-
-
-class Seen:
-    """Message ids handed on lately (live or caught up): each is handled once."""
-
-    def __init__(self) -> None:
-        self._ids: OrderedDict[int, None] = OrderedDict()
-
-    def first_sight(self, message_id: int) -> bool:
-        if message_id in self._ids:
-            return False
-        self._ids[message_id] = None
-        if len(self._ids) > _SEEN:
-            self._ids.popitem(last=False)
-        return True
 
 
 async def catch_up(

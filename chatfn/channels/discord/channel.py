@@ -22,8 +22,9 @@ The outbox is not asked to retry what discord.py is still retrying (a 429 waits 
 
 Failures: a network error or a 5xx raises NotDelivered (the outbox keeps the message and
 sends it when the Gateway is back); 403 (a missing permission) or 404 (a deleted channel)
-raise DeliveryRefused with one log line naming the channel and Discord's error; a token
-Discord refuses stops the channel with one line saying so.
+raise DeliveryRefused with one log line naming the channel and Discord's error. A token
+Discord refuses, or privileged intents not granted, are one line naming what to fix, the
+channel shown as down and a slow retry (the kit's connect loop); the rest of the bot runs on.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ import aiohttp
 import discord
 from loguru import logger
 
-from chatfn.channels.base import Channel
-from chatfn.channels.discord.catchup import Seen, catch_up
+from chatfn.channels.discord.catchup import catch_up
 from chatfn.channels.discord.client import DiscordClient, make_client
 from chatfn.channels.discord.message import (
     Part,
@@ -52,146 +52,108 @@ from chatfn.channels.discord.message import (
     target_of,
 )
 from chatfn.channels.discord.settings import DiscordSettings
-from chatfn.channels.outbound import Backoff, OrderedRunner
-from chatfn.common.messages import (
+from chatfn.channels.kit import (
+    CredentialsRefused,
     DeliveryRefused,
-    IncomingMessage,
     NotDelivered,
-    OutgoingMessage,
-    SystemEvent,
+    PlatformChannel,
+    Unreachable,
+    member_joined,
 )
+from chatfn.channels.outbound import OrderedRunner
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
 _HANDLED = (discord.MessageType.default, discord.MessageType.reply)
 _NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError, discord.DiscordServerError)
+_REFUSED_TOKEN = (
+    "Discord refused channels.discord.token (401 Unauthorized at /users/@me): reset the token "
+    "on the bot's page of the developer portal"
+)
 
 
-class TokenRefused(RuntimeError):
-    """Discord answered 401 to the token: nothing will work until it is replaced."""
-
-
-class DiscordChannel(Channel):
+class DiscordChannel(PlatformChannel[DiscordSettings]):
     platform = "discord"
+    label = "Discord"
+    skip_stored = False  # catch-up reads the history itself; `inbound.first_sight` dedupes
 
     def __init__(self, host: ChannelHost, settings: DiscordSettings) -> None:
-        super().__init__(host)
-        self.cfg = settings
+        super().__init__(host, settings)
         self.client: DiscordClient | None = None
-        self._inbound = OrderedRunner()
-        self._outbound = OrderedRunner()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._logged_in = asyncio.Event()
-        self._ready = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self._connect: asyncio.Task[None] | None = None
-        self.failure: BaseException | None = None
-        self.seen = Seen()
+        self._outbound = OrderedRunner()  # the sends' own per-chat order
+        self._running: asyncio.Future[None] | None = None
 
-    # -- lifecycle -------------------------------------------------------------------------
+    # -- connect, serve, close -------------------------------------------------------------
     async def start(self) -> None:
-        """Log in (REST `/users/@me`) and start the Gateway connection in the background."""
+        """Run in the background (the contract's driver); `wait_ready` for the Gateway."""
+        if self._running is None:
+            self._running = asyncio.ensure_future(self.run())
+
+    async def connect(self) -> None:
+        """Log in (REST `/users/@me`) with a fresh client (a closed one cannot log in)."""
         if not self.cfg.token:
-            raise TokenRefused("channels.discord.token is not set")
-        backoff = Backoff(first=1.0, cap=60.0)
-        while True:
-            self.client = make_client(
-                self.cfg,
-                {
-                    "ready": self._on_ready,
-                    "resumed": self._on_resumed,
-                    "message": self._on_message,
-                    "member_join": self._on_member_join,
-                },
-            )
-            try:
-                await self.client.login(self.cfg.token)
-                break
-            except discord.LoginFailure:
-                logger.error(
-                    "Discord refused channels.discord.token (401 Unauthorized at /users/@me): "
-                    "reset the token on the bot's page of the developer portal"
-                )
-                await self.client.close()
-                raise TokenRefused("Discord refused channels.discord.token") from None
-            except (*_NETWORK, discord.HTTPException) as exc:
-                # Discord (or the network) is down: messages wait in the outbox meanwhile.
-                logger.warning(
-                    "Discord not reachable at {}: {!r}; retrying", self.cfg.api_base, exc
-                )
-                await self.client.close()  # a fresh client (and HTTP session) each attempt
-                if not await backoff.wait(self._stopping):
-                    return
+            raise CredentialsRefused("channels.discord.token is not set")
+        if self.client is not None:
+            await self.client.close()
+        self.client = make_client(
+            self.cfg,
+            {
+                "ready": self._on_ready,
+                "resumed": self._on_resumed,
+                "disconnect": self._on_disconnect,
+                "message": self._on_message,
+                "member_join": self._member_joined,
+            },
+        )
+        try:
+            await self.client.login(self.cfg.token)
+        except discord.LoginFailure:
+            raise CredentialsRefused(_REFUSED_TOKEN) from None
+        except (*_NETWORK, discord.HTTPException) as exc:
+            # Discord (or the network) is down: messages wait in the outbox meanwhile.
+            raise Unreachable(f"Discord not reachable at {self.cfg.api_base}: {exc!r}") from None
         user = self.client.user
         logger.info("Discord: logged in as {} ({})", user, user.id if user else "?")
-        self._logged_in.set()
         self.host.kick()  # REST works now: what the outbox owes can go
-        self._connect = asyncio.create_task(self._gateway())
 
-    async def _gateway(self) -> None:
+    async def serve(self) -> None:
         """discord.py's connect loop: RESUME after a drop, re-IDENTIFY after an invalid
         session, exponential backoff between attempts. It returns or raises only for what
-        retrying cannot fix, logged here in one line."""
+        retrying cannot fix: a refused token or intents are the kit's one line and slow retry."""
         assert self.client is not None
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            self.failure = TokenRefused("privileged intents not enabled")
-            logger.error(
+            raise CredentialsRefused(
                 "Discord refused the Gateway intents (close code 4014): enable 'Message "
                 "Content Intent' and 'Server Members Intent' on the bot's page of the "
                 "developer portal (or set channels.discord.member_events: false)"
-            )
+            ) from None
+        except discord.LoginFailure:
+            raise CredentialsRefused(_REFUSED_TOKEN) from None
         except discord.ConnectionClosed as exc:
-            self.failure = exc
-            logger.error("Discord Gateway closed the connection for good: code {}", exc.code)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self.failure = exc
-            logger.opt(exception=exc).error("Discord Gateway connection failed")
-        finally:
-            self._stopping.set()
+            if exc.code == 4004:  # authentication failed: the token was revoked
+                raise CredentialsRefused(_REFUSED_TOKEN) from None
+            raise CredentialsRefused(
+                f"Discord Gateway closed the connection for good: code {exc.code}"
+            ) from None
 
-    async def run(self) -> None:
-        await self.start()
-        try:
-            await self._stopping.wait()
-        finally:
-            await self.stop()
-        if self.failure is not None:  # logged in one line already
-            raise TokenRefused(str(self.failure))
-
-    async def stop(self) -> None:
-        """Close the Gateway and the HTTP session; safe to call twice."""
-        self._stopping.set()
+    async def close(self) -> None:
         if self.client is not None and not self.client.is_closed():
             await self.client.close()
-        if self._connect is not None:
-            self._connect.cancel()
-            await asyncio.gather(self._connect, return_exceptions=True)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def wait_ready(self, timeout: float = 10.0) -> None:
-        """Until the Gateway said READY (or RESUMED); for tests and start-up ordering."""
-        async with asyncio.timeout(timeout):
-            await self._ready.wait()
-
-    def _track(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- incoming --------------------------------------------------------------------------
     async def _on_ready(self) -> None:
         """A new session: what was said without one is read back (catchup.py)."""
-        self._ready.set()
-        self.host.kick()
-        self._track(asyncio.ensure_future(catch_up(self, self._on_message)))
+        self.up()
+        self.spawn(catch_up(self, self._on_message))
 
     async def _on_resumed(self) -> None:  # the missed events were replayed
-        self._ready.set()
-        self.host.kick()
+        self.up()
+
+    async def _on_disconnect(self) -> None:  # discord.py reconnects on its own
+        if not self.stopping:
+            self.down(Unreachable("Discord Gateway connection lost"))
 
     async def _on_message(self, message: discord.Message, chat_id: str | None = None) -> None:
         client = self.client
@@ -201,13 +163,13 @@ class DiscordChannel(Channel):
             return  # our own messages, and other bots (no bot-to-bot loops)
         if message.type not in _HANDLED:
             return  # joins, pins, boosts: system messages
-        if not self.seen.first_sight(message.id):
+        if not self.inbound.first_sight(message.id):
             return  # caught up from the history already (or the other way round)
-        chat_id = chat_id or chat_id_of(message)
+        chat = chat_id or chat_id_of(message)
         # Handled off the Gateway reader, one chat's messages in the order they came.
-        self._track(self._inbound.submit(chat_id, lambda: self._handle(message, chat_id)))
+        self.inbound.message(chat, str(message.id), lambda: self._incoming(message, chat))
 
-    async def _handle(self, message: discord.Message, chat_id: str) -> None:
+    async def _incoming(self, message: discord.Message, chat_id: str) -> IncomingMessage | None:
         assert self.client is not None and self.client.user is not None
         bot = self.client.user
         is_group = not chat_id.startswith("dm:")
@@ -228,13 +190,10 @@ class DiscordChannel(Channel):
             sender_roles=roles_of(message) if is_group else [],
         )
         if not msg.text and not msg.images and not msg.quoted_text:
-            return  # a bare mention or a sticker: nothing to answer
-        try:
-            await self.host.handle(msg)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error("Discord message {} in {} failed", message.id, chat_id)
+            return None  # a bare mention or a sticker: nothing to answer
+        return msg
 
-    async def _on_member_join(self, member: discord.Member) -> None:
+    async def _member_joined(self, member: discord.Member) -> None:
         client = self.client
         if client is None or (client.user is not None and member.id == client.user.id):
             return
@@ -250,30 +209,21 @@ class DiscordChannel(Channel):
             return
         chat_id = f"guild:{guild.id}/channel:{where.id}"
 
-        async def welcome() -> None:
-            await self.host.handle_event(
-                SystemEvent(
-                    kind="member_joined",
-                    platform=self.platform,
-                    chat_id=chat_id,
-                    user_id=str(member.id),
-                    user_name=member.display_name,
-                    is_group=True,
-                    data={"guild_id": str(guild.id), "bot": member.bot},
-                )
-            )
+        async def welcome() -> list[SystemEvent]:
+            name, data = member.display_name, {"guild_id": str(guild.id), "bot": member.bot}
+            return [member_joined(self.platform, chat_id, str(member.id), name, **data)]
 
         # In the channel's queue: the welcome goes out before the answer to a first message.
-        self._track(self._inbound.submit(chat_id, welcome))
+        self.inbound.events(chat_id, welcome)
 
     # -- outgoing --------------------------------------------------------------------------
-    async def send(self, message: OutgoingMessage) -> None:
+    async def deliver(self, message: OutgoingMessage) -> None:
         """Deliver `message` (a reply, a reminder, a welcome) in order with everything else
         sent to its chat. NotDelivered keeps it (or the parts still owed) in the outbox."""
         target = target_of(message.chat_id)
         if target is None:
             raise DeliveryRefused(f"{message.chat_id!r} is not a Discord chat id")
-        if self.client is None or not self._logged_in.is_set() or self.client.is_closed():
+        if self.client is None or self.client.is_closed():
             raise NotDelivered("the Discord channel is not logged in")
         parts = parts_of(message, self.cfg.max_message_length)
         await self._outbound.submit(
@@ -341,7 +291,7 @@ class DiscordChannel(Channel):
     ) -> NotDelivered:
         logger.warning("message to Discord {} waits in the outbox: {}", out.chat_id, why)
         rest = "\n\n".join(p.source for p in parts[sent:]) if sent else None
-        return NotDelivered(f"Discord: {why}", rest=rest)
+        return Unreachable(f"Discord: {why}", rest=rest)
 
     async def messageable(self, target: Target) -> discord.abc.Messageable:
         assert self.client is not None
