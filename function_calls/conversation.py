@@ -214,15 +214,6 @@ def fit_tokens(
     return []
 
 
-def _truncate(message: Message, budget: int) -> Message:
-    """A message too large for the budget on its own: cut, with a note, never sent whole."""
-    text = message.content or ""
-    room = max(0, (budget - MESSAGE_OVERHEAD_TOKENS) * BYTES_PER_TOKEN - 80)
-    cut = text.encode()[:room].decode(errors="ignore")
-    note = f"\n[truncated: {len(text) - len(cut)} more characters not shown]"
-    return Message(role=message.role, content=cut + note, name=message.name, images=message.images)
-
-
 async def build_messages(
     ctx: MessageContext,
     *,
@@ -354,6 +345,8 @@ def estimate_message_tokens(messages: list[Message]) -> int:
 
 
 def _truncate(message: Message, tokens: int) -> Message:
+    """`message` cut to about `tokens` tokens, with a note saying how much was left out;
+    unchanged when it fits."""
     text = message.content or ""
     keep = max(0, tokens - _NOTE_TOKENS) * BYTES_PER_TOKEN
     data = text.encode()
