@@ -85,15 +85,22 @@ async def fetch_image(
     over `max_bytes` or is an HTML page."""
     import aiohttp
 
+    from chatfn.common.fetch import FetchTooLarge, read_limited
+
     try:
         async with session.get(
             url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)
         ) as response:
             response.raise_for_status()
-            data = await response.content.read(max_bytes + 1)
+            # To its end: `content.read(n)` returns only what has arrived so far, and an
+            # image sent in several writes would reach the model cut short.
+            data = await read_limited(response, max_bytes)
+    except FetchTooLarge:
+        logger.warning("{} not downloaded: over {} bytes", what, max_bytes)
+        return None
     except (aiohttp.ClientError, TimeoutError) as exc:
         logger.warning("{} not downloaded: {}", what, exc)
         return None
-    if len(data) > max_bytes or data.lstrip().startswith(b"<"):
+    if data.lstrip().startswith(b"<"):
         return None
     return data_uri(data, mime)

@@ -15,6 +15,8 @@ import aiohttp
 from loguru import logger
 from nio import AsyncClient
 
+from chatfn.common.fetch import FetchTooLarge, read_limited
+
 __all__ = ["download"]
 
 
@@ -50,14 +52,17 @@ async def download(client: AsyncClient, content: dict[str, Any], limit: int) -> 
                 if response.status != 200:
                     logger.warning("Matrix image {} not downloaded: {}", url, response.status)
                     return None
-                data = await response.content.read(limit + 1)
+                data = await read_limited(response, limit)  # to its end (kit/images.py)
                 mime = response.content_type or str(info.get("mimetype") or "")
             break
         else:
             return None
+    except FetchTooLarge:
+        logger.warning("Matrix image {} not downloaded: over {} bytes", url, limit)
+        return None
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         logger.warning("Matrix image {} not downloaded: {!r}", url, exc)
         return None
-    if len(data) > limit or not mime.startswith("image/"):
+    if not mime.startswith("image/"):
         return None
     return f"data:{mime};base64," + base64.b64encode(data).decode()
