@@ -20,6 +20,7 @@ from function_calls.spec import FunctionResult
 from providers.base import ChatModel
 from tests.fakes.images import png
 from tests.fakes.raw_replay import RawReplayServer
+from tests.kit import serve  # noqa: F401 - the channel tests' old address for it
 
 # The contract kit holds the asserts of every channel's contract tests: shown in full.
 pytest.register_assert_rewrite("tests.channels.contract")
@@ -36,15 +37,6 @@ class RollArgs(BaseModel):
 
 class EchoArgs(BaseModel):
     text: str
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, int]:
-    """Run `app` on 127.0.0.1 on a free port: (its runner, to clean up; the port)."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 def make_registry() -> Registry:

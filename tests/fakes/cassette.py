@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from tests.kit import bound_port
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROVIDER_FIXTURES = FIXTURES / "providers"
 
@@ -102,7 +104,7 @@ class ReplayServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = bound_port(site)
         return self
 
     async def close(self) -> None:

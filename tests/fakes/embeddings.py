@@ -14,6 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.kit import bound_port
+
 DIM = 64
 CONCEPTS = (
     ("refund", "refunds", "money", "back", "reimburse", "repay"),
@@ -70,7 +72,7 @@ class EmbeddingServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = bound_port(site)
         self.url = f"http://127.0.0.1:{port}/v1"
         return self
 

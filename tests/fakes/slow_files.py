@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.images import png
+from tests.kit import bound_port
 
 DECLARED = 5 * 1024 * 1024
 TWO_PARTS = b"A" * 100_000 + b"B" * 100_000
@@ -47,7 +48,7 @@ class SlowFiles:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = bound_port(site)
         self.url = f"http://127.0.0.1:{port}"
         return self
 

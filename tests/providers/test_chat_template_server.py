@@ -21,6 +21,7 @@ from providers.openai_compat import to_wire_messages
 from providers.types import Message, ToolCall
 from tests.fakes.cassette import openai_chat_response
 from tests.fakes.protocols import model_config
+from tests.kit import serve
 
 # ChatML as llama.cpp ships it: `+` on a missing key raises jinja2.UndefinedError.
 CHATML = (
@@ -59,11 +60,7 @@ async def test_a_native_tool_round_works_against_a_template_rendering_server(
     ]
     app = web.Application()
     app.router.add_post("/v1/chat/completions", fake.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(app)
     registry = Registry()
     with registry.collecting():
 
