@@ -31,6 +31,10 @@ class Caller(Protocol):
         """This chat's effective settings (`function_calls` lists and the `chats:` rules)."""
         ...
 
+    def t(self, key: str, /, **fmt: object) -> str:
+        """The catalogue text of `key` in this chat's language: a rule's refusal."""
+        ...
+
 
 def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False) -> str | None:
     """None when `ctx` may call `spec`; otherwise a short reason, fit for the user and the model.

@@ -18,11 +18,14 @@ import types
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from function_calls.spec import FunctionSpec, InvalidArguments, Scope
+
+if TYPE_CHECKING:
+    from function_calls.permissions import Caller
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI, Anthropic and Gemini accept
 SPEC_ATTR = "__chatfn_spec__"
@@ -241,8 +244,8 @@ def build_spec(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float | None = None,
-    allow: Callable[[Any], str | None] | None = None,
-    for_model: Callable[[Any], bool] | None = None,
+    allow: Callable[[Caller], str | None] | None = None,
+    for_model: Callable[[Caller], bool] | None = None,
     localns: dict[str, Any] | None = None,
     chat_admin: bool = False,
 ) -> FunctionSpec:
@@ -331,7 +334,7 @@ def schema_function(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float | None = None,
-    allow: Callable[[Any], str | None] | None = None,
+    allow: Callable[[Caller], str | None] | None = None,
     source: str = "",
 ) -> FunctionSpec:
     """A function declared by a JSON schema rather than an args model (an MCP server's tool):
@@ -381,8 +384,8 @@ def tool_function(
     require_at: bool = False,
     admin_only: bool = False,
     timeout: float | None = None,
-    allow: Callable[[Any], str | None] | None = None,
-    for_model: Callable[[Any], bool] | None = None,
+    allow: Callable[[Caller], str | None] | None = None,
+    for_model: Callable[[Caller], bool] | None = None,
     chat_admin: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from function_calls.permissions import Caller
 
 Scope = Literal["group", "private", "both"]
 
@@ -46,11 +49,11 @@ class FunctionSpec:
     # Extra permission rule: `allow(ctx)` returns None when the caller may use the function,
     # else a short reason. Checked like scope/admin_only: hides the function from the model and
     # refuses the call at execution (e.g. web_search's allowed groups/users).
-    allow: Callable[[Any], str | None] | None = None
+    allow: Callable[[Caller], str | None] | None = None
     # Whether the model is offered the function here (`for_model(ctx)`); None: always. A slash
     # command written for people (`help`) says no unless configured: its tool definition would
     # be paid for on every request and the model rarely needs it. Slash commands ignore it.
-    for_model: Callable[[Any], bool] | None = None
+    for_model: Callable[[Caller], bool] | None = None
     # For a function declared by a JSON schema instead of an args model (an MCP server's tool):
     # checks the arguments against `parameters_schema` and returns them (a dict, handed to the
     # handler as its second argument) or raises InvalidArguments.

@@ -6,15 +6,14 @@ language) rather than from its description, which is written for the model."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from function_calls import FunctionResult, MessageContext, Plugin, tool_function
 from function_calls.builtins.help.settings import HelpSettings
+from function_calls.permissions import Caller
 
 plugin = Plugin("help", settings=HelpSettings)
 
 
-def offered_to_model(ctx: Any) -> bool:  # ctx: any caller the permission rules see
+def offered_to_model(ctx: Caller) -> bool:
     return ctx.config.section(HelpSettings).offer_to_model
 
 

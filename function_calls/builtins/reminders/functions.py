@@ -16,14 +16,17 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field
 
 from function_calls import FunctionResult, MessageContext, tool_function
-from function_calls.builtins.reminders.phrases import future_example, read_leading
+from function_calls.builtins.reminders.phrases import (
+    ReminderTimeError,
+    future_example,
+    read_leading,
+)
 from function_calls.builtins.reminders.service import (
     Creator,
     ReminderError,
     ReminderService,
     describe,
 )
-from function_calls.builtins.reminders.times import ReminderTimeError
 
 _DAILY = re.compile(
     r"^(?:daily|every\s+day)\s+(?:at\s+)?(\d{1,2}(?::\d{2}){0,2}\s*(?:am|pm)?)"

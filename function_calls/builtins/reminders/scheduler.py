@@ -26,12 +26,14 @@ from loguru import logger
 RETRY_WAKEUP = 5.0
 
 
-class SharedStoreScheduler(AsyncIOScheduler):
+# APScheduler 3 ships no types (its base class is Any to the checker).
+class SharedStoreScheduler(AsyncIOScheduler):  # type: ignore[misc]
     """An AsyncIOScheduler whose wake-up never raises: it always arms the next one."""
 
     def _process_jobs(self) -> float | None:
         try:
-            return super()._process_jobs()
+            wait: float | None = super()._process_jobs()
+            return wait
         except Exception as exc:
             logger.opt(exception=exc).error(
                 "reminder scheduler wake-up failed; trying again in {:.0f} s", RETRY_WAKEUP

@@ -55,9 +55,10 @@ from function_calls import (
     translate,
     zone_named,
 )
+from function_calls.builtins.reminders.phrases import ReminderTimeError
 from function_calls.builtins.reminders.settings import ReminderSettings
 from function_calls.builtins.reminders.times import (
-    ReminderTimeError,
+    Kind,
     Schedule,
     build_schedule,
     fmt,
@@ -125,7 +126,7 @@ class ReminderRow:
     creator_id: str
     creator_name: str
     text: str
-    kind: str
+    kind: Kind  # as written by `schedule`
     spec: str
     at: str | None
     weekday: str | None
@@ -178,7 +179,7 @@ def trigger_for(row: ReminderRow) -> BaseTrigger:
         row.kind,
         row.at,
         row.weekday,
-        row.cron,  # type: ignore[arg-type]
+        row.cron,
         utcnow(),
         tz,
     ).trigger
@@ -254,7 +255,10 @@ class ReminderService:
         the sweep for due reminders no wake-up of this process fired."""
         _services[self.key] = self
         self._started = True
-        if self._scheduler is not None or await self.storage.run(self._rows, _R.status == "active"):
+        wanted = self._scheduler is not None
+        if not wanted:
+            wanted = bool(await self.storage.run(self._rows, _R.status == "active"))
+        if wanted:
             await self.scheduler()
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="reminder-sweep")
 

@@ -226,7 +226,8 @@ def _cron_day(token: str, field: str) -> int:
 
 def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
     """The first fire time of `trigger` at or after `after` (aware)."""
-    return trigger.get_next_fire_time(None, after)
+    fire: datetime | None = trigger.get_next_fire_time(None, after)  # APScheduler is untyped
+    return fire
 
 
 def build_schedule(
@@ -248,7 +249,11 @@ def build_schedule(
         if not at:
             raise ReminderTimeError("time.needs_clock", kind=kind)
         clock = parse_clock(at)
-        fields = {"hour": clock.hour, "minute": clock.minute, "second": clock.second}
+        fields: dict[str, int | str] = {
+            "hour": clock.hour,
+            "minute": clock.minute,
+            "second": clock.second,
+        }
         spec = clock.strftime("%H:%M:%S" if clock.second else "%H:%M")
         if kind == "weekly":
             days = parse_weekdays(weekday or "")

@@ -117,7 +117,9 @@ def parse_answer(data: Any) -> SearchAnswer:
     text = strip_think(str(message.get("content") or ""))
     if not text:
         raise SearchError("empty")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
     return SearchAnswer(
         text=text,
         sources=sources_of(data),

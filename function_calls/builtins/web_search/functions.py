@@ -19,6 +19,7 @@ from function_calls import (
 )
 from function_calls.builtins.web_search.client import SearchError, WebSearchClient
 from function_calls.builtins.web_search.settings import WebSearchSettings
+from function_calls.permissions import Caller
 
 
 class WebSearchArgs(BaseModel):
@@ -30,7 +31,7 @@ class WebSearchArgs(BaseModel):
     )
 
 
-def not_allowed(ctx: MessageContext) -> str | None:  # ctx: any caller the rules see
+def not_allowed(ctx: Caller) -> str | None:
     """Why this sender, in this chat, may not search; None when they may."""
     cfg = ctx.config.section(WebSearchSettings)
     msg = ctx.message
