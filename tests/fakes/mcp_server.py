@@ -1,15 +1,17 @@
 """A small MCP server over streamable HTTP for the MCP client tests, written with the official
-SDK and run as its own process: `python tests/fakes/mcp_server.py PORT`.
+SDK and run as its own process: `python tests/fakes/mcp_server.py PORT [STARTED]`.
 
 Tools: `add(a, b)`; `fail(reason)` answers with `isError`; `slow(seconds)` sleeps (the tests
-kill the process mid-call); `grow()` adds the tool `extra` and notifies the client that the
-tool list changed.
+kill the process mid-call), first creating the file STARTED when given, so a test knows the
+call is in the server; `grow()` adds the tool `extra` and notifies the client that the tool
+list changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -30,6 +32,8 @@ def fail(reason: str) -> CallToolResult:
 
 @server.tool(description="Sleep for some seconds, then say so.")
 async def slow(seconds: float) -> str:
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).touch()
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
 

@@ -19,6 +19,7 @@ import pytest
 from chatfn.common.messages import IncomingMessage
 from chatfn.testing import ScriptedModel, TestBot, call, say
 from function_calls.builtins.mcp import McpClients
+from tests.kit import free_port, until, until_sync
 
 pytest.importorskip("mcp")
 pytest.importorskip("mcp_server_time")
@@ -29,34 +30,29 @@ TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-ti
 FAST = {"ping_interval": 0.5, "reconnect_initial": 0.2, "reconnect_max": 1, "connect_timeout": 10}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class FakeServer:
-    """tests/fakes/mcp_server.py as a process on a fixed port, so it can be killed and started
-    again at the same URL."""
+    """tests/fakes/mcp_server.py as a process on a fixed port (told before it starts: it must
+    come back at the same URL after a kill). `slow_started` appears once a `slow` call is in
+    the server."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.slow_started = folder / "slow-started"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> FakeServer:
         self.proc = subprocess.Popen(
-            [sys.executable, str(FAKE), str(self.port)],
+            [sys.executable, str(FAKE), str(self.port), str(self.slow_started)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
-            time.sleep(0.05)
-        raise RuntimeError("the fake MCP server did not start")
+        until_sync(self._listening, 20, "the fake MCP server did not start", interval=0.05)
+        return self
+
+    def _listening(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
 
     def kill(self) -> None:
         if self.proc is not None:
@@ -66,8 +62,8 @@ class FakeServer:
 
 
 @pytest.fixture
-def fake_server():
-    server = FakeServer().start()
+def fake_server(tmp_path: Path):
+    server = FakeServer(tmp_path).start()
     yield server
     server.kill()
 
@@ -76,14 +72,6 @@ def connection(tb: TestBot, key: str):
     clients = tb.bot.service(McpClients)
     assert clients is not None
     return clients.connections[key]
-
-
-async def wait_for(predicate, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_time_server_through_the_tool_loop_and_as_a_command(testbot) -> None:
@@ -167,12 +155,12 @@ async def test_http_server_error_result_list_change_and_kill_mid_call(testbot, f
 
     # notifications/tools/list_changed refreshes the functions.
     assert await tb.send("/t__grow") == ["grown"]
-    await wait_for(lambda: "t__extra" in tb.bot.registry)
+    await until(lambda: "t__extra" in tb.bot.registry, 20, "the new tool was not listed")
     assert await tb.send("/t__extra") == ["extra!"]
 
     # Killed mid-call: a short sentence, hidden from the model, then reconnected and working.
     pending = asyncio.create_task(tb.send("/t__slow seconds=10"))
-    await asyncio.sleep(1.0)
+    await until(fake_server.slow_started.exists, 20, "the slow call did not reach the server")
     fake_server.kill()
     started = time.monotonic()
     reply = await pending
@@ -181,7 +169,7 @@ async def test_http_server_error_result_list_change_and_kill_mid_call(testbot, f
         "The MCP server t disconnected during the call; it is being reconnected, "
         "try again in a moment."
     ]
-    await wait_for(lambda: not conn.connected)
+    await until(lambda: not conn.connected, 20, "the drop was not noticed")
     down = await tb.send("/t__add a=1 b=1")
     assert down == ["the MCP server t is not connected right now; try again in a minute."]
     message = IncomingMessage(platform="test", chat_id="private:a", sender_id="a", text="hi")
@@ -189,7 +177,7 @@ async def test_http_server_error_result_list_change_and_kill_mid_call(testbot, f
     assert not [s for s in ctx.usable_functions(via_command=False) if s.name.startswith("t__")]
 
     fake_server.start()
-    await wait_for(lambda: conn.connected)
+    await until(lambda: conn.connected, 20, "not reconnected")
     assert await tb.send("/t__add a=2 b=3") == ["5"]
     assert "t__extra" not in tb.bot.registry  # the restarted server lists its own tools
 
