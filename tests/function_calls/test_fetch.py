@@ -5,7 +5,6 @@ a body sent in several writes is read whole."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from chatfn.common.fetch import (
 )
 from tests.fakes.images import png
 from tests.fakes.slow_files import TWO_PARTS, SlowFiles
+from tests.kit import until
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
@@ -44,13 +44,6 @@ LOCAL = Allow(allow_networks=[LOOPBACK])
 async def files() -> AsyncIterator[SlowFiles]:
     async with SlowFiles(interval=0.05) as server:
         yield server
-
-
-async def until(check: object, timeout: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize(
@@ -134,13 +127,13 @@ async def test_the_deadline_ends_a_trickle_and_closes_its_connection(files: Slow
     with pytest.raises(FetchTooSlow):
         await fetch(f"{files.url}/trickle/1.png", allow=LOCAL, max_bytes=6_000_000, timeout=0.5)
     assert 0.45 < time.monotonic() - started < 1.5
-    await until(lambda: files.dropped == 1 and files.trickling == 0)
+    await until(lambda: files.dropped == 1 and files.trickling == 0, 3, "connection not closed")
 
 
 async def test_the_size_limit_ends_an_endless_body(files: SlowFiles) -> None:
     with pytest.raises(FetchTooLarge):
         await fetch(f"{files.url}/endless", allow=LOCAL, max_bytes=1_000_000, timeout=5)
-    await until(lambda: files.dropped == 1)
+    await until(lambda: files.dropped == 1, 3, "connection not closed")
     # declared too large: refused before reading
     with pytest.raises(FetchTooLarge, match="declared"):
         await fetch(f"{files.url}/trickle/1.png", allow=LOCAL, max_bytes=1_000_000, timeout=5)
