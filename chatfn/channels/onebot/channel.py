@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -44,7 +43,6 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-from chatfn.channels.markdown import to_plain
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.history import Owed, SentCheck, match_sent
 from chatfn.channels.onebot.link import (
@@ -57,9 +55,9 @@ from chatfn.channels.onebot.link import (
     _int,
 )
 from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
+from chatfn.channels.onebot.plain import plain_parts, plain_text
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.outbound import OrderedRunner, Outbound
-from chatfn.channels.split import split_message
 from chatfn.common.messages import (
     DeliveryRefused,
     IncomingMessage,
@@ -114,7 +112,7 @@ class OneBotChannel(OneBotLink):
             max_length=limit,
             rate=self.cfg.send_rate,
             burst=self.cfg.send_burst,
-            split=lambda text: _plain_parts(text, limit),
+            split=lambda text: plain_parts(text, limit),
         )
         self._route: dict[str, str] = {}  # chat id -> self id that last saw it
         # Per account: one message at a time is split and rendered, one per pass of the event
@@ -535,14 +533,16 @@ class OneBotChannel(OneBotLink):
         self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime
     ) -> bool:
         """Whether the part in `params` shows in the chat's history since `started` (waiting
-        up to `reconnect_wait` for the account); False when that cannot be told."""
+        up to `reconnect_wait` for the account); False when that cannot be told. An account
+        that stays away raises NotConnected: the message waits in the outbox, and is not
+        waited for a second time by a resend."""
         text = "".join(
             str(s["data"].get("text", "")) for s in params["message"] if s["type"] == "text"
         )
         if not text.strip():  # an image alone: nothing to recognise it by; sent again
             return False
+        await self._connection(self_id, self.cfg.reconnect_wait)
         try:
-            await self._connection(self_id, self.cfg.reconnect_wait)
             own = await self.history.own_messages(self_id, chat_id)
         except NotConnected:
             return False
@@ -574,29 +574,6 @@ class OneBotChannel(OneBotLink):
             except (NotConnected, NotDelivered):
                 continue
         return verdicts
-
-
-# What could make Markdown of a text: emphasis, code, links, headings, quotes, tables, escapes,
-# entities, list markers, indented code, setext underlines. A text without any is sent as it is.
-_MARKUP = re.compile(r"[*_`\[\]#>~|\\<&]|^\s*(?:[-+]|\d+[.)])\s|^ {4}|^\s*[=-]+\s*$", re.M)
-
-
-def plain_text(text: str) -> str:
-    """`text` as QQ shows it: Markdown rendered plain (to_plain), or the text itself when it
-    holds no Markdown at all (most short replies: no parse, no render)."""
-    return to_plain(text) if _MARKUP.search(text) else text
-
-
-def _plain_parts(text: str, limit: int) -> list[str]:
-    """`text` (Markdown) in parts whose plain rendering fits `limit`. Measured on the source
-    first, which plain text rarely outgrows (only a table's padding does), because measuring
-    every candidate rendered costs ~50 ms for a 9 KB word; a part whose rendering does not fit
-    is split again, rendered."""
-    parts: list[str] = []
-    for part in split_message(text, limit):
-        fits = len(plain_text(part)) <= limit
-        parts.extend([part] if fits else split_message(part, limit, render=to_plain))
-    return parts
 
 
 def _invalid_id(event: dict[str, Any], kind: str) -> bool:
