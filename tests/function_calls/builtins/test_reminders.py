@@ -3,7 +3,6 @@ A "restart" here is closing one Bot and starting another on the same database.""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +14,7 @@ from function_calls.builtins.reminders import service as reminder_mod
 from function_calls.builtins.reminders.service import ReminderRow, reminders_table, utcnow
 from providers.scripted import ScriptedModel, call, say
 from tests.function_calls.builtins.conftest import MakeBot
+from tests.kit import until
 
 GROUP = "team1"
 
@@ -35,11 +35,35 @@ async def fired(tb, chat_id: str, timeout: float) -> ReminderRow:
     "refused") is written after the row's last status. The status alone does not tell: a fire
     claims the occurrence (status "done") before it re-checks the permission and writes
     "refused"."""
-    async with asyncio.timeout(timeout):
-        while not [c for c in tb.bot.storage.tool_calls(chat_id) if c.source == "scheduler"]:
-            await asyncio.sleep(0.05)
+    await until(
+        lambda: [c for c in tb.bot.storage.tool_calls(chat_id) if c.source == "scheduler"],
+        timeout,
+        "the reminder did not fire",
+    )
     [row] = rows(tb)
     return row
+
+
+def move_back(tb, seconds: float) -> None:
+    """Every reminder falls due `seconds` earlier (its `at` and `next_run`): time passing while
+    the bot is down, without waiting for it."""
+    delta = timedelta(seconds=seconds)
+    with tb.bot.storage.engine.begin() as conn:  # the engine reconnects after close
+        for row in conn.execute(select(reminders_table)).all():
+            at = (datetime.fromisoformat(row.at) - delta).isoformat()
+            conn.execute(
+                update(reminders_table)
+                .where(reminders_table.c.id == row.id)
+                .values(at=at, next_run=row.next_run - delta)
+            )
+
+
+async def nothing_will_fire(tb) -> None:
+    """No reminder is left to deliver: none active, and the scheduler holds no job (a second
+    delivery would need one of the two: a fire claims the active row first)."""
+    assert [r.status for r in rows(tb) if r.status == "active"] == []
+    service = tb.bot.service(ReminderService)
+    assert service._scheduler is None or service._scheduler.get_jobs() == []
 
 
 async def test_fires_in_the_group_mentioning_its_creator(make_bot: MakeBot) -> None:
@@ -48,9 +72,9 @@ async def test_fires_in_the_group_mentioning_its_creator(make_bot: MakeBot) -> N
     assert reply.startswith("⏰ Reminder set for ") and "stretch" in reply
     [out] = await outbox.wait(1, timeout=4)
     assert (out.chat_id, out.at, out.text) == (GROUP, "bob", "⏰ Reminder: stretch")
-    await asyncio.sleep(0.3)
+    row = await fired(tb, GROUP, timeout=4)  # settled: nothing left that could send it again
+    await nothing_will_fire(tb)
     assert len(outbox.messages) == 1
-    [row] = rows(tb)
     assert (row.status, row.fired_count) == ("done", 1)
     audit = [c for c in tb.bot.storage.tool_calls(GROUP) if c.source == "scheduler"]
     assert [(c.function, c.outcome) for c in audit] == [("reminder_set", "ok")]
@@ -185,14 +209,15 @@ async def test_due_while_down_is_delivered_late_once(make_bot: MakeBot) -> None:
     tb, _ = await make_bot()
     await tb.send("/reminder_set in 1s water", sender="bob", group=GROUP)
     await tb.aclose()
-    await asyncio.sleep(1.6)  # due while no bot runs
+    move_back(tb, 60)  # due while no bot runs
     tb2, outbox = await make_bot()
     [out] = await outbox.wait(1, timeout=4)
     assert out.text.startswith("⏰ Reminder: water\n(Late: it was due ")
     assert "I was offline then" in out.text and out.at == "bob"
+    await fired(tb2, GROUP, timeout=4)
     await tb2.aclose()
-    _, outbox3 = await make_bot()  # and once more: nothing is delivered twice
-    await asyncio.sleep(0.5)
+    tb3, outbox3 = await make_bot()  # and once more: nothing is delivered twice
+    await nothing_will_fire(tb3)
     assert outbox3.messages == []
 
 
@@ -201,7 +226,7 @@ async def test_past_grace_is_reported_not_dropped(make_bot: MakeBot) -> None:
     tb, _ = await make_bot(config=cfg)
     await tb.send("/reminder_set in 1s water", sender="bob", group=GROUP)
     await tb.aclose()
-    await asyncio.sleep(2.0)
+    move_back(tb, 60)  # due a minute ago, past the grace period
     tb2, outbox = await make_bot(config=cfg)
     [out] = await outbox.wait(1, timeout=4)
     assert out.text.startswith("⏰ Missed reminder: “water” was due ") and "offline" in out.text

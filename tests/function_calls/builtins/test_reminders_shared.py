@@ -3,7 +3,6 @@ tests/cluster/test_failover.py runs real worker processes)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +12,7 @@ from function_calls.builtins.reminders import ReminderService
 from function_calls.builtins.reminders import scheduler as reminders_scheduler
 from function_calls.builtins.reminders.service import reminders_table
 from tests.function_calls.builtins.conftest import MakeBot
+from tests.kit import until
 
 RAN: list[str] = []
 
@@ -20,12 +20,6 @@ RAN: list[str] = []
 async def record(name: str) -> None:
     """A job function the job store can name (module:function)."""
     RAN.append(name)
-
-
-async def until(check, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
 
 
 async def test_a_wake_up_that_fails_does_not_stop_the_scheduler(make_bot: MakeBot) -> None:
@@ -50,7 +44,7 @@ async def test_a_wake_up_that_fails_does_not_stop_the_scheduler(make_bot: MakeBo
     monkey_retry = reminders_scheduler.RETRY_WAKEUP
     reminders_scheduler.RETRY_WAKEUP = 0.2
     try:
-        await until(lambda: "first" in RAN, 4)
+        await until(lambda: "first" in RAN, 4, "the job after the failed wake-up did not run")
     finally:
         reminders_scheduler.RETRY_WAKEUP = monkey_retry
     assert failed and RAN == ["first"]
@@ -62,7 +56,16 @@ async def test_a_due_reminder_no_scheduler_knows_of_is_fired_by_the_sweep(
 ) -> None:
     """A reminder set through another worker (its row only: that worker's scheduler held the
     job, and it died) is found by this worker's sweep and delivered once."""
-    tb, outbox = await make_bot(config={"reminders": {"sweep_interval": 0.2}})
+    tb, outbox = await make_bot(config={"reminders": {"sweep_interval": 0.05}})
+    service = tb.bot.service(ReminderService)
+    sweeps: list[datetime] = []
+    read_due = service._due_ids
+
+    def counted(now: datetime) -> list[str]:
+        sweeps.append(now)
+        return read_due(now)
+
+    service._due_ids = counted  # type: ignore[method-assign]
     due = datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=1)
     with tb.bot.storage.engine.begin() as conn:
         conn.execute(
@@ -88,5 +91,7 @@ async def test_a_due_reminder_no_scheduler_knows_of_is_fired_by_the_sweep(
         )
     [out] = await outbox.wait(1, timeout=3)
     assert (out.chat_id, out.text) == ("team1", "⏰ Reminder: stretch")
-    await asyncio.sleep(0.5)  # two more sweeps: still once
+    # Two more whole sweeps (a third has started): still once.
+    seen = len(sweeps)
+    await until(lambda: len(sweeps) >= seen + 3, 5, "the sweep stopped")
     assert len(outbox.messages) == 1
