@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
+from tests.kit import hang as never_answers
 
 
 class NoteArgs(BaseModel):
@@ -69,8 +70,7 @@ def registry(calls: Calls) -> Registry:
 
         @tool_function(name="hang", description="Never finishes.", timeout=0.2)
         async def hang(ctx: MessageContext) -> FunctionResult:
-            await asyncio.sleep(30)
-            return FunctionResult(messages=["never"])
+            await never_answers()
 
         @tool_function(
             name="team_only", description="Group-only function.", scope="group", require_at=True

@@ -14,6 +14,7 @@ from providers.errors import ProviderUnavailable
 from providers.scripted import ScriptedModel, call, calls, say
 from providers.types import Message
 from tests.function_calls.conftest import Calls
+from tests.kit import hang
 
 
 def make(tmp_path: Path, registry: Registry, *steps, config=None) -> tuple[TestBot, ScriptedModel]:  # type: ignore[no-untyped-def]
@@ -224,15 +225,9 @@ async def test_tool_result_size_is_capped(tmp_path: Path) -> None:
 
 
 async def test_deadline(tmp_path: Path, registry: Registry) -> None:
-    import asyncio
-
-    async def slow(messages, tools):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(5)
-
     class Slow(ScriptedModel):
         async def complete(self, messages, tools=None):  # type: ignore[no-untyped-def]
-            await asyncio.sleep(5)
-            raise AssertionError("unreachable")
+            await hang()
 
     tb = TestBot(
         tmp_path, model=Slow(), registry=registry, config={"function_calls": {"total_timeout": 0.2}}
@@ -250,13 +245,11 @@ async def test_deadline(tmp_path: Path, registry: Registry) -> None:
 async def test_chat_fallback_runs_under_the_same_deadline(tmp_path: Path) -> None:
     """No function is visible (empty registry, no built-ins): the plain-chat fallback answers,
     and a model that never finishes cannot keep the chat waiting past the turn's deadline."""
-    import asyncio
     import time
 
     class Hangs(ScriptedModel):
         async def complete(self, messages, tools=None):  # type: ignore[no-untyped-def]
-            await asyncio.sleep(30)
-            raise AssertionError("unreachable")
+            await hang()
 
     tb = TestBot(
         tmp_path,

@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 #: What a predicate may return: a value judged by its truth, or an awaitable of one.
 Predicate = Callable[[], object]
@@ -82,4 +83,11 @@ async def wait_event(event: asyncio.Event, timeout: float = 5.0, message: Messag
         raise AssertionError(_text(message or "event not set", timeout)) from None
 
 
-__all__ = ["until", "until_sync", "wait_event"]
+async def hang() -> NoReturn:
+    """Never return (until cancelled): a model, server or function that never answers, for a
+    test of the timeout that must cut it short. Says so, where `sleep(30)` looked like a wait."""
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+__all__ = ["hang", "until", "until_sync", "wait_event"]
