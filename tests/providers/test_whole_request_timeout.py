@@ -22,6 +22,8 @@ def trickle(content_type: str) -> web.StreamResponse:
         await response.prepare(request)
         for _ in range(60):
             await response.write(b" ")  # JSON allows leading whitespace; SSE ignores blank
+            # Kept: this test is about time itself. A byte every 0.5 s, well inside each read
+            # timeout (1.5 s), is what keeps an SDK's own timeout from ever firing.
             await asyncio.sleep(0.5)
         return response
 
