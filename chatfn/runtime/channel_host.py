@@ -35,6 +35,7 @@ __all__ = [
     "HistoryEntry",
     "OutboundSender",
     "Probe",
+    "channel_state",
     "section_of",
 ]
 
@@ -262,3 +263,22 @@ def section_of(core: CoreSettings, name: str, model: type[S]) -> S:
     built in code without that channel found)."""
     value = getattr(getattr(core, "channels", None), name, None)
     return value if isinstance(value, model) else model()
+
+
+def channel_state(name: str, sender: Any) -> dict[str, Any]:
+    """A channel's state as far as it tells (the console's health panel and /healthz): a
+    kit channel's `connected` and `status` (why it is down: refused credentials, the
+    platform not reachable), a OneBot channel's accounts online, else up (it is registered
+    and running)."""
+    connected = getattr(sender, "connected", None)
+    status = getattr(sender, "status", "")
+    detail = status if isinstance(status, str) and not connected else ""
+    accounts = getattr(sender, "self_ids", None)
+    if isinstance(accounts, list):
+        connected = bool(accounts)
+        detail = ", ".join(accounts) if accounts else "no account connected"
+    return {
+        "name": name,
+        "connected": bool(connected) if connected is not None else True,
+        "detail": detail,
+    }

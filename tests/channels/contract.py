@@ -59,6 +59,7 @@ Feature = Literal[
     "member_joined",
     "roles",  # group owner/admin as the platform reports them
     "mention_only",  # groups send the bot only messages that mention it (QQ groups)
+    "credentials",  # the platform can refuse the bot's credentials (`refuse_credentials`)
 ]
 
 #: A 1x1 PNG: the image a user sends and the image `/picture` returns.
@@ -147,6 +148,12 @@ class Driver(Protocol):
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         """The platform answers the next send to `chat` with 429 and `retry_after`."""
+        ...
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        """The platform refuses the bot's token or secret from now on (a token revoked while
+        the bot runs: the connection it holds is cut, as the platform would), or takes them
+        again (`refused` False)."""
         ...
 
 
@@ -430,6 +437,46 @@ class ChannelContract:
         assert texts.count(first.text) >= 1
         if "message_ids" in driver.features:
             assert texts == ["echo: hello", "echo: later"]
+
+    async def test_refused_credentials_are_one_line_down_and_a_slow_retry(
+        self, driver: Driver, start: Start, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Issue 39: at run time the platform refuses the credentials. The channel says so in
+        one clear line (not one per try), shows as down in health (/healthz, the console),
+        tries again slowly and keeps the bot running: once they work again it answers."""
+        self.need(driver, "credentials")
+        from loguru import logger
+
+        from chatfn.channels.kit import channel as kit
+        from chatfn.runtime.channel_host import channel_state
+
+        monkeypatch.setattr(kit, "REFUSED_RETRY", 0.1)  # "slowly": every 60 s when running
+        run = await start()
+        chat = Chat("private", "1012")
+        await driver.say(chat, "before")
+        await driver.sent(chat, 1)
+        channel: Any = run.bot.delivery.channels[driver.platform]
+        lines: list[str] = []
+        sink = logger.add(lambda m: lines.append(m.record["message"]), level="ERROR")
+        try:
+            refusals = channel.refusals
+            await driver.refuse_credentials(True)
+            async with asyncio.timeout(30):
+                while channel.refusals < refusals + 3:  # refused, and tried again twice
+                    await asyncio.sleep(0.05)
+            state = channel_state(driver.platform, channel)
+            assert state["connected"] is False and "refused" in state["detail"], state
+            said = [line for line in lines if "refused" in line]
+            assert len(said) == 1, lines
+            await driver.refuse_credentials(False)
+            async with asyncio.timeout(30):
+                while not channel.connected:
+                    await asyncio.sleep(0.05)
+        finally:
+            logger.remove(sink)
+        await driver.say(chat, "after")
+        replies = await _all_sent(driver, chat, lambda got: got[-1].text == "echo: after")
+        assert replies[0].text == "echo: before"
 
     # -- events and roles --------------------------------------------------------------------
     async def test_member_joined_reaches_the_welcome(self, driver: Driver, start: Start) -> None:

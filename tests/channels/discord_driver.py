@@ -113,6 +113,7 @@ class DiscordDriver:
             "message_ids",
             "member_joined",
             "roles",
+            "credentials",
         }
     )
     max_length = 2000
@@ -185,3 +186,10 @@ class DiscordDriver:
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         self.server.rate_limited[self.channel_of(chat)] = retry_after
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        if refused:
+            self._token, self.server.token = self.server.token, "revoked"
+            await self.server.drop()
+        else:
+            self.server.token = self._token

@@ -50,6 +50,7 @@ class FeishuDriver:
             "message_ids",  # every send carries a uuid: the platform sends it at most once
             "member_joined",
             "roles",
+            "credentials",
         }
     )
     max_length = 4000
@@ -153,6 +154,14 @@ class FeishuDriver:
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         self.fake.rate_limited[self.native(chat)] = retry_after
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        if refused:
+            self._secret, self.fake.app_secret = self.fake.app_secret, "rotated"
+            self.fake.revoke_tokens()
+            await self.fake.drop()
+        else:
+            self.fake.app_secret = self._secret
 
 
 def as_sent(chat: Chat, p: Posted, uploaded: dict[str, bytes] | None = None) -> Sent:

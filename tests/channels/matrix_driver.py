@@ -89,6 +89,7 @@ class MatrixDriver:
             "message_ids",  # transaction ids: the homeserver never posts a send twice
             "member_joined",
             "roles",
+            "credentials",
         }
     )
     # The channel's own default is 16000 characters (within Matrix's 64 KiB events); the
@@ -401,6 +402,11 @@ class MatrixDriver:
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         room_id = await self.room(chat)
         self.proxy.rate_limit_next(room_id, retry_after * 1000)
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        self.proxy.refused_token = self.bot.access_token if refused else None
+        if refused:
+            self.proxy.drop()
 
 
 # -- a bot for the Matrix-only tests (the contract kit has its own) ------------------------------

@@ -1,10 +1,10 @@
 """An HTTP proxy between the Matrix channel and the real Synapse of the tests, for what a
 homeserver cannot be asked to do on demand: answer the next send to a room with
 `429 M_LIMIT_EXCEEDED` and a `retry_after_ms` (the spec's rate-limit error,
-https://spec.matrix.org/v1.16/client-server-api/#rate-limiting), and drop every open
-connection (a network cut under a long /sync poll). Everything else is passed through as it
-is, and each `PUT .../send/{type}/{txnId}` is recorded, so a test sees which transaction ids
-the channel used and how often.
+https://spec.matrix.org/v1.16/client-server-api/#rate-limiting), drop every open
+connection (a network cut under a long /sync poll), and refuse a token as revoked.
+Everything else is passed through as it is, and each `PUT .../send/{type}/{txnId}` is
+recorded, so a test sees which transaction ids the channel used and how often.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class MatrixProxy:
         self._limit: dict[str, float] = {}  # room id -> retry_after_ms for its next send
         self._fail: dict[str, tuple[int, int]] = {}  # path part -> (requests left, status)
         self.failed = 0
+        self.refused_token: str | None = None  # answered 401 M_UNKNOWN_TOKEN (revoked)
         self._open: dict[asyncio.Task[Any], asyncio.BaseTransport | None] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -92,6 +93,13 @@ class MatrixProxy:
                 self._fail[part] = (left - 1, status)
                 self.failed += 1
                 return web.Response(status=status, text="<html>Bad Gateway</html>")
+        if self.refused_token and request.headers.get("Authorization") == (
+            f"Bearer {self.refused_token}"
+        ):
+            return web.json_response(
+                {"errcode": "M_UNKNOWN_TOKEN", "error": "Invalid access token passed."},
+                status=401,
+            )
         bearer = request.headers.get("Authorization", "").startswith("Bearer ")
         self.requests.append((request.method, request.path, bearer))
         send = _SEND.match(request.path) if request.method == "PUT" else None

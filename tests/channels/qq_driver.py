@@ -44,7 +44,7 @@ class QQDriver:
         self.scene = scene
         self.settings = settings
         common = {"groups", "images_in", "images_out", "plain", "split", "rate_limit"}
-        common |= {"reconnect", "crash_redelivery"}
+        common |= {"reconnect", "crash_redelivery", "credentials"}
         if scene == "qq":
             # no quote (QQ: "not yet supported"), no roles, no member-joined event in groups
             self.features = frozenset(common | {"message_ids", "mention_only"})
@@ -152,6 +152,15 @@ class QQDriver:
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         _scene, target = self.where(chat)
         self.fake.rate_limited[target] = time.monotonic() + retry_after
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        if refused:
+            self._secret, self.fake.secret = self.fake.secret, "revoked-secret"
+        else:
+            self.fake.secret = self._secret
+        if refused:
+            self.fake.revoke_tokens()
+            await self.fake.drop()
 
 
 def as_sent(chat: Chat, p: Posted) -> Sent:

@@ -41,6 +41,7 @@ class SlackDriver:
             "crash_redelivery",
             "member_joined",
             "roles",
+            "credentials",
         }
     )  # no "message_ids": chat.postMessage has no idempotency key
     max_length = 4000
@@ -137,6 +138,14 @@ class SlackDriver:
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         self.fake.rate_limited[self.native(chat)] = retry_after
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        from tests.channels.slack_fake import APP_TOKEN, BOT_TOKEN
+
+        revoked = ("xoxb-revoked", "xapp-revoked") if refused else (BOT_TOKEN, APP_TOKEN)
+        self.fake.bot_token, self.fake.app_token = revoked
+        if refused:
+            await self.fake.drop()
 
 
 def as_sent(chat: Chat, p: Posted) -> Sent:

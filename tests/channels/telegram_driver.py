@@ -48,6 +48,7 @@ class TelegramDriver:
             "crash_redelivery",
             "member_joined",
             "roles",
+            "credentials",
         }
     )  # no "message_ids": the Bot API cannot read a chat's history to see what went out
     max_length = 4096
@@ -148,6 +149,13 @@ class TelegramDriver:
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         self.fake.rate_limit_next(self.native(chat), int(retry_after))
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        if refused:
+            self._token, self.fake.token = self.fake.token, "0:revoked"
+            await self.fake.drop()  # the long poll in flight ends; the next one is refused
+        else:
+            self.fake.token = self._token
 
 
 # -- a bot for the Telegram-only tests (the contract kit has its own) ----------------------------

@@ -89,3 +89,48 @@ async def test_web_page_runs_only_script_files_of_its_own_origin(tmp_path: Path)
     finally:
         await channel.stop()
         await tb.bot.aclose()
+
+
+async def test_healthz_shows_a_channel_whose_credentials_are_refused_as_down(
+    tmp_path: Path,
+) -> None:
+    """Issue 39: a platform that refuses the bot's credentials leaves its channel down, and
+    /healthz says so and why; the HTTP channel itself stays up."""
+    import asyncio
+
+    from chatfn.channels.kit import CredentialsRefused, PlatformChannel
+    from chatfn.common.config import Section
+    from chatfn.common.messages import OutgoingMessage
+
+    class Refusing(PlatformChannel[Section]):
+        platform = "refusing"
+        label = "Refusing"
+
+        async def connect(self) -> None:
+            raise CredentialsRefused("Refusing refused channels.refusing.token: check it")
+
+        async def deliver(self, message: OutgoingMessage) -> None:
+            raise AssertionError("never connected")
+
+    tb = TestBot(tmp_path, builtins=False)
+    http = HttpChannel(tb.bot.channel_host, bind="127.0.0.1", port=0)
+    refusing = Refusing(tb.bot.channel_host, Section())
+    await http.start()
+    running = asyncio.create_task(refusing.run())
+    try:
+        async with asyncio.timeout(5):
+            while not refusing.refusals:
+                await asyncio.sleep(0.02)
+        async with ClientSession() as client:
+            resp = await client.get(f"http://127.0.0.1:{http.bound_port}/healthz")
+            health = await resp.json()
+        assert resp.status == 200 and health["status"] == "ok"
+        [state] = [c for c in health["channels"] if c["name"] == "refusing"]
+        assert state["connected"] is False
+        assert "refused channels.refusing.token" in state["detail"]
+        assert not running.done()  # retried slowly, not given up
+    finally:
+        await refusing.stop()
+        await running
+        await http.stop()
+        await tb.bot.aclose()

@@ -35,7 +35,8 @@ from typing import Any
 from loguru import logger
 
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.outbound import Backoff
+from chatfn.channels.kit import Backoff
+from chatfn.channels.kit import channel as kit
 
 __all__ = ["EVENTS", "WsLink"]
 
@@ -175,7 +176,6 @@ class WsLink:
             builder = builder.register_p2_customized_event(kind, self._event)
         handler = builder.build()
         backoff = Backoff(0.5, 60.0)
-        told = False
         while not self._stop.is_set():
             lost = asyncio.Event()
             client = ws_client.Client(
@@ -194,26 +194,23 @@ class WsLink:
                 try:
                     await reconnect()
                 except Exception as exc:  # the SDK gave up (or was refused): start over
-                    self._tell("failing", f"{type(exc).__name__}: {exc}")
+                    refused = isinstance(exc, ClientException)
+                    self._tell("refused" if refused else "failing", f"{type(exc).__name__}: {exc}")
                     lost.set()
 
             client._reconnect = reconnect_or_give_up
             client._write_message = self._answering(client._write_message)
             client.on_reconnecting = lambda: self._tell("lost", "connection closed")
             client.on_reconnected = lambda: self._tell("connected", "again")
+            refused = False
             try:
                 await client._connect()  # start() would block this loop for good
             except ClientException as exc:  # the endpoint refused app_id / app_secret
-                if not told:
-                    self._tell("refused", str(exc))
-                told = True
-                backoff.attempt = 10  # the cap: once a minute
-            except Exception as exc:
-                if not told:
-                    self._tell("failing", f"{type(exc).__name__}: {exc}")
-                told = True
+                self._tell("refused", str(exc))  # the channel says it once per outage
+                refused = True
+            except Exception as exc:  # the channel says it once per outage
+                self._tell("failing", f"{type(exc).__name__}: {exc}")
             else:
-                told = False
                 backoff.reset()
                 self._tell("connected", "")
                 ping = asyncio.ensure_future(client._ping_loop())
@@ -227,5 +224,11 @@ class WsLink:
                     await client._disconnect()
                 if self._stop.is_set():
                     return
-            if not await backoff.wait(self._stop):
+            if refused:  # the kit's slow retry: the credentials may be fixed meanwhile
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(kit.REFUSED_RETRY):
+                        await self._stop.wait()
+                if self._stop.is_set():
+                    return
+            elif not await backoff.wait(self._stop):
                 return

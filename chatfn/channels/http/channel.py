@@ -58,7 +58,7 @@ from chatfn.common.messages import (
     clean_text,
     surrogate_at,
 )
-from chatfn.runtime.channel_host import ChannelHost, section_of
+from chatfn.runtime.channel_host import ChannelHost, channel_state, section_of
 from chatfn.runtime.event_stream import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -229,6 +229,11 @@ class HttpChannel(Channel):
                 "status": "ok",
                 "model": self.host.model_name,
                 "outbox": self.host.outbox.stats(),
+                # Each channel up or down, and why (refused credentials, not reachable).
+                "channels": [
+                    channel_state(name, sender)
+                    for name, sender in sorted(self.host.outbox.channels.items())
+                ],
             }
         )
 

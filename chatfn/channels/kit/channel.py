@@ -70,6 +70,7 @@ class PlatformChannel(Channel, Generic[S]):
         self.connected = False  # up now (health)
         self.status = "connecting"  # what health shows beside it: why it is down
         self.connect_attempts = 0  # tests, health
+        self.refusals = 0  # times the platform refused the credentials (tests, health)
         self._told: str | None = None  # the kind of failure logged for this outage
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = asyncio.Event()
@@ -157,6 +158,7 @@ class PlatformChannel(Channel, Generic[S]):
         """Down, for `why`: one line per outage and kind (refused credentials: an error whose
         text names the setting to fix; anything else: a warning), shown in health."""
         kind = "refused" if isinstance(why, CredentialsRefused) else "failing"
+        self.refusals += kind == "refused"
         if self._told != kind:
             if kind == "refused":
                 self.log.error("{}", why)

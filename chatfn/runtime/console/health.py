@@ -6,23 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from chatfn.runtime.channel_host import channel_state
 from chatfn.storage.console import delivery, sessions
-
-
-def _channel(name: str, sender: Any) -> dict[str, Any]:
-    """A channel's state as far as it tells: `connected` when it has it, a OneBot channel's
-    accounts online, else up (it is registered and running)."""
-    connected = getattr(sender, "connected", None)
-    detail = ""
-    accounts = getattr(sender, "self_ids", None)
-    if isinstance(accounts, list):
-        connected = bool(accounts)
-        detail = ", ".join(accounts) if accounts else "no account connected"
-    return {
-        "name": name,
-        "connected": bool(connected) if connected is not None else True,
-        "detail": detail,
-    }
 
 
 def mcp_servers(bot: Any) -> list[dict[str, Any]]:
@@ -70,7 +55,7 @@ async def health(console: Any, started_at: datetime) -> dict[str, Any]:
             bot.switch.role, bot.switch.role
         ),
         "started_at": sessions.iso(started_at),
-        "channels": [_channel(n, s) for n, s in sorted(bot.delivery.channels.items())],
+        "channels": [channel_state(n, s) for n, s in sorted(bot.delivery.channels.items())],
         "mcp_servers": [{**s, "tools": len(s["tools"])} for s in servers],
         "outbox": backlog,
         "event_loop_lag_ms": console.lag.now_ms(),
