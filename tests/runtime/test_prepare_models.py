@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
@@ -16,18 +15,23 @@ from chatfn.runtime.bot import Bot
 from chatfn.runtime.settings import parse_settings
 from providers.scripted import ScriptedModel
 from providers.types import LLMResponse, Message, Usage
+from tests.kit import until
 
 
 class SlowToPrepare(ScriptedModel):
-    """A model whose SDK takes 0.4 s to load, in whichever thread loads it."""
+    """A model whose SDK loads until the test lets it (`loaded`), in whichever thread loads it;
+    at most 5 s, so a load on the loop's thread (the bug) fails the test instead of hanging."""
 
     def __init__(self) -> None:
         super().__init__([self._answer], repeat_last=True)
         self.prepared_in: list[str] = []
         self.answered_after_prepare: list[bool] = []
+        self.loading = threading.Event()
+        self.loaded = threading.Event()
 
     def prepare(self) -> None:
-        time.sleep(0.4)  # the import's cost, in the preparing thread
+        self.loading.set()
+        self.loaded.wait(5)  # the import's cost, in the preparing thread
         self.prepared_in.append(threading.current_thread().name)
 
     def _answer(self, _messages: list[Message], _tools: object) -> LLMResponse:
@@ -59,14 +63,18 @@ async def test_a_message_during_the_sdk_load_waits_for_it_off_the_loop(tmp_path:
     ticking = asyncio.create_task(ticker())
     try:
         preparing = asyncio.create_task(bot.prepare_models())
-        await asyncio.sleep(0)  # prepare has begun its delay
+        await until(model.loading.is_set, 5, "the SDK load did not begin")
         msg = IncomingMessage(platform="test", chat_id="c", sender_id="u", text="hello")
         began = ticks
-        sent = await bot.handle(msg, _take)
+        handling = asyncio.create_task(bot.handle(msg, _take))
+        # The loop runs on while the load holds the message back.
+        await until(lambda: ticks - began >= 10, 4, "the loop stalled during the SDK load")
+        assert not handling.done() and model.answered_after_prepare == []
+        model.loaded.set()
+        sent = await handling
         assert [o.text for o in sent] == ["hi"]
         assert model.prepared_in == ["prepare-models"]  # once, in the preparing thread
         assert model.answered_after_prepare == [True]  # the request waited for the load
-        assert ticks - began >= 10, ticks - began  # the loop ran on during the 0.4 s
         await preparing
     finally:
         stop.set()
