@@ -98,13 +98,16 @@ async def test_500_gives_short_message_and_history_keeps_question(
 
 
 async def test_provider_timeout(tmp_path: Path, server: ReplayServer) -> None:
+    gave_up = asyncio.Event()
+
     async def hang(_r):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(1.0)
+        await gave_up.wait()  # the answer comes only once the turn has stopped waiting
         return web.json_response(openai_chat_response("late"))
 
     server.queue.append(hang)
     tb = TestBot(tmp_path, model=model_for(server, timeout=0.3))
     replies = await tb.send("slow?")
+    gave_up.set()
     assert replies == [
         "Sorry, the model took too long to answer. Your message is saved; "
         "please try again in a moment."
