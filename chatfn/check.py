@@ -18,9 +18,18 @@ import importlib
 import importlib.util
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+if TYPE_CHECKING:  # imported where used: the imports check runs first, and fast
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import Settings
+    from chatfn.storage.db import Storage
+    from function_calls.registry import Registry
+
+T = TypeVar("T")
 
 DESCRIPTION = "Check the setup before going live: config, database, broker, plugins, models."
 Status = Literal["ok", "warn", "fail"]
@@ -105,7 +114,7 @@ def check_imports(report: Report) -> bool:
     return True
 
 
-def load_config(report: Report, path: str | None) -> Any:
+def load_config(report: Report, path: str | None) -> Settings | None:
     from chatfn.runtime.settings import ConfigError, load_settings
     from function_calls.registry import PluginLoadError
 
@@ -122,7 +131,7 @@ def load_config(report: Report, path: str | None) -> Any:
     return settings
 
 
-def check_storage(report: Report, settings: Any, migrate: bool = False) -> Any:
+def check_storage(report: Report, settings: Settings, migrate: bool = False) -> Storage | None:
     """Reachable, migrations (run only with --migrate; otherwise listed: the bot runs them at
     start), writable."""
     from chatfn.common.config import ConfigError
@@ -162,7 +171,7 @@ def check_storage(report: Report, settings: Any, migrate: bool = False) -> Any:
     return storage
 
 
-def check_broker(report: Report, settings: Any, role: str | None) -> None:
+def check_broker(report: Report, settings: Settings, role: str | None) -> None:
     """The role this process would have, and the broker it would use (connected to, once)."""
     cfg = settings.broker
     if not cfg.url:
@@ -194,13 +203,13 @@ def check_broker(report: Report, settings: Any, role: str | None) -> None:
     report.add("broker", "ok", f"RabbitMQ at {broker.safe_url} reachable")
 
 
-def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
+def check_plugins_and_schemas(report: Report, settings: Settings) -> Registry:
     from chatfn.runtime.plugins import plugin_folders
     from function_calls.registry import Registry
     from providers.schema import schema_issues
 
     registry = Registry()
-    active = [p for p in settings.plugins_loaded if p.runs(settings)]
+    active = [p for p in settings.plugins_loaded or () if p.runs(settings)]
     for loaded in active:
         registry.include(loaded.module)
     builtin_count = sum(len(p.specs()) for p in active if p.builtin)
@@ -235,16 +244,16 @@ def check_plugins_and_schemas(report: Report, settings: Any) -> Any:
     return registry
 
 
-def check_plugin_status(report: Report, settings: Any) -> None:
+def check_plugin_status(report: Report, settings: Settings) -> None:
     """Each plugin's status line (on, off, missing key), built-ins first."""
-    for loaded in settings.plugins_loaded:
+    for loaded in settings.plugins_loaded or ():
         state = loaded.state(settings)
         status: Status = "ok" if state.state == "on" else "warn"
         label = f"built-in {loaded.name}" if loaded.builtin else f"plugin {loaded.name}"
         report.add(label, status, f"{state.state}: {state.detail}" if state.detail else state.state)
 
 
-def check_mcp_servers(report: Report, settings: Any, online: bool) -> None:
+def check_mcp_servers(report: Report, settings: Settings, online: bool) -> None:
     """One line per MCP server of `mcp.servers`: ✗ when its command cannot be found (or, with
     --online, when it does not start or answer `tools/list`), else its tool count."""
     import shutil
@@ -281,7 +290,9 @@ def check_mcp_servers(report: Report, settings: Any, online: bool) -> None:
         report.add(label, "ok", f"up, {len(names)} tool(s) in {elapsed:.0f} ms: {shown}")
 
 
-def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any:
+def check_bot(
+    report: Report, settings: Settings, registry: Registry, storage: Storage
+) -> Bot | None:
     from chatfn.runtime.bot import Bot
     from chatfn.runtime.settings import ConfigError
     from providers.errors import ProviderNotInstalled
@@ -325,7 +336,7 @@ def check_bot(report: Report, settings: Any, registry: Any, storage: Any) -> Any
     return bot
 
 
-def check_rule_models(report: Report, settings: Any, bot: Any) -> None:
+def check_rule_models(report: Report, settings: Settings, bot: Bot) -> None:
     """Every model a chat may be answered by, beyond the default: those `chats:` rules name,
     `on_exceed` downgrades to, `bot.summary_model`, and every model of each one's fallback
     chain (the default's too). Each must build, or the chats using it would fail on their
@@ -358,12 +369,15 @@ def check_rule_models(report: Report, settings: Any, bot: Any) -> None:
         except (ConfigError, ProviderError, ProviderNotInstalled) as exc:
             report.add(f"model {name}", "fail", f"{role}: {exc}")
             continue
+        if model is None:  # not under models:, and no default model stands in
+            report.add(f"model {name}", "fail", f"{role}: no such model under models:")
+            continue
         cfg = settings.models.get(name)
         where = (cfg.base_url if cfg else None) or "the provider's endpoint"
         report.add(f"model {name}", "ok", f"{role}; {model.model} at {where}")
 
 
-async def check_online(report: Report, settings: Any) -> None:
+async def check_online(report: Report, settings: Settings) -> None:
     """One real request per configured model, including one tool-call round trip."""
     from providers.errors import ProviderError
     from providers.factory import build_model
@@ -422,7 +436,14 @@ async def check_online(report: Report, settings: Any) -> None:
             await model.aclose()
 
 
-def check_channels(report: Report, settings: Any, names: list[str] | None, online: bool) -> None:
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    """`awaitable` as the coroutine `asyncio.run` takes (a channel's probe is typed Awaitable)."""
+    return await awaitable
+
+
+def check_channels(
+    report: Report, settings: Settings, names: list[str] | None, online: bool
+) -> None:
     """Each channel's own probe (its spec's `check`): offline its settings, online the
     platform's "who am I". The channels named by `--channel` must pass (a ✗ fails the check);
     without `--channel`, every channel with a `channels:` section is probed, and what would
@@ -457,7 +478,7 @@ def check_channels(report: Report, settings: Any, names: list[str] | None, onlin
             report.add(f"channel {name}", "ok", spec.summary or "found")
             continue
         try:
-            probes = asyncio.run(spec.check(getattr(settings.channels, name), online))
+            probes = asyncio.run(_awaited(spec.check(getattr(settings.channels, name), online)))
         except Exception as exc:  # a probe that crashes is the channel's bug: shown, not fatal
             add(f"channel {name}", "fail", f"probe failed: {type(exc).__name__}: {exc}", name)
             continue

@@ -244,10 +244,12 @@ if pytest is not None:
 
 try:
     import pytest_asyncio
-except ImportError:  # pragma: no cover - the fixture needs pytest-asyncio; TestBot does not
-    pytest_asyncio = None
 
-if pytest_asyncio is not None:
+    _HAS_PYTEST_ASYNCIO = True
+except ImportError:  # pragma: no cover - the fixture needs pytest-asyncio; TestBot does not
+    _HAS_PYTEST_ASYNCIO = False
+
+if _HAS_PYTEST_ASYNCIO:
 
     @pytest_asyncio.fixture
     async def testbot(tmp_path: Path) -> AsyncIterator[MakeTestBot]:

@@ -32,6 +32,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, fields
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -386,7 +387,8 @@ class PartitionConsumer:
     async def _failed(self, message: AbstractIncomingMessage, exc: Exception) -> None:
         """The handler raised: back to the queue after a pause (its chat's next messages wait
         behind it), or rejected once it failed MAX_DELIVERIES times."""
-        deliveries = int((message.headers or {}).get("x-delivery-count", 0) or 0) + 1
+        count = (message.headers or {}).get("x-delivery-count") or 0  # a quorum queue's count
+        deliveries = (int(count) if isinstance(count, int | float | str | Decimal) else 0) + 1
         if deliveries >= self.MAX_DELIVERIES:
             logger.opt(exception=exc).error(
                 "partition {}: a message failed {} times; rejected: {:.200}",

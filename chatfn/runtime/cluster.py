@@ -141,7 +141,11 @@ class Gateway:
         key = turn_key(msg.platform, msg.chat_id, msg.message_id)
         waiting = self._waiting[key] = _Waiting(sink)
         try:
-            body = {"kind": "message", "gateway": self.id, "msg": encode_incoming(msg)}
+            body: dict[str, Any] = {
+                "kind": "message",
+                "gateway": self.id,
+                "msg": encode_incoming(msg),
+            }
             body["published_at"] = time.time()
             # This gateway ends a request on a reply marked "done" (a worker that knows it
             # saves a publish per turn; an older one sends "done" on its own).

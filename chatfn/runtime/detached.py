@@ -60,9 +60,13 @@ async def run_detached(
     """`turn(sink, on_stream)` in a task of its own (added to `tasks`, the bot's turns); what
     it sent, unless the caller is cancelled first (then the turn goes on without it)."""
     caller = Caller(sink, on_stream)
-    task = asyncio.create_task(
-        turn(caller.sink if sink is not None else None, caller.on_stream if on_stream else None)
-    )
+
+    async def whole_turn() -> list[OutgoingMessage]:  # a coroutine, as a task needs
+        return await turn(
+            caller.sink if sink is not None else None, caller.on_stream if on_stream else None
+        )
+
+    task = asyncio.create_task(whole_turn())
     tasks.add(task)
     task.add_done_callback(tasks.discard)
     try:

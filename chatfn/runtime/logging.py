@@ -12,12 +12,15 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 from pydantic import BaseModel, SecretStr
 
 from chatfn.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from loguru import Record  # in loguru's stubs only
 
 _secrets: set[str] = set()
 
@@ -91,7 +94,7 @@ def mask_text(text: str) -> str:
     return text
 
 
-def _mask(record: dict[str, Any]) -> bool:
+def _mask(record: Record) -> bool:
     if _secrets:
         msg = record["message"]
         for secret in _secrets:

@@ -11,12 +11,15 @@ for it (the beat runs whatever the traffic)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from chatfn.runtime.console.lag import LagMonitor
 from chatfn.storage.console.sessions import put_snapshot
+
+if TYPE_CHECKING:
+    from chatfn.runtime.bot import Bot  # which imports this module
 
 REFRESH = 30.0
 
@@ -68,7 +71,7 @@ def summary(snapshot: dict[str, Any]) -> dict[str, Any]:
 
 
 class MetricSnapshots:
-    def __init__(self, bot: Any, worker: str, host: str) -> None:
+    def __init__(self, bot: Bot, worker: str, host: str) -> None:
         self.bot = bot
         self.worker = worker
         self.host = host

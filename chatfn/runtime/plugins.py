@@ -57,10 +57,10 @@ class LoadedPlugin:
         if status is None:
             names = ", ".join(s.name for s in self.specs())
             status = Status("on", f"functions: {names}" if names else "no functions")
-        names = [s.name for s in self.specs()]
+        listed = [s.name for s in self.specs()]
         disabled = settings.function_calls.disabled
-        off = [n for n in names if any(fnmatchcase(n, p) for p in disabled)]
-        if status.state == "on" and names and len(off) == len(names):
+        off = [n for n in listed if any(fnmatchcase(n, p) for p in disabled)]
+        if status.state == "on" and listed and len(off) == len(listed):
             return Status("off", "listed in function_calls.disabled")
         return status
 

@@ -20,6 +20,7 @@ from typing import Any, get_args
 import yaml
 from loguru import logger
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model
+from pydantic_core import ErrorDetails
 
 from chatfn.common.config import (
     DEFAULT_SYSTEM_PROMPT,
@@ -145,7 +146,7 @@ def _env_model() -> dict[str, Any] | None:
     return {"provider": "openai", "api_key": key, "base_url": url, "model": model or "gpt-4o-mini"}
 
 
-def _describe(error: dict[str, Any], channels: Channels) -> str:
+def _describe(error: ErrorDetails, channels: Channels) -> str:
     path = ".".join(str(p) for p in error["loc"]) or "(top level)"
     msg = error["msg"]
     loc = error["loc"]

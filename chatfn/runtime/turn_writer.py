@@ -152,6 +152,7 @@ class TurnWriter(TurnJournal):
         assert relayed is not None
         if ids is None:
             relayed.failed = True
+            return
         if relayed.failed:
             return
         for i, (out, _) in enumerate(sending):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatfn.common.config import AdminUser, CoreSettings
 from chatfn.runtime.console import ops, turns
@@ -26,6 +26,9 @@ from chatfn.storage.console import stats
 from chatfn.storage.console.scope import EVERYTHING, Scope
 from chatfn.storage.console.sessions import SessionRow
 
+if TYPE_CHECKING:
+    from chatfn.runtime.bot import Bot  # which imports this module
+
 __all__ = ["LEVELS", "Console", "ConsoleError", "Scope", "SessionRow"]
 
 
@@ -34,10 +37,9 @@ def token_hash(token: str) -> str:
 
 
 class Console:
-    """One per bot (made on first use by `BotChannelHost.console`). `bot` is the Bot, seen
-    through the attributes named in each part (typed loosely: runtime.bot imports this)."""
+    """One per bot (made on first use by `BotChannelHost.console`)."""
 
-    def __init__(self, bot: Any) -> None:
+    def __init__(self, bot: Bot) -> None:
         self._bot = bot
         self.lag = LagMonitor()
         self.started_at = datetime.now(UTC)
@@ -46,7 +48,7 @@ class Console:
 
     @property
     def settings(self) -> CoreSettings:
-        return self._bot.settings  # type: ignore[no-any-return]
+        return self._bot.settings
 
     @property
     def storage(self) -> Any:
@@ -82,7 +84,7 @@ class Console:
         return expires
 
     async def session(self, token: str) -> SessionRow | None:
-        return await self.run(store.session, self.storage.engine, token_hash(token))  # type: ignore[no-any-return]
+        return await self.run(store.session, self.storage.engine, token_hash(token))
 
     async def end_session(self, token: str) -> None:
         await self.run(store.end_session, self.storage.engine, token_hash(token))

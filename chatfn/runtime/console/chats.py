@@ -91,7 +91,7 @@ class Chats:
         facts = await storage.run_aside(store.chat_facts, storage.engine, platform, chat_id)
         if facts is None:
             raise ConsoleError(404, f"no chat {platform}:{chat_id}")
-        return facts  # type: ignore[no-any-return]
+        return facts
 
     async def listing(
         self,
@@ -130,7 +130,7 @@ class Chats:
 
     async def _overrides(self, platform: str, chat_id: str) -> dict[str, Override]:
         state = self.bot.storage.chat_state
-        return await self.bot.storage.run_aside(state.overrides, platform, chat_id)  # type: ignore[no-any-return]
+        return await self.bot.storage.run_aside(state.overrides, platform, chat_id)
 
     async def _resolve(
         self, platform: str, chat_id: str, is_group: bool, overrides: dict[str, Override]
@@ -296,7 +296,7 @@ class Chats:
     ) -> dict[str, Any]:
         await self._facts(scope, platform, chat_id)
         storage = self.bot.storage
-        return await storage.run_aside(  # type: ignore[no-any-return]
+        return await storage.run_aside(
             store.history_page, storage.engine, platform, chat_id, limit, before
         )
 

@@ -12,7 +12,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 
@@ -24,6 +24,9 @@ from chatfn.storage.console import stats
 from chatfn.storage.console.buckets import Buckets
 from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso
+
+if TYPE_CHECKING:
+    from chatfn.runtime.bot import Bot  # which imports this module
 
 CSV_COLUMNS = (
     "bucket",
@@ -43,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[3]
 CHECK_TIMEOUT = 120.0
 
 
-def buckets(bot: Any, days: int) -> Buckets:
+def buckets(bot: Bot, days: int) -> Buckets:
     return Buckets.last_days(days, zone_named(bot.settings.bot.timezone))
 
 
-async def usage(bot: Any, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
+async def usage(bot: Bot, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
     cut = buckets(bot, days)
     storage = bot.storage
     found = await storage.run_aside(stats.usage, storage.engine, scope, cut, group_by)
@@ -104,11 +107,11 @@ def _reminder_rows(engine: Any, scope: Scope, active_only: bool) -> list[dict[st
     ]
 
 
-def _reminders_known(bot: Any) -> bool:
+def _reminders_known(bot: Bot) -> bool:
     return any(p.name == "reminders" for p in (bot.settings.plugins_loaded or bot.plugins))
 
 
-async def reminders(bot: Any, scope: Scope, status: str) -> dict[str, Any]:
+async def reminders(bot: Bot, scope: Scope, status: str) -> dict[str, Any]:
     if not _reminders_known(bot):
         return {"reminders": []}
     storage = bot.storage
@@ -165,7 +168,7 @@ async def cancel_reminder(
 
 # -- delivery -------------------------------------------------------------------------------------
 async def delivery(
-    bot: Any,
+    bot: Bot,
     scope: Scope,
     state: str,
     platform: str,
@@ -181,7 +184,7 @@ async def delivery(
         else (state,)
     )
     storage = bot.storage
-    return await storage.run_aside(  # type: ignore[no-any-return]
+    return await storage.run_aside(
         outbox_store.page,
         storage.engine,
         scope,
@@ -218,7 +221,7 @@ async def retry(
 
 
 # -- plugins and the config check ------------------------------------------------------------------
-def plugins(bot: Any) -> dict[str, Any]:
+def plugins(bot: Bot) -> dict[str, Any]:
     settings = bot.settings
     loaded = settings.plugins_loaded or bot.plugins
     out = []
