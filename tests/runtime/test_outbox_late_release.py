@@ -21,6 +21,7 @@ from chatfn.common.messages import NotDelivered, OutgoingMessage
 from chatfn.runtime.bot import Bot
 from chatfn.runtime.settings import parse_settings
 from chatfn.storage import db as storage_db
+from tests.kit import until
 
 
 class GivesUpAfterTheFirstPart:
@@ -78,9 +79,7 @@ async def test_a_row_released_after_the_drains_read_is_read_again(
         out = OutgoingMessage("t", "c1", "part 0|part 1|part 2")
         await outbox.write(out)
         live = asyncio.create_task(outbox.dispatch(out))
-        async with asyncio.timeout(5):
-            while not channel.sent:
-                await asyncio.sleep(0.01)
+        await until(lambda: channel.sent, 5, "the live send did not start")
         armed = True
         outbox.kick()
         async with asyncio.timeout(5):
@@ -88,10 +87,10 @@ async def test_a_row_released_after_the_drains_read_is_read_again(
         channel.gate.set()
         await live  # gave up: the row now holds parts 1 and 2, handed to the drain
         released.set()
-        async with asyncio.timeout(5):
-            while len(channel.sent) < 3:
-                await asyncio.sleep(0.01)
-        await asyncio.sleep(0.3)  # anything sent twice would be here by now
+        await until(lambda: len(channel.sent) >= 3, 5, f"parts sent: {channel.sent}")
+        # Waits for the pass that held the stale read to end, then makes one more: anything
+        # either would send twice has been sent.
+        await outbox.drain()
         assert channel.sent == ["part 0", "part 1", "part 2"]
     finally:
         released.set()
