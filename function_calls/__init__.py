@@ -30,6 +30,7 @@ from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, transla
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.storage.create_missing import create_missing
 from chatfn.storage.db import Storage, StorageError, StoredMessage
+from function_calls.caller import Caller
 from function_calls.chat_settings import ChatSettings
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.limits import Budget, LimitReached, budget_today
@@ -43,6 +44,7 @@ from providers.types import LLMResponse, Message
 
 __all__ = [
     "Budget",
+    "Caller",
     "ChatModel",
     "FunctionDefinitionError",
     "ChatSettings",

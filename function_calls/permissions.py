@@ -5,35 +5,13 @@ and again at execution, because the model is untrusted and may name a function i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
 
-from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import translate
-from chatfn.common.messages import GROUP_ADMIN_ROLES, IncomingMessage
-from function_calls.chat_settings import ChatSettings
+from chatfn.common.messages import GROUP_ADMIN_ROLES
+from function_calls.caller import Caller
 from function_calls.spec import FunctionSpec
 
-
-class Caller(Protocol):
-    """Who is asking, where: the part of a MessageContext the rules read."""
-
-    @property
-    def message(self) -> IncomingMessage: ...
-
-    @property
-    def is_admin(self) -> bool: ...
-
-    @property
-    def config(self) -> CoreSettings: ...
-
-    @property
-    def chat(self) -> ChatSettings:
-        """This chat's effective settings (`function_calls` lists and the `chats:` rules)."""
-        ...
-
-    def t(self, key: str, /, **fmt: object) -> str:
-        """The catalogue text of `key` in this chat's language: a rule's refusal."""
-        ...
+__all__ = ["Caller", "refusal_reason"]
 
 
 def refusal_reason(spec: FunctionSpec, ctx: Caller, *, via_command: bool = False) -> str | None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from function_calls.spec import FunctionSpec, InvalidArguments, Scope
 
 if TYPE_CHECKING:
-    from function_calls.permissions import Caller
+    from function_calls.caller import Caller
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI, Anthropic and Gemini accept
 SPEC_ATTR = "__chatfn_spec__"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from function_calls.permissions import Caller
+    from function_calls.caller import Caller
 
 Scope = Literal["group", "private", "both"]
 

@@ -6,9 +6,8 @@ language) rather than from its description, which is written for the model."""
 
 from __future__ import annotations
 
-from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+from function_calls import Caller, FunctionResult, MessageContext, Plugin, tool_function
 from function_calls.builtins.help.settings import HelpSettings
-from function_calls.permissions import Caller
 
 plugin = Plugin("help", settings=HelpSettings)
 

@@ -27,8 +27,7 @@ from pathlib import Path
 from loguru import logger
 from yarl import URL
 
-import function_calls
-from function_calls import ConfigError, FetchError, PluginHost, Storage, StorageError
+from function_calls import ConfigError, FetchError, PluginHost, Storage, StorageError, fetch
 from function_calls.builtins.knowledge import store
 from function_calls.builtins.knowledge.chunks import chunk
 from function_calls.builtins.knowledge.embeddings import Embedder, EmbeddingError
@@ -322,10 +321,7 @@ class KnowledgeService:
         may be on its own internal host."""
         host = URL(url).host if configured else None
         allow = _Hosts((host,)) if host else getattr(self.bot_settings, "fetch", None)
-        # `function_calls.fetch`, not `from function_calls import fetch`: function_calls/fetch.py
-        # (the helper's old address) makes tests/test_layers.py read the latter as an import
-        # of that module.
-        got = await function_calls.fetch(
+        got = await fetch(
             url, allow=allow, max_bytes=self.cfg.max_source_bytes, timeout=self.cfg.fetch_timeout
         )
         return got.data, got.content_type

@@ -13,13 +13,13 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from function_calls import (
+    Caller,
     FunctionResult,
     MessageContext,
     tool_function,
 )
 from function_calls.builtins.web_search.client import SearchError, WebSearchClient
 from function_calls.builtins.web_search.settings import WebSearchSettings
-from function_calls.permissions import Caller
 
 
 class WebSearchArgs(BaseModel):

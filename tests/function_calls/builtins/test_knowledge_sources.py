@@ -70,7 +70,7 @@ async def test_a_url_sent_in_two_writes_is_read_to_its_end(
 async def test_a_url_added_from_a_chat_may_not_reach_an_internal_address(
     make_bot: MakeBot, tmp_path: Path
 ) -> None:
-    """`/kb add <url>` is a fetch on a user's behalf (function_calls/fetch.py): the bot's own
+    """`/kb add <url>` is a fetch on a user's behalf (function_calls.fetch): the bot's own
     network is refused unless `bot.fetch` lets it through; a URL in the config is the
     operator's and is fetched from its own host (the test above)."""
 
