@@ -29,9 +29,9 @@ from chatfn.runtime.bot import Bot
 from chatfn.runtime.event_stream import message_of
 from chatfn.storage.models import outbox_table
 from chatfn.storage.outbox import OutboxEntry
-from tests.channels.conftest import serve
 from tests.channels.test_outbox_delivery import make_bot
 from tests.cluster.conftest import pg_url  # noqa: F401 - the fixture, for the PostgreSQL case
+from tests.kit import serve, until
 
 GAP_WAIT = 2.0
 
@@ -151,12 +151,6 @@ async def sse_reader(url: str, got: list[tuple[int, str]], headers: dict[str, st
                 event_id = None
 
 
-async def until(check: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
-
-
 async def test_late_and_missing_ids_reach_sse_and_webhook_once_in_order(
     tmp_path: Path, db_url: str, webhook: tuple[str, list[tuple[int, str]]]
 ) -> None:
@@ -189,6 +183,8 @@ async def test_late_and_missing_ids_reach_sse_and_webhook_once_in_order(
         # A client replaying from `one` meanwhile (?since=) waits for the same id.
         replayed: list[tuple[int, str]] = []
         since = asyncio.create_task(sse_reader(f"{events_url}?since={one}", replayed, {}))
+        # Kept (about time itself: the hold lasts up to gap_wait, 2 s): half a second into it,
+        # nothing after the missing id has gone.
         await asyncio.sleep(0.5)
         assert both() == [[(one, "one")]] * 2, "the event after a missing id must wait for it"
         assert replayed == []
@@ -203,20 +199,29 @@ async def test_late_and_missing_ids_reach_sse_and_webhook_once_in_order(
         worker.rollback(four)
         five = worker.write("five")
         seen_at = time.monotonic()
+        # Kept (about time itself): within gap_wait the rolled-back id still holds `five`.
         await asyncio.sleep(0.5)
         assert both() == [expected] * 2
-        await until(lambda: both() == [[*expected, (five, "five")]] * 2, GAP_WAIT + 5)
+        expected.append((five, "five"))
+        await until(lambda: both() == [expected] * 2, GAP_WAIT + 5, lambda: f"got {both()}")
         assert time.monotonic() - seen_at >= GAP_WAIT - 0.3
-        await asyncio.sleep(0.3)
-        assert both() == [[*expected, (five, "five")]] * 2  # once each
-        assert await bot.outbox.cursor("webhook") == five
+        # Once each: an event written after it arrives next, so a repeat would be before it.
+        six = worker.write("six")
+        await until(lambda: len(streamed) > 4 and len(hooked) > 4, 5, lambda: f"got {both()}")
+        expected.append((six, "six"))
+        assert both() == [expected] * 2
+
+        async def webhook_cursor_at_six() -> bool:
+            return await bot.outbox.cursor("webhook") == six
+
+        await until(webhook_cursor_at_six, 5, "the webhook's cursor did not reach the last id")
 
         # A client reconnecting across that old gap does not wait for it again.
         replay: list[tuple[int, str]] = []
         again = asyncio.create_task(sse_reader(events_url, replay, {"Last-Event-ID": str(two)}))
         started = time.monotonic()
-        await until(lambda: len(replay) == 2, GAP_WAIT + 5)
-        assert replay == [(three, "three"), (five, "five")]
+        await until(lambda: len(replay) == 3, GAP_WAIT + 5, lambda: f"replayed {replay}")
+        assert replay == [(three, "three"), (five, "five"), (six, "six")]
         assert time.monotonic() - started < GAP_WAIT
         again.cancel()
     finally:
