@@ -201,6 +201,19 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
     async def _on_sync(self, response: SyncResponse, since: str | None) -> None:
         """One sync's events. `since` None: the account's first sync ever (only state and
         invites are taken, no message is answered)."""
+        self._read_state(response)
+        batch: list[asyncio.Future[Any]] = []
+        if since is not None:
+            for room_id, info in response.rooms.join.items():
+                for source in await self._new_events(room_id, info, since):
+                    task = self._event(room_id, source)
+                    if task is not None:
+                        batch.append(task)
+        self._save_after(batch, response.next_batch)
+
+    def _read_state(self, response: SyncResponse) -> None:
+        """What a sync says besides messages: direct rooms, invites (accepted when
+        `autojoin`), rooms left, and each room's creator."""
         for event in response.account_data_events:
             if getattr(event, "type", "") == "m.direct" and isinstance(event.content, dict):
                 self._direct = {
@@ -219,20 +232,17 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
             for event in [*info.state, *info.timeline.events]:
                 if getattr(event, "source", {}).get("type") == "m.room.create":
                     self._note_creators(room_id, event.source)
-        batch: list[asyncio.Future[Any]] = []
-        if since is not None:
-            for room_id, info in response.rooms.join.items():
-                events = [e.source for e in info.timeline.events]
-                joined = self._own_join(events)
-                if joined is not None:  # what was said before the bot came is history
-                    events = events[joined + 1 :]
-                elif info.timeline.limited and info.timeline.prev_batch:
-                    events = await self._missed(room_id, info.timeline.prev_batch, since) + events
-                for source in events:
-                    task = self._event(room_id, source)
-                    if task is not None:
-                        batch.append(task)
-        self._save_after(batch, response.next_batch)
+
+    async def _new_events(self, room_id: str, info: Any, since: str) -> list[dict[str, Any]]:
+        """A joined room's timeline events to handle: what came after the bot's own join, or,
+        when the sync cut the timeline short, what was missed before it too."""
+        events = [e.source for e in info.timeline.events]
+        joined = self._own_join(events)
+        if joined is not None:  # what was said before the bot came is history
+            return events[joined + 1 :]
+        if info.timeline.limited and info.timeline.prev_batch:
+            return await self._missed(room_id, info.timeline.prev_batch, since) + events
+        return events
 
     def _own_join(self, events: list[dict[str, Any]]) -> int | None:
         """The index of the bot's own join in a timeline (the last one), if it is there."""
