@@ -25,6 +25,9 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
+from chatfn.common.messages import RateLimited
+from chatfn.runtime.channel_host import DeliveryPolicy
+
 T = TypeVar("T")
 
 
@@ -133,12 +136,13 @@ class OrderedRunner:
         return len(self._tails)
 
 
-class RetryAfter(Exception):
+class RetryAfter(RateLimited):
     """Raised by a `send_part` when the platform asked to wait `seconds` before sending again
-    (429 / `retry_after`); `Outbound.deliver` waits and sends the same part again."""
+    (429 / `retry_after`): the kit's RateLimited, which `Outbound.deliver` hands to the
+    delivery policy (waited out and the same part sent again, within `max_retry_wait`)."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"the platform asked to wait {seconds:.1f} s")
+        super().__init__(f"the platform asked to wait {seconds:.1f} s", seconds)
         self.seconds = max(0.0, float(seconds))
 
 
@@ -189,7 +193,7 @@ class Outbound:
         self.runner = OrderedRunner()
         self._split = split
         # Seconds one part may spend waiting on RetryAfter before the error reaches the caller.
-        self.max_retry_wait = max_retry_wait
+        self.policy = DeliveryPolicy(max_retry_after=max_retry_wait)
 
     def split(self, text: str) -> list[str]:
         if self._split is not None:
@@ -206,16 +210,8 @@ class Outbound:
 
         async def job() -> None:
             for index, part in enumerate(self.split(text)):
-                await self.limiter.acquire(key)
-                waited = 0.0
-                while True:
-                    try:
-                        await send_part(part, index)
-                        break
-                    except RetryAfter as slow:
-                        waited += slow.seconds
-                        if waited > self.max_retry_wait:
-                            raise
-                        await asyncio.sleep(slow.seconds)
+                await self.policy.call(
+                    "", key, lambda p=part, i=index: send_part(p, i), pace=self.limiter.acquire
+                )
 
         await self.runner.submit(key, job)

@@ -16,6 +16,9 @@ retries a send" has one answer:
   every second), or as soon as its channel says it can send (`kick`) or on the outbox's next
   pass (a plain NotDelivered).
 - Expiry: a message still waiting after `max_wait` seconds is logged and counted as expired.
+- A call that failed without saying why (OneBot's retcode, the HTTP webhook's 5xx): tried
+  again in place after `pause(n)` (`retries` times for OneBot; until `max_wait` for the
+  webhook).
 
 `max_retry_after` is one key (`storage.outbox.max_retry_after`) with per-platform overrides
 (`channels.<name>.max_retry_after`). The shapes follow aiogram's `BackoffConfig` and
@@ -54,6 +57,11 @@ class DeliveryPolicy:
     jitter: float = 0.1
     #: Seconds a message may wait in the outbox before it is counted as expired.
     max_wait: float = 86400.0
+    #: A call the platform failed without saying when to try again (OneBot's retcode, a
+    #: webhook's 5xx) is tried again in place after `retry_pause` seconds, doubling to `cap`:
+    #: OneBot `retries` times (then refused for good), the webhook until `max_wait`.
+    retry_pause: float = 0.5
+    retries: int = 1
 
     @classmethod
     def from_settings(cls, core: Any) -> DeliveryPolicy:
@@ -86,6 +94,10 @@ class DeliveryPolicy:
         """The backoff after `failures` failures in a row (0: the first)."""
         base = min(self.cap, self.first * (2 ** min(failures, 30)))
         return base * (1 + random.uniform(-self.jitter, self.jitter))
+
+    def pause(self, attempt: int) -> float:
+        """The in-place pause before try `attempt` + 2 of a call that failed (0: the first)."""
+        return min(self.cap, self.retry_pause * (2 ** min(attempt, 30)))
 
     def retry_in(self, failure: NotDelivered, failures: int) -> float | None:
         """Seconds before the outbox tries a chat again after `failure`, its `failures`-th

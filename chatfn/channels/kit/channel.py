@@ -193,8 +193,15 @@ class PlatformChannel(Channel, Generic[S]):
         return task
 
     def track(self, task: asyncio.Future[Any]) -> None:
+        """Keep a reference (the task is not garbage-collected), cancel it on stop, and log
+        what it raised instead of leaving it to "exception was never retrieved"."""
         self._tasks.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)  # type: ignore[arg-type]
+        if not task.cancelled() and task.exception() is not None:
+            self.log.opt(exception=task.exception()).error("{} task failed", self.label)
 
     def kick_after(self, seconds: float) -> None:
         """Ask the outbox to send again after `seconds` (a platform's wait has passed)."""

@@ -28,6 +28,7 @@ __all__ = ["Inbound"]
 
 Read = Callable[[], Awaitable[IncomingMessage | None]]
 Events = Callable[[], Awaitable[Iterable[SystemEvent]]]
+Sink = Callable[[OutgoingMessage], Awaitable[None]]
 
 
 class _Channel(Protocol):
@@ -79,15 +80,21 @@ class Inbound:
             self.seen.popitem(last=False)
 
     def message(
-        self, chat: Hashable, ident: str, read: Read, taken: Taken | None = None
+        self,
+        chat: Hashable,
+        ident: str,
+        read: Read,
+        taken: Taken | None = None,
+        sink: Sink | None = None,
     ) -> asyncio.Future[None]:
         """Queue a message of `chat` (platform id `ident`): `read()` builds its
-        IncomingMessage (None: nothing to answer), which the bot handles; `taken` settles
-        once it is stored. Returns the job's task."""
+        IncomingMessage (None: nothing to answer), which the bot handles, its replies going
+        to `sink` (default: the channel's `deliver`); `taken` settles once it is stored.
+        Returns the job's task."""
         if taken is None:
-            return self._queue(chat, lambda: self._message(chat, ident, read, None))
+            return self._queue(chat, lambda: self._message(chat, ident, read, None, sink))
         return self._queue(
-            chat, lambda: settle_after(taken, self._message(chat, ident, read, taken))
+            chat, lambda: settle_after(taken, self._message(chat, ident, read, taken, sink))
         )
 
     def events(
@@ -104,7 +111,9 @@ class Inbound:
         self.channel.track(task)
         return task
 
-    async def _message(self, chat: Hashable, ident: str, read: Read, taken: Taken | None) -> None:
+    async def _message(
+        self, chat: Hashable, ident: str, read: Read, taken: Taken | None, sink: Sink | None
+    ) -> None:
         channel = self.channel
         host = channel.host
         try:
@@ -121,7 +130,7 @@ class Inbound:
             if msg is None:
                 return
             await host.handle(
-                msg, channel.deliver, on_stored=None if taken is None else taken.settle
+                msg, sink or channel.deliver, on_stored=None if taken is None else taken.settle
             )
         except Exception as exc:  # one failing message must not stop the chat's queue
             channel.log.opt(exception=exc).error(

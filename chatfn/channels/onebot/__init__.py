@@ -9,20 +9,11 @@ from typing import Any
 
 from loguru import logger
 
+from chatfn.channels.kit.declare import readme
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.probes import open_without_token, port_probe
 from chatfn.common.config import CoreSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
-
-README = """\
-### QQ through OneBot v11
-
-`python bot.py --channel onebot` listens for a OneBot v11 implementation (NapCat, LLOneBot,
-Lagrange) on `ws://channels.onebot.host:port/onebot/v11/ws` (reverse WebSocket). Chats are
-`group:<group_id>` and `private:<user_id>`; `bot.admins` lists QQ numbers. Settings:
-`channels.onebot.host`, `port`, `access_token`, `friend_requests`, `max_message_length`,
-`send_rate`, `send_burst`, `action_timeout`, `reconnect_wait`. See docs/channels.md.
-"""
 
 
 def build(host: ChannelHost, settings: OneBotSettings) -> Any:
@@ -56,6 +47,6 @@ SPEC = ChannelSpec(
     factory=build,
     summary="QQ through a OneBot v11 implementation (reverse WebSocket)",
     check=check,
-    readme=README,
+    readme=readme(__file__),
     adopt=adopt,
 )

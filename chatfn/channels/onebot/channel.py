@@ -36,13 +36,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 from loguru import logger
 
+from chatfn.channels.kit import FRIEND_REQUEST, member_joined
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.history import Owed, SentCheck, match_sent
 from chatfn.channels.onebot.link import (
@@ -57,7 +57,7 @@ from chatfn.channels.onebot.link import (
 from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
 from chatfn.channels.onebot.plain import plain_parts, plain_text
 from chatfn.channels.onebot.settings import OneBotSettings
-from chatfn.channels.outbound import OrderedRunner, Outbound
+from chatfn.channels.outbound import Outbound
 from chatfn.common.messages import (
     DeliveryRefused,
     IncomingMessage,
@@ -80,7 +80,6 @@ __all__ = [
 ]
 
 ROLES = ("owner", "admin")  # the OneBot `sender.role` values that are a group's admins
-_SEEN = 5000  # message ids remembered to hand each message on once (live or caught up)
 _QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and sent)
 
 # Chats whose serving account is remembered (the most recently active ones; ~150 bytes each).
@@ -120,36 +119,22 @@ class OneBotChannel(OneBotLink):
         self._preparing: dict[str, asyncio.Lock] = {}
         # message id -> (text, image references)
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
-        self._inbound = OrderedRunner()
         self.history = SentCheck(self.call_action)
         self.catch_up = CatchUp(self, self._missed)
-        # (account, message id) of the messages handed on lately: a message caught up from
-        # the history that also arrives live (or the other way round) is handled once.
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._runner: web.AppRunner | None = None
-        self._stopping = asyncio.Event()
-        self._stopped = False
         self.bound_port: int | None = None
 
     def _on_connected(self, conn: _Connection) -> None:
         self.host.kick()  # what waited for an account goes out now
-        self._spawn(self.catch_up.run(conn))  # what was said while it was away
+        self.spawn(self.catch_up.run(conn))  # what was said while it was away
 
     def _missed(self, conn: _Connection, event: dict[str, Any]) -> bool:
         """A message read back from the history (catchup.py), handled like a live one
-        unless its id was seen already."""
-        if (conn.self_id, str(event.get("message_id"))) in self._seen:
+        unless its id was seen already (`inbound.first_sight`, by account and id: a message
+        caught up that also arrives live, or the other way round, is handled once)."""
+        if (conn.self_id, str(event.get("message_id"))) in self.inbound.seen:
             return False
         self._on_event(conn, event)
-        return True
-
-    def _first_sight(self, self_id: str, message_id: str) -> bool:
-        key = (self_id, message_id)
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        if len(self._seen) > _SEEN:
-            self._seen.popitem(last=False)
         return True
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -176,24 +161,15 @@ class OneBotChannel(OneBotLink):
                 self.bind,
             )
 
-    async def run(self) -> None:
-        await self.start()
-        try:
-            await self._stopping.wait()
-        finally:
-            await self.stop()
+    async def connect(self) -> None:
+        """The server the accounts connect to (`start`): nothing to log in to."""
+        if self._runner is None:
+            await self.start()
 
-    async def stop(self) -> None:
-        """Close every account's socket and the server; safe to call twice."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._stopping.set()
+    async def close(self) -> None:
+        """Every account's socket, then the server."""
         for conn in list(self._conns.values()):
             await conn.ws.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -220,29 +196,29 @@ class OneBotChannel(OneBotLink):
             if parsed is None:
                 return
             msg, reply_id = parsed
-            if msg.message_id and not self._first_sight(self_id, msg.message_id):
+            if msg.message_id and not self.inbound.first_sight((self_id, msg.message_id)):
                 return  # caught up from the history already, or sent twice by the peer
             self._remember_route(msg.chat_id, self_id)
-            self._in_order(
-                self_id, msg.chat_id, lambda: self._handle_message(self_id, msg, reply_id)
-            )
+
+            async def sink(out: OutgoingMessage) -> None:
+                # The account the message came to answers it. NotDelivered: the bot's outbox
+                # keeps it; DeliveryError: logged with retcodes.
+                await self._deliver(self_id, out)
+
+            read = lambda: self._quoted(self_id, msg, reply_id)  # noqa: E731
+            self.inbound.message((self_id, msg.chat_id), msg.message_id, read, sink=sink)
         elif post_type in ("notice", "request") and _invalid_id(event, post_type):
             return
         elif post_type == "notice":
             # In the group's queue: a welcome goes out before the answer to the newcomer's
             # first message.
-            self._in_order(
-                self_id, f"group:{event.get('group_id')}", lambda: self._on_notice(self_id, event)
-            )
+            chat = (self_id, f"group:{event.get('group_id')}")
+            self.inbound.events(chat, lambda: self._member_joined(self_id, event))
         elif post_type == "request":
-            self._in_order(
-                self_id, f"private:{event.get('user_id')}", lambda: self._on_request(self_id, event)
-            )
+            chat = (self_id, f"private:{event.get('user_id')}")
+            self.inbound.events(chat, lambda: self._friend_request(self_id, event))
         elif post_type == "meta_event":
             self._on_meta(conn, event)
-
-    def _in_order(self, self_id: str, chat_id: str, job: Callable[[], Awaitable[None]]) -> None:
-        self._track(self._inbound.submit((self_id, chat_id), job))
 
     def _incoming(
         self, self_id: str, event: dict[str, Any]
@@ -289,27 +265,18 @@ class OneBotChannel(OneBotLink):
                 msg.time = datetime.fromtimestamp(int(event["time"]), UTC)
         return msg, parsed.reply_id
 
-    async def _handle_message(
+    async def _quoted(
         self, self_id: str, msg: IncomingMessage, reply_id: str | None
-    ) -> None:
+    ) -> IncomingMessage | None:
+        """`msg` with the message it quotes; None when it says nothing."""
         if reply_id:
             quote = self._quotes.get(reply_id) or await self._fetch_quote(self_id, reply_id)
             if quote is not None:
                 msg.quoted_text = quote[0]
                 msg.images = [*msg.images, *quote[1]]  # "what is in this?" about a quoted image
         if not msg.text and not msg.quoted_text:
-            return  # a bare mention or an unsupported segment only: nothing to answer
-
-        async def sink(out: OutgoingMessage) -> None:
-            # NotDelivered: the bot's outbox keeps it; DeliveryError: logged with retcodes.
-            await self._deliver(self_id, out)
-
-        try:
-            await self.host.handle(msg, sink)
-        except Exception as exc:  # one failing message must not stop the chat's queue
-            logger.opt(exception=exc).error(
-                "OneBot message {} in {} failed", msg.message_id, msg.chat_id
-            )
+            return None  # a bare mention or an unsupported segment only: nothing to answer
+        return msg
 
     async def _fetch_quote(self, self_id: str, message_id: str) -> tuple[str, list[str]] | None:
         """The text of a quoted message the bot has not seen (sent before it started, or by
@@ -338,39 +305,27 @@ class OneBotChannel(OneBotLink):
         if len(self._quotes) > _QUOTE_CACHE:
             self._quotes.popitem(last=False)
 
-    async def _on_notice(self, self_id: str, event: dict[str, Any]) -> None:
+    async def _member_joined(self, self_id: str, event: dict[str, Any]) -> list[SystemEvent]:
         if event.get("notice_type") != "group_increase":
-            return
+            return []
         user_id = str(event.get("user_id", ""))
         if user_id == self_id:
             logger.info("OneBot account {} joined group {}", self_id, event.get("group_id"))
-            return
+            return []
         chat_id = f"group:{event.get('group_id')}"
         self._remember_route(chat_id, self_id)
-        await self.host.handle_event(
-            SystemEvent(
-                kind="member_joined",
-                platform=self.platform,
-                chat_id=chat_id,
-                user_id=user_id,
-                user_name=user_id,
-                is_group=True,
-                data={
-                    "self_id": self_id,
-                    "sub_type": event.get("sub_type"),
-                    "operator_id": str(event.get("operator_id", "")),
-                },
-            )
-        )
+        by = str(event.get("operator_id", ""))
+        data = {"self_id": self_id, "sub_type": event.get("sub_type"), "operator_id": by}
+        return [member_joined(self.platform, chat_id, user_id, user_id, **data)]
 
-    async def _on_request(self, self_id: str, event: dict[str, Any]) -> None:
+    async def _friend_request(self, self_id: str, event: dict[str, Any]) -> list[SystemEvent]:
         if event.get("request_type") != "friend":
             logger.info(
                 "OneBot {} request from {} left pending",
                 event.get("request_type"),
                 event.get("user_id"),
             )
-            return
+            return []
         user_id = str(event.get("user_id", ""))
         approve = self.cfg.friend_requests == "approve"
         if approve:
@@ -386,9 +341,9 @@ class OneBotChannel(OneBotLink):
         logger.info("friend request from {} {}", user_id, "approved" if approve else "ignored")
         chat_id = f"private:{user_id}"
         self._remember_route(chat_id, self_id)
-        await self.host.handle_event(
+        return [
             SystemEvent(
-                kind="friend_request",
+                kind=FRIEND_REQUEST,
                 platform=self.platform,
                 chat_id=chat_id,
                 user_id=user_id,
@@ -396,7 +351,7 @@ class OneBotChannel(OneBotLink):
                 is_group=False,
                 data={"self_id": self_id, "approved": approve, "comment": event.get("comment", "")},
             )
-        )
+        ]
 
     def _on_meta(self, conn: _Connection, event: dict[str, Any]) -> None:
         """Lifecycle events are logged; heartbeats only refresh `last_seen` (the socket's own
@@ -431,9 +386,13 @@ class OneBotChannel(OneBotLink):
         raise NotDelivered(f"no OneBot account is connected; message to {chat_id} waits")
 
     async def send(self, message: OutgoingMessage) -> None:
-        """Unsolicited messages (reminders, welcomes). Raises DeliveryError when the platform
-        refused the message twice, NotDelivered when no account can take it now (the outbox
-        keeps it)."""
+        """Unsolicited messages (reminders, welcomes), through the account that last saw the
+        chat: no login gates it, each account is there or not. Raises DeliveryError when the
+        platform refused the message every time, NotDelivered when no account can take it
+        now (the outbox keeps it)."""
+        await self.deliver(message)
+
+    async def deliver(self, message: OutgoingMessage) -> None:
         await self._deliver(self._self_id_for(message.chat_id), message)
 
     async def _deliver(self, self_id: str, out: OutgoingMessage) -> None:
@@ -510,24 +469,45 @@ class OneBotChannel(OneBotLink):
                 self_id, out.chat_id, params, started
             ):
                 return {}
+            return await self._again(self_id, action, params, out, first)
+
+    async def _again(
+        self,
+        self_id: str,
+        action: str,
+        params: dict[str, Any],
+        out: OutgoingMessage,
+        failed: ActionError,
+    ) -> dict[str, Any]:
+        """A failed action (a retcode, no answer) tried again as the delivery policy says
+        (chatfn/runtime/delivery_policy.py: `retries` times, after its `pause`s); refused
+        every time: logged with every retcode and raised as DeliveryError."""
+        codes = [str(failed.retcode)]
+        for attempt in range(self.policy.retries):
+            pause = self.policy.pause(attempt)
             logger.warning(
-                "{} to {} failed (retcode {}): retrying once", action, out.chat_id, first.retcode
+                "{} to {} failed (retcode {}): trying again in {:.1f} s",
+                action,
+                out.chat_id,
+                codes[-1],
+                pause,
             )
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(pause)
             try:
                 return await self.call_action(self_id, action, params)
             except NotConnected:
                 raise
-            except ActionError as second:
-                logger.error(
-                    "message to {} not delivered: {} retcode {} then {}: {!r}",
-                    out.chat_id,
-                    action,
-                    first.retcode,
-                    second.retcode,
-                    out.text[:80],
-                )
-                raise DeliveryError(str(second)) from second
+            except ActionError as again:
+                failed = again
+                codes.append(str(again.retcode))
+        logger.error(
+            "message to {} not delivered: {} retcode {}: {!r}",
+            out.chat_id,
+            action,
+            " then ".join(codes),
+            out.text[:80],
+        )
+        raise DeliveryError(str(failed)) from failed
 
     async def _sent_meanwhile(
         self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime

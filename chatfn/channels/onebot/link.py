@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 from loguru import logger
 
-from chatfn.channels.base import Channel
+from chatfn.channels.kit import PlatformChannel
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
 
@@ -115,21 +115,20 @@ class _Connection:
         return self.role in ("universal", "api")
 
 
-class OneBotLink(Channel):
+class OneBotLink(PlatformChannel[OneBotSettings]):
     """Sockets and actions of every connected account; subclasses handle events
     (`_on_event`) and learn of an account coming online (`_on_connected`)."""
 
     platform = "onebot"
+    label = "OneBot"
 
     def __init__(self, host: ChannelHost, settings: OneBotSettings | None = None) -> None:
-        super().__init__(host)
-        self.cfg = settings or section_of(host.settings, "onebot", OneBotSettings)
+        super().__init__(host, settings or section_of(host.settings, "onebot", OneBotSettings))
         self.app = web.Application()
         for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
             self.app.router.add_get(path, self._ws_handler)
         self._conns: dict[str, _Connection] = {}
         self._connected: dict[str, asyncio.Event] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._echo = itertools.count(1)
 
     @property
@@ -209,21 +208,6 @@ class OneBotLink(Channel):
             if not fut.done():
                 fut.set_exception(NotConnected("action", -1, "connection closed"))
         conn.pending.clear()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        return self._track(asyncio.ensure_future(coro))
-
-    def _track(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
-        """Keep a reference (so the task is not garbage-collected), cancel it on stop, and log
-        what it raised instead of leaving it to "exception was never retrieved"."""
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
-        return task
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.opt(exception=task.exception()).error("OneBot event handling failed")
 
     # -- frames ----------------------------------------------------------------------------
     def _on_frame(self, conn: _Connection, raw: str) -> None:
