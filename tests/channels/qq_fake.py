@@ -95,6 +95,11 @@ class FakeQQ:
         self.heartbeats = 0
         self.acks = True  # False: heartbeats go unanswered (a half-dead connection)
         self.refuse_identify: int | None = None  # a close code answering every Identify
+        # the close code that ended the session when QQ's table says it cannot be resumed
+        # (4006, 4007, 4900-4913): a Resume of it is closed with that code again, as QQ does
+        # ("reset by resume", tencent-connect/bot-node-sdk#94)
+        self.killed: int | None = None
+        self.sockets_opened = 0
         self.rate_limited: dict[str, float] = {}  # target -> refused until (monotonic)
         self.messages: dict[str, tuple[str, float]] = {}  # msg id -> (scene, sent at)
         self.channels: dict[str, str] = {}  # channel id -> guild id
@@ -343,6 +348,7 @@ class FakeQQ:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._sockets.append(ws)
+        self.sockets_opened += 1
         try:
             await ws.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}})
             first = await ws.receive_json(timeout=10)
@@ -353,7 +359,11 @@ class FakeQQ:
             if first.get("op") == 2 and self.refuse_identify:
                 await ws.close(code=self.refuse_identify)  # e.g. 4014: intents not allowed
                 return ws
+            if first.get("op") == 6 and self.killed:
+                await ws.close(code=self.killed)
+                return ws
             if first.get("op") == 2:
+                self.killed = None
                 self.identifies += 1
                 self._session = _Session(uuid.uuid4().hex)
                 await self._dispatch(
@@ -427,6 +437,14 @@ class FakeQQ:
         """The connection breaks (as a network failure would, not a goodbye)."""
         for ws in list(self._sockets):
             await ws.close(code=4000)  # resumable
+
+    async def close_with(self, code: int) -> None:
+        """QQ closes the connection with `code`; per its table (bot-docs dev-prepare/error-trace/
+        websocket.md) 4006, 4007 and 4900-4913 end the session: it cannot be resumed."""
+        if code in (4006, 4007) or 4900 <= code <= 4913:
+            self.killed = code
+        for ws in list(self._sockets):
+            await ws.close(code=code)
 
     async def invalidate_session(self) -> None:
         for ws in list(self._sockets):

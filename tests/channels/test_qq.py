@@ -395,6 +395,51 @@ async def test_the_gateway_resumes_reconnects_and_identifies_again(
     assert [r.text for r in replies] == texts
 
 
+def test_every_close_code_in_qqs_table_is_handled_as_it_says() -> None:
+    # bot-docs dev-prepare/error-trace/websocket.md: 4008/4009 resume; 4006, 4007 and
+    # 4900-4913 identify again; 4010-4014, 4914, 4915 must not connect again
+    from chatfn.channels.qq.gateway import IDENTIFY, RESUME, STOP, close_action
+
+    assert {close_action(c) for c in (4008, 4009, 4000, 1006, 1000)} == {RESUME}
+    assert {close_action(c) for c in (4001, 4002, 4006, 4007, *range(4900, 4914))} == {IDENTIFY}
+    assert {close_action(c) for c in (4010, 4011, 4012, 4013, 4014, 4914, 4915)} == {STOP}
+
+
+async def test_close_codes_resume_identify_again_or_stop(fake: FakeQQ, tmp_path: Path) -> None:
+    driver = QQDriver(fake, "qq")
+    chat = Chat("private", "U8")
+    async with running(driver, tmp_path):
+        # 4009 (connection expired): resume
+        await fake.close_with(4009)
+        await fake.wait_for(lambda: len(fake.resumes) == 1, timeout=10)
+        await driver.say(chat, "one")
+        await driver.sent(chat, 1)
+        assert fake.identifies == 1
+        # 4902 (internal error): a Resume would be reset again; identify afresh
+        await fake.close_with(4902)
+        await fake.wait_for(lambda: fake.identifies == 2, timeout=10)
+        await driver.say(chat, "two")
+        replies = await driver.sent(chat, 2)
+        assert [r.text for r in replies] == ["echo: one", "echo: two"]
+        assert len(fake.resumes) == 1
+        # 4915 (banned): one error line, and no connecting again
+        lines, sink = warnings()
+        try:
+            opened = fake.sockets_opened
+            await fake.close_with(4915)
+            await fake.wait_for(lambda: not fake.connected)
+            async with asyncio.timeout(5):
+                while not any("4915" in line for line in lines):
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(0.15)  # the old code reconnected after 0.1 s
+        finally:
+            logger.remove(sink)
+        assert fake.sockets_opened == opened
+        [error] = [line for line in lines if "4915" in line]
+        assert "banned" in error and "not reconnecting" in error
+        assert driver.channel.status.startswith("down:")
+
+
 async def test_intents_the_bot_lacks_are_one_error_naming_the_key(
     fake: FakeQQ, tmp_path: Path
 ) -> None:
@@ -425,6 +470,7 @@ async def test_intents_the_bot_lacks_are_one_error_naming_the_key(
         logger.remove(sink)
     [error] = [line for line in lines if "4014" in line]
     assert "channels.qq.intents" in error and not channel._ready.is_set()
+    assert fake.sockets_opened == 1  # not asked again: QQ's table says 4014 must not retry
 
 
 # -- the webhook --

@@ -6,7 +6,8 @@ gateway says Hello (op 10, `heartbeat_interval` in ms); the bot sends Identify (
 heartbeats (op 1 with the last `s`, acknowledged by op 11) while Dispatch (op 0: `t`, `d`,
 `s`, `id`) events come. op 7 (Reconnect) asks for a new connection that resumes; op 9
 (Invalid Session) means identify afresh. A heartbeat not acknowledged before the next one
-is a dead connection: it is closed and resumed.
+is a dead connection: it is closed and resumed. A close code is handled as QQ's table says
+(`close_action`): resume, identify afresh, or stop connecting with one error line.
 
 Tencent announced that the WebSocket way is being retired in favour of webhooks
 (channels.qq.mode: webhook); it still serves bots that have no callback URL configured.
@@ -47,16 +48,42 @@ class Channel(Protocol):
     async def pause(self, seconds: float) -> bool: ...
 
 
-#: Close codes after which the session cannot be resumed (identify again).
-_NEW_SESSION = {4006, 4007, 4009, 4024}
-#: Close codes that name something to fix (one error line, then a slow retry).
-_FATAL = {
+#: What a close code allows, from QQ's table (bot-docs dev-prepare/error-trace/websocket.md):
+#: resume the session, identify afresh, or stop (the code names something to fix).
+RESUME, IDENTIFY, STOP = "resume", "identify", "stop"
+#: Close codes that name something to fix: one error line and no more connecting (QQ: "请断开
+#: 连接"; reconnecting would only be refused again, and 4914/4915 connections are not allowed).
+_STOP = {
+    4010: "invalid shard: chatfn connects one shard, [0, 1]",
+    4011: "the bot is in too many guilds for one connection (sharding required): use "
+    "channels.qq.mode: webhook",
+    4012: "invalid API version",
     4013: "channels.qq.intents has an invalid bit",
     4014: "the intents ask for events the bot may not subscribe to: set channels.qq.intents "
     "to those it has (e.g. 33554432 = 1<<25 for groups and C2C chats only)",
-    4914: "the bot is offline (in review or not published): only the sandbox is allowed",
-    4915: "the bot is banned",
+    4914: "the bot is offline (taken down, in review or not published): only the sandbox is "
+    "allowed: check channels.qq.api_base or publish the bot at q.qq.com",
+    4915: "the bot is banned: apply to have it unbanned at q.qq.com, then restart",
 }
+#: 4004: the token was refused (a fresh one, then resume); 4008: payloads too fast (resume after
+#: a backoff); 4009: the connection expired (resume); 4000 and codes outside 4000-4999 are
+#: drops (network, heartbeat) that resume.
+_RESUMABLE = {4000, 4004, 4008, 4009}
+
+
+def close_action(code: int) -> str:
+    """What QQ's table says to do after close code `code`: every other 4xxx (4001/4002 bad
+    payload, 4006 invalid session, 4007 bad seq, 4900-4913 internal errors, ...) cannot be
+    resumed -- a Resume is closed again ("reset by resume") -- and is identified afresh."""
+    if code in _STOP:
+        return STOP
+    if code in _RESUMABLE or not 4000 <= code <= 4999:
+        return RESUME
+    return IDENTIFY
+
+
+class GatewayStopped(Exception):
+    """A close code that names something to fix: the gateway stops connecting."""
 
 
 class Gateway:
@@ -113,6 +140,12 @@ class Gateway:
                     "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
                     f"{exc}): check the AppID and AppSecret at q.qq.com"
                 ) from None
+            except GatewayStopped as exc:
+                # one error line (health shows it), then nothing more until the bot restarts
+                self.channel.down(CredentialsRefused(f"{exc}; not reconnecting"))
+                while await self.channel.pause(3600):
+                    pass
+                return
             except QQApiError as exc:
                 why = f"GET /gateway: {exc}"
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
@@ -126,7 +159,8 @@ class Gateway:
             if why == "reconnect":
                 continue  # QQ asked for it (op 7): at once, resuming
             lost = Unreachable(f"QQ gateway connection lost ({why})")
-            if first_loss:  # it worked until now: try again after a moment, then back off
+            # it worked until now: try again after a moment, then back off (4008: back off)
+            if first_loss and why != "slow down":
                 first_loss = False
                 self.channel.down(lost)
                 if not await self.channel.pause(0.1):
@@ -193,20 +227,23 @@ class Gateway:
                     logger.info("QQ gateway: invalid session: identifying afresh")
                     self.session_id, self.seq = None, None
                     return "invalid session"
-            code = ws.close_code or 0
-            if code == 4004:  # the token was refused: a fresh one, then resume
-                await self.api.token(fresh=True)
-            elif code in _FATAL:  # something to fix: one line, the channel's slow retry
-                raise CredentialsRefused(
-                    f"QQ gateway closed the connection ({code}: {_FATAL[code]})"
-                )
-            if code in _NEW_SESSION:
-                self.session_id, self.seq = None, None
-            return f"closed ({code})"
+            return await self._closed(ws.close_code or 0)
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+
+    async def _closed(self, code: int) -> str:
+        """Act on a close code as QQ's table says; why the connection ended."""
+        action = close_action(code)
+        if action == STOP:
+            raise GatewayStopped(f"QQ gateway closed the connection ({code}: {_STOP[code]})")
+        if code == 4004:  # the token was refused: a fresh one, then resume
+            await self.api.token(fresh=True)
+        if action == IDENTIFY and self.session_id:
+            logger.info("QQ gateway closed ({}): session not resumable, identifying afresh", code)
+            self.session_id, self.seq = None, None
+        return "slow down" if code == 4008 else f"closed ({code})"
 
     def _dispatch(self, payload: dict[str, Any], backoff: Backoff) -> None:
         seq = payload.get("s")
