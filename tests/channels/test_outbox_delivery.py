@@ -7,6 +7,7 @@ import asyncio
 import json
 import textwrap
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from chatfn.runtime.bot import Bot
 from chatfn.runtime.logging import secret_values
 from chatfn.runtime.settings import parse_settings
 from chatfn.storage.models import outbox_table
-from tests.channels.conftest import TOKEN, make_registry, serve
+from tests.channels.conftest import TOKEN, make_registry
 from tests.channels.onebot_sim import OneBotSim, plain
+from tests.kit import serve, until
 
 
 def make_bot(tmp_path: Path, **channels: Any) -> Bot:
@@ -57,9 +59,7 @@ def states(bot: Bot) -> list[tuple[int, str]]:
 
 async def until_states(bot: Bot, expected: list[tuple[int, str]]) -> None:
     """The rows reach `expected` (marking runs on the storage thread, just after the send)."""
-    async with asyncio.timeout(3):
-        while states(bot) != expected:
-            await asyncio.sleep(0.02)
+    await until(lambda: states(bot) == expected, 3, lambda: f"outbox rows: {states(bot)}")
 
 
 async def read_events(resp: aiohttp.ClientResponse, count: int) -> list[tuple[int, dict]]:
@@ -206,10 +206,15 @@ async def test_webhook_retried_on_5xx_and_errors_not_on_4xx(tmp_path: Path) -> N
         await bot.send(out("first"))
         await bot.send(out("refused"))
         await bot.send(out("third"))
-        async with asyncio.timeout(10):
-            while len(seen) < 5:
-                await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)
+        await until(lambda: len(seen) >= 5, 10, lambda: f"webhook calls: {seen}")
+
+        async def settled() -> bool:
+            """Marked, and the webhook's reader past the last event: nothing is retried."""
+            marked = dict(states(bot))
+            done = marked.get(1) == marked.get(3) == "delivered"
+            return done and await bot.outbox.cursor("webhook") == 3
+
+        await until(settled, 5, lambda: f"not settled: {states(bot)}")
     finally:
         await channel.stop()
         await runner.cleanup()
@@ -251,10 +256,15 @@ async def test_onebot_message_owed_to_an_offline_account_survives_a_restart(
 async def test_a_message_waiting_past_max_wait_is_expired_logged_and_counted(
     tmp_path: Path,
 ) -> None:
-    bot = make_bot(tmp_path, storage={"outbox": {"max_wait": 0.2}})
+    bot = make_bot(tmp_path, storage={"outbox": {"max_wait": 30}})
     await bot.start()
     await bot.send(OutgoingMessage("onebot", "group:42", "nobody takes this", True))
-    await asyncio.sleep(0.3)
+    await bot.outbox._housekeeping()
+    assert states(bot) == [(1, "pending")]  # not waited long enough yet
+    with bot.storage.engine.begin() as conn:  # a minute passes (the row's age, not a sleep)
+        conn.execute(
+            outbox_table.update().values(created_at=datetime.now(UTC) - timedelta(seconds=60))
+        )
     await bot.outbox._housekeeping()
     assert states(bot) == [(1, "expired")]
     assert bot.outbox.stats()["expired"] == 1
@@ -321,9 +331,7 @@ async def test_webhook_is_signed_and_never_carries_the_token(tmp_path: Path) -> 
     try:
         await bot.send(out("signed ✓"))
         await bot.send(out("second"))
-        async with asyncio.timeout(10):
-            while len(seen) < 3:
-                await asyncio.sleep(0.05)
+        await until(lambda: len(seen) >= 3, 10, lambda: f"webhook calls: {len(seen)}")
     finally:
         await channel.stop()
         await runner.cleanup()
