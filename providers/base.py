@@ -187,7 +187,7 @@ class ServerModel(ChatModel):
         check_model_request(self.name, self.endpoint())
         return await within(self.timeout, self._complete(messages, tools), self.provider)
 
-    def stream(  # type: ignore[override]
+    def stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None
     ) -> AsyncIterator[StreamEvent]:
         check_model_request(self.name, self.endpoint())

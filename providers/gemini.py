@@ -52,7 +52,11 @@ SIGNATURE = "thought_signature"  # key in ToolCall.provider_data (standard base6
 FOREIGN_SIGNATURE = b"skip_thought_signature_validator"
 ORIGIN = "origin"  # key in ToolCall.provider_data: "gemini" on an unsigned call Gemini made
 # `models.<name>.tool_choice` as function_calling_config modes.
-_TOOL_MODE = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+_TOOL_MODE = {
+    "auto": types.FunctionCallingConfigMode.AUTO,
+    "required": types.FunctionCallingConfigMode.ANY,
+    "none": types.FunctionCallingConfigMode.NONE,
+}
 _DEFAULT_URL = "https://generativelanguage.googleapis.com/"
 _FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
@@ -115,12 +119,7 @@ class GeminiModel(ServerModel):
         )
         if tools:
             try:
-                declarations = [
-                    types.FunctionDeclaration(
-                        name=t.name, description=t.description, parameters=_parameters(t)
-                    )
-                    for t in tools
-                ]
+                declarations = [_declaration(t) for t in tools]
             except SchemaError as exc:
                 raise ProviderBadRequest(str(exc), provider=PROVIDER) from exc
             config.tools = [types.Tool(function_declarations=declarations)]
@@ -190,6 +189,15 @@ class GeminiModel(ServerModel):
 
 
 # ---------------------------------------------------------------------- our vocabulary -> wire
+
+
+def _declaration(tool: ToolDefinition) -> types.FunctionDeclaration:
+    params = _parameters(tool)
+    return types.FunctionDeclaration(
+        name=tool.name,
+        description=tool.description,
+        parameters=None if params is None else types.Schema.model_validate(params),
+    )
 
 
 def _parameters(tool: ToolDefinition) -> dict[str, Any] | None:

@@ -221,7 +221,7 @@ def gemini_parameters(schema: JsonSchema) -> JsonSchema:
 def _gemini(schema: JsonSchema, notes: list[str]) -> JsonSchema:
     root = _ensure_object_root(_optional_form(schema), "gemini")
     stack = (schema["$ref"],) if isinstance(schema.get("$ref"), str) else ()
-    out = GeminiWalker(_defs_of(schema), notes).walk(root, "$", stack)
+    out: JsonSchema = GeminiWalker(_defs_of(schema), notes).walk(root, "$", stack)
     out.setdefault("properties", {})
     out["type"] = "object"
     return out

@@ -123,7 +123,8 @@ def compact_schema(schema: JsonSchema) -> JsonSchema:
     Every constraint (enum, bounds, required, formats, patterns) is kept. Not for OpenAI
     strict mode, which needs every field required and nullable (`openai_parameters`).
     """
-    return _compact(_optional_form(schema), loose=True)
+    compact: JsonSchema = _compact(_optional_form(schema), loose=True)
+    return compact
 
 
 @per_schema
@@ -228,7 +229,8 @@ _IS_TYPE: dict[str, Callable[[Any], bool]] = {
 
 def _drop_implied_type(node: JsonSchema) -> None:
     """`{"enum": ["a", "b"], "type": "string"}` accepts what `{"enum": ["a", "b"]}` accepts."""
-    check = _IS_TYPE.get(node.get("type")) if isinstance(node.get("type"), str) else None
+    kind = node.get("type")
+    check = _IS_TYPE.get(kind) if isinstance(kind, str) else None
     if check is None:
         return
     values = node["enum"] if isinstance(node.get("enum"), list) else None

@@ -86,7 +86,7 @@ def _corrected(client_cls: type) -> type:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    class Client(client_cls):  # type: ignore[misc,valid-type]
+    class Client(client_cls):  # type: ignore[misc]
         def _init_transport(self, *args: Any, **kwargs: Any) -> Any:
             return _Remap(super()._init_transport(*args, **kwargs))
 
@@ -102,8 +102,12 @@ def _not_a_timeout(httpx: Any, exc: Exception, request: Any) -> Exception:
     cause = exc.__cause__
     if cause is None or isinstance(cause, asyncio.TimeoutError | TimeoutError):
         return exc
+    # `httpx` is the module the SDK uses (httpx2 or httpx), found at run time: untyped here.
+    error: Exception
     if isinstance(cause, aiohttp.ServerDisconnectedError):
-        return httpx.RemoteProtocolError(str(cause) or "server disconnected", request=request)
-    if isinstance(cause, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(str(cause), request=request)
-    return httpx.ReadError(str(cause) or type(cause).__name__, request=request)
+        error = httpx.RemoteProtocolError(str(cause) or "server disconnected", request=request)
+    elif isinstance(cause, aiohttp.ClientConnectorError):
+        error = httpx.ConnectError(str(cause), request=request)
+    else:
+        error = httpx.ReadError(str(cause) or type(cause).__name__, request=request)
+    return error
