@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from loguru import logger as _root_logger
@@ -75,6 +75,12 @@ class TurnState:
     # Set by the channel to stop the reply (the console's Ctrl-C): the streamed request ends
     # with what was shown as its answer, and no other request is made (model_calls.py).
     stop: asyncio.Event | None = None
+    # The message was counted as one that reaches a model (`messages_per_minute`): with its
+    # turn (`limits.admit`), or by its first model request on any other path, a slash
+    # command's (`limits.admit_call`). Once per message; `counting` makes a function's
+    # concurrent first requests count it once.
+    counted: bool = False
+    counting: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass(slots=True)

@@ -1,13 +1,16 @@
 """Limits per user and per chat: messages per minute, model calls, tokens and cost per day.
 
-Checked once per message that would reach the model (slash commands that call no model are not
-counted), before any model call: in a bot's turn, in the same transaction that stores the
-message (`Storage.begin_turn`), so the check costs no commit of its own. Counts live in the
-database (`storage.chat_state`), in fixed windows (the current minute; the current day in
-`bot.timezone`), so a restart resets nothing and a window's end is the moment it resets. The
-check and the count are one transaction whose count is an atomic upsert that locks the counter
-row (`ChatState.take`), so concurrent messages cannot both take the last slot, in one process or
-across workers sharing a PostgreSQL database: messages and model calls are exact. Tokens are
+Checked once per message that reaches a model, before its first model request, whatever path
+it takes: in a bot's turn, in the same transaction that stores the message
+(`Storage.begin_turn`), so the check costs no commit of its own; a slash command that asks a
+model (`/summary`, `/web_search`, a plugin's command) at its first request (`admit_call`). A
+slash command that asks no model is not counted, and a message is counted once however many
+requests it makes. Counts live in the database (`storage.chat_state`), in fixed windows (the
+current minute; the current day in `bot.timezone`), so a restart resets nothing and a window's
+end is the moment it resets. The check and the count are one transaction whose count is an
+atomic upsert that locks the counter row (`ChatState.take`), so concurrent messages cannot both
+take the last slot, in one process or across workers sharing a PostgreSQL database: messages
+and model calls are exact. Tokens are
 known only after a call, so a call started under the token limit may end above it; the next
 message is then refused. A request's tokens (and a turn's model calls after its first) are
 counted with the turn's next write (its next tool-call row or its end:
@@ -203,13 +206,16 @@ async def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | D
     if start is None or named is None or not start.checked:
         named = plan(ctx.config, ctx.message, ctx.is_admin, now, limits=ctx.chat.limits)
         if not named:
+            ctx.turn.counted = True
             return None
         failed, told = await ctx.storage.run(_take, ctx.storage, named)
     else:
         if not named:
+            ctx.turn.counted = True
             return None
         failed, told = start.refused, start.told
     if failed is None:
+        ctx.turn.counted = True
         ctx.turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in named) else 0
         return None
     scope, metric, check = next(n for n in named if n[2] == failed)
@@ -276,6 +282,7 @@ async def _downgrade(
     if failed is not None:
         scope2, metric2, check2 = next(n for n in standin if n[2] == failed)
         return _refusal(ctx, now, scope2, metric2, check2, told)
+    ctx.turn.counted = True
     ctx.turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in standin) else 0
     ctx.turn.downgraded = target
     when = day_end.astimezone(zone_named(ctx.config.bot.timezone))
@@ -348,40 +355,41 @@ class LimitReached(Exception):
 
 async def admit_call(ctx: MessageContext, now: datetime | None = None) -> Refusal | None:
     """Count one model request a function makes (and reserve it, as `admit` reserves a turn's
-    first) against `model_calls_per_day` and `tokens_per_day`, per user and per chat, or refuse
-    it with nothing counted. `messages_per_minute` counts messages, not a function's requests,
-    so it does not apply here."""
-    limits = ctx.chat.limits
-    if _exempt(ctx):
-        return None
+    first) against `model_calls_per_day`, `tokens_per_day` and `cost_per_day`, per user and per
+    chat, or refuse it with nothing counted. The first request of a message not counted yet
+    (a slash command's: `/summary`, `/web_search`) counts the message too, against
+    `messages_per_minute`: a message that makes a model request reaches the model, whatever
+    path it takes. Once per message: a turn's own message was counted with it (`admit`), and a
+    function's later requests do not count it again."""
+    if ctx.turn.counted:
+        return await _admit_call(ctx, now)
+    async with ctx.turn.counting:  # concurrent first requests: the message counts once
+        return await _admit_call(ctx, now)
+
+
+async def _admit_call(ctx: MessageContext, now: datetime | None) -> Refusal | None:
     now = now or clock()
-    minute, _, day, day_end = _windows(now, ctx.config.bot.timezone)
-    msg = ctx.message
-    named = [
-        (scope, m, c)
-        for scope, kind, key, values in (
-            ("per_user", "user", msg.sender_id, limits.per_user),
-            ("per_chat", "chat", msg.chat_id, limits.per_chat),
-        )
-        # In a downgraded turn, the budgets are the stand-in model's own.
-        for m, c in _checks(kind, msg.platform, key, values, minute, day, ctx.turn.downgraded)
-        if m != "messages_per_minute"
-    ]
+    named = plan(
+        ctx.config,
+        ctx.message,
+        ctx.is_admin,
+        now,
+        budget_of=ctx.turn.downgraded,  # in a downgraded turn, the stand-in's own budgets
+        limits=ctx.chat.limits,
+    )
+    if ctx.turn.counted:
+        named = [n for n in named if n[1] != "messages_per_minute"]
     if not named:
+        ctx.turn.counted = True
         return None
     failed, told = await ctx.storage.run(_take, ctx.storage, named)
-    if failed is None:
-        if any(m == "model_calls_per_day" for _, m, _ in named):
-            ctx.turn.reserved_calls += 1  # `request_counts` takes it back when the call ends
-        return None
-    scope, metric, check = next(n for n in named if n[2] == failed)
-    when = day_end.astimezone(zone_named(ctx.config.bot.timezone))
-    who = "You have" if scope == "per_user" else "This chat has"
-    text = (
-        f"{who} reached the limit of {_amount(metric, check.limit)} {_WHAT[metric]}; "
-        f"it resets at {when:%H:%M} tomorrow."
-    )
-    return Refusal(f"{scope}.{metric}", text, told)
+    if failed is not None:
+        scope, metric, check = next(n for n in named if n[2] == failed)
+        return _refusal(ctx, now, scope, metric, check, told)
+    ctx.turn.counted = True
+    if any(m == "model_calls_per_day" for _, m, _ in named):
+        ctx.turn.reserved_calls += 1  # `request_counts` takes it back when the call ends
+    return None
 
 
 @dataclass(frozen=True, slots=True)

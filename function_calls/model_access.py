@@ -2,10 +2,11 @@
 
 Every model request a function makes, built-in or plugin, is on the same record as a turn's:
 a `model_usage` row, the metrics, `/stats`, and the limits `model_calls_per_day` /
-`tokens_per_day` per user and per chat, checked before the request (`limits.admit_call`; over
-one, `LimitReached` and nothing is asked). `messages_per_minute` counts messages, so a
-function's own requests do not use it up. `/summary` typed as a command is a model call like
-any other.
+`tokens_per_day` / `cost_per_day` per user and per chat, checked before the request
+(`limits.admit_call`; over one, `LimitReached` and nothing is asked). `messages_per_minute`
+counts messages that reach a model, each once: a turn's message with the turn, a slash
+command's (`/summary`, `/web_search`) at its first model request; a function's further
+requests in the same message do not count it again.
 
 - `ctx.ask_model(...)`: a model under `models:`, chosen as the chat's turns choose it (the
   chat's model, or a name); a thin wrapper over `model_calls.ask`, so fallback chains, context

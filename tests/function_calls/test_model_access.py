@@ -5,6 +5,7 @@ built-in against a local server speaking Perplexity's API."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,11 +52,10 @@ def _limits(per_user: dict[str, Any] | None = None, per_chat: dict[str, Any] | N
 
 
 async def test_summary_as_a_command_is_a_model_call_the_limits_count(tmp_path: Path) -> None:
-    """The probe: messages_per_minute 3, model_calls_per_day 5, one member sends /summary 8
-    times: 5 model requests (messages_per_minute does not count a function's requests), then
-    the limit's sentence once, then silence."""
+    """The probe: model_calls_per_day 5, one member sends /summary 8 times: 5 model requests,
+    then the limit's sentence once, then silence."""
     model = ScriptedModel([say(f"• point {i}") for i in range(5)])
-    config = _limits({"messages_per_minute": 3, "model_calls_per_day": 5})
+    config = _limits({"model_calls_per_day": 5})
     tb = TestBot(tmp_path, model=model, config=config)
     await tb.start()
     try:
@@ -77,6 +77,39 @@ async def test_summary_as_a_command_is_a_model_call_the_limits_count(tmp_path: P
     text = body.decode()
     assert 'chatfn_model_requests_total{model="scripted",outcome="ok"} 5.0' in text
     assert 'chatfn_limit_refusals_total{limit="per_user.model_calls_per_day"} 3.0' in text
+
+
+async def test_a_command_that_asks_a_model_is_a_message_the_minute_counts(
+    tmp_path: Path, search_server: ReplayServer
+) -> None:
+    """Issue 34, item 5: /summary and /web_search sent 8 times a minute under
+    messages_per_minute 6 made 8 model requests each (a command's request did not count as a
+    message). A message that makes a model request reaches the model, whatever its path:
+    6 requests, the limit's sentence once, then silence; the search server is asked 6 times."""
+    for _ in range(8):
+        search_server.queue.append(
+            Interaction(None, "", 200, json_body=perplexity_body("Pogačar [1]."))
+        )
+    model = ScriptedModel([say("• a point")], repeat_last=True)
+    config = _limits({"messages_per_minute": 6})
+    config["web_search"] = {"api_key": KEY, "base_url": f"{search_server.url}/v1"}
+    tb = TestBot(tmp_path, model=model, config=config)
+    try:
+        _history(tb)
+        summaries = [await tb.send("/summary", sender="bob", group=GROUP) for _ in range(8)]
+        searches = [await tb.send("/web_search tour winner", sender="ann") for _ in range(8)]
+        body, _ = tb.bot.metrics.render()
+    finally:
+        await tb.aclose()
+    assert len(model.requests) == 6
+    assert len(search_server.received) == 6
+    minute = "You have reached the limit of 6 messages per minute; it resets at 12:01."
+    for replies in (summaries, searches):
+        assert all(r and r[0] != minute for r in replies[:6])
+        assert replies[6:] == [[minute], []]  # told once per window
+    assert 'chatfn_limit_refusals_total{limit="per_user.messages_per_minute"} 4.0' in (
+        body.decode()
+    )
 
 
 async def test_a_chat_limit_counts_every_member_s_summaries(tmp_path: Path) -> None:
@@ -127,11 +160,12 @@ def _plugin_registry() -> Registry:
 
 
 async def test_a_plugin_asks_through_the_door_and_only_through_it(tmp_path: Path) -> None:
-    """A plugin's requests through ctx.ask_model are counted (usage row, tokens, /stats), do
-    not use up messages_per_minute, and stop at the day's limit; one made on the model object
-    itself reaches nothing."""
+    """A plugin's requests through ctx.ask_model are counted (usage row, tokens, /stats), its
+    message once against messages_per_minute however many requests it makes (the three
+    /polite messages fit in 3 a minute, their four requests would not), and they stop at the
+    day's limit; one made on the model object itself reaches nothing (nor counts)."""
     model = ScriptedModel([say("hi 1"), say("hi 2"), say("hi 3")])
-    config = _limits({"messages_per_minute": 1, "model_calls_per_day": 9, "tokens_per_day": 40})
+    config = _limits({"messages_per_minute": 3, "model_calls_per_day": 9, "tokens_per_day": 40})
     tb = TestBot(tmp_path, model=model, config=config, registry=_plugin_registry())
     try:
         assert await tb.send("/polite times=2", sender="bob") == ["hi 1 / hi 2"]
@@ -162,6 +196,53 @@ async def test_a_plugin_asks_through_the_door_and_only_through_it(tmp_path: Path
     ]
     assert [(u.prompt_tokens, u.completion_tokens) for u in usage] == [(10, 5)] * 3
     assert (stats.model_calls, stats.tokens) == (3, 45)  # what /stats shows for the chat
+
+
+async def test_a_message_s_concurrent_requests_count_it_once(tmp_path: Path) -> None:
+    """A function that asks twice at once counts its message once (messages_per_minute 1):
+    both answers come; the next such message in the minute is refused before it asks."""
+    registry = Registry()
+    with registry.collecting():
+
+        @tool_function(description="Ask the model twice at once.")
+        async def twice(ctx: MessageContext) -> FunctionResult:
+            answers = await asyncio.gather(ctx.ask_model("one?"), ctx.ask_model("two?"))
+            return FunctionResult(messages=[" / ".join(a.content or "" for a in answers)])
+
+    model = ScriptedModel([say("a"), say("b")])
+    tb = TestBot(
+        tmp_path, model=model, config=_limits({"messages_per_minute": 1}), registry=registry
+    )
+    try:
+        [both] = await tb.send("/twice", sender="bob")
+        again = await tb.send("/twice", sender="bob")
+    finally:
+        await tb.aclose()
+    assert sorted(both.split(" / ")) == ["a", "b"]
+    assert again == ["You have reached the limit of 1 messages per minute; it resets at 12:01."]
+    assert len(model.requests) == 2
+
+
+async def test_a_turn_s_own_tool_request_does_not_count_its_message_again(
+    tmp_path: Path, search_server: ReplayServer
+) -> None:
+    """The model's turn counted its message; the web_search it calls is a request of the same
+    message (messages_per_minute 1 lets it through), and the next message is refused."""
+    search_server.queue.append(
+        Interaction(None, "", 200, json_body=perplexity_body("Pogačar [1]."))
+    )
+    config = _limits({"messages_per_minute": 1})
+    config["web_search"] = {"api_key": KEY, "base_url": f"{search_server.url}/v1"}
+    model = ScriptedModel([call("web_search", query="Tour de France 2024 winner")])
+    tb = TestBot(tmp_path, model=model, config=config)
+    try:
+        [answer] = await tb.send("who won the tour?", sender="bob")
+        refused = await tb.send("and the giro?", sender="bob")
+    finally:
+        await tb.aclose()
+    assert "Pogačar" in answer
+    assert len(search_server.received) == 1
+    assert refused == ["You have reached the limit of 1 messages per minute; it resets at 12:01."]
 
 
 async def test_unaccounted_request_is_refused_before_it_leaves(tmp_path: Path) -> None:
