@@ -20,6 +20,7 @@ from chatfn.runtime.settings import parse_settings
 from tests.channels.conftest import MakeOneBot, make_registry
 from tests.channels.onebot_sim import plain
 from tests.channels.test_onebot import ALICE, GROUP, SELF, connected
+from tests.kit import until
 
 HTTP_TOKEN = "hostile-token"
 
@@ -79,8 +80,9 @@ async def test_an_event_for_another_self_id_is_ignored(make_onebot: MakeOneBot) 
         forged["self_id"] = 999  # claims another account's identity on this socket
         await sim.post(forged)
         await sim.group_message(GROUP, ALICE, "[CQ:at,qq=10001000] /echo real")
+        # One socket, one chat: events are handled in the order sent, so the forged one, had
+        # it been taken, would have been stored and answered before this reply.
         [action] = await sim.wait_actions(1, "send_group_msg")
-        await asyncio.sleep(0.2)
     finally:
         await sim.close()
     assert plain(action["params"]["message"]) == "real"
@@ -96,9 +98,7 @@ async def test_onebot_text_over_the_cap_is_stored_truncated_with_a_note(
     sim = await connected(url)
     try:
         await sim.group_message(GROUP, ALICE, "y" * 5_000_000)  # 5 MB, not addressed to the bot
-        async with asyncio.timeout(5):
-            while not bot.storage.recent_messages("onebot", f"group:{GROUP}", 1):
-                await asyncio.sleep(0.05)
+        await until(lambda: bot.storage.recent_messages("onebot", f"group:{GROUP}", 1), 5)
     finally:
         await sim.close()
     [row] = bot.storage.recent_messages("onebot", f"group:{GROUP}", 1)
