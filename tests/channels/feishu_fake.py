@@ -348,6 +348,8 @@ class FakeFeishu:
         if (limited := self._limited(chat_id)) is not None:
             return limited
         if (status := self.broken.pop(chat_id, None)) is not None:
+            if status == 500:  # the platform's own failure: JSON with an error code
+                return _err(1000004, "internal error, please retry", 500)
             return web.Response(status=status, text="upstream connect error")
         if msg_type == "interactive":
             elements = (content.get("body") or {}).get("elements") or []

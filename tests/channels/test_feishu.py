@@ -27,7 +27,12 @@ from chatfn.channels.feishu.render import mention, to_feishu_markdown  # noqa: E
 from chatfn.channels.feishu.send import FeishuSender  # noqa: E402
 from chatfn.channels.feishu.settings import FeishuSettings  # noqa: E402
 from chatfn.channels.feishu.webhook import Refused, decrypt, open_request  # noqa: E402
-from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage  # noqa: E402
+from chatfn.common.messages import (  # noqa: E402
+    DeliveryRefused,
+    NotDelivered,
+    OutgoingMessage,
+    Unreachable,
+)
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import contract_registry  # noqa: E402
@@ -219,6 +224,8 @@ def test_the_platforms_answers_are_sorted() -> None:
     assert chat_limited.value.wait == 1.0
     with pytest.raises(Unavailable):
         check(answer(503, 0))
+    with pytest.raises(Unavailable, match="1000004"):  # a 5xx naming a code is still a 5xx
+        check(answer(500, 1000004))
     with pytest.raises(FeishuError) as refused:
         check(answer(400, 99991663))
     assert refused.value.code == 99991663 and not isinstance(refused.value, RateLimited)
@@ -303,6 +310,9 @@ async def test_a_row_sent_again_is_posted_once_and_refusals_are_sorted(
     fake.broken["oc_g1"] = 502  # the platform's gateway failed: the outbox tries again
     with pytest.raises(NotDelivered, match="HTTP 502"):
         await sender.deliver(OutgoingMessage("feishu", "group:oc_g1", "x", event_id=44))
+    fake.broken["oc_g1"] = 500  # the platform failed and names a code: tried again too
+    with pytest.raises(Unreachable, match="HTTP 500"):
+        await sender.deliver(OutgoingMessage("feishu", "group:oc_g1", "x", event_id=45))
     fake.rate_limited["oc_g1"] = 120  # longer than max_retry_after: left in the outbox
     with pytest.raises(NotDelivered, match="wait 120 s"):
         await sender.deliver(OutgoingMessage("feishu", "group:oc_g1", "x", event_id=43))

@@ -158,8 +158,8 @@ def check(response: Any) -> Any:
         except ValueError:
             wait = 1.0
         raise RateLimited(code or 99991400, msg or "rate limited", wait, status)
-    if status >= 500 and not code:
-        raise Unavailable(f"Feishu answered HTTP {status}")
+    if status >= 500:  # the platform failed, whatever code it names: the outbox tries again
+        raise Unavailable(f"Feishu answered HTTP {status}" + (f" ({code}: {msg})" if code else ""))
     if code or not 200 <= status < 300:
         raise FeishuError(code, msg or f"HTTP {status}", status)
     return response
