@@ -168,6 +168,23 @@ def test_all_holds_every_runtime_extra() -> None:
     assert set(extras["all"]) == every
 
 
+def test_sdks_whose_private_parts_the_channels_drive_have_an_upper_bound() -> None:
+    # the Discord channel overrides discord.py's Client._get_state; the Feishu channel drives
+    # lark-oapi's ws client's _connect/_ping_loop/_disconnect and transport's _build_url
+    from packaging.requirements import Requirement
+
+    extras = pyproject()["project"]["optional-dependencies"]
+    pinned = {"discord-py", "lark-oapi"}
+    found = 0
+    for reqs in extras.values():
+        for text in reqs:
+            req = Requirement(text)
+            if req.name.lower().replace(".", "-") in pinned:
+                found += 1
+                assert any(s.operator in ("<", "<=", "==") for s in req.specifier), text
+    assert found >= 5  # discord, feishu, all (both) and test (lark-oapi)
+
+
 def test_the_version_is_kept_in_one_place() -> None:
     project = pyproject()
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
