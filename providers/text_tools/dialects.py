@@ -296,9 +296,8 @@ def parse_pythonic(text: str) -> Found | None:
         src = _escape_newlines_in_strings(src)
         tree = _parse_expr(src)
     if isinstance(tree, ast.List):
-        found = [call_node(el) for el in tree.elts]
-        good = [f for f in found if f]
-        return good or None
+        listed = [call_node(el) for el in tree.elts]
+        return [f for f in listed if f] or None
     if tree is not None:
         return None
     inner = src[1:-1] if src.endswith("]") else src[1:]
@@ -311,9 +310,9 @@ def parse_pythonic(text: str) -> Found | None:
             node = ast.parse(part, mode="eval").body
         except (SyntaxError, ValueError, RecursionError):
             continue
-        found = call_node(node)
-        if found:
-            good.append(found)
+        call = call_node(node)
+        if call:
+            good.append(call)
     return good or None
 
 

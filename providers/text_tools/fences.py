@@ -13,6 +13,7 @@ import ast
 
 from providers.text_tools import dialects
 from providers.text_tools.args import is_missing, parse_tolerant
+from providers.text_tools.core import ParserCore
 from providers.text_tools.markers import JSON_FENCE_INFOS, WS
 from providers.text_tools.scan import BracketScanner
 
@@ -24,8 +25,8 @@ ASKED_MARKERS = {
 }
 
 
-class FenceStates:
-    """Mixed into StreamingToolParser (parser.py); uses its buffer, emitters and state."""
+class FenceStates(ParserCore):
+    """Mixed into StreamingToolParser (parser.py): the states inside a code fence."""
 
     def _try_fence(self, i: int, final: bool) -> bool:
         buf = self._buf
@@ -208,12 +209,7 @@ class FenceStates:
     def _fence_candidate(self, inner: str, raw: str) -> None:
         """One call in the asked format alone in a fence: a call only if nothing else in the
         answer is one. Everything after it is held until the end of the reply decides."""
-        # A fresh parser of the same class, fed the fence's content whole (no import of
-        # parser.py, which builds on this mixin).
-        inner_parser = type(self)(self._allowed, self._schemas)
-        inner_parser.feed(inner)
-        inner_parser.finish()
-        sub = inner_parser.result()
+        sub = self._parse_alone(inner)
         alone = [s for s in sub.segments if s.kind == "call"]
         rest_blank = all(s.raw.strip() == "" for s in sub.segments if s.kind == "text")
         other = [s for s in sub.segments if s.kind not in ("call", "text")]
@@ -242,8 +238,8 @@ def parse_tool_code(body: str) -> dialects.Found | None:
     for stmt in tree.body:
         if not isinstance(stmt, ast.Expr):
             return None
-        found = dialects.call_node(stmt.value)
-        if found is None:
+        call = dialects.call_node(stmt.value)
+        if call is None:
             return None
-        out.append(found)
+        out.append(call)
     return out or None

@@ -19,14 +19,15 @@ import re
 from typing import Any
 
 from providers.text_tools.args import is_missing, parse_tolerant
+from providers.text_tools.core import ParserCore
 
 _END = re.compile(r"<\|(?:end|call|return)\|>|<\|start\|>|<\|channel\|>")
 _CLOSERS = ("<|end|>", "<|call|>", "<|return|>", "<|start|>", "<|channel|>")
 _CONSUMED = frozenset(_CLOSERS[:3])
 
 
-class HarmonyStates:
-    """Mixed into StreamingToolParser (parser.py); uses its buffer, emitters and state."""
+class HarmonyStates(ParserCore):
+    """Mixed into StreamingToolParser (parser.py): the state inside one harmony message."""
 
     def _harmony_begin(self, m: re.Match[str]) -> bool:
         if m.group("empty") is not None:

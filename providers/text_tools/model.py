@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from providers.base import ChatModel
-from providers.text_tools.parser import ParsedText, StreamingToolParser
+from providers.text_tools.parser import StreamingToolParser
 from providers.text_tools.prompt import render_tool_call, render_tool_result, render_tools_prompt
+from providers.text_tools.result import ParsedText
 from providers.types import (
     LLMResponse,
     Message,

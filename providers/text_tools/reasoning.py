@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from providers.text_tools.core import ParserCore
 from providers.text_tools.scan import window_head
 
 #: Calls that end a reasoning block left open (README.md, "Think blocks"): Kimi K2's section
@@ -20,8 +21,8 @@ _GLM_HEAD = re.compile(r"\s*[\w.\-]+(?:\s|\\n)*(?:<arg_key>|</tool_call>)")
 _THINK_EXIT_HOLD = len("<|tool_calls_section_begin|>") - 1
 
 
-class ReasoningStates:
-    """Mixed into StreamingToolParser (parser.py); uses its buffer, emitters and state."""
+class ReasoningStates(ParserCore):
+    """Mixed into StreamingToolParser (parser.py): the state inside a reasoning block."""
 
     def _think(self, final: bool) -> bool:
         close = self._spec.close

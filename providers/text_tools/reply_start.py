@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from providers.text_tools.core import ParserCore
 from providers.text_tools.markers import FIXED
 
 _LIMIT = 80
@@ -69,7 +70,7 @@ def reply_start(buf: str, final: bool, allowed: frozenset[str]) -> Start:
     return "fail", 0, ""
 
 
-class ReplyStartStates:
+class ReplyStartStates(ParserCore):
     """Mixed into StreamingToolParser (parser.py): the `start` state, entered once per reply."""
 
     def _reply_start(self, final: bool) -> bool:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.text_tools.parser import ParsedText, StreamingToolParser
+from providers.text_tools.parser import StreamingToolParser
+from providers.text_tools.result import ParsedText
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE_DIR = ROOT / "tests" / "fixtures" / "text_tool_calls"
@@ -103,7 +104,8 @@ def _json_type(value: Any) -> dict[str, Any]:
 
 def schemas_for(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if "schemas" in case:
-        return case["schemas"]
+        given: dict[str, dict[str, Any]] = case["schemas"]
+        return given
     out: dict[str, dict[str, Any]] = {}
     for call in case["expected"]:
         args = call["arguments"]
