@@ -64,20 +64,23 @@ class DiceArgs(BaseModel):
     sides: int
 
 
-def _registry() -> Registry:
+def _registry(shown: asyncio.Event) -> Registry:
     registry = Registry()
     with registry.collecting():
 
-        @tool_function(description="Roll a die (slowly, so the page shows it running).")
+        @tool_function(description="Roll a die (once the page showed it running).")
         async def roll_dice(ctx: MessageContext, args: DiceArgs) -> FunctionResult:
-            await asyncio.sleep(0.6)
+            async with asyncio.timeout(15):  # the browser session sets it (or has failed)
+                await shown.wait()
             return FunctionResult(messages=[f"You rolled {args.sides} on a d{args.sides}."])
 
     return registry
 
 
 @pytest.fixture
-async def web_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str]]:
+async def web_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str, asyncio.Event]]:
+    """The bot, its page's URL, and the event its dice function waits for (set by the test
+    once the page shows the call running)."""
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'web.db'}"},
@@ -90,11 +93,13 @@ async def web_bot(tmp_path: Path) -> AsyncIterator[tuple[Bot, str]]:
         [calls(("roll_dice", {"sides": 20}), text="Let me roll that. "), say(STREAMED)],
         capabilities=ModelCapabilities(streaming=True),
     )
-    bot = Bot(settings, registry=_registry(), model=model, builtins=False, load_plugins=False)
+    shown = asyncio.Event()
+    registry = _registry(shown)
+    bot = Bot(settings, registry=registry, model=model, builtins=False, load_plugins=False)
     channel = HttpChannel(bot.channel_host)
     await channel.start()
     try:
-        yield bot, f"http://127.0.0.1:{channel.bound_port}/"
+        yield bot, f"http://127.0.0.1:{channel.bound_port}/", shown
     finally:
         await channel.stop()
         await bot.aclose()
@@ -145,7 +150,9 @@ def _policy_holds(driver: Any) -> None:
     assert any("inline script" in line for line in _csp_lines(driver))
 
 
-def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) -> list[str]:
+def _drive(
+    url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot, shown: asyncio.Event
+) -> list[str]:
     """The browser session (blocking Selenium calls; run in a thread so the server keeps
     serving). Returns the page's bot message texts at the end."""
     from selenium.webdriver.common.by import By
@@ -171,6 +178,7 @@ def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) 
         running = wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.running")))
         assert "roll_dice" in running.text
         wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".tool .args"), "sides=20"))
+        loop.call_soon_threadsafe(shown.set)  # seen running: the function may finish
         wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".tool.done")))
         wait.until(ec.text_to_be_present_in_element((By.ID, "log"), "You rolled 20 on a d20."))
         # The model's words before its call stay visible, marked as not being the reply.
@@ -215,10 +223,11 @@ def _drive(url: str, tmp_path: Path, loop: asyncio.AbstractEventLoop, bot: Bot) 
 
 
 async def test_page_shows_tool_call_and_streamed_reply(
-    web_bot: tuple[Bot, str], tmp_path: Path
+    web_bot: tuple[Bot, str, asyncio.Event], tmp_path: Path
 ) -> None:
-    bot, url = web_bot
-    texts = await asyncio.to_thread(_drive, url, tmp_path, asyncio.get_running_loop(), bot)
+    bot, url, shown = web_bot
+    loop = asyncio.get_running_loop()
+    texts = await asyncio.to_thread(_drive, url, tmp_path, loop, bot, shown)
     # Group answers @-mention the sender (bot.reply_with_mention defaults to true in groups).
     assert texts.count("@alice You rolled 20 on a d20.") == 1  # once, though /v1/events saw it
     assert texts.count(f"@alice {STREAMED}") == 1
