@@ -12,11 +12,16 @@ import argparse
 import asyncio
 import contextlib
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 if TYPE_CHECKING:
+    from chatfn.channels.base import Channel
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.broker import Broker
+    from chatfn.runtime.channel_host import ChannelSpec
+    from chatfn.runtime.cluster import Gateway, Worker
     from chatfn.runtime.settings import Settings
 
 ROLES = ("gateway", "worker")
@@ -99,112 +104,194 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
-    from chatfn.channels.base import Channel
     from chatfn.runtime.bot import Bot
-    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
-    from chatfn.runtime.memory import Trimmer
-    from chatfn.runtime.settings import ConfigError
     from chatfn.runtime.startup import startup_line
 
     role = args.role
-    if role == "worker" and args.channel:
-        raise ConfigError("--role worker holds no channels: give --channel to the gateway")
-    names = [] if role == "worker" else list(dict.fromkeys(args.channel or ["console"]))
+    names = _channel_names(args)
+    specs = _specs(names)  # before the bot opens its database: a wrong name is one line
+    bot = Bot(settings)
+    channels = _build_channels(args, bot, specs)
+    _check_web(bot, names, role)
+    cluster = await _Cluster.connect(bot, role)
+    # After the channels: reminders due while down are sent at once. A gateway runs no
+    # plugin services; its workers do.
+    # A single process resumes the turns a crash cut; with a broker, its redelivery does.
+    await bot.start(services=role != "gateway", resume=cluster.broker is None)
+    await cluster.start()
+    role_name = role or ("gateway+worker" if cluster.broker else "single process")
+    logger.info(startup_line(bot, role_name, names))
+    # Freed native memory goes back to the system every TRIM_EVERY s (chatfn/runtime/memory.py).
+    from chatfn.runtime.memory import Trimmer
+
+    trimmer = Trimmer()
+    trimmer.start()
+    stopper = asyncio.create_task(_signalled(), name="signals")
+    tasks: list[asyncio.Task[None]] = []
+    preparing: asyncio.Task[None] | None = None
+    try:
+        code = 1
+        if await _listen(bot):  # once every channel mounted its routes
+            tasks = [
+                asyncio.create_task(c.run(), name=f"channel-{n}")
+                for c, n in zip(channels, names, strict=True)
+            ]
+            # Once the channels are up: the model SDKs load in a thread (start-up does not
+            # wait).
+            preparing = asyncio.create_task(bot.prepare_models(), name="prepare-models")
+            code = await _until_done(tasks, stopper)
+        logger.info("chatfn stopping")
+        # Turns in flight finish (or are abandoned) while the channels can still send.
+        await bot.finish_turns()
+        await _stop_channels(channels)
+        await bot.web.stop()  # after the channels: in-flight requests within the grace
+    finally:
+        others = [*tasks, stopper, *([preparing] if preparing is not None else [])]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await cluster.stop()
+        await bot.aclose()
+        trimmer.stop()
+    logger.info("chatfn stopped")
+    return code
+
+
+def _channel_names(args: argparse.Namespace) -> list[str]:
+    """The channels to run: `--channel`s in order, once each (console by default); none for a
+    worker."""
+    from chatfn.runtime.settings import ConfigError
+
+    if args.role == "worker":
+        if args.channel:
+            raise ConfigError("--role worker holds no channels: give --channel to the gateway")
+        return []
+    return list(dict.fromkeys(args.channel or ["console"]))
+
+
+def _specs(names: list[str]) -> list[ChannelSpec[Any]]:
+    from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
+    from chatfn.runtime.settings import ConfigError
+
     found = installed_channels()
     try:
-        specs = [found.get(name) for name in names]
+        return [found.get(name) for name in names]
     except ChannelNotFound as exc:
         raise ConfigError(f"--channel: {exc}") from None
-    bot = Bot(settings)
+
+
+def _build_channels(
+    args: argparse.Namespace, bot: Bot, specs: list[ChannelSpec[Any]]
+) -> list[Channel]:
+    """Each channel from its spec, with `--host`/`--port` over `channels.http`'s; a missing
+    extra is one line naming what to install."""
+    from chatfn.runtime.settings import ConfigError
+
     channels: list[Channel] = []
     for spec in specs:
-        own = getattr(settings.channels, spec.name)
+        own = getattr(bot.settings.channels, spec.name)
         if spec.name == "http" and (args.host or args.port is not None):
             update = {"host": args.host or own.host}
             if args.port is not None:
                 update["port"] = args.port
             own = own.model_copy(update=update)
         try:
-            channels.append(spec.build(bot.channel_host, own))
+            channels.append(spec.build(bot.channel_host, own, bot.api_host))
         except ImportError as exc:  # the platform SDK of an extra that is not installed
             extra = f': pip install "chatfn[{spec.extra}]"' if spec.extra else ""
             raise ConfigError(f"channel {spec.name} cannot start ({exc}){extra}") from None
-    wanting = sorted({path for _m, path, _h in bot.channel_host.web_routes()})
-    if wanting and "http" not in names:
+    return channels
+
+
+def _check_web(bot: Bot, names: list[str], role: str | None) -> None:
+    """Refuse webhooks no listener would serve: they are on the HTTP channel's address."""
+    from chatfn.runtime.settings import ConfigError
+
+    wanting = bot.web.unbound()
+    if wanting:
         raise ConfigError(
             f"channels serving {', '.join(wanting)} need the HTTP channel's port: add "
             "--channel http"
         )
-    if settings.admin.users and "http" not in names and role != "worker":
+    if bot.settings.admin.users and "http" not in names and role != "worker":
         logger.warning(
             "admin.users is set but the HTTP channel is not running: the admin console is "
             "served on its port (add --channel http)"
         )
-    broker = gateway = worker = None
-    if settings.broker.url:
+
+
+class _Cluster:
+    """With `broker.url`: the broker and this process's gateway and/or worker."""
+
+    def __init__(self, broker: Broker | None, gateway: Gateway | None, worker: Worker | None):
+        self.broker, self.gateway, self.worker = broker, gateway, worker
+
+    @classmethod
+    async def connect(cls, bot: Bot, role: str | None) -> _Cluster:
+        if not bot.settings.broker.url:
+            return cls(None, None, None)
         from chatfn.runtime.broker import Broker
         from chatfn.runtime.cluster import Gateway, Worker
+        from chatfn.runtime.settings import ConfigError
 
-        broker = Broker(settings.broker)
+        broker = Broker(bot.settings.broker)
         try:
             await broker.connect()
         except Exception as exc:
             raise ConfigError(f"broker.url {broker.safe_url}: cannot connect: {exc}") from None
-        if role != "worker":
-            gateway = Gateway(bot, broker)
-        if role != "gateway":
-            worker = Worker(bot, broker)
-    # After the channels: reminders due while down are sent at once. A gateway runs no
-    # plugin services; its workers do.
-    # A single process resumes the turns a crash cut; with a broker, its redelivery does.
-    await bot.start(services=role != "gateway", resume=broker is None)
-    if gateway is not None:
-        await gateway.start()
-    if worker is not None:
-        await worker.start()
-    role_name = role or ("gateway+worker" if broker else "single process")
-    logger.info(startup_line(bot, role_name, names))
-    loop = asyncio.get_running_loop()
-    tasks = [
-        asyncio.create_task(c.run(), name=f"channel-{n}")
-        for c, n in zip(channels, names, strict=True)
-    ]
-    # Once the channels are up: the model SDKs load in a thread (start-up does not wait).
-    preparing = asyncio.create_task(bot.prepare_models(), name="prepare-models")
-    # Freed native memory goes back to the system every TRIM_EVERY s (chatfn/runtime/memory.py).
-    trimmer = Trimmer()
-    trimmer.start()
+        gateway = Gateway(bot, broker) if role != "worker" else None
+        worker = Worker(bot, broker) if role != "gateway" else None
+        return cls(broker, gateway, worker)
+
+    async def start(self) -> None:
+        if self.gateway is not None:
+            await self.gateway.start()
+        if self.worker is not None:
+            await self.worker.start()
+
+    async def stop(self) -> None:
+        if self.worker is not None:
+            await self.worker.stop()
+        if self.broker is not None:
+            await self.broker.close()
+
+
+async def _signalled() -> None:
+    """Until SIGINT or SIGTERM."""
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    stopper = asyncio.create_task(stop.wait())
-    code = 0
+    await stop.wait()
+
+
+async def _listen(bot: Bot) -> bool:
+    """Start the web server (every listener and what is mounted on it); False, with one line,
+    when an address cannot be taken (a port in use)."""
     try:
-        # The console ends the bot when its input ends; network channels and workers run
-        # until a signal.
-        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper and not task.cancelled() and task.exception() is not None:
-                logger.opt(exception=task.exception()).error("channel {} failed", task.get_name())
-                code = 1
-        logger.info("chatfn stopping")
-        # Turns in flight finish (or are abandoned) while the channels can still send.
-        await bot.finish_turns()
-        for c in channels:
-            try:
-                await c.stop()
-            except Exception as exc:  # one channel failing to close must not keep the rest
-                logger.opt(exception=exc).error("channel {} did not stop cleanly", c.platform)
-    finally:
-        for task in [*tasks, stopper, preparing]:
-            task.cancel()
-        await asyncio.gather(*tasks, stopper, preparing, return_exceptions=True)
-        if worker is not None:
-            await worker.stop()
-        if broker is not None:
-            await broker.close()
-        await bot.aclose()
-        trimmer.stop()
-    logger.info("chatfn stopped")
+        await bot.web.start()
+    except OSError as exc:
+        logger.error("the web server cannot listen: {}", exc)
+        return False
+    return True
+
+
+async def _until_done(tasks: list[asyncio.Task[None]], stopper: asyncio.Task[None]) -> int:
+    """Wait for a signal or a channel's end (the console ends the bot when its input ends;
+    network channels and workers run until a signal); 1 when a channel failed."""
+    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    for task in done:
+        if task is not stopper and not task.cancelled() and task.exception() is not None:
+            logger.opt(exception=task.exception()).error("channel {} failed", task.get_name())
+            code = 1
     return code
+
+
+async def _stop_channels(channels: list[Channel]) -> None:
+    for c in channels:
+        try:
+            await c.stop()
+        except Exception as exc:  # one channel failing to close must not keep the rest
+            logger.opt(exception=exc).error("channel {} did not stop cleanly", c.platform)

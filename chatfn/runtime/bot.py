@@ -31,9 +31,10 @@ from chatfn.common.messages import (
     SystemEvent,
 )
 from chatfn.common.metrics import Metrics
-from chatfn.runtime.channel_host import OutboundSender, WebHandler
+from chatfn.runtime.channel_host import OutboundSender, WebHandler, provide_api
 from chatfn.runtime.chat_locks import ChatLocks
 from chatfn.runtime.delivery import Delivery, ReplySink
+from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.runtime.detached import run_detached
 from chatfn.runtime.event_stream import EventQueue
 from chatfn.runtime.exposure import Exposure
@@ -44,6 +45,7 @@ from chatfn.runtime.resume import resume_turns
 from chatfn.runtime.settings import Settings, resolve_storage_url
 from chatfn.runtime.switch import Switch, tell_stored
 from chatfn.runtime.turn_writer import RelayedTurn, TurnWriter
+from chatfn.runtime.web import WebServer
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
@@ -130,8 +132,14 @@ class Bot:
         self.outbox = self.delivery.outbox
         # The functions offered to programs (MCP), with a chat's checks and audit.
         self.exposure = Exposure(settings, self.registry, self.router.executor, self.context)
-        # What channels see of the bot (chatfn/runtime/channel_host.py).
+        # The process's one web server (chatfn/runtime/web.py): the HTTP API, /mcp, the admin
+        # console and the platforms' webhooks mount on it; `chatfn run` starts and stops it.
+        self.web = WebServer(grace=settings.bot.shutdown_grace)
+        # What channels see of the bot (chatfn/runtime/channel_host.py), and what the channels
+        # serving its API (HTTP, MCP) see beyond that.
         self.channel_host = BotChannelHost(self)
+        self.api_host = BotApiHost(self)
+        provide_api(self.channel_host, self.api_host)
         self.started = False
         self._closed = False
         # Set when the bot stops: channels refuse new messages; turns in flight get
@@ -577,6 +585,7 @@ class Bot:
         if self._closed:
             return
         self._closed = True
+        await self.web.stop()  # `chatfn run` stopped it after the channels; a program may not
         if any(not t.done() and t is not asyncio.current_task() for t in self._turns):
             # Turns still running (one whose client went away, in a program that did not call
             # finish_turns): abandoned before their storage closes, resumed at the next start.
@@ -603,30 +612,27 @@ class BotChannelHost:
     """The `ChannelHost` (chatfn/runtime/channel_host.py) of a Bot: what its channels may use of it,
     and nothing more. Channels get this object, never the Bot."""
 
-    __slots__ = ("_bot", "_console", "_routes")
+    __slots__ = ("__weakref__", "_bot")
 
     def __init__(self, bot: Bot) -> None:
         self._bot = bot
-        self._routes: list[tuple[str, str, WebHandler]] = []
-        self._console: Console | None = None
 
     def add_web_route(self, method: str, path: str, handler: WebHandler) -> None:
-        if not path.startswith("/") or path.startswith(("/v1/", "/mcp", "/metrics", "/healthz")):
+        if not path.startswith("/") or path.startswith(
+            ("/v1/", "/mcp", "/metrics", "/healthz", "/admin/")
+        ):
             raise ValueError(f"web route {path!r}: a path of its own (not /v1, /mcp, /metrics)")
-        if any(m == method.upper() and p == path for m, p, _h in self._routes):
-            raise ValueError(f"web route {method.upper()} {path} is served by another channel")
-        self._routes.append((method.upper(), path, handler))
-
-    def web_routes(self) -> list[tuple[str, str, WebHandler]]:
-        return list(self._routes)
+        router = self._bot.web.main.app.router
+        method = method.upper()
+        for route in router.routes():
+            if route.method == method and route.resource is not None:
+                if route.resource.canonical == path:
+                    raise ValueError(f"web route {method} {path} is served by another channel")
+        self._bot.web.mount(method, path, handler)
 
     @property
     def settings(self) -> Settings:
         return self._bot.settings
-
-    @property
-    def closing(self) -> bool:
-        return self._bot.closing
 
     def register(self, sender: OutboundSender) -> None:
         self._bot.delivery.register(sender)
@@ -634,6 +640,10 @@ class BotChannelHost:
 
     def kick(self) -> None:
         self._bot.outbox.kick()
+
+    @property
+    def delivery_policy(self) -> DeliveryPolicy:
+        return self._bot.outbox.policy
 
     async def handle(
         self,
@@ -658,12 +668,6 @@ class BotChannelHost:
     async def handle_event(self, event: SystemEvent) -> list[OutgoingMessage]:
         return await self._bot.handle_event(event)
 
-    def is_admin(self, msg: IncomingMessage) -> bool:
-        return self._bot.is_admin(msg)
-
-    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
-        return self._bot.language_of(platform, chat_id, is_group)
-
     async def recent_chats(self, platform: str, since: datetime) -> list[tuple[str, datetime]]:
         storage = self._bot.storage
         return list(await storage.run(storage.cluster.recent_chats, platform, since))
@@ -674,6 +678,32 @@ class BotChannelHost:
             storage.cluster.stored_message, platform, chat_id, "user", message_id
         )
         return found is not None
+
+
+class BotApiHost:
+    """The `ApiHost` (chatfn/runtime/channel_host.py) of a Bot: what the channels serving its API
+    (HTTP, MCP) and the admin console need beyond a `ChannelHost`."""
+
+    __slots__ = ("_bot", "_console")
+
+    def __init__(self, bot: Bot) -> None:
+        self._bot = bot
+        self._console: Console | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self._bot.settings
+
+    @property
+    def closing(self) -> bool:
+        return self._bot.closing
+
+    @property
+    def web(self) -> WebServer:
+        return self._bot.web
+
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        return self._bot.language_of(platform, chat_id, is_group)
 
     async def history(
         self, platform: str, chat_id: str, limit: int, before: int | None = None

@@ -19,7 +19,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, cast
+from weakref import WeakKeyDictionary
 
 from pydantic import BaseModel
 
@@ -29,12 +30,14 @@ from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.storage.history import HistoryEntry
 
 __all__ = [
+    "ApiHost",
     "ChannelHost",
     "ChannelSpec",
     "DeliveryPolicy",
     "HistoryEntry",
     "OutboundSender",
     "Probe",
+    "api_of",
     "channel_state",
     "section_of",
 ]
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from chatfn.runtime.event_stream import EventQueue
     from chatfn.runtime.exposure import Exposure
     from chatfn.runtime.outbox import Outbox
+    from chatfn.runtime.web import WebServer
 
 ReplySink = Callable[[OutgoingMessage], Awaitable[None]]
 #: An aiohttp handler: `async def handler(request: web.Request) -> web.StreamResponse`.
@@ -72,11 +76,6 @@ class ChannelHost(Protocol):
         The channel's own section comes to its factory as its settings model."""
         ...
 
-    @property
-    def closing(self) -> bool:
-        """True once the bot is stopping: refuse new messages (HTTP 503, ...)."""
-        ...
-
     def register(self, sender: OutboundSender) -> None:
         """Take the outbox's deliveries for `sender.platform` (one sender per platform)."""
         ...
@@ -93,15 +92,12 @@ class ChannelHost(Protocol):
         ...
 
     def add_web_route(self, method: str, path: str, handler: WebHandler) -> None:
-        """Serve `handler` at `path` on the HTTP channel's port (a platform's webhook: Telegram
+        """Mount `handler` at `path` on the bot's web server (chatfn/runtime/web.py), on the
+        HTTP channel's address (`channels.http.host`/`port`): a platform's webhook (Telegram
         `webhook_url`, Slack `/slack/events`, Feishu events). Call it from the channel's
-        factory or constructor (the HTTP channel adds the routes when it starts); the route is
+        factory or constructor (the server starts once every channel is built); the route is
         outside the `/v1` token (the platform signs its requests: check that in `handler`).
         `chatfn run` refuses to start such a channel without `--channel http`."""
-        ...
-
-    def web_routes(self) -> list[tuple[str, str, WebHandler]]:
-        """The routes channels asked for (the HTTP channel serves them)."""
         ...
 
     async def handle(
@@ -140,14 +136,6 @@ class ChannelHost(Protocol):
         """A member joined, a friend request, ...: the plugins' event handlers (welcome)."""
         ...
 
-    def is_admin(self, msg: IncomingMessage) -> bool:
-        """Whether the sender is one of `bot.admins` (or a trusted local override)."""
-        ...
-
-    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
-        """The language of built-in strings in this chat ("en", "zh")."""
-        ...
-
     async def recent_chats(self, platform: str, since: datetime) -> list[tuple[str, datetime]]:
         """(chat id, time of its newest stored user message) of the chats of `platform` that
         spoke since `since`: what a reconnecting channel may have missed."""
@@ -157,13 +145,38 @@ class ChannelHost(Protocol):
         """Whether a user message with this platform id is in the history already."""
         ...
 
+
+class ApiHost(Protocol):
+    """What the bot's API needs beyond a channel's `ChannelHost`: the HTTP API channel (the
+    outbox's event stream, history, health, metrics, the web page), `/mcp` and the MCP stdio
+    channel (the bot's functions), the admin console. A channel whose spec says `api=True`
+    receives it from its factory (`factory(host, settings, api)`); platform channels never
+    see it."""
+
+    @property
+    def settings(self) -> CoreSettings: ...
+
+    @property
+    def closing(self) -> bool:
+        """True once the bot is stopping: refuse new messages (HTTP 503, ...)."""
+        ...
+
+    @property
+    def web(self) -> WebServer:
+        """The bot's web server (chatfn/runtime/web.py): the API's routes, middlewares and
+        lifespans mount on it; the HTTP channel gives its main listener its address."""
+        ...
+
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        """The language of built-in strings in this chat ("en", "zh"): the web page's."""
+        ...
+
     async def history(
         self, platform: str, chat_id: str, limit: int, before: int | None = None
     ) -> list[HistoryEntry]:
         """A chat's stored messages, oldest first: the `limit` newest (before row `before`)."""
         ...
 
-    # -- for the HTTP channel, which is the outbox's event stream and the bot's API ----------
     @property
     def outbox(self) -> Outbox:
         """The outbox table's readers (`/v1/events`, the webhook)."""
@@ -233,22 +246,32 @@ class ChannelSpec(Generic[S]):
       permissions, a config snippet), or the path of a file holding it.
     - `adopt(core, settings)`: run once the config is validated, for a deprecated key of the
       channel's section that now lives in the core's (OneBot's `quote_replies`).
+    - `api`: the channel serves the bot's API (the HTTP channel, MCP): its factory is
+      `factory(host, settings, api)`, `api` the runtime's `ApiHost`.
     """
 
     name: str
     settings: type[S]
-    factory: Callable[[ChannelHost, S], Any]
+    factory: Callable[[ChannelHost, S], Any] | Callable[[ChannelHost, S, ApiHost], Any]
     summary: str = ""
     extra: str | None = None
     modules: tuple[str, ...] = ()
     check: Callable[[S, bool], Awaitable[list[Probe]]] | None = None
     readme: str = ""
     adopt: Callable[[CoreSettings, S], None] | None = None
+    api: bool = False
 
-    def build(self, host: ChannelHost, settings: BaseModel | None = None) -> Any:
+    def build(
+        self, host: ChannelHost, settings: BaseModel | None = None, api: ApiHost | None = None
+    ) -> Any:
         """The channel, with `settings` (validated as this channel's model) or the host's
-        `channels.<name>` section."""
-        return self.factory(host, self.settings_from(host.settings, settings))
+        `channels.<name>` section; `api` for a channel that serves the bot's API."""
+        own = self.settings_from(host.settings, settings)
+        if not self.api:
+            return cast("Callable[[ChannelHost, S], Any]", self.factory)(host, own)
+        if api is None:
+            api = api_of(host)
+        return cast("Callable[[ChannelHost, S, ApiHost], Any]", self.factory)(host, own, api)
 
     def settings_from(self, core: CoreSettings, given: BaseModel | None = None) -> S:
         if isinstance(given, self.settings):
@@ -256,6 +279,24 @@ class ChannelSpec(Generic[S]):
         if given is not None:
             return self.settings.model_validate(given.model_dump())
         return section_of(core, self.name, self.settings)
+
+
+#: The runtime's `ApiHost` for each `ChannelHost` it made (`provide_api`): how a channel that
+#: serves the API, built from the host alone (a test, a program running one channel), finds it.
+_API_HOSTS: WeakKeyDictionary[Any, ApiHost] = WeakKeyDictionary()
+
+
+def provide_api(host: ChannelHost, api: ApiHost) -> None:
+    """The runtime: `api` is the API of the bot behind `host`."""
+    _API_HOSTS[host] = api
+
+
+def api_of(host: ChannelHost) -> ApiHost:
+    """The `ApiHost` of the bot behind `host` (for a channel built without one)."""
+    try:
+        return _API_HOSTS[host]
+    except (KeyError, TypeError):
+        raise LookupError("this ChannelHost has no bot API behind it: give api=") from None
 
 
 def section_of(core: CoreSettings, name: str, model: type[S]) -> S:

@@ -373,7 +373,7 @@ async def test_mentions_quotes_and_names_in_a_group(fake: FakeFeishu, tmp_path: 
         shown, _styles, at = read_markdown(card_markdown(sent))
         assert at == ["ou_ann"] and sent.parent_id == event["event"]["message"]["message_id"]
         assert shown == "echo: ask @Tom <b>"
-        history = await bot.channel_host.history("feishu", "group:oc_g9", 10)
+        history = await bot.api_host.history("feishu", "group:oc_g9", 10)
         user = next(h for h in history if h.role == "user")
         assert user.text == "ask @Tom <b>" and user.sender_name == "Ann"
         # Not addressed to the bot: stored, not answered.
@@ -416,7 +416,7 @@ async def test_a_thread_is_its_own_chat_and_answers_stay_in_it(
         assert (second.thread, second.parent_id) == (root, root)
         assert texts(fake, "oc_g20") == ["echo: top", "echo: inside"]
         thread = f"group:oc_g20:thread:{root}"
-        history = await bot.channel_host.history("feishu", thread, 10)
+        history = await bot.api_host.history("feishu", thread, 10)
         assert [h.text for h in history if h.role == "user"] == ["inside"]
         # What the bot starts on its own in the thread (a reminder) goes there too.
         assert driver.channel is not None
@@ -460,7 +460,7 @@ async def test_the_same_event_resent_is_handled_once(fake: FakeFeishu, tmp_path:
         await fake.push(fake.message_event("oc_p8", "ou_8", group=False, text="last"))
         await fake.wait_sent("oc_p8", 3)
         assert texts(fake, "oc_p8") == ["echo: hello", "echo: next", "echo: last"]
-        history = await bot.channel_host.history("feishu", "private:oc_p8", 20)
+        history = await bot.api_host.history("feishu", "private:oc_p8", 20)
         assert [h.text for h in history if h.role == "user"] == ["hello", "next", "last"]
 
 

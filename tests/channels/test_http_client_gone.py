@@ -54,9 +54,9 @@ def _rows(tb: TestBot, table, *columns):  # type: ignore[no-untyped-def]
 
 async def _client_gone(channel: HttpChannel) -> None:
     """Until the server saw the client's connection close (aiohttp then cancels its handler)."""
-    assert channel._runner is not None and channel._runner.server is not None
+    assert channel.web.running
     async with asyncio.timeout(5):
-        while channel._runner.server.connections:
+        while channel.web.main.connections:
             await asyncio.sleep(0.01)
     for _ in range(5):  # the handler's cancellation is delivered on the next loop turns
         await asyncio.sleep(0)

@@ -243,7 +243,7 @@ async def test_a_reply_in_a_thread_stays_in_it_and_the_thread_is_its_own_chat(
         top, inner = await fake.wait_sent("C77", 2)
         assert top.thread_ts is None and inner.thread_ts == parent["ts"]
         assert read_mrkdwn(inner.text)[0] == "echo: inside"
-        history = await bot.channel_host.history("slack", f"group:C77:thread:{parent['ts']}", 10)
+        history = await bot.api_host.history("slack", f"group:C77:thread:{parent['ts']}", 10)
         assert [h.text for h in history if h.role == "user"] == ["inside"]
 
 
@@ -297,13 +297,13 @@ async def test_images_in_use_the_bot_token_and_images_out_are_uploaded(
         event = fake.message_event("D12", "U12", "", files=[file])
         await fake.push(fake.callback(event))
         await fake.wait_sent("D12", 1)
-        history = await bot.channel_host.history("slack", "private:D12", 10)
+        history = await bot.api_host.history("slack", "private:D12", 10)
         assert "[image: " in history[0].text
         # A URL at another host never gets the token.
         stranger = dict(file, url_private="https://evil.example/x.png", url_private_download=None)
         await fake.push(fake.callback(fake.message_event("D12", "U12", "see", files=[stranger])))
         await fake.wait_sent("D12", 2)
-        history = await bot.channel_host.history("slack", "private:D12", 10)
+        history = await bot.api_host.history("slack", "private:D12", 10)
         assert [h.text for h in history if h.role == "user"][-1] == "see"
         await fake.push(fake.callback(fake.message_event("D12", "U12", "/picture")))
         sent = await fake.wait_sent("D12", 3)

@@ -8,7 +8,7 @@ from typing import Any
 
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.probes import open_without_token, port_probe
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### HTTP API and web page
@@ -22,10 +22,10 @@ the web chat page at `/`, `/mcp` when `channels.http.mcp` is true, and the admin
 """
 
 
-def build(host: ChannelHost, settings: HttpSettings) -> Any:
+def build(host: ChannelHost, settings: HttpSettings, api: ApiHost) -> Any:
     from chatfn.channels.http.channel import HttpChannel
 
-    return HttpChannel(host, settings)
+    return HttpChannel(host, settings, api=api)
 
 
 async def check(settings: HttpSettings, online: bool) -> list[Probe]:
@@ -52,4 +52,5 @@ SPEC = ChannelSpec(
     summary="JSON API, Server-Sent Events, webhook, web chat page, /mcp",
     check=check,
     readme=README,
+    api=True,
 )

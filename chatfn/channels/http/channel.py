@@ -36,6 +36,7 @@ import hmac
 import json
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +59,7 @@ from chatfn.common.messages import (
     clean_text,
     surrogate_at,
 )
-from chatfn.runtime.channel_host import ChannelHost, channel_state, section_of
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, api_of, channel_state, section_of
 from chatfn.runtime.event_stream import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -162,10 +163,14 @@ class HttpChannel(Channel):
         host: ChannelHost,
         settings: HttpSettings | None = None,
         *,
+        api: ApiHost | None = None,
         bind: str | None = None,
         port: int | None = None,
     ) -> None:
         super().__init__(host)
+        # What the API needs beyond a channel's host (the outbox's events, history, metrics,
+        # the web server): from the factory, or the runtime's for `host`.
+        self.api = api = api if api is not None else api_of(host)
         self.cfg = cfg = settings or section_of(host.settings, "http", HttpSettings)
         self.bind = bind or cfg.host
         self.port = cfg.port if port is None else port
@@ -173,39 +178,49 @@ class HttpChannel(Channel):
         self.webhook_url = cfg.webhook_url
         secret = cfg.webhook_secret
         self.webhook_secret = secret.get_secret_value() if secret is not None else None
-        self.app = web.Application(middlewares=[self._auth])
-        self.app.router.add_post("/v1/messages", self.post_message)
-        self.app.router.add_post("/v1/messages/stream", self.post_message_stream)
-        self.app.router.add_get("/v1/events", self.get_events)
-        self.app.router.add_get("/v1/history", self.get_history)
-        self.app.router.add_get("/metrics", self.metrics)
-        self.app.router.add_get("/healthz", self.healthz)
+        # The bot's web server (chatfn/runtime/web.py): this channel gives its main listener
+        # the address and mounts the API there, beside the platforms' webhooks.
+        self.web = api.web
+        listener = self.web.main
+        listener.listen(self.bind, self.port)
+        self.app = app = listener.app
+        app.middlewares.append(self._auth)
+        app.router.add_post("/v1/messages", self.post_message)
+        app.router.add_post("/v1/messages/stream", self.post_message_stream)
+        app.router.add_get("/v1/events", self.get_events)
+        app.router.add_get("/v1/history", self.get_history)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/healthz", self.healthz)
         if (STATIC_DIR / "index.html").exists():
-            self.app.router.add_get("/", self.index)
+            app.router.add_get("/", self.index)
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
-            self.app.router.add_static("/vendor/", STATIC_DIR / "vendor")
-            self.app.router.add_static("/js/", STATIC_DIR / "js")
-        # The web admin console under /admin/ (admin/), when `admin.users` is configured.
-        self.admin = mount_admin(self.app, host, self.token, cfg.trust_proxy)
+            app.router.add_static("/vendor/", STATIC_DIR / "vendor")
+            app.router.add_static("/js/", STATIC_DIR / "js")
+        # The web admin console under /admin/ (admin/), when `admin.users` is configured; its
+        # background work runs while the server does.
+        self.admin = mount_admin(app, api, self.token, cfg.trust_proxy)
+        if self.admin is not None:
+            self.web.lifespan(self._start_console, api.console.stop)
         self.mcp: Any = None
         if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
             from chatfn.channels.mcp.server import McpHttpEndpoint
 
-            self.mcp = McpHttpEndpoint(host)
-            self.app.router.add_route("*", "/mcp", self.mcp.handle)
-        self._runner: web.AppRunner | None = None
+            self.mcp = McpHttpEndpoint(api)
+            app.router.add_route("*", "/mcp", self.mcp.handle)
+            self.web.lifespan(self.mcp.start, self.mcp.stop)
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
         self._sse_clients = 0
         self._written: OrderedDict[int, None] = OrderedDict()  # event ids an SSE client took
         self._sse_tasks: set[asyncio.Task[Any]] = set()
+        self._owns_web = False
         self.bound_port: int | None = None
 
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.host.closing and request.method == "POST":
+        if self.api.closing and request.method == "POST":
             return _bad("the bot is shutting down; send again in a moment", 503)
         if self.token and (request.path.startswith("/v1/") or request.path in ("/metrics", "/mcp")):
             header = request.headers.get("Authorization", "")
@@ -227,25 +242,25 @@ class HttpChannel(Channel):
         return web.json_response(
             {
                 "status": "ok",
-                "model": self.host.model_name,
-                "outbox": self.host.outbox.stats(),
+                "model": self.api.model_name,
+                "outbox": self.api.outbox.stats(),
                 # Each channel up or down, and why (refused credentials, not reachable).
                 "channels": [
                     channel_state(name, sender)
-                    for name, sender in sorted(self.host.outbox.channels.items())
+                    for name, sender in sorted(self.api.outbox.channels.items())
                 ],
             }
         )
 
     async def get_history(self, request: web.Request) -> web.Response:
-        return await get_history(self.host, self.platform, request)
+        return await get_history(self.api, self.platform, request)
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        body, content_type = self.host.metrics.render()
+        body, content_type = self.api.metrics.render()
         if self.host.settings.broker.url is not None:
             # A gateway: its workers serve no port; their counters come from the snapshots
             # they write to the shared database (chatfn/runtime/metric_snapshots.py).
-            body += (await self.host.console.worker_metrics()).encode()
+            body += (await self.api.console.worker_metrics()).encode()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def index(self, request: web.Request) -> web.Response:
@@ -253,7 +268,7 @@ class HttpChannel(Channel):
         another), rendered in so the page shows no English before a script could fetch them."""
         language = request.query.get("lang", "")
         if language not in LANGUAGES:
-            language = self.host.language_of(self.platform, "")
+            language = self.api.language_of(self.platform, "")
         labels = json.dumps(catalogue(language, "web."), ensure_ascii=False).replace("</", "<\\/")
         page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
         page = page.replace('<html lang="en">', f'<html lang="{language}">', 1)
@@ -360,7 +375,7 @@ class HttpChannel(Channel):
                     f"{MAX_EVENT_ID}"
                 )
         resp = await self._sse_response(request)
-        queue = self.host.subscribe()  # before the replay: nothing falls between the two
+        queue = self.api.subscribe()  # before the replay: nothing falls between the two
         self._sse_clients += 1
         task = asyncio.current_task()
         if task is not None:
@@ -368,21 +383,26 @@ class HttpChannel(Channel):
         stop = asyncio.ensure_future(self._stopping.wait())
         try:
             await resp.write(b": connected\n\n")
-            outbox = self.host.outbox
+            outbox = self.api.outbox
             reader = outbox.reader(after if after is not None else await outbox.last_id())
             # Without an id: events up to the start are this client's only when waiting for a
             # subscriber (sent first, or passed on by the outbox drain as it connects).
             early: set[int] | None = None
             if after is None:
                 early = set()
-                for out in await outbox.waiting(self.platform):
-                    await self._event(resp, out)
-                    reader.skip(out)  # committed after `last_id` was read: not twice
-                    early.add(out.event_id or 0)
-                    await outbox.finish(out, "delivered")
+                # Each waiting message goes to one client: what another took is not taken.
+                taken = await outbox.take_waiting(self.platform)
+                try:
+                    for out in taken:
+                        await self._event(resp, out)
+                        reader.skip(out)  # committed after `last_id` was read: not twice
+                        early.add(out.event_id or 0)
+                        await outbox.finish(out, "delivered")
+                finally:  # what this client did not get waits for the next one
+                    outbox.give_back(o for o in taken if (o.event_id or 0) not in early)
             # In a cluster, events of the other gateways reach this one only through the table.
             shared = self.host.settings.broker.url is not None
-            await self._events_live(resp, reader, queue, stop, shared, early)
+            await self._events_live(resp, reader, queue, stop, shared, early, outbox.hand_over)
             await self._sse(resp, "closing", {"reason": "the bot is shutting down"})
             await resp.write_eof()
         except (ConnectionResetError, asyncio.CancelledError):
@@ -391,7 +411,7 @@ class HttpChannel(Channel):
             stop.cancel()
             self._sse_clients -= 1
             self._sse_tasks.discard(task)  # type: ignore[arg-type]
-            self.host.unsubscribe(queue)
+            self.api.unsubscribe(queue)
             logger.debug("/v1/events stream ended ({} open)", self._sse_clients)
         return resp
 
@@ -403,12 +423,14 @@ class HttpChannel(Channel):
         stop: asyncio.Future[Any],
         shared: bool,
         early: set[int] | None,
+        hand_over: Callable[[int], bool],
     ) -> None:
         """The events after `reader.last`, then each as it is published, until the bot stops.
         A published event that is the next id goes out at once; any other sends the reader to
         the table (a missing id, or events it did not see published). `early` (a client that
         gave no id): the ids up to the start written already; one published from there (the
-        outbox drain passing a waiting message on) goes out once."""
+        outbox drain passing a waiting message on) goes out once, and only to the one client
+        the outbox hands it over to (`hand_over`), not to every client without an id."""
         start = reader.last
         look = True  # read the table first: the replay, or what came since `last_id`
         idle = 0.0
@@ -444,7 +466,7 @@ class HttpChannel(Channel):
                     await self._written_event(resp, out, reader)
                 elif eid > reader.last:
                     look = True
-                elif early is not None and eid <= start and eid not in early:
+                elif early is not None and eid <= start and eid not in early and hand_over(eid):
                     early.add(eid)
                     await self._event(resp, out)
 
@@ -515,7 +537,7 @@ class HttpChannel(Channel):
             # the outbox drain passes it on (after a restart, or a gateway's row). Each
             # client writes an event id once, so publishing it again costs nothing.
             if message.event_id is not None:
-                self.host.publish(message)
+                self.api.publish(message)
             return
         raise NotDelivered(
             "no /v1/events subscriber" + (" (the webhook will take it)" if self.webhook_url else "")
@@ -525,8 +547,8 @@ class HttpChannel(Channel):
         """POST every event, in id order, from where the webhook got to (kept in the database,
         so a restart neither repeats nor skips events). A missing id is waited for a moment
         (`storage.outbox.gap_wait`, runtime.outbox.EventReader), as on /v1/events."""
-        wake = self.host.subscribe(wake_only=True)
-        reader = self.host.outbox.reader(await self.host.outbox.cursor("webhook"))
+        wake = self.api.subscribe(wake_only=True)
+        reader = self.api.outbox.reader(await self.api.outbox.cursor("webhook"))
         async with ClientSession(timeout=ClientTimeout(total=10)) as session:
             try:
                 while not self._stopping.is_set():
@@ -542,9 +564,9 @@ class HttpChannel(Channel):
                         if not await self._post(session, out):
                             return  # stopping: resume from this event next time
                         reader.advance(out)
-                        await self.host.outbox.set_cursor("webhook", reader.last)
+                        await self.api.outbox.set_cursor("webhook", reader.last)
             finally:
-                self.host.unsubscribe(wake)
+                self.api.unsubscribe(wake)
 
     async def _post(self, session: ClientSession, out: OutgoingMessage) -> bool:
         """Deliver one event to the webhook: retried with exponential backoff (0.5 s doubling
@@ -567,7 +589,7 @@ class HttpChannel(Channel):
                     status = r.status
                 if status < 400:
                     if out.platform == self.platform:
-                        await self.host.outbox.finish(out, "delivered")
+                        await self.api.outbox.finish(out, "delivered")
                     return True
                 if status < 500:
                     logger.error(
@@ -578,8 +600,8 @@ class HttpChannel(Channel):
             except Exception as exc:  # connection refused, reset, timeout: retried
                 why = str(exc) or type(exc).__name__
             waited = loop.time() - started
-            if waited > self.host.outbox.settings.max_wait:
-                self.host.outbox.count_expired(out, f"webhook failing for {waited:.0f} s ({why})")
+            if waited > self.api.outbox.settings.max_wait:
+                self.api.outbox.count_expired(out, f"webhook failing for {waited:.0f} s ({why})")
                 return True
             logger.warning(
                 "webhook POST of event {} failed ({}): retry in {:.1f} s", out.event_id, why, delay
@@ -591,27 +613,16 @@ class HttpChannel(Channel):
         return False
 
     # -- lifecycle -------------------------------------------------------------------------
+    async def _start_console(self) -> None:
+        self.api.console.start()
+
     async def start(self) -> None:
-        # Other channels' webhooks (Telegram, Slack, ...) on this port; their factories ran
-        # before any channel starts, and the router freezes when the runner is set up.
-        for method, path, handler in self.host.web_routes():
-            self.app.router.add_route(method, path, handler)
-        if self.mcp is not None:
-            await self.mcp.start()
-        self._runner = web.AppRunner(
-            self.app,
-            access_log=None,
-            handler_cancellation=True,
-            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
-            shutdown_timeout=self.host.settings.bot.shutdown_grace,
-        )
-        await self._runner.setup()
-        if self.admin is not None:
-            self.host.console.start()
-        site = web.TCPSite(self._runner, self.bind, self.port)
-        await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        # The runtime starts the web server once every channel mounted its routes (`chatfn
+        # run`); a program running this channel alone has it started here, and stopped by
+        # `stop`.
+        self._owns_web = not self.web.running
+        await self.web.start()
+        self.bound_port = self.web.main.bound_port
         if self.webhook_url:
             if not self.webhook_secret:
                 logger.warning(
@@ -636,8 +647,10 @@ class HttpChannel(Channel):
             await self.stop()
 
     async def stop(self) -> None:
-        """Stop accepting, tell /v1/events clients the bot is closing, stop the webhook; safe
-        to call twice (a signal and the end of `run`)."""
+        """Tell /v1/events clients the bot is closing, stop the webhook; safe to call twice (a
+        signal and the end of `run`). The web server (the listener, the requests in flight,
+        /mcp and the admin console) is the runtime's to stop, after the channels, unless this
+        channel started it."""
         if self._stopped:
             return
         self._stopped = True
@@ -648,10 +661,5 @@ class HttpChannel(Channel):
             self._webhook_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._webhook_task
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self.admin is not None:
-            await self.host.console.stop()
-        if self.mcp is not None:
-            await self.mcp.stop()
+        if self._owns_web:
+            await self.web.stop()

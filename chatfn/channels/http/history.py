@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from chatfn.common.messages import surrogate_at
-from chatfn.runtime.channel_host import ChannelHost, HistoryEntry
+from chatfn.runtime.channel_host import ApiHost, HistoryEntry
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -41,7 +41,7 @@ def entry_json(entry: HistoryEntry) -> dict[str, Any]:
     }
 
 
-async def get_history(host: ChannelHost, platform: str, request: web.Request) -> web.Response:
+async def get_history(host: ApiHost, platform: str, request: web.Request) -> web.Response:
     query = request.query
     for name in query:
         if name not in PARAMETERS:

@@ -8,7 +8,7 @@ import importlib.util
 from typing import Any
 
 from chatfn.common.config import Section
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### MCP (stdio)
@@ -24,10 +24,10 @@ class McpChannelSettings(Section):
     is."""
 
 
-def build(host: ChannelHost, settings: McpChannelSettings) -> Any:
+def build(host: ChannelHost, settings: McpChannelSettings, api: ApiHost) -> Any:
     from chatfn.channels.mcp.server import McpStdioChannel
 
-    return McpStdioChannel(host, settings)
+    return McpStdioChannel(host, settings, api=api)
 
 
 def sdk_installed() -> bool:
@@ -52,4 +52,5 @@ SPEC = ChannelSpec(
     modules=("mcp",),
     check=check,
     readme=README,
+    api=True,
 )

@@ -24,10 +24,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from chatfn.channels.base import Channel
 from chatfn.common.messages import OutgoingMessage
-from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, api_of
 
 
-def build_server(host: ChannelHost) -> Server[Any]:
+def build_server(host: ApiHost) -> Server[Any]:
     """An MCP server listing and calling `host`'s functions as the `mcp.expose` identity."""
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
@@ -70,9 +70,11 @@ class McpStdioChannel(Channel):
 
     platform = "mcp"
 
-    def __init__(self, host: ChannelHost, settings: object = None) -> None:
+    def __init__(
+        self, host: ChannelHost, settings: object = None, *, api: ApiHost | None = None
+    ) -> None:
         super().__init__(host)
-        self.server = build_server(host)
+        self.server = build_server(api if api is not None else api_of(host))
 
     async def run(self) -> None:
         from mcp.server.stdio import stdio_server
@@ -89,7 +91,7 @@ class McpHttpEndpoint:
     """Streamable HTTP at `/mcp` on an aiohttp application: the SDK's session manager is an ASGI
     app, so each request is handed over as an ASGI scope and its answer streamed back."""
 
-    def __init__(self, host: ChannelHost) -> None:
+    def __init__(self, host: ApiHost) -> None:
         self.manager = StreamableHTTPSessionManager(
             build_server(host), stateless=True, json_response=True
         )

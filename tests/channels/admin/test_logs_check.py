@@ -34,7 +34,7 @@ async def test_log_tail_filters_by_chat_and_level_and_masks_secrets(console, mon
     scoped = await bob.http.get(f"{c.base}/admin/api/logs")
     assert mine.status == 200 and mine.headers["Content-Type"] == "text/event-stream"
     await mine.content.readline(), await scoped.content.readline()  # ": connected"
-    assert len(c.tb.bot.channel_host.console.logs._watchers) == 2
+    assert len(c.tb.bot.api_host.console.logs._watchers) == 2
     logger.bind(chat_id="team-a").info("an info line of team-a")  # below WARNING
     logger.bind(chat_id="ops").warning("a warning in ops")  # another chat
     logger.bind(chat_id="team-a").warning(f"leaked {TOKEN} in team-a")
@@ -45,10 +45,10 @@ async def test_log_tail_filters_by_chat_and_level_and_masks_secrets(console, mon
     assert [x["text"] for x in seen] == ["an info line of team-a", "leaked *** in team-a"]
     mine.close(), scoped.close()
     for _ in range(50):  # the handlers end when they notice the clients left
-        if not c.tb.bot.channel_host.console.logs._watchers:
+        if not c.tb.bot.api_host.console.logs._watchers:
             break
         await asyncio.sleep(0.05)
-    assert c.tb.bot.channel_host.console.logs._sink is None  # nobody watches: no sink
+    assert c.tb.bot.api_host.console.logs._sink is None  # nobody watches: no sink
     assert (await alice.get("/admin/api/logs?level=LOUD"))[0] == 400
 
 

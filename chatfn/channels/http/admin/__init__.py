@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from loguru import logger
 
-from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.channel_host import ApiHost
 
 if TYPE_CHECKING:
     from chatfn.channels.http.admin.auth import AdminAuth
 
 
 def mount(
-    app: web.Application, host: ChannelHost, token: str | None, trust_proxy: bool = False
+    app: web.Application, host: ApiHost, token: str | None, trust_proxy: bool = False
 ) -> AdminAuth | None:
     """Add the console's routes and its auth middleware to the HTTP channel's app; None (and
     nothing added) when no admin user is configured. `trust_proxy`: channels.http.trust_proxy

@@ -13,7 +13,7 @@ from aiohttp import web
 from chatfn.channels.http.admin import logs
 from chatfn.channels.http.admin.auth import WHO, Identity
 from chatfn.common.version import __version__
-from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.channel_host import ApiHost
 from chatfn.runtime.console import ConsoleError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -81,7 +81,7 @@ def _address(request: web.Request) -> str:
 
 
 class Api:
-    def __init__(self, host: ChannelHost) -> None:
+    def __init__(self, host: ApiHost) -> None:
         self.host = host
         self.console = host.console
 
@@ -232,7 +232,7 @@ class Api:
         )
 
 
-def add_routes(app: web.Application, host: ChannelHost) -> None:
+def add_routes(app: web.Application, host: ApiHost) -> None:
     api = Api(host)
     chat = "/admin/api/chats/{platform}/{chat_id}"
     routes = [

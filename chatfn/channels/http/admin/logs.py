@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from chatfn.channels.http.admin.auth import WHO
-from chatfn.runtime.channel_host import ChannelHost
+from chatfn.runtime.channel_host import ApiHost
 from chatfn.runtime.console import LEVELS
 
 KEEP_ALIVE = 15.0
 
 
-def stream(host: ChannelHost) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def stream(host: ApiHost) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def logs(request: web.Request) -> web.StreamResponse:
         level = request.query.get("level", "INFO").upper()
         if level not in LEVELS:
