@@ -166,9 +166,16 @@ class Metrics:
             "Turns answered by limits.on_exceed's downgrade model, per limit reached.",
             ["limit"],
         )
+        self.messages_dropped = _Counter(
+            "chatfn_messages_dropped",
+            "Messages a channel gave up before its platform saw them, per channel and reason "
+            "(reply_limit: QQ's 5 replies to one message were used up).",
+            ["channel", "reason"],
+        )
         self._counters = [
             self.messages_in,
             self.messages_out,
+            self.messages_dropped,
             self.model_requests,
             self.model_tokens,
             self.tool_calls,

@@ -283,6 +283,11 @@ class FakeQQ:
             if key in self.seqs:
                 self.refused.append((path, body, 40054005))
                 return _error(400, 40054005, "消息被去重，请检查请求msgseq")
+            if sum(1 for m, _ in self.seqs if m == key[0]) >= 5:
+                # 5 passive replies to one message (send.md); QQ documents no code for the
+                # sixth: the fake answers one of its own
+                self.refused.append((path, body, 304999))
+                return _error(400, 304999, "passive reply limit reached (the fake's code)")
             self.seqs.add(key)
         images: list[bytes | str] = []
         if body.get("msg_type") == 7:

@@ -287,6 +287,34 @@ async def test_at_most_five_replies_to_one_message(fake: FakeQQ) -> None:
     assert all(len(p.content) <= 150 for p in sent)
 
 
+async def test_five_replies_are_counted_across_messages_answering_one(fake: FakeQQ) -> None:
+    said = fake.message_event("C2C_MESSAGE_CREATE", target="", sender="U7", content="a")
+    dropped: list[str] = []
+    lines, sink = warnings()
+    three = "\n\n".join(f"Part {n}: " + "w " * 60 for n in range(3))
+
+    def reply(row: int, text: str) -> OutgoingMessage:
+        return OutgoingMessage(
+            platform="qq", chat_id="c2c:U7", text=text, reply_to=said["id"], event_id=row
+        )
+
+    try:
+        async with Sender(fake, max_message_length=150) as plain:
+            sender = QQSender(plain.api, plain.cfg, plain.passive, dropped=dropped.append)
+            await sender.deliver(reply(1, three))
+            await sender.deliver(reply(1, three))  # the same row again: counted once
+            await sender.deliver(reply(2, three))  # two of its three fit: cut, and said so
+            with pytest.raises(DeliveryRefused, match="already has the 5 replies"):
+                await sender.deliver(reply(3, "one more"))
+    finally:
+        logger.remove(sink)
+    sent = fake.sent_to("c2c", "U7")
+    assert len(sent) == 5 and sent[-1].content.endswith(CUT_NOTE)
+    assert dropped == ["reply_limit"]
+    assert not [code for *_, code in fake.refused if code != 40054005]  # QQ refused nothing
+    assert any("dropped" in line for line in lines)
+
+
 async def test_a_refused_link_is_sent_without_links(fake: FakeQQ) -> None:
     fake.urls_registered = False
     lines, sink = warnings()

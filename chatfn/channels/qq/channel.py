@@ -94,13 +94,19 @@ class QQChannel(PlatformChannel[QQSettings]):
             self._signer = Signer(settings.secret_value())
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
+    def _count_dropped(self, reason: str) -> None:
+        """A message given up before QQ saw it (e.g. `reply_limit`): the bot's metric."""
+        self.host.metrics.messages_dropped.labels(self.platform, reason).inc()
+
     # -- connect, serve, close -----------------------------------------------------------------
     async def connect(self) -> None:
         """A token and GET /users/@me: who the bot is."""
         if self._http is None:
             self._http = aiohttp.ClientSession()
             self.api = QQApi(self.cfg, self._http)
-            self.sender = QQSender(self.api, self.cfg, self.passive, self.policy)
+            self.sender = QQSender(
+                self.api, self.cfg, self.passive, self.policy, dropped=self._count_dropped
+            )
         assert self.api is not None
         try:
             me = await self.api.call("GET", "/users/@me")

@@ -16,8 +16,12 @@ Rules (https://bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receiv
   delivery mark gets the same `msg_seq`es: QQ refuses them as duplicates, and that refusal
   is taken as "delivered". (Guild channels and DMs have no `msg_seq`: there a crash in that
   gap may send a message twice.)
-- At most 5 replies to one message: a reply (with its images) of more than 5 parts keeps the
-  first ones, and the last kept part says the rest was cut.
+- At most 5 replies to one message, counted across every outgoing message that answers it
+  (`Passive.replies`: the `msg_seq`es sent with each `msg_id`; a row sent again counts once).
+  A reply (with its images) needing more than what is left keeps the first ones, and the last
+  kept part says the rest was cut; a reply with no room left would be an active message,
+  which QQ refuses in groups and C2C chats: it is given up at once with a log line and the
+  `chatfn_messages_dropped` metric (reason `reply_limit`), not tried again.
 - Rate: the kit's order and pace (chatfn/channels/kit/sender.py; a guild channel takes 5
   messages a second). A 429 or a rate code (22009 "msg limit exceed", 20028) names no wait:
   the delivery policy's backoff (doubling from 1 s) up to `max_retry_after`; longer, the
@@ -98,6 +102,7 @@ class Passive:
         self._messages: OrderedDict[str, _Seen] = OrderedDict()
         self._latest: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._events: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._replies: OrderedDict[str, set[int]] = OrderedDict()  # msg_id -> msg_seqs sent
 
     @staticmethod
     def _put(table: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -118,6 +123,17 @@ class Passive:
     def arrived(self, msg_id: str) -> float | None:
         seen = self._messages.get(msg_id)
         return seen.at if seen else None
+
+    def replied(self, msg_id: str, seq: int) -> None:
+        """QQ took a reply to `msg_id` with `msg_seq` `seq`."""
+        seqs = self._replies.get(msg_id) or set()
+        seqs.add(seq)
+        self._put(self._replies, msg_id, seqs)
+
+    def room(self, msg_id: str, seqs: list[int]) -> int:
+        """How many replies `msg_id` still takes, not counting `seqs` (the same row's parts,
+        sent again: QQ takes them as duplicates)."""
+        return MAX_REPLIES - len((self._replies.get(msg_id) or set()) - set(seqs))
 
     def latest(self, chat: str, window: float) -> str | None:
         found = self._latest.get(chat)
@@ -152,10 +168,12 @@ class QQSender(PlatformSender[ChatRef]):
         settings: QQSettings,
         passive: Passive,
         policy: DeliveryPolicy | None = None,
+        dropped: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(settings, policy)
         self.api = api
         self.passive = passive
+        self.dropped = dropped or (lambda reason: None)  # counts a message given up, by reason
         self._told_urls = False
         self._spare_rows = 0  # rows without an outbox id (a direct sink): their own seqs
 
@@ -235,24 +253,12 @@ class QQSender(PlatformSender[ChatRef]):
         parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
         images = [decode_image(i) for i in out.images]
         caption = parts.pop() if images and parts else None
-        if answer.msg_id and ref.v2 and len(parts) + len(images) > MAX_REPLIES:
-            logger.warning(
-                "QQ: the reply to {} in {} needs {} messages; QQ takes {} replies to one "
-                "message: the rest is cut",
-                answer.msg_id,
-                ref.key,
-                len(parts) + len(images),
-                MAX_REPLIES,
-            )
-            images = images[: MAX_REPLIES - 1] if parts else images[:MAX_REPLIES]
-            parts = parts[: MAX_REPLIES - len(images)]
-            if parts:
-                room = self.cfg.max_message_length - len(CUT_NOTE)
-                parts[-1] = parts[-1][:room] + CUT_NOTE
         row = out.event_id
         if row is None:
             self._spare_rows += 1
             row = 49_000_000 + self._spare_rows
+        if answer.msg_id and ref.v2:
+            parts, images = self._within_replies(ref, answer.msg_id, row, parts, images)
         # A passive v2 reply is sent again whole, its `msg_seq`es skipping what QQ has; else
         # what a message still owes is the parts not sent.
         whole = ref.v2 and answer.msg_id
@@ -261,6 +267,7 @@ class QQSender(PlatformSender[ChatRef]):
             text = (mention if index == 0 else "") + part
             quote = out.reply_to if index == 0 and out.quote else None
             await self._send_text(ref, answer, msg_seq(row, index), text, quote)
+            self._took(ref, answer, msg_seq(row, index))
             owed.sent += 0 if whole else 1
         for number, image in enumerate(images):
             text = caption if number == 0 and caption is not None else ""
@@ -269,6 +276,41 @@ class QQSender(PlatformSender[ChatRef]):
             quote = out.reply_to if not parts and number == 0 and out.quote else None
             seq = msg_seq(row, len(parts) + number)
             await self._send_image(ref, answer, seq, image, text, quote)
+            self._took(ref, answer, seq)
+
+    def _took(self, ref: ChatRef, answer: _Answer, seq: int) -> None:
+        if answer.msg_id and ref.v2:
+            self.passive.replied(answer.msg_id, seq)
+
+    def _within_replies(
+        self, ref: ChatRef, msg_id: str, row: int, parts: list[str], images: list[bytes | str]
+    ) -> tuple[list[str], list[bytes | str]]:
+        """The parts and images that fit in what `msg_id` still takes (QQ: 5 replies to one
+        message); none left: given up (DeliveryRefused), counted, one log line."""
+        needed = len(parts) + len(images)
+        room = self.passive.room(msg_id, [msg_seq(row, i) for i in range(needed)])
+        if needed <= room:
+            return parts, images
+        if room <= 0:
+            self.dropped("reply_limit")
+            raise DeliveryRefused(
+                f"QQ: message {msg_id} in {ref.key} already has the {MAX_REPLIES} replies QQ "
+                "takes, and QQ refuses active messages here: this reply is dropped"
+            )
+        logger.warning(
+            "QQ: the reply to {} in {} needs {} messages; QQ takes {} more replies to that "
+            "message: the rest is cut",
+            msg_id,
+            ref.key,
+            needed,
+            room,
+        )
+        images = images[: room - 1] if parts else images[:room]
+        parts = parts[: room - len(images)]
+        if parts:
+            keep = self.cfg.max_message_length - len(CUT_NOTE)
+            parts[-1] = parts[-1][:keep] + CUT_NOTE
+        return parts, images
 
     # -- one message -----------------------------------------------------------------------
     def _body(self, ref: ChatRef, answer: _Answer, seq: int) -> dict[str, Any]:
