@@ -227,3 +227,29 @@ def test_check_fails_only_for_the_channels_it_is_asked_for(tmp_path: Path) -> No
     strict = run_checks(str(config), False, channels=["telegram"])
     assert [c.status for c in strict.checks if c.name == "channel telegram"] == ["fail"]
     assert not strict.ok
+
+
+PLATFORMS = ("telegram", "slack", "discord", "matrix", "feishu", "qq", "onebot")
+
+
+def test_every_channel_host_member_is_used_by_a_platform_channel() -> None:
+    """`ChannelHost` holds what platform channels use and the handle to mount a webhook (issue
+    35, section 2): what only the HTTP API and MCP need is `ApiHost`, their own dependency."""
+    import re
+
+    from chatfn.runtime.channel_host import ApiHost, ChannelHost
+
+    members = {name for name in vars(ChannelHost) if not name.startswith("_")}
+    channels = ROOT / "chatfn" / "channels"
+    files = [channels / "base.py"]
+    for package in (*PLATFORMS, "kit"):
+        files += sorted((channels / package).rglob("*.py"))
+    sources = [f.read_text(encoding="utf-8") for f in files]
+    unused = sorted(
+        name
+        for name in members
+        if not any(re.search(rf'host\.{name}\b|host, "{name}"', text) for text in sources)
+    )
+    assert unused == [], f"ChannelHost members no platform channel uses: {unused}"
+    assert "add_web_route" in members and "handle" in members
+    assert {"outbox", "subscribe", "publish", "exposure", "console", "web"} <= set(vars(ApiHost))

@@ -1,0 +1,131 @@
+"""The process's one web server (chatfn/runtime/web.py, issue 35 section 2): the HTTP API and the
+platforms' webhooks on one listener whose lifespan the runtime owns; a listener of its own for
+another port; stopping lets a request in flight finish, then stops what was mounted."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.runtime.bot import Bot
+from chatfn.runtime.settings import parse_settings
+from chatfn.runtime.web import WebServer
+
+
+def _bot(tmp_path: Path) -> Bot:
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'b.db'}"},
+            "plugins": {"paths": []},
+            "channels": {"http": {"host": "127.0.0.1", "port": 0}},
+        },
+        base_dir=tmp_path,
+    )
+    return Bot(settings, builtins=False, load_plugins=False)
+
+
+async def test_the_api_and_a_webhook_are_one_server_the_runtime_starts(tmp_path: Path) -> None:
+    bot = _bot(tmp_path)
+    seen: list[dict[str, int]] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        seen.append(await request.json())
+        return web.json_response({"ok": True})
+
+    bot.channel_host.add_web_route("POST", "/platform/events", hook)  # a platform's factory
+    http = HttpChannel(bot.channel_host)
+    try:
+        await bot.web.start()  # the runtime's step, once every channel is built
+        port = bot.web.main.bound_port
+        assert port and list(bot.web.listeners) == ["http"]
+        await http.start()  # the server is up already: the channel starts none of its own
+        assert http.bound_port == port
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"http://127.0.0.1:{port}/platform/events", json={"e": 1}) as r:
+                assert r.status == 200
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
+                assert r.status == 200 and (await r.json())["status"] == "ok"
+        assert seen == [{"e": 1}]
+        await http.stop()
+        assert bot.web.running  # the channel did not start it: the runtime stops it
+    finally:
+        await bot.aclose()
+    assert not bot.web.running
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with aiohttp.ClientSession() as session:
+            await session.get(f"http://127.0.0.1:{port}/healthz")
+
+
+async def test_a_listener_of_its_own_serves_only_its_routes() -> None:
+    server = WebServer(grace=1)
+
+    async def ok(_request: web.Request) -> web.Response:
+        return web.Response(text="ws")
+
+    async def api(_request: web.Request) -> web.Response:
+        return web.Response(text="api")
+
+    server.main.listen("127.0.0.1", 0)
+    server.mount("GET", "/v1/x", api)
+    own = server.listener("onebot")
+    own.listen("127.0.0.1", 0)
+    own.mount("GET", "/onebot/v11/ws", ok)
+    await server.start()
+    try:
+        main, other = server.main.bound_port, own.bound_port
+        assert main and other and main != other
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{other}/onebot/v11/ws") as r:
+                assert await r.text() == "ws"
+            async with session.get(f"http://127.0.0.1:{other}/v1/x") as r:
+                assert r.status == 404  # the API never shows on another port
+            async with session.get(f"http://127.0.0.1:{main}/onebot/v11/ws") as r:
+                assert r.status == 404
+    finally:
+        await server.stop()
+
+
+async def test_stopping_finishes_requests_in_flight_then_the_lifespans_in_reverse() -> None:
+    server = WebServer(grace=5)
+    order: list[str] = []
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(_request: web.Request) -> web.Response:
+        entered.set()
+        await release.wait()
+        order.append("handler done")
+        return web.Response(text="finished")
+
+    def hooks(name: str) -> tuple[object, object]:
+        async def start() -> None:
+            order.append(f"start {name}")
+
+        async def stop() -> None:
+            order.append(f"stop {name}")
+
+        return start, stop
+
+    for name in ("mcp", "console"):
+        start, stop = hooks(name)
+        server.lifespan(start, stop)  # type: ignore[arg-type]
+    server.main.listen("127.0.0.1", 0)
+    server.mount("GET", "/slow", slow)
+    await server.start()
+    port = server.main.bound_port
+    async with aiohttp.ClientSession() as session:
+        request = asyncio.create_task(session.get(f"http://127.0.0.1:{port}/slow"))
+        await asyncio.wait_for(entered.wait(), 5)
+        stopping = asyncio.create_task(server.stop())
+        await asyncio.sleep(0.05)
+        assert not stopping.done()  # the request in flight holds the stop (within the grace)
+        release.set()
+        resp = await asyncio.wait_for(request, 5)
+        assert resp.status == 200 and await resp.text() == "finished"
+        await asyncio.wait_for(stopping, 5)
+    assert order == ["start mcp", "start console", "handler done", "stop console", "stop mcp"]
