@@ -82,7 +82,8 @@ def _windows(now: datetime, zone_name: str | None) -> tuple[str, datetime, str, 
     key = (minute, zone_name)
     last = _last_windows[0]  # one read: another thread may replace it meanwhile
     if last is not None and last[0] == key:
-        return last[1]
+        windows: tuple[str, datetime, str, datetime] = last[1]
+        return windows
     found = _compute_windows(now, minute, zone_name)
     _last_windows[0] = (key, found)
     return found

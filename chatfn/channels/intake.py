@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
+from typing import Any
 
 RETAKE_AFTER = 5.0  # seconds before a released message is taken again
 MAX_TAKES = 3  # the last failure confirms it (given up) instead of releasing it
@@ -40,7 +41,7 @@ class Taken:
         """`previous`: the released take of the same message, when this one takes it again."""
         self.outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.released_at: float | None = None
-        self.take = 1 if previous is None else previous.take + 1
+        self.take: int = 1 if previous is None else previous.take + 1
 
     def settle(self) -> None:
         """Stored, or nothing more will come of it: the platform may let go of it."""
@@ -77,10 +78,9 @@ class Taken:
         `stopping` is set first)."""
         if not self.outcome.done() and not stopping.is_set():
             stop = asyncio.ensure_future(stopping.wait())
+            either: list[asyncio.Future[Any]] = [self.outcome, stop]
             try:
-                await asyncio.wait(
-                    [self.outcome, stop], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-                )
+                await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 stop.cancel()
         return self.confirmed

@@ -20,6 +20,7 @@ chatfn/channels/split.py's Markdown-aware one; `Backoff` paces reconnects.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -211,7 +212,7 @@ class Outbound:
         async def job() -> None:
             for index, part in enumerate(self.split(text)):
                 await self.policy.call(
-                    "", key, lambda p=part, i=index: send_part(p, i), pace=self.limiter.acquire
+                    "", key, functools.partial(send_part, part, index), pace=self.limiter.acquire
                 )
 
         await self.runner.submit(key, job)

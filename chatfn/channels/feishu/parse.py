@@ -118,7 +118,9 @@ def _mention_names(message: dict[str, Any], bot_open_id: str) -> tuple[dict[str,
         if not isinstance(m, dict):
             continue
         key = str(m.get("key") or "")
-        who = m.get("id") if isinstance(m.get("id"), dict) else {}
+        who = m.get("id")
+        if not isinstance(who, dict):
+            who = {}
         if bot_open_id and who.get("open_id") == bot_open_id:
             names[key] = ""
             mentioned = True

@@ -86,7 +86,9 @@ def open_request(body: bytes, headers: Any, verification_token: str, encrypt_key
         expected = hashlib.sha256((stamp + nonce + encrypt_key).encode() + body).hexdigest()
         if not signature or not _same(signature, expected):
             raise Refused(401, "bad X-Lark-Signature")
-    header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
+    header = payload.get("header")
+    if not isinstance(header, dict):
+        header = {}
     token = str(header.get("token") or payload.get("token") or "")
     if not _same(token, verification_token):
         raise Refused(401, "event with a wrong verification_token")

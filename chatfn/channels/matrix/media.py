@@ -30,7 +30,9 @@ async def download(client: AsyncClient, content: dict[str, Any], limit: int) -> 
     server, media = parts.netloc, parts.path.lstrip("/")
     if not server or not media or "/" in media:
         return None
-    info = content.get("info") if isinstance(content.get("info"), dict) else {}
+    info = content.get("info")
+    if not isinstance(info, dict):
+        info = {}
     if int(info.get("size") or 0) > limit:
         logger.info("Matrix image {} is over {} bytes: not read", url, limit)
         return None

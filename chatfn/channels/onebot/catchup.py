@@ -133,8 +133,8 @@ class CatchUp:
             if not isinstance(item, dict):
                 continue
             kind, when = None, 0.0
-            with contextlib.suppress(TypeError, ValueError):
-                kind = _CHAT_KINDS.get(int(item.get("chatType")))
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                kind = _CHAT_KINDS.get(int(item["chatType"]))
                 when = float(item.get("msgTime") or 0)
             peer = str(item.get("peerUin") or "")
             if kind and peer.isdigit() and peer != "0" and floor <= when < live:

@@ -254,11 +254,11 @@ def replace_document(
             select(_D.id).where(_D.base == doc.base, _D.source == doc.source)
         ).scalar()
         if found is None:
-            doc_id = int(
-                conn.execute(
-                    insert(kb_documents).values(base=doc.base, source=doc.source, **values)
-                ).inserted_primary_key[0]
-            )
+            key = conn.execute(
+                insert(kb_documents).values(base=doc.base, source=doc.source, **values)
+            ).inserted_primary_key
+            assert key is not None  # a single-row INSERT's result has it
+            doc_id = int(key[0])
             old: list[int] = []
         else:
             doc_id = int(found)

@@ -191,7 +191,7 @@ def _loadable_sqlite() -> Any | None:
     finally:
         probe.close()
     try:
-        from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+        from pysqlite3 import dbapi2
     except ImportError:
         return None
     return dbapi2
@@ -204,7 +204,7 @@ def sqlite_vec_engine(url: str) -> Engine | None:
     if ":memory:" in url or url.rstrip("/") in ("sqlite:", "sqlite:/"):
         return None
     try:
-        import sqlite_vec  # type: ignore[import-not-found]
+        import sqlite_vec
     except ImportError:
         return None
     module = _loadable_sqlite()
