@@ -46,8 +46,9 @@ class QQDriver:
         common = {"groups", "images_in", "images_out", "plain", "split", "rate_limit"}
         common |= {"reconnect", "crash_redelivery", "credentials"}
         if scene == "qq":
-            # no quote (QQ: "not yet supported"), no roles, no member-joined event in groups
-            self.features = frozenset(common | {"message_ids", "mention_only"})
+            # no quote (QQ: "not yet supported"), no roles, no member-joined event in groups;
+            # no mention in a group reply (QQ renders one only in Markdown, bot-docs#272)
+            self.features = frozenset(common | {"message_ids", "mention_only", "no_group_mentions"})
         else:
             # no message_ids: guild messages have no msg_seq to refuse a repeat with
             self.features = frozenset(common | {"quote", "member_joined", "roles"})

@@ -297,6 +297,12 @@ class FakeQQ:
             images.append(self._uploads[info])
         elif body.get("msg_type") != 0 or not str(body.get("content") or "").strip():
             return _error(400, 50006, "CannotSendEmptyMessage")
+        if scene == "group" and re.search(r"<@!?\w+>", str(body.get("content") or "")):
+            # a mention in a plain-text group message is deprecated and shown as its raw
+            # token; QQ renders group mentions only in Markdown (bot-docs#272): the fake
+            # refuses it (its own code) so that a test sees it
+            self.refused.append((path, body, 304998))
+            return _error(400, 304998, "mention in a plain-text group message (the fake's code)")
         return await self._took(scene, target, body, images)
 
     async def _post_guild(

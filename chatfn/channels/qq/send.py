@@ -32,7 +32,10 @@ chats, so messages are plain text (msg_type 0) with the model's Markdown made re
 chatfn/channels/markdown.py's `to_plain`: emphasis markers dropped, links as `label (url)`, headings
 and list bullets as lines, code as it is. A URL not registered for the bot at q.qq.com is
 refused (304003): the part is sent again with its links replaced by "[link]".
-Mentions: `<@member_openid>` (groups) / `<@user_id>` (guild channels) before the first part.
+Mentions: `<@user_id>` before the first part in guild channels. None in groups: QQ renders
+`<@member_openid>` only in Markdown messages (tencent-connect/bot-docs#272; in plain text it is
+deprecated and shows as the raw token), and the bot sends plain text, so a group reply carries
+no mention rather than a raw token.
 Quotes: guild channels take `message_reference`; groups and C2C have none (QQ: "not yet
 supported"). Images: groups and C2C upload to `/v2/{groups|users}/{id}/files` (`file_type` 1,
 `url` or `file_data` base64) and send the `file_info` as a msg_type 7 media message with the
@@ -248,7 +251,8 @@ class QQSender(PlatformSender[ChatRef]):
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
         answer = self._answer(ref, out)
-        mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
+        # guild channels only: a group shows a plain-text mention as its raw token
+        mention = f"<@{out.at}> " if out.at and ref.scene == "channel" and _ID.match(out.at) else ""
         limit = self.cfg.max_message_length - len(mention)
         parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
         images = [decode_image(i) for i in out.images]
