@@ -246,6 +246,11 @@ class OutboxSettings(Section):
     # Seconds a message may wait for its channel (no OneBot account online, no /v1/events
     # subscriber, a webhook that keeps failing) before it is logged and counted as expired.
     max_wait: float = Field(default=86400.0, gt=0)
+    # The longest wait a platform may ask for (a 429's retry_after) that is waited out inside
+    # one delivery, in the chat's order; a longer one leaves the message here until it has
+    # passed (chatfn/runtime/delivery_policy.py). `channels.<name>.max_retry_after` overrides
+    # it for one platform.
+    max_retry_after: float = Field(default=60.0, ge=0)
     # Seconds delivered and expired rows are kept (for `Last-Event-ID` replays), then deleted.
     retention: float = Field(default=7 * 86400.0, gt=0)
     # Seconds an event reader (a /v1/events stream, the webhook) waits for a missing event id

@@ -66,10 +66,14 @@ def test_when_the_outbox_tries_again() -> None:
 
 def test_overrides_come_from_the_channel_sections(tmp_path: Path) -> None:
     settings = parse_settings(
-        {"channels": {"telegram": {"max_retry_after": 5}, "slack": {}}}, base_dir=tmp_path
+        {
+            "storage": {"outbox": {"max_retry_after": 20}},
+            "channels": {"telegram": {"max_retry_after": 5}, "slack": {}},
+        },
+        base_dir=tmp_path,
     )
     policy = DeliveryPolicy.from_settings(settings)
-    assert policy.limit("telegram") == 5 and policy.limit("slack") == policy.max_retry_after
+    assert policy.limit("telegram") == 5 and policy.limit("slack") == 20
 
 
 class Flaky:

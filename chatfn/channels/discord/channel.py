@@ -37,6 +37,7 @@ import aiohttp
 import discord
 from loguru import logger
 
+from chatfn.channels import kit
 from chatfn.channels.discord.catchup import catch_up
 from chatfn.channels.discord.client import DiscordClient, make_client
 from chatfn.channels.discord.message import (
@@ -52,14 +53,6 @@ from chatfn.channels.discord.message import (
     target_of,
 )
 from chatfn.channels.discord.settings import DiscordSettings
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    NotDelivered,
-    PlatformChannel,
-    Unreachable,
-    member_joined,
-)
 from chatfn.channels.outbound import OrderedRunner
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
@@ -72,7 +65,7 @@ _REFUSED_TOKEN = (
 )
 
 
-class DiscordChannel(PlatformChannel[DiscordSettings]):
+class DiscordChannel(kit.PlatformChannel[DiscordSettings]):
     platform = "discord"
     label = "Discord"
     skip_stored = False  # catch-up reads the history itself; `inbound.first_sight` dedupes
@@ -92,7 +85,7 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
     async def connect(self) -> None:
         """Log in (REST `/users/@me`) with a fresh client (a closed one cannot log in)."""
         if not self.cfg.token:
-            raise CredentialsRefused("channels.discord.token is not set")
+            raise kit.CredentialsRefused("channels.discord.token is not set")
         if self.client is not None:
             await self.client.close()
         self.client = make_client(
@@ -108,10 +101,12 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
         try:
             await self.client.login(self.cfg.token)
         except discord.LoginFailure:
-            raise CredentialsRefused(_REFUSED_TOKEN) from None
+            raise kit.CredentialsRefused(_REFUSED_TOKEN) from None
         except (*_NETWORK, discord.HTTPException) as exc:
             # Discord (or the network) is down: messages wait in the outbox meanwhile.
-            raise Unreachable(f"Discord not reachable at {self.cfg.api_base}: {exc!r}") from None
+            raise kit.Unreachable(
+                f"Discord not reachable at {self.cfg.api_base}: {exc!r}"
+            ) from None
         user = self.client.user
         logger.info("Discord: logged in as {} ({})", user, user.id if user else "?")
         self.host.kick()  # REST works now: what the outbox owes can go
@@ -124,17 +119,17 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            raise CredentialsRefused(
+            raise kit.CredentialsRefused(
                 "Discord refused the Gateway intents (close code 4014): enable 'Message "
                 "Content Intent' and 'Server Members Intent' on the bot's page of the "
                 "developer portal (or set channels.discord.member_events: false)"
             ) from None
         except discord.LoginFailure:
-            raise CredentialsRefused(_REFUSED_TOKEN) from None
+            raise kit.CredentialsRefused(_REFUSED_TOKEN) from None
         except discord.ConnectionClosed as exc:
             if exc.code == 4004:  # authentication failed: the token was revoked
-                raise CredentialsRefused(_REFUSED_TOKEN) from None
-            raise CredentialsRefused(
+                raise kit.CredentialsRefused(_REFUSED_TOKEN) from None
+            raise kit.CredentialsRefused(
                 f"Discord Gateway closed the connection for good: code {exc.code}"
             ) from None
 
@@ -153,7 +148,7 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
 
     async def _on_disconnect(self) -> None:  # discord.py reconnects on its own
         if not self.stopping:
-            self.down(Unreachable("Discord Gateway connection lost"))
+            self.down(kit.Unreachable("Discord Gateway connection lost"))
 
     async def _on_message(self, message: discord.Message, chat_id: str | None = None) -> None:
         client = self.client
@@ -174,24 +169,21 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
         bot = self.client.user
         is_group = not chat_id.startswith("dm:")
         quote_text, quote_images = quoted(message)
-        msg = IncomingMessage(
-            platform=self.platform,
-            chat_id=chat_id,
-            sender_id=str(message.author.id),
-            text=readable(message, bot.id),
+        # None for a bare mention or a sticker: nothing to answer.
+        return self.incoming(
+            chat_id,
+            str(message.author.id),
+            readable(message, bot.id),
             is_group=is_group,
             chat_name=_chat_name(message),
-            sender_name=message.author.display_name[:128],
+            sender_name=message.author.display_name,
             is_at_bot=is_group and mentions_bot(message, bot),
-            quoted_text=quote_text,
+            quoted=quote_text,
             message_id=str(message.id),
             time=message.created_at.astimezone(UTC),
             images=[*images_of(message), *quote_images],
             sender_roles=roles_of(message) if is_group else [],
         )
-        if not msg.text and not msg.images and not msg.quoted_text:
-            return None  # a bare mention or a sticker: nothing to answer
-        return msg
 
     async def _member_joined(self, member: discord.Member) -> None:
         client = self.client
@@ -211,7 +203,7 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
 
         async def welcome() -> list[SystemEvent]:
             name, data = member.display_name, {"guild_id": str(guild.id), "bot": member.bot}
-            return [member_joined(self.platform, chat_id, str(member.id), name, **data)]
+            return [kit.member_joined(self.platform, chat_id, str(member.id), name, **data)]
 
         # In the channel's queue: the welcome goes out before the answer to a first message.
         self.inbound.events(chat_id, welcome)
@@ -222,9 +214,9 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
         sent to its chat. NotDelivered keeps it (or the parts still owed) in the outbox."""
         target = target_of(message.chat_id)
         if target is None:
-            raise DeliveryRefused(f"{message.chat_id!r} is not a Discord chat id")
+            raise kit.DeliveryRefused(f"{message.chat_id!r} is not a Discord chat id")
         if self.client is None or self.client.is_closed():
-            raise NotDelivered("the Discord channel is not logged in")
+            raise kit.NotDelivered("the Discord channel is not logged in")
         parts = parts_of(message, self.cfg.max_message_length)
         await self._outbound.submit(
             message.chat_id, lambda: self._send_parts(message, target, parts)
@@ -275,23 +267,23 @@ class DiscordChannel(PlatformChannel[DiscordSettings]):
                 else "the channel or the message replied to is gone",
                 out.text[:80],
             )
-            raise DeliveryRefused(str(exc)) from exc
+            raise kit.DeliveryRefused(str(exc)) from exc
         except discord.HTTPException as exc:
             if exc.status == 401 or exc.status >= 500 or exc.status == 429:
                 raise self._not_delivered(out, parts, sent, f"{exc.status} {exc.text}") from exc
             logger.error(
                 "Discord refused a message to {}: {} {}", out.chat_id, exc.status, exc.text
             )
-            raise DeliveryRefused(str(exc)) from exc
+            raise kit.DeliveryRefused(str(exc)) from exc
         except _NETWORK as exc:
             raise self._not_delivered(out, parts, sent, repr(exc)) from exc
 
     def _not_delivered(
         self, out: OutgoingMessage, parts: list[Part], sent: int, why: str
-    ) -> NotDelivered:
+    ) -> kit.NotDelivered:
         logger.warning("message to Discord {} waits in the outbox: {}", out.chat_id, why)
         rest = "\n\n".join(p.source for p in parts[sent:]) if sent else None
-        return Unreachable(f"Discord: {why}", rest=rest)
+        return kit.Unreachable(f"Discord: {why}", rest=rest)
 
     async def messageable(self, target: Target) -> discord.abc.Messageable:
         assert self.client is not None

@@ -32,35 +32,22 @@ from the chat's members list (message events carry only ids); both cached
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 from loguru import logger
 
+from chatfn.channels import kit
 from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
 from chatfn.channels.feishu.parse import ChatRef, chat_ref, read_message
 from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import WsLink
-from chatfn.channels.kit import (
-    MAX_IMAGE_IN,
-    CredentialsRefused,
-    PlatformChannel,
-    Taken,
-    Unreachable,
-    data_uri,
-    image_mime,
-    member_joined,
-    settled,
-)
 from chatfn.common.messages import (
     IncomingMessage,
     OutgoingMessage,
     SystemEvent,
-    capped_text,
-    clean_text,
 )
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -70,7 +57,7 @@ ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored 
 _CREDENTIALS = "channels.feishu.app_id / app_secret"
 
 
-class FeishuChannel(PlatformChannel[FeishuSettings]):
+class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
     platform = "feishu"
     label = "Feishu"
 
@@ -96,14 +83,14 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
         try:
             bot = await self.api.bot_info()
         except AuthRefused as exc:
-            raise CredentialsRefused(
+            raise kit.CredentialsRefused(
                 f"Feishu refused {_CREDENTIALS} ({exc}): check the app's Credentials & Basic "
                 "Info page"
             ) from None
         except FeishuError as exc:
-            raise Unreachable(f"Feishu bot/v3/info failed ({exc})") from None
+            raise kit.Unreachable(f"Feishu bot/v3/info failed ({exc})") from None
         except NETWORK_ERRORS as exc:
-            raise Unreachable(f"Feishu not reachable at {self.cfg.base_url} ({exc})") from None
+            raise kit.Unreachable(f"Feishu not reachable at {self.cfg.base_url} ({exc})") from None
         self.bot_open_id = str(bot["open_id"])
         self.bot_name = str(bot.get("app_name") or "")
         how = "the long connection" if self.cfg.mode == "websocket" else "webhook at "
@@ -137,14 +124,14 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
             self.up()
         elif state == "refused":
             self.down(
-                CredentialsRefused(
+                kit.CredentialsRefused(
                     f"Feishu refused the long connection for {_CREDENTIALS} ({detail}): check "
                     "the app's credentials and that events use the long connection"
                 )
             )
         else:
             what = "lost" if state == "lost" else "failed"
-            self.down(Unreachable(f"Feishu long connection {what} ({detail})"))
+            self.down(kit.Unreachable(f"Feishu long connection {what} ({detail})"))
 
     # -- webhook -------------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
@@ -173,78 +160,67 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
         stored (or nothing to store) within ACK_WAIT."""
         return await self._event(payload).wait(ACK_WAIT, self._stopping)
 
-    def _event(self, payload: dict[str, Any]) -> Taken:
+    def _event(self, payload: dict[str, Any]) -> kit.Taken:
         """One event, on the channel's loop; what settles when it may be acknowledged. An
         event seen before (the platform's resend) gets the first delivery's."""
         header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
         event = payload.get("event")
         if self.stopping:
-            return Taken()  # never settled: the platform sends it again after the restart
+            return kit.Taken()  # never settled: the platform sends it again after the restart
         if not isinstance(event, dict):
-            return settled()
+            return kit.settled()
         event_id = str(header.get("event_id") or "")
         kind = str(header.get("event_type") or "")
         if not event_id:
             return self._take(kind, event, None)
         return self.inbound.once(event_id, lambda previous: self._take(kind, event, previous))
 
-    def _take(self, kind: str, event: dict[str, Any], previous: Taken | None) -> Taken:
+    def _take(self, kind: str, event: dict[str, Any], previous: kit.Taken | None) -> kit.Taken:
         if kind == "im.message.receive_v1":
             message = event.get("message")
             sender = event.get("sender")
             if not isinstance(message, dict) or not isinstance(sender, dict):
-                return settled()
+                return kit.settled()
             if sender.get("sender_type") not in (None, "user"):
-                return settled()  # the bot's own and other apps' messages
+                return kit.settled()  # the bot's own and other apps' messages
             ref = chat_ref(message)
             if not ref.chat or not message.get("message_id"):
-                return settled()
-            taken, ident = Taken(previous), str(message["message_id"])
+                return kit.settled()
+            taken, ident = kit.Taken(previous), str(message["message_id"])
             self.inbound.message(
                 ref.key, ident, lambda: self._incoming(ref, message, sender), taken
             )
             return taken
         if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
-            key, taken = f"group:{chat}", Taken(previous)
+            key, taken = f"group:{chat}", kit.Taken(previous)
             self.inbound.events(key, lambda: self._member_joined(key, event), taken)
             return taken
         if kind == "im.chat.member.bot.added_v1":
             logger.info("Feishu bot added to group:{}", event.get("chat_id"))
-        return settled()
+        return kit.settled()
 
     async def _incoming(
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
     ) -> IncomingMessage | None:
-        key = ref.key
         message_id = str(message["message_id"])
         ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), dict) else {}
         user = str(ids.get("open_id") or "")
         if not user:
             return None
         read = read_message(message, self.bot_open_id or "")
-        text = clean_text(read.text)
-        text = capped_text(text, "Feishu", user)
         images = [i for k in read.image_keys[:4] if (i := await self._image(message_id, k))]
-        if not text and not images:
+        if not read.text.strip() and not images:  # nothing said: the chat is not asked
             return None
-        is_group = ref.is_group
-        name, roles = await self._person(ref.chat, user, is_group)
-        try:
-            when = datetime.fromtimestamp(int(message.get("create_time") or 0) / 1000, UTC)
-        except (ValueError, OverflowError, OSError):
-            when = datetime.now(UTC)
-        if when.year < 2000:
-            when = datetime.now(UTC)
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=key,
-            sender_id=user,
-            text=text,
-            is_group=is_group,
-            sender_name=clean_text(name)[:128],
+        name, roles = await self._person(ref.chat, user, ref.is_group)
+        return self.incoming(
+            ref.key,
+            user,
+            read.text,
+            is_group=ref.is_group,
+            sender_name=name,
             is_at_bot=read.mentioned,
             message_id=message_id,
-            time=when,
+            time=kit.sent_at(message.get("create_time"), ms=True),
             images=images,
             sender_roles=roles,
         )
@@ -257,8 +233,8 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
         except (FeishuError, *NETWORK_ERRORS) as exc:
             logger.warning("Feishu image {} of {} not downloaded: {}", image_key, message_id, exc)
             return None
-        mime = image_mime(data)
-        return None if mime is None or len(data) > MAX_IMAGE_IN else data_uri(data, mime)
+        mime = kit.image_mime(data)
+        return None if mime is None or len(data) > kit.MAX_IMAGE_IN else kit.data_uri(data, mime)
 
     async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
         """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The
@@ -299,5 +275,5 @@ class FeishuChannel(PlatformChannel[FeishuSettings]):
             open_id = str(ids.get("open_id") or "") if isinstance(ids, dict) else ""
             if open_id:
                 name = str(user.get("name") or "")[:128]
-                events.append(member_joined(self.platform, key, open_id, name, added_by=by))
+                events.append(kit.member_joined(self.platform, key, open_id, name, added_by=by))
         return events

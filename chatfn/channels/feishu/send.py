@@ -33,6 +33,7 @@ import re
 
 from loguru import logger
 
+from chatfn.channels import kit
 from chatfn.channels.feishu.api import (
     NETWORK_ERRORS,
     AuthRefused,
@@ -44,15 +45,6 @@ from chatfn.channels.feishu.api import (
 from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
 from chatfn.channels.feishu.render import card, mention, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    Owed,
-    PlatformSender,
-    Unreachable,
-    decode_image,
-)
-from chatfn.channels.kit import RateLimited as SlowDown
 from chatfn.channels.split import split_message
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
@@ -75,7 +67,7 @@ def uuid_of(event_id: int | None, index: str, content: str) -> str:
     return f"chatfn-{event_id}-{index}-{digest}"[:50]
 
 
-class FeishuSender(PlatformSender[ChatRef]):
+class FeishuSender(kit.PlatformSender[ChatRef]):
     """Sends OutgoingMessages through FeishuApi (module docstring)."""
 
     platform = "feishu"
@@ -96,21 +88,23 @@ class FeishuSender(PlatformSender[ChatRef]):
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, RateLimited):
             why = f"Feishu asks to wait {exc.wait:.0f} s before sending to {key} ({exc.code})"
-            return SlowDown(why, exc.wait)
+            return kit.RateLimited(why, exc.wait)
         if isinstance(exc, AuthRefused):
-            return CredentialsRefused(f"Feishu refused channels.feishu.app_id / app_secret ({exc})")
+            return kit.CredentialsRefused(
+                f"Feishu refused channels.feishu.app_id / app_secret ({exc})"
+            )
         if isinstance(exc, FeishuError):
-            return DeliveryRefused(f"Feishu refused the message to {key}: {exc}")
+            return kit.DeliveryRefused(f"Feishu refused the message to {key}: {exc}")
         if isinstance(exc, NETWORK_ERRORS):
-            return Unreachable(f"Feishu not reachable ({exc})")
+            return kit.Unreachable(f"Feishu not reachable ({exc})")
         return None
 
-    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> list[Sent]:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[Sent]:
         at = mention(out.at) if out.at and ref.is_group else ""
         quote = (
             out.reply_to if out.quote and out.reply_to and _MESSAGE_ID.match(out.reply_to) else None
         )
-        images = [decode_image(i, MAX_IMAGE_BYTES, "Feishu") for i in out.images]
+        images = [kit.decode_image(i, MAX_IMAGE_BYTES, "Feishu") for i in out.images]
         text = out.text
         links = [i for i in images if isinstance(i, str)]
         if links:
@@ -157,7 +151,7 @@ class FeishuSender(PlatformSender[ChatRef]):
                 return await self.call(
                     key, lambda: self.api.reply(reply_to, msg_type, content, uuid, in_thread)
                 )
-            except DeliveryRefused as exc:
+            except kit.DeliveryRefused as exc:
                 # The message answered was withdrawn or is out of reach: answer in the chat.
                 logger.info("Feishu reply to {} refused ({}): sent to the chat", reply_to, exc)
         return await self.call(key, lambda: self.api.send(ref.chat, msg_type, content, uuid))

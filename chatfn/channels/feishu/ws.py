@@ -34,9 +34,9 @@ from typing import Any
 
 from loguru import logger
 
+from chatfn.channels import kit
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit import Backoff
-from chatfn.channels.kit import channel as kit
+from chatfn.channels.kit import channel as kit_channel
 
 __all__ = ["EVENTS", "WsLink"]
 
@@ -175,7 +175,7 @@ class WsLink:
         for kind in EVENTS:
             builder = builder.register_p2_customized_event(kind, self._event)
         handler = builder.build()
-        backoff = Backoff(0.5, 60.0)
+        backoff = kit.Backoff(0.5, 60.0)
         while not self._stop.is_set():
             lost = asyncio.Event()
             client = ws_client.Client(
@@ -226,7 +226,7 @@ class WsLink:
                     return
             if refused:  # the kit's slow retry: the credentials may be fixed meanwhile
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(kit.REFUSED_RETRY):
+                    async with asyncio.timeout(kit_channel.REFUSED_RETRY):
                         await self._stop.wait()
                 if self._stop.is_set():
                     return

@@ -27,7 +27,9 @@ from chatfn.channels.kit.images import (
     image_name,
 )
 from chatfn.channels.kit.inbound import Inbound
+from chatfn.channels.kit.incoming import sent_at
 from chatfn.channels.kit.sender import Owed, PlatformSender
+from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.outbound import Backoff
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "Owed",
     "PlatformChannel",
     "PlatformSender",
+    "PlatformSettings",
     "RateLimited",
     "Taken",
     "Unreachable",
@@ -53,5 +56,6 @@ __all__ = [
     "image_name",
     "member_joined",
     "readme",
+    "sent_at",
     "settled",
 ]

@@ -35,8 +35,14 @@ from pydantic import BaseModel
 
 from chatfn.channels.base import Channel
 from chatfn.channels.kit.inbound import Inbound
+from chatfn.channels.kit.incoming import incoming
 from chatfn.channels.outbound import Backoff
-from chatfn.common.messages import CredentialsRefused, NotDelivered, OutgoingMessage
+from chatfn.common.messages import (
+    CredentialsRefused,
+    IncomingMessage,
+    NotDelivered,
+    OutgoingMessage,
+)
 from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
 
 __all__ = ["REFUSED_RETRY", "PlatformChannel"]
@@ -98,7 +104,10 @@ class PlatformChannel(Channel, Generic[S]):
     async def run(self) -> None:
         try:
             while await self._connect():
-                serving = self.spawn(self.serve())
+                # A task (stop cancels it); what it raises is this loop's to handle.
+                serving = asyncio.ensure_future(self.serve())
+                self._tasks.add(serving)
+                serving.add_done_callback(self._tasks.discard)
                 try:
                     await serving
                     return
@@ -208,7 +217,14 @@ class PlatformChannel(Channel, Generic[S]):
         if not self.stopping:
             asyncio.get_running_loop().call_later(seconds + 0.05, self.host.kick)
 
-    # -- out -------------------------------------------------------------------------------
+    # -- in and out ------------------------------------------------------------------------
+    def incoming(
+        self, chat_id: str, sender_id: str, text: str, **fields: Any
+    ) -> IncomingMessage | None:
+        """A user's message of this platform, cleaned the one way (kit/incoming.py); None
+        when it says nothing."""
+        return incoming(self.platform, self.label, chat_id, sender_id, text, **fields)
+
     async def send(self, message: OutgoingMessage) -> None:
         if not self.logged_in:
             raise NotDelivered(f"the {self.label} channel is not connected yet")

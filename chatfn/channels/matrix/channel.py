@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -48,13 +47,7 @@ import aiohttp
 from loguru import logger
 from nio import ErrorResponse, RoomGetEventResponse, RoomMessagesResponse, SyncResponse
 
-from chatfn.channels.kit import (
-    Backoff,
-    CredentialsRefused,
-    PlatformChannel,
-    Unreachable,
-    member_joined,
-)
+from chatfn.channels import kit
 from chatfn.channels.matrix.login import login, make_client
 from chatfn.channels.matrix.media import download
 from chatfn.channels.matrix.parse import ChatRef, read_content
@@ -65,8 +58,6 @@ from chatfn.common.messages import (
     IncomingMessage,
     OutgoingMessage,
     SystemEvent,
-    capped_text,
-    clean_text,
 )
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -93,7 +84,7 @@ def sync_filter(timeline_limit: int) -> dict[str, Any]:
     }
 
 
-class MatrixChannel(PlatformChannel[MatrixSettings]):
+class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
     platform = "matrix"
     label = "Matrix"
 
@@ -132,7 +123,7 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
         try:
             await login(self.client, self.cfg, self.store)
         except _NETWORK as exc:
-            raise Unreachable(
+            raise kit.Unreachable(
                 f"Matrix homeserver not reachable at {self.cfg.homeserver} ({exc!r})"
             ) from None
         try:
@@ -161,7 +152,7 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
         since = self.store.since
         first_ever = since is None
         full_state = True
-        backoff = Backoff(0.5, 30.0)
+        backoff = kit.Backoff(0.5, 30.0)
         filt = sync_filter(self.cfg.timeline_limit)
         while not self.stopping:
             try:
@@ -189,13 +180,13 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
                     await self.pause(response.retry_after_ms / 1000)
                     continue
                 if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
-                    raise CredentialsRefused(
+                    raise kit.CredentialsRefused(
                         f"Matrix refused the access token of {self.user_id} during sync "
                         f"({why}): log in again"
                     )
             if self.stopping:
                 return
-            if not await self.failed(Unreachable(f"Matrix sync failed ({why})"), backoff):
+            if not await self.failed(kit.Unreachable(f"Matrix sync failed ({why})"), backoff):
                 return
 
     async def _on_sync(self, response: SyncResponse, since: str | None) -> None:
@@ -461,28 +452,19 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
                 mentioned = mentioned or quoted_sender == self.user_id
             elif reading.quoted_sender == self.user_id:
                 mentioned = True
-        text = clean_text(text)
-        text = capped_text(text, "Matrix", sender)
-        if not text and not images:
+        if not text.strip() and not images:  # a quote alone is nothing to answer
             return None
-        stamp = source.get("origin_server_ts")
-        when = (
-            datetime.fromtimestamp(stamp / 1000, UTC)
-            if isinstance(stamp, int | float)
-            else datetime.now(UTC)
-        )
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=ref.key,
-            sender_id=sender,
-            text=text,
+        return self.incoming(
+            ref.key,
+            sender,
+            text,
             is_group=ref.is_group,
-            chat_name=clean_text(room.display_name if room is not None else "")[:128],
-            sender_name=clean_text(self._name_of(ref.room_id, sender))[:128],
+            chat_name=room.display_name if room is not None else "",
+            sender_name=self._name_of(ref.room_id, sender),
             is_at_bot=mentioned,
-            quoted_text=clean_text(quoted) if quoted else None,
+            quoted=quoted,
             message_id=event_id,
-            time=when,
+            time=kit.sent_at(source.get("origin_server_ts"), ms=True),
             images=images,
             sender_roles=self.roles(ref.room_id, sender) if ref.is_group else [],
         )
@@ -508,4 +490,4 @@ class MatrixChannel(PlatformChannel[MatrixSettings]):
         name = name if isinstance(name, str) and name else self._name_of(ref.room_id, member)
         sender = str(source.get("sender") or "")
         by = sender if sender != member else ""
-        return [member_joined(self.platform, ref.key, member, name, added_by=by)]
+        return [kit.member_joined(self.platform, ref.key, member, name, added_by=by)]

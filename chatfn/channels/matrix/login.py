@@ -8,7 +8,7 @@ from __future__ import annotations
 from loguru import logger
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
 
-from chatfn.channels.kit import CredentialsRefused, Unreachable
+from chatfn.channels import kit
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.matrix.store import SyncStore
 
@@ -47,7 +47,7 @@ async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> N
         whoami = await client.whoami()
         if isinstance(whoami, WhoamiResponse):
             if whoami.user_id != user_id:
-                raise CredentialsRefused(
+                raise kit.CredentialsRefused(
                     f"{refused}channels.matrix.access_token belongs to {whoami.user_id}, not "
                     f"channels.matrix.user_id {user_id}"
                 )
@@ -60,9 +60,9 @@ async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> N
         code = str(whoami.status_code or "")
         if code not in AUTH_ERRORS:
             why = f"{code or whoami.transport_response}: {whoami.message}"
-            raise Unreachable(f"Matrix homeserver whoami failed ({why})")
+            raise kit.Unreachable(f"Matrix homeserver whoami failed ({why})")
         if cfg.access_token is not None or cfg.password is None:
-            raise CredentialsRefused(
+            raise kit.CredentialsRefused(
                 f"{refused}channels.matrix.access_token was refused ({code}: {whoami.message});"
                 " log in again and put the new token there"
             )
@@ -72,10 +72,10 @@ async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> N
         code = str(login.status_code or "")
         why = f"password login failed ({code}: {login.message})"
         if code in AUTH_ERRORS:
-            raise CredentialsRefused(
+            raise kit.CredentialsRefused(
                 f"{refused}{why}; check channels.matrix.user_id and channels.matrix.password"
             )
-        raise Unreachable(f"Matrix homeserver {why}")
+        raise kit.Unreachable(f"Matrix homeserver {why}")
     await store.save(access_token=login.access_token, device_id=login.device_id)
     logger.info(
         "Matrix channel: logged in as {} (device {}) on {}",

@@ -46,16 +46,7 @@ from typing import Any
 import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    NotDelivered,
-    Owed,
-    PlatformSender,
-    RateLimited,
-    Unreachable,
-    decode_image,
-)
+from chatfn.channels import kit
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
@@ -105,7 +96,7 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-class MatrixSender(PlatformSender[ChatRef]):
+class MatrixSender(kit.PlatformSender[ChatRef]):
     """Sends OutgoingMessages with a matrix-nio `AsyncClient` (logged in by the channel)."""
 
     platform = "matrix"
@@ -167,7 +158,7 @@ class MatrixSender(PlatformSender[ChatRef]):
             )
         return ref
 
-    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         """Every event of `out`; a message cut short is sent whole again later, its parts
         that went out deduplicated by their transaction ids (owed stays empty)."""
         mention = out.at if out.at and ref.is_group and out.at.startswith("@") else None
@@ -282,13 +273,13 @@ class MatrixSender(PlatformSender[ChatRef]):
         return content
 
     async def _image_bytes(self, ref: str) -> Image:
-        found = decode_image(ref)
+        found = kit.decode_image(ref)
         if isinstance(found, bytes):
             data, mime = found, ref[5:].split(";")[0].split(",")[0] or "image/png"
         else:
             data, mime = await self._fetch(found)
         if len(data) > MAX_IMAGE_BYTES:
-            raise DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
+            raise kit.DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
         extension = mime.split("/")[-1].split("+")[0] or "png"
         return Image(data, mime, f"image.{extension}")
 
@@ -307,9 +298,9 @@ class MatrixSender(PlatformSender[ChatRef]):
                 accept=lambda kind: kind.startswith("image/"),
             )
         except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
-            raise DeliveryRefused(f"image {url[:80]} not fetched: {exc.detail}") from None
+            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc.detail}") from None
         except FetchError as exc:
-            raise NotDelivered(f"image {url[:80]} not fetched: {exc.detail}") from None
+            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc.detail}") from None
         return got.data, got.content_type
 
     # -- homeserver calls ----------------------------------------------------------------------
@@ -342,13 +333,13 @@ class MatrixSender(PlatformSender[ChatRef]):
         async def once() -> Any:
             blocked = self._not_before - time.monotonic()
             if blocked > 0:
-                raise RateLimited(
+                raise kit.RateLimited(
                     f"Matrix asked to wait {blocked:.0f} s more before sending", blocked
                 )
             try:
                 response = await call()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise Unreachable(f"Matrix homeserver not reachable ({exc!r})") from None
+                raise kit.Unreachable(f"Matrix homeserver not reachable ({exc!r})") from None
             if not isinstance(response, ErrorResponse):
                 return response
             code = str(response.status_code or "")
@@ -359,14 +350,14 @@ class MatrixSender(PlatformSender[ChatRef]):
                     # The limit is the account's (Synapse's rc_message is per user): no room
                     # is sent to before it has passed.
                     self._not_before = max(self._not_before, time.monotonic() + wait)
-                raise RateLimited(
+                raise kit.RateLimited(
                     f"Matrix asks to wait {wait:.0f} s before sending to {ref.key}", wait
                 )
             why = f"{ref.key}: {code or status} {response.message}"
             if code in _TOKEN_REFUSED:
-                raise CredentialsRefused(f"Matrix refused the access token sending to {why}")
+                raise kit.CredentialsRefused(f"Matrix refused the access token sending to {why}")
             if status >= 500 or status == 0:
-                raise Unreachable(f"Matrix did not take the message to {why}")
-            raise DeliveryRefused(f"Matrix refused the message to {why}")
+                raise kit.Unreachable(f"Matrix did not take the message to {why}")
+            raise kit.DeliveryRefused(f"Matrix refused the message to {why}")
 
         return await self.call(ref.key, once)

@@ -31,21 +31,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from loguru import logger
 
-from chatfn.channels.kit import (
-    MAX_IMAGE_IN,
-    CredentialsRefused,
-    PlatformChannel,
-    Unreachable,
-    fetch_image,
-    member_joined,
-)
+from chatfn.channels import kit
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.gateway import Gateway
 from chatfn.channels.qq.parse import ChatRef, guild_roles, read_content
@@ -55,8 +48,6 @@ from chatfn.common.messages import (
     IncomingMessage,
     OutgoingMessage,
     SystemEvent,
-    capped_text,
-    clean_text,
 )
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -71,7 +62,7 @@ _MESSAGES = {
 }
 
 
-class QQChannel(PlatformChannel[QQSettings]):
+class QQChannel(kit.PlatformChannel[QQSettings]):
     platform = "qq"
     label = "QQ"
 
@@ -111,14 +102,14 @@ class QQChannel(PlatformChannel[QQSettings]):
         try:
             me = await self.api.call("GET", "/users/@me")
         except QQAuthError as exc:
-            raise CredentialsRefused(
+            raise kit.CredentialsRefused(
                 "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
                 f"{exc}): check the AppID and AppSecret at q.qq.com -> Development -> Settings"
             ) from None
         except QQApiError as exc:
-            raise Unreachable(f"QQ GET /users/@me failed ({exc})") from None
+            raise kit.Unreachable(f"QQ GET /users/@me failed ({exc})") from None
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
+            raise kit.Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
         self.bot_id = str((me or {}).get("id") or "")
         self.bot_name = str((me or {}).get("username") or "")
         how = "the WebSocket gateway" if self.cfg.mode == "websocket" else "webhook at "
@@ -224,26 +215,16 @@ class QQChannel(PlatformChannel[QQSettings]):
             return None
         text, mentioned = read_content(str(data.get("content") or ""), self.bot_id)
         mentioned = mentioned or kind in ("GROUP_AT_MESSAGE_CREATE", "AT_MESSAGE_CREATE")
-        text = clean_text(text)
-        text = capped_text(text, "QQ", sender)
         images = [i for a in data.get("attachments") or [] if (i := await self._image(a))]
-        if not text and not images:
-            return None
-        name = str(member.get("nick") or author.get("username") or sender)
-        try:
-            when = datetime.fromisoformat(str(data.get("timestamp"))).astimezone(UTC)
-        except ValueError:
-            when = datetime.now(UTC)
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=ref.key,
-            sender_id=sender,
-            text=text,
+        return self.incoming(
+            ref.key,
+            sender,
+            text,
             is_group=ref.is_group,
-            sender_name=clean_text(name)[:128],
+            sender_name=str(member.get("nick") or author.get("username") or sender),
             is_at_bot=mentioned,
             message_id=msg_id,
-            time=when,
+            time=kit.sent_at(data.get("timestamp")),
             images=images,
             sender_roles=guild_roles(member) if ref.scene == "channel" else [],
         )
@@ -263,11 +244,11 @@ class QQChannel(PlatformChannel[QQSettings]):
             url = "https://" + url
         if not url.startswith(("https://", "http://")):
             return None
-        if int(attachment.get("size") or 0) > MAX_IMAGE_IN:
+        if int(attachment.get("size") or 0) > kit.MAX_IMAGE_IN:
             return None
         assert self._http is not None
         what = f"QQ attachment {attachment.get('filename')}"
-        return await fetch_image(self._http, url, mime=mime, what=what)
+        return await kit.fetch_image(self._http, url, mime=mime, what=what)
 
     async def _welcome_channel(self, guild: str) -> str | None:
         """The guild's first text channel (GET /guilds/{guild_id}/channels, type 0)."""
@@ -301,7 +282,9 @@ class QQChannel(PlatformChannel[QQSettings]):
             self.passive.event(chat_id, event_id)
         name = str(data.get("nick") or user.get("username") or "")
         by = str(data.get("op_user_id") or "")
-        return [member_joined(self.platform, chat_id, user_id, name, guild_id=guild, added_by=by)]
+        return [
+            kit.member_joined(self.platform, chat_id, user_id, name, guild_id=guild, added_by=by)
+        ]
 
 
 def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:

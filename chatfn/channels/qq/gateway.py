@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import aiohttp
 from loguru import logger
 
-from chatfn.channels.kit import Backoff, CredentialsRefused, Unreachable
+from chatfn.channels import kit
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.settings import QQSettings
 
@@ -43,7 +43,7 @@ class Channel(Protocol):
 
     def down(self, why: Exception) -> None: ...
 
-    async def failed(self, why: Exception, backoff: Backoff) -> bool: ...
+    async def failed(self, why: Exception, backoff: kit.Backoff) -> bool: ...
 
     async def pause(self, seconds: float) -> bool: ...
 
@@ -123,7 +123,7 @@ class Gateway:
             await self._ws.close(code=4000)
 
     async def run(self) -> None:
-        backoff, first_loss = Backoff(0.5, 60.0), True
+        backoff, first_loss = kit.Backoff(0.5, 60.0), True
         while not self.channel.stopping:
             why = ""
             try:
@@ -136,13 +136,13 @@ class Gateway:
                     why = await self._read(ws, backoff)
                     first_loss = first_loss or self.connected.is_set()
             except QQAuthError as exc:
-                raise CredentialsRefused(
+                raise kit.CredentialsRefused(
                     "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
                     f"{exc}): check the AppID and AppSecret at q.qq.com"
                 ) from None
             except GatewayStopped as exc:
                 # one error line (health shows it), then nothing more until the bot restarts
-                self.channel.down(CredentialsRefused(f"{exc}; not reconnecting"))
+                self.channel.down(kit.CredentialsRefused(f"{exc}; not reconnecting"))
                 while await self.channel.pause(3600):
                     pass
                 return
@@ -158,7 +158,7 @@ class Gateway:
                 return
             if why == "reconnect":
                 continue  # QQ asked for it (op 7): at once, resuming
-            lost = Unreachable(f"QQ gateway connection lost ({why})")
+            lost = kit.Unreachable(f"QQ gateway connection lost ({why})")
             # it worked until now: try again after a moment, then back off (4008: back off)
             if first_loss and why != "slow down":
                 first_loss = False
@@ -168,7 +168,7 @@ class Gateway:
             elif not await self.channel.failed(lost, backoff):
                 return
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
         """One connection: Hello, Identify or Resume, heartbeats, events; why it ended."""
         hello = await ws.receive_json(timeout=30)
         if hello.get("op") != 10:
@@ -245,7 +245,7 @@ class Gateway:
             self.session_id, self.seq = None, None
         return "slow down" if code == 4008 else f"closed ({code})"
 
-    def _dispatch(self, payload: dict[str, Any], backoff: Backoff) -> None:
+    def _dispatch(self, payload: dict[str, Any], backoff: kit.Backoff) -> None:
         seq = payload.get("s")
         kind = str(payload.get("t") or "")
         data = payload.get("d")

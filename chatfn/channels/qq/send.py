@@ -56,17 +56,7 @@ from typing import Any
 import aiohttp
 from loguru import logger
 
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    Owed,
-    PlatformSender,
-    RateLimited,
-    Unreachable,
-    decode_image,
-    image_mime,
-    image_name,
-)
+from chatfn.channels import kit
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
 from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
@@ -159,7 +149,7 @@ class _Expired(Exception):
     pass
 
 
-class QQSender(PlatformSender[ChatRef]):
+class QQSender(kit.PlatformSender[ChatRef]):
     """Sends OutgoingMessages through the OpenAPI (api.py)."""
 
     platform = "qq"
@@ -192,32 +182,32 @@ class QQSender(PlatformSender[ChatRef]):
     async def deliver(self, out: OutgoingMessage) -> None:
         try:
             await super().deliver(out)
-        except DeliveryRefused as exc:
+        except kit.DeliveryRefused as exc:
             logger.warning("{} (outbox row {}): given up", exc, out.event_id)
             raise
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, aiohttp.ClientError | TimeoutError):
-            return Unreachable(f"QQ not reachable ({exc})")
+            return kit.Unreachable(f"QQ not reachable ({exc})")
         if not isinstance(exc, QQApiError):
             return None
         if exc.is_rate_limit:  # QQ names no wait: the policy's backoff
-            return RateLimited(f"QQ rate limit on {key} ({exc})")
+            return kit.RateLimited(f"QQ rate limit on {key} ({exc})")
         if exc.is_expired:
             return _Expired()
         if exc.code == 304003:
             return _UrlRefused()
         if exc.is_auth:
-            return CredentialsRefused(
+            return kit.CredentialsRefused(
                 f"QQ refused the bot's token ({exc}): check channels.qq.app_id and "
                 "channels.qq.secret"
             )
         if exc.status >= 500 and exc.code not in ACTIVE_REFUSED_CODES:
-            return Unreachable(f"QQ failed the call ({exc})")
+            return kit.Unreachable(f"QQ failed the call ({exc})")
         why = f"QQ refused the message to {key}: {exc}"
         if exc.code in ACTIVE_REFUSED_CODES:
             why += " (QQ takes no active messages here)"
-        return DeliveryRefused(why)
+        return kit.DeliveryRefused(why)
 
     def _answer(self, ref: ChatRef, out: OutgoingMessage) -> _Answer:
         window = self.window(ref)
@@ -249,13 +239,13 @@ class QQSender(PlatformSender[ChatRef]):
         )
         return _Answer(None, None)
 
-    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         answer = self._answer(ref, out)
         # guild channels only: a group shows a plain-text mention as its raw token
         mention = f"<@{out.at}> " if out.at and ref.scene == "channel" and _ID.match(out.at) else ""
         limit = self.cfg.max_message_length - len(mention)
         parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
-        images = [decode_image(i) for i in out.images]
+        images = [kit.decode_image(i) for i in out.images]
         caption = parts.pop() if images and parts else None
         row = out.event_id
         if row is None:
@@ -297,7 +287,7 @@ class QQSender(PlatformSender[ChatRef]):
             return parts, images
         if room <= 0:
             self.dropped("reply_limit")
-            raise DeliveryRefused(
+            raise kit.DeliveryRefused(
                 f"QQ: message {msg_id} in {ref.key} already has the {MAX_REPLIES} replies QQ "
                 "takes, and QQ refuses active messages here: this reply is dropped"
             )
@@ -365,7 +355,7 @@ class QQSender(PlatformSender[ChatRef]):
             )
             file_info = str((info or {}).get("file_info") or "")
             if not file_info:
-                raise DeliveryRefused(f"QQ gave no file_info for an image to {ref.key}")
+                raise kit.DeliveryRefused(f"QQ gave no file_info for an image to {ref.key}")
 
             def media(a: _Answer) -> Awaitable[Any]:
                 body = {
@@ -398,8 +388,10 @@ class QQSender(PlatformSender[ChatRef]):
                     data.add_field("content", text)
                 for key, value in extra.items():
                     data.add_field(key, str(value))
-                mime = image_mime(image) or "image/jpeg"
-                data.add_field("file_image", image, filename=image_name(image), content_type=mime)
+                mime = kit.image_mime(image) or "image/jpeg"
+                data.add_field(
+                    "file_image", image, filename=kit.image_name(image), content_type=mime
+                )
                 return self.api.call("POST", ref.messages_path, form=data, timeout=60)
 
             return self._post(ref, form)
@@ -431,7 +423,7 @@ class QQSender(PlatformSender[ChatRef]):
             try:
                 await self._refusing_urls(send, unlinked, _Answer(None, None), ref)
             except _Expired:
-                raise DeliveryRefused(f"QQ refused an active message to {ref.key}") from None
+                raise kit.DeliveryRefused(f"QQ refused an active message to {ref.key}") from None
 
     async def _refusing_urls(
         self,
@@ -444,7 +436,7 @@ class QQSender(PlatformSender[ChatRef]):
             await send(answer)
         except _UrlRefused:
             if unlinked is None:
-                raise DeliveryRefused(f"QQ refused a URL in the message to {ref.key}") from None
+                raise kit.DeliveryRefused(f"QQ refused a URL in the message to {ref.key}") from None
             if not self._told_urls:
                 logger.warning(
                     "QQ refused a link in a message to {} (304003: the URL's domain is not "

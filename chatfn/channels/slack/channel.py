@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,17 +48,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chatfn.channels.kit import (
-    MAX_IMAGE_IN,
-    Backoff,
-    CredentialsRefused,
-    PlatformChannel,
-    Taken,
-    Unreachable,
-    fetch_image,
-    member_joined,
-    settled,
-)
+from chatfn.channels import kit
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
 from chatfn.channels.slack.send import AUTH_ERRORS, SlackSender, error_code
 from chatfn.channels.slack.settings import SlackSettings
@@ -67,8 +56,6 @@ from chatfn.common.messages import (
     IncomingMessage,
     OutgoingMessage,
     SystemEvent,
-    capped_text,
-    clean_text,
 )
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -85,7 +72,7 @@ def web_client(settings: SlackSettings, token: str) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=settings.api_base + "/", timeout=30)
 
 
-class SlackChannel(PlatformChannel[SlackSettings]):
+class SlackChannel(kit.PlatformChannel[SlackSettings]):
     platform = "slack"
     label = "Slack"
 
@@ -119,13 +106,13 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         except SlackApiError as exc:
             code = error_code(exc)
             if code in AUTH_ERRORS:
-                raise CredentialsRefused(
+                raise kit.CredentialsRefused(
                     f"Slack refused channels.slack.bot_token (auth.test: {code}): check the "
                     "app's Bot User OAuth Token (xoxb-...)"
                 ) from None
-            raise Unreachable(f"Slack auth.test failed ({code or exc})") from None
+            raise kit.Unreachable(f"Slack auth.test failed ({code or exc})") from None
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
+            raise kit.Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
         self.bot_user_id = str(me["user_id"])
         self.team_id = str(me.get("team_id") or "")
         logger.info(
@@ -157,7 +144,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
     async def _socket_mode(self) -> None:
         """apps.connections.open, then read envelopes until the socket drops; again with
         backoff while it fails."""
-        backoff = Backoff(0.5, 30.0)
+        backoff = kit.Backoff(0.5, 30.0)
         assert self._http is not None
         while not self.stopping:
             try:
@@ -170,7 +157,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
             except SlackApiError as exc:
                 code = error_code(exc)
                 if code in AUTH_ERRORS:
-                    raise CredentialsRefused(
+                    raise kit.CredentialsRefused(
                         f"Slack refused channels.slack.app_token ({code}): check the app-level "
                         "token (xapp-...) and its connections:write scope"
                     ) from None
@@ -183,11 +170,11 @@ class SlackChannel(PlatformChannel[SlackSettings]):
                 return
             if why == "refresh":
                 continue  # Slack asked for a new connection: open one now
-            lost = Unreachable(f"Slack Socket Mode connection lost ({why})")
+            lost = kit.Unreachable(f"Slack Socket Mode connection lost ({why})")
             if not await self.failed(lost, backoff):
                 return
 
-    async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: Backoff) -> str:
+    async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
         """Envelopes until the socket closes; returns why it ended ("refresh": Slack asked
         for a new connection, reconnect at once)."""
         async for frame in ws:
@@ -208,7 +195,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
                     )
                 taken = self._callback(envelope["payload"])
             else:
-                taken = settled()
+                taken = kit.settled()
             if envelope.get("envelope_id"):
                 ack = json.dumps({"envelope_id": envelope["envelope_id"]})
                 if taken.confirmed:
@@ -227,7 +214,7 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         return f"socket closed ({ws.close_code})"
 
     async def _ack_when_stored(
-        self, ws: aiohttp.ClientWebSocketResponse, ack: str, taken: Taken
+        self, ws: aiohttp.ClientWebSocketResponse, ack: str, taken: kit.Taken
     ) -> None:
         """Acknowledge once stored within ACK_WAIT; later than that Slack has given up on this
         delivery and sends the event again (acknowledged then)."""
@@ -269,30 +256,30 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         return web.json_response({"ok": True})
 
     # -- events --------------------------------------------------------------------------------
-    def _callback(self, payload: dict[str, Any]) -> Taken:
+    def _callback(self, payload: dict[str, Any]) -> kit.Taken:
         """One event_callback (from either way in); what settles when it may be acknowledged.
         An event seen before (Slack's retry) gets the first delivery's."""
         event = payload.get("event")
         if not isinstance(event, dict):
-            return settled()
+            return kit.settled()
         if not payload.get("event_id"):
             return self._take(event, None)
         key = f"event:{payload['event_id']}"
         return self.inbound.once(key, lambda previous: self._take(event, previous))
 
-    def _take(self, event: dict[str, Any], previous: Taken | None) -> Taken:
+    def _take(self, event: dict[str, Any], previous: kit.Taken | None) -> kit.Taken:
         kind = event.get("type")
         if kind in ("message", "app_mention"):
             if event.get("subtype") not in _SAID or event.get("bot_id"):
-                return settled()
+                return kit.settled()
             channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
             user = str(event.get("user") or "")
             if not channel or not ts or not user or user == self.bot_user_id:
-                return settled()
+                return kit.settled()
             ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
 
-            def take(seen: Taken | None) -> Taken:
-                taken = Taken(previous or seen)
+            def take(seen: kit.Taken | None) -> kit.Taken:
+                taken = kit.Taken(previous or seen)
                 mention = kind == "app_mention"
                 self.inbound.message(
                     ref.key, ts, lambda: self._incoming(ref, event, mention), taken
@@ -302,36 +289,29 @@ class SlackChannel(PlatformChannel[SlackSettings]):
             # The same message comes as app_mention and as message.*: taken once.
             return self.inbound.once(f"message:{channel}:{ts}", take)
         if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
-            taken = Taken(previous)
+            taken = kit.Taken(previous)
             self.inbound.events(f"group:{channel}", lambda: self._member_joined(event), taken)
             return taken
-        return settled()
+        return kit.settled()
 
     async def _incoming(
         self, ref: ChatRef, event: dict[str, Any], app_mention: bool
     ) -> IncomingMessage | None:
         ts, user = str(event["ts"]), str(event["user"])
         text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
-        text = clean_text(text)
-        text = capped_text(text, "Slack", user)
         images = [i for f in event.get("files") or [] if (i := await self._image(f))]
-        if not text and not images:
+        if not text and not images:  # nothing said: users.info is not asked
             return None
         name, roles = await self._user(user)
-        try:
-            when = datetime.fromtimestamp(float(ts), UTC)
-        except ValueError:
-            when = datetime.now(UTC)
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=ref.key,
-            sender_id=user,
-            text=text,
+        return self.incoming(
+            ref.key,
+            user,
+            text,
             is_group=ref.is_group,
-            sender_name=clean_text(name)[:128],
+            sender_name=name,
             is_at_bot=mentioned or app_mention,
             message_id=ts,
-            time=when,
+            time=kit.sent_at(ts),
             images=images,
             sender_roles=roles if ref.is_group else [],
         )
@@ -350,13 +330,13 @@ class SlackChannel(PlatformChannel[SlackSettings]):
         if not isinstance(file, dict) or not str(file.get("mimetype", "")).startswith("image/"):
             return None
         url = str(file.get("url_private_download") or file.get("url_private") or "")
-        if not url or int(file.get("size") or 0) > MAX_IMAGE_IN:
+        if not url or int(file.get("size") or 0) > kit.MAX_IMAGE_IN:
             return None
         if not self._trusted_file_url(url):
             logger.warning("Slack file {} at an unexpected host not fetched", file.get("id"))
             return None
         assert self._http is not None
-        return await fetch_image(
+        return await kit.fetch_image(
             self._http,
             url,
             mime=str(file.get("mimetype")),
@@ -402,4 +382,4 @@ class SlackChannel(PlatformChannel[SlackSettings]):
             return []
         name, _roles = await self._user(user)
         by = str(event.get("inviter") or "")
-        return [member_joined(self.platform, chat_id, user, name, added_by=by)]
+        return [kit.member_joined(self.platform, chat_id, user, name, added_by=by)]

@@ -25,16 +25,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    Owed,
-    PlatformSender,
-    RateLimited,
-    Unreachable,
-    decode_image,
-    image_name,
-)
+from chatfn.channels import kit
 from chatfn.channels.markdown import to_slack_mrkdwn
 from chatfn.channels.slack.parse import _ID, _TS, ChatRef, parse_chat_id
 from chatfn.channels.slack.settings import SlackSettings
@@ -71,7 +62,7 @@ def error_code(exc: SlackApiError) -> str:
     return str(data.get("error", "")) if isinstance(data, dict) else ""
 
 
-class SlackSender(PlatformSender[ChatRef]):
+class SlackSender(kit.PlatformSender[ChatRef]):
     """Sends OutgoingMessages with slack_sdk's AsyncWebClient."""
 
     platform = "slack"
@@ -91,25 +82,25 @@ class SlackSender(PlatformSender[ChatRef]):
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, aiohttp.ClientError | TimeoutError):
-            return Unreachable(f"Slack not reachable ({exc})")
+            return kit.Unreachable(f"Slack not reachable ({exc})")
         if not isinstance(exc, SlackApiError):
             return None
         wait = retry_after(exc)
         if wait is not None:
-            return RateLimited(f"Slack asks to wait {wait:.0f} s before sending to {key}", wait)
+            return kit.RateLimited(f"Slack asks to wait {wait:.0f} s before sending to {key}", wait)
         code = error_code(exc)
         if code in AUTH_ERRORS:
-            return CredentialsRefused(f"Slack refused channels.slack.bot_token ({code})")
-        return DeliveryRefused(f"Slack refused the message to {key}: {code or exc}")
+            return kit.CredentialsRefused(f"Slack refused channels.slack.bot_token ({code})")
+        return kit.DeliveryRefused(f"Slack refused the message to {key}: {code or exc}")
 
-    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
         thread = ref.thread_ts
         if thread is None and out.quote and out.reply_to and _TS.match(out.reply_to):
             thread = out.reply_to  # Slack's way to answer one message: a thread under it
         limit = self.cfg.max_message_length - len(mention)
         parts = self.split(out.text, limit) if out.text.strip() else []
-        images = [decode_image(i) for i in out.images]
+        images = [kit.decode_image(i) for i in out.images]
         caption: str | None = None
         uploads = [i for i in images if isinstance(i, bytes)]
         if uploads and parts and len(to_slack_mrkdwn(parts[-1])) <= COMMENT_LIMIT:
@@ -134,7 +125,7 @@ class SlackSender(PlatformSender[ChatRef]):
                     lambda image=image, text=text: self.client.files_upload_v2(
                         channel=ref.channel,
                         content=image,
-                        filename=image_name(image),
+                        filename=kit.image_name(image),
                         initial_comment=text or None,
                         thread_ts=thread,
                     ),

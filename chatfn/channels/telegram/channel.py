@@ -34,27 +34,12 @@ from telegram import Bot, Message, PhotoSize, Update, User
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
-from chatfn.channels.kit import (
-    Backoff,
-    CredentialsRefused,
-    PlatformChannel,
-    Taken,
-    Unreachable,
-    data_uri,
-    member_joined,
-    settled,
-)
+from chatfn.channels import kit
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
 from chatfn.channels.telegram.settings import TelegramSettings
 from chatfn.common.config import ConfigError
-from chatfn.common.messages import (
-    IncomingMessage,
-    OutgoingMessage,
-    SystemEvent,
-    capped_text,
-    clean_text,
-)
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent, clean_text
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["TelegramChannel"]
@@ -71,7 +56,7 @@ _REFUSED = (
 )
 
 
-class TelegramChannel(PlatformChannel[TelegramSettings]):
+class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
     platform = "telegram"
     label = "Telegram"
 
@@ -111,9 +96,11 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             else:
                 self.me = await self.bot.get_me()
         except InvalidToken:
-            raise CredentialsRefused(_REFUSED.format(f"getMe at {self.cfg.base_url}")) from None
+            raise kit.CredentialsRefused(_REFUSED.format(f"getMe at {self.cfg.base_url}")) from None
         except TelegramError as exc:
-            raise Unreachable(f"Telegram not reachable at {self.cfg.base_url} ({exc})") from None
+            raise kit.Unreachable(
+                f"Telegram not reachable at {self.cfg.base_url} ({exc})"
+            ) from None
         logger.info(
             "Telegram channel: @{} (id {}), {} mode", self.me.username, self.me.id, self.cfg.mode
         )
@@ -145,8 +132,8 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             logger.debug("Telegram deleteWebhook: {}", exc)
         self.up()
         last: int | None = None  # the newest update id taken
-        waiting: dict[int, Taken] = {}  # taken, not confirmed: the offset stays below them
-        backoff = Backoff(0.5, 30.0)
+        waiting: dict[int, kit.Taken] = {}  # taken, not confirmed: the offset stays below them
+        backoff = kit.Backoff(0.5, 30.0)
         while not self.stopping:
             if waiting:
                 undecided = [t.outcome for t in waiting.values() if not t.done]
@@ -164,7 +151,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                     offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
                 )
             except InvalidToken:
-                raise CredentialsRefused(_REFUSED.format("getUpdates")) from None
+                raise kit.CredentialsRefused(_REFUSED.format("getUpdates")) from None
             except TelegramError as exc:
                 if self.stopping:
                     return
@@ -174,7 +161,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                     else exc
                 )
                 if not await self.failed(
-                    Unreachable(f"Telegram getUpdates failed ({why})"), backoff
+                    kit.Unreachable(f"Telegram getUpdates failed ({why})"), backoff
                 ):
                     return
                 continue
@@ -195,7 +182,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                 "channels.telegram.secret_token is not set: anyone who finds {} can post updates",
                 self.cfg.webhook_path,
             )
-        backoff = Backoff(0.5, 60.0)
+        backoff = kit.Backoff(0.5, 60.0)
         while not self.stopping:
             try:
                 await self.bot.set_webhook(
@@ -203,10 +190,10 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                 )
                 return True
             except InvalidToken:
-                raise CredentialsRefused(_REFUSED.format("setWebhook")) from None
+                raise kit.CredentialsRefused(_REFUSED.format("setWebhook")) from None
             except TelegramError as exc:
                 if not await self.failed(
-                    Unreachable(f"Telegram setWebhook failed ({exc})"), backoff
+                    kit.Unreachable(f"Telegram setWebhook failed ({exc})"), backoff
                 ):
                     return False
         return False
@@ -237,26 +224,26 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             return web.json_response({"error": "not stored yet"}, status=503)
         return web.json_response({"ok": True})
 
-    def _take(self, update: Update) -> Taken:
+    def _take(self, update: Update) -> kit.Taken:
         """The update's job, queued in its chat's order once per update id; what settles
         when it may be confirmed."""
         return self.inbound.once(update.update_id, lambda previous: self._parse(update, previous))
 
-    def _parse(self, update: Update, previous: Taken | None) -> Taken:
+    def _parse(self, update: Update, previous: kit.Taken | None) -> kit.Taken:
         message = update.message
         if message is None:
-            return settled()
+            return kit.settled()
         if message.new_chat_members:
-            taken = Taken(previous)
+            taken = kit.Taken(previous)
             group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
             self.inbound.events(group.key, lambda: self._member_joined(message), taken)
             return taken
         if message.text is not None or message.caption is not None or message.photo:
-            taken, ref = Taken(previous), chat_ref(message)
+            taken, ref = kit.Taken(previous), chat_ref(message)
             ident = str(message.message_id)
             self.inbound.message(ref.key, ident, lambda: self._incoming(ref, message), taken)
             return taken
-        return settled()
+        return kit.settled()
 
     async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
         assert self.me is not None
@@ -276,8 +263,6 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             self.sender.names[sender_id] = user.first_name
         else:
             return None
-        text = clean_text(said.text)
-        text = capped_text(text, "Telegram", sender_id)
         images = [i for i in [await self._photo(message.photo)] if i]
         quoted: str | None = None
         replied = message.reply_to_message
@@ -291,21 +276,18 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             quoted = f"{who}: {body[:500]}"
             if replied.photo and (img := await self._photo(replied.photo)):
                 images.append(img)  # "what is in this?" about a quoted photo
-        if not text and not images and not quoted:
-            return None
-        if ref.is_group and user is not None and not roles and text.startswith("/"):
+        command = clean_text(said.text).startswith("/")
+        if ref.is_group and user is not None and not roles and command:
             roles = await self._roles(ref.chat_id, user.id)
-        chat = message.chat
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=ref.key,
-            sender_id=sender_id,
-            text=text,
+        return self.incoming(
+            ref.key,
+            sender_id,
+            said.text,
             is_group=ref.is_group,
-            chat_name=clean_text(chat.title or "") if ref.is_group else "",
-            sender_name=clean_text(name)[:128],
+            chat_name=(message.chat.title or "") if ref.is_group else "",
+            sender_name=name,
             is_at_bot=said.at_bot,
-            quoted_text=clean_text(quoted) if quoted else None,
+            quoted=quoted,
             message_id=str(message.message_id),
             time=message.date,
             images=images,
@@ -329,7 +311,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
             return None
         if len(data) > MAX_PHOTO_BYTES:
             return None
-        return data_uri(data)
+        return kit.data_uri(data)
 
     async def _roles(self, chat_id: int, user_id: int) -> list[str]:
         """The sender's status in the group (getChatMember), for `bot.trust_group_admins`."""
@@ -351,7 +333,7 @@ class TelegramChannel(PlatformChannel[TelegramSettings]):
                 self.sender.names[str(member.id)] = member.first_name
                 by = str(message.from_user.id) if message.from_user else ""
                 events.append(
-                    member_joined(
+                    kit.member_joined(
                         self.platform, chat_id, str(member.id), member.full_name, added_by=by
                     )
                 )

@@ -31,15 +31,7 @@ from telegram.error import (
     TelegramError,
 )
 
-from chatfn.channels.kit import (
-    CredentialsRefused,
-    DeliveryRefused,
-    Owed,
-    PlatformSender,
-    RateLimited,
-    Unreachable,
-    decode_image,
-)
+from chatfn.channels import kit
 from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_v2
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
@@ -61,7 +53,7 @@ def retry_seconds(exc: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
-class TelegramSender(PlatformSender[ChatRef]):
+class TelegramSender(kit.PlatformSender[ChatRef]):
     """Sends OutgoingMessages with a python-telegram-bot `Bot`."""
 
     platform = "telegram"
@@ -89,18 +81,20 @@ class TelegramSender(PlatformSender[ChatRef]):
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, RetryAfter):
             wait = retry_seconds(exc)
-            return RateLimited(f"Telegram asks to wait {wait:.0f} s before sending to {key}", wait)
+            return kit.RateLimited(
+                f"Telegram asks to wait {wait:.0f} s before sending to {key}", wait
+            )
         if isinstance(exc, BadRequest):
             return None  # sent again as plain text (_formatted)
         if isinstance(exc, InvalidToken):
-            return CredentialsRefused("Telegram refused channels.telegram.token (unauthorized)")
+            return kit.CredentialsRefused("Telegram refused channels.telegram.token (unauthorized)")
         if isinstance(exc, NetworkError):
-            return Unreachable(f"Telegram not reachable ({exc})")
+            return kit.Unreachable(f"Telegram not reachable ({exc})")
         if isinstance(exc, TelegramError):  # Forbidden (blocked, removed), and the rest
-            return DeliveryRefused(f"Telegram refused the message to {key}: {exc}")
+            return kit.DeliveryRefused(f"Telegram refused the message to {key}: {exc}")
         return None
 
-    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: Owed) -> None:
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         mention = ""
         if out.at and ref.is_group and out.at.lstrip("-").isdigit():
             label = TelegramV2().text(self.names.get(out.at, "you"))
@@ -158,7 +152,7 @@ class TelegramSender(PlatformSender[ChatRef]):
     async def _image(
         self, ref: ChatRef, image: str, caption: str | None, mention: str, reply_to: int | None
     ) -> None:
-        photo = decode_image(image)
+        photo = kit.decode_image(image)
 
         async def markdown(chat: int) -> Message:
             return await self.bot.send_photo(
@@ -200,7 +194,7 @@ class TelegramSender(PlatformSender[ChatRef]):
             try:
                 await self._call(ref, plain)
             except BadRequest as again:
-                raise DeliveryRefused(
+                raise kit.DeliveryRefused(
                     f"Telegram refused the message to {ref.key}: {again}"
                 ) from None
 
@@ -215,7 +209,7 @@ class TelegramSender(PlatformSender[ChatRef]):
             except ChatMigrated as exc:
                 new = int(exc.new_chat_id)
                 if new == chat:
-                    raise DeliveryRefused(f"{ref.key} migrated to itself?") from None
+                    raise kit.DeliveryRefused(f"{ref.key} migrated to itself?") from None
                 logger.info("Telegram group {} is now supergroup {}: sending there", chat, new)
                 self.migrated[ref.chat_id] = new
                 return await call(new)
