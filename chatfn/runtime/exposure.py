@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chatfn.common.config import CoreSettings
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
 from function_calls.builtins.mcp.settings import McpSettings
 from function_calls.context import MessageContext
@@ -55,7 +56,7 @@ class Caller:
         )
 
 
-def mcp_caller(settings: Any) -> Caller:
+def mcp_caller(settings: CoreSettings) -> Caller:
     """The identity of `mcp.expose`."""
     expose = settings.section(McpSettings).expose
     return Caller(
@@ -137,7 +138,7 @@ class Exposure:
 
     def __init__(
         self,
-        settings: Any,
+        settings: CoreSettings,
         registry: Registry,
         executor: FunctionExecutor,
         context_for: ContextFor,

@@ -4,13 +4,16 @@ backlog, the event loop's lag and, on a gateway, each worker's last metric snaps
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chatfn.runtime.channel_host import channel_state
 from chatfn.storage.console import delivery, sessions
 
+if TYPE_CHECKING:
+    from chatfn.runtime.bot import Bot  # which imports this module
 
-def mcp_servers(bot: Any) -> list[dict[str, Any]]:
+
+def mcp_servers(bot: Bot) -> list[dict[str, Any]]:
     from function_calls.builtins.mcp import McpClients
 
     clients = bot.service(McpClients)
@@ -63,7 +66,7 @@ async def health(console: Any, started_at: datetime) -> dict[str, Any]:
     }
 
 
-async def worker_exposition(bot: Any) -> str:
+async def worker_exposition(bot: Bot) -> str:
     """The workers' counters for the gateway's /metrics (chatfn/runtime/metric_snapshots.py)."""
     from chatfn.runtime.metric_snapshots import exposition
 
