@@ -22,7 +22,9 @@ github.com/tencent-connect/bot-docs, docs/develop/api-v2/):
   -> READY, Resume (op 6) -> the events after `seq` again, then RESUMED; heartbeats (op 1)
   acknowledged (op 11); events (op 0, `s`, `t`, `id`, `d`).
 - webhooks (sign.md): events POSTed with `X-Signature-Ed25519` / `X-Signature-Timestamp`
-  signed with the key derived from the bot secret; op 13 URL validation.
+  signed with the key derived from the bot secret; op 13 URL validation. The fake signs with
+  `cryptography` itself, as sign.md says (not with the channel's code, so a mistake there is
+  not repeated here); `qq_sign` reproduces the docs' published example (test_qq.py).
 - attachments users send are served at `/files/{name}`.
 """
 
@@ -41,12 +43,26 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-
-from chatfn.channels.qq.webhook import Signer
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 APP_ID = "102000001"
 SECRET = "fakeQQsecretForTests"
 BOT_ID = "11900000000000000001"
+
+
+def qq_key(secret: str) -> Ed25519PrivateKey:
+    """sign.md: the bot secret repeated until it is at least 32 bytes, its first 32 bytes the
+    Ed25519 seed."""
+    seed = secret.encode()
+    while len(seed) < 32:
+        seed += seed
+    return Ed25519PrivateKey.from_private_bytes(seed[:32])
+
+
+def qq_sign(secret: str, message: bytes) -> str:
+    """QQ's signature of `message` (timestamp + body, or event_ts + plain_token), hex."""
+    return qq_key(secret).sign(message).hex()
 
 
 @dataclass
@@ -85,7 +101,6 @@ class FakeQQ:
         self.secret = SECRET
         self.token_ttl = token_ttl
         self.heartbeat_ms = heartbeat_ms
-        self.signer = Signer(SECRET)
         self.posted: list[Posted] = []
         self.refused: list[tuple[str, dict[str, Any], int]] = []  # (path, body, code)
         self.calls: list[str] = []
@@ -470,12 +485,21 @@ class FakeQQ:
     def signed(self, body: bytes, at: int | None = None) -> dict[str, str]:
         stamp = str(at if at is not None else int(time.time()))
         return {
-            "X-Signature-Ed25519": self.signer.sign(stamp.encode() + body),
+            "X-Signature-Ed25519": qq_sign(self.secret, stamp.encode() + body),
             "X-Signature-Timestamp": stamp,
             "X-Bot-Appid": self.app_id,
             "User-Agent": "QQBot-Callback",
             "Content-Type": "application/json",
         }
+
+    def verify(self, message: bytes, signature: str) -> bool:
+        """Whether `signature` (hex) is the bot's own signature of `message`, as QQ checks the
+        answer to op 13."""
+        try:
+            qq_key(self.secret).public_key().verify(bytes.fromhex(signature), message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
 
     def callback(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         return {"op": 0, "id": f"{kind}:{uuid.uuid4().hex}", "d": data, "t": kind}
@@ -529,4 +553,4 @@ def _error(status: int, code: int, message: str) -> web.Response:
     )
 
 
-__all__ = ["APP_ID", "BOT_ID", "SECRET", "FakeQQ", "Posted"]
+__all__ = ["APP_ID", "BOT_ID", "SECRET", "FakeQQ", "Posted", "qq_sign"]

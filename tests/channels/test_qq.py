@@ -29,7 +29,7 @@ from chatfn.channels.qq.webhook import Signer, seed
 from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
 from tests.channels.contract import PNG, Chat
 from tests.channels.qq_driver import QQDriver, running
-from tests.channels.qq_fake import BOT_ID, FakeQQ
+from tests.channels.qq_fake import BOT_ID, FakeQQ, qq_sign
 
 logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
@@ -124,6 +124,8 @@ def test_ed25519_keys_match_qqs_published_examples() -> None:
         "signature": "87befc99c42c651b3aac0278e71ada338433ae26fcb24307bdc5ad38c1adc2d0"
         "1bcfcadc0842edac85e85205028a1132afe09280305f13aa6909ffc2d652c706",
     }
+    # the fake signs on its own (cryptography, as sign.md says): the docs' example too
+    assert qq_sign("DG5g3B4j9X2KOErG", b"1725442341Arq0D5A61EgUu4OxUvOp") == answer["signature"]
     signer = Signer("DG5g3B4j9X2KOErG")
     sig = signer.sign(b"1725442341{}")
     assert signer.verify("1725442341", b"{}", sig)
@@ -553,7 +555,7 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
             ).encode()
             status, answer = await post(check, {"User-Agent": "QQBot-Callback"})
             assert status == 200 and answer["plain_token"] == "Arq0D5A61EgUu4OxUvOp"
-            assert fake.signer.verify("1725442341", b"Arq0D5A61EgUu4OxUvOp", answer["signature"])
+            assert fake.verify(b"1725442341Arq0D5A61EgUu4OxUvOp", answer["signature"])
             # never a signing oracle: a plain_token shaped like an event body is refused
             forged = json.dumps({"d": {"plain_token": '{"op":0}', "event_ts": "1"}, "op": 13})
             assert (await post(forged.encode(), {}))[0] == 400
