@@ -3,12 +3,13 @@ config.yaml that points its model at a local fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.kit import free_port  # noqa: F401 - the bot tests' ports for `python bot.py`
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -33,12 +34,6 @@ def note_add(ctx, args: NoteArgs) -> FunctionResult:
 def secret_reset(ctx) -> FunctionResult:
     return FunctionResult(messages=["reset done"])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_config(tmp_path: Path, model_url: str | None, **sections: object) -> Path:

@@ -13,23 +13,25 @@ from aiohttp import web
 
 from tests.bot.conftest import PYTHON, ROOT, free_port, write_config
 from tests.fakes.cassette import ReplayServer, openai_chat_response
+from tests.kit import serve, until
 
 TOKEN = "change-me-e2e"
 
 
-async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+async def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Until the bot at `url` answers /healthz; fails at once if the process exits."""
     async with aiohttp.ClientSession() as s:
-        for _ in range(200):
+
+        async def healthy() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"bot exited early: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
             try:
                 async with s.get(f"{url}/healthz") as r:
-                    if r.status == 200:
-                        return
+                    return r.status == 200
             except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    raise AssertionError("bot did not become healthy")
+                return False
+
+        await until(healthy, timeout, "the bot did not become healthy", interval=0.05)
 
 
 async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) -> None:
@@ -41,10 +43,7 @@ async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) 
 
     hook_app = web.Application()
     hook_app.router.add_post("/hook", webhook)
-    hook_runner = web.AppRunner(hook_app)
-    await hook_runner.setup()
-    hook_port = free_port()
-    await web.TCPSite(hook_runner, "127.0.0.1", hook_port).start()
+    hook_runner, hook_port = await serve(hook_app)
 
     async with ReplayServer() as model:
         port = free_port()
@@ -152,10 +151,7 @@ async def test_http_channel_end_to_end(tmp_path: Path, bot_env: dict[str, str]) 
                     assert (await r.json())["replies"][0]["text"] == "reset done"
                 events.close()
 
-            for _ in range(50):
-                if len(hooks) >= 3:
-                    break
-                await asyncio.sleep(0.05)
+            await until(lambda: len(hooks) >= 3, 10, lambda: f"webhook calls: {hooks}")
             assert {"chat_id": "team", "text": "Noted: buy milk", "at": "bob"} in hooks
         finally:
             proc.send_signal(signal.SIGTERM)

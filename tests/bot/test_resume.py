@@ -15,9 +15,12 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from sqlalchemy import create_engine, select
 
-from tests.bot.conftest import PYTHON, ROOT, free_port, write_config
+from chatfn.storage.models import outbox_table
+from tests.bot.conftest import PYTHON, ROOT, write_config
 from tests.bot.test_http import wait_healthy
+from tests.kit import free_port, hang, serve, until
 
 
 def _completion(text: str) -> dict[str, Any]:
@@ -47,7 +50,7 @@ async def test_a_turn_cut_short_is_answered_once_after_restart(
         body = await request.json()
         if state["hang"]:
             state["waiting"] += 1
-            await asyncio.sleep(60)
+            await hang()  # until the bot is killed (the connection drops)
         # The newest message opens with the bot's time note (a stable prompt prefix).
         last = body["messages"][-1]["content"].split("</context>\n", 1)[-1]
         state["answered"].append(last)
@@ -55,11 +58,8 @@ async def test_a_turn_cut_short_is_answered_once_after_restart(
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", model)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    model_port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", model_port).start()
-    http_port = free_port()
+    runner, model_port = await serve(app, handler_cancellation=True, shutdown_timeout=0.5)
+    http_port = free_port()  # told to `python bot.py`, which must come back at the same URL
     cfg = write_config(
         tmp_path,
         f"http://127.0.0.1:{model_port}/v1",
@@ -89,9 +89,7 @@ async def test_a_turn_cut_short_is_answered_once_after_restart(
             ]
             # Both turns are stored and wait on the model (waited for, not slept: on a loaded
             # machine one second was sometimes not enough for the second turn to get there).
-            async with asyncio.timeout(30):
-                while state["waiting"] < 2:
-                    await asyncio.sleep(0.05)
+            await until(lambda: state["waiting"] >= 2, 30, "the turns did not reach the model")
             procs[0].send_signal(stop)
             procs[0].wait(20)
             await asyncio.gather(*posts, return_exceptions=True)
@@ -107,11 +105,13 @@ async def test_a_turn_cut_short_is_answered_once_after_restart(
         procs[1].send_signal(signal.SIGTERM)
         assert procs[1].wait(15) == 0
         procs.append(start())  # a third start resumes nothing: the turns are recorded finished
-        await wait_healthy(url, procs[2])
-        await asyncio.sleep(1.0)
+        await wait_healthy(url, procs[2])  # its resume pass ran before it listened
+        procs[2].send_signal(signal.SIGTERM)
+        _, err = procs[2].communicate(timeout=15)
+        assert procs[2].returncode == 0, err
+        assert "resuming" not in err.decode(), err
         assert sorted(state["answered"]) == ["first", "second"]
-        replies = await _events(url, want=2)
-        assert len(replies) == 2  # still one answer each, counted by event id
+        assert sorted(_answers_stored(tmp_path)) == ["answer to first", "answer to second"]
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -137,8 +137,20 @@ async def _events(url: str, want: int) -> list[dict[str, Any]]:
                             if data.get("text", "").startswith("answer to"):
                                 out[event_id] = data
                             if len(out) >= want:
-                                await asyncio.sleep(1.0)  # room for a duplicate to show
                                 break
             except TimeoutError:
                 pass
     return list(out.values())
+
+
+def _answers_stored(tmp_path: Path) -> list[str]:
+    """Every answer the bot ever sent, from its outbox table (each bot message has a row): a
+    turn run twice, in any of the starts, would show here twice."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'data' / 'chatfn.db'}")
+    try:
+        with engine.connect() as conn:
+            payloads = conn.execute(select(outbox_table.c.payload)).scalars().all()
+    finally:
+        engine.dispose()
+    texts = [json.loads(p).get("text", "") for p in payloads]
+    return [t for t in texts if t.startswith("answer to")]

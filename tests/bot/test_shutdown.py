@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.bot.conftest import PYTHON, ROOT, free_port, write_config
+from tests.bot.conftest import PYTHON, ROOT, write_config
 from tests.bot.test_http import wait_healthy
 from tests.channels.onebot_sim import OneBotSim
+from tests.kit import free_port, hang, serve, wait_event
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -23,17 +24,16 @@ async def test_signal_stops_within_the_grace_period_and_exits_0(
     tmp_path: Path, bot_env: dict[str, str], sig: signal.Signals
 ) -> None:
     # A model that never answers: the turn in flight must be abandoned after the grace.
-    async def hang(request: web.Request) -> web.Response:
-        await asyncio.sleep(60)
-        return web.json_response({})
+    asked = asyncio.Event()
+
+    async def never_answers(request: web.Request) -> web.Response:
+        asked.set()
+        await hang()
 
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", hang)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    model_port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", model_port).start()
-    http_port, onebot_port = free_port(), free_port()
+    app.router.add_post("/v1/chat/completions", never_answers)
+    runner, model_port = await serve(app, handler_cancellation=True, shutdown_timeout=0.5)
+    http_port, onebot_port = free_port(), free_port()  # told to `python bot.py` in its config
     cfg = write_config(
         tmp_path,
         f"http://127.0.0.1:{model_port}/v1",
@@ -62,7 +62,7 @@ async def test_signal_stops_within_the_grace_period_and_exits_0(
             turn = asyncio.ensure_future(
                 s.post(f"{url}/v1/messages", json={"chat_id": "c", "sender_id": "u", "text": "hi"})
             )
-            await asyncio.sleep(0.5)  # the turn waits on the model
+            await wait_event(asked, 10, "the turn did not reach the model")
             started = time.monotonic()
             proc.send_signal(sig)
             lines = []
