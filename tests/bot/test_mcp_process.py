@@ -6,12 +6,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.bot.conftest import free_port
+from tests.kit import free_port, until_sync
 
 pytest.importorskip("mcp_server_time")
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +42,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.mark.skipif(not Path("/proc").exists(), reason="reads /proc")
 def test_sigterm_leaves_no_mcp_server_process(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
@@ -50,7 +58,7 @@ def test_sigterm_leaves_no_mcp_server_process(tmp_path: Path) -> None:
         "mcp:\n  servers:\n"
         f"    time: {{command: {sys.executable}, args: [-m, mcp_server_time]}}\n"
     )
-    port = free_port()
+    port = free_port()  # told to `python bot.py`
     bot = subprocess.Popen(
         [
             sys.executable,
@@ -68,26 +76,20 @@ def test_sigterm_leaves_no_mcp_server_process(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
         servers: list[int] = []
-        while time.monotonic() < deadline and not servers:
-            servers = children_running(bot.pid, "mcp_server_time")
-            time.sleep(0.1)
-        assert servers, "the bot did not start the MCP server"
-        # Wait until the bot has started (the server is connected) before stopping it.
-        import urllib.request
 
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+        def started() -> bool:
+            servers[:] = children_running(bot.pid, "mcp_server_time")
+            return bool(servers)
+
+        until_sync(started, 30, "the bot did not start the MCP server", interval=0.1)
+        # Wait until the bot has started (the server is connected) before stopping it.
+        until_sync(lambda: healthy(port), 30, "the bot did not become healthy", interval=0.1)
         os.kill(bot.pid, signal.SIGTERM)
         _, err = bot.communicate(timeout=30)
         assert bot.returncode == 0, err
         assert "chatfn stopped" in err
-        time.sleep(0.2)
+        # At once: the bot waited for its servers to end before it exited.
         assert [pid for pid in servers if alive(pid)] == []
     finally:
         if bot.poll() is None:
