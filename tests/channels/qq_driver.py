@@ -62,6 +62,7 @@ class QQDriver:
             "api_base": self.fake.base,
             "token_url": self.fake.token_url,
             "send_rate": 0,
+            "mode": "websocket",  # the gateway (the default is the webhook)
             **self.settings,
         }
 

@@ -86,6 +86,7 @@ def test_settings_name_their_keys_and_roots() -> None:
     with pytest.raises(ValidationError, match="mode"):
         QQSettings(mode="polling")
     assert QQSettings().api_root == "https://api.sgroup.qq.com"
+    assert QQSettings().mode == "webhook"  # Tencent is withdrawing WebSocket delivery
     assert QQSettings(sandbox=True).api_root == "https://sandbox.api.sgroup.qq.com"
     assert QQSettings(sandbox=True, api_base="http://127.0.0.1:9/").api_root == "http://127.0.0.1:9"
     assert QQSettings(app_id=102000001, secret="x").app_id == "102000001"  # YAML gives an int

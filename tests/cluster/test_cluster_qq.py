@@ -36,6 +36,7 @@ async def test_a_gateway_holds_qq_and_slack_and_a_worker_answers(
                     "api_base": qq.base,
                     "token_url": qq.token_url,
                     "send_rate": 0,
+                    "mode": "websocket",
                 },
                 "slack": {
                     "bot_token": slack.bot_token,

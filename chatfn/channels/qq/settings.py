@@ -20,7 +20,9 @@ class QQSettings(PlatformSettings):
     access token at `token_url` (refreshed before it expires); API calls go to `api_base`
     (the sandbox root with `sandbox: true`); events come by the WebSocket gateway
     (`mode: websocket`) or as HTTP callbacks to `webhook_path` on the HTTP channel's port
-    (`mode: webhook`, signed with Ed25519 keys derived from the secret)."""
+    (`mode: webhook`, signed with Ed25519 keys derived from the secret). The default is the
+    webhook: Tencent is withdrawing WebSocket delivery (new bots cannot use it; the docs mark it
+    as going, tencent-connect/bot-docs#278/#279); a bot that has it keeps `mode: websocket`."""
 
     app_id: str = ""
     secret: SecretStr | None = None  # the AppSecret (clientSecret)
@@ -28,7 +30,7 @@ class QQSettings(PlatformSettings):
     # None: https://api.sgroup.qq.com, or https://sandbox.api.sgroup.qq.com with sandbox.
     api_base: str | None = None
     token_url: str = DEFAULT_TOKEN_URL
-    mode: Literal["websocket", "webhook"] = "websocket"
+    mode: Literal["websocket", "webhook"] = "webhook"
     webhook_path: str = WEBHOOK_PATH
     # Gateway intents (WebSocket mode). None: GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE |
     # GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES (1 | 1<<1 | 1<<12 | 1<<25 | 1<<30): every
