@@ -45,7 +45,7 @@ from chatfn.runtime.resume import resume_turns
 from chatfn.runtime.settings import Settings, resolve_storage_url
 from chatfn.runtime.switch import Switch, tell_stored
 from chatfn.runtime.turn_writer import RelayedTurn, TurnWriter
-from chatfn.runtime.web import WebServer
+from chatfn.runtime.web import MAIN, Listener, WebServer
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
@@ -629,6 +629,11 @@ class BotChannelHost:
                 if route.resource.canonical == path:
                     raise ValueError(f"web route {method} {path} is served by another channel")
         self._bot.web.mount(method, path, handler)
+
+    def web_listener(self, name: str) -> Listener:
+        if name == MAIN:
+            raise ValueError(f"web listener {name!r} is the HTTP channel's (add_web_route)")
+        return self._bot.web.listener(name)
 
     @property
     def settings(self) -> Settings:

@@ -37,6 +37,7 @@ __all__ = [
     "HistoryEntry",
     "OutboundSender",
     "Probe",
+    "WebListener",
     "api_of",
     "channel_state",
     "section_of",
@@ -64,6 +65,32 @@ class OutboundSender(Protocol):
     platform: str
 
     async def send(self, message: OutgoingMessage) -> None: ...
+
+
+class WebListener(Protocol):
+    """An address of the bot's web server with its own routes (chatfn/runtime/web.py's
+    `Listener`): a channel with a port setting of its own serves there."""
+
+    @property
+    def bound_port(self) -> int | None:
+        """The port listened on once started (the one port 0 got)."""
+        ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def listen(self, host: str, port: int) -> None:
+        """Serve on `host`:`port`; call it with the routes, before the server starts."""
+        ...
+
+    def mount(self, method: str, path: str, handler: WebHandler) -> None: ...
+
+    async def start(self) -> None:
+        """Listen now, when the runtime has not started the server (a channel run alone);
+        the channel that started it stops it."""
+        ...
+
+    async def stop(self) -> None: ...
 
 
 class ChannelHost(Protocol):
@@ -98,6 +125,12 @@ class ChannelHost(Protocol):
         factory or constructor (the server starts once every channel is built); the route is
         outside the `/v1` token (the platform signs its requests: check that in `handler`).
         `chatfn run` refuses to start such a channel without `--channel http`."""
+        ...
+
+    def web_listener(self, name: str) -> WebListener:
+        """A listener of the bot's web server for an address of the channel's own (OneBot's
+        `channels.onebot.host`/`port`): its routes are served there only. `name` is the
+        channel's; the runtime starts and stops it with the server."""
         ...
 
     async def handle(

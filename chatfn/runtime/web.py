@@ -39,14 +39,19 @@ class Listener:
     """One address of the server and the routes served there. `app` is the aiohttp
     application to mount on until the server starts (its router freezes then)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, grace: float = 10.0) -> None:
         self.name = name
+        self.grace = grace
         self.app = web.Application()
         self.host: str | None = None
         self.port: int | None = None
         #: The port actually bound once started (the configured one, or the one port 0 got).
         self.bound_port: int | None = None
         self._runner: web.AppRunner | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
 
     @property
     def address(self) -> str:
@@ -68,13 +73,16 @@ class Listener:
         server = self._runner.server if self._runner is not None else None
         return len(server.connections) if server is not None else 0
 
-    async def start(self, grace: float) -> None:
+    async def start(self) -> None:
+        """Listen (the server starts every listener; a channel run alone starts its own)."""
+        if self._runner is not None or self.host is None:
+            return
         self._runner = runner = web.AppRunner(
             self.app,
             access_log=None,
             handler_cancellation=True,
             # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
-            shutdown_timeout=grace,
+            shutdown_timeout=self.grace,
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port)
@@ -103,7 +111,7 @@ class WebServer:
 
     def __init__(self, grace: float = 10.0) -> None:
         self.grace = grace
-        self.listeners: dict[str, Listener] = {MAIN: Listener(MAIN)}
+        self.listeners: dict[str, Listener] = {MAIN: Listener(MAIN, grace)}
         self._lifespans: list[tuple[Hook | None, Hook | None]] = []
         self._hooks_started: list[Hook | None] = []
         self.running = False
@@ -116,7 +124,7 @@ class WebServer:
     def listener(self, name: str) -> Listener:
         """The listener called `name` (made on first use): a channel's own port."""
         if name not in self.listeners:
-            self.listeners[name] = Listener(name)
+            self.listeners[name] = Listener(name, self.grace)
         return self.listeners[name]
 
     def mount(self, method: str, path: str, handler: WebHandler) -> None:
@@ -152,9 +160,7 @@ class WebServer:
                     await start()
                 self._hooks_started.append(stop)
             for listener in self.listeners.values():
-                if listener.host is None:
-                    continue
-                await listener.start(self.grace)
+                await listener.start()  # one with no address is not served
         except BaseException:
             await self.stop()
             raise

@@ -129,3 +129,37 @@ async def test_stopping_finishes_requests_in_flight_then_the_lifespans_in_revers
         assert resp.status == 200 and await resp.text() == "finished"
         await asyncio.wait_for(stopping, 5)
     assert order == ["start mcp", "start console", "handler done", "stop console", "stop mcp"]
+
+
+async def test_onebot_is_a_listener_of_the_same_server(tmp_path: Path) -> None:
+    """OneBot's WebSocket endpoint is served by the bot's web server on its own port (no
+    second server): the runtime starts and stops it, and the API is not on that port."""
+    from chatfn.runtime.channel_registry import find_channels
+
+    bot = _bot(tmp_path)
+    found = find_channels()
+    http = found.get("http").build(bot.channel_host, None, bot.api_host)
+    onebot = found.get("onebot").build(
+        bot.channel_host, bot.settings.channels.onebot.model_copy(update={"port": 0})
+    )
+    try:
+        await bot.web.start()
+        assert sorted(bot.web.listeners) == ["http", "onebot"]
+        await onebot.start()  # the runtime started its listener: the channel starts nothing
+        await http.start()
+        assert onebot.bound_port == bot.web.listeners["onebot"].bound_port
+        assert onebot.bound_port != http.bound_port
+        async with aiohttp.ClientSession() as session:
+            ws = f"http://127.0.0.1:{onebot.bound_port}/onebot/v11/ws"
+            async with session.get(ws) as r:
+                assert r.status == 400  # served: a WebSocket upgrade without X-Self-ID
+            async with session.get(f"http://127.0.0.1:{onebot.bound_port}/healthz") as r:
+                assert r.status == 404
+            async with session.get(f"http://127.0.0.1:{http.bound_port}/onebot/v11/ws") as r:
+                assert r.status == 404
+        await onebot.stop()
+        assert bot.web.listeners["onebot"].running  # the runtime's to stop
+    finally:
+        await http.stop()
+        await bot.aclose()
+    assert not bot.web.listeners["onebot"].running
