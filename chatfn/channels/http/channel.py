@@ -569,14 +569,14 @@ class HttpChannel(Channel):
                 self.api.unsubscribe(wake)
 
     async def _post(self, session: ClientSession, out: OutgoingMessage) -> bool:
-        """Deliver one event to the webhook: retried with exponential backoff (0.5 s doubling
-        to 60 s) on connection errors and 5xx until it is taken or has waited
-        `storage.outbox.max_wait`; a 4xx is logged and not retried. False when the channel
-        stops first. Each attempt is signed with `webhook_secret` (signature.py); the bot's
-        token is never sent."""
+        """Deliver one event to the webhook: retried on connection errors and 5xx as the
+        delivery policy says (chatfn/runtime/delivery_policy.py: `pause(n)`, 0.5 s doubling
+        to 60 s) until it is taken or has waited `storage.outbox.max_wait`; a 4xx is logged
+        and not retried. False when the channel stops first. Each attempt is signed with
+        `webhook_secret` (signature.py); the bot's token is never sent."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        delay = 0.5
+        policy, attempt = self.api.outbox.policy, 0
         body = json.dumps(_event_json(out), ensure_ascii=False).encode()
         while not self._stopping.is_set():
             hdrs = {
@@ -600,16 +600,16 @@ class HttpChannel(Channel):
             except Exception as exc:  # connection refused, reset, timeout: retried
                 why = str(exc) or type(exc).__name__
             waited = loop.time() - started
-            if waited > self.api.outbox.settings.max_wait:
+            if policy.expired(waited):
                 self.api.outbox.count_expired(out, f"webhook failing for {waited:.0f} s ({why})")
                 return True
+            delay, attempt = policy.pause(attempt), attempt + 1
             logger.warning(
                 "webhook POST of event {} failed ({}): retry in {:.1f} s", out.event_id, why, delay
             )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(delay):
                     await self._stopping.wait()
-            delay = min(delay * 2, 60.0)
         return False
 
     # -- lifecycle -------------------------------------------------------------------------
