@@ -38,7 +38,8 @@ from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import web
+from loguru import logger
+
 from chatfn.channels import kit
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.history import Owed, SentCheck, match_sent
@@ -66,7 +67,6 @@ from chatfn.common.messages import (
     surrogate_at,
 )
 from chatfn.runtime.channel_host import ChannelHost
-from loguru import logger
 
 __all__ = [
     "WS_PATH",
@@ -100,6 +100,8 @@ class OneBotChannel(OneBotLink):
         super().__init__(host, settings)
         self.bind = bind or self.cfg.host
         self.port = self.cfg.port if port is None else port
+        self.web.listen(self.bind, self.port)
+        self._owns_web = False
         # QQ shows no Markdown: the model's Markdown goes out as plain text (to_plain: emphasis
         # dropped, links as `label (url)`, lists as bullets), split where a reader would
         # (never inside a code block), each part converted as it is sent. The parts stay
@@ -119,7 +121,6 @@ class OneBotChannel(OneBotLink):
         self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
         self.history = SentCheck(self.call_action)
         self.catch_up = CatchUp(self, self._missed)
-        self._runner: web.AppRunner | None = None
         self.bound_port: int | None = None
 
     def _on_connected(self, conn: _Connection) -> None:
@@ -137,18 +138,13 @@ class OneBotChannel(OneBotLink):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        self._runner = web.AppRunner(
-            self.app,
-            access_log=None,
-            handler_cancellation=True,
-            # Requests still open at shutdown get the bot's grace period, not aiohttp's 60 s.
-            shutdown_timeout=self.host.settings.bot.shutdown_grace,
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.bind, self.port)
-        await site.start()
-        sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        """Listen for the accounts: the runtime started this listener with the web server
+        (`chatfn run`), or, for a channel run alone, it starts here and stops in `close`."""
+        if self.bound_port is not None:
+            return
+        self._owns_web = not self.web.running
+        await self.web.start()
+        self.bound_port = self.web.bound_port
         logger.info(
             "OneBot v11 channel listening on ws://{}:{}{}", self.bind, self.bound_port, WS_PATH
         )
@@ -161,16 +157,16 @@ class OneBotChannel(OneBotLink):
 
     async def connect(self) -> None:
         """The server the accounts connect to (`start`): nothing to log in to."""
-        if self._runner is None:
-            await self.start()
+        await self.start()
 
     async def close(self) -> None:
-        """Every account's socket, then the server."""
+        """Every account's socket, then the listener if this channel started it (else the
+        runtime stops it with the web server)."""
         for conn in list(self._conns.values()):
             await conn.ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._owns_web:
+            self._owns_web = False
+            await self.web.stop()
 
     # -- frames and events -----------------------------------------------------------------
     def _on_event(self, conn: _Connection, event: dict[str, Any]) -> None:

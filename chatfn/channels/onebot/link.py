@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
+from loguru import logger
+
 from chatfn.channels import kit
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
-from loguru import logger
 
 WS_PATH = "/onebot/v11/ws"
 # Frames that may wait to be written to one socket; more are refused (the outbox keeps them).
@@ -123,9 +124,11 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
 
     def __init__(self, host: ChannelHost, settings: OneBotSettings | None = None) -> None:
         super().__init__(host, settings or section_of(host.settings, "onebot", OneBotSettings))
-        self.app = web.Application()
+        # A listener of the bot's web server of its own (`channels.onebot.host`/`port`, set
+        # by the channel): the accounts' sockets are served there, and nothing else is.
+        self.web = host.web_listener(self.platform)
         for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
-            self.app.router.add_get(path, self._ws_handler)
+            self.web.mount("GET", path, self._ws_handler)
         self._conns: dict[str, _Connection] = {}
         self._connected: dict[str, asyncio.Event] = {}
         self._echo = itertools.count(1)
