@@ -230,6 +230,8 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings]):
             for index, part in enumerate(parts):
                 reference = None
                 if index == 0 and out.quote and out.reply_to and out.reply_to.isdigit():
+                    # Every destination `messageable` gives has an id (a Snowflake).
+                    assert isinstance(where, discord.abc.Snowflake)
                     reference = discord.MessageReference(
                         message_id=int(out.reply_to),
                         channel_id=where.id,

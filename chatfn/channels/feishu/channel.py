@@ -49,12 +49,15 @@ from chatfn.common.messages import (
     OutgoingMessage,
     SystemEvent,
 )
+from chatfn.common.payload import object_at
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["FeishuChannel"]
 
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 _CREDENTIALS = "channels.feishu.app_id / app_secret"
+# A Feishu API call that failed: the platform's answer or the network.
+_API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
 
 
 class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
@@ -63,11 +66,6 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
 
     def __init__(self, host: ChannelHost, settings: FeishuSettings) -> None:
         super().__init__(host, settings)
-        if not settings.app_id or settings.app_secret is None:
-            raise ValueError(
-                "channels.feishu.app_id and channels.feishu.app_secret must be set (the app's "
-                "Credentials & Basic Info page)"
-            )
         self.api = FeishuApi(settings)
         self.sender = FeishuSender(self.api, settings, self.policy)
         self.bot_open_id: str | None = None
@@ -78,7 +76,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
     # -- connect, serve, close -----------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         """A token and bot/v3/info: the bot's open_id (how it recognises its own mention)."""
         try:
             bot = await self.api.bot_info()
@@ -93,14 +91,10 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
             raise kit.Unreachable(f"Feishu not reachable at {self.cfg.base_url} ({exc})") from None
         self.bot_open_id = str(bot["open_id"])
         self.bot_name = str(bot.get("app_name") or "")
-        how = "the long connection" if self.cfg.mode == "websocket" else "webhook at "
-        logger.info(
-            "Feishu channel: bot {} ({}) at {}, events by {}",
-            self.bot_name,
-            self.bot_open_id,
-            self.cfg.base_url,
-            how + ("" if self.cfg.mode == "websocket" else self.cfg.webhook_path),
-        )
+        how = "the long connection"
+        if self.cfg.mode != "websocket":
+            how = f"webhook at {self.cfg.webhook_path}"
+        return f"bot {self.bot_name} ({self.bot_open_id}) at {self.cfg.base_url}, events by {how}"
 
     async def serve(self) -> None:
         if self.cfg.mode != "websocket":
@@ -114,9 +108,6 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
         if self._link is not None:
             await self._link.stop()
         await self.api.aclose()
-
-    async def deliver(self, message: OutgoingMessage) -> None:
-        await self.sender.deliver(message)
 
     def _link_state(self, state: str, detail: str) -> None:
         """What the long connection reports (on this loop)."""
@@ -163,7 +154,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
     def _event(self, payload: dict[str, Any]) -> kit.Taken:
         """One event, on the channel's loop; what settles when it may be acknowledged. An
         event seen before (the platform's resend) gets the first delivery's."""
-        header = payload.get("header") if isinstance(payload.get("header"), dict) else {}
+        header = object_at(payload, "header")
         event = payload.get("event")
         if self.stopping:
             return kit.Taken()  # never settled: the platform sends it again after the restart
@@ -203,7 +194,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
     ) -> IncomingMessage | None:
         message_id = str(message["message_id"])
-        ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), dict) else {}
+        ids = object_at(sender, "sender_id")
         user = str(ids.get("open_id") or "")
         if not user:
             return None
@@ -230,7 +221,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
         is ever stored or shown)."""
         try:
             data = await self.api.download(message_id, image_key)
-        except (FeishuError, *NETWORK_ERRORS) as exc:
+        except _API_ERRORS as exc:
             logger.warning("Feishu image {} of {} not downloaded: {}", image_key, message_id, exc)
             return None
         mime = kit.image_mime(data)
@@ -253,7 +244,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
             try:
                 info = await self.api.chat(chat)
                 names = await self.api.members(chat)
-            except (FeishuError, *NETWORK_ERRORS) as exc:
+            except _API_ERRORS as exc:
                 logger.warning("Feishu chat {} owner, managers and names not read: {}", chat, exc)
                 info, names = {}, {}
             owners = [str(info["owner_id"])] if info.get("owner_id") else []
@@ -267,7 +258,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
         return name, [r for r in ("owner", "admin") if user in cached[1][r]][:1]
 
     async def _member_joined(self, key: str, event: dict[str, Any]) -> list[SystemEvent]:
-        operator = event.get("operator_id") if isinstance(event.get("operator_id"), dict) else {}
+        operator = object_at(event, "operator_id")
         by = str(operator.get("open_id") or "")
         events = []
         for user in event.get("users") or []:

@@ -28,6 +28,7 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -67,17 +68,15 @@ def uuid_of(event_id: int | None, index: str, content: str) -> str:
     return f"chatfn-{event_id}-{index}-{digest}"[:50]
 
 
-class FeishuSender(kit.PlatformSender[ChatRef]):
+class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu"):
     """Sends OutgoingMessages through FeishuApi (module docstring)."""
 
-    platform = "feishu"
-    label = "Feishu"
+    client: FeishuApi
+    cfg: FeishuSettings
 
-    def __init__(
-        self, api: FeishuApi, settings: FeishuSettings, policy: DeliveryPolicy | None = None
-    ) -> None:
-        super().__init__(settings, policy)
-        self.api = api
+    @property
+    def api(self) -> FeishuApi:
+        return self.client
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_feishu_markdown)
@@ -114,7 +113,7 @@ class FeishuSender(kit.PlatformSender[ChatRef]):
         owed.parts = parts
         # Uploaded first: the reply's last part shows them under its text, one message.
         keys = [
-            await self.call(out.chat_id, lambda data=data: self.api.upload_image(data))
+            await self.call(out.chat_id, functools.partial(self.api.upload_image, data))
             for data in uploads
         ]
         if keys and not parts:

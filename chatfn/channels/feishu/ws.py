@@ -29,7 +29,7 @@ import contextlib
 import contextvars
 import json
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from loguru import logger
@@ -43,7 +43,8 @@ __all__ = ["EVENTS", "WsLink"]
 #: The events the channel handles (registered with the SDK's dispatcher).
 EVENTS = ("im.message.receive_v1", "im.chat.member.user.added_v1", "im.chat.member.bot.added_v1")
 
-OnEvent = Callable[[dict[str, Any]], Awaitable[bool]]  # True: stored, answer "handled"
+# True: stored, answer "handled". A coroutine: it runs on the bot's loop from the SDK's thread.
+OnEvent = Callable[[dict[str, Any]], Coroutine[Any, Any, bool]]
 OnState = Callable[[str, str], None]  # ("connected" | "lost" | "refused" | "failing", detail)
 
 

@@ -36,7 +36,9 @@ from pydantic import BaseModel
 from chatfn.channels.base import Channel
 from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import incoming
+from chatfn.channels.kit.sender import PlatformSender
 from chatfn.channels.outbound import Backoff
+from chatfn.common.config import ConfigError
 from chatfn.common.messages import (
     CredentialsRefused,
     IncomingMessage,
@@ -62,15 +64,20 @@ class PlatformChannel(Channel, Generic[S]):
     #: Whether a message whose id is in the history already is skipped (a platform that
     #: delivers a message again after a restart; not one that reads it back itself).
     skip_stored: ClassVar[bool] = True
+    #: The way out, when the platform's is a kit sender (`deliver` goes through it).
+    sender: PlatformSender[Any] | None = None
 
     def __init__(self, host: ChannelHost, settings: S) -> None:
+        problem = getattr(settings, "problem", None)
+        if callable(problem) and (why := problem()):  # a token not set: refused before it runs
+            raise ConfigError(why)
         super().__init__(host)
         self.cfg = settings
         # A test's host may have no policy: the defaults then.
         policy = getattr(host, "delivery_policy", None) or DeliveryPolicy()
         self.policy = policy.override(self.platform, getattr(settings, "max_retry_after", None))
         # Its lines carry the platform's module name, as if the platform had written them.
-        self.log = logger.patch(lambda r: r.update(name=type(self).__module__))
+        self.log = logger.patch(lambda r: r.update({"name": type(self).__module__}))
         self.inbound = Inbound(self)
         self.logged_in = False  # connect() succeeded once: sends may go
         self.connected = False  # up now (health)
@@ -85,17 +92,20 @@ class PlatformChannel(Channel, Generic[S]):
 
     # -- what a platform writes ------------------------------------------------------------
     @abstractmethod
-    async def connect(self) -> None:
-        """Log in and learn who the bot is; raise CredentialsRefused or Unreachable."""
+    async def connect(self) -> str | None:
+        """Log in and learn who the bot is (what it says, logged: "@bot (id 7), polling");
+        raise CredentialsRefused or Unreachable."""
 
     async def serve(self) -> None:
         """Read events until the channel stops. By default (events by webhook): up, and wait."""
         self.up()
         await self._stopping.wait()
 
-    @abstractmethod
     async def deliver(self, message: OutgoingMessage) -> None:
-        """Send one message (an outbox delivery or a reply)."""
+        """Send one message (an outbox delivery or a reply): by default through `sender`."""
+        if self.sender is None:
+            raise NotDelivered(f"the {self.label} channel is not connected yet")
+        await self.sender.deliver(message)
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what connect and serve opened (sessions, sockets, clients)."""
@@ -126,11 +136,13 @@ class PlatformChannel(Channel, Generic[S]):
         while not self._stopping.is_set():
             self.connect_attempts += 1
             try:
-                await self.connect()
+                said = await self.connect()
             except NotDelivered as exc:  # refused, unreachable, or another passing failure
                 if not await self.failed(exc, backoff):
                     return False
                 continue
+            if said:
+                self.log.info("{} channel: {}", self.label, said)
             self.logged_in = True
             return True
         return False
@@ -211,6 +223,15 @@ class PlatformChannel(Channel, Generic[S]):
         self._tasks.discard(task)  # type: ignore[arg-type]
         if not task.cancelled() and task.exception() is not None:
             self.log.opt(exception=task.exception()).error("{} task failed", self.label)
+
+    async def quietly(self, *closing: Awaitable[Any] | None) -> None:
+        """Await each of `closing` (a client's close), a failure a debug line: closing goes on."""
+        for job in closing:
+            if job is not None:
+                try:
+                    await job
+                except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
+                    self.log.debug("{}: closing: {!r}", self.label, exc)
 
     def kick_after(self, seconds: float) -> None:
         """Ask the outbox to send again after `seconds` (a platform's wait has passed)."""

@@ -35,10 +35,14 @@ class _Channel(Protocol):
     """What the way in uses of its channel (a `PlatformChannel`)."""
 
     platform: str
-    label: str
-    skip_stored: bool
     host: ChannelHost
     log: Any  # its logger
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def skip_stored(self) -> bool: ...
 
     def track(self, task: asyncio.Future[Any]) -> None: ...
 

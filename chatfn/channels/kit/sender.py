@@ -68,14 +68,21 @@ class PlatformSender(ABC, Generic[R]):
     platform: ClassVar[str] = ""
     label: ClassVar[str] = ""
 
-    def __init__(self, settings: Any, policy: DeliveryPolicy | None = None) -> None:
+    def __init_subclass__(cls, platform: str = "", label: str = "", **kw: Any) -> None:
+        """`class XSender(PlatformSender[Ref], platform="x", label="X")`."""
+        super().__init_subclass__(**kw)
+        cls.platform, cls.label = platform or cls.platform, label or cls.label
+
+    def __init__(self, client: Any, settings: Any, policy: DeliveryPolicy | None = None) -> None:
+        """`client`: the platform's SDK client or API (`self.client`)."""
+        self.client = client
         self.cfg = settings
         self.runner = OrderedRunner()
         self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
         own = getattr(settings, "max_retry_after", None)
         self.policy = (policy or DeliveryPolicy()).override(self.platform, own)
         self._told_refused = False
-        self.log = logger.patch(lambda r: r.update(name=type(self).__module__))
+        self.log = logger.patch(lambda r: r.update({"name": type(self).__module__}))
 
     @abstractmethod
     def parse_chat(self, chat_id: str) -> R: ...

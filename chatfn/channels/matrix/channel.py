@@ -59,6 +59,7 @@ from chatfn.common.messages import (
     OutgoingMessage,
     SystemEvent,
 )
+from chatfn.common.payload import object_at
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["MatrixChannel", "make_client"]
@@ -89,9 +90,6 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
     label = "Matrix"
 
     def __init__(self, host: ChannelHost, settings: MatrixSettings) -> None:
-        problem = settings.problem()
-        if problem is not None:
-            raise ValueError(problem)
         super().__init__(host, settings)
         self.user_id = settings.user_id or ""
         self.client = make_client(settings)
@@ -139,13 +137,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
                     await asyncio.shield(self._saving)
             except Exception as exc:  # noqa: BLE001 - stopping: logged, nothing more to do
                 logger.warning("Matrix: the sync position was not saved: {!r}", exc)
-        try:
-            await self.client.close()
-        except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
-            logger.debug("Matrix: closing the client: {!r}", exc)
-
-    async def deliver(self, message: OutgoingMessage) -> None:
-        await self.sender.deliver(message)
+        await self.quietly(self.client.close())
 
     # -- sync ----------------------------------------------------------------------------------
     async def serve(self) -> None:
@@ -340,7 +332,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
     def _note_creators(self, room_id: str, create: dict[str, Any]) -> None:
         """Room versions 12 and later (MSC4289) rank the creators above every power level:
         they are not in m.room.power_levels' users, and are the room's owners."""
-        content = create.get("content") if isinstance(create.get("content"), dict) else {}
+        content = object_at(create, "content")
         version = str(content.get("room_version") or "1")
         if version.isdigit() and int(version) < 12:
             return
@@ -409,7 +401,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
             return self.inbound.message(ref.key, ident, lambda: self._incoming(ref, source))
         if kind == "m.room.member" and content.get("membership") == "join":
             member = str(source.get("state_key") or "")
-            unsigned = source.get("unsigned") if isinstance(source.get("unsigned"), dict) else {}
+            unsigned = object_at(source, "unsigned")
             before = (unsigned.get("prev_content") or {}).get("membership")
             if member and member != self.user_id and before != "join":
                 ref = self.ref(room_id)
@@ -479,7 +471,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
         if not isinstance(got, RoomGetEventResponse):
             return None
         source = got.event.source
-        content = source.get("content") if isinstance(source.get("content"), dict) else {}
+        content = object_at(source, "content")
         reading = read_content(content, self.user_id, [])
         return str(source.get("sender") or ""), reading.text
 

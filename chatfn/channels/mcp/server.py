@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
 import mcp_types as types
@@ -143,7 +144,7 @@ class McpHttpEndpoint:
 
         response: web.StreamResponse | None = None
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: MutableMapping[str, Any]) -> None:
             nonlocal response
             if message["type"] == "http.response.start":
                 response = web.StreamResponse(status=message["status"])

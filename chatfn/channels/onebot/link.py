@@ -94,7 +94,7 @@ class _Connection:
     heartbeat_interval: float | None = None
     last_seen: float = field(default_factory=time.monotonic)
     # The TCP transport under the socket: its unsent bytes tell a peer that stopped reading.
-    transport: asyncio.BaseTransport | None = None
+    transport: asyncio.Transport | None = None
     queued: int = 0  # frames waiting to be written (bounded by MAX_QUEUED)
 
     @property

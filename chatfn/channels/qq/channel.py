@@ -49,6 +49,7 @@ from chatfn.common.messages import (
     OutgoingMessage,
     SystemEvent,
 )
+from chatfn.common.payload import object_at
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["QQChannel"]
@@ -68,8 +69,6 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
 
     def __init__(self, host: ChannelHost, settings: QQSettings) -> None:
         super().__init__(host, settings)
-        if (missing := settings.missing()) is not None:
-            raise ValueError(missing)
         self.passive = Passive()
         self.bot_id = ""
         self.bot_name = ""
@@ -90,7 +89,7 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
         self.host.metrics.messages_dropped.labels(self.platform, reason).inc()
 
     # -- connect, serve, close -----------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         """A token and GET /users/@me: who the bot is."""
         if self._http is None:
             self._http = aiohttp.ClientSession()
@@ -112,14 +111,8 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
             raise kit.Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
         self.bot_id = str((me or {}).get("id") or "")
         self.bot_name = str((me or {}).get("username") or "")
-        how = "the WebSocket gateway" if self.cfg.mode == "websocket" else "webhook at "
-        logger.info(
-            "QQ channel: bot {} ({}) at {}, events by {}",
-            self.bot_name,
-            self.bot_id,
-            self.cfg.api_root,
-            how + ("" if self.cfg.mode == "websocket" else self.cfg.webhook_path),
-        )
+        way = "gateway" if self.cfg.mode == "websocket" else f"webhook {self.cfg.webhook_path}"
+        return f"bot {self.bot_name} ({self.bot_id}) at {self.cfg.api_root} ({way})"
 
     async def serve(self) -> None:
         if self.cfg.mode != "websocket":
@@ -135,10 +128,6 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
         if self._http is not None:
             await self._http.close()
 
-    async def deliver(self, message: OutgoingMessage) -> None:
-        assert self.sender is not None
-        await self.sender.deliver(message)
-
     async def drop_connection(self) -> None:
         """Cut the gateway's socket (tests): the channel reconnects and resumes."""
         if self.gateway is not None:
@@ -150,13 +139,10 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
         stamp = request.headers.get("X-Signature-Timestamp", "")
         signature = request.headers.get("X-Signature-Ed25519", "")
         signed = bool(stamp and signature and self._signer.verify(stamp, body, signature))
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return web.json_response({"error": "not JSON"}, status=400)
-        if not isinstance(payload, dict):
-            return web.json_response({"error": "not a payload"}, status=400)
-        data = payload.get("d") if isinstance(payload.get("d"), dict) else {}
+        payload = kit.json_object(body)
+        if payload is None:
+            return web.json_response({"error": "not a JSON object"}, status=400)
+        data = object_at(payload, "d")
         if payload.get("op") == 13:
             # Answered unsigned (QQ's validation request may carry no signature), but only
             # for a token and a timestamp of QQ's shape: the answer signs event_ts +
@@ -207,7 +193,7 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
     ) -> IncomingMessage | None:
         msg_id = str(data["id"])
         author = data.get("author") or {}
-        member = data.get("member") if isinstance(data.get("member"), dict) else {}
+        member = object_at(data, "member")
         sender = str(
             author.get("member_openid") or author.get("user_openid") or author.get("id") or ""
         )
@@ -269,7 +255,7 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
 
     async def _member_joined(self, data: dict[str, Any], event_id: str) -> list[SystemEvent]:
         guild = str(data["guild_id"])
-        user = data.get("user") if isinstance(data.get("user"), dict) else {}
+        user = object_at(data, "user")
         user_id = str(user.get("id") or "")
         if not user_id or user.get("bot") or user_id == self.bot_id:
             return []
@@ -288,7 +274,7 @@ class QQChannel(kit.PlatformChannel[QQSettings]):
 
 
 def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:
-    author = data.get("author") if isinstance(data.get("author"), dict) else {}
+    author = object_at(data, "author")
     if kind == "GROUP_AT_MESSAGE_CREATE":
         target, scene = data.get("group_openid"), "group"
     elif kind == "C2C_MESSAGE_CREATE":

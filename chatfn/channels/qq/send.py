@@ -149,11 +149,8 @@ class _Expired(Exception):
     pass
 
 
-class QQSender(kit.PlatformSender[ChatRef]):
+class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
     """Sends OutgoingMessages through the OpenAPI (api.py)."""
-
-    platform = "qq"
-    label = "QQ"
 
     def __init__(
         self,
@@ -163,7 +160,7 @@ class QQSender(kit.PlatformSender[ChatRef]):
         policy: DeliveryPolicy | None = None,
         dropped: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__(settings, policy)
+        super().__init__(api, settings, policy)
         self.api = api
         self.passive = passive
         self.dropped = dropped or (lambda reason: None)  # counts a message given up, by reason
@@ -331,7 +328,7 @@ class QQSender(kit.PlatformSender[ChatRef]):
         await self._passive_or_active(
             ref,
             answer,
-            lambda a, content=text: self._post(ref, lambda: self._json(ref, body(a, content))),
+            lambda a: self._post(ref, lambda: self._json(ref, body(a, text))),
             lambda a: self._post(ref, lambda: self._json(ref, body(a, _unlinked(text)))),
         )
 

@@ -19,6 +19,7 @@ within `max_message_length`, images uploaded, 429s waited out in place.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import aiohttp
@@ -62,17 +63,11 @@ def error_code(exc: SlackApiError) -> str:
     return str(data.get("error", "")) if isinstance(data, dict) else ""
 
 
-class SlackSender(kit.PlatformSender[ChatRef]):
-    """Sends OutgoingMessages with slack_sdk's AsyncWebClient."""
+class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
+    """Sends OutgoingMessages with slack_sdk's AsyncWebClient (`client`)."""
 
-    platform = "slack"
-    label = "Slack"
-
-    def __init__(
-        self, client: AsyncWebClient, settings: SlackSettings, policy: DeliveryPolicy | None = None
-    ) -> None:
-        super().__init__(settings, policy)
-        self.client = client
+    client: AsyncWebClient
+    cfg: SlackSettings
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_slack_mrkdwn)
@@ -122,7 +117,8 @@ class SlackSender(kit.PlatformSender[ChatRef]):
                 text = (mention if first else "") + comment
                 await self.call(
                     ref.key,
-                    lambda image=image, text=text: self.client.files_upload_v2(
+                    functools.partial(
+                        self.client.files_upload_v2,
                         channel=ref.channel,
                         content=image,
                         filename=kit.image_name(image),
@@ -136,10 +132,12 @@ class SlackSender(kit.PlatformSender[ChatRef]):
                 block = {"type": "image", "image_url": image, "alt_text": "image"}
                 await self.call(
                     ref.key,
-                    lambda block=block, text=(mention if first else "") or "image": (
-                        self.client.chat_postMessage(
-                            channel=ref.channel, text=text, blocks=[block], thread_ts=thread
-                        )
+                    functools.partial(
+                        self.client.chat_postMessage,
+                        channel=ref.channel,
+                        text=(mention if first else "") or "image",
+                        blocks=[block],
+                        thread_ts=thread,
                     ),
                 )
             first = False

@@ -62,8 +62,6 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
 
     def __init__(self, host: ChannelHost, settings: TelegramSettings) -> None:
         super().__init__(host, settings)
-        if settings.token is None:
-            raise ConfigError("channels.telegram.token is not set (the token @BotFather gave)")
         self.bot = Bot(
             settings.token_value(),
             base_url=f"{settings.base_url}/bot",
@@ -87,7 +85,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
     # -- connect, serve, close -----------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         """getMe (PTB's initialize the first time)."""
         try:
             if self.me is None:
@@ -101,9 +99,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
             raise kit.Unreachable(
                 f"Telegram not reachable at {self.cfg.base_url} ({exc})"
             ) from None
-        logger.info(
-            "Telegram channel: @{} (id {}), {} mode", self.me.username, self.me.id, self.cfg.mode
-        )
+        return f"@{self.me.username} (id {self.me.id}), {self.cfg.mode} mode"
 
     async def serve(self) -> None:
         if self.cfg.mode == "polling":
@@ -112,13 +108,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
             await super().serve()
 
     async def close(self) -> None:
-        try:
-            await self.bot.shutdown()
-        except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
-            logger.debug("Telegram: closing the client: {}", exc)
-
-    async def deliver(self, message: OutgoingMessage) -> None:
-        await self.sender.deliver(message)
+        await self.quietly(self.bot.shutdown())
 
     # -- updates in ----------------------------------------------------------------------------
     async def _poll(self) -> None:
@@ -142,6 +132,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
                 else:  # only released ones: asked for again after a pause
                     await self.pause(CONFIRM_WAIT)
                 waiting = {u: t for u, t in waiting.items() if not t.confirmed}
+            offset: int | None
             if waiting:  # Telegram answers at once: it hands back the unconfirmed ones
                 offset, timeout = min(waiting), 0
             else:
