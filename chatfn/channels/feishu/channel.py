@@ -46,7 +46,6 @@ from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import WsLink
 from chatfn.common.messages import (
     IncomingMessage,
-    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.common.payload import object_at

@@ -48,7 +48,6 @@ from chatfn.channels.feishu.render import card, mention, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.split import split_message
 from chatfn.common.messages import OutgoingMessage
-from chatfn.runtime.channel_host import DeliveryPolicy
 
 __all__ = ["FeishuSender", "uuid_of"]
 

@@ -83,3 +83,11 @@ class FeishuSettings(PlatformSettings):
         """The open platform's origin: https://open.feishu.cn, https://open.larksuite.com or
         the configured one."""
         return DOMAINS.get(self.domain, self.domain)
+
+    def problem(self) -> str | None:
+        if not self.app_id or self.app_secret is None:
+            return (
+                "channels.feishu.app_id and channels.feishu.app_secret must be set (the app's "
+                "Credentials & Basic Info page)"
+            )
+        return None

@@ -30,6 +30,7 @@ from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import sent_at
 from chatfn.channels.kit.sender import Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
+from chatfn.channels.kit.wire import json_frames, json_object
 from chatfn.channels.outbound import Backoff
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "fetch_image",
     "image_mime",
     "image_name",
+    "json_frames",
+    "json_object",
     "member_joined",
     "readme",
     "sent_at",

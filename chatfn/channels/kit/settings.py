@@ -44,6 +44,11 @@ class PlatformSettings(Section):
     def _empty_secret_is_none(cls, v: Any) -> Any:
         return None if isinstance(v, SecretStr) and not v.get_secret_value() else v
 
+    def problem(self) -> str | None:
+        """What keeps the channel from starting, naming the key (a token not set); None when
+        nothing does. The kit refuses to build the channel with it as a ConfigError."""
+        return None
+
     def secret_text(self, name: str) -> str:
         """The value of the secret setting `name` ("" when not set)."""
         value = getattr(self, name)

@@ -56,7 +56,6 @@ from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.matrix.store import SyncStore
 from chatfn.common.messages import (
     IncomingMessage,
-    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.common.payload import object_at

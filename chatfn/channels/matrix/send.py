@@ -96,11 +96,8 @@ def _png_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-class MatrixSender(kit.PlatformSender[ChatRef]):
+class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix"):
     """Sends OutgoingMessages with a matrix-nio `AsyncClient` (logged in by the channel)."""
-
-    platform = "matrix"
-    label = "Matrix"
 
     def __init__(
         self,
@@ -112,8 +109,7 @@ class MatrixSender(kit.PlatformSender[ChatRef]):
         fetch_allow: FetchAllow | None = None,
         policy: DeliveryPolicy | None = None,
     ) -> None:
-        super().__init__(settings, policy)
-        self.client = client
+        super().__init__(client, settings, policy)
         # `bot.fetch`: the internal hosts and networks an image URL may be on.
         self.fetch_allow = fetch_allow
         self.name_of = name_of or (lambda _room, user: user)

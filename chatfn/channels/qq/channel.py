@@ -29,7 +29,6 @@ admins, so in QQ groups only `bot.admins` may use the per-chat admin commands.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from datetime import datetime
 from typing import Any
@@ -46,7 +45,6 @@ from chatfn.channels.qq.send import Passive, QQSender
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.common.messages import (
     IncomingMessage,
-    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.common.payload import object_at

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -204,16 +203,7 @@ class Gateway:
         acked.set()
         beat = asyncio.create_task(self._heartbeat(ws, interval, acked))
         try:
-            async for frame in ws:
-                if frame.type != aiohttp.WSMsgType.TEXT:
-                    continue
-                try:
-                    payload = json.loads(frame.data)
-                except ValueError:
-                    logger.warning("QQ gateway frame that is not JSON ignored")
-                    continue
-                if not isinstance(payload, dict):
-                    continue
+            async for payload in kit.json_frames(ws, "QQ gateway"):
                 op = payload.get("op")
                 if op == 0:
                     self._dispatch(payload, backoff)

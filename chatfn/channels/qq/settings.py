@@ -88,7 +88,7 @@ class QQSettings(PlatformSettings):
             return self.intents
         return (1 << 0) | (1 << 1) | (1 << 12) | (1 << 25) | (1 << 30)
 
-    def missing(self) -> str | None:
+    def problem(self) -> str | None:
         """What is not configured (a message naming the keys), or None."""
         if not self.app_id or self.secret is None:
             return (
@@ -96,6 +96,8 @@ class QQSettings(PlatformSettings):
                 "AppSecret from q.qq.com -> Development -> Settings)"
             )
         return None
+
+    missing = problem
 
     def secret_value(self) -> str:
         return self.secret_text("secret")

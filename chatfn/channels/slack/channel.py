@@ -54,7 +54,6 @@ from chatfn.channels.slack.send import AUTH_ERRORS, SlackSender, error_code
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.common.messages import (
     IncomingMessage,
-    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.runtime.channel_host import ChannelHost
@@ -78,13 +77,6 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
 
     def __init__(self, host: ChannelHost, settings: SlackSettings) -> None:
         super().__init__(host, settings)
-        if settings.bot_token is None:
-            raise ValueError("channels.slack.bot_token is not set (the app's xoxb- token)")
-        if not settings.mode:
-            raise ValueError(
-                "set channels.slack.app_token (Socket Mode) or channels.slack.signing_secret "
-                f"(Events API at {EVENTS_PATH} on the HTTP channel's port)"
-            )
         self.client = web_client(settings, settings.secret_text("bot_token"))
         self.sender = SlackSender(self.client, settings, self.policy)
         self.bot_user_id: str | None = None
@@ -97,7 +89,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
             host.add_web_route("POST", EVENTS_PATH, self._events)
 
     # -- connect, serve, close -----------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         """auth.test: who the bot user is."""
         if self._http is None:
             self._http = aiohttp.ClientSession()
@@ -115,13 +107,9 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
             raise kit.Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
         self.bot_user_id = str(me["user_id"])
         self.team_id = str(me.get("team_id") or "")
-        logger.info(
-            "Slack channel: bot user {} ({}) in {}, {}",
-            me.get("user"),
-            self.bot_user_id,
-            me.get("team") or self.team_id,
-            "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}",
-        )
+        way = "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}"
+        team = me.get("team") or self.team_id
+        return f"bot user {me.get('user')} ({self.bot_user_id}) in {team}, {way}"
 
     async def serve(self) -> None:
         if self.cfg.mode == "socket":
@@ -130,15 +118,8 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
             await super().serve()
 
     async def close(self) -> None:
-        for closing in (self._ws, self._http, self.client.session):
-            if closing is not None:
-                try:
-                    await closing.close()
-                except Exception as exc:  # noqa: BLE001 - closing: nothing more to do
-                    logger.debug("Slack: closing: {}", exc)
-
-    async def deliver(self, message: OutgoingMessage) -> None:
-        await self.sender.deliver(message)
+        sockets = (self._ws, self._http, self.client.session)
+        await self.quietly(*(s.close() for s in sockets if s is not None))
 
     # -- Socket Mode ---------------------------------------------------------------------------
     async def _socket_mode(self) -> None:
@@ -177,14 +158,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
     async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
         """Envelopes until the socket closes; returns why it ended ("refresh": Slack asked
         for a new connection, reconnect at once)."""
-        async for frame in ws:
-            if frame.type != aiohttp.WSMsgType.TEXT:
-                continue
-            try:
-                envelope = json.loads(frame.data)
-            except ValueError:
-                logger.warning("Slack Socket Mode frame that is not JSON ignored")
-                continue
+        async for envelope in kit.json_frames(ws, "Slack Socket Mode"):
             kind = envelope.get("type")
             if kind == "events_api" and isinstance(envelope.get("payload"), dict):
                 if envelope.get("retry_attempt"):
@@ -232,12 +206,9 @@ class SlackChannel(kit.PlatformChannel[SlackSettings]):
         if not (stamp.isdigit() and signature and self._verifier.is_valid(body, stamp, signature)):
             logger.warning("Slack Events API request with a bad or old signature refused")
             return web.json_response({"error": "invalid signature"}, status=401)
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return web.json_response({"error": "not JSON"}, status=400)
-        if not isinstance(payload, dict):
-            return web.json_response({"error": "not an event"}, status=400)
+        payload = kit.json_object(body)
+        if payload is None:
+            return web.json_response({"error": "not a JSON object"}, status=400)
         if payload.get("type") == "url_verification":
             return web.json_response({"challenge": str(payload.get("challenge", ""))})
         if self.bot_user_id is None or self.stopping:

@@ -32,7 +32,6 @@ from chatfn.channels.slack.parse import _ID, _TS, ChatRef, parse_chat_id
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.channels.split import split_message
 from chatfn.common.messages import OutgoingMessage
-from chatfn.runtime.channel_host import DeliveryPolicy
 
 __all__ = ["AUTH_ERRORS", "SlackSender", "retry_after"]
 

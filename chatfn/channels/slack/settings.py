@@ -60,3 +60,13 @@ class SlackSettings(PlatformSettings):
         if self.app_token is not None:
             return "socket"
         return "events" if self.signing_secret is not None else ""
+
+    def problem(self) -> str | None:
+        if self.bot_token is None:
+            return "channels.slack.bot_token is not set (the app's xoxb- token)"
+        if not self.mode:
+            return (
+                "set channels.slack.app_token (Socket Mode) or channels.slack.signing_secret "
+                "(Events API at /slack/events on the HTTP channel's port)"
+            )
+        return None

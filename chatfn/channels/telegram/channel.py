@@ -38,8 +38,7 @@ from chatfn.channels import kit
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
 from chatfn.channels.telegram.settings import TelegramSettings
-from chatfn.common.config import ConfigError
-from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent, clean_text
+from chatfn.common.messages import IncomingMessage, SystemEvent, clean_text
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["TelegramChannel"]

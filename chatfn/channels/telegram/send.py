@@ -53,16 +53,13 @@ def retry_seconds(exc: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
-class TelegramSender(kit.PlatformSender[ChatRef]):
+class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Telegram"):
     """Sends OutgoingMessages with a python-telegram-bot `Bot`."""
-
-    platform = "telegram"
-    label = "Telegram"
 
     def __init__(
         self, bot: Bot, settings: TelegramSettings, policy: DeliveryPolicy | None = None
     ) -> None:
-        super().__init__(settings, policy)
+        super().__init__(bot, settings, policy)
         self.bot = bot
         self.names: dict[str, str] = {}  # user id -> first name, for reply_with_mention
         self.migrated: dict[int, int] = {}  # group id -> its supergroup's id

@@ -74,5 +74,10 @@ class TelegramSettings(PlatformSettings):
         """The path of `webhook_url`, served on the HTTP channel's port."""
         return urlsplit(self.webhook_url or "").path
 
+    def problem(self) -> str | None:
+        if self.token is None:
+            return "channels.telegram.token is not set (the token @BotFather gave)"
+        return None
+
     def token_value(self) -> str:
         return self.secret_text("token")
