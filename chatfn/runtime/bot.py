@@ -650,6 +650,10 @@ class BotChannelHost:
     def delivery_policy(self) -> DeliveryPolicy:
         return self._bot.outbox.policy
 
+    @property
+    def metrics(self) -> Metrics:
+        return self._bot.metrics
+
     async def handle(
         self,
         msg: IncomingMessage,

@@ -112,6 +112,11 @@ class ChannelHost(Protocol):
         ...
 
     @property
+    def metrics(self) -> Metrics:
+        """The bot's metrics: a channel counts what it gave up (QQ's `reply_limit` drops)."""
+        ...
+
+    @property
     def delivery_policy(self) -> DeliveryPolicy:
         """How sends are tried again (chatfn/runtime/delivery_policy.py): the one policy the
         outbox applies; a channel's sender applies its in-place part (a short rate limit
