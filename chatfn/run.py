@@ -223,7 +223,9 @@ def _check_web(bot: Bot, names: list[str], role: str | None) -> None:
 class _Cluster:
     """With `broker.url`: the broker and this process's gateway and/or worker."""
 
-    def __init__(self, broker: Broker | None, gateway: Gateway | None, worker: Worker | None):
+    def __init__(
+        self, broker: Broker | None, gateway: Gateway | None, worker: Worker | None
+    ) -> None:
         self.broker, self.gateway, self.worker = broker, gateway, worker
 
     @classmethod
