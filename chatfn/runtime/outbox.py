@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from loguru import logger
@@ -36,6 +37,8 @@ from chatfn.storage.outbox import PAYLOAD_FIELDS, OutboxEntry
 # message that went out, as for a crash before any mark (README, "Delivery").
 HOLD = 0.2
 _HOUSEKEEPING = 30.0
+# Ids of waiting messages handed to a client that `Outbox` remembers (`_handed`).
+HANDED_KEPT = 10_000
 # Chats a drain pass starts sending to per pass of the event loop (`_drain_chats`).
 DRAIN_SLICE = 20
 R = TypeVar("R")
@@ -82,6 +85,11 @@ class Outbox:
         # (`find_sent`): each is asked about once.
         self._checked: set[int] = set()
         self._marks: set[asyncio.Future[Any]] = set()
+        # Waiting messages handed to one event-stream client (`take_waiting`, `hand_over`): no
+        # other client, nor the drain, takes them while that client writes them or until their
+        # delivery mark is in the database (it may wait for a turn's write, or a busy
+        # database). The oldest are forgotten past HANDED_KEPT: long marked by then.
+        self._handed: OrderedDict[int, None] = OrderedDict()
         # Delivery marks not written yet: the next write of any turn takes them (take_marks),
         # or, after HOLD seconds without one, a write of their own. Until then (and while
         # such a write is in flight) the drain leaves those rows alone (`_marking`).
@@ -376,6 +384,7 @@ class Outbox:
             entries = await self.storage.run(self.storage.outbox.pending, 1000)
             by_chat: dict[tuple[str, str], list[OutboxEntry]] = {}
             late: set[tuple[str, str]] = set()
+            held: set[tuple[str, str]] = set()
             for entry in entries:
                 if entry.id > self._boot_id:
                     released = self._released.get(entry.id, 0)
@@ -388,8 +397,11 @@ class Outbox:
                         continue  # still being sent live
                 if entry.id in self._marking:  # sent; its mark is on its way
                     continue
+                if entry.id in self._handed:  # a client is writing it: its chat waits
+                    held.add((entry.platform, entry.chat_id))
+                    continue
                 by_chat.setdefault((entry.platform, entry.chat_id), []).append(entry)
-            for key in late:
+            for key in late | held:
                 by_chat.pop(key, None)
             self._backlog |= set(by_chat)
             if self._due:  # held back by the delivery policy: they stay in the backlog
@@ -471,6 +483,8 @@ class Outbox:
         for entry in rows:
             if entry.id in unchecked:
                 return False  # its channel must look first; it waits for an account
+            if entry.id in self._handed:
+                return False  # a client took it since this pass read it: the chat waits
             try:
                 if not await self._send(message_of(entry), raise_refused=False):
                     return False
@@ -518,6 +532,34 @@ class Outbox:
         """The messages for `platform` still waiting for a channel, oldest first."""
         entries = await self.storage.run(self.storage.outbox.pending, 1000, platform)
         return [message_of(e) for e in entries]
+
+    async def take_waiting(self, platform: str) -> list[OutgoingMessage]:
+        """The messages for `platform` waiting for a channel, oldest first, each handed to
+        this caller alone (an event-stream client without an id: README, "Delivery"). What
+        another caller took, or what went out already but whose mark is not in the database
+        yet, is left out. The caller `finish`es each it wrote and gives the rest back
+        (`give_back`): they wait for the next one."""
+        entries = await self.storage.run(self.storage.outbox.pending, 1000, platform)
+        return [
+            message_of(e) for e in entries if e.id not in self._marking and self.hand_over(e.id)
+        ]
+
+    def hand_over(self, event_id: int) -> bool:
+        """True once per waiting message: the caller (one client of several that saw it, as
+        the drain passed it on) writes it; False to every other."""
+        if event_id in self._handed:
+            return False
+        self._handed[event_id] = None
+        if len(self._handed) > HANDED_KEPT:
+            self._handed.popitem(last=False)
+        return True
+
+    def give_back(self, messages: Iterable[OutgoingMessage]) -> None:
+        """Waiting messages a caller took and did not write (its client went away): the
+        next client, or the drain, takes them."""
+        for out in messages:
+            if out.event_id is not None:
+                self._handed.pop(out.event_id, None)
 
     async def cursor(self, name: str) -> int:
         """How far the reader `name` got; a new reader starts with what this process owes
