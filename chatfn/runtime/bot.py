@@ -360,7 +360,7 @@ class Bot:
                     ),
                 )
         finally:
-            self._turns.discard(task)  # type: ignore[arg-type]
+            self._turns.discard(task)
 
     async def finish_turns(self, grace: float | None = None) -> int:
         """Stop taking messages and give the turns in flight `grace` seconds (default

@@ -90,7 +90,7 @@ def _driver(conn: Connection, call: Callable[[], None], what: str) -> None:
     """A driver call, its error raised as SQLAlchemy's (chatfn/storage/driver_errors.py)."""
     try:
         call()
-    except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
+    except conn.dialect.loaded_dbapi.Error as exc:
         raise as_sqlalchemy(conn, exc, what) from exc
 
 

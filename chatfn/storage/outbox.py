@@ -67,7 +67,7 @@ def add_in(
 ) -> tuple[int, str]:
     """`OutboxStore.add_keyed` inside a transaction the caller holds. Returns (event id,
     state)."""
-    return add_later(conn, platform, chat_id, payload, history, key).value()  # type: ignore[no-any-return]
+    return add_later(conn, platform, chat_id, payload, history, key).value()
 
 
 def add_later(

@@ -115,7 +115,7 @@ def piped_begin(engine: Engine) -> Iterator[Connection]:
             # a value read after the block comes from here.
             for later in unread:
                 later.value()
-        except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
+        except conn.dialect.loaded_dbapi.Error as exc:
             _roll_back(dbapi_conn)
             raise as_sqlalchemy(conn, exc, "(pipelined transaction)") from exc
         except BaseException:

@@ -78,7 +78,7 @@ class Prepared:
             table = stmt.table
             cols = [
                 c
-                for c in table.columns  # type: ignore[attr-defined]
+                for c in table.columns
                 if (c.name in columns if columns is not None else not _autoincrement(c))
             ]
             self._columns = [c.name for c in cols]
@@ -209,7 +209,7 @@ def _pipe(conn: Connection, compiled: _Compiled | None) -> Pipe | None:
     dialect can pipeline, so a statement on SQLite pays nothing for it."""
     if compiled is None or not compiled.pipes:
         return None
-    return conn.info.get(PIPE)  # type: ignore[no-any-return]
+    return conn.info.get(PIPE)
 
 
 def _read(
@@ -228,7 +228,7 @@ def _all(compiled: _Compiled, cursor: Any) -> list[tuple[Any, ...]]:
         return [
             tuple(v if p is None else p(v) for p, v in zip(procs, r, strict=True)) for r in rows
         ]
-    return rows  # type: ignore[no-any-return]
+    return rows
 
 
 def _first(compiled: _Compiled, cursor: Any) -> Any:
@@ -287,5 +287,5 @@ def _run(
             cursor.executemany(sql, args)
         else:
             cursor.execute(sql, args)
-    except conn.dialect.loaded_dbapi.Error as exc:  # type: ignore[attr-defined]
+    except conn.dialect.loaded_dbapi.Error as exc:
         raise as_sqlalchemy(conn, exc, sql, args, cursor) from exc

@@ -74,7 +74,7 @@ def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to post; ValueError naming the expected shapes."""
     scene, _, target = chat_id.partition(":")
     if scene in SCENES and _ID.match(target):
-        return ChatRef(scene, target)  # type: ignore[arg-type]
+        return ChatRef(scene, target)
     raise ValueError(
         f"not a QQ chat id: {chat_id!r} (expected group:<group_openid>, c2c:<user_openid>, "
         "channel:<channel_id> or dm:<guild_id>)"

@@ -42,7 +42,7 @@ def _dumps(value: Any) -> str:
 
 
 def who(request: web.Request) -> Identity:
-    return request[WHO]  # type: ignore[no-any-return]
+    return request[WHO]
 
 
 def _int(request: web.Request, name: str, default: int | None, low: int, high: int) -> int | None:
