@@ -9,16 +9,16 @@ import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.kit import free_port, until_sync  # noqa: F401 - free_port: bench/ imports it from here
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_ADMIN = os.environ.get("CHATFN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -91,12 +91,6 @@ async def _delete_queues(prefix: str) -> None:
         await conn.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cluster_config(
     tmp_path: Path, db_url: str, prefix: str, *, partitions: int = 8, **sections: object
 ) -> Path:
@@ -134,14 +128,19 @@ class Proc:
         )
 
     def wait_for(self, text: str, timeout: float = 30) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        """Until `text` is in the log; fails at once if the process exited first."""
+
+        def seen() -> bool:
             if text in self.log.read_text(errors="replace"):
-                return
+                return True
             if self.p.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not seen; log:\n{self.log.read_text()[-4000:]}")
+                raise AssertionError(f"exited before {text!r}; log:\n{self.tail()}")
+            return False
+
+        until_sync(seen, timeout, lambda: f"{text!r} not seen; log:\n{self.tail()}", interval=0.05)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
 
     def http_port(self, timeout: float = 30) -> int:
         """The port its HTTP channel bound (started with `--port 0`): read from its log, so no

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import aiohttp
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from chatfn.channels.http.admin.passwords import hash_password
 from tests.cluster.test_cluster import start_cluster
 from tests.cluster.test_cluster_limits import fake_model, models, post  # noqa: F401 (fixture)
+from tests.kit import until
 
 pytestmark = pytest.mark.services
 
@@ -55,16 +55,16 @@ def test_gateway_console_sees_workers_metrics_and_changes_their_model(
             assert (totals["messages_in"], totals["model_calls"], totals["tool_calls"]) == (2, 1, 1)
             assert ov["health"]["role"] == "gateway"
             # The workers' counters, from their snapshots (written on their beat).
-            deadline = time.monotonic() + 15
-            while True:
+            workers: list[dict] = []
+
+            async def counted() -> bool:
+                nonlocal workers
                 async with session.get(f"{base}/admin/api/overview?days=1") as r:
                     workers = (await r.json())["health"]["workers"]
                 requests = sum(w["model_requests"] for w in workers)
-                calls = sum(w["tool_calls"] for w in workers)
-                if (requests, calls) == (1, 1) or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.2)
-            assert (requests, calls) == (1, 1), workers
+                return (requests, sum(w["tool_calls"] for w in workers)) == (1, 1)
+
+            await until(counted, 15, lambda: f"workers: {workers}", interval=0.2)
             assert len(workers) == 2 and all(w["alive"] for w in workers)
             assert {m for w in workers for m in w["models"]} == {"default"}
             assert {t for w in workers for t in w["tools"]} == {"echo"}

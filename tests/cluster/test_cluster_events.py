@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 
 from tests.cluster.conftest import Proc, cluster_config
 from tests.cluster.test_cluster import send_all, start_cluster
+from tests.kit import until, until_sync
 
 pytestmark = pytest.mark.services
 
@@ -87,10 +88,22 @@ async def read_events(
                 eid, kind = None, ""
 
 
-async def until(check, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not check():
-        await asyncio.sleep(0.05)
+LAST = "last"  # the chat of a message sent after all the others
+
+
+async def send_last(base: str) -> str:
+    """One more message, after every other one: its event has the highest id. A stream sends
+    in id order and never goes back (runtime/event_stream.py), so once its event is seen, a
+    second copy of any earlier event can no longer come."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        body = {"chat_id": LAST, "sender_id": "u", "text": f"/echo {LAST}"}
+        async with session.post(f"{base}/v1/messages", json=body) as r:
+            assert r.status == 200, await r.text()
+            return (await r.json())["replies"][0]["text"]
+
+
+def saw_last(events: list[Event]) -> bool:
+    return any(data["chat_id"] == LAST for _, data in events)
 
 
 def delivered_rows(pg_url: str, wait: float = 10.0) -> list[tuple]:
@@ -130,23 +143,24 @@ def test_events_and_webhook_see_each_worker_reply_once(
             reader = asyncio.create_task(read_events(session, base, live, connected))
             await asyncio.wait_for(connected.wait(), 10)
             replies = await send_all(base, chats=chats, per_chat=per_chat, stagger=0.005)
-            await until(lambda: len(live) >= n, 10)
-            await asyncio.sleep(0.5)  # a second copy of any event would arrive by now
+            await until(lambda: len(live) >= n, 10, lambda: f"{len(live)} of {n} events")
+            replies[LAST] = [await send_last(base)]
+            await until(lambda: saw_last(live), 10, "the last event did not come")
             reader.cancel()
             # Reconnect as if the stream had broken after the 15th event in id order.
             after = sorted(e for e, _ in live)[n // 2 - 1]
             connected = asyncio.Event()
             reader = asyncio.create_task(read_events(session, base, replayed, connected, after))
-            await until(lambda: len(replayed) >= n - n // 2, 10)
-            await asyncio.sleep(0.3)
+            await until(lambda: saw_last(replayed), 10, "the replay did not reach the end")
             reader.cancel()
         return live, replayed, replies
 
     live, replayed, replies = asyncio.run(run())
+    total = n + 1  # and the last one
     expected = {texts[0] for texts in replies.values()}
-    assert len(expected) == n
+    assert len(expected) == total
     ids = [e for e, _ in live]
-    assert len(live) == n and len(set(ids)) == n, Counter(ids).most_common(3)
+    assert len(live) == total and len(set(ids)) == total, Counter(ids).most_common(3)
     assert {d["text"] for _, d in live} == expected
     per_chat_ids: dict[str, list[int]] = {}
     for eid, data in live:
@@ -157,17 +171,15 @@ def test_events_and_webhook_see_each_worker_reply_once(
     rows = delivered_rows(pg_url)
     assert sorted(ids) == [r[0] for r in rows]
     assert {r[2] for r in rows} == {"delivered"}
-    assert len({(r[1], r[3]) for r in rows}) == n and all(r[3] for r in rows)
+    assert len({(r[1], r[3]) for r in rows}) == total and all(r[3] for r in rows)
     # Last-Event-ID: exactly the events after it, in id order, from the database.
     tail = sorted(ids)[n // 2 :]
     assert [e for e, _ in replayed] == tail
     by_id = dict(live)
     assert all(by_id[e]["text"] == d["text"] for e, d in replayed)
-    # The webhook (the gateway's loop over the shared outbox) posts each once.
-    end = time.monotonic() + 10
-    while time.monotonic() < end and len(webhook.events) < n:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    # The webhook (the gateway's loop over the shared outbox) posts each once, in id order:
+    # once it posted the last, it posts none of the others again.
+    until_sync(lambda: saw_last(webhook.events), 10, lambda: f"{len(webhook.events)} posted")
     hooked = Counter(e for e, _ in webhook.events)
     assert set(hooked) == set(ids) and set(hooked.values()) == {1}, hooked.most_common(3)
 
@@ -232,15 +244,16 @@ def test_gateway_sigkilled_with_replies_on_their_way_sends_each_once_after_resta
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
             connected = asyncio.Event()
             reader = asyncio.create_task(read_events(session, base, got, connected))
-            await until(lambda: len(got) >= chats, 40)
-            await asyncio.sleep(1.5)  # the drain polls every second: a repeat would show
+            await until(lambda: len(got) >= chats, 40, lambda: f"{len(got)} of {chats}")
+            await send_last(base)  # once its event is in, no repeat of the others can come
+            await until(lambda: saw_last(got), 20, "the last event did not come")
             reader.cancel()
         return got
 
     got = asyncio.run(receive())
     counted = Counter(e for e, _ in got)
-    assert len(counted) == chats and set(counted.values()) == {1}, got
-    assert {d["text"].split(" pid=")[0] for _, d in got} == set(texts)
+    assert len(counted) == chats + 1 and set(counted.values()) == {1}, got
+    assert {d["text"].split(" pid=")[0] for _, d in got} == {*texts, LAST}
     rows = delivered_rows(pg_url)
     assert sorted(counted) == [r[0] for r in rows]
     assert {r[2] for r in rows} == {"delivered"}
@@ -250,7 +263,8 @@ def test_gateway_sigkilled_with_replies_on_their_way_sends_each_once_after_resta
     engine = create_engine(pg_url)
     with engine.connect() as conn:
         late = conn.execute(
-            text("SELECT count(*) FROM outbox WHERE created_at > :t"), {"t": restarted}
+            text("SELECT count(*) FROM outbox WHERE created_at > :t AND chat_id <> :last"),
+            {"t": restarted, "last": LAST},
         ).scalar()
     engine.dispose()
     assert late == 3

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections import Counter
+from datetime import datetime, timedelta
 
 import aiohttp
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text, update
 
+from function_calls.builtins.reminders.service import reminders_table
 from tests.cluster.conftest import Proc
 from tests.cluster.test_cluster import start_cluster
+from tests.kit import until_sync
 
 pytestmark = pytest.mark.services
 
@@ -46,31 +48,56 @@ async def set_reminders(base: str, n: int, when: str, first: int = 0) -> None:
             assert "r" in data["replies"][0]["text"], data
 
 
-def wait_until(check, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and not check():
-        time.sleep(0.2)
+def active_reminders(pg_url: str) -> int:
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        found = conn.execute(text("SELECT count(*) FROM reminders WHERE status = 'active'"))
+        count = int(found.scalar() or 0)
+    engine.dispose()
+    return count
+
+
+def settled(pg_url: str, n: int) -> bool:
+    """`n` reminders delivered and none left active: every fire claims the active row first
+    (a compare-and-set), so with none active nothing is left that could deliver one again."""
+    return len(reminder_rows(pg_url)) == n and active_reminders(pg_url) == 0
+
+
+def move_back(pg_url: str, seconds: float) -> None:
+    """Every reminder falls due `seconds` earlier (`at` and `next_run`): time passing while
+    the workers are down, without waiting for it."""
+    delta = timedelta(seconds=seconds)
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        for row in conn.execute(select(reminders_table)).all():
+            conn.execute(
+                update(reminders_table)
+                .where(reminders_table.c.id == row.id)
+                .values(
+                    at=(datetime.fromisoformat(row.at) - delta).isoformat(),
+                    next_run=row.next_run - delta,
+                )
+            )
+    engine.dispose()
 
 
 def test_reminders_exactly_once_with_two_workers(tmp_path, pg_url, amqp_prefix, procs):
     base, workers = start_cluster(tmp_path, pg_url, amqp_prefix, procs)
     asyncio.run(set_reminders(base, 8, "in 3s"))
-    wait_until(lambda: len(reminder_rows(pg_url)) == 8, 20)
-    time.sleep(1.5)  # a second delivery, if any, would land by now
+    until_sync(lambda: settled(pg_url, 8), 20, lambda: str(reminder_rows(pg_url)), interval=0.2)
     assert reminder_rows(pg_url) == Counter({f"r{i}": 1 for i in range(8)})
 
     # Every worker down; reminders fall due; two workers start at the same moment.
     asyncio.run(set_reminders(base, 6, "in 4s", first=8))
     for w in workers:
         w.kill()
-    time.sleep(5)
+    move_back(pg_url, 60)  # due while every worker is down
     cfg = tmp_path / "config.yaml"
     again = [
         Proc(["--config", str(cfg), "--role", "worker"], tmp_path / f"again{i}.log")
         for i in range(2)
     ]
     procs.extend(again)
-    wait_until(lambda: len(reminder_rows(pg_url)) == 14, 30)
-    time.sleep(1.5)
+    until_sync(lambda: settled(pg_url, 14), 30, lambda: str(reminder_rows(pg_url)), interval=0.2)
     found = reminder_rows(pg_url)
     assert found == Counter({f"r{i}": 1 for i in range(14)}), found

@@ -24,8 +24,9 @@ from yarl import URL
 
 from tests.cluster.conftest import AMQP, Proc, cluster_config
 from tests.cluster.test_cluster import check_history, send_all, start_cluster
-from tests.cluster.test_cluster_reminders import reminder_rows
+from tests.cluster.test_cluster_reminders import reminder_rows, settled
 from tests.fakes.tcp_proxy import TcpProxy
+from tests.kit import until_sync
 
 pytestmark = pytest.mark.services
 
@@ -84,14 +85,6 @@ def start_workers_via(
     return f"http://127.0.0.1:{port}", workers
 
 
-def wait_until(check, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
-
-
 def query(pg_url: str, sql: str, **params) -> list[tuple]:
     engine = create_engine(pg_url)
     with engine.connect() as conn:
@@ -124,8 +117,8 @@ def test_reminders_of_a_sigkilled_worker_fire_once_on_the_survivor(
     asyncio.run(set_five())
     [creator] = [w for w in workers if re.search(r"reminder \w+ set by", w.log.read_text())]
     creator.kill()
-    wait_until(lambda: len(reminder_rows(pg_url)) == 5, 12, "all five reminders fired")
-    time.sleep(1.2)  # two more sweeps of the survivor: a second delivery would land by now
+    # Delivered and none left active: nothing is left that could deliver one again.
+    until_sync(lambda: settled(pg_url, 5), 12, "all five reminders fired", interval=0.1)
     assert reminder_rows(pg_url) == Counter({f"r{i}": 1 for i in range(5)})
     for next_run, fired_at in query(pg_url, "SELECT next_run, last_fired_at FROM reminders"):
         assert fired_at - next_run < timedelta(seconds=3), (next_run, fired_at)
@@ -209,7 +202,7 @@ def test_stopped_worker_loses_its_chats_in_time_and_resumed_commits_and_sends_no
         assert replies[f"{c}x0"] == [f"{c}x0 pid={survivor.p.pid}"], replies
         took = answered[f"{c}x0"] - stopped[0]
         assert took < 4 + delay, f"{c} answered {took:.1f} s after the SIGSTOP"
-    time.sleep(1.5)  # what the resumed worker would still commit lands by now
+    victim.stop()  # resumed, then stopped: what it would still commit or send has landed
     for c in mine:
         for i in range(2):
             text_ = f"/echo {c}x{i}"
@@ -267,7 +260,7 @@ def test_a_broker_outage_leaves_every_message_answered_once_and_acknowledged(
         while len(progress) < 15 and not task.done():
             await asyncio.sleep(0.01)
         mq.cut()
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # kept: the test is about an outage of this length
         mq.restore()
         return await task
 
@@ -312,7 +305,7 @@ def test_a_database_outage_sends_nothing_unstored_holds_no_answer_and_repeats_no
         while len(progress) < 15 and not task.done():
             await asyncio.sleep(0.01)
         db.cut()
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # kept: the test is about an outage of this length
         db.restore()
         t0 = time.monotonic()
         result = await task
@@ -340,6 +333,6 @@ def test_a_database_outage_sends_nothing_unstored_holds_no_answer_and_repeats_no
     again = Proc(["--config", str(config), "--role", "worker"], tmp_path / "again.log")
     procs.append(again)
     again.wait_for("consuming")
-    time.sleep(1.5)  # a turn run again would have stored its reply by now
+    again.stop()  # a turn it started (none should be) is finished or abandoned on the stop
     assert len(query(pg_url, "SELECT id FROM messages WHERE role = 'assistant'")) == answers
     assert "repeated reply" not in procs[2].log.read_text()
