@@ -65,9 +65,7 @@ _REFUSED_TOKEN = (
 )
 
 
-class DiscordChannel(kit.PlatformChannel[DiscordSettings]):
-    platform = "discord"
-    label = "Discord"
+class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", label="Discord"):
     skip_stored = False  # catch-up reads the history itself; `inbound.first_sight` dedupes
 
     def __init__(self, host: ChannelHost, settings: DiscordSettings) -> None:

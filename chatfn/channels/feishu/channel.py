@@ -59,10 +59,7 @@ _CREDENTIALS = "channels.feishu.app_id / app_secret"
 _API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
 
 
-class FeishuChannel(kit.PlatformChannel[FeishuSettings]):
-    platform = "feishu"
-    label = "Feishu"
-
+class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", label="Feishu"):
     def __init__(self, host: ChannelHost, settings: FeishuSettings) -> None:
         super().__init__(host, settings)
         self.api = FeishuApi(settings)

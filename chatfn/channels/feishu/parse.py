@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatfn.channels import kit
+
 __all__ = ["ChatRef", "Read", "chat_ref", "parse_chat_id", "read_message"]
 
 _CHAT = re.compile(r"^oc_[A-Za-z0-9_\-]{1,64}$")
@@ -60,15 +62,10 @@ def chat_ref(message: dict[str, Any]) -> ChatRef:
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to send; ValueError naming the expected shape."""
-    parts = chat_id.split(":")
-    if (
-        len(parts) in (2, 4)
-        and parts[0] in ("private", "group")
-        and _CHAT.match(parts[1])
-        and (len(parts) == 2 or (parts[0] == "group" and parts[2] == "thread"))
-        and (len(parts) == 2 or _MESSAGE.match(parts[3]))
-    ):
-        return ChatRef(parts[1], parts[0] == "group", parts[3] if len(parts) == 4 else None)
+    parts = kit.chat_parts(chat_id, _CHAT, _MESSAGE, private_threads=False)
+    if parts is not None:
+        is_group, chat, thread = parts
+        return ChatRef(chat, is_group, thread)
     raise ValueError(
         f"not a Feishu chat id: {chat_id!r} (expected private:oc_..., group:oc_... or "
         "group:oc_...:thread:om_...)"

@@ -27,7 +27,7 @@ from chatfn.channels.kit.images import (
     image_name,
 )
 from chatfn.channels.kit.inbound import Inbound
-from chatfn.channels.kit.incoming import sent_at
+from chatfn.channels.kit.incoming import chat_parts, sent_at
 from chatfn.channels.kit.sender import Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.kit.wire import json_frames, json_object
@@ -50,6 +50,7 @@ __all__ = [
     "RateLimited",
     "Taken",
     "Unreachable",
+    "chat_parts",
     "data_uri",
     "decode_image",
     "fetch_image",

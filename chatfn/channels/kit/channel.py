@@ -67,6 +67,11 @@ class PlatformChannel(Channel, Generic[S]):
     #: The way out, when the platform's is a kit sender (`deliver` goes through it).
     sender: PlatformSender[Any] | None = None
 
+    def __init_subclass__(cls, platform: str = "", label: str = "", **kw: Any) -> None:
+        """`class XChannel(PlatformChannel[XSettings], platform="x", label="X")`."""
+        super().__init_subclass__(**kw)
+        cls.platform, cls.label = platform or cls.platform, label or cls.label
+
     def __init__(self, host: ChannelHost, settings: S) -> None:
         problem = getattr(settings, "problem", None)
         if callable(problem) and (why := problem()):  # a token not set: refused before it runs

@@ -8,12 +8,13 @@ a platform's timestamp (seconds, milliseconds or ISO 8601) as an aware UTC time.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from chatfn.common.messages import IncomingMessage, capped_text, clean_text
 
-__all__ = ["incoming", "sent_at"]
+__all__ = ["chat_parts", "incoming", "sent_at"]
 
 _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -29,6 +30,25 @@ def sent_at(value: Any, *, ms: bool = False) -> datetime:
     except (TypeError, ValueError, OverflowError, OSError):
         return datetime.now(UTC)
     return when if when >= _EARLIEST else datetime.now(UTC)
+
+
+def chat_parts(
+    chat_id: str, ident: re.Pattern[str], thread: re.Pattern[str], *, private_threads: bool = True
+) -> tuple[bool, str, str | None] | None:
+    """`private:<id>`, `group:<id>` or `<kind>:<id>:thread:<t>` (the chat ids of a platform
+    whose chats have threads) as (is_group, id, thread), when `id` and `t` are of the
+    platform's shape (`ident`, `thread`); None when `chat_id` is not one of its chat ids."""
+    parts = chat_id.split(":")
+    if len(parts) not in (2, 4) or parts[0] not in ("private", "group"):
+        return None
+    group = parts[0] == "group"
+    if not ident.match(parts[1]):
+        return None
+    if len(parts) == 2:
+        return group, parts[1], None
+    if parts[2] != "thread" or not thread.match(parts[3]) or not (group or private_threads):
+        return None
+    return group, parts[1], parts[3]
 
 
 def incoming(

@@ -84,9 +84,7 @@ def sync_filter(timeline_limit: int) -> dict[str, Any]:
     }
 
 
-class MatrixChannel(kit.PlatformChannel[MatrixSettings]):
-    platform = "matrix"
-    label = "Matrix"
+class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", label="Matrix"):
     sender: MatrixSender  # made with the channel
 
     def __init__(self, host: ChannelHost, settings: MatrixSettings) -> None:

@@ -61,10 +61,7 @@ _MESSAGES = {
 }
 
 
-class QQChannel(kit.PlatformChannel[QQSettings]):
-    platform = "qq"
-    label = "QQ"
-
+class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
     def __init__(self, host: ChannelHost, settings: QQSettings) -> None:
         super().__init__(host, settings)
         self.passive = Passive()

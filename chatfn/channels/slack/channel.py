@@ -71,10 +71,7 @@ def web_client(settings: SlackSettings, token: str) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=settings.api_base + "/", timeout=30)
 
 
-class SlackChannel(kit.PlatformChannel[SlackSettings]):
-    platform = "slack"
-    label = "Slack"
-
+class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="Slack"):
     def __init__(self, host: ChannelHost, settings: SlackSettings) -> None:
         super().__init__(host, settings)
         self.client = web_client(settings, settings.secret_text("bot_token"))

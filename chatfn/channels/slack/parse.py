@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from chatfn.channels import kit
+
 __all__ = ["ChatRef", "chat_ref", "parse_chat_id", "read_text"]
 
 _ID = re.compile(r"^[A-Z0-9]{2,40}$")
@@ -51,14 +53,10 @@ def chat_ref(channel: str, channel_type: str | None, thread_ts: str | None, ts: 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to post; ValueError naming the expected shape."""
-    parts = chat_id.split(":")
-    if (
-        len(parts) in (2, 4)
-        and parts[0] in ("private", "group")
-        and _ID.match(parts[1])
-        and (len(parts) == 2 or (parts[2] == "thread" and _TS.match(parts[3])))
-    ):
-        return ChatRef(parts[1], parts[3] if len(parts) == 4 else None, parts[0] == "group")
+    parts = kit.chat_parts(chat_id, _ID, _TS)
+    if parts is not None:
+        is_group, channel, thread = parts
+        return ChatRef(channel, thread, is_group)
     raise ValueError(
         f"not a Slack chat id: {chat_id!r} (expected private:<D...>, group:<C...> or "
         "group:<C...>:thread:<ts>)"

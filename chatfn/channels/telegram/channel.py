@@ -55,9 +55,7 @@ _REFUSED = (
 )
 
 
-class TelegramChannel(kit.PlatformChannel[TelegramSettings]):
-    platform = "telegram"
-    label = "Telegram"
+class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram", label="Telegram"):
     sender: TelegramSender  # made with the channel
 
     def __init__(self, host: ChannelHost, settings: TelegramSettings) -> None:
