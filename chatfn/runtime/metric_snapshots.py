@@ -19,7 +19,7 @@ from chatfn.runtime.console.lag import LagMonitor
 from chatfn.storage.console.sessions import put_snapshot
 
 if TYPE_CHECKING:
-    from chatfn.runtime.bot import Bot  # which imports this module
+    from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
 
 REFRESH = 30.0
 

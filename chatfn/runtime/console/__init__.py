@@ -27,7 +27,7 @@ from chatfn.storage.console.scope import EVERYTHING, Scope
 from chatfn.storage.console.sessions import SessionRow
 
 if TYPE_CHECKING:
-    from chatfn.runtime.bot import Bot  # which imports this module
+    from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
 
 __all__ = ["LEVELS", "Console", "ConsoleError", "Scope", "SessionRow"]
 

@@ -10,7 +10,7 @@ from chatfn.runtime.channel_host import channel_state
 from chatfn.storage.console import delivery, sessions
 
 if TYPE_CHECKING:
-    from chatfn.runtime.bot import Bot  # which imports this module
+    from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
 
 
 def mcp_servers(bot: Bot) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso
 
 if TYPE_CHECKING:
-    from chatfn.runtime.bot import Bot  # which imports this module
+    from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
 
 CSV_COLUMNS = (
     "bucket",

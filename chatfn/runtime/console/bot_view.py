@@ -1,0 +1,37 @@
+"""What the admin console reads of the Bot, as a Protocol.
+
+The console is built by the Bot's API host (chatfn/runtime/bot.py), so naming the `Bot` class
+here would make the two modules import each other (tests/test_layers.py counts imports made
+for the type checker too). The console needs only these members; the Bot has them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from chatfn.common.metrics import Metrics
+    from chatfn.runtime.delivery import Delivery
+    from chatfn.runtime.outbox import Outbox
+    from chatfn.runtime.plugins import LoadedPlugin
+    from chatfn.runtime.settings import Settings
+    from chatfn.runtime.switch import Switch
+    from chatfn.storage.db import Storage
+
+__all__ = ["ConsoleBot"]
+
+T = TypeVar("T")
+
+
+class ConsoleBot(Protocol):
+    """The Bot as the admin console and the metric snapshots see it."""
+
+    settings: Settings
+    storage: Storage
+    plugins: list[LoadedPlugin]
+    switch: Switch
+    delivery: Delivery
+    outbox: Outbox
+    metrics: Metrics
+
+    def service(self, cls: type[T]) -> T | None: ...
