@@ -24,7 +24,6 @@ import hmac
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -36,14 +35,10 @@ from typing import Any
 
 import yaml
 
+from tests.kit import free_port
+
 SERVER_NAME = "localhost"
 _RELAXED = {"per_second": 10000, "burst_count": 10000}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def homeserver_config(folder: Path, port: int, secret: str) -> dict[str, Any]:
@@ -126,7 +121,7 @@ class Synapse:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.port = free_port()
+        self.port = free_port()  # written into homeserver.yaml before it starts
         self.secret = secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
