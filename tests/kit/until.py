@@ -85,7 +85,7 @@ async def wait_event(event: asyncio.Event, timeout: float = 5.0, message: Messag
 
 async def hang() -> NoReturn:
     """Never return (until cancelled): a model, server or function that never answers, for a
-    test of the timeout that must cut it short. Says so, where `sleep(30)` looked like a wait."""
+    test of the timeout that must cut it short. Says so, where a long sleep looked like a wait."""
     await asyncio.Event().wait()
     raise AssertionError("unreachable")
 
