@@ -62,14 +62,10 @@ def chat_ref(message: dict[str, Any]) -> ChatRef:
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to send; ValueError naming the expected shape."""
-    parts = kit.chat_parts(chat_id, _CHAT, _MESSAGE, private_threads=False)
-    if parts is not None:
-        is_group, chat, thread = parts
-        return ChatRef(chat, is_group, thread)
-    raise ValueError(
-        f"not a Feishu chat id: {chat_id!r} (expected private:oc_..., group:oc_... or "
-        "group:oc_...:thread:om_...)"
-    )
+    shapes = "private:oc_..., group:oc_... or group:oc_...:thread:om_..."
+    found = kit.chat_parts(chat_id, _CHAT, _MESSAGE, "Feishu", shapes, private_threads=False)
+    is_group, chat, thread = found
+    return ChatRef(chat, is_group, thread)
 
 
 @dataclass(slots=True)

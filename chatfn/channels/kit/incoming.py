@@ -33,11 +33,26 @@ def sent_at(value: Any, *, ms: bool = False) -> datetime:
 
 
 def chat_parts(
-    chat_id: str, ident: re.Pattern[str], thread: re.Pattern[str], *, private_threads: bool = True
-) -> tuple[bool, str, str | None] | None:
+    chat_id: str,
+    ident: re.Pattern[str],
+    thread: re.Pattern[str],
+    platform: str,
+    shapes: str,
+    *,
+    private_threads: bool = True,
+) -> tuple[bool, str, str | None]:
     """`private:<id>`, `group:<id>` or `<kind>:<id>:thread:<t>` (the chat ids of a platform
     whose chats have threads) as (is_group, id, thread), when `id` and `t` are of the
-    platform's shape (`ident`, `thread`); None when `chat_id` is not one of its chat ids."""
+    platform's shape (`ident`, `thread`); else ValueError naming the `shapes` expected."""
+    found = _chat_parts(chat_id, ident, thread, private_threads)
+    if found is None:
+        raise ValueError(f"not a {platform} chat id: {chat_id!r} (expected {shapes})")
+    return found
+
+
+def _chat_parts(
+    chat_id: str, ident: re.Pattern[str], thread: re.Pattern[str], private_threads: bool
+) -> tuple[bool, str, str | None] | None:
     parts = chat_id.split(":")
     if len(parts) not in (2, 4) or parts[0] not in ("private", "group"):
         return None

@@ -53,14 +53,9 @@ def chat_ref(channel: str, channel_type: str | None, thread_ts: str | None, ts: 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to post; ValueError naming the expected shape."""
-    parts = kit.chat_parts(chat_id, _ID, _TS)
-    if parts is not None:
-        is_group, channel, thread = parts
-        return ChatRef(channel, thread, is_group)
-    raise ValueError(
-        f"not a Slack chat id: {chat_id!r} (expected private:<D...>, group:<C...> or "
-        "group:<C...>:thread:<ts>)"
-    )
+    shapes = "private:<D...>, group:<C...> or group:<C...>:thread:<ts>"
+    is_group, channel, thread = kit.chat_parts(chat_id, _ID, _TS, "Slack", shapes)
+    return ChatRef(channel, thread, is_group)
 
 
 def read_text(text: str, bot_user_id: str) -> tuple[str, bool]:
