@@ -1,10 +1,10 @@
 """Confirming a platform's message only once the bot has stored it.
 
-Telegram (getUpdates' offset, a webhook's 200), Slack (an envelope's ack, an Events API
-request's 200) and Feishu (an event frame's answer, a webhook's 200) deliver a message again
-until it is confirmed. Confirmed as soon as it is read, a message taken but not yet stored
-(waiting behind a turn of its chat, or in the instant before its store) was lost when the
-process died: the platform had let go of it and the bot had nothing. So these channels confirm
+Many platforms deliver a message again until it is confirmed (a long poll's offset, a
+socket's acknowledgement, a webhook's 200). Confirmed as soon as it is read, a message taken
+but not yet stored (waiting behind a turn of its chat, or in the instant before its store)
+was lost when the process died: the platform had let go of it and the bot had nothing. So
+their channels confirm
 a message once the host says it is stored (`ChannelHost.handle`'s `on_stored`), or once its
 job ended without storing it (not addressed to the bot, already stored, refused with a word to
 the user): nothing would come of a second delivery.
@@ -14,9 +14,9 @@ Two outcomes leave a message unconfirmed, so the platform delivers it again:
   stored after all is recognised by its id (`host.was_stored`) and skipped;
 - a job that failed before the message was stored (a gateway whose broker is away, a bug): the
   message is released, and taken again when the platform delivers it again, not sooner than
-  `RETAKE_AFTER` seconds after the failure (Telegram hands it back every half second). Its
+  `RETAKE_AFTER` seconds after the failure (a long poll hands it back at once). Its
   `MAX_TAKES`-th failure settles it instead: a message that fails every time must not hold
-  Telegram's offset, and every later message with it, for good.
+  a long poll's offset, and every later message with it, for good.
 """
 
 from __future__ import annotations

@@ -7,11 +7,11 @@ reply is split into parts), and chat platforms rate-limit and cap message length
 Those rules belong to the way out, so each channel applies them with its own numbers:
 
     outbound = Outbound(max_length=3000, rate=1.0, burst=3)
-    await outbound.deliver(("onebot", "group:42"), text, send_part)
+    await outbound.deliver(("account", "group:42"), text, send_part)
 
 `deliver` calls for one chat key run strictly in call order (FIFO from the moment `deliver` is
 called, not from when its task first runs); different keys run concurrently. A platform's "slow
-down" (HTTP 429 with `retry_after`, Discord's buckets, Slack's `Retry-After`) is `RetryAfter`
+down" (HTTP 429 with `retry_after`, a `Retry-After` header, a rate-limit code) is `RetryAfter`
 raised by `send_part`: the part is sent again after the wait, still in the chat's order (the
 later parts and messages of that chat wait behind it). `split` may be any splitter, e.g.
 chatfn/channels/split.py's Markdown-aware one; `Backoff` paces reconnects.

@@ -16,9 +16,9 @@ retries a send" has one answer:
   every second), or as soon as its channel says it can send (`kick`) or on the outbox's next
   pass (a plain NotDelivered).
 - Expiry: a message still waiting after `max_wait` seconds is logged and counted as expired.
-- A call that failed without saying why (OneBot's retcode, the HTTP webhook's 5xx): tried
-  again in place after `pause(n)` (`retries` times for OneBot; until `max_wait` for the
-  webhook).
+- A call that failed without saying why (an action answered with a failure code, a 5xx):
+  tried again in place after `pause(n)`: `retries` times (then refused for good), or until
+  `max_wait` for a sender that keeps trying (the HTTP API's webhook).
 
 `max_retry_after` is one key (`storage.outbox.max_retry_after`) with per-platform overrides
 (`channels.<name>.max_retry_after`). The shapes follow aiogram's `BackoffConfig` and
@@ -57,9 +57,9 @@ class DeliveryPolicy:
     jitter: float = 0.1
     #: Seconds a message may wait in the outbox before it is counted as expired.
     max_wait: float = 86400.0
-    #: A call the platform failed without saying when to try again (OneBot's retcode, a
-    #: webhook's 5xx) is tried again in place after `retry_pause` seconds, doubling to `cap`:
-    #: OneBot `retries` times (then refused for good), the webhook until `max_wait`.
+    #: A call the platform failed without saying when to try again (a failure code, a 5xx)
+    #: is tried again in place after `retry_pause` seconds, doubling to `cap`: `retries`
+    #: times (then refused for good), or until `max_wait` (the HTTP API's webhook).
     retry_pause: float = 0.5
     retries: int = 1
 

@@ -59,7 +59,7 @@ REFUSED_RETRY = 60.0
 class PlatformChannel(Channel, Generic[S]):
     """A platform channel on the kit (module docstring)."""
 
-    #: The platform's name in log lines ("Telegram").
+    #: The platform's name in log lines (its proper spelling, beside `platform`, the id).
     label: ClassVar[str] = ""
     #: Whether a message whose id is in the history already is skipped (a platform that
     #: delivers a message again after a restart; not one that reads it back itself).

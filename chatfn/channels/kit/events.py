@@ -14,7 +14,7 @@ __all__ = ["FRIEND_REQUEST", "MEMBER_JOINED", "member_joined"]
 
 #: Someone joined a group chat (the welcome built-in answers it).
 MEMBER_JOINED = "member_joined"
-#: Someone asked to be the bot's friend (OneBot); `data["approved"]` says what was done.
+#: Someone asked to be the bot's friend; `data["approved"]` says what was done.
 FRIEND_REQUEST = "friend_request"
 
 
