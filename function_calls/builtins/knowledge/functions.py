@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from function_calls import FunctionResult, MessageContext, tool_function
+from function_calls import Caller, FunctionResult, MessageContext, tool_function
 from function_calls.builtins.knowledge.settings import KnowledgeSettings, is_url
 
 if TYPE_CHECKING:  # service.py is loaded only by a bot that has bases (__init__.py)
@@ -27,7 +27,7 @@ EXCERPT = 300  # characters of a passage shown to people by /kb search
 LISTED = 30  # documents /kb list shows per base
 
 
-def chat_bases(ctx: Any) -> list[str]:
+def chat_bases(ctx: Caller) -> list[str]:
     """The bases this chat may search: its `chats:` rule's, those that exist."""
     cfg = ctx.config.section(KnowledgeSettings)
     return [b for b in ctx.chat.knowledge if b in cfg.bases]
@@ -42,11 +42,11 @@ def _service(ctx: MessageContext) -> KnowledgeService | None:
     return ctx.service(KnowledgeService)
 
 
-def _has_bases(ctx: Any) -> str | None:
+def _has_bases(ctx: Caller) -> str | None:
     return None if chat_bases(ctx) else "no knowledge base is set for this chat"
 
 
-def _has_bases_or_admin(ctx: Any) -> str | None:
+def _has_bases_or_admin(ctx: Caller) -> str | None:
     return None if chat_bases(ctx) or ctx.is_admin else "no knowledge base is set for this chat"
 
 
