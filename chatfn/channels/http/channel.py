@@ -410,7 +410,7 @@ class HttpChannel(Channel):
         finally:
             stop.cancel()
             self._sse_clients -= 1
-            self._sse_tasks.discard(task)  # type: ignore[arg-type]
+            self._sse_tasks.discard(task)
             self.api.unsubscribe(queue)
             logger.debug("/v1/events stream ended ({} open)", self._sse_clients)
         return resp

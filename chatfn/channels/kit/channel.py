@@ -225,7 +225,7 @@ class PlatformChannel(Channel, Generic[S]):
         task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)  # type: ignore[arg-type]
+        self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self.log.opt(exception=task.exception()).error("{} task failed", self.label)
 
