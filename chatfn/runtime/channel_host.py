@@ -26,11 +26,13 @@ from pydantic import BaseModel
 
 from chatfn.common.config import CoreSettings
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamObserver, SystemEvent
+from chatfn.runtime.channel_caps import Capabilities
 from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.storage.history import HistoryEntry
 
 __all__ = [
     "ApiHost",
+    "Capabilities",
     "ChannelHost",
     "ChannelSpec",
     "DeliveryPolicy",
@@ -286,6 +288,8 @@ class ChannelSpec(Generic[S]):
       channel's section that now lives in the core's (OneBot's `quote_replies`).
     - `api`: the channel serves the bot's API (the HTTP channel, MCP): its factory is
       `factory(host, settings, api)`, `api` the runtime's `ApiHost`.
+    - `capabilities`: what the channel does on its platform (chatfn/runtime/channel_caps.py);
+      docs/channels.md's capability table is generated from it.
     """
 
     name: str
@@ -298,6 +302,7 @@ class ChannelSpec(Generic[S]):
     readme: str = ""
     adopt: Callable[[CoreSettings, S], None] | None = None
     api: bool = False
+    capabilities: Capabilities | None = None
 
     def build(
         self, host: ChannelHost, settings: BaseModel | None = None, api: ApiHost | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from chatfn.channels.console.settings import ConsoleSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### Console
@@ -36,4 +36,5 @@ SPEC = ChannelSpec(
     summary="a terminal, or a conversation piped through stdin/stdout",
     check=check,
     readme=README,
+    capabilities=Capabilities(dms=True, groups=True, connection=("local",)),
 )

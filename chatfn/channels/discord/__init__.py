@@ -9,7 +9,7 @@ from typing import Any
 
 from chatfn.channels.discord.settings import API_BASE, DiscordSettings
 from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: DiscordSettings) -> Any:
@@ -39,4 +39,16 @@ SPEC = ChannelSpec(
     modules=("discord",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        threads=True,
+        markdown="Discord Markdown",
+        delivery_ids=True,
+        connection=("long connection",),
+    ),
 )

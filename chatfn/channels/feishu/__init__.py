@@ -11,7 +11,7 @@ from typing import Any
 
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: FeishuSettings) -> Any:
@@ -87,4 +87,16 @@ SPEC = ChannelSpec(
     modules=("lark_oapi",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        markdown="post (rich text)",
+        delivery_ids=True,
+        confirm_stored=True,
+        connection=("long connection", "webhook"),
+    ),
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.probes import open_without_token, port_probe
-from chatfn.runtime.channel_host import ApiHost, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ApiHost, Capabilities, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### HTTP API and web page
@@ -53,4 +53,13 @@ SPEC = ChannelSpec(
     check=check,
     readme=README,
     api=True,
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        images_in=True,
+        images_out=True,
+        markdown="Markdown (as the model wrote it)",
+        confirm_stored=True,
+        connection=("HTTP API",),
+    ),
 )

@@ -32,6 +32,7 @@ from chatfn.channels.kit.sender import Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.kit.wire import json_frames, json_object
 from chatfn.channels.outbound import Backoff
+from chatfn.runtime.channel_host import Capabilities
 
 __all__ = [
     "FRIEND_REQUEST",
@@ -39,6 +40,7 @@ __all__ = [
     "MEMBER_JOINED",
     "REFUSED_RETRY",
     "Backoff",
+    "Capabilities",
     "CredentialsRefused",
     "DeliveryRefused",
     "Inbound",

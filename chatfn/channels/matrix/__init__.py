@@ -12,7 +12,7 @@ from typing import Any
 
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.matrix.settings import MatrixSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: MatrixSettings) -> Any:
@@ -103,4 +103,15 @@ SPEC = ChannelSpec(
     modules=("nio",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        markdown="HTML",
+        delivery_ids=True,
+        connection=("long connection",),
+    ),
 )

@@ -8,7 +8,7 @@ import importlib.util
 from typing import Any
 
 from chatfn.common.config import Section
-from chatfn.runtime.channel_host import ApiHost, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ApiHost, Capabilities, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### MCP (stdio)
@@ -53,4 +53,7 @@ SPEC = ChannelSpec(
     check=check,
     readme=README,
     api=True,
+    capabilities=Capabilities(
+        dms=True, markdown="Markdown (as the model wrote it)", connection=("HTTP API", "local")
+    ),
 )

@@ -13,7 +13,7 @@ from chatfn.channels.kit.declare import readme
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.probes import open_without_token, port_probe
 from chatfn.common.config import CoreSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: OneBotSettings) -> Any:
@@ -49,4 +49,14 @@ SPEC = ChannelSpec(
     check=check,
     readme=readme(__file__),
     adopt=adopt,
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        delivery_ids=True,
+        connection=("long connection",),
+    ),
 )

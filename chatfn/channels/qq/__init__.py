@@ -11,7 +11,7 @@ from typing import Any
 
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.qq.settings import QQSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: QQSettings) -> Any:
@@ -73,4 +73,15 @@ SPEC = ChannelSpec(
     modules=("cryptography",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        delivery_ids=True,
+        confirm_stored=True,
+        connection=("webhook", "long connection"),
+    ),
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.slack.settings import SlackSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: SlackSettings) -> Any:
@@ -107,4 +107,17 @@ SPEC = ChannelSpec(
     modules=("slack_sdk",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        threads=True,
+        markdown="mrkdwn",
+        delivery_ids=True,
+        confirm_stored=True,
+        connection=("long connection", "webhook"),
+    ),
 )

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.telegram.settings import DEFAULT_BASE_URL, TelegramSettings
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: TelegramSettings) -> Any:
@@ -79,4 +79,17 @@ SPEC = ChannelSpec(
     modules=("telegram",),
     check=check,
     readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        groups=True,
+        mentions=True,
+        replies=True,
+        images_in=True,
+        images_out=True,
+        threads=True,
+        markdown="HTML",
+        delivery_ids=True,
+        confirm_stored=True,
+        connection=("long connection", "webhook"),
+    ),
 )
