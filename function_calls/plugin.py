@@ -21,13 +21,14 @@ anything a built-in does:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from chatfn.common.config import CoreSettings
+from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 
 if TYPE_CHECKING:
@@ -39,6 +40,14 @@ S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
 
 State = Literal["on", "off", "missing key"]
+
+#: What a plugin may ask for in `Plugin(permissions=...)`, and what each means to an operator.
+PERMISSIONS: dict[str, str] = {
+    "network": "connects to other hosts",
+    "filesystem": "reads or writes files",
+    "admin": "has admin functions",
+    "model": "makes model calls",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,21 +134,41 @@ class Plugin(Generic[S]):
     `settings`: a Pydantic model validated from the top-level config section `section` (the
     plugin's name by default). A bad value stops the bot at start naming the key path; a
     section nobody declares is an error too.
+
+    `texts`: the plugin's words in each language, `{"en": {key: text}, "zh": {...}}`, merged
+    into the catalogue when the plugin is declared (`ctx.t(key)`, `translate(language, key)`;
+    `help.fn.<function>` is a function's line in `/help`). English is the reference; a key the
+    core or another plugin has is refused.
     """
 
     name: str
     settings: type[S] | None = None
     section: str | None = None
+    texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
     setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
     startup_hooks: list[Hook] = field(default_factory=list, repr=False)
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
     event_handlers: list[tuple[str, EventHandler]] = field(default_factory=list, repr=False)
     _status: Callable[[Any], Status] | None = field(default=None, repr=False)
     _patterns: Callable[[Any], list[str]] | None = field(default=None, repr=False)
+    # What an operator is shown (`chatfn check`, `chatfn plugin list`, the install prompt);
+    # left empty, an installed package's own metadata fills them (chatfn/runtime/plugin_registry).
+    description: str = ""
+    version: str = ""
+    homepage: str = ""
+    author: str = ""
+    # The chatfn versions it works with, a specifier (">=0.2,<0.3"): a running chatfn outside
+    # it leaves the plugin unloaded. Empty: its distribution's requirement on chatfn, if any.
+    chatfn: str = ""
+    # What it asks for, of PERMISSIONS: "network", "filesystem", "admin" (admin functions),
+    # "model" (model calls). Shown before an install; read from the source, never run.
+    permissions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.settings is not None and self.section is None:
             self.section = self.name
+        if self.texts:
+            add_texts(self.name, self.texts)
 
     # -- decorators ------------------------------------------------------------------------------
     def status(self, func: Callable[[S], Status]) -> Callable[[S], Status]:

@@ -14,8 +14,9 @@ from function_calls.builtins.chat_admin.functions import (
     stats_command,
 )
 from function_calls.builtins.chat_admin.settings import ChatAdminSettings
+from function_calls.builtins.chat_admin.texts import TEXTS
 
-plugin = Plugin("chat_admin", settings=ChatAdminSettings)
+plugin = Plugin("chat_admin", settings=ChatAdminSettings, texts=TEXTS)
 
 
 @plugin.status

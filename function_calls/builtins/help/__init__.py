@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from function_calls import Caller, FunctionResult, MessageContext, Plugin, tool_function
 from function_calls.builtins.help.settings import HelpSettings
+from function_calls.builtins.help.texts import TEXTS
 
-plugin = Plugin("help", settings=HelpSettings)
+plugin = Plugin("help", settings=HelpSettings, texts=TEXTS)
 
 
 def offered_to_model(ctx: Caller) -> bool:

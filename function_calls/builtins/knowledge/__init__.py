@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from function_calls import Plugin, PluginHost, Status
 from function_calls.builtins.knowledge.functions import kb, knowledge_search
 from function_calls.builtins.knowledge.settings import KnowledgeSettings, check_chat_rules
+from function_calls.builtins.knowledge.texts import TEXTS
 
 if TYPE_CHECKING:
     from function_calls.builtins.knowledge.service import KnowledgeService
@@ -31,7 +32,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-plugin = Plugin("knowledge", settings=KnowledgeSettings)
+plugin = Plugin("knowledge", settings=KnowledgeSettings, texts=TEXTS)
 
 
 @plugin.status

@@ -11,6 +11,7 @@ from function_calls.builtins.reminders.functions import (
 )
 from function_calls.builtins.reminders.service import ReminderService
 from function_calls.builtins.reminders.settings import ReminderSettings
+from function_calls.builtins.reminders.texts import TEXTS
 
 __all__ = [
     "ReminderService",
@@ -20,7 +21,7 @@ __all__ = [
     "reminder_set",
 ]
 
-plugin = Plugin("reminders", settings=ReminderSettings)
+plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS)
 
 
 @plugin.status

@@ -5,10 +5,11 @@ from __future__ import annotations
 from function_calls import Plugin, Status
 from function_calls.builtins.summary.functions import summary
 from function_calls.builtins.summary.settings import SummarySettings
+from function_calls.builtins.summary.texts import TEXTS
 
 __all__ = ["SummarySettings", "summary"]
 
-plugin = Plugin("summary", settings=SummarySettings)
+plugin = Plugin("summary", settings=SummarySettings, texts=TEXTS)
 
 
 @plugin.status

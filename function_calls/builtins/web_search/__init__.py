@@ -7,10 +7,11 @@ from function_calls import Plugin, PluginHost, Status
 from function_calls.builtins.web_search.client import WebSearchClient
 from function_calls.builtins.web_search.functions import web_search
 from function_calls.builtins.web_search.settings import WebSearchSettings
+from function_calls.builtins.web_search.texts import TEXTS
 
 __all__ = ["WebSearchClient", "WebSearchSettings", "web_search"]
 
-plugin = Plugin("web_search", settings=WebSearchSettings)
+plugin = Plugin("web_search", settings=WebSearchSettings, texts=TEXTS)
 
 
 @plugin.status

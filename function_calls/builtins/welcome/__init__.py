@@ -15,10 +15,11 @@ from function_calls import (
     translate,
 )
 from function_calls.builtins.welcome.settings import WelcomeSettings
+from function_calls.builtins.welcome.texts import TEXTS
 
 __all__ = ["WelcomeSettings", "welcome_member", "welcome_text"]
 
-plugin = Plugin("welcome", settings=WelcomeSettings)
+plugin = Plugin("welcome", settings=WelcomeSettings, texts=TEXTS)
 
 
 def welcome_text(cfg: WelcomeSettings, event: SystemEvent, language: str = "en") -> str | None:
