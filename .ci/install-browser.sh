@@ -1,5 +1,5 @@
 #!/usr/bin/env sh
-# Installs headless Chromium and its WebDriver for the web page test (tests/channels/test_web_page.py).
+# Installs headless Chromium and its WebDriver for the web page test (tests/channels/http/test_web_page.py).
 # Idempotent and quiet: does nothing when both are already on the PATH.
 set -eu
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then

@@ -2,7 +2,7 @@
 `--concurrency` in flight, answered by a scripted echo model (no model latency), so what is
 measured is the channel's own cost: discord.py's Gateway parsing of MESSAGE_CREATE, the DM
 channel lookup, Markdown rendering and a REST POST per reply through discord.py's rate-limit
-buckets, against the local Discord (tests/channels/discord_fake.py).
+buckets, against the local Discord (tests/channels/discord/discord_fake.py).
 
 Contenders, run in this one process (the fake server and the HTTP client too, so both pay for
 their peer's CPU alike), on a real SQLite file each:
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.discord_fake import FakeDiscord  # noqa: E402
+from tests.channels.discord.discord_fake import FakeDiscord  # noqa: E402
 
 
 async def bench_discord(n: int, concurrency: int, folder: Path) -> dict[str, float]:

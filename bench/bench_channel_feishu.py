@@ -3,7 +3,7 @@
 measured is the channel's own cost: event frames over the long connection (protobuf, read by
 lark-oapi's ws client on its own thread and handed to the bot's loop), the chat's member
 list once per chat (the sender's name), and the reply card through lark-oapi's REST client to
-the local open platform (tests/channels/feishu_fake.py).
+the local open platform (tests/channels/feishu/feishu_fake.py).
 
 Contenders, run in this one process (the fake server and the HTTP client too, so both pay for
 their peer's CPU alike), on a real SQLite file each:
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.feishu_fake import FakeFeishu  # noqa: E402
+from tests.channels.feishu.feishu_fake import FakeFeishu  # noqa: E402
 
 
 async def bench_feishu(n: int, concurrency: int, folder: Path) -> dict[str, float]:

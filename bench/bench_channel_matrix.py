@@ -4,13 +4,13 @@ measured is the channel's cost plus the homeserver's: the person's send, Synapse
 and waking the bot's /sync long poll, matrix-nio parsing the sync, the stored-message check,
 and the reply's PUT /send with its transaction id.
 
-Synapse (matrix-synapse, the test extra; tests/channels/synapse_server.py: SQLite in memory,
+Synapse (matrix-synapse, the test extra; tests/channels/matrix/synapse_server.py: SQLite in memory,
 rate limits relaxed) runs as its own process; the load generator and the bot share this one.
 Messages go round-robin over `--rooms` direct chats (default 100: a Synapse room costs about a
 tenth of a second to make, so 1000 rooms would mostly measure room creation, which happens
 before the clock starts), at most one message in flight per room, each room with its own
 person. Latency: from the person's PUT /send to the bot's reply reaching the homeserver (seen
-by a pass-through proxy in front of the bot, tests/channels/matrix_proxy.py).
+by a pass-through proxy in front of the bot, tests/channels/matrix/matrix_proxy.py).
 
 Contenders, on a real SQLite file each:
   http    POST /v1/messages to the HTTP channel; latency = request to response.
@@ -37,8 +37,8 @@ import aiohttp  # noqa: E402
 
 from bench.channel_load import main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.matrix_proxy import _SEND, MatrixProxy  # noqa: E402
-from tests.channels.synapse_server import Account, Synapse  # noqa: E402
+from tests.channels.matrix.matrix_proxy import _SEND, MatrixProxy  # noqa: E402
+from tests.channels.matrix.synapse_server import Account, Synapse  # noqa: E402
 
 ROOMS = 100
 for i, arg in enumerate(sys.argv):

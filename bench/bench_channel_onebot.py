@@ -3,8 +3,9 @@ chat, `--concurrency` in flight, answered by a scripted echo model (no model lat
 is measured is the channel's own cost: the implementation's events over the reverse WebSocket
 (parsed, stored, answered) and one `send_private_msg` action per reply with its answer.
 
-Contenders, run in this one process (the simulated implementation, tests/channels/onebot_sim.py,
-and the HTTP client too, so both pay for their peer's CPU alike), on a real SQLite file each:
+Contenders, run in this one process (the simulated implementation,
+tests/channels/onebot/onebot_sim.py, and the HTTP client too, so both pay for their peer's CPU
+alike), on a real SQLite file each:
   http    POST /v1/messages to the HTTP channel; latency = request to response.
   onebot  the simulated account posts a private message event; latency = event sent to the
           bot's send_private_msg action read.
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.onebot_sim import OneBotSim, text  # noqa: E402
+from tests.channels.onebot.onebot_sim import OneBotSim, text  # noqa: E402
 
 SELF_ID = 10001000
 

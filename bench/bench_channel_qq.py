@@ -2,7 +2,7 @@
 `--concurrency` in flight, answered by a scripted echo model (no model latency), so what is
 measured is the channel's own cost: gateway Dispatch events (read, parsed, a `was_stored`
 check), then a passive reply (`msg_id` + `msg_seq`) POSTed to /v2/users/{openid}/messages
-with the access token, through aiohttp to the local QQ (tests/channels/qq_fake.py).
+with the access token, through aiohttp to the local QQ (tests/channels/qq/qq_fake.py).
 
 Contenders, run in this one process (the fake server and the HTTP client too, so both pay for
 their peer's CPU alike), on a real SQLite file each:
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.qq_fake import FakeQQ  # noqa: E402
+from tests.channels.qq.qq_fake import FakeQQ  # noqa: E402
 
 
 async def bench_qq(n: int, concurrency: int, folder: Path) -> dict[str, float]:

@@ -2,7 +2,7 @@
 `--concurrency` in flight, answered by a scripted echo model (no model latency), so what is
 measured is the channel's own cost: Socket Mode envelopes (read, acknowledged, parsed),
 users.info once per user, chat.postMessage through slack_sdk's AsyncWebClient to the local
-Slack (tests/channels/slack_fake.py).
+Slack (tests/channels/slack/slack_fake.py).
 
 Contenders, run in this one process (the fake server and the HTTP client too, so both pay for
 their peer's CPU alike), on a real SQLite file each:
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.slack_fake import FakeSlack  # noqa: E402
+from tests.channels.slack.slack_fake import FakeSlack  # noqa: E402
 
 
 async def bench_slack(n: int, concurrency: int, folder: Path) -> dict[str, float]:

@@ -1,7 +1,8 @@
 """The Telegram channel under the HTTP channel's load: 1000 messages, each in its own private
 chat, `--concurrency` in flight, answered by a scripted echo model (no model latency), so what
 is measured is the channel's own cost: getUpdates long polling, python-telegram-bot's request
-and parsing, sendMessage through the local Bot API server (tests/channels/telegram_fake.py).
+and parsing, sendMessage through the local Bot API server
+(tests/channels/telegram/telegram_fake.py).
 
 Contenders, run in this one process (the fake server and the HTTP client too, so both pay for
 their peer's CPU alike), on a real SQLite file each:
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.channel_load import Replies, drive, main, make_bot, summary  # noqa: E402
 from chatfn.runtime.channel_registry import find_channels  # noqa: E402
-from tests.channels.telegram_fake import FakeTelegram  # noqa: E402
+from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 
 
 async def bench_telegram(n: int, concurrency: int, folder: Path) -> dict[str, float]:

@@ -5,7 +5,8 @@
 What it does: starts `python bot.py --channel http --channel onebot` on a SQLite file, a fake
 OpenAI-compatible model in this process that answers 500 or 429 to a third of requests (the
 SDK retries, `max_retries: 2`), an SSE receiver on /v1/events that reconnects with
-Last-Event-ID, and a OneBot peer (tests/channels/onebot_sim.py). It sends `--messages` messages,
+Last-Event-ID, and a OneBot peer (tests/channels/onebot/onebot_sim.py). It sends `--messages`
+messages,
 half over HTTP and half over OneBot, each in its own chat, `--concurrency` at a time, while:
 - another process holds the SQLite write lock (BEGIN IMMEDIATE) for 10 s, twice;
 - the bot is SIGKILLed once mid-run and restarted.
@@ -47,7 +48,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.channels.onebot_sim import OneBotSim  # noqa: E402
+from tests.channels.onebot.onebot_sim import OneBotSim  # noqa: E402
 from tests.fakes.cassette import openai_chat_response  # noqa: E402
 
 LOCK = (

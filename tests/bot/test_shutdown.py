@@ -15,7 +15,7 @@ from aiohttp import web
 
 from tests.bot.conftest import PYTHON, ROOT, write_config
 from tests.bot.test_http import wait_healthy
-from tests.channels.onebot_sim import OneBotSim
+from tests.channels.onebot.onebot_sim import OneBotSim
 from tests.kit import free_port, hang, serve, wait_event
 
 

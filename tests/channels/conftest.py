@@ -147,12 +147,12 @@ async def files() -> AsyncIterator[str]:
 
 @pytest.fixture(scope="session")
 def synapse(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A real Synapse homeserver (matrix-synapse, tests/channels/synapse_server.py), started
+    """A real Synapse homeserver (matrix-synapse, tests/channels/matrix/synapse_server.py), started
     once for the session: the Matrix channel's tests (marker `services`). Not installed or not
     starting: skipped with the reason, but failed under CI=true (CI installs it)."""
     import os
 
-    from tests.channels.synapse_server import Synapse
+    from tests.channels.matrix.synapse_server import Synapse
 
     def unavailable(reason: str) -> None:
         if os.environ.get("CI") == "true":

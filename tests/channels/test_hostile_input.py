@@ -18,8 +18,8 @@ from chatfn.common.messages import MAX_TEXT_CHARS
 from chatfn.runtime.bot import Bot
 from chatfn.runtime.settings import parse_settings
 from tests.channels.conftest import MakeOneBot, make_registry
-from tests.channels.onebot_sim import plain
-from tests.channels.test_onebot import ALICE, GROUP, SELF, connected
+from tests.channels.onebot.onebot_sim import plain
+from tests.channels.onebot.test_onebot import ALICE, GROUP, SELF, connected
 from tests.kit import until
 
 HTTP_TOKEN = "hostile-token"

@@ -1,7 +1,7 @@
 """chatfn/channels/markdown.py and chatfn/channels/split.py: the model's Markdown as each
 platform's format,
 and long replies cut where a reader would. Telegram's parsers are modelled from its Bot API
-documentation (tests/channels/telegram_markup.py): whatever the model writes, Telegram must
+documentation (tests/channels/telegram/telegram_markup.py): whatever the model writes, Telegram must
 not refuse the message."""
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ from chatfn.channels.markdown import (
     to_telegram_markdown_v2,
 )
 from chatfn.channels.split import split_message, utf16_len
-from tests.channels.telegram_markup import MarkupError, parse_markdown_v2, parse_telegram_html
+from tests.channels.telegram.telegram_markup import (
+    MarkupError,
+    parse_markdown_v2,
+    parse_telegram_html,
+)
 
 FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 SPECIALS = "_*[]()~`>#+-=|{}.!\\"

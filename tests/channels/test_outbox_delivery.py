@@ -24,7 +24,7 @@ from chatfn.runtime.logging import secret_values
 from chatfn.runtime.settings import parse_settings
 from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN, make_registry
-from tests.channels.onebot_sim import OneBotSim, plain
+from tests.channels.onebot.onebot_sim import OneBotSim, plain
 from tests.kit import serve, until
 
 

@@ -1,7 +1,7 @@
 """Discord in a gateway beside Telegram (`--role gateway --channel discord --channel telegram`:
 two platforms in one process holding both connections) with a worker answering, as real
 subprocesses on PostgreSQL and RabbitMQ, against the local Discord and Telegram servers
-(tests/channels/discord_fake.py, telegram_fake.py) in this test's process."""
+(tests/channels/discord/discord_fake.py, telegram_fake.py) in this test's process."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("discord")
 pytest.importorskip("telegram")
 
-from tests.channels.discord_driver import visible  # noqa: E402
-from tests.channels.discord_fake import BOT_ID, FakeDiscord, user  # noqa: E402
-from tests.channels.telegram_fake import FakeTelegram  # noqa: E402
+from tests.channels.discord.discord_driver import visible  # noqa: E402
+from tests.channels.discord.discord_fake import BOT_ID, FakeDiscord, user  # noqa: E402
+from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
 
 pytestmark = pytest.mark.services

@@ -1,6 +1,6 @@
 """QQ official bots in a gateway beside Slack (`--role gateway --channel qq --channel slack`)
 with a worker answering, as real subprocesses on PostgreSQL and RabbitMQ, against the local QQ
-and Slack servers (tests/channels/qq_fake.py, slack_fake.py) in this test's process: the
+and Slack servers (tests/channels/qq/qq_fake.py, slack_fake.py) in this test's process: the
 gateway holds the QQ session and the passive-reply state, the worker's replies carry the
 `msg_id` they answer."""
 
@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("slack_sdk")
 
-from tests.channels.qq_fake import FakeQQ  # noqa: E402
-from tests.channels.slack_fake import FakeSlack, read_mrkdwn  # noqa: E402
+from tests.channels.qq.qq_fake import FakeQQ  # noqa: E402
+from tests.channels.slack.slack_fake import FakeSlack, read_mrkdwn  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
 
 pytestmark = pytest.mark.services

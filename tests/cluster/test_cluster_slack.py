@@ -1,7 +1,7 @@
 """Slack in a gateway beside Telegram (`--role gateway --channel slack --channel telegram`: two
 platforms in one process holding both connections) with a worker answering, as real
 subprocesses on PostgreSQL and RabbitMQ, against the local Slack and Telegram servers
-(tests/channels/slack_fake.py, telegram_fake.py) in this test's process."""
+(tests/channels/slack/slack_fake.py, telegram_fake.py) in this test's process."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("slack_sdk")
 pytest.importorskip("telegram")
 
-from tests.channels.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
-from tests.channels.telegram_fake import FakeTelegram  # noqa: E402
+from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
+from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
 
 pytestmark = pytest.mark.services

@@ -1,6 +1,6 @@
 """The Telegram channel in a gateway (`--role gateway --channel telegram`, holding the Bot API
 connection) with a worker answering, as real subprocesses on PostgreSQL and RabbitMQ, against
-the local Bot API server (tests/channels/telegram_fake.py) in this test's process."""
+the local Bot API server (tests/channels/telegram/telegram_fake.py) in this test's process."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("telegram")
 
-from tests.channels.telegram_fake import FakeTelegram  # noqa: E402
+from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
 
 pytestmark = pytest.mark.services

@@ -133,7 +133,7 @@ class TcpProxy:
         # The connections' tasks end here (their transports were aborted: they finish on the
         # loop's next turns), not pending in a stopped loop: collected later they would log
         # "Task was destroyed but it is pending!" into whichever test runs then
-        # (tests/channels/test_sse_close.py asserts there is none).
+        # (tests/channels/http/test_sse_close.py asserts there is none).
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         if tasks:
             await asyncio.wait(tasks, timeout=5)

@@ -1,5 +1,6 @@
 """The functions as a service to programs (chatfn/runtime/exposure.py): what an MCP client's calls
-leave on record, in process (the SDK over stdio and HTTP is tests/channels/test_mcp_channel.py)."""
+leave on record, in process (the SDK over stdio and HTTP is
+tests/channels/mcp/test_mcp_channel.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ A live send that gives up part-way (Telegram's 429 after the first part of three
 parts still owed as the row's text and hands the row to the drain. A drain pass whose read of
 the table came before that, and whose check came after, used to send the row's text as it was
 read, the parts already sent included (seen once under load in
-tests/channels/test_telegram.py: part 0 twice). Now such a row, and its chat, wait for the
+tests/channels/telegram/test_telegram.py: part 0 twice). Now such a row, and its chat, wait for the
 pass to read the table again."""
 
 from __future__ import annotations

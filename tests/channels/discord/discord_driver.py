@@ -1,5 +1,5 @@
 """The contract kit's driver for the Discord channel: discord.py (the real SDK) against
-FakeDiscord (tests/channels/discord_fake.py), and a reader of Discord Markdown that says what a
+FakeDiscord (discord_fake.py here), and a reader of Discord Markdown that says what a
 user sees (text, bold/italic/code/link) in what the bot sent."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from chatfn.channels.discord import SPEC
 from chatfn.channels.discord.channel import DiscordChannel
 from chatfn.runtime.channel_host import ChannelHost
 from tests.channels.contract import Chat, Sent
-from tests.channels.discord_fake import BOT_ID, FakeDiscord, user
-from tests.channels.discord_fake import Sent as Posted
+from tests.channels.discord.discord_fake import BOT_ID, FakeDiscord, user
+from tests.channels.discord.discord_fake import Sent as Posted
 
 
 def visible(markdown: str) -> tuple[str, set[str]]:

@@ -1,5 +1,5 @@
 """The channel contract (tests/channels/contract.py) against the Discord channel: discord.py
-against a local Discord (tests/channels/discord_fake.py, shapes from Discord's API reference:
+against a local Discord (discord_fake.py here, shapes from Discord's API reference:
 tests/fixtures/discord/README.md). Every feature applies."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.channels.contract import ChannelContract
-from tests.channels.discord_driver import DiscordDriver
-from tests.channels.discord_fake import FakeDiscord
+from tests.channels.discord.discord_driver import DiscordDriver
+from tests.channels.discord.discord_fake import FakeDiscord
 
 pytest.importorskip("discord")
 

@@ -2,7 +2,7 @@
 reply to the bot's message, the guild owner and Manage Server as admins, hostile Markdown and
 @everyone, RESUME, INVALID_SESSION and catch-up, a dead token and missing intents (one line, a ✗ in
 check_system), a deleted channel, a crash found sent from the channel's history after
-Discord's nonce window. discord.py against tests/channels/discord_fake.py."""
+Discord's nonce window. discord.py against tests/channels/discord/discord_fake.py."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.common.messages import DeliveryRefused, OutgoingMessage
 from chatfn.runtime.settings import parse_settings
 from tests.channels.contract import ChannelContract, Chat, Start, _all_sent, _unmark_last
-from tests.channels.discord_driver import DiscordDriver, as_sent, visible
-from tests.channels.discord_fake import BOT_ID, MESSAGE_CONTENT, OWNER_ID, FakeDiscord, user
+from tests.channels.discord.discord_driver import DiscordDriver, as_sent, visible
+from tests.channels.discord.discord_fake import BOT_ID, MESSAGE_CONTENT, OWNER_ID, FakeDiscord, user
 from tests.kit.until import until
 
 pytest.importorskip("discord")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

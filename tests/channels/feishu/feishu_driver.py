@@ -23,7 +23,7 @@ from chatfn.runtime.settings import parse_settings
 from chatfn.testing import ScriptedModel
 from function_calls.registry import Registry
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
-from tests.channels.feishu_fake import (
+from tests.channels.feishu.feishu_fake import (
     BOT_NAME,
     BOT_OPEN_ID,
     FakeFeishu,

@@ -1,5 +1,5 @@
 """The channel contract (tests/channels/contract.py) against the Feishu channel and a local
-open platform (tests/channels/feishu_fake.py: REST + the long connection's protobuf frames,
+open platform (tests/channels/feishu/feishu_fake.py: REST + the long connection's protobuf frames,
 shapes from open.feishu.cn), through the real lark-oapi client. Feishu's own cases:
 test_feishu.py."""
 
@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("lark_oapi")
 
 from tests.channels.contract import ChannelContract  # noqa: E402
-from tests.channels.feishu_driver import FeishuDriver  # noqa: E402
-from tests.channels.feishu_fake import FakeFeishu  # noqa: E402
+from tests.channels.feishu.feishu_driver import FeishuDriver  # noqa: E402
+from tests.channels.feishu.feishu_fake import FakeFeishu  # noqa: E402
 
 
 class TestFeishuContract(ChannelContract):

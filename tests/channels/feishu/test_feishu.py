@@ -2,7 +2,7 @@
 webhook route (decryption, signatures, the verification token, the URL check, resent
 events), the tenant token's refresh, rate limits, the uuid that keeps a re-sent row from
 being posted twice, mentions, card escaping, the settings and the probe. Everything through
-the real lark-oapi client against tests/channels/feishu_fake.py."""
+the real lark-oapi client against tests/channels/feishu/feishu_fake.py."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from chatfn.common.messages import (  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import contract_registry  # noqa: E402
-from tests.channels.feishu_driver import FeishuDriver, running  # noqa: E402
-from tests.channels.feishu_fake import (  # noqa: E402
+from tests.channels.feishu.feishu_driver import FeishuDriver, running  # noqa: E402
+from tests.channels.feishu.feishu_fake import (  # noqa: E402
     BOT_OPEN_ID,
     FakeFeishu,
     card_markdown,
@@ -46,7 +46,7 @@ from tests.channels.feishu_fake import (  # noqa: E402
 )
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 
-EVENTS = json.loads((Path(__file__).parents[1] / "fixtures/feishu/events.json").read_text())
+EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
 #: HOSTILE as Markdown reads it (an escaped backtick, an entity), so as a user should see it.
 AS_READ = HOSTILE.replace("\\`", "`").replace("&amp;", "&")

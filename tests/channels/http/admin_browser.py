@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tests.channels.admin_seed import PASSWORDS, Console
+from tests.channels.http.admin_seed import PASSWORDS, Console
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

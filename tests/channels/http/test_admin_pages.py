@@ -1,7 +1,7 @@
 """The admin console's pages (chatfn/channels/http/admin/static/) in a real headless Chromium,
 against
 the real bot: the HTTP channel with `admin.users`, a SQLite database seeded by real traffic
-(tests/channels/admin_seed.py).
+(tests/channels/http/admin_seed.py).
 
 One bot and one browser serve the whole module. Checked: login; each page shows the seeded
 data; a model chosen and a reset made on a chat's page apply to the next message in that chat;
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.channels.admin_browser import (
+from tests.channels.http.admin_browser import (
     CHROMEDRIVER,
     CHROMIUM,
     SHOTS,
@@ -40,7 +40,7 @@ from tests.channels.admin_browser import (
     view_text,
     wait,
 )
-from tests.channels.admin_seed import BOB, HOSTILE, MALLORY, TEAM, Console, running_console
+from tests.channels.http.admin_seed import BOB, HOSTILE, MALLORY, TEAM, Console, running_console
 
 pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 pytestmark = pytest.mark.skipif(

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-STATIC = Path(__file__).resolve().parents[2] / "chatfn/channels/http/admin/static"
+STATIC = Path(__file__).resolve().parents[3] / "chatfn/channels/http/admin/static"
 
 
 def test_catalogues_have_every_word_the_pages_use() -> None:

@@ -17,7 +17,7 @@ from function_calls.builtins.knowledge import KnowledgeService
 from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, Message, ToolDefinition
 
-CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "knowledge"
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "knowledge"
 
 
 def cite(messages: list[Message], tools: list[ToolDefinition]) -> LLMResponse:

@@ -36,8 +36,8 @@ from chatfn.runtime.channel_host import ChannelHost
 from chatfn.runtime.settings import parse_settings
 from chatfn.testing import ScriptedModel
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
-from tests.channels.matrix_proxy import MatrixProxy
-from tests.channels.synapse_server import Account, Synapse
+from tests.channels.matrix.matrix_proxy import MatrixProxy
+from tests.channels.matrix.synapse_server import Account, Synapse
 
 BOT_NAME = "Contract Bot"
 GROUP_MEMBERS = ("1001", "1002", "1011")

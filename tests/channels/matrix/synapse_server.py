@@ -12,7 +12,7 @@ GET a nonce, POST the HMAC-SHA1 of nonce, user, password and admin flag keyed wi
 the answer carries an access token and a device id, so no login round trip is needed.
 
 Rate limits: the config's `rc_*` sections allow far more than the tests send, except that a
-test may ask for a real M_LIMIT_EXCEEDED (tests/channels/test_matrix.py uses a proxy for a
+test may ask for a real M_LIMIT_EXCEEDED (tests/channels/matrix/test_matrix.py uses a proxy for a
 429 on demand: Synapse cannot be told "refuse the next send").
 """
 

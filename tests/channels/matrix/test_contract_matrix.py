@@ -1,5 +1,5 @@
 """The channel contract (tests/channels/contract.py) against the Matrix channel and a real
-Synapse homeserver (started once per session: tests/channels/synapse_server.py), people
+Synapse homeserver (started once per session: tests/channels/matrix/synapse_server.py), people
 speaking through real matrix-nio clients, the bot behind a small proxy for the 429 and the
 dropped connection (matrix_proxy.py). Matrix's own cases: test_matrix.py."""
 
@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("nio")
 
 from tests.channels.contract import ChannelContract  # noqa: E402
-from tests.channels.matrix_driver import MatrixDriver  # noqa: E402
-from tests.channels.matrix_proxy import MatrixProxy  # noqa: E402
-from tests.channels.synapse_server import Synapse  # noqa: E402
+from tests.channels.matrix.matrix_driver import MatrixDriver  # noqa: E402
+from tests.channels.matrix.matrix_proxy import MatrixProxy  # noqa: E402
+from tests.channels.matrix.synapse_server import Synapse  # noqa: E402
 
 pytestmark = pytest.mark.services
 

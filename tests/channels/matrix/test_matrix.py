@@ -22,9 +22,9 @@ from chatfn.channels.matrix.send import EVENT_BUDGET  # noqa: E402
 from chatfn.channels.matrix.settings import MatrixSettings  # noqa: E402
 from function_calls import FunctionResult, MessageContext, tool_function  # noqa: E402
 from tests.channels.contract import PNG, Chat, _unmark_last, contract_registry  # noqa: E402
-from tests.channels.matrix_driver import BOT_NAME, MatrixDriver, running  # noqa: E402
-from tests.channels.matrix_proxy import MatrixProxy  # noqa: E402
-from tests.channels.synapse_server import Synapse  # noqa: E402
+from tests.channels.matrix.matrix_driver import BOT_NAME, MatrixDriver, running  # noqa: E402
+from tests.channels.matrix.matrix_proxy import MatrixProxy  # noqa: E402
+from tests.channels.matrix.synapse_server import Synapse  # noqa: E402
 
 pytestmark = pytest.mark.services
 

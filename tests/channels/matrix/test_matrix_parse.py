@@ -201,7 +201,7 @@ async def test_media_falls_back_to_the_legacy_api_without_authenticated_media() 
 def test_readme_documents_the_channel_and_every_key() -> None:
     from chatfn.channels.matrix import SPEC
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     assert SPEC.readme in (root / "README.md").read_text(encoding="utf-8")
     for key in MatrixSettings.model_fields:
         assert f"`{key}`" in SPEC.readme or f"channels.matrix.{key}" in SPEC.readme, key

@@ -1,5 +1,5 @@
 """The channel contract (tests/channels/contract.py) against the OneBot v11 channel and a local
-OneBot v11 implementation (tests/channels/onebot_sim.py, shapes from the OneBot v11 spec).
+OneBot v11 implementation (tests/channels/onebot/onebot_sim.py, shapes from the OneBot v11 spec).
 OneBot has no 429 (the channel paces itself: send_rate) and QQ shows no Markdown."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from chatfn.channels.onebot import SPEC
 from chatfn.channels.onebot.channel import OneBotChannel
 from chatfn.runtime.channel_host import ChannelHost
 from tests.channels.contract import ChannelContract, Chat, Sent
-from tests.channels.onebot_sim import OneBotSim, at, text
+from tests.channels.onebot.onebot_sim import OneBotSim, at, text
 
 SELF_ID = 10001000
 

@@ -13,8 +13,8 @@ from providers.openai_compat import to_wire_messages
 from providers.scripted import ScriptedModel, say
 from providers.types import ImagePart, Message, ModelCapabilities
 from tests.channels.conftest import LOCAL_MEDIA, MakeOneBot
-from tests.channels.onebot_sim import reply, text
-from tests.channels.test_onebot import ALICE, GROUP, SELF, connected
+from tests.channels.onebot.onebot_sim import reply, text
+from tests.channels.onebot.test_onebot import ALICE, GROUP, SELF, connected
 from tests.fakes.images import png
 
 

@@ -1,4 +1,4 @@
-"""The OneBot v11 channel against a local OneBot v11 implementation (tests/channels/onebot_sim.py)
+"""The OneBot v11 channel against a local OneBot v11 implementation (onebot_sim.py here)
 over real WebSockets: what a QQ group sees when NapCat or Lagrange is connected to the bot."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from chatfn.runtime.bot import Bot
 from function_calls.context import OutgoingMessage, SystemEvent
 from providers.scripted import ScriptedModel, call, say
 from tests.channels.conftest import ESSAY, TOKEN, MakeOneBot
-from tests.channels.onebot_sim import OneBotSim, at, plain, reply, text
+from tests.channels.onebot.onebot_sim import OneBotSim, at, plain, reply, text
 
 SELF = 10001000
 GROUP = 123456

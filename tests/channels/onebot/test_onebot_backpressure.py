@@ -20,8 +20,8 @@ from chatfn.runtime.bot import Bot
 from chatfn.storage.models import outbox_table
 from chatfn.storage.outbox import PAYLOAD_FIELDS, add_in
 from tests.channels.conftest import TOKEN, MakeOneBot
-from tests.channels.onebot_sim import plain
-from tests.channels.test_onebot import ALICE, GROUP, connected
+from tests.channels.onebot.onebot_sim import plain
+from tests.channels.onebot.test_onebot import ALICE, GROUP, connected
 
 DEAF = 20002000
 

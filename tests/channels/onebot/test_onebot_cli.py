@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from tests.channels.onebot_sim import OneBotSim, plain
+from tests.channels.onebot.onebot_sim import OneBotSim, plain
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "cli-onebot-token"
 
 

@@ -20,7 +20,7 @@ from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.bot import Bot
 from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN
-from tests.channels.onebot_sim import OneBotSim, at, plain, text
+from tests.channels.onebot.onebot_sim import OneBotSim, at, plain, text
 from tests.channels.test_outbox_delivery import make_bot, states, until_states
 
 SELF = 10001000

@@ -29,7 +29,7 @@ from chatfn.runtime.settings import parse_settings
 from chatfn.testing import ScriptedModel
 from function_calls.registry import Registry
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
-from tests.channels.qq_fake import BOT_ID, FakeQQ, Posted
+from tests.channels.qq.qq_fake import BOT_ID, FakeQQ, Posted
 
 _ROLES = {"owner": ["4"], "creator": ["4"], "admin": ["2"], "administrator": ["2"]}
 

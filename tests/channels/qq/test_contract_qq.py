@@ -1,5 +1,5 @@
 """The channel contract (tests/channels/contract.py) against the QQ channel and a local QQ
-(tests/channels/qq_fake.py: token, OpenAPI and WebSocket gateway, shapes from
+(tests/channels/qq/qq_fake.py: token, OpenAPI and WebSocket gateway, shapes from
 bot.q.qq.com/wiki), twice: QQ groups with C2C chats, and guild channels with guild DMs. QQ's
 own cases: test_qq.py."""
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.channels.contract import ChannelContract
-from tests.channels.qq_driver import QQDriver
-from tests.channels.qq_fake import FakeQQ
+from tests.channels.qq.qq_driver import QQDriver
+from tests.channels.qq.qq_fake import FakeQQ
 
 
 class TestQQGroupsContract(ChannelContract):

@@ -28,8 +28,8 @@ from chatfn.channels.qq.settings import QQSettings
 from chatfn.channels.qq.webhook import Signer, seed
 from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
 from tests.channels.contract import PNG, Chat
-from tests.channels.qq_driver import QQDriver, running
-from tests.channels.qq_fake import BOT_ID, FakeQQ, qq_sign
+from tests.channels.qq.qq_driver import QQDriver, running
+from tests.channels.qq.qq_fake import BOT_ID, FakeQQ, qq_sign
 
 logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
@@ -642,7 +642,7 @@ async def test_qq_official_and_onebot_in_one_process(fake: FakeQQ, tmp_path: Pat
     from chatfn.runtime.settings import parse_settings
     from chatfn.testing import ScriptedModel
     from tests.channels.contract import _echo, contract_registry
-    from tests.channels.test_contract_onebot import OneBotDriver
+    from tests.channels.onebot.test_contract_onebot import OneBotDriver
 
     qq, onebot = QQDriver(fake, "qq"), OneBotDriver()
     settings = parse_settings(

@@ -23,7 +23,7 @@ from chatfn.runtime.settings import parse_settings
 from chatfn.testing import ScriptedModel
 from function_calls.registry import Registry
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
-from tests.channels.slack_fake import BOT_USER, FakeSlack, Posted, read_mrkdwn
+from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, Posted, read_mrkdwn
 
 
 class SlackDriver:
@@ -140,7 +140,7 @@ class SlackDriver:
         self.fake.rate_limited[self.native(chat)] = retry_after
 
     async def refuse_credentials(self, refused: bool) -> None:
-        from tests.channels.slack_fake import APP_TOKEN, BOT_TOKEN
+        from tests.channels.slack.slack_fake import APP_TOKEN, BOT_TOKEN
 
         revoked = ("xoxb-revoked", "xapp-revoked") if refused else (BOT_TOKEN, APP_TOKEN)
         self.fake.bot_token, self.fake.app_token = revoked

@@ -2,7 +2,7 @@
 Events API route (signatures, the url_verification challenge, retries), threads, the same
 message as app_mention and message.*, Socket Mode resends and reconnects, mrkdwn escaping,
 images in with the bot token, workspace roles, a dead token, the settings and the probe.
-Everything through the real slack_sdk client against tests/channels/slack_fake.py."""
+Everything through the real slack_sdk client against tests/channels/slack/slack_fake.py."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from function_calls import FunctionResult, MessageContext, tool_function  # noqa
 from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import PNG, contract_registry  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
-from tests.channels.slack_driver import SlackDriver, running  # noqa: E402
-from tests.channels.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
+from tests.channels.slack.slack_driver import SlackDriver, running  # noqa: E402
+from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
 
-EVENTS = json.loads((Path(__file__).parents[1] / "fixtures/slack/events.json").read_text())
+EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/slack/events.json").read_text())
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 
 

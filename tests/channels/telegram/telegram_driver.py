@@ -23,8 +23,8 @@ from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
 from providers.types import LLMResponse, Message, Usage
 from tests.channels.contract import Chat, Sent
-from tests.channels.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram
-from tests.channels.telegram_fake import Sent as FakeSent
+from tests.channels.telegram.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram
+from tests.channels.telegram.telegram_fake import Sent as FakeSent
 
 
 def group_native(native: str) -> int:

@@ -12,7 +12,7 @@ Requests are `{base_url}/bot{token}/METHOD` (form, multipart or JSON bodies, as 
 takes them); files are `{base_url}/file/bot{token}/PATH`. Updates reach the bot through
 getUpdates (long polling with offsets that confirm) or, once setWebhook was called, by POSTs to
 the webhook URL with the X-Telegram-Bot-Api-Secret-Token header. MarkdownV2 is parsed as
-Telegram documents it (tests/channels/telegram_markup.py): a message it cannot parse is refused
+Telegram documents it (telegram_markup.py here): a message it cannot parse is refused
 with 400 "Bad Request: can't parse entities", as Telegram does. Test hooks: `rate_limit_next`
 (a 429 with `parameters.retry_after`), `fail_next` (any error), `drop()` (the server goes away
 and comes back on the same port), `members` (getChatMember statuses).
@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from tests.channels.telegram_markup import MarkupError, parse_markdown_v2
+from tests.channels.telegram.telegram_markup import MarkupError, parse_markdown_v2
 
 BOT_ID = 7000000001
 BOT_USERNAME = "chatfn_test_bot"

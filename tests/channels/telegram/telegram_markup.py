@@ -22,7 +22,7 @@ class MarkupError(ValueError):
 def parse_markdown_v2(s: str, kinds: set[str] | None = None, links: list[str] | None = None) -> str:
     """The plain text of a MarkdownV2 message; MarkupError where Telegram would refuse it.
     `kinds` collects the entity types shown ("bold", "italic", "code", "pre", "link", ...),
-    `links` the URLs of the links (tests/channels/telegram_fake.py reports them)."""
+    `links` the URLs of the links (tests/channels/telegram/telegram_fake.py reports them)."""
     kinds = set() if kinds is None else kinds
     links = [] if links is None else links
     out: list[str] = []

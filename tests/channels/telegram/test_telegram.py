@@ -1,4 +1,4 @@
-"""The Telegram channel against a local Bot API server (tests/channels/telegram_fake.py),
+"""The Telegram channel against a local Bot API server (tests/channels/telegram/telegram_fake.py),
 through the real python-telegram-bot client pointed at it by `channels.telegram.base_url`.
 
 Covers issue 25's contract for Telegram (the shared kit's bullets, written on the kit's
@@ -24,7 +24,7 @@ from chatfn.channels.split import utf16_len  # noqa: E402
 from chatfn.common.messages import OutgoingMessage  # noqa: E402
 from chatfn.runtime.bot import Bot  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
-from tests.channels.telegram_driver import (  # noqa: E402
+from tests.channels.telegram.telegram_driver import (  # noqa: E402
     ESSAY,
     HOSTILE,
     Chat,
@@ -32,7 +32,7 @@ from tests.channels.telegram_driver import (  # noqa: E402
     echo_model,
     running,
 )
-from tests.channels.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram  # noqa: E402
+from tests.channels.telegram.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram  # noqa: E402
 from tests.fakes.images import png  # noqa: E402
 
 
@@ -505,7 +505,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
     import aiohttp
 
     from chatfn.runtime.channel_registry import find_channels
-    from tests.channels.telegram_driver import registry
+    from tests.channels.telegram.telegram_driver import registry
 
     port = free_port()
     driver = TelegramDriver(
@@ -647,8 +647,8 @@ async def test_telegram_and_onebot_in_one_process(fake: FakeTelegram, tmp_path: 
     """Two platforms on one bot: each message is answered on the platform it came from."""
     from chatfn.runtime.settings import parse_settings
     from chatfn.testing import ScriptedModel
-    from tests.channels.telegram_driver import echo_model, registry
-    from tests.channels.test_contract_onebot import OneBotDriver
+    from tests.channels.onebot.test_contract_onebot import OneBotDriver
+    from tests.channels.telegram.telegram_driver import echo_model, registry
 
     telegram, onebot = TelegramDriver(fake), OneBotDriver()
     settings = parse_settings(

@@ -12,7 +12,7 @@ from sqlalchemy import update
 
 from chatfn.runtime.settings import ConfigError, parse_settings
 from chatfn.storage.models import admin_sessions_table
-from tests.channels.admin.conftest import TOKEN, admin_config
+from tests.channels.http.admin.conftest import TOKEN, admin_config
 
 # Every route of docs/admin-api.md (a placeholder id where one is needed).
 API = [

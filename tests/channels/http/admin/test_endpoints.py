@@ -9,7 +9,7 @@ import io
 from datetime import UTC, datetime
 
 from providers.scripted import ScriptedModel, call, say
-from tests.channels.admin.conftest import Console
+from tests.channels.http.admin.conftest import Console
 
 
 async def seed(make) -> tuple[Console, ScriptedModel, ScriptedModel]:

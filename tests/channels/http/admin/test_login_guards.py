@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import ClientSession, DummyCookieJar
 
 from chatfn.channels.http.admin.passwords import hash_password
-from tests.channels.admin.conftest import HASHES, admin_config
+from tests.channels.http.admin.conftest import HASHES, admin_config
 
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>", re.IGNORECASE)
 

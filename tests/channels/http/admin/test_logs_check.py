@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from loguru import logger
 
-from tests.channels.admin.conftest import TOKEN, admin_config
+from tests.channels.http.admin.conftest import TOKEN, admin_config
 
 
 async def _lines(resp, want: int) -> list[dict]:

@@ -5,7 +5,7 @@ bot-wide pages (plugins, config check) are refused."""
 from __future__ import annotations
 
 from providers.scripted import say
-from tests.channels.admin.test_endpoints import seed
+from tests.channels.http.admin.test_endpoints import seed
 
 
 async def test_a_scoped_user_neither_sees_nor_changes_other_chats(console) -> None:
