@@ -39,7 +39,9 @@ from chatfn.runtime.detached import run_detached
 from chatfn.runtime.event_stream import EventQueue
 from chatfn.runtime.exposure import Exposure
 from chatfn.runtime.model_set import ModelSet
+from chatfn.runtime.ops_web import OpsRoutes
 from chatfn.runtime.outbox import Outbox
+from chatfn.runtime.plugin_breaker import PluginGuard, bounded
 from chatfn.runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from chatfn.runtime.resume import resume_turns
 from chatfn.runtime.settings import Settings, resolve_storage_url
@@ -49,7 +51,7 @@ from chatfn.runtime.web import MAIN, Listener, WebServer
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
-from function_calls.chat_settings import PLAN_KEYS, check_rules, resolve, rules_without_functions
+from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
 from function_calls.context import MessageContext
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
@@ -140,6 +142,8 @@ class Bot:
         self.channel_host = BotChannelHost(self)
         self.api_host = BotApiHost(self)
         provide_api(self.channel_host, self.api_host)
+        # /healthz and /metrics are the process's, served wherever the main listener listens.
+        OpsRoutes(self.api_host).mount(self.web)
         self.started = False
         self._closed = False
         # Set when the bot stops: channels refuse new messages; turns in flight get
@@ -147,7 +151,21 @@ class Bot:
         self.closing = False
         self._turns: set[asyncio.Task[Any]] = set()
         self._resuming: set[asyncio.Task[Any]] = set()  # resume()'s per-chat runs
+        # A circuit breaker per plugin (not the built-ins): chatfn/runtime/plugin_breaker.py.
+        self.guard = PluginGuard(
+            settings.plugins.breaker,
+            clock,
+            self.metrics,
+            self.registry.add,
+            self.registry.remove,
+            self._plugin_notice,
+        )
+        self.router.executor.observers.append(self._observe_call)
+        plugin_names = {p.name for p in self.plugins if not p.builtin}
+        self.metrics.bound("plugin", plugin_names.__contains__)
         for loaded in self.plugins:
+            if not loaded.builtin:
+                self.guard.watch(loaded.name, loaded.specs())
             self._wire(loaded)
 
     # -- plugins -----------------------------------------------------------------------------
@@ -168,12 +186,64 @@ class Bot:
             return
         for setup in plugin.setup_hooks:
             setup(self)
+        guarded = None if loaded.builtin else loaded.name
         for kind, handler in plugin.event_handlers:
+            if guarded is not None:
+                handler = _guarded_handler(handler, guarded, self.guard)
             self._event_handlers.setdefault(kind, []).append(handler)
         for hook in plugin.startup_hooks:
-            self._startup.append(_bound(hook, self))
+            run = _bound(hook, self)
+            self._startup.append(run if guarded is None else self._bounded(guarded, run))
         for hook in plugin.shutdown_hooks:
-            self._shutdown.append(_bound(hook, self))
+            run = _bound(hook, self)
+            self._shutdown.append(run if guarded is None else self._unless_dead(guarded, run))
+
+    def _bounded(
+        self, plugin: str, run: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Awaitable[None]]:
+        """A plugin's start-up hook, bounded by `plugins.startup_timeout`: one that raises or
+        overruns switches its plugin off, not the bot."""
+
+        async def start() -> None:
+            if self.guard.is_off(plugin):
+                return
+            why = await bounded(run, self.settings.plugins.startup_timeout)
+            if why is not None:
+                self.guard.start_failed(plugin, why)
+
+        return start
+
+    def _unless_dead(
+        self, plugin: str, run: Callable[[], Awaitable[None]]
+    ) -> Callable[[], Awaitable[None]]:
+        async def stop() -> None:  # a plugin that did not start is not stopped
+            if not self.guard.dead(plugin):
+                await run()
+
+        return stop
+
+    def _observe_call(self, execution: Any) -> None:
+        """The executor's word on one call: a plugin's breaker counts a call that raised or
+        timed out, and a call that went well."""
+        plugin = self.guard.owner(execution.name)
+        if execution.outcome == "ok":
+            self.guard.record(plugin, ok=True)
+        elif execution.outcome == "timeout" or (
+            execution.outcome == "error" and execution.result is None
+        ):
+            self.guard.record(plugin, ok=False)
+
+    async def _plugin_notice(self, plugin: str, why: str, reason: str) -> None:
+        """Tell the chats of `plugins.breaker.notify` that `plugin` was switched off."""
+        for target in self.settings.plugins.breaker.notify:
+            platform, _, chat_id = target.partition(":")
+            text = translate(
+                self.language_of(platform, chat_id), "core.plugin_off", plugin=plugin, why=why
+            )
+            try:
+                await self.send(OutgoingMessage(platform, chat_id, text, notice=True))
+            except Exception as exc:  # a notice that cannot go out must not stop the rest
+                logger.error("notice of plugin {} to {} not sent: {}", plugin, target, exc)
 
     def section(self, model: type[S]) -> S:
         return self.settings.section(model)
@@ -349,6 +419,7 @@ class Bot:
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
+        self.guard.tick()  # a plugin whose cool-down is over is on again for this message
         # Every log line of the turn, a provider SDK's or httpx's included, carries its ids.
         ids = {"chat_id": msg.chat_id, "message_id": msg.message_id or "-"}
         try:
@@ -505,9 +576,9 @@ class Bot:
 
     def _replan(self, msg: IncomingMessage, overrides: dict[str, Any]) -> TurnPlan | None:
         """The turn's checks and history window from the chat's settings with its overrides,
-        when one of them changes those (`PLAN_KEYS`); runs in `begin_turn`'s transaction on
-        the storage thread (pure: no statement, no await)."""
-        if PLAN_KEYS.isdisjoint(overrides):
+        when one of them changes those (a key declared `replans`); runs in `begin_turn`'s
+        transaction on the storage thread (pure: no statement, no await)."""
+        if replanning(self.settings).isdisjoint(overrides):
             return None
         chat = resolve(self.settings, msg, overrides, default_model=self._default_name())
         # As `model_named(chat.model) is not None`, without building a model on this thread.
@@ -536,6 +607,7 @@ class Bot:
 
     async def handle_event_here(self, event: SystemEvent) -> list[OutgoingMessage]:
         """`handle_event` in this process (a worker's)."""
+        self.guard.tick()
 
         async def work() -> list[OutgoingMessage]:
             sent: list[OutgoingMessage] = []
@@ -598,6 +670,23 @@ class Bot:
         await self.outbox.stop()  # after the services (a reminder job's send is recorded)
         await self.models.aclose()
         self.storage.close()
+
+
+def _guarded_handler(handler: EventHandler, plugin: str, guard: PluginGuard) -> EventHandler:
+    """A plugin's event handler, skipped while its plugin is off, its failures counted."""
+
+    async def handle(host: Any, event: SystemEvent) -> list[OutgoingMessage] | None:
+        if guard.is_off(plugin):
+            return None
+        try:
+            sent = await handler(host, event)
+        except Exception:
+            guard.record(plugin, ok=False)
+            raise
+        guard.record(plugin, ok=True)
+        return sent
+
+    return handle
 
 
 def _bound(hook: Hook, host: Bot) -> Callable[[], Awaitable[None]]:

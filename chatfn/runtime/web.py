@@ -1,11 +1,11 @@
 """The bot's one web server: a runtime service every web-facing part mounts on.
 
-The HTTP API channel (`/v1/*`, SSE, the web page, `/metrics`, `/healthz`), `/mcp`, the admin
-console and the platforms' webhooks (Telegram, Slack, Feishu, QQ, a third-party channel's) are
-routes of one aiohttp application, served by one `AppRunner` whose lifespan the runtime owns:
-the components mount their routes while they are built, the runtime starts the server once
-every channel is built, and stops it after the channels (NoneBot2's driver is the model: one
-server, the adapters mount on it).
+The HTTP API channel (`/v1/*`, SSE, the web page), the runtime's own `/healthz` and `/metrics`
+(ops_web.py), `/mcp`, the admin console and the platforms' webhooks (Telegram, Slack, Feishu,
+QQ, a third-party channel's) are routes of one aiohttp application, served by one `AppRunner`
+whose lifespan the runtime owns: the components mount their routes while they are built, the
+runtime starts the server once every channel is built, and stops it after the channels
+(NoneBot2's driver is the model: one server, the adapters mount on it).
 
 A listener is one address (host and port) with its own route table: the main one,
 `channels.http.host`/`port`, serves the API and the webhooks; a channel with a port setting of
@@ -48,6 +48,9 @@ class Listener:
         #: The port actually bound once started (the configured one, or the one port 0 got).
         self.bound_port: int | None = None
         self._runner: web.AppRunner | None = None
+        #: Routes the runtime serves here whoever gives the address (/healthz, /metrics):
+        #: mounted again on the new application after a stop.
+        self._standing: list[tuple[str, str, WebHandler]] = []
 
     @property
     def running(self) -> bool:
@@ -66,6 +69,15 @@ class Listener:
         if self._runner is not None:
             raise RuntimeError(f"{method} {path}: the web server is serving; mount before it")
         self.app.router.add_route(method, path, handler)
+
+    def is_standing(self, path: str) -> bool:
+        """Whether `path` is one of the runtime's own routes here (not a component's)."""
+        return any(p == path for _, p, _ in self._standing)
+
+    def standing(self, method: str, path: str, handler: WebHandler) -> None:
+        """Serve `handler` for `method` `path` now and after every restart of the listener."""
+        self._standing.append((method, path, handler))
+        self.mount(method, path, handler)
 
     @property
     def connections(self) -> int:
@@ -93,8 +105,8 @@ class Listener:
 
     async def stop(self) -> None:
         """Stop accepting, let handlers in flight finish within the grace, close them. The
-        listener is new again: no address, nothing mounted (an aiohttp application serves
-        once)."""
+        listener is new again: no address, nothing mounted but its standing routes (an
+        aiohttp application serves once)."""
         runner, self._runner = self._runner, None
         try:
             if runner is not None:
@@ -102,6 +114,8 @@ class Listener:
         finally:
             self.app = web.Application()
             self.host = self.port = self.bound_port = None
+            for method, path, handler in self._standing:
+                self.app.router.add_route(method, path, handler)
 
 
 class WebServer:
@@ -145,7 +159,7 @@ class WebServer:
                 for listener in self.listeners.values()
                 if listener.host is None
                 for r in listener.app.router.routes()
-                if r.resource is not None
+                if r.resource is not None and not listener.is_standing(r.resource.canonical)
             }
         )
 

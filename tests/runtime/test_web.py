@@ -163,3 +163,24 @@ async def test_onebot_is_a_listener_of_the_same_server(tmp_path: Path) -> None:
         await http.stop()
         await bot.aclose()
     assert not bot.web.listeners["onebot"].running
+
+
+async def test_healthz_and_metrics_are_the_runtimes_and_outlive_a_restart(tmp_path: Path) -> None:
+    """/healthz and /metrics are mounted by the runtime (chatfn/runtime/ops_web.py), not by the
+    HTTP channel: they are served wherever the main listener listens, again after the server
+    stopped and started, and are not "unbound" webhook paths when no one gives an address."""
+    bot = _bot(tmp_path)
+    try:
+        assert bot.web.unbound() == []  # the runtime's own routes need no webhook channel
+        for _ in range(2):
+            bot.web.main.listen("127.0.0.1", 0)
+            await bot.web.start()
+            port = bot.web.main.bound_port
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    assert r.status == 200 and (await r.json())["status"] == "ok"
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as r:
+                    assert r.status == 200 and "chatfn_" in await r.text()
+            await bot.web.stop()
+    finally:
+        await bot.aclose()

@@ -59,7 +59,7 @@ from chatfn.common.messages import (
     clean_text,
     surrogate_at,
 )
-from chatfn.runtime.channel_host import ApiHost, ChannelHost, api_of, channel_state, section_of
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, api_of, section_of
 from chatfn.runtime.event_stream import EventQueue, EventReader
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -189,8 +189,7 @@ class HttpChannel(Channel):
         app.router.add_post("/v1/messages/stream", self.post_message_stream)
         app.router.add_get("/v1/events", self.get_events)
         app.router.add_get("/v1/history", self.get_history)
-        app.router.add_get("/metrics", self.metrics)
-        app.router.add_get("/healthz", self.healthz)
+        # /healthz and /metrics are the runtime's (chatfn/runtime/ops_web.py), on this listener.
         if (STATIC_DIR / "index.html").exists():
             app.router.add_get("/", self.index)
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
@@ -238,30 +237,8 @@ class HttpChannel(Channel):
         return await handler(request)
 
     # -- routes ----------------------------------------------------------------------------
-    async def healthz(self, _request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "status": "ok",
-                "model": self.api.model_name,
-                "outbox": self.api.outbox.stats(),
-                # Each channel up or down, and why (refused credentials, not reachable).
-                "channels": [
-                    channel_state(name, sender)
-                    for name, sender in sorted(self.api.outbox.channels.items())
-                ],
-            }
-        )
-
     async def get_history(self, request: web.Request) -> web.Response:
         return await get_history(self.api, self.platform, request)
-
-    async def metrics(self, _request: web.Request) -> web.Response:
-        body, content_type = self.api.metrics.render()
-        if self.host.settings.broker.url is not None:
-            # A gateway: its workers serve no port; their counters come from the snapshots
-            # they write to the shared database (chatfn/runtime/metric_snapshots.py).
-            body += (await self.api.console.worker_metrics()).encode()
-        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def index(self, request: web.Request) -> web.Response:
         """The web chat page with its labels in the bot's language (`?lang=zh|en` chooses
