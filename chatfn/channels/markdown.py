@@ -11,6 +11,7 @@ as the platform's formatting and everything else is escaped:
     to_slack_mrkdwn(text)           Slack `mrkdwn`
     to_discord(text)                Discord message content
     to_matrix_html(text)            Matrix `formatted_body` (format org.matrix.custom.html)
+    to_kmarkdown(text)              KOOK `type: 9` messages (KMarkdown)
     to_plain(text)                  any platform without formatting (and Matrix's `body`)
 
 Raw HTML the model writes is text, never markup (markdown-it's `html` option is off). What a
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "to_discord",
+    "to_kmarkdown",
     "to_matrix_html",
     "to_plain",
     "to_slack_mrkdwn",
@@ -214,6 +216,45 @@ class Discord(Style):
         return f"{'#' * min(level, 3)} {inner}" if inner else inner
 
 
+class KMarkdown(Style):
+    """KOOK's KMarkdown (https://developer.kookapp.cn/doc/kmarkdown): Markdown's bold,
+    `*italics*`, `~~strike~~`, code, http(s) links and `>` quotes (to the next blank line),
+    plus KOOK's own `(tag)value(tag)` forms (`(met)id(met)` mentions, `(spl)`, `(ins)`), so a
+    backslash escapes every character of those and `-` / `>` at a line's start (`---` is a
+    rule). No headings or lists: a heading is bold, a list is bullet lines."""
+
+    strong = ("**", "**")
+    em = ("*", "*")
+    strike = ("~~", "~~")
+    quote_prefix = "> "
+    _SPECIAL = re.compile(r"([\\*~`\[\]()>_])")
+    _LINE_START = re.compile(r"(?m)^(\s*)-")
+
+    def text(self, s: str) -> str:
+        s = self._SPECIAL.sub(r"\\\1", s)
+        return self._LINE_START.sub(lambda m: m.group(1) + "\\-", s)
+
+    def code(self, s: str) -> str:
+        return "`" + s.replace("`", "\u02cb") + "`"
+
+    def rule(self) -> str:
+        return "---"
+
+    def pre(self, s: str, lang: str) -> str:
+        lang = re.sub(r"[^A-Za-z0-9_+-]", "", lang)
+        return f"```{lang}\n" + s.replace("```", "`\u200b``") + "\n```"
+
+    def link(self, label: str, url: str) -> str:
+        if not re.match(r"(?i)https?://\S+$", url):  # KOOK links only http(s)
+            return super().link(label, url)
+        safe = url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+        return f"[{label or self.text(url)}]({safe})"
+
+    def quote(self, inner: str) -> str:
+        # A quote runs to the next blank line: its own blank lines would end it.
+        return "> " + re.sub(r"\n{2,}", "\n", inner)
+
+
 class _Renderer:
     def __init__(self, style: Style) -> None:
         self.style = style
@@ -370,3 +411,8 @@ def to_discord(text: str) -> str:
 def to_matrix_html(text: str) -> str:
     """HTML for Matrix's `formatted_body` (markdown-it's own renderer; raw HTML escaped)."""
     return parser().render(text).strip("\n")
+
+
+def to_kmarkdown(text: str) -> str:
+    """KOOK's KMarkdown (`type: 9` messages)."""
+    return _Renderer(KMarkdown()).render(text)

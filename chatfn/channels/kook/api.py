@@ -1,0 +1,133 @@
+"""KOOK's HTTP API (https://developer.kookapp.cn/doc/reference): `{api_base}/v3/...` with
+`Authorization: Bot <token>`; every answer is `{"code", "message", "data"}`, code 0 for
+success.
+
+Rate limits (developer.kookapp.cn/doc/rate-limit): answers carry `X-Rate-Limit-Limit`,
+`X-Rate-Limit-Remaining`, `X-Rate-Limit-Reset` (seconds until the bucket is full again),
+`X-Rate-Limit-Bucket` and, when the global limit was hit, `X-Rate-Limit-Global`; past the
+limit the answer is HTTP 429 with the same headers. A bucket left at 0 is not called again
+before its reset (KOOK revokes bots that keep hitting the limit): the call raises the same
+error as a 429 would, with the wait left, and the kit's delivery policy waits it out.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels.kook.settings import KookSettings
+
+__all__ = ["KookApi", "KookApiError", "KookAuthError"]
+
+
+class KookApiError(Exception):
+    """A call KOOK answered with an error (HTTP status, KOOK's `code`, its `message`);
+    `retry_after` is the wait a rate limit named (seconds), else None."""
+
+    def __init__(
+        self, status: int, code: int, message: str, retry_after: float | None = None
+    ) -> None:
+        what = f"HTTP {status}" + (f", code {code}" if code else "")
+        super().__init__(f"{what}: {message}" if message else what)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def is_auth(self) -> bool:
+        return self.status == 401 or self.code == 401
+
+    @property
+    def is_rate_limit(self) -> bool:
+        return self.status == 429 or self.retry_after is not None
+
+    @property
+    def is_retryable(self) -> bool:
+        return self.status >= 500 or self.is_rate_limit
+
+
+class KookAuthError(KookApiError):
+    """KOOK refused the token."""
+
+
+def _reset(headers: Any) -> float | None:
+    raw = headers.get("X-Rate-Limit-Reset")
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except ValueError:
+        return None
+
+
+class KookApi:
+    """The calls of one bot through the channel's aiohttp session."""
+
+    def __init__(self, settings: KookSettings, session: aiohttp.ClientSession) -> None:
+        self.cfg = settings
+        self.session = session
+        self._exhausted: dict[str, float] = {}  # path -> time.monotonic() of its bucket's reset
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bot {self.cfg.token_value()}"}
+
+    def url(self, path: str) -> str:
+        return self.cfg.api_base + path
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        form: aiohttp.FormData | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """One call; its `data`. Raises KookAuthError (401), KookApiError (any other refusal,
+        with `retry_after` for a rate limit), aiohttp.ClientError / TimeoutError."""
+        wait = self._exhausted.get(path, 0.0) - time.monotonic()
+        if wait > 0:
+            raise KookApiError(429, 0, f"rate limit bucket of {path} is empty", wait)
+        async with self.session.request(
+            method,
+            self.url(path),
+            params=params,
+            json=json,
+            data=form,
+            headers=self.headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as response:
+            try:
+                body = await response.json(content_type=None)
+            except ValueError:
+                body = None
+            self._note_limit(path, response)
+            return _answer(response, body)
+
+    def _note_limit(self, path: str, response: aiohttp.ClientResponse) -> None:
+        reset = _reset(response.headers)
+        if reset is not None and response.headers.get("X-Rate-Limit-Remaining") == "0":
+            self._exhausted[path] = time.monotonic() + reset
+        else:
+            self._exhausted.pop(path, None)
+
+
+def _answer(response: aiohttp.ClientResponse, body: Any) -> Any:
+    code, message = 0, ""
+    if isinstance(body, dict):
+        try:
+            code = int(body.get("code") or 0)
+        except (TypeError, ValueError):
+            code = -1
+        message = str(body.get("message") or "")
+    status = response.status
+    if status == 401 or code == 401:
+        raise KookAuthError(status, code, message or "token refused")
+    if status == 429:
+        raise KookApiError(status, code, message or "too many requests", _reset(response.headers))
+    if status >= 300 or not isinstance(body, dict) or code != 0:
+        raise KookApiError(status, code, message or "not a KOOK answer")
+    return body.get("data")

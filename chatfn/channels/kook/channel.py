@@ -1,0 +1,287 @@
+"""The KOOK channel: a KOOK bot in guild text channels and direct messages, through KOOK's
+WebSocket gateway (gateway.py: compression, ping/pong, resume, reconnect) and its HTTP API
+(api.py) with aiohttp. KOOK publishes no Python SDK; the protocol is small.
+
+- connect: `GET /v3/user/me` (who the bot is; 401: the token is refused, one line naming
+  `channels.kook.token`);
+- serve: the gateway; events (`s: 0`) in `sn` order, each message once (its `msg_id`);
+- in: text (1), KMarkdown (9) and image (2) messages of users (bots' own are skipped), the
+  quoted message (`extra.quote`) as the quote, images downloaded through the one fetch door
+  (chatfn.common.fetch; KOOK's own asset host and `api_base`'s are let through);
+  `joined_guild` system events to the kit's member-joined, welcomed in the guild's welcome
+  channel (or its default channel, /v3/guild/view);
+- out: send.py; `find_sent` reads a chat's history (/v3/message/list,
+  /v3/direct-message/list) for rows a crash left unmarked.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from chatfn.channels import kit
+from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
+from chatfn.channels.kook.gateway import Gateway
+from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, read_text, roles_of
+from chatfn.channels.kook.send import KookSender, parts_of
+from chatfn.channels.kook.settings import KookSettings
+from chatfn.common.fetch import FetchError, fetch
+from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.common.payload import object_at
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["KookChannel"]
+
+_NETWORK = (aiohttp.ClientError, TimeoutError, ConnectionError)
+#: KOOK's own hosts of users' images (the asset CDN).
+KOOK_ASSET_HOSTS = ("img.kookapp.cn", "img.kaiheila.cn", "*.kookapp.cn", "*.kaiheila.cn")
+
+
+class _Allow:
+    """`bot.fetch` plus KOOK's asset hosts and `api_base`'s host: images KOOK serves."""
+
+    def __init__(self, base: Any, api_base: str) -> None:
+        host = urlsplit(api_base).hostname or ""
+        self.allow_hosts = [*getattr(base, "allow_hosts", ()), *KOOK_ASSET_HOSTS, host]
+        self.allow_networks = list(getattr(base, "allow_networks", ()))
+
+
+class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOOK"):
+    def __init__(self, host: ChannelHost, settings: KookSettings) -> None:
+        super().__init__(host, settings)
+        self.bot_id = ""
+        self.bot_name = ""
+        self.api: KookApi | None = None
+        self.sender: KookSender | None = None
+        self.gateway: Gateway | None = None
+        self._http: aiohttp.ClientSession | None = None
+        base = getattr(getattr(getattr(host, "settings", None), "bot", None), "fetch", None)
+        self.fetch_allow = _Allow(base, settings.api_base)
+        self._guilds: dict[str, tuple[float, dict[str, Any], set[str]]] = {}
+
+    # -- connect, serve, close -----------------------------------------------------------------
+    async def connect(self) -> str:
+        if self._http is None:
+            self._http = aiohttp.ClientSession()
+            self.api = KookApi(self.cfg, self._http)
+            self.sender = KookSender(self.api, self.cfg, self.policy)
+            self.sender.fetch_allow = self.fetch_allow
+        assert self.api is not None
+        try:
+            me = await self.api.call("GET", "/v3/user/me")
+        except KookAuthError as exc:
+            raise kit.CredentialsRefused(
+                f"KOOK refused channels.kook.token ({exc}): copy the bot's token from "
+                "developer.kookapp.cn -> Applications -> your bot -> Bot"
+            ) from None
+        except KookApiError as exc:
+            raise kit.Unreachable(f"KOOK GET /v3/user/me failed ({exc})") from None
+        except _NETWORK as exc:
+            raise kit.Unreachable(f"KOOK not reachable at {self.cfg.api_base} ({exc})") from None
+        me = me if isinstance(me, dict) else {}
+        self.bot_id = str(me.get("id") or "")
+        self.bot_name = str(me.get("username") or "")
+        return f"bot {self.bot_name} ({self.bot_id}) at {self.cfg.api_base}"
+
+    async def serve(self) -> None:
+        assert self.api is not None and self._http is not None
+        if self.gateway is None:
+            self.gateway = Gateway(self.api, self.cfg, self._http, self._on_event, self)
+        await self.gateway.run()
+
+    async def close(self) -> None:
+        if self.gateway is not None:
+            await self.gateway.close()
+        if self._http is not None:
+            await self._http.close()
+
+    async def drop_connection(self) -> None:
+        """Cut the gateway's socket (tests): the channel resumes."""
+        if self.gateway is not None:
+            await self.gateway.drop()
+
+    # -- events --------------------------------------------------------------------------------
+    def _on_event(self, d: dict[str, Any]) -> None:
+        msg_id = str(d.get("msg_id") or "")
+        if not msg_id or not self.inbound.first_sight(f"message:{msg_id}"):
+            return
+        extra = object_at(d, "extra")
+        if d.get("type") == 255:
+            if extra.get("type") == "joined_guild" and d.get("channel_type") == "GROUP":
+                guild = str(d.get("target_id") or "")
+                self.inbound.events(f"guild:{guild}", lambda: self._member_joined(guild, extra))
+            return
+        author = object_at(extra, "author")
+        author_id = str(d.get("author_id") or "")
+        if not author_id or author_id == self.bot_id or author.get("bot") or author_id == "1":
+            return
+        if d.get("type") not in (1, 2, 9):
+            return  # video, file, audio, cards: not read
+        if d.get("channel_type") == "GROUP":
+            ref = ChatRef(True, str(d.get("target_id") or ""))
+        elif d.get("channel_type") == "PERSON":
+            ref = ChatRef(False, author_id)
+        else:
+            return
+        if ref.target:
+            self.inbound.message(ref.key, msg_id, lambda: self._incoming(ref, d))
+
+    async def _incoming(self, ref: ChatRef, d: dict[str, Any]) -> IncomingMessage | None:
+        extra = object_at(d, "extra")
+        author = object_at(extra, "author")
+        sender = str(d["author_id"])
+        kind = int(d.get("type") or 0)
+        images: list[str] = []
+        text, mentioned = "", False
+        if kind == 2:
+            image = await self._image(str(d.get("content") or ""))
+            images = [image] if image else []
+        else:
+            text, mentioned = read_text(str(d.get("content") or ""), kind, extra, self.bot_id)
+        quote = object_at(extra, "quote")
+        quoted = None
+        if quote:
+            quoted, _ = read_text(str(quote.get("content") or ""), 9, {}, self.bot_id)
+            quoted = quoted or None
+        roles: list[str] = []
+        guild = str(extra.get("guild_id") or "")
+        if ref.is_group and guild:
+            roles = await self._roles(guild, sender, author.get("roles") or [])
+        return self.incoming(
+            ref.key,
+            sender,
+            text,
+            is_group=ref.is_group,
+            sender_name=str(author.get("nickname") or author.get("username") or sender),
+            chat_name=str(extra.get("channel_name") or ""),
+            is_at_bot=mentioned,
+            quoted=quoted,
+            images=images,
+            message_id=str(d["msg_id"]),
+            time=kit.sent_at(d.get("msg_timestamp"), ms=True),
+            sender_roles=roles,
+        )
+
+    async def _image(self, url: str) -> str | None:
+        """An image a user sent (its URL is KOOK's asset CDN) as a data URI."""
+        if not url.startswith(("https://", "http://")):
+            return None
+        try:
+            got = await fetch(
+                url,
+                allow=self.fetch_allow,
+                max_bytes=kit.MAX_IMAGE_IN,
+                timeout=30,
+                accept=lambda kind: kind.startswith("image/") or kind == "",
+            )
+        except FetchError as exc:
+            self.log.warning("KOOK image not downloaded: {}", exc)
+            return None
+        return kit.data_uri(got.data, got.content_type or None)
+
+    async def _guild(self, guild: str) -> tuple[dict[str, Any], set[str]]:
+        """The guild (/v3/guild/view) and its administrator roles (/v3/guild-role/list),
+        kept `roles_ttl` seconds."""
+        cached = self._guilds.get(guild)
+        if cached is not None and time.monotonic() < cached[0]:
+            return cached[1], cached[2]
+        assert self.api is not None
+        view = await self.api.call("GET", "/v3/guild/view", params={"guild_id": guild})
+        found = await self.api.call(
+            "GET", "/v3/guild-role/list", params={"guild_id": guild, "page_size": 100}
+        )
+        items = found.get("items") if isinstance(found, dict) else found
+        admins = {
+            str(r.get("role_id"))
+            for r in items or []
+            if isinstance(r, dict) and int(r.get("permissions") or 0) & ADMINISTRATOR
+        }
+        view = view if isinstance(view, dict) else {}
+        self._guilds[guild] = (time.monotonic() + self.cfg.roles_ttl, view, admins)
+        return view, admins
+
+    async def _roles(self, guild: str, user: str, role_ids: list[Any]) -> list[str]:
+        try:
+            view, admins = await self._guild(guild)
+        except (KookApiError, *_NETWORK) as exc:
+            self.log.warning("KOOK: the roles of guild {} not read ({})", guild, exc)
+            return []
+        return roles_of(user, list(role_ids), str(view.get("user_id") or ""), admins)
+
+    async def _member_joined(self, guild: str, extra: dict[str, Any]) -> list[SystemEvent]:
+        body = object_at(extra, "body")
+        user = str(body.get("user_id") or "")
+        if not user or user == self.bot_id:
+            return []
+        try:
+            view, _ = await self._guild(guild)
+        except (KookApiError, *_NETWORK) as exc:
+            self.log.warning("KOOK: guild {} not read for a welcome ({})", guild, exc)
+            return []
+        # "0" (or nothing): the guild has no welcome channel set
+        found = [str(view.get(k) or "") for k in ("welcome_channel_id", "default_channel_id")]
+        channel = next((c for c in found if c not in ("", "0")), "")
+        if not channel:
+            self.log.info("KOOK: member {} joined guild {}, which has no channel", user, guild)
+            return []
+        name = await self._user_name(user, guild)
+        return [kit.member_joined(self.platform, f"group:{channel}", user, name, guild_id=guild)]
+
+    async def _user_name(self, user: str, guild: str) -> str:
+        assert self.api is not None
+        try:
+            found = await self.api.call(
+                "GET", "/v3/user/view", params={"user_id": user, "guild_id": guild}
+            )
+        except (KookApiError, *_NETWORK):
+            return user
+        found = found if isinstance(found, dict) else {}
+        return str(found.get("nickname") or found.get("username") or user)
+
+    # -- never twice ---------------------------------------------------------------------------
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """Rows owed from before this start: True where the chat's history holds a message of
+        the bot with the row's first part since the row was made, False where it does not;
+        chats whose history cannot be read now are left out (asked again later)."""
+        by_chat: dict[str, list[tuple[OutgoingMessage, datetime]]] = {}
+        for out, created in owed:
+            if out.event_id is not None:
+                by_chat.setdefault(out.chat_id, []).append((out, created))
+        verdicts: dict[int, bool] = {}
+        for chat_id, rows in by_chat.items():
+            try:
+                ref = parse_chat_id(chat_id)
+                mine = await self._history(ref)
+            except ValueError:
+                verdicts |= {o.event_id: False for o, _ in rows if o.event_id is not None}
+                continue
+            except (KookApiError, *_NETWORK) as exc:
+                self.log.info("KOOK: history of {} not read ({})", chat_id, exc)
+                continue
+            for out, created in rows:
+                assert out.event_id is not None
+                parts = parts_of(out, ref, self.cfg.max_message_length)
+                after = (created - timedelta(seconds=5)).timestamp() * 1000
+                verdicts[out.event_id] = bool(parts) and any(
+                    content == parts[0].content and at >= after for content, at in mine
+                )
+        return verdicts
+
+    async def _history(self, ref: ChatRef) -> list[tuple[str, float]]:
+        """The bot's recent messages in a chat: (content, sent at in ms)."""
+        assert self.api is not None
+        path = "/v3/message/list" if ref.is_group else "/v3/direct-message/list"
+        found = await self.api.call("GET", path, params={"target_id": ref.target, "page_size": 50})
+        items = found.get("items") if isinstance(found, dict) else found
+        mine: list[tuple[str, float]] = []
+        for item in items or []:
+            if not isinstance(item, dict):
+                continue
+            author = item.get("author_id") or object_at(item, "author").get("id")
+            if str(author or "") == self.bot_id:
+                mine.append((str(item.get("content") or ""), float(item.get("create_at") or 0)))
+        return mine

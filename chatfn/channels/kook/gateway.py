@@ -1,0 +1,302 @@
+"""KOOK's WebSocket gateway (https://developer.kookapp.cn/doc/websocket).
+
+`GET /v3/gateway/index?compress=1` gives the `wss://` URL (it carries the token). Every
+server->client frame is then a binary zlib (deflate) frame; the client's frames are not
+compressed. Signals (`s`):
+
+- 1 HELLO, within 6 s of connecting: `{"code": 0, "session_id"}`; else 40100 (missing
+  parameters), 40101 (invalid token), 40102 (token verification failed): the token is
+  refused; 40103 (token expired): connect again from the gateway.
+- 0 EVENT `{"d", "sn"}`: handled in `sn` order (a gap waits in a buffer, an `sn` seen
+  already is dropped); the last `sn` handled is sent with every ping.
+- 2 PING `{"s": 2, "sn"}` every 30 s (+-5), answered by 3 PONG within 6 s; a pong that
+  does not come: two more pings (after 2 and 4 s), then the connection is given up and
+  resumed.
+- after a drop, RESUME: connect to the same URL with `resume=1&sn=<last>&session_id=<id>`
+  (the docs' older spelling `sessionId` too); KOOK sends the events missed, then 6 RESUME
+  ACK. Two resumes that fail: the session is dropped and the gateway asked again.
+- 5 RECONNECT (40106 resume failed, 40107 session expired, 40108 sn unknown): the `sn`,
+  the session and the buffer are dropped and the gateway is asked again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import zlib
+from collections.abc import Callable
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import aiohttp
+from loguru import logger
+
+from chatfn.channels import kit
+from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
+from chatfn.channels.kook.settings import KookSettings
+from chatfn.common.payload import object_at
+
+__all__ = ["REFUSED_TOKEN_CODES", "Gateway"]
+
+Dispatch = Callable[[dict[str, Any]], None]
+#: HELLO codes of a token KOOK does not take.
+REFUSED_TOKEN_CODES = {
+    40100: "missing parameters",
+    40101: "invalid token",
+    40102: "token verification failed",
+}
+#: RECONNECT / HELLO codes after which the session cannot be resumed.
+SESSION_GONE_CODES = {40103, 40106, 40107, 40108}
+_CLOSED = (
+    aiohttp.WSMsgType.CLOSE,
+    aiohttp.WSMsgType.CLOSING,
+    aiohttp.WSMsgType.CLOSED,
+    aiohttp.WSMsgType.ERROR,
+)
+
+
+class Channel(Protocol):
+    @property
+    def stopping(self) -> bool: ...
+
+    def up(self) -> None: ...
+
+    def down(self, why: Exception) -> None: ...
+
+    async def failed(self, why: Exception, backoff: kit.Backoff) -> bool: ...
+
+    async def pause(self, seconds: float) -> bool: ...
+
+
+class Refused(Exception):
+    """HELLO refused the token."""
+
+
+def decode(frame: aiohttp.WSMessage) -> dict[str, Any] | None:
+    """A frame as its JSON object: binary frames inflated (zlib), text frames as they are;
+    None for anything else or what does not parse."""
+    if frame.type == aiohttp.WSMsgType.BINARY:
+        try:
+            raw: str | bytes = zlib.decompress(frame.data)
+        except zlib.error:
+            logger.warning("KOOK gateway frame that is not zlib data ignored")
+            return None
+    elif frame.type == aiohttp.WSMsgType.TEXT:
+        raw = frame.data
+    else:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        logger.warning("KOOK gateway frame that is not JSON ignored")
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class Gateway:
+    """One gateway session; `run()` until the channel stops (module docstring)."""
+
+    #: Seconds: HELLO's deadline, the ping interval (+-5 s of jitter), the pong's deadline and
+    #: the two pings after a missed pong (tests shorten them).
+    hello_timeout = 6.0
+    ping_interval = 30.0
+    ping_jitter = 5.0
+    pong_timeout = 6.0
+    retry_pings = (2.0, 4.0)
+
+    def __init__(
+        self,
+        api: KookApi,
+        settings: KookSettings,
+        session: aiohttp.ClientSession,
+        dispatch: Dispatch,
+        channel: Channel,
+    ) -> None:
+        self.api = api
+        self.cfg = settings
+        self.session = session
+        self.dispatch = dispatch
+        self.channel = channel
+        self.session_id: str | None = None
+        self.sn = 0
+        self.buffer: dict[int, dict[str, Any]] = {}
+        self.url: str | None = None
+        self.connects = 0
+        self.resumes = 0
+        self.failed_resumes = 0
+        self._pong = asyncio.Event()
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+
+    async def drop(self) -> None:
+        """Close the socket as a network drop would (tests): the session is resumed."""
+        if self._ws is not None:
+            await self._ws.close(code=4000)
+
+    def forget(self) -> None:
+        """Drop the session, its `sn` and what waits in the buffer (RECONNECT)."""
+        self.session_id, self.sn, self.url = None, 0, None
+        self.buffer.clear()
+
+    async def run(self) -> None:
+        backoff = kit.Backoff(1.0, 60.0)
+        while not self.channel.stopping:
+            why = await self._connect_once(backoff)
+            if self.channel.stopping:
+                return
+            if why == "reconnect":
+                continue  # KOOK asked: from the gateway, at once
+            if self.session_id is not None:
+                self.failed_resumes += 1
+                if self.failed_resumes > 2:
+                    logger.info("KOOK gateway: resuming failed twice: a new session")
+                    self.forget()
+            if not await self.channel.failed(
+                kit.Unreachable(f"KOOK gateway connection lost ({why})"), backoff
+            ):
+                return
+
+    async def _connect_once(self, backoff: kit.Backoff) -> str:
+        try:
+            url = await self._url()
+            self.connects += 1
+            async with self.session.ws_connect(url, autoping=True, max_msg_size=0) as ws:
+                self._ws = ws
+                return await self._read(ws, backoff)
+        except (KookAuthError, Refused) as exc:
+            raise kit.CredentialsRefused(
+                f"KOOK refused channels.kook.token ({exc}): copy the bot's token from "
+                "developer.kookapp.cn -> Applications -> your bot -> Bot"
+            ) from None
+        except KookApiError as exc:
+            return f"GET /v3/gateway/index: {exc}"
+        except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            self._ws = None
+
+    async def _url(self) -> str:
+        """The gateway's URL (asked for unless resuming), with the resume parameters."""
+        if self.url is None or self.session_id is None:
+            found = await self.api.call(
+                "GET", "/v3/gateway/index", params={"compress": int(self.cfg.compress)}
+            )
+            url = str((found or {}).get("url") or "") if isinstance(found, dict) else ""
+            if not url:
+                raise KookApiError(200, 0, "GET /v3/gateway/index gave no url")
+            self.url = url
+        if self.session_id is None:
+            return self.url
+        self.resumes += 1
+        query = {"resume": 1, "sn": self.sn, "session_id": self.session_id}
+        query["sessionId"] = self.session_id
+        return self.url + ("&" if "?" in self.url else "?") + urlencode(query)
+
+    async def _hello(self, ws: aiohttp.ClientWebSocketResponse) -> str | None:
+        """Wait for HELLO: None once the session is open, else why the connection ends."""
+        async with asyncio.timeout(self.hello_timeout):
+            while True:
+                frame = await ws.receive()
+                if frame.type in _CLOSED:
+                    return f"closed before HELLO ({ws.close_code})"
+                payload = decode(frame)
+                if payload is not None and payload.get("s") == 1:
+                    break
+        d = object_at(payload, "d")
+        try:
+            code = int(d.get("code") or 0)
+        except (TypeError, ValueError):
+            code = -1
+        if code in REFUSED_TOKEN_CODES:
+            raise Refused(f"HELLO {code}: {REFUSED_TOKEN_CODES[code]}")
+        if code:
+            logger.info("KOOK gateway HELLO {}: a new session", code)
+            self.forget()
+            return "reconnect" if code in SESSION_GONE_CODES else f"HELLO {code}"
+        session = str(d.get("session_id") or d.get("sessionId") or "")
+        if session != self.session_id:
+            self.session_id, self.sn = session, 0
+            self.buffer.clear()
+        return None
+
+    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
+        try:
+            ended = await self._hello(ws)
+        except TimeoutError:
+            return f"no HELLO within {self.hello_timeout:g} s"
+        if ended is not None:
+            return ended
+        self.failed_resumes = 0
+        backoff.reset()
+        self.channel.up()
+        beat = asyncio.create_task(self._heartbeat(ws))
+        try:
+            async for frame in ws:
+                payload = decode(frame)
+                if payload is None:
+                    continue
+                why = self._signal(payload)
+                if why is not None:
+                    return why
+            return f"closed ({ws.close_code})"
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    def _signal(self, payload: dict[str, Any]) -> str | None:
+        s = payload.get("s")
+        if s == 0:
+            self._event(payload)
+        elif s == 3:
+            self._pong.set()
+        elif s == 5:
+            d = object_at(payload, "d")
+            logger.info("KOOK gateway RECONNECT ({}): a new session", d.get("code"))
+            self.forget()
+            return "reconnect"
+        elif s == 6:
+            d = object_at(payload, "d")
+            self.session_id = str(d.get("session_id") or self.session_id or "")
+            logger.info("KOOK gateway session {} resumed at sn {}", self.session_id, self.sn)
+        return None
+
+    def _event(self, payload: dict[str, Any]) -> None:
+        sn, data = payload.get("sn"), payload.get("d")
+        if not isinstance(sn, int) or not isinstance(data, dict):
+            return
+        if sn <= self.sn:
+            return  # handled already
+        self.buffer[sn] = data
+        while (self.sn + 1) in self.buffer:
+            self.sn += 1
+            self.dispatch(self.buffer.pop(self.sn))
+
+    async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        while not ws.closed:
+            jitter = random.uniform(-self.ping_jitter, self.ping_jitter)  # noqa: S311
+            await asyncio.sleep(max(0.05, self.ping_interval + jitter))
+            if not await self._ping(ws, self.pong_timeout):
+                for wait in self.retry_pings:
+                    if await self._ping(ws, wait):
+                        break
+                else:
+                    logger.warning("KOOK gateway: no PONG: resuming")
+                    await ws.close(code=4000)
+                    return
+
+    async def _ping(self, ws: aiohttp.ClientWebSocketResponse, wait: float) -> bool:
+        self._pong.clear()
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_json({"s": 2, "sn": self.sn})
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await self._pong.wait()
+                return True
+        return False

@@ -1,0 +1,169 @@
+"""The way out to KOOK: KMarkdown messages (`type: 9`) to a channel (`POST
+/v3/message/create`) or a user (`POST /v3/direct-message/create`), split within
+`max_message_length` characters; images uploaded (`POST /v3/asset/create`, multipart
+`file`) and sent as image messages (`type: 2`, the asset's URL as `content`)
+(developer.kookapp.cn/doc/http/message, /doc/http/direct-message, /doc/http/asset).
+
+- A mention is `(met)<user id>(met)` before the first part (groups, `reply_with_mention`);
+  `reply_with_quote` sends the message answered as `quote` with the first part.
+- Every part carries a `nonce` made of the outbox row, the part's index and a hash of its
+  content (KOOK hands it back in the message's event), and the channel's `find_sent` reads a
+  chat's history after a crash so that what KOOK took is not sent twice.
+- Errors: a refused token (401) is CredentialsRefused; a rate limit (429, or a bucket left
+  empty: api.py) RateLimited with KOOK's `X-Rate-Limit-Reset`; network and 5xx Unreachable;
+  any other refusal (no permission in the channel, a user who blocks DMs, an over-long
+  message) DeliveryRefused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels import kit
+from chatfn.channels.kook.api import KookApi, KookApiError
+from chatfn.channels.kook.parse import ChatRef, parse_chat_id
+from chatfn.channels.kook.settings import KookSettings
+from chatfn.channels.markdown import to_kmarkdown
+from chatfn.channels.split import split_message
+from chatfn.common.fetch import (
+    FetchAllow,
+    FetchError,
+    FetchRefused,
+    FetchTooLarge,
+    FetchWrongType,
+    fetch,
+)
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["MAX_IMAGE_OUT", "KookSender", "Part", "parts_of"]
+
+#: The largest image uploaded (KOOK documents no limit for bots; its clients take 20 MB).
+MAX_IMAGE_OUT = 20 * 1024 * 1024
+TEXT, IMAGE, KMARKDOWN = 1, 2, 9
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One KMarkdown message of a reply, as sent."""
+
+    content: str
+    nonce: str
+    quote: str | None
+
+
+def _mention(ref: ChatRef, out: OutgoingMessage) -> str:
+    return f"(met){out.at}(met) " if out.at and ref.is_group and out.at.isalnum() else ""
+
+
+def parts_of(out: OutgoingMessage, ref: ChatRef, limit: int) -> list[Part]:
+    """The KMarkdown messages `out`'s text is sent as (the mention and the quote on the
+    first); the same every time, so a part sent before a crash is known again."""
+    mention = _mention(ref, out)
+    texts = (
+        split_message(out.text, limit - len(mention), render=to_kmarkdown)
+        if out.text.strip()
+        else []
+    )
+    quote = out.reply_to if out.quote and out.reply_to else None
+    parts: list[Part] = []
+    for index, text in enumerate(texts):
+        content = (mention if index == 0 else "") + to_kmarkdown(text)
+        digest = hashlib.sha256(content.encode()).hexdigest()[:12]
+        nonce = f"chatfn-{out.event_id or 0}-{index}-{digest}"
+        parts.append(Part(content, nonce, quote if index == 0 else None))
+    return parts
+
+
+class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
+    """Sends OutgoingMessages through `client`, the channel's KookApi."""
+
+    client: KookApi
+    cfg: KookSettings
+    fetch_allow: FetchAllow | None = None
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError):
+            return kit.Unreachable(f"KOOK not reachable ({exc})")
+        if not isinstance(exc, KookApiError):
+            return None
+        if exc.is_auth:
+            return kit.CredentialsRefused(f"KOOK refused channels.kook.token ({exc})")
+        if exc.is_rate_limit:
+            wait = exc.retry_after
+            return kit.RateLimited(f"KOOK asks to wait before sending to {key} ({exc})", wait)
+        if exc.status >= 500:
+            return kit.Unreachable(f"KOOK failed ({exc})")
+        return kit.DeliveryRefused(f"KOOK refused the message to {key}: {exc}")
+
+    def path(self, ref: ChatRef) -> str:
+        return "/v3/message/create" if ref.is_group else "/v3/direct-message/create"
+
+    async def post(
+        self, ref: ChatRef, kind: int, content: str, nonce: str, quote: str | None
+    ) -> Any:
+        body: dict[str, Any] = {"type": kind, "target_id": ref.target, "content": content}
+        body["nonce"] = nonce
+        if quote:
+            body["quote"] = quote
+        path = self.path(ref)
+        return await self.call(ref.key, lambda: self.client.call("POST", path, json=body))
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[str]:
+        parts = parts_of(out, ref, self.cfg.max_message_length)
+        images = [kit.decode_image(i, MAX_IMAGE_OUT, "KOOK") for i in out.images]
+        owed.parts = [p.content for p in parts]
+        ids: list[str] = []
+        for part in parts:
+            sent = await self.post(ref, KMARKDOWN, part.content, part.nonce, part.quote)
+            ids.append(str((sent or {}).get("msg_id") or ""))
+            owed.sent += 1
+        for index, image in enumerate(images):
+            url = await self.upload(ref, image)
+            nonce = f"chatfn-{out.event_id or 0}-image{index}"
+            quote = out.reply_to if out.quote and out.reply_to and not parts and not index else None
+            sent = await self.post(ref, IMAGE, url, nonce, quote)
+            ids.append(str((sent or {}).get("msg_id") or ""))
+        return ids
+
+    async def upload(self, ref: ChatRef, image: bytes | str) -> str:
+        """The image as a KOOK asset URL (a URL a function gave is fetched first, through the
+        one fetch door: it may point anywhere)."""
+        data = image if isinstance(image, bytes) else await self._fetch(image)
+
+        async def call() -> Any:
+            form = aiohttp.FormData()
+            form.add_field(
+                "file",
+                data,
+                filename=kit.image_name(data),
+                content_type=kit.image_mime(data) or "image/jpeg",
+            )
+            return await self.client.call("POST", "/v3/asset/create", form=form, timeout=60)
+
+        found = await self.call(ref.key, call)
+        url = str((found or {}).get("url") or "") if isinstance(found, dict) else ""
+        if not url:
+            raise kit.DeliveryRefused("KOOK's asset/create gave no url")
+        return url
+
+    async def _fetch(self, url: str) -> bytes:
+        try:
+            got = await fetch(
+                url,
+                allow=self.fetch_allow,
+                max_bytes=MAX_IMAGE_OUT,
+                timeout=30,
+                accept=lambda kind: kind.startswith("image/"),
+            )
+        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
+            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc}") from None
+        except FetchError as exc:
+            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
+        return got.data

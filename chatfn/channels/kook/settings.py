@@ -1,0 +1,45 @@
+"""`channels.kook:`: the KOOK (formerly KaiHeiLa) bot channel's settings: issue 42's keys
+`token` and `api_base`, and the pace, the splitting and the gateway's compression."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+#: KOOK's API root (https://developer.kookapp.cn/doc/reference, "BaseUrl"); calls go to
+#: `{api_base}/v3/...`.
+DEFAULT_API_BASE = "https://www.kookapp.cn/api"
+#: "为了保障消息正常发出，请不要超过 8000 字符" (developer.kookapp.cn/doc/http/message).
+KOOK_MAX_CONTENT = 8000
+
+
+class KookSettings(PlatformSettings):
+    """A KOOK bot: its token (developer.kookapp.cn -> Applications -> the bot -> Bot ->
+    Token), sent as `Authorization: Bot <token>`; events by the WebSocket gateway (the bot's
+    connection mode must be WebSocket, not Webhook: KOOK sends events one way only)."""
+
+    token: SecretStr | None = None
+    api_base: str = DEFAULT_API_BASE
+    # The gateway's frames zlib-compressed (GET /v3/gateway/index?compress=1, KOOK's default).
+    compress: bool = True
+    # Characters of one message's KMarkdown content (KOOK asks for at most 8000).
+    max_message_length: int = Field(default=KOOK_MAX_CONTENT, ge=100, le=KOOK_MAX_CONTENT)
+    # Seconds a guild's roles and owner are kept before they are read again (trust_group_admins).
+    roles_ttl: float = Field(default=300.0, ge=0)
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str) -> str:
+        return http_url(v, DEFAULT_API_BASE)
+
+    def problem(self) -> str | None:
+        if self.token is None:
+            return (
+                "channels.kook.token is not set (the bot's token from developer.kookapp.cn -> "
+                "Applications -> your bot -> Bot)"
+            )
+        return None
+
+    def token_value(self) -> str:
+        return self.secret_text("token")
