@@ -1,0 +1,172 @@
+"""The WeCom (企业微信) channel: a self-built app's callback and message API (`mode: app`), or
+an intelligent robot's callback and streaming reply (`mode: aibot`, aibot.py).
+
+The callback (https://developer.work.weixin.qq.com/document/path/90930, 90238): WeCom checks
+the URL with a GET (`msg_signature`, `timestamp`, `nonce`, `echostr`), answered with the
+decrypted echostr; then POSTs each message as `<xml><ToUserName/><AgentID/><Encrypt/></xml>`
+signed with the token and encrypted with the EncodingAESKey (chatfn/channels/wxcrypt.py).
+A request that is not signed with the token, does not decrypt, or is for another corp id is
+refused (401 / 400, one warning line); a message for another app (`AgentID`) is ignored.
+
+Confirm once stored: WeCom waits five seconds for an answer and otherwise sends the same
+message again (three times in all). The answer (an empty 200: the reply goes through the
+message API) is given once the message is stored, within `ACK_WAIT` seconds; a message still
+waiting then behind its chat's running turn is answered 503, and its next delivery is
+answered once it is stored. Each MsgId is handled once (`inbound.once`, and a message
+delivered again after a restart is found among the stored messages).
+
+Chats: `private:<userid>` (a member's chat with the app). App-created group chats
+(`group:<chatid>`, appchat/create) can be written to but WeCom does not deliver their
+messages to the app, so in app mode the bot answers members one to one. Images members send
+are downloaded with media/get (no URL from the message is fetched).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from chatfn.channels import kit
+from chatfn.channels.wecom.api import NETWORK_ERRORS, AuthRefused, WecomApi, WecomError
+from chatfn.channels.wecom.send import CREDENTIALS, WecomSender
+from chatfn.channels.wecom.settings import WecomSettings
+from chatfn.channels.wxcrypt import MAX_BODY, CryptError, WxCrypt, read_xml
+from chatfn.common.messages import IncomingMessage
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["ACK_WAIT", "WecomChannel", "read_body"]
+
+#: Seconds a callback's answer waits for its message to be stored (WeCom waits 5).
+ACK_WAIT = 4.0
+#: A call that failed: WeCom's answer or the network.
+_API_ERRORS: tuple[type[BaseException], ...] = (WecomError, *NETWORK_ERRORS)
+_HINT = "check the app's Secret and AgentId and the corp id (我的企业 -> 企业信息)"
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The request's body, at most MAX_BODY (CryptError past it)."""
+    body = await request.content.read(MAX_BODY + 1)
+    if len(body) > MAX_BODY:
+        raise CryptError("body too large", 413)
+    return body
+
+
+class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="WeCom"):
+    def __init__(self, host: ChannelHost, settings: WecomSettings) -> None:
+        super().__init__(host, settings)
+        receive_id = settings.corp_id if settings.mode == "app" else ""
+        self.crypt = WxCrypt(
+            settings.secret_text("token"), settings.secret_text("encoding_aes_key"), receive_id
+        )
+        self.api = WecomApi(settings)
+        self.sender = self._sender()
+        host.add_web_route("GET", settings.webhook_path, self._verify)
+        host.add_web_route("POST", settings.webhook_path, self._callback)
+
+    def _sender(self) -> kit.PlatformSender[Any]:
+        return WecomSender(self.api, self.cfg, self.policy)
+
+    # -- connect, close ------------------------------------------------------------------------
+    async def connect(self) -> str:
+        """The app's token and agent/get: the credentials work and the agent is this app."""
+        try:
+            agent = await self.api.agent()
+        except AuthRefused as exc:
+            raise kit.CredentialsRefused(f"WeCom refused {CREDENTIALS} ({exc}): {_HINT}") from None
+        except WecomError as exc:
+            raise kit.CredentialsRefused(
+                f"WeCom agent/get refused channels.wecom.agent_id {self.cfg.agent_id} ({exc}): "
+                f"{_HINT}"
+            ) from None
+        except NETWORK_ERRORS as exc:
+            raise kit.Unreachable(f"WeCom not reachable at {self.cfg.api_base} ({exc})") from None
+        name = agent.get("name") or "?"
+        return f"app {name} (agent {self.cfg.agent_id}), callback at {self.cfg.webhook_path}"
+
+    async def close(self) -> None:
+        await self.api.aclose()
+
+    # -- the callback --------------------------------------------------------------------------
+    def refused(self, exc: CryptError) -> web.Response:
+        self.log.warning("WeCom callback refused: {}", exc)
+        return web.Response(status=exc.status, text=str(exc))
+
+    async def _verify(self, request: web.Request) -> web.Response:
+        """The URL check: the echostr decrypted, as plain text."""
+        q = request.query
+        try:
+            echo = self.crypt.open(
+                q.get("msg_signature", ""),
+                q.get("timestamp", ""),
+                q.get("nonce", ""),
+                q.get("echostr", ""),
+            )
+        except CryptError as exc:
+            return self.refused(exc)
+        return web.Response(text=echo)
+
+    async def opened(self, request: web.Request) -> str:
+        """The decrypted message of a POSTed callback (XML in app mode)."""
+        q = request.query
+        outer = read_xml(await read_body(request))
+        return self.crypt.open(
+            q.get("msg_signature", ""),
+            q.get("timestamp", ""),
+            q.get("nonce", ""),
+            outer.get("Encrypt", ""),
+        )
+
+    async def _callback(self, request: web.Request) -> web.StreamResponse:
+        try:
+            fields = read_xml(await self.opened(request))
+        except CryptError as exc:
+            return self.refused(exc)
+        if not self.logged_in or self.stopping:
+            return web.Response(status=503, text="not ready")  # WeCom sends it again
+        if await self._take(fields).wait(ACK_WAIT, self._stopping):
+            return web.Response(text="")
+        return web.Response(status=503, text="not stored yet")
+
+    def _take(self, fields: dict[str, str]) -> kit.Taken:
+        kind = fields.get("MsgType", "")
+        agent = fields.get("AgentID", "")
+        if agent and agent != str(self.cfg.agent_id):
+            self.log.warning(
+                "WeCom callback for agent {} ignored (this is {})", agent, self.cfg.agent_id
+            )
+            return kit.settled()
+        user, msg_id = fields.get("FromUserName", ""), fields.get("MsgId", "")
+        if kind not in ("text", "image") or not user or not msg_id:
+            return kit.settled()  # events (enter_agent, subscribe ...), voice, video, location
+        chat = f"private:{user}"
+
+        def take(previous: kit.Taken | None) -> kit.Taken:
+            taken = kit.Taken(previous)
+            self.inbound.message(chat, msg_id, lambda: self._incoming(chat, fields), taken)
+            return taken
+
+        return self.inbound.once(msg_id, take)
+
+    async def _incoming(self, chat: str, fields: dict[str, str]) -> IncomingMessage | None:
+        images = []
+        if fields.get("MsgType") == "image" and (media := fields.get("MediaId")):
+            if (image := await self._image(media)) is not None:
+                images.append(image)
+        return self.incoming(
+            chat,
+            fields["FromUserName"],
+            fields.get("Content", ""),
+            message_id=fields["MsgId"],
+            time=kit.sent_at(fields.get("CreateTime")),
+            images=images,
+        )
+
+    async def _image(self, media_id: str) -> str | None:
+        try:
+            data = await self.api.media(media_id, kit.MAX_IMAGE_IN)
+        except _API_ERRORS as exc:
+            self.log.warning("WeCom image {} not downloaded: {}", media_id, exc)
+            return None
+        mime = kit.image_mime(data)
+        return None if mime is None else kit.data_uri(data, mime)

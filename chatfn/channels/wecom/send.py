@@ -1,0 +1,128 @@
+"""The way out to WeCom (app mode): one ordered queue per chat (the kit's), the model's
+Markdown as plain text (the `text` message shows in WeCom and in WeChat alike; WeCom's own
+`markdown` message is not shown to members who use WeChat), long replies split within
+`max_message_length` bytes of UTF-8 (message/send takes at most 2048), images uploaded
+(media/upload, at most 2 MB) and sent as image messages before the text.
+
+- `private:<userid>`: message/send to the member, as the app (`agentid`).
+- `group:<chatid>`: appchat/send, to a group chat the app made (appchat/create). WeCom does
+  not deliver the messages of such a chat to the app, so these are chats the bot writes to
+  (a reminder, a notice), not chats it answers.
+- Errors: rate-limit codes wait `RATE_WAIT` (the kit's RateLimited); refused credentials
+  wait in the outbox; network errors and 5xx are retried by the outbox; other refusals (a
+  member outside the app's visible range, a chat that does not exist) are logged and dropped.
+- message/send has no idempotency key the bot could use for a message it may have sent (its
+  `enable_duplicate_check` drops any equal text within the interval, a second equal answer
+  too), and the app cannot read a chat's history: a reply sent just before a crash, before
+  its outbox row was marked, is sent again after the restart (at least once).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from chatfn.channels import kit
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.split import split_message
+from chatfn.channels.wecom.api import (
+    NETWORK_ERRORS,
+    AuthRefused,
+    RateLimited,
+    WecomApi,
+    WecomError,
+)
+from chatfn.channels.wecom.settings import WecomSettings
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["MAX_IMAGE_OUT", "ChatRef", "WecomSender", "parse_chat_id", "utf8_len"]
+
+MAX_IMAGE_OUT = 2 * 1024 * 1024  # media/upload type=image: at most 2 MB
+_USER = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
+_CHAT = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
+SHAPES = "private:<userid> or group:<chatid>"
+CREDENTIALS = "channels.wecom.corp_id / secret / agent_id"
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    is_group: bool
+    target: str
+
+    @property
+    def key(self) -> str:
+        return f"{'group' if self.is_group else 'private'}:{self.target}"
+
+
+def parse_chat_id(chat_id: str) -> ChatRef:
+    kind, _, target = chat_id.partition(":")
+    if kind == "private" and _USER.match(target):
+        return ChatRef(False, target)
+    if kind == "group" and _CHAT.match(target):
+        return ChatRef(True, target)
+    raise ValueError(f"not a WeCom chat id: {chat_id!r} (expected {SHAPES})")
+
+
+class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
+    """Sends OutgoingMessages through WecomApi (module docstring)."""
+
+    client: WecomApi
+    cfg: WecomSettings
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, RateLimited):
+            return kit.RateLimited(f"WeCom rate limit sending to {key} ({exc})", exc.wait)
+        if isinstance(exc, AuthRefused):
+            return kit.CredentialsRefused(f"WeCom refused {CREDENTIALS} ({exc})")
+        if isinstance(exc, WecomError):
+            return kit.DeliveryRefused(f"WeCom refused the message to {key}: {exc}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return kit.Unreachable(f"WeCom not reachable at {self.cfg.api_base} ({exc})")
+        return None
+
+    def split(self, text: str) -> list[str]:
+        limit = self.cfg.max_message_length
+        return split_message(text, limit, render=to_plain, measure=utf8_len)
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[str]:
+        images = [kit.decode_image(i, MAX_IMAGE_OUT, "WeCom") for i in out.images]
+        text = out.text
+        links = [i for i in images if isinstance(i, str)]
+        if links:  # WeCom shows only uploaded images; a URL a model wrote is not fetched
+            text = "\n\n".join([text, *links]).strip()
+        owed.parts = self.split(text) if text.strip() else []
+        ids: list[str] = []
+        # The images first, then the text: a member reads the text under what it describes.
+        for data in (i for i in images if isinstance(i, bytes)):
+            mime = kit.image_mime(data) or "image/jpeg"
+            upload = functools.partial(self.client.upload_image, data, kit.image_name(data), mime)
+            media_id = await self.call(ref.key, upload)
+            body = {"image": {"media_id": media_id}}
+            ids.append(await self.call(ref.key, functools.partial(self._post, ref, "image", body)))
+        for part in owed.parts:
+            body = {"text": {"content": to_plain(part)}}
+            ids.append(await self.call(ref.key, functools.partial(self._post, ref, "text", body)))
+            owed.sent += 1
+        return ids
+
+    async def _post(self, ref: ChatRef, msgtype: str, body: dict[str, Any]) -> str:
+        if ref.is_group:
+            await self.client.appchat_send({"chatid": ref.target, "msgtype": msgtype, **body})
+            return ""
+        payload = {
+            "touser": ref.target,
+            "msgtype": msgtype,
+            "agentid": self.cfg.agent_id,
+            "safe": 0,
+            **body,
+        }
+        return await self.client.send(payload)

@@ -1,0 +1,71 @@
+"""`channels.wecom:`: the WeCom (企业微信) channel's settings: issue 42's keys (`corp_id`,
+`secret`, `agent_id`, `token`, `encoding_aes_key`, `mode`, `api_base`), where the callback is
+served, and the pacing and splitting numbers every channel has."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.wxcrypt import aes_key
+
+DEFAULT_API_BASE = "https://qyapi.weixin.qq.com"
+_WHERE = "(the app's page in the admin console: 应用管理 -> the app -> 接收消息 -> 设置API接收)"
+
+
+class WecomSettings(PlatformSettings):
+    """A WeCom self-built app (`mode: app`: its callback and the message API, with the app's
+    `corp_id`, `secret` and `agent_id`) or an intelligent robot (`mode: aibot`: its callback
+    and the streaming reply, `token` and `encoding_aes_key` only). The callback is served at
+    `webhook_path` on the HTTP channel's port; API calls go to `{api_base}/cgi-bin/...`."""
+
+    corp_id: str = ""  # 我的企业 -> 企业信息 -> 企业ID (ww...)
+    secret: SecretStr | None = None  # the app's Secret
+    agent_id: int | None = None  # the app's AgentId
+    token: SecretStr | None = None  # the callback's Token
+    encoding_aes_key: SecretStr | None = None  # the callback's EncodingAESKey (43 characters)
+    mode: Literal["app", "aibot"] = "app"
+    api_base: str = DEFAULT_API_BASE
+    # Where WeCom sends the callback (on the HTTP channel's port).
+    webhook_path: str = "/wecom/callback"
+    # Bytes of UTF-8 per text message: message/send takes at most 2048 (longer is cut).
+    max_message_length: int = Field(default=2048, ge=100, le=2048)
+    # WeCom allows 30 messages a minute to one member per app (more are dropped): one every
+    # two seconds after a burst.
+    send_rate: float = Field(default=0.5, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str) -> str:
+        return http_url(v, DEFAULT_API_BASE)
+
+    @field_validator("encoding_aes_key")
+    @classmethod
+    def _aes_key(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and v.get_secret_value():
+            aes_key(v.get_secret_value())  # ValueError naming the shape; pydantic names the key
+        return v
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/") or "?" in v or "#" in v:
+            raise ValueError(f"expected a path such as /wecom/callback, got {v!r}")
+        return v
+
+    def missing(self) -> list[str]:
+        """The keys this mode needs that are not set."""
+        need = ["token", "encoding_aes_key"]
+        if self.mode == "app":
+            need = ["corp_id", "secret", "agent_id", *need]
+        return [k for k in need if getattr(self, k) in (None, "")]
+
+    def problem(self) -> str | None:
+        missing = self.missing()
+        if missing:
+            keys = ", ".join(f"channels.wecom.{k}" for k in missing)
+            return f"{keys} must be set for mode: {self.mode} {_WHERE}"
+        return None
