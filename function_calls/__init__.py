@@ -12,6 +12,7 @@ work goes to `await run_blocking(func, ...)`, a thread pool kept apart from the 
 """
 
 from chatfn.common.blocking import run_blocking
+from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import ConfigError, ConfigPath, Section, zone_named
 from chatfn.common.fetch import (
     FetchAllow,
@@ -45,6 +46,7 @@ from providers.types import LLMResponse, Message
 __all__ = [
     "Budget",
     "Caller",
+    "ChatKey",
     "ChatModel",
     "FunctionDefinitionError",
     "ChatSettings",

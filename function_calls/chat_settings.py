@@ -11,8 +11,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase as fnmatch
-from typing import Any
+from typing import Any, TypeVar
 
+from chatfn.common.chat_keys import ChatKey, override_keys, replan_keys
 from chatfn.common.config import (
     DEFAULT_SYSTEM_PROMPT,
     ChatFunctionRules,
@@ -27,20 +28,12 @@ from chatfn.common.config import (
 from chatfn.common.messages import IncomingMessage
 from chatfn.storage.chat_state import Override
 
-# Keys admins may override from a chat (`/model`, `/persona`, `/reset`) or the admin console
-# (model, persona, functions, limits, language, respond_in_groups; JSON for the two objects).
-OVERRIDE_KEYS = (
-    "model",
-    "persona",
-    "reset",
-    "functions",
-    "limits",
-    "language",
-    "respond_in_groups",
-)
-# Overrides that change what a turn counts and reads before it runs (`Storage.begin_turn`
-# plans it again when the chat has one).
-PLAN_KEYS = frozenset({"limits", "respond_in_groups"})
+T = TypeVar("T")
+
+# The per-chat keys are declared once (chatfn/common/chat_keys.py: the core's, and each
+# plugin's `Plugin(chat_keys=...)`); `config.chat_keys` is every one of them. Which of them
+# an admin may override and which make a turn be planned again is read from there
+# (`override_keys`, `replan_keys`); `reset` is the mark `/reset` and the console leave.
 
 
 @dataclass(slots=True)
@@ -68,8 +61,15 @@ class ChatSettings:
     allow_lists: list[list[str]] = field(default_factory=list)
     # The limits that apply here: `limits:`, with a chat's override (the admin console's).
     limits: LimitSettings = field(default_factory=LimitSettings)
-    # The knowledge bases this chat may search (`chats[].knowledge`); empty: none.
-    knowledge: list[str] = field(default_factory=list)
+    # Every per-chat key in force (the core's, then the plugins'), and the plugins' values
+    # (`get`): an override, else the first rule naming it, else the key's default.
+    keys: tuple[ChatKey[Any], ...] = ()
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: ChatKey[T]) -> T:
+        """A plugin's per-chat key's value in this chat (its default where nothing names it:
+        a key of a plugin this bot did not load)."""
+        return self.values[key.name] if key.name in self.values else key.default
 
     @property
     def downgrade_to(self) -> str | None:
@@ -166,7 +166,6 @@ def resolve(
         o = overrides["functions"]
         functions = ChatFunctionRules.model_validate(json.loads(o.value))
         sources["functions"] = _override_source(o)
-    knowledge, sources["knowledge"] = _first(rules, "knowledge", [], "default")
     limits = config.limits
     sources["limits"] = "limits"
     if "limits" in overrides:
@@ -206,8 +205,47 @@ def resolve(
         sources=sources,
         allow_lists=allow_lists,
         limits=limits,
-        knowledge=list(knowledge),
+        keys=config.chat_keys,
+        values=_plugin_values(config, rules, overrides, sources),
     )
+
+
+def _plugin_values(
+    config: CoreSettings,
+    rules: list[tuple[int, ChatRule]],
+    overrides: Mapping[str, Override],
+    sources: dict[str, str],
+) -> dict[str, Any]:
+    """Each plugin key's value: an override where the key allows one, else the first rule
+    naming it, else its default (the core's keys are resolved above, each its own way)."""
+    values: dict[str, Any] = {}
+    for key in config.chat_keys:
+        if key.owner == "core":
+            continue
+        value, sources[key.name] = _first_named(rules, key.name, key.default)
+        o = overrides.get(key.name) if key.override else None
+        if o is not None:
+            value, sources[key.name] = key.decode(o.value), _override_source(o)
+        values[key.name] = value
+    return values
+
+
+def _first_named(rules: list[tuple[int, ChatRule]], name: str, default: Any) -> tuple[Any, str]:
+    for index, rule in rules:
+        value = rule.get(name)
+        if value is not None:
+            return value, f"chats[{index}]"
+    return default, "default"
+
+
+def overridable(config: CoreSettings) -> tuple[str, ...]:
+    """The keys a chat's admins and the console may override, in declaration order."""
+    return override_keys(config.chat_keys)
+
+
+def replanning(config: CoreSettings) -> frozenset[str]:
+    """The overrides after which `Storage.begin_turn` plans a turn again."""
+    return replan_keys(config.chat_keys)
 
 
 def limits_with(limits: LimitSettings, override: str) -> LimitSettings:

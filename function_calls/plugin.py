@@ -21,12 +21,13 @@ anything a built-in does:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
@@ -139,12 +140,18 @@ class Plugin(Generic[S]):
     into the catalogue when the plugin is declared (`ctx.t(key)`, `translate(language, key)`;
     `help.fn.<function>` is a function's line in `/help`). English is the reference; a key the
     core or another plugin has is refused.
+
+    `chat_keys`: the plugin's per-chat keys (`ChatKey(name, type, default, override=...)`), each
+    declared once: a `chats:` rule may name them (validated as the type says, a bad value naming
+    `chats[i].<name>`), `/settings` and the console's chat form show them, an overridable one
+    the console sets for one chat, and handlers read the value with `ctx.chat.get(key)`.
     """
 
     name: str
     settings: type[S] | None = None
     section: str | None = None
     texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
+    chat_keys: Sequence[ChatKey[Any]] = field(default_factory=tuple, repr=False)
     setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
     startup_hooks: list[Hook] = field(default_factory=list, repr=False)
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
@@ -169,6 +176,7 @@ class Plugin(Generic[S]):
             self.section = self.name
         if self.texts:
             add_texts(self.name, self.texts)
+        self.chat_keys = tuple(replace(k, owner=self.name) for k in self.chat_keys)
 
     # -- decorators ------------------------------------------------------------------------------
     def status(self, func: Callable[[S], Status]) -> Callable[[S], Status]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -18,10 +18,13 @@ from pydantic import (
     ConfigDict,
     Field,
     IPvAnyNetwork,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
+
+from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -192,14 +195,18 @@ class ChatRule(Section):
     language: Literal["en", "zh"] | None = None
     # Over a cost or token budget in these chats (else `limits.on_exceed`).
     on_exceed: OnExceed | None = None
-    # The knowledge bases (names under `knowledge.bases`) these chats may search; [] none.
-    knowledge: list[str] | None = None
+    # A plugin's per-chat keys (`Plugin(chat_keys=...)`) are fields of the runtime's subclass
+    # of this model (chatfn/runtime/settings.py), so a bad value names `chats[i].<key>`.
 
     @model_validator(mode="after")
     def _one_prompt(self) -> ChatRule:
         if self.persona is not None and self.system_prompt is not None:
             raise ValueError("set persona or system_prompt, not both")
         return self
+
+    def get(self, name: str) -> Any:
+        """The value this rule names for a per-chat key (None: it does not name it)."""
+        return getattr(self, name, None)
 
 
 class LimitValues(Section):
@@ -387,6 +394,13 @@ class CoreSettings(Section):
     # Directory relative paths (plugins, SQLite files) are resolved against: the config file's
     # directory, or the current directory when there is no config file.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+    # The plugins' per-chat keys (set by the runtime with the plugins it validated with).
+    _plugin_chat_keys: tuple[ChatKey[Any], ...] = PrivateAttr(default=())
+
+    @property
+    def chat_keys(self) -> tuple[ChatKey[Any], ...]:
+        """Every per-chat key: the core's, then each loaded plugin's (common/chat_keys.py)."""
+        return CORE_CHAT_KEYS + self._plugin_chat_keys
 
     def section(self, model: type[S]) -> S:
         """The validated section whose model is `model`; its defaults when the config has no

@@ -15,13 +15,14 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Optional, get_args
 
 import yaml
 from loguru import logger
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model
 from pydantic_core import ErrorDetails
 
+from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey
 from chatfn.common.config import (
     DEFAULT_SYSTEM_PROMPT,
     RELATIVE_TO_CONFIG,
@@ -34,6 +35,7 @@ from chatfn.common.config import (
 from chatfn.runtime.channel_registry import Channels, installed_channels
 from chatfn.runtime.plugins import (
     LoadedPlugin,
+    PluginLoadError,
     check_function_names,
     check_sections,
     load_builtins,
@@ -77,13 +79,18 @@ class Settings(CoreSettings):
 
 
 Fields = tuple[tuple[str, type[BaseModel]], ...]
+Keys = tuple[tuple[str, Any], ...]
 
 
 @lru_cache(maxsize=64)
-def _settings_class(sections: Fields, channels: Fields) -> type[Settings]:
+def _settings_class(sections: Fields, channels: Fields, keys: Keys = ()) -> type[Settings]:
     fields: dict[str, Any] = {
         name: (model, Field(default_factory=model)) for name, model in sections
     }
+    if keys:  # each plugin's per-chat keys: fields of a `chats:` rule, validated as declared
+        optional: dict[str, Any] = {name: (Optional[kind], None) for name, kind in keys}  # noqa: UP045
+        rule = create_model("ChatRule", __base__=ChatRule, **optional)
+        fields["chats"] = (list[rule], Field(default_factory=list))  # type: ignore[valid-type]
     if channels:
         model = create_model(
             "ChannelSettings",
@@ -107,7 +114,27 @@ def settings_class(plugins: list[LoadedPlugin], channels: Channels | None = None
         if loaded.plugin is not None and loaded.plugin.settings is not None
     )
     found = channels if channels is not None else installed_channels()
-    return _settings_class(key, tuple((n, s.settings) for n, s in sorted(found.specs.items())))
+    keys = tuple((k.name, k.type) for k in plugin_chat_keys(plugins) if k.rule)
+    channel_fields = tuple((n, s.settings) for n, s in sorted(found.specs.items()))
+    return _settings_class(key, channel_fields, keys)
+
+
+def plugin_chat_keys(plugins: list[LoadedPlugin]) -> tuple[ChatKey[Any], ...]:
+    """Every loaded plugin's per-chat keys (`Plugin(chat_keys=...)`), in load order; a name
+    the core or another plugin declares is a load error naming both."""
+    owners = {k.name: "the core" for k in CORE_CHAT_KEYS}
+    owners.update(dict.fromkeys(ChatRule.model_fields, "the core"))
+    found: list[ChatKey[Any]] = []
+    for loaded in plugins:
+        for key in loaded.plugin.chat_keys if loaded.plugin is not None else ():
+            if key.name in owners:
+                raise PluginLoadError(
+                    f"plugin {loaded.origin}: the per-chat key {key.name!r} is already "
+                    f"{owners[key.name]}'s"
+                )
+            owners[key.name] = f"plugin {loaded.origin}"
+            found.append(key)
+    return tuple(found)
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -202,6 +229,7 @@ def parse_settings(
         lines = [_describe(e, channels) for e in exc.errors()]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     settings._plugins = plugins
+    settings._plugin_chat_keys = plugin_chat_keys(plugins)
     resolve_paths(settings, base)
     storage = settings.storage
     storage.__dict__["url"] = resolve_storage_url(storage.url, base)

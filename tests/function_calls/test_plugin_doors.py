@@ -1,16 +1,29 @@
 """What a built-in does, a plugin does through its `Plugin(...)` declaration, and the built-ins
 do it only that way: their texts come with the declaration (the core catalogue keeps the
-core's), in every language the core speaks, with the placeholders English has."""
+core's), in every language the core speaks, with the placeholders English has; a per-chat key
+declared once by a plugin is a `chats:` rule key (a bad value named by the config check), a
+line of `/settings` and a field of the console's chat form, with no core edit."""
 
 from __future__ import annotations
 
 import importlib
+import re
 import string
+from pathlib import Path
 
 import pytest
+import yaml
+from aiohttp import ClientSession, CookieJar
 
+from chatfn.channels.http.admin.passwords import hash_password
+from chatfn.channels.http.channel import HttpChannel
+from chatfn.check import run_checks
+from chatfn.common.config import ConfigError
 from chatfn.common.i18n import CORE, LANGUAGES, add_texts, texts_of, translate
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import TestBot
 from function_calls.plugin import Plugin
+from function_calls.registry import PluginLoadError
 
 BUILTINS = (
     "help",
@@ -67,3 +80,101 @@ def test_a_plugin_cannot_take_another_ones_key_or_lack_english() -> None:
     add_texts("doors_fixture", {"en": {"doors.hi": "Hi {who}"}, "zh": {"doors.hi": "你好 {who}"}})
     assert translate("zh", "doors.hi", who="x") == "你好 x"
     assert translate("fr", "doors.hi", who="x") == "Hi x"  # a language nobody speaks: English
+
+
+# -- a per-chat key, declared once by a plugin (tests/fixtures/plugins/tone.py) -----------------
+TONE_PLUGIN = str(Path(__file__).resolve().parents[1] / "fixtures" / "plugins" / "tone.py")
+SHIP = {"match": {"chat_id": "group:ship*"}, "tone": "pirate"}
+
+
+async def test_a_plugins_per_chat_key_is_a_rule_key_and_a_settings_line(tmp_path: Path) -> None:
+    config = {"bot": {"admins": ["root"]}, "chats": [SHIP]}
+    tb = TestBot(tmp_path, config=config, plugins=[TONE_PLUGIN])
+    try:
+        assert await tb.send("/greet", group="group:ship1") == ["Ahoy!"]
+        assert await tb.send("/greet", group="group:dock") == ["Hello."]
+        shown = "\n".join(await tb.send("/settings", group="group:ship1", sender="root"))
+        assert "• tone: pirate (chats[0])" in shown
+        shown = "\n".join(await tb.send("/settings", group="group:dock", sender="root"))
+        assert "• tone: plain (default)" in shown
+        # an override (as the console writes one) wins over the rule, decoded as declared
+        state = tb.bot.storage.chat_state
+        await tb.bot.storage.run(state.set_override, "test", "group:ship1", "tone", "plain", "x")
+        assert await tb.send("/greet", group="group:ship1") == ["Hello."]
+    finally:
+        await tb.aclose()
+
+
+def test_a_bad_value_of_a_plugins_key_names_it_in_the_config_check(tmp_path: Path) -> None:
+    bad = {"chats": [{"match": {"chat_id": "group:x"}, "tone": "shouting"}]}
+    with pytest.raises(ConfigError, match=r"chats\.0\.tone: Input should be 'plain' or 'pirate'"):
+        parse_settings({**bad, "plugins": {"paths": [TONE_PLUGIN]}})
+    with pytest.raises(ConfigError, match=r"chats\.0\.tone: unknown key"):
+        parse_settings(bad)  # without the plugin, nobody declares the key
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**bad, "plugins": {"paths": [TONE_PLUGIN]}}))
+    report = run_checks(str(config), online=False)
+    found = {c.name: c for c in report.checks}["config"]
+    assert found.status == "fail" and "chats.0.tone" in found.detail
+
+
+def test_a_key_the_core_or_another_plugin_declares_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(
+        "from function_calls import ChatKey, Plugin\n"
+        "plugin = Plugin('a', chat_keys=[ChatKey('language', str, 'x')])\n"
+    )
+    with pytest.raises(PluginLoadError, match="per-chat key 'language' is already the core's"):
+        parse_settings({"plugins": {"paths": [str(tmp_path / "a.py")]}})
+
+
+async def test_a_plugins_per_chat_key_is_in_the_consoles_chat_form(tmp_path: Path) -> None:
+    password = "s3cret-pass"
+    config = {
+        "chats": [SHIP],
+        "channels": {"http": {"token": "t"}},
+        "admin": {"users": {"alice": {"password_hash": hash_password(password, n=2**8)}}},
+    }
+    tb = TestBot(tmp_path, config=config, plugins=[TONE_PLUGIN])
+    channel = HttpChannel(tb.bot.channel_host, bind="127.0.0.1", port=0)
+    await channel.start()
+    base = f"http://127.0.0.1:{channel.bound_port}"
+    try:
+        async with ClientSession(headers={"Authorization": "Bearer t"}) as api:
+            body = {"chat_id": "group:ship1", "sender_id": "ann", "text": "/greet"}
+            resp = await api.post(f"{base}/v1/messages", json=body)
+            assert resp.status == 200, await resp.text()
+        async with ClientSession(cookie_jar=CookieJar(unsafe=True)) as web:
+            csrf = await _login(web, base, "alice", password)
+            url = f"{base}/admin/api/chats/http/group:ship1"
+            detail = await (await web.get(url)).json()
+            assert detail["settings"]["tone"] == {
+                "value": "pirate",
+                "source": "chats[0]",
+                "override": None,
+            }
+            assert "tone" in detail["editable"]
+            assert detail["keys"]["tone"]["form"] == "choice"
+            assert detail["choices"]["tone"] == ["plain", "pirate"]
+            headers = {"X-CSRF-Token": csrf}
+            resp = await web.patch(f"{url}/settings", json={"tone": "loud"}, headers=headers)
+            error = await resp.json()
+            assert resp.status == 400 and error["error"].startswith("tone: ")
+            resp = await web.patch(f"{url}/settings", json={"tone": "plain"}, headers=headers)
+            changed = await resp.json()
+            assert resp.status == 200, changed
+            assert changed["settings"]["tone"]["value"] == "plain"
+            assert changed["settings"]["tone"]["override"]["value"] == "plain"
+    finally:
+        await channel.stop()
+        await tb.aclose()
+
+
+async def _login(web: ClientSession, base: str, user: str, password: str) -> str:
+    page = await (await web.get(f"{base}/admin/login")).text()
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None
+    form = {"username": user, "password": password, "csrf": token.group(1)}
+    resp = await web.post(f"{base}/admin/login", data=form, allow_redirects=False)
+    assert resp.status == 303
+    session = await (await web.get(f"{base}/admin/api/session")).json()
+    return str(session["csrf"])

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import ChatFunctionRules, LimitValues, zone_named
 from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.console.errors import ConsoleError
@@ -18,9 +19,10 @@ from chatfn.storage.chat_state import Override
 from chatfn.storage.console import chats as store
 from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso
-from function_calls.chat_settings import ChatSettings, resolve
+from function_calls.chat_settings import ChatSettings, overridable, resolve
 
-EDITABLE = ("model", "persona", "functions", "limits", "language", "respond_in_groups")
+# What the console may change is what the per-chat keys declare overridable
+# (chatfn/common/chat_keys.py: the core's and each plugin's `Plugin(chat_keys=...)`).
 MAX_PERSONA = 8000
 
 
@@ -36,10 +38,14 @@ def chat_message(platform: str, chat_id: str, is_group: bool) -> IncomingMessage
     )
 
 
-def _override_json(key: str, o: Override | None) -> dict[str, Any] | None:
+def _override_json(key: ChatKey[Any] | None, o: Override | None) -> dict[str, Any] | None:
     if o is None:
         return None
-    value: Any = json.loads(o.value) if key in ("functions", "limits") else o.value
+    value: Any = o.value
+    if key is not None and key.owner != "core":
+        value = key.dump(key.decode(o.value))
+    elif key is not None and key.form == "json":
+        value = json.loads(o.value)
     return {"value": value, "set_by": o.set_by, "set_at": iso(o.set_at)}
 
 
@@ -64,19 +70,29 @@ def settings_json(chat: ChatSettings, overrides: dict[str, Override]) -> dict[st
         "on_exceed": on_exceed,
         "reset": chat.reset_after,
     }
+    declared = {k.name: k for k in chat.keys}
+    for key in chat.keys:  # the plugins' keys, as they declared them
+        if key.owner != "core":
+            values[key.name] = key.dump(chat.get(key))
     source_key = {"system_prompt": "persona"}
+    editable = {k.name for k in chat.keys if k.override} | {"reset"}
     return {
         key: {
             "value": value,
             "source": chat.sources.get(source_key.get(key, key), "default")
             if key != "reset"
             else chat.sources.get("reset", ""),
-            "override": _override_json(key, overrides.get(source_key.get(key, key)))
-            if key in (*EDITABLE, "reset")
+            "override": _override_json(declared.get(key), overrides.get(source_key.get(key, key)))
+            if key in editable
             else None,
         }
         for key, value in values.items()
     }
+
+
+def _key_choices(keys: tuple[ChatKey[Any], ...]) -> dict[str, Any]:
+    """The values a plugin's key allows, for its form field (the core's are set below)."""
+    return {k.name: k.choices for k in keys if k.owner != "core" and k.choices is not None}
 
 
 class Chats:
@@ -158,13 +174,16 @@ class Chats:
         return {
             **facts,
             "settings": settings_json(chat, overrides),
-            "editable": list(EDITABLE),
+            "editable": list(overridable(self.bot.settings)),
+            # How the form edits each key (`ChatKey.describe`: its form, choices, default).
+            "keys": {k.name: k.describe() for k in chat.keys},
             "choices": {
+                **_key_choices(chat.keys),
                 "models": self.bot.model_names(),
                 "personas": list(self.bot.settings.personas),
                 "functions": sorted(s.name for s in self.bot.registry.all()),
-                "languages": ["en", "zh"],
-                "respond_in_groups": ["at", "always", "never"],
+                "languages": _declared(chat.keys, "language").choices,
+                "respond_in_groups": _declared(chat.keys, "respond_in_groups").choices,
             },
             "summary": {
                 "messages": summary.messages,
@@ -185,13 +204,20 @@ class Chats:
     # -- changes -------------------------------------------------------------------------------
     def _validated(self, body: Any) -> dict[str, str | None]:
         """Each key of a PATCH body as the override value to store (None: clear it)."""
+        editable = overridable(self.bot.settings)
         if not isinstance(body, dict) or not body:
-            raise ConsoleError(400, f"body: a JSON object with any of {', '.join(EDITABLE)}")
+            raise ConsoleError(400, f"body: a JSON object with any of {', '.join(editable)}")
         out: dict[str, str | None] = {}
+        declared = {k.name: k for k in self.bot.settings.chat_keys}
         for key, value in body.items():
-            if key not in EDITABLE:
+            if key not in editable:
                 raise ConsoleError(400, f"{key}: not a setting the console changes", key)
-            out[key] = None if value is None else self._value(key, value)
+            if value is None:
+                out[key] = None
+            elif declared[key].owner != "core":
+                out[key] = _plugin_value(declared[key], value)
+            else:
+                out[key] = self._value(key, value)
         return out
 
     def _value(self, key: str, value: Any) -> str:
@@ -210,13 +236,11 @@ class Chats:
                     key,
                 )
             return value.strip()
-        if key == "language":
-            if value not in ("en", "zh"):
-                raise ConsoleError(400, "language: en or zh", key)
-            return str(value)
-        if key == "respond_in_groups":
-            if value not in ("at", "always", "never"):
-                raise ConsoleError(400, "respond_in_groups: at, always or never", key)
+        choices = _declared(self.bot.settings.chat_keys, key).choices
+        if choices is not None:  # language, respond_in_groups
+            if value not in choices:
+                allowed = ", ".join(map(str, choices[:-1])) + f" or {choices[-1]}"
+                raise ConsoleError(400, f"{key}: {allowed}", key)
             return str(value)
         if key == "functions":
             try:
@@ -299,6 +323,18 @@ class Chats:
         return await storage.run_aside(
             store.history_page, storage.engine, platform, chat_id, limit, before
         )
+
+
+def _declared(keys: tuple[ChatKey[Any], ...], name: str) -> ChatKey[Any]:
+    return next(k for k in keys if k.name == name)
+
+
+def _plugin_value(key: ChatKey[Any], value: Any) -> str:
+    """A plugin key's override, validated as its declaration says."""
+    try:
+        return key.encode(key.validate(value))
+    except ValidationError as exc:
+        raise ConsoleError(400, f"{key.name}: {_first_error(exc)}", key.name) from None
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -17,19 +17,6 @@ from function_calls import (
     zone_named,
 )
 
-SHOWN = (
-    "model",
-    "persona",
-    "history_size",
-    "respond_in_groups",
-    "reply_with_mention",
-    "reply_with_quote",
-    "language",
-    "functions",
-    "on_exceed",
-    "knowledge",
-)
-
 
 def _done(text: str) -> FunctionResult:
     return FunctionResult(messages=[text], llm_content=text)
@@ -133,11 +120,15 @@ async def settings_command(ctx: MessageContext) -> FunctionResult:
         "language": chat.language,
         "functions": _functions(ctx, chat.functions_enabled, chat.functions_disabled),
         "on_exceed": f"downgrade_to {chat.downgrade_to}" if chat.downgrade_to else "refuse",
-        "knowledge": ", ".join(chat.knowledge) or ctx.t("admin.none"),
     }
     lines = [ctx.t("admin.settings.title", chat=ctx.message.chat_id)]
-    for key in SHOWN:
-        lines.append(f"• {key}: {values[key]} ({chat.sources.get(key, 'default')})")
+    # Every declared per-chat key, the core's and the plugins' (`Plugin(chat_keys=...)`).
+    for key in chat.keys:
+        if not key.shown:
+            continue
+        value = values[key.name] if key.owner == "core" else key.show(chat.get(key))
+        shown = value if value != "" else ctx.t("admin.none")
+        lines.append(f"• {key.name}: {shown} ({chat.sources.get(key.name, 'default')})")
     if chat.reset_after is not None:
         lines.append(f"• {ctx.t('admin.settings.reset')} ({chat.sources.get('reset', '')})")
     summary = await ctx.storage.run(

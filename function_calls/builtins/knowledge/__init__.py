@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from function_calls import Plugin, PluginHost, Status
 from function_calls.builtins.knowledge.functions import kb, knowledge_search
-from function_calls.builtins.knowledge.settings import KnowledgeSettings, check_chat_rules
+from function_calls.builtins.knowledge.settings import (
+    KNOWLEDGE,
+    KnowledgeSettings,
+    check_chat_rules,
+)
 from function_calls.builtins.knowledge.texts import TEXTS
 
 if TYPE_CHECKING:
@@ -32,7 +36,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-plugin = Plugin("knowledge", settings=KnowledgeSettings, texts=TEXTS)
+plugin = Plugin("knowledge", settings=KnowledgeSettings, texts=TEXTS, chat_keys=[KNOWLEDGE])
 
 
 @plugin.status

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from function_calls import Caller, FunctionResult, MessageContext, tool_function
-from function_calls.builtins.knowledge.settings import KnowledgeSettings, is_url
+from function_calls.builtins.knowledge.settings import KNOWLEDGE, KnowledgeSettings, is_url
 
 if TYPE_CHECKING:  # service.py is loaded only by a bot that has bases (__init__.py)
     from function_calls.builtins.knowledge.service import KnowledgeService
@@ -30,7 +30,7 @@ LISTED = 30  # documents /kb list shows per base
 def chat_bases(ctx: Caller) -> list[str]:
     """The bases this chat may search: its `chats:` rule's, those that exist."""
     cfg = ctx.config.section(KnowledgeSettings)
-    return [b for b in ctx.chat.knowledge if b in cfg.bases]
+    return [b for b in ctx.chat.get(KNOWLEDGE) if b in cfg.bases]
 
 
 def _service(ctx: MessageContext) -> KnowledgeService | None:

@@ -21,7 +21,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from function_calls import ConfigError, Section
+from function_calls import ChatKey, ConfigError, Section
+
+#: The bases (names under `knowledge.bases`) a chat may search: `chats[].knowledge`.
+KNOWLEDGE: ChatKey[list[str]] = ChatKey(
+    "knowledge",
+    list[str],
+    [],
+    description="The knowledge bases (under knowledge.bases) these chats may search.",
+)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -77,7 +85,7 @@ def check_chat_rules(settings: Any, cfg: KnowledgeSettings) -> None:
     """Stop at start on a `chats:` rule naming a base that is not under `knowledge.bases`."""
     errors = []
     for i, rule in enumerate(getattr(settings, "chats", None) or ()):
-        for name in rule.knowledge or ():
+        for name in rule.get(KNOWLEDGE.name) or ():
             if name not in cfg.bases:
                 have = ", ".join(cfg.bases) or "none"
                 errors.append(

@@ -106,13 +106,14 @@ function settingsForm(chat, save, show) {
   const fields = {};
   const rows = keys.map((key) => {
     const entry = settings[key] || { value: null, source: "default", override: null };
-    const field = editor(key, entry.value, choices);
+    const field = editor(key, entry.value, choices, (chat.keys || {})[key]);
     const useConfig = h("input", { type: "checkbox", name: `${key}-config`, checked: !entry.override });
     field.node.addEventListener("input", () => { useConfig.checked = false; });
     field.node.addEventListener("change", () => { useConfig.checked = false; });
     fields[key] = { field, useConfig, entry };
+    const label = t(`setting.${key}`);
     return [
-      h("label.key", { for: `set-${key}` }, t(`setting.${key}`)),
+      h("label.key", { for: `set-${key}` }, label === `setting.${key}` ? key : label),
       h("div.field", { "data-key": key },
         field.node,
         h("div.row", null,
@@ -145,8 +146,10 @@ function settingsForm(chat, save, show) {
   return form;
 }
 
-/** The control for one key, starting at the effective value, and how to read it back. */
-function editor(key, value, choices) {
+/** The control for one key, starting at the effective value, and how to read it back; a
+ * plugin's key by the form its declaration gives (`declared.form`: choice, bool, number, list,
+ * text or json). */
+function editor(key, value, choices, declared) {
   const id = `set-${key}`;
   const select = (options) => {
     const node = h("select", { id, name: key },
@@ -163,6 +166,32 @@ function editor(key, value, choices) {
   }
   if (key === "functions") return functionsEditor(id, value || {}, choices.functions || []);
   if (key === "limits") return limitsEditor(id, value || {});
+  return declaredEditor(id, key, value, choices[key] || (declared && declared.choices), declared);
+}
+
+function declaredEditor(id, key, value, options, declared) {
+  const form = declared ? declared.form : "text";
+  if (form === "choice" && options) {
+    const node = h("select", { id, name: key },
+      options.map((o) => h("option", { value: String(o), selected: String(o) === String(value) }, String(o))));
+    return { node, read: () => options.find((o) => String(o) === node.value) ?? node.value };
+  }
+  if (form === "bool") {
+    const node = h("input", { id, name: key, type: "checkbox", checked: Boolean(value) });
+    return { node, read: () => node.checked };
+  }
+  if (form === "number") {
+    const node = h("input", { id, name: key, type: "number", step: "any", value: value ?? "" });
+    return { node, read: () => Number(node.value) };
+  }
+  if (form === "list") {
+    const node = h("input", { id, name: key, value: (value || []).join(", ") });
+    return { node, read: () => names(node.value) };
+  }
+  if (form === "json") {
+    const node = h("input", { id, name: key, value: value === null || value === undefined ? "" : JSON.stringify(value) });
+    return { node, read: () => JSON.parse(node.value) };
+  }
   const input = h("input", { id, name: key, value: value ?? "" });
   return { node: input, read: () => input.value };
 }
