@@ -27,7 +27,6 @@ Shapes are those of the official reference at open.feishu.cn (open.larksuite.com
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import hashlib
@@ -43,6 +42,8 @@ from typing import Any
 
 import aiohttp
 from aiohttp import WSMsgType, web
+
+from tests.channels.fake_platform import FakePlatform
 
 BOT_OPEN_ID = "ou_bot0000000000000000000000000001"
 BOT_NAME = "chatfnbot"
@@ -168,8 +169,9 @@ def sign(encrypt_key: str, stamp: str, nonce: str, body: bytes) -> str:
     return hashlib.sha256((stamp + nonce + encrypt_key).encode() + body).hexdigest()
 
 
-class FakeFeishu:
+class FakeFeishu(FakePlatform):
     def __init__(self, *, verification_token: str = "v-token-fake", encrypt_key: str = "") -> None:
+        super().__init__()
         self.app_id = "cli_fake" + uuid.uuid4().hex[:10]
         self.app_secret = "secret-" + uuid.uuid4().hex[:12]
         self.verification_token = verification_token
@@ -193,16 +195,10 @@ class FakeFeishu:
         self.webhook_url = ""  # set: events are POSTed there instead of the long connection
         self.webhook_answers: list[int] = []
         self._by_uuid: dict[str, tuple[float, Posted]] = {}
-        self._sockets: list[web.WebSocketResponse] = []
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- server ----------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeFeishu:
-        app = web.Application(client_max_size=20 * 1024 * 1024)
-        r = app.router
+    def routes(self, r: web.UrlDispatcher) -> None:
         r.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         r.add_get("/open-apis/bot/v3/info", self._bot_info)
         r.add_post("/open-apis/im/v1/messages", self._create)
@@ -213,32 +209,10 @@ class FakeFeishu:
         r.add_get("/open-apis/im/v1/chats/{chat_id}/members", self._members)
         r.add_post("/callback/ws/endpoint", self._endpoint)
         r.add_get("/ws", self._ws)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for ws in list(self._sockets):
-            await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     @property
     def domain(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: Any, timeout: float = 15.0) -> Any:
-        async with asyncio.timeout(timeout), self._changed:
-            while not (got := predicate()):
-                await self._changed.wait()
-            return got
+        return self.base
 
     def next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}{uuid.uuid4().hex[:20]}"
@@ -369,7 +343,7 @@ class FakeFeishu:
         self.posted.append(posted)
         if key:
             self._by_uuid[key] = (time.monotonic() + 3600, posted)
-        await self._notify()
+        await self.notify()
         return web.json_response({"code": 0, "msg": "success", "data": self._message_data(posted)})
 
     async def _create(self, request: web.Request) -> web.Response:
@@ -537,7 +511,7 @@ class FakeFeishu:
         await ws.prepare(request)
         self.connections += 1
         self._sockets.append(ws)
-        await self._notify()
+        await self.notify()
         try:
             async for msg in ws:
                 if msg.type != WSMsgType.BINARY:
@@ -554,11 +528,11 @@ class FakeFeishu:
                     self.acked.append(message_id)
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
                         self.answers[message_id] = int(json.loads(frame["payload"])["code"])
-                    await self._notify()
+                    await self.notify()
         finally:
             if ws in self._sockets:
                 self._sockets.remove(ws)
-            await self._notify()
+            await self.notify()
         return ws
 
     async def drop(self) -> None:

@@ -16,7 +16,6 @@ through `channels.slack.api_base`.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import re
@@ -26,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.channels.fake_platform import FakePlatform
 
 BOT_USER = "UBOT"
 BOT_ID = "B0BOT"
@@ -54,8 +55,11 @@ class _Envelope:
     attempt: int = 0
 
 
-class FakeSlack:
+class FakeSlack(FakePlatform):
+    client_max_size = 50 * 1024 * 1024
+
     def __init__(self) -> None:
+        super().__init__()
         self.bot_token = BOT_TOKEN
         self.app_token = APP_TOKEN
         self.users: dict[str, dict[str, Any]] = {}
@@ -66,37 +70,16 @@ class FakeSlack:
         self.connections = 0  # Socket Mode connections opened
         self.link_down = False  # the WebSocket endpoint refuses connections (HTTP 503)
         self._unacked: dict[str, _Envelope] = {}
-        self._sockets: list[web.WebSocketResponse] = []
         self._uploads: dict[str, bytes] = {}
         self._user_files: dict[str, tuple[bytes, str]] = {}
         self._ts = itertools.count(1)
-        self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- server --------------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeSlack:
-        app = web.Application(client_max_size=50 * 1024 * 1024)
-        app.router.add_route("*", "/api/{method}", self._api)
-        app.router.add_post("/upload/{file_id}", self._upload)
-        app.router.add_get("/link/", self._link)
-        app.router.add_get("/files-pri/{file_id}/{name}", self._file)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for ws in list(self._sockets):
-            await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("*", "/api/{method}", self._api)
+        router.add_post("/upload/{file_id}", self._upload)
+        router.add_get("/link/", self._link)
+        router.add_get("/files-pri/{file_id}/{name}", self._file)
 
     @property
     def api_base(self) -> str:
@@ -104,16 +87,6 @@ class FakeSlack:
 
     def next_ts(self) -> str:
         return f"{int(time.time())}.{next(self._ts):06d}"
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: Any, timeout: float = 15.0) -> Any:
-        async with asyncio.timeout(timeout), self._changed:
-            while not (got := predicate()):
-                await self._changed.wait()
-            return got
 
     # -- Web API ---------------------------------------------------------------------------------
     async def _api(self, request: web.Request) -> web.StreamResponse:
@@ -126,7 +99,7 @@ class FakeSlack:
                 args.update(await request.post())
         token = request.headers.get("Authorization", "").removeprefix("Bearer ")
         self.calls.append(method)
-        await self._notify()
+        await self.notify()
         if method == "apps.connections.open":
             if token != self.app_token:
                 return _err("invalid_auth")
@@ -196,7 +169,7 @@ class FakeSlack:
         ts = self.next_ts()
         thread = args.get("thread_ts") or None
         self.posted.append(Posted(channel, text, thread, ts, blocks=list(blocks)))
-        await self._notify()
+        await self.notify()
         return web.json_response(
             {
                 "ok": True,
@@ -246,7 +219,7 @@ class FakeSlack:
                 files=[d for d in data if d is not None],
             )
         )
-        await self._notify()
+        await self.notify()
         return web.json_response(
             {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files]}
         )
@@ -282,7 +255,7 @@ class FakeSlack:
         for envelope in list(self._unacked.values()):  # what the last socket left unacked
             envelope.attempt += 1
             await self._send_envelope(ws, envelope)
-        await self._notify()
+        await self.notify()
         try:
             async for frame in ws:
                 if frame.type == WSMsgType.TEXT:
@@ -290,11 +263,11 @@ class FakeSlack:
                     if ack.get("envelope_id") in self._unacked:
                         self.acked.add(ack["envelope_id"])
                         del self._unacked[ack["envelope_id"]]
-                        await self._notify()
+                        await self.notify()
         finally:
             if ws in self._sockets:
                 self._sockets.remove(ws)
-            await self._notify()
+            await self.notify()
         return ws
 
     async def _send_envelope(self, ws: web.WebSocketResponse, envelope: _Envelope) -> None:
