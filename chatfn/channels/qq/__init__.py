@@ -29,6 +29,14 @@ async def check(settings: QQSettings, online: bool) -> list[Probe]:
         else f"webhook at {settings.webhook_path} on the HTTP channel's port (needs --channel http)"
     )
     probes = [Probe("ok", f"bot {settings.app_id}: events by {how} via {settings.api_root}")]
+    if settings.public_url is None:
+        probes.append(
+            Probe(
+                "warn",
+                "channels.qq.public_url is not set: pictures to groups and C2C chats are "
+                "uploaded as file_data, which QQ marks 'not yet supported'",
+            )
+        )
     if online:
         probes.append(await who_am_i(settings))
     return probes

@@ -40,6 +40,7 @@ from loguru import logger
 from chatfn.channels import kit
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.gateway import Gateway
+from chatfn.channels.qq.media import MEDIA_ROUTE, MediaShelf
 from chatfn.channels.qq.parse import ChatRef, guild_roles, read_content
 from chatfn.channels.qq.send import Passive, QQSender
 from chatfn.channels.qq.settings import QQSettings
@@ -78,6 +79,11 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
 
             self._signer = Signer(settings.secret_value())
             host.add_web_route("POST", settings.webhook_path, self._webhook)
+        # Pictures handed to QQ by URL from the bot's own web server (media.py).
+        self.media: MediaShelf | None = None
+        if settings.public_url:
+            self.media = MediaShelf(settings.public_url, settings.media_ttl)
+            host.add_web_route("GET", MEDIA_ROUTE, self.media.serve)
 
     def _count_dropped(self, reason: str) -> None:
         """A message given up before QQ saw it (e.g. `reply_limit`): the bot's metric."""
@@ -90,7 +96,12 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
             self._http = aiohttp.ClientSession()
             self.api = QQApi(self.cfg, self._http)
             self.sender = QQSender(
-                self.api, self.cfg, self.passive, self.policy, dropped=self._count_dropped
+                self.api,
+                self.cfg,
+                self.passive,
+                self.policy,
+                dropped=self._count_dropped,
+                media=self.media,
             )
         assert self.api is not None
         try:

@@ -38,9 +38,11 @@ deprecated and shows as the raw token), and the bot sends plain text, so a group
 no mention rather than a raw token.
 Quotes: guild channels take `message_reference`; groups and C2C have none (QQ: "not yet
 supported"). Images: groups and C2C upload to `/v2/{groups|users}/{id}/files` (`file_type` 1,
-`url` or `file_data` base64) and send the `file_info` as a msg_type 7 media message with the
-last text part as its content; guild channels take `image` (a URL) or a `file_image`
-multipart upload.
+a `url`: the image's own, or the bot's when `channels.qq.public_url` is set (media.py); else
+`file_data` base64, which QQ marks "not yet supported") and send the `file_info` as a msg_type
+7 media message after the text, as a message of its own (QQ may not show a media message's
+content); guild channels take `image` (a URL) or a `file_image` multipart upload with the last
+text part as its caption.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from loguru import logger
 from chatfn.channels import kit
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
+from chatfn.channels.qq.media import MediaShelf
 from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.channels.split import split_message
@@ -159,8 +162,10 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         passive: Passive,
         policy: DeliveryPolicy | None = None,
         dropped: Callable[[str], None] | None = None,
+        media: MediaShelf | None = None,
     ) -> None:
         super().__init__(api, settings, policy)
+        self.media = media  # pictures by URL (channels.qq.public_url), else file_data
         self.api = api
         self.passive = passive
         self.dropped = dropped or (lambda reason: None)  # counts a message given up, by reason
@@ -243,7 +248,9 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         limit = self.cfg.max_message_length - len(mention)
         parts = [to_plain(p) for p in self.split(out.text, limit)] if out.text.strip() else []
         images = [kit.decode_image(i) for i in out.images]
-        caption = parts.pop() if images and parts else None
+        # Groups and C2C: text and picture go as two messages (QQ may not show the content of
+        # a media message); a guild channel shows a picture with its caption.
+        caption = parts.pop() if images and parts and not ref.v2 else None
         row = out.event_id
         if row is None:
             self._spare_rows += 1
@@ -343,10 +350,12 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
     ) -> None:
         if ref.v2:
             upload: dict[str, Any] = {"file_type": 1, "srv_send_msg": False}
-            if isinstance(image, bytes):
-                upload["file_data"] = base64.b64encode(image).decode()
-            else:
+            if isinstance(image, str):
                 upload["url"] = image
+            elif self.media is not None:
+                upload["url"] = self.media.put(image)
+            else:
+                upload["file_data"] = base64.b64encode(image).decode()
             info = await self._post(
                 ref, lambda: self.api.call("POST", ref.files_path, json=upload, timeout=60)
             )

@@ -49,6 +49,12 @@ class QQSettings(PlatformSettings):
     # and the log says why).
     group_reply_window: float = Field(default=300.0, ge=0)
     c2c_reply_window: float = Field(default=3600.0, ge=0)
+    # Where QQ's servers reach the bot's web server (e.g. https://bot.example.com): pictures
+    # the bot sends in groups and C2C chats are then uploaded by URL, served under an
+    # unguessable path for `media_ttl` seconds (media.py). Unset: uploaded as `file_data`,
+    # which QQ's documentation marks "not yet supported".
+    public_url: str | None = None
+    media_ttl: float = Field(default=600.0, ge=30, le=86400)
 
     @field_validator("app_id", mode="before")
     @classmethod
@@ -67,6 +73,11 @@ class QQSettings(PlatformSettings):
     @classmethod
     def _token_url(cls, v: str) -> str:
         return http_url(v, DEFAULT_TOKEN_URL)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        return http_url(v, "https://bot.example.com").rstrip("/") if v else None
 
     @field_validator("webhook_path")
     @classmethod

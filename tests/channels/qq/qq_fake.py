@@ -123,6 +123,8 @@ class FakeQQ:
         # registered for the bot at q.qq.com)
         self.urls_registered = True
         self._uploads: dict[str, bytes | str] = {}
+        self.file_data_refused = False  # answer file_data uploads as QQ's reports say (500)
+        self.fetched: list[tuple[str, int]] = []  # (url, status) of the uploads fetched
         self._files: dict[str, bytes] = {}
         self._session: _Session | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -245,14 +247,31 @@ class FakeQQ:
         if body.get("file_type") != 1:
             return _error(400, 12002, "RequestInvalid")
         if body.get("file_data"):
+            if self.file_data_refused:  # "not yet supported" (the rich-media docs)
+                return _error(500, 850027, "file_data is not supported")
             data: bytes | str = base64.b64decode(body["file_data"])
         elif body.get("url"):
             data = str(body["url"])
+            if data.startswith("http://127.0.0.1:"):  # one the fake can reach: QQ fetches it
+                fetched = await self._fetch(data)
+                if fetched is None:
+                    return _error(400, 850012, "file download failed")
+                data = fetched
         else:
             return _error(400, 12002, "RequestInvalid")
         info = base64.b64encode(uuid.uuid4().bytes).decode()
         self._uploads[info] = data
         return web.json_response({"file_uuid": uuid.uuid4().hex, "file_info": info, "ttl": 3600})
+
+    async def _fetch(self, url: str) -> bytes | None:
+        """What QQ's servers do with an upload's `url`: download it, now; None when that fails
+        or what comes back is not a picture."""
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as r:
+                body = await r.read()
+                self.fetched.append((url, r.status))
+                ok = r.status == 200 and r.content_type.startswith("image/")
+                return body if ok else None
 
     def _limited(self, target: str) -> web.Response | None:
         until = self.rate_limited.get(target)

@@ -138,7 +138,9 @@ def test_ed25519_keys_match_qqs_published_examples() -> None:
 
 async def test_check_system_probe(fake: FakeQQ) -> None:
     assert [p.status for p in await check(QQSettings(), False)] == ["fail"]
-    good = settings_for(fake)
+    bare = await SPEC.check(settings_for(fake), False)
+    assert [p.status for p in bare] == ["ok", "warn"] and "public_url" in bare[1].detail
+    good = settings_for(fake, public_url="https://bot.example.com")
     probes = await SPEC.check(good, True)
     assert [p.status for p in probes] == ["ok", "ok"]
     assert f"id {BOT_ID}" in probes[-1].detail and "GET /users/@me" in fake.calls
@@ -626,12 +628,77 @@ async def test_an_image_in_and_out_of_a_qq_group(fake: FakeQQ, tmp_path: Path) -
     group = Chat("group", "GI")
     async with running(driver, tmp_path, bot={"reply_with_mention": True}):
         await driver.say(group, "/picture", sender="MI", mention=True)
-        [reply] = await driver.sent(group, 1)
-    # no raw <@MI> token: QQ shows group mentions only in Markdown
-    assert reply.images == [PNG] and reply.mentions == [] and reply.text == "a picture"
+        text, picture = await driver.sent(group, 2)
+    # no raw <@MI> token: QQ shows group mentions only in Markdown; the text and the picture
+    # are two messages (QQ may not show the content of a media message)
+    assert text.text == "a picture" and text.images == [] and text.mentions == []
+    assert picture.images == [PNG] and picture.text.strip() == ""
     assert not fake.refused
     upload = [c for c in fake.calls if c.endswith("/files")]
     assert upload == ["POST /v2/groups/GI/files"]
+
+
+async def test_with_public_url_a_picture_is_uploaded_by_a_url_that_expires(
+    fake: FakeQQ, tmp_path: Path
+) -> None:
+    """`channels.qq.public_url`: the bot serves the picture on its own web server under an
+    unguessable path and QQ (the fake) downloads it from there; file_data (which QQ marks "not
+    yet supported") is never sent, and the path answers 404 once `media_ttl` has passed."""
+    from chatfn.channels.qq.media import MediaShelf
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.channel_registry import find_channels
+    from chatfn.runtime.settings import parse_settings
+    from chatfn.testing import ScriptedModel
+    from tests.channels.contract import _echo, contract_registry
+
+    fake.file_data_refused = True
+    port = free_port()
+    driver = QQDriver(fake, "qq", public_url=f"http://127.0.0.1:{port}")
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'media.db'}"},
+            "plugins": {"paths": []},
+            "channels": {"qq": driver.channel_settings(), "http": {"port": port}},
+        },
+        base_dir=tmp_path,
+    )
+    bot = Bot(
+        settings,
+        registry=contract_registry(),
+        model=ScriptedModel([_echo], repeat_last=True),
+        load_plugins=False,
+    )
+    http = find_channels().get("http").build(bot.channel_host)
+    group = Chat("group", "GM")
+    try:
+        driver.channel = SPEC.build(bot.channel_host, settings.channels.qq)
+        await http.start()
+        driver._task = asyncio.create_task(driver.channel.run())
+        async with asyncio.timeout(15):
+            await driver.channel.wait_ready()
+        await bot.start()
+        await driver.say(group, "/picture", sender="MM", mention=True)
+        _text, picture = await driver.sent(group, 2)
+        assert picture.images == [PNG]  # what QQ downloaded from the bot
+        [(url, status)] = fake.fetched
+        assert status == 200 and url.startswith(f"http://127.0.0.1:{port}/qq/media/")
+        assert len(url.rsplit("/", 1)[1]) >= 40  # 32 random bytes, URL-safe
+        assert not fake.refused
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/qq/media/guess") as r:
+                assert r.status == 404
+    finally:
+        await driver.detach()
+        await http.stop()
+        await bot.aclose()
+    now = [0.0]
+    shelf = MediaShelf("https://bot.example.com/", 600, clock=lambda: now[0], max_bytes=10)
+    first = shelf.put(PNG[:8])
+    assert first.startswith("https://bot.example.com/qq/media/") and len(shelf) == 1
+    shelf.put(PNG[:8])  # over max_bytes: the oldest goes
+    assert len(shelf) == 1
+    now[0] = 601.0
+    assert len(shelf) == 0  # expired
 
 
 async def test_qq_official_and_onebot_in_one_process(fake: FakeQQ, tmp_path: Path) -> None:
