@@ -39,6 +39,7 @@ BUILTIN: dict[str, str] = {
     "feishu": "chatfn.channels.feishu:SPEC",
     "qq": "chatfn.channels.qq:SPEC",
     "matrix": "chatfn.channels.matrix:SPEC",
+    "dingtalk": "chatfn.channels.dingtalk:SPEC",
     "wecom": "chatfn.channels.wecom:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }

@@ -1,0 +1,168 @@
+"""The way out to DingTalk: one ordered queue per chat, Markdown as DingTalk's robot Markdown,
+long replies split within `max_message_length`, images uploaded, rate limits waited out.
+
+- Where a message goes: while the chat's session webhook (the `sessionWebhook` of the last
+  message from it, valid until its `sessionWebhookExpiredTime`, kept in memory) is valid,
+  through it (`msgtype: markdown`, and `at.atUserIds` with `@<staffId>` in the text for
+  `reply_with_mention` in a group); otherwise (expired, refused, after a restart, a reminder
+  later) through the robot send APIs with the app's access token: a group's
+  groupMessages/send, a user's oToMessages/batchSend, `msgKey: sampleMarkdown`. Those APIs
+  take no mention, so a reply sent through them mentions nobody.
+- Images: a data URI is uploaded (OAPI media/upload) and sent as `sampleImageMsg` with the
+  media_id as its `photoURL`, after the text; an http(s) URL is shown in the Markdown as
+  `![image](url)` (DingTalk fetches it).
+- Rate limits: DingTalk names no wait (HTTP 429 / a QpsLimit code on the OpenAPI, errcode
+  130101 "send too fast" on a session webhook, a user in `flowControlledStaffIdList`): the
+  wait is 1 s, doubling while the chat stays throttled, at most 60 s, and waited out in place
+  within `max_retry_after` (the delivery policy); longer, the message stays in the outbox with
+  the parts sent left out.
+- At least once: neither way takes an idempotency key, and DingTalk gives no history a robot
+  could read back, so a part sent just before a crash (before the outbox row was marked) is
+  sent again after the restart.
+- Errors: network trouble, 5xx and a refused secret or token leave the message in the outbox;
+  DingTalk's other refusals (the robot not in the group, a user not in the org, a message
+  over DingTalk's length) refuse it for good.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from chatfn.channels import kit
+from chatfn.channels.dingtalk.api import (
+    NETWORK_ERRORS,
+    AuthRefused,
+    DingTalkApi,
+    DingTalkError,
+    Throttled,
+)
+from chatfn.channels.dingtalk.parse import ChatRef, parse_chat_id
+from chatfn.channels.dingtalk.render import title_of, to_dingtalk_markdown
+from chatfn.channels.dingtalk.settings import DingTalkSettings
+from chatfn.channels.split import split_message
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["DingTalkSender", "Sessions"]
+
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # media/upload takes images up to 20 MB
+SESSION_MARGIN = 60.0  # seconds before its expiry a session webhook is no longer used
+
+
+class Sessions:
+    """Each chat's latest session webhook and when it expires (seconds since the epoch)."""
+
+    def __init__(self, limit: int = 10000) -> None:
+        self._hooks: dict[str, tuple[str, float]] = {}
+        self._limit = limit
+
+    def remember(self, key: str, url: str, expires_ms: int) -> None:
+        if len(self._hooks) >= self._limit:
+            self._hooks.clear()
+        self._hooks[key] = (url, expires_ms / 1000.0)
+
+    def valid(self, key: str) -> str | None:
+        found = self._hooks.get(key)
+        if found is None or found[1] - SESSION_MARGIN <= time.time():
+            return None
+        return found[0]
+
+    def forget(self, key: str) -> None:
+        self._hooks.pop(key, None)
+
+
+class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="DingTalk"):
+    """Sends OutgoingMessages through DingTalkApi (module docstring)."""
+
+    client: DingTalkApi
+    cfg: DingTalkSettings
+
+    def __init__(
+        self, api: DingTalkApi, settings: DingTalkSettings, policy: Any, sessions: Sessions
+    ) -> None:
+        super().__init__(api, settings, policy)
+        self.sessions = sessions
+        self._throttled: dict[str, int] = {}
+
+    @property
+    def api(self) -> DingTalkApi:
+        return self.client
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, Throttled):
+            times = self._throttled.get(key, 0)
+            self._throttled[key] = times + 1
+            wait = min(2.0**times, 60.0)
+            return kit.RateLimited(f"DingTalk throttles sends to {key} ({exc})", wait)
+        if isinstance(exc, AuthRefused):
+            return kit.CredentialsRefused(
+                f"DingTalk refused channels.dingtalk.client_id / client_secret ({exc})"
+            )
+        if isinstance(exc, DingTalkError):
+            return kit.DeliveryRefused(f"DingTalk refused the message to {key}: {exc}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return kit.Unreachable(f"DingTalk not reachable ({exc})")
+        return None
+
+    def split(self, text: str, limit: int) -> list[str]:
+        return split_message(text, limit, render=to_dingtalk_markdown)
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> int:
+        at = out.at if out.at and ref.is_group else None
+        images = [kit.decode_image(i, MAX_IMAGE_BYTES, "DingTalk") for i in out.images]
+        text = out.text
+        links = [i for i in images if isinstance(i, str)]
+        if links:
+            text = "\n\n".join([text, *(f"![image]({u})" for u in links)]).strip()
+        room = self.cfg.max_message_length - (len(at) + 2 if at else 0)
+        parts = self.split(text, room) if text.strip() else []
+        owed.parts = parts
+        for index, part in enumerate(parts):
+            markdown = to_dingtalk_markdown(part)
+            await self._markdown(ref, out.chat_id, markdown, at if index == 0 else None)
+            owed.sent += 1
+        # Then the images, each a message of its own (DingTalk's Markdown shows only images
+        # it can fetch by URL).
+        for data in (i for i in images if isinstance(i, bytes)):
+            mime = kit.image_mime(data) or "image/jpeg"
+            upload = functools.partial(self.api.upload_image, data, kit.image_name(data), mime)
+            media = await self._call(out.chat_id, upload)
+            await self._api_send(ref, out.chat_id, "sampleImageMsg", {"photoURL": media})
+        return owed.sent
+
+    async def _call(self, key: str, call: Callable[[], Any]) -> Any:
+        result = await self.call(key, call)
+        self._throttled.pop(key, None)
+        return result
+
+    async def _markdown(self, ref: ChatRef, key: str, markdown: str, at: str | None) -> None:
+        """One Markdown message: through the chat's session webhook while it is valid (with
+        the mention), else through the robot send API."""
+        title = title_of(markdown)
+        hook = self.sessions.valid(ref.key)
+        if hook is not None:
+            text = f"@{at} {markdown}" if at else markdown
+            payload: dict[str, Any] = {
+                "msgtype": "markdown",
+                "markdown": {"title": title, "text": text},
+            }
+            if at:
+                payload["at"] = {"atUserIds": [at], "isAtAll": False}
+            try:
+                await self._call(key, functools.partial(self.api.session_send, hook, payload))
+                return
+            except kit.DeliveryRefused as exc:  # expired early, or refused: the API instead
+                self.log.info(
+                    "DingTalk session webhook of {} refused ({}): the API instead", key, exc
+                )
+                self.sessions.forget(ref.key)
+        await self._api_send(ref, key, "sampleMarkdown", {"title": title, "text": markdown})
+
+    async def _api_send(self, ref: ChatRef, key: str, msg_key: str, param: dict[str, Any]) -> None:
+        send = self.api.send_group if ref.is_group else self.api.send_private
+        await self._call(key, functools.partial(send, ref.target, msg_key, param))
