@@ -245,12 +245,20 @@ def check_plugins_and_schemas(report: Report, settings: Settings) -> Registry:
 
 
 def check_plugin_status(report: Report, settings: Settings) -> None:
-    """Each plugin's status line (on, off, missing key), built-ins first."""
+    """Each plugin's status line (on, off, missing key), built-ins first; an installed
+    package's metadata (version, chatfn range, permissions); those not loaded, and why."""
+    from chatfn.runtime.plugins import PluginMeta
+
     for loaded in settings.plugins_loaded or ():
         state = loaded.state(settings)
         status: Status = "ok" if state.state == "on" else "warn"
         label = f"built-in {loaded.name}" if loaded.builtin else f"plugin {loaded.name}"
-        report.add(label, status, f"{state.state}: {state.detail}" if state.detail else state.state)
+        line = f"{state.state}: {state.detail}" if state.detail else state.state
+        if loaded.meta is not None and (loaded.installed or loaded.meta != PluginMeta(loaded.name)):
+            line += f" ({loaded.meta.describe()})"
+        report.add(label, status, line)
+    for name, why in settings.plugins_skipped.items():
+        report.add(f"plugin {name}", "warn", f"not loaded: {why}")
 
 
 def check_mcp_servers(report: Report, settings: Settings, online: bool) -> None:

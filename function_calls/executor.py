@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,6 +69,8 @@ class FunctionExecutor:
     def __init__(self, registry: Registry, *, default_timeout: float = 30.0) -> None:
         self.registry = registry
         self.default_timeout = default_timeout
+        # Told of every call `execute` ran, after it ran (the plugins' circuit breakers).
+        self.observers: list[Callable[[Execution], None]] = []
 
     async def execute(
         self,
@@ -80,6 +83,8 @@ class FunctionExecutor:
         started = time.perf_counter()
         execution = await self._run(ctx, name, arguments, source)
         execution.duration_ms = (time.perf_counter() - started) * 1000
+        for observe in self.observers:
+            observe(execution)
         await self.audit(ctx, execution, arguments, source=source)
         return execution
 

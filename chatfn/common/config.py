@@ -300,9 +300,41 @@ class BrokerSettings(Section):
         return v or None
 
 
+class BreakerSettings(Section):
+    # A plugin whose functions or hooks fail (raise, time out) `failures` times within
+    # `window` seconds is switched off for `cooldown` seconds (chatfn/runtime/plugin_breaker.py).
+    failures: int = Field(default=5, ge=1)
+    window: float = Field(default=60.0, gt=0)
+    cooldown: float = Field(default=300.0, gt=0)
+    # Chats told when a plugin is switched off ("platform:chat_id", e.g. "telegram:12345").
+    notify: list[str] = Field(default_factory=list)
+
+    @field_validator("notify")
+    @classmethod
+    def _chats(cls, v: list[str]) -> list[str]:
+        for target in v:
+            platform, _, chat = target.partition(":")
+            if not platform or not chat:
+                raise ValueError(f"{target!r} is not platform:chat_id")
+        return v
+
+
 class PluginSettings(Section):
     # Folders (every *.py not starting with _) or single files; relative: to the config file.
     paths: list[ConfigPath] = Field(default_factory=lambda: ["plugins"])
+    # Installed plugin packages (entry-point group `chatfn.plugins`) to load, by entry-point
+    # or distribution name, globs allowed; `disabled` wins over `enabled`.
+    enabled: list[str] = Field(default_factory=lambda: ["*"])
+    disabled: list[str] = Field(default_factory=list)
+    # How long a plugin's start-up hook may take; one that raises or overruns is switched off.
+    startup_timeout: float = Field(default=30.0, gt=0)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    # Where `chatfn plugin install` finds packages: pip's --index-url, or a local folder of
+    # wheels (--find-links, no index). Empty: pip's own configuration.
+    package_index: str | None = None
+    # The plugin market's index, a JSON document (plugins/index.schema.json); unset: the
+    # project's own, plugins/index.json as the repository publishes it.
+    index_url: str | None = None
 
 
 class LoggingSettings(Section):

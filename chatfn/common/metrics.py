@@ -172,6 +172,12 @@ class Metrics:
             "(reply_limit: QQ's 5 replies to one message were used up).",
             ["channel", "reason"],
         )
+        self.plugins_switched_off = _Counter(
+            "chatfn_plugins_switched_off",
+            "Plugins switched off, per plugin and reason (failures: its circuit breaker "
+            "opened; startup: its start-up hook raised or hung).",
+            ["plugin", "reason"],
+        )
         self._counters = [
             self.messages_in,
             self.messages_out,
@@ -183,6 +189,7 @@ class Metrics:
             self.model_fallbacks,
             self.model_cost,
             self.limit_downgrades,
+            self.plugins_switched_off,
         ]
         self._outbox_depth: Callable[[], float] | None = None
         self._registry: Any = None

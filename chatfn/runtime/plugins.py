@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import importlib
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from chatfn.common.config import CoreSettings
+from chatfn.common.version import __version__
 from function_calls.builtins import BUILTIN_PLUGINS
-from function_calls.plugin import Plugin, Status
+from function_calls.plugin import PERMISSIONS, Plugin, Status
 from function_calls.registry import (
     SPEC_ATTR,
     PluginLoadError,
@@ -22,6 +26,68 @@ from function_calls.registry import (
     plugin_files,
 )
 from function_calls.spec import FunctionSpec
+
+
+@dataclass(frozen=True, slots=True)
+class PluginMeta:
+    """What an operator is told of a plugin: its distribution's metadata, with what its
+    `Plugin(...)` declares over it (`chatfn check`, `chatfn plugin list`)."""
+
+    name: str
+    distribution: str = ""
+    version: str = ""
+    description: str = ""
+    homepage: str = ""
+    author: str = ""
+    chatfn: str = ""  # the chatfn versions it supports, a specifier ("": any)
+    permissions: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"{self.distribution or self.name} {self.version}".strip()]
+        if self.description:
+            parts.append(self.description)
+        parts.append(f"chatfn {self.chatfn or 'any'}")
+        parts.append("permissions: " + (", ".join(self.permissions) or "none"))
+        if self.author:
+            parts.append(f"by {self.author}")
+        if self.homepage:
+            parts.append(self.homepage)
+        return "; ".join(parts)
+
+
+def supports(spec: str, version: str = __version__) -> bool:
+    """Whether the chatfn range `spec` holds `version` (an empty range holds every one)."""
+    return not spec or SpecifierSet(spec).contains(version, prereleases=True)
+
+
+def declared_meta(base: PluginMeta, plugin: Plugin[Any] | None) -> PluginMeta:
+    """`base` (a distribution's metadata) with what `plugin` declares itself filled over it."""
+    if plugin is None:
+        return base
+    return replace(
+        base,
+        description=plugin.description or base.description,
+        version=plugin.version or base.version,
+        homepage=plugin.homepage or base.homepage,
+        author=plugin.author or base.author,
+        chatfn=plugin.chatfn or base.chatfn,
+        permissions=tuple(plugin.permissions) or base.permissions,
+    )
+
+
+def meta_problem(meta: PluginMeta) -> str | None:
+    """Why `meta` cannot be loaded (a range that excludes this chatfn, a bad range, an
+    unknown permission); None: it can."""
+    try:
+        fits = supports(meta.chatfn)
+    except InvalidSpecifier:
+        return f"its chatfn range {meta.chatfn!r} is not a version specifier"
+    if not fits:
+        return f"it supports chatfn {meta.chatfn}, this is chatfn {__version__}"
+    unknown = [p for p in meta.permissions if p not in PERMISSIONS]
+    if unknown:
+        return f"unknown permission(s) {', '.join(unknown)} (known: {', '.join(PERMISSIONS)})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +99,13 @@ class LoadedPlugin:
     origin: str  # the built-in's module name, or the plugin file's path
     plugin: Plugin[Any] | None
     builtin: bool
+    # Set for an installed package (chatfn/runtime/plugin_registry.py) and a plugin file.
+    meta: PluginMeta | None = None
+
+    @property
+    def installed(self) -> bool:
+        """Whether it came from an installed package's `chatfn.plugins` entry point."""
+        return self.meta is not None and bool(self.meta.distribution)
 
     @property
     def name(self) -> str:
@@ -65,7 +138,7 @@ class LoadedPlugin:
         return status
 
 
-def _plugin_of(module: types.ModuleType, origin: str) -> Plugin[Any] | None:
+def plugin_of(module: types.ModuleType, origin: str) -> Plugin[Any] | None:
     found = [v for v in vars(module).values() if isinstance(v, Plugin)]
     if len(found) > 1:
         names = ", ".join(p.name for p in found)
@@ -77,7 +150,7 @@ def load_builtins() -> list[LoadedPlugin]:
     loaded = []
     for name in BUILTIN_PLUGINS:
         module = importlib.import_module(name)
-        loaded.append(LoadedPlugin(module, name, _plugin_of(module, name), builtin=True))
+        loaded.append(LoadedPlugin(module, name, plugin_of(module, name), builtin=True))
     return loaded
 
 
@@ -88,8 +161,24 @@ def load_plugin_files(paths: list[str], base_dir: Path) -> list[LoadedPlugin]:
     loaded = []
     for file in plugin_files(list(wanted), base_dir):
         module = import_plugin_file(file)
-        loaded.append(LoadedPlugin(module, str(file), _plugin_of(module, str(file)), False))
+        plugin = plugin_of(module, str(file))
+        meta = declared_meta(PluginMeta(plugin.name if plugin else file.stem), plugin)
+        problem = meta_problem(meta)
+        if problem is not None and meta.chatfn and not supports_safely(meta.chatfn):
+            logger.warning("plugin {} not loaded: {}", file, problem)
+            continue
+        if problem is not None:
+            raise PluginLoadError(f"plugin {file}: {problem}")
+        loaded.append(LoadedPlugin(module, str(file), plugin, False, meta=meta))
     return loaded
+
+
+def supports_safely(spec: str) -> bool:
+    """`supports`, with a malformed range counted as holding this version (reported apart)."""
+    try:
+        return supports(spec)
+    except InvalidSpecifier:
+        return True
 
 
 def check_function_names(plugins: list[LoadedPlugin]) -> None:
@@ -147,7 +236,7 @@ def plugin_folders(
 ) -> list[PluginFolder]:
     """Each configured plugin path, whether it exists, and the plugins and functions that came
     from it (of `loaded`, the plugins the settings were validated with)."""
-    files = [Path(p.origin) for p in loaded or [] if not p.builtin]
+    files = [Path(p.origin) for p in loaded or [] if not p.builtin and not p.installed]
     specs = {Path(p.origin): len(p.specs()) for p in loaded or [] if not p.builtin}
     folders = []
     for raw in paths:

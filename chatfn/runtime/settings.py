@@ -33,6 +33,7 @@ from chatfn.common.config import (
     Section,
 )
 from chatfn.runtime.channel_registry import Channels, installed_channels
+from chatfn.runtime.plugin_registry import load_installed
 from chatfn.runtime.plugins import (
     LoadedPlugin,
     PluginLoadError,
@@ -61,11 +62,18 @@ class Settings(CoreSettings):
     # One field per channel found, each its channel's settings model (`channels_model`).
     channels: Section = Field(default_factory=Section)
     _plugins: list[LoadedPlugin] | None = PrivateAttr(default=None)
+    _plugins_skipped: dict[str, str] = PrivateAttr(default_factory=dict)
     _config_file: Path | None = PrivateAttr(default=None)
 
     @property
     def plugins_loaded(self) -> list[LoadedPlugin] | None:
         return self._plugins
+
+    @property
+    def plugins_skipped(self) -> dict[str, str]:
+        """Installed plugins not loaded (entry-point name -> why): switched off in config,
+        another chatfn range, failed to import."""
+        return self._plugins_skipped
 
     @property
     def config_file(self) -> Path | None:
@@ -200,6 +208,17 @@ def _plugin_paths(data: dict[str, Any]) -> list[str]:
     return ["plugins"]
 
 
+def _plugin_choice(data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`plugins.enabled` and `plugins.disabled` read before validation, as `plugins.paths`."""
+    section = data.get("plugins")
+    found: list[list[str]] = []
+    for key, default in (("enabled", ["*"]), ("disabled", [])):
+        value = section.get(key) if isinstance(section, dict) else None
+        ok = isinstance(value, list) and all(isinstance(p, str) for p in value)
+        found.append(value if ok else default)  # type: ignore[arg-type]
+    return found[0], found[1]
+
+
 def parse_settings(
     data: dict[str, Any] | None,
     base_dir: Path | None = None,
@@ -219,8 +238,12 @@ def parse_settings(
             data["models"] = {"default": env_model}
     base = base_dir if base_dir is not None else Path.cwd()
     data["base_dir"] = base
+    skipped: dict[str, str] = {}
     if plugins is None:
         plugins = load_builtins() + load_plugin_files(_plugin_paths(data), base)
+        installed = load_installed(*_plugin_choice(data), taken={p.name for p in plugins})
+        plugins += installed.loaded
+        skipped = installed.skipped
     check_function_names(plugins)
     channels = installed_channels()
     try:
@@ -229,6 +252,7 @@ def parse_settings(
         lines = [_describe(e, channels) for e in exc.errors()]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
     settings._plugins = plugins
+    settings._plugins_skipped = skipped
     settings._plugin_chat_keys = plugin_chat_keys(plugins)
     resolve_paths(settings, base)
     storage = settings.storage

@@ -19,6 +19,7 @@ MESSAGES: dict[str, str] = {
     "core.command_failed": "/{name} failed. The error was logged.",
     "core.command_done": "/{name}: done.",
     "core.internal_error": "Sorry, something went wrong on my side. The error was logged.",
+    "core.plugin_off": "Plugin {plugin} was switched off: {why}.",
     "core.usage": "Usage: {line}",
     "core.usage_or_text": "(or /{name} <{field}>)",
     "core.unknown_key": "/{name} has no argument {key}{close}.",

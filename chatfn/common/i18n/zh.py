@@ -17,6 +17,7 @@ MESSAGES: dict[str, str] = {
     "core.command_failed": "/{name} 执行失败，错误已记录。",
     "core.command_done": "/{name}：完成。",
     "core.internal_error": "抱歉，我这边出了点问题，错误已记录。",
+    "core.plugin_off": "插件 {plugin} 已被停用：{why}。",
     "core.usage": "用法：{line}",
     "core.usage_or_text": "（或 /{name} <{field}>）",
     "core.unknown_key": "/{name} 没有参数 {key}{close}。",
