@@ -26,6 +26,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.channels.fake_platform import FakePlatform
+
 DISCORD_EPOCH = 1420070400000
 BOT_ID = 990000000000000001
 APP_ID = 990000000000000002
@@ -158,8 +160,12 @@ class Sent:
     message: dict[str, Any]
 
 
-class FakeDiscord:
+class FakeDiscord(FakePlatform):
+    client_max_size = 32 * 1024 * 1024
+    runner_kwargs = {"access_log": None}
+
     def __init__(self, token: str = "fake-bot-token") -> None:
+        super().__init__()
         self.token = token
         self.ids = itertools.count(1)
         self.guilds: dict[int, Guild] = {}
@@ -181,12 +187,10 @@ class FakeDiscord:
         self.backlog: list[dict[str, Any]] = []  # every dispatch of this session, for RESUME
         self.ws: web.WebSocketResponse | None = None
         self.connected = asyncio.Event()
-        self._changed = asyncio.Condition()
         self._send_lock = asyncio.Lock()  # frames leave in the order they were dispatched
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-        app = web.Application(client_max_size=32 * 1024 * 1024)
-        r = app.router
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def routes(self, r: web.UrlDispatcher) -> None:
         r.add_get("/gateway", self._gateway)
         r.add_get("/gateway/", self._gateway)
         r.add_get("/api/v10/gateway/bot", self._gateway_bot)
@@ -197,26 +201,11 @@ class FakeDiscord:
         r.add_post("/api/v10/channels/{channel}/messages", self._create_message)
         r.add_get("/api/v10/channels/{channel}/messages", self._history)
         r.add_get("/attachments/{key}/{name}", self._attachment)
-        self.app = app
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeDiscord:
-        self._runner = web.AppRunner(self.app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
         if self.ws is not None:
             await self.ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        await super().stop()
 
     @property
     def urls(self) -> dict[str, str]:
@@ -671,8 +660,7 @@ class FakeDiscord:
                 s for s in self.sent if s.channel_id == channel_id and (where is None or where(s))
             ]
 
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: len(mine()) >= count)
+        await self.wait_for(lambda: len(mine()) >= count, timeout)
         return mine()
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.channels.fake_platform import FakePlatform
 from tests.channels.telegram.telegram_markup import MarkupError, parse_markdown_v2
 
 BOT_ID = 7000000001
@@ -69,15 +70,16 @@ def _ok(result: Any) -> web.Response:
     return web.json_response({"ok": True, "result": result})
 
 
-class FakeTelegram:
+class FakeTelegram(FakePlatform):
+    runner_kwargs = {"access_log": None, "shutdown_timeout": 0.1}
+    wait_timeout = 30.0
+
     def __init__(self, token: str = "123456:TEST-token_abc") -> None:
+        super().__init__()
         self.token = token
-        self.port = 0
-        self._runner: web.AppRunner | None = None
         self.updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(100)
-        self._changed = asyncio.Condition()
         self.sent: list[Sent] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.files: dict[str, bytes] = {}
@@ -96,37 +98,15 @@ class FakeTelegram:
         }
 
     # -- lifecycle -----------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeTelegram:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
-        app = web.Application(client_max_size=20 * 1024 * 1024)
-        app.router.add_route("*", "/bot{token}/{method}", self._method)
-        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def drop(self) -> None:
-        """Every connection is cut and the server comes back on the same port (what the bot
-        sees of a network outage): a long poll in flight fails, the next one reconnects."""
-        await self.stop()
-        await self.start()
+    # (start, stop, drop: FakePlatform's; drop() cuts a long poll in flight, the next one
+    # reconnects)
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("*", "/bot{token}/{method}", self._method)
+        router.add_get("/file/bot{token}/{path:.+}", self._file)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.base
 
     # -- test hooks ----------------------------------------------------------------------------
     def rate_limit_next(self, chat_id: int, retry_after: int, method: str = "sendMessage") -> None:
@@ -143,19 +123,10 @@ class FakeTelegram:
 
     async def wait_sent(self, chat_id: int, count: int, timeout: float = 30.0) -> list[Sent]:
         """At least `count` messages of the bot in `chat_id`, all of them, in order."""
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(
-                lambda: len([s for s in self.sent if s.chat_id == chat_id]) >= count
-            )
+        await self.wait_for(
+            lambda: len([s for s in self.sent if s.chat_id == chat_id]) >= count, timeout
+        )
         return [s for s in self.sent if s.chat_id == chat_id]
-
-    async def wait_for(self, predicate: Any, timeout: float = 30.0) -> None:
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(predicate)
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
 
     # -- updates the users cause ---------------------------------------------------------------
     @staticmethod
@@ -253,7 +224,7 @@ class FakeTelegram:
             self.webhook_posts.append(status)
         else:
             self.updates.append(update)
-        await self._notify()
+        await self.notify()
         return update["update_id"]
 
     async def _post_webhook(self, update: dict[str, Any]) -> int:
@@ -314,7 +285,7 @@ class FakeTelegram:
 
     async def _api_setWebhook(self, params: dict[str, Any], chat_id: int | None) -> web.Response:
         self.webhook = {"url": params["url"], "secret_token": params.get("secret_token")}
-        await self._notify()
+        await self.notify()
         pending, self.updates = self.updates, []
         for update in pending:
             self.webhook_posts.append(await self._post_webhook(update))
@@ -372,7 +343,7 @@ class FakeTelegram:
             photo=params.get("photo"),
         )
         self.sent.append(sent)
-        await self._notify()
+        await self.notify()
         result: dict[str, Any] = {
             "message_id": sent.message_id,
             "from": self.me,
