@@ -130,11 +130,13 @@ class KookDriver:
             **self.settings,
         }
 
-    async def attach(self, host: ChannelHost, settings: Any) -> None:
+    async def attach(self, host: ChannelHost, settings: Any, *, ready: bool = True) -> None:
+        """`ready` False: return without waiting for the channel to be up."""
         self.channel = SPEC.build(host, settings)
         self._task = asyncio.create_task(self.channel.run())
-        async with asyncio.timeout(15):
-            await self.channel.wait_ready()
+        if ready:
+            async with asyncio.timeout(15):
+                await self.channel.wait_ready()
 
     async def detach(self) -> None:
         if self.channel is not None:
@@ -206,7 +208,12 @@ class KookDriver:
 
 @asynccontextmanager
 async def running(
-    driver: KookDriver, tmp_path: Path, *, registry: Registry | None = None, **config: Any
+    driver: KookDriver,
+    tmp_path: Path,
+    *,
+    registry: Registry | None = None,
+    ready: bool = True,
+    **config: Any,
 ) -> AsyncIterator[Bot]:
     """A real bot (SQLite file under tmp_path) with the driver's channel attached."""
     data: dict[str, Any] = {
@@ -224,7 +231,8 @@ async def running(
         load_plugins=False,
     )
     try:
-        await driver.attach(bot.channel_host, settings.channels.kook)
+        section = getattr(settings.channels, "kook")  # noqa: B009 - a section found at run time
+        await driver.attach(bot.channel_host, section, ready=ready)
         await bot.start()
         yield bot
     finally:

@@ -260,7 +260,7 @@ class FakeKook:
             return _refuse("file 必须上传")
         form = await request.post()
         upload = form.get("file")
-        if upload is None or isinstance(upload, str):
+        if not isinstance(upload, web.FileField):
             self.refused.append(("asset/create", "no file"))
             return _refuse("file 必须上传")
         data = upload.file.read()
