@@ -10,12 +10,18 @@ sends is a message of its own (`sampleImageMsg`), after the reply's text."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from chatfn.channels.dingtalk import SPEC
 from chatfn.channels.dingtalk.channel import DingTalkChannel
+from chatfn.runtime.bot import Bot
 from chatfn.runtime.channel_host import ChannelHost
-from tests.channels.contract import Chat, Sent
+from chatfn.runtime.settings import parse_settings
+from chatfn.testing import ScriptedModel
+from tests.channels.contract import Chat, Sent, _echo, contract_registry
 from tests.channels.dingtalk.dingtalk_fake import BOT_USER, FakeDingTalk, Posted, read_markdown
 
 
@@ -139,4 +145,32 @@ def as_sent(chat: Chat, posted: list[Posted]) -> list[Sent]:
     return units
 
 
-__all__ = ["DingTalkDriver", "as_sent"]
+@asynccontextmanager
+async def running(
+    driver: DingTalkDriver, tmp_path: Path, *, model: Any = None, **config: Any
+) -> AsyncIterator[Bot]:
+    """A real bot (SQLite file under tmp_path) with the driver's channel attached."""
+    data: dict[str, Any] = {
+        "storage": {"url": f"sqlite:///{tmp_path / 'dingtalk.db'}"},
+        "plugins": {"paths": []},
+        "bot": {"name": "dingbot", "admins": ["9999"], **config.pop("bot", {})},
+        **config,
+        "channels": {"dingtalk": driver.channel_settings()},
+    }
+    settings = parse_settings(data, base_dir=tmp_path)
+    bot = Bot(
+        settings,
+        registry=contract_registry(),
+        model=model or ScriptedModel([_echo], repeat_last=True),
+        load_plugins=False,
+    )
+    try:
+        await driver.attach(bot.channel_host, settings.channels.dingtalk)
+        await bot.start()
+        yield bot
+    finally:
+        await driver.detach()
+        await bot.aclose()
+
+
+__all__ = ["DingTalkDriver", "as_sent", "running"]

@@ -96,7 +96,8 @@ class FakeDingTalk:
         self.sent: list[Posted] = []
         self.changed = asyncio.Event()
         self.acks: dict[str, Ack] = {}
-        self.bad_frames: list[str] = []
+        self.bad_frames: list[str] = []  # frames from the client that are no ack at all
+        self.unanswerable: list[dict[str, Any]] = []  # acks naming no messageId (ignored)
         self.sessions: dict[str, tuple[str, bool, float]] = {}  # session -> (target, group, expiry)
         self.files: dict[str, bytes] = {}
         self.media: dict[str, bytes] = {}
@@ -191,12 +192,16 @@ class FakeDingTalk:
     def _ack(self, raw: str) -> None:
         try:
             ack = json.loads(raw)
-            message_id = str(ack["headers"]["messageId"])
-            self.acks[message_id] = Ack(
-                int(ack["code"]), str(ack.get("message") or ""), str(ack.get("data") or "")
-            )
-        except (ValueError, KeyError, TypeError):
+            code, headers = int(ack["code"]), ack["headers"]
+            message_id = headers.get("messageId")
+        except (ValueError, KeyError, TypeError, AttributeError):
             self.bad_frames.append(raw)
+        else:
+            if message_id is None:  # an answer to a disconnect, which wants none: ignored
+                self.unanswerable.append(ack)
+            else:
+                data = str(ack.get("data") or "")
+                self.acks[str(message_id)] = Ack(code, str(ack.get("message") or ""), data)
         self._changed()
 
     async def frame(
