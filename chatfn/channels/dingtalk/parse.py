@@ -11,8 +11,9 @@ official SDK's `ChatbotMessage`: `msgtype` text ({"text": {"content"}}), picture
 ({"content": {"downloadCode"}}) or richText ({"content": {"richText": [{"text"} |
 {"downloadCode", "type": "picture"}]}}); `isInAtList` says the robot was @-mentioned (its
 mention is already cut out of the text by DingTalk; a group sends the robot only such
-messages unless it may read every message), `atUsers` the ids mentioned, `isAdmin` that the
-sender is an admin, `sessionWebhook` + `sessionWebhookExpiredTime` where to answer.
+messages unless it may read every message), `atUsers` the ids mentioned (the robot's own,
+`chatbotUserId`, is a mention too), `isAdmin` that the sender is an admin, `sessionWebhook`
++ `sessionWebhookExpiredTime` where to answer.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def read_message(data: dict[str, Any]) -> Read:
         sender=sender,
         sender_name=str(msg.sender_nick or ""),
         text="\n".join(texts).strip(),
-        mentioned=bool(msg.is_in_at_list),
+        mentioned=bool(msg.is_in_at_list) or _bot_in(msg.at_users, msg.chatbot_user_id),
         is_admin=bool(msg.is_admin),
         message_id=str(msg.message_id or ""),
         created=msg.create_at,
@@ -94,3 +95,9 @@ def read_message(data: dict[str, Any]) -> Read:
         webhook=str(msg.session_webhook or ""),
         webhook_expires=int(msg.session_webhook_expired_time or 0),
     )
+
+
+def _bot_in(at_users: Any, bot: Any) -> bool:
+    """Whether `atUsers` names the robot (`chatbotUserId`): a mention where `isInAtList`
+    is missing."""
+    return bool(bot) and any(getattr(u, "dingtalk_id", None) == bot for u in at_users or [])

@@ -88,6 +88,10 @@ def test_the_documented_message_is_read() -> None:
     assert (read.sender, read.sender_name, read.text) == ("16650698", "用户", "测试数据")
     assert read.mentioned and read.is_admin and read.message_id == "msgLICYeHgY4JtMQw=="
     assert read.webhook_expires == 1690367502152
+    by_id = dict(data, atUsers=[{"dingtalkId": data["chatbotUserId"]}])
+    del by_id["isInAtList"]
+    assert read_message(by_id).mentioned  # atUsers naming the robot, without isInAtList
+    assert not read_message(dict(by_id, atUsers=[{"dingtalkId": "$:other"}])).mentioned
     picture = dict(data, msgtype="picture", content={"downloadCode": "dc1"}, conversationType="1")
     read = read_message(picture)
     assert read.chat is not None and read.chat.key == "private:16650698"
