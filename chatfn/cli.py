@@ -19,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
-    from chatfn import admin, check, init, run
+    from chatfn import admin, check, init, plugin_cli, run
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -44,6 +44,7 @@ def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
             init.command,
         ),
         ("admin", "The web admin console: passwd USER.", admin.add_arguments, admin.command),
+        ("plugin", plugin_cli.DESCRIPTION, plugin_cli.add_arguments, plugin_cli.command),
     ]
     for name, help_, add_arguments, handler in commands:
         command = sub.add_parser(name, help=help_, description=help_)

@@ -1,0 +1,261 @@
+"""`chatfn plugin new | list | install | upgrade | remove` (issue 37, section 3), for real: pip
+in a fresh virtual environment (`--system-site-packages`, so the chatfn under test is the one it
+sees), from a folder of wheels the tests write (`plugins.package_index`: `--no-index
+--find-links`; no network).
+
+The skeleton `chatfn plugin new` writes is built into a wheel with pip, installed by `chatfn
+plugin install`, and its own generated test passes in that environment. Synthetic wheels (a
+zip with the METADATA, entry_points.txt and RECORD pip writes) stand for the published plugins:
+one asking for permissions, a newer version of it, one needing another chatfn, two pinning one
+library differently, and a library that is no plugin."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chatfn.cli import main
+from chatfn.common.version import __version__
+from chatfn.plugin_new import default_range
+from chatfn.plugin_pip import declared, index_options, read_wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    *,
+    requires: tuple[str, ...] = (),
+    modules: dict[str, str] | None = None,
+    plugins: dict[str, str] | None = None,
+) -> Path:
+    """A wheel as pip writes one: the files, METADATA, WHEEL, entry_points.txt and RECORD."""
+    norm = name.replace("-", "_")
+    info = f"{norm}-{version}.dist-info"
+    files: dict[str, bytes] = {k: v.encode() for k, v in (modules or {}).items()}
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Summary: {name} for tests"] + [f"Requires-Dist: {r}" for r in requires]
+    files[f"{info}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    if plugins:
+        lines = "".join(f"{k} = {v}\n" for k, v in plugins.items())
+        files[f"{info}/entry_points.txt"] = f"[chatfn.plugins]\n{lines}".encode()
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    path = folder / f"{norm}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name_, data in files.items():
+            zf.writestr(name_, data)
+    return path
+
+
+def plugin_source(name: str, permissions: tuple[str, ...], text: str) -> str:
+    return (
+        "from function_calls import FunctionResult, MessageContext, Plugin, tool_function\n"
+        f"plugin = Plugin({name!r}, permissions={permissions!r})\n"
+        f"@tool_function(name='{name}_say', description='Say.')\n"
+        "async def say(ctx: MessageContext) -> FunctionResult:\n"
+        f"    return FunctionResult(messages=[{text!r}])\n"
+    )
+
+
+def hello(folder: Path, version: str) -> Path:
+    return make_wheel(
+        folder,
+        "chatfn-hello",
+        version,
+        requires=("chatfn>=0.1",),
+        modules={"chatfn_hello.py": plugin_source("hello", ("network", "model"), version)},
+        plugins={"hello": "chatfn_hello"},
+    )
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PIP_"))}
+    env.pop("PYTHONPATH", None)
+    env["PIP_NO_INPUT"] = "1"
+    return env
+
+
+class Venv:
+    """A virtual environment that sees the system's packages (chatfn under test, pip, pytest)
+    and gets its own: what `chatfn plugin` installs lands here, never in the test's own."""
+
+    def __init__(self, root: Path, config: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)],
+            check=True,
+        )
+        self.python = root / "bin" / "python"
+        self.config = config
+
+    def run(
+        self, *args: str, stdin: str = "", cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.python), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
+            timeout=300,
+            check=False,
+        )
+
+    def chatfn(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return self.run("-m", "chatfn", "plugin", *args, "--config", str(self.config), stdin=stdin)
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Iterator[Venv]:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    config = tmp_path / "config.yaml"
+    config.write_text("plugins:\n  package_index: wheels\n")  # relative: to the config file
+    yield Venv(tmp_path / "venv", config)
+
+
+def test_new_writes_a_package_that_installs_and_passes_its_own_test(
+    venv: Venv, tmp_path: Path
+) -> None:
+    assert main(["plugin", "new", "demo", "--dir", str(tmp_path)]) == 0
+    package = tmp_path / "chatfn-demo"
+    pyproject = (package / "pyproject.toml").read_text()
+    assert '[project.entry-points."chatfn.plugins"]\ndemo = "chatfn_demo"' in pyproject
+    assert f'"chatfn{default_range()}"' in pyproject
+    assert main(["plugin", "new", "demo", "--dir", str(tmp_path)]) == 2  # never overwritten
+    # Not installed yet: its test fails (it finds the plugin through its entry point).
+    before = venv.run("-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=package)
+    assert before.returncode != 0 and "1 failed" in before.stdout
+    # Built from a copy: setuptools leaves an .egg-info (entry points included) where it
+    # builds, which would make the source folder look installed.
+    shutil.copytree(package, tmp_path / "build")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "--wheel-dir", str(tmp_path / "wheels"), str(tmp_path / "build")],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    done = venv.chatfn("install", "chatfn-demo", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "package:     chatfn-demo 0.1.0 (plugin demo)" in done.stdout
+    listed = venv.chatfn("list")
+    assert "chatfn-demo 0.1.0  plugin demo  on" in listed.stdout
+    tested = venv.run("-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=package)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "1 passed" in tested.stdout
+    assert venv.chatfn("remove", "demo", "--yes").returncode == 0
+    assert "no plugin package installed" in venv.chatfn("list").stdout
+
+
+def test_install_upgrade_remove_with_confirmation_and_refusals(venv: Venv, tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    first = hello(wheels, "1.0")
+    hello(wheels, "2.0")
+    make_wheel(wheels, "chatfn", "99.0")  # a chatfn the index offers, never to be installed
+    make_wheel(
+        wheels,
+        "chatfn-future",
+        "1.0",
+        requires=("chatfn>=99",),
+        modules={"chatfn_future.py": plugin_source("future", (), "x")},
+        plugins={"future": "chatfn_future"},
+    )
+    for version in ("1.0", "2.0"):
+        make_wheel(wheels, "libdep", version, modules={"libdep.py": f"V = {version!r}\n"})
+    for name, pin in (("pinner", "libdep==1.0"), ("bumper", "libdep>=2")):
+        make_wheel(
+            wheels,
+            f"chatfn-{name}",
+            "1.0",
+            requires=(pin,),
+            modules={f"chatfn_{name}.py": plugin_source(name, (), name)},
+            plugins={name: f"chatfn_{name}"},
+        )
+    digest = hashlib.sha256(first.read_bytes()).hexdigest()
+
+    # Asked first: package, version, permissions, hash; "n" installs nothing.
+    no = venv.chatfn("install", "chatfn-hello==1.0", stdin="n\n")
+    assert no.returncode == 1 and "not installed" in no.stdout
+    for shown in ("chatfn-hello 1.0 (plugin hello)", "permissions: model, network", digest):
+        assert shown in no.stdout
+    assert "no plugin package installed" in venv.chatfn("list").stdout
+    yes = venv.chatfn("install", "chatfn-hello==1.0", stdin="y\n")
+    assert yes.returncode == 0, yes.stderr
+    assert "chatfn-hello 1.0  plugin hello  on" in venv.chatfn("list").stdout
+
+    # What would change chatfn itself, or a version an installed plugin pins: refused.
+    future = venv.chatfn("install", "chatfn-future", "--yes")
+    assert future.returncode == 2
+    assert f"chatfn {__version__} -> 99.0" in future.stderr
+    assert venv.chatfn("install", "chatfn-pinner", "--yes").returncode == 0
+    bumper = venv.chatfn("install", "chatfn-bumper", "--yes")
+    assert bumper.returncode == 2
+    assert "libdep 1.0 -> 2.0, but chatfn-pinner needs libdep==1.0" in bumper.stderr
+    library = venv.chatfn("install", "libdep", "--yes")
+    assert library.returncode == 2 and "is not a chatfn plugin" in library.stderr
+
+    upgraded = venv.chatfn("upgrade", "chatfn-hello", "--yes")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "upgrade chatfn-hello 1.0 -> 2.0" in upgraded.stdout
+    listed = venv.chatfn("list").stdout
+    assert "chatfn-hello 2.0" in listed and "chatfn-bumper" not in listed
+    assert venv.chatfn("remove", "hello", "--yes").returncode == 0
+    gone = venv.chatfn("remove", "libdep", "--yes")
+    assert gone.returncode == 2 and "no installed plugin package 'libdep'" in gone.stderr
+    assert "chatfn-hello" not in venv.chatfn("list").stdout
+
+
+def test_permissions_are_read_from_the_source_never_run(tmp_path: Path) -> None:
+    source = (
+        "import os\nos.remove('/nothing')\n"
+        "plugin = Plugin('x', chatfn='>=0.2', permissions=['filesystem'])\n"
+    )
+    assert declared(source) == (["filesystem"], ">=0.2")
+    wheel = read_wheel(
+        make_wheel(
+            tmp_path,
+            "chatfn-x",
+            "1.0",
+            requires=("chatfn>=0.1,<1",),
+            modules={
+                "chatfn_x/__init__.py": "from function_calls import Plugin\nplugin = Plugin('x')\n"
+            },
+            plugins={"x": "chatfn_x"},
+        )
+    )
+    assert (wheel.permissions, wheel.chatfn, wheel.plugins) == ([], "<1,>=0.1", {"x": "chatfn_x"})
+
+
+def test_the_package_index_setting(tmp_path: Path) -> None:
+    assert index_options(None, tmp_path) == []
+    assert index_options("https://pypi.example/simple", tmp_path) == [
+        "--index-url",
+        "https://pypi.example/simple",
+    ]
+    assert index_options("wheels", tmp_path) == [
+        "--no-index",
+        "--find-links",
+        str(tmp_path / "wheels"),
+    ]
