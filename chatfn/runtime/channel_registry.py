@@ -41,6 +41,7 @@ BUILTIN: dict[str, str] = {
     "matrix": "chatfn.channels.matrix:SPEC",
     "dingtalk": "chatfn.channels.dingtalk:SPEC",
     "wecom": "chatfn.channels.wecom:SPEC",
+    "wechat_mp": "chatfn.channels.wechat_mp:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }
 

@@ -1,0 +1,87 @@
+"""The WeChat Official Account (微信公众号) channel: the signed (plain or safe-mode encrypted)
+callback with its five-second passive reply, and the customer-service message API
+(channel.py, send.py, api.py; the encryption chatfn/channels/wxcrypt.py, shared with WeCom).
+This module is the declaration, found through the `chatfn.channels` entry point
+`wechat_mp`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatfn.channels.kit import Capabilities
+from chatfn.channels.kit.declare import readme
+from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+
+
+def build(host: ChannelHost, settings: WechatMpSettings) -> Any:
+    from chatfn.channels.wechat_mp.channel import WechatMpChannel
+
+    return WechatMpChannel(host, settings)
+
+
+async def check(settings: WechatMpSettings, online: bool) -> list[Probe]:
+    why = settings.problem()
+    if why:
+        return [Probe("fail", why)]
+    mode = "safe mode" if settings.encoding_aes_key else "plain mode"
+    probes = [
+        Probe(
+            "ok",
+            f"account {settings.app_id} ({mode}): callback at {settings.webhook_path} on the "
+            f"HTTP channel's port (needs --channel http), API at {settings.api_base}",
+        )
+    ]
+    if settings.encoding_aes_key is None:
+        probes.append(
+            Probe(
+                "warn",
+                "channels.wechat_mp.encoding_aes_key is not set: plain mode, messages "
+                "unencrypted (only the signature is checked)",
+            )
+        )
+    if online:
+        probes.append(await who_am_i(settings))
+    return probes
+
+
+async def who_am_i(settings: WechatMpSettings) -> Probe:
+    """An access_token from /cgi-bin/token: the AppID and AppSecret work, or which failed."""
+    from chatfn.channels.wechat_mp.api import NETWORK_ERRORS, AuthRefused, MpApi, MpError
+
+    name = "channel wechat_mp access_token"
+    api = MpApi(settings)
+    try:
+        await api.token()
+    except AuthRefused as exc:
+        return Probe(
+            "fail",
+            f"WeChat refused channels.wechat_mp.app_id / app_secret ({exc}; 40164: the IP "
+            "whitelist)",
+            name=name,
+        )
+    except (MpError, *NETWORK_ERRORS) as exc:  # type: ignore[misc]
+        return Probe("fail", f"WeChat not reachable at {settings.api_base}: {exc}", name=name)
+    finally:
+        await api.aclose()
+    return Probe("ok", f"access_token for {settings.app_id}", name=name)
+
+
+SPEC = ChannelSpec(
+    name="wechat_mp",
+    settings=WechatMpSettings,
+    factory=build,
+    summary="WeChat Official Accounts (微信公众号, callback and customer-service messages)",
+    extra="wechat_mp",
+    modules=("cryptography",),
+    check=check,
+    readme=readme(__file__),
+    capabilities=Capabilities(
+        dms=True,
+        images_in=True,
+        images_out=True,
+        markdown="plain",
+        confirm_stored=True,
+        connection=("webhook",),
+    ),
+)

@@ -1,0 +1,215 @@
+"""The WeChat Official Account (微信公众号) channel: the signed callback, the passive reply within
+WeChat's five seconds, and the customer-service message API for the rest (send.py).
+
+The callback (https://developers.weixin.qq.com/doc/offiaccount/Basic_Information/
+Access_Overview.html, .../Message_Management/Receiving_standard_messages.html): WeChat checks
+the URL with a GET (`signature`, `timestamp`, `nonce`, `echostr`: the echostr answered when
+the signature, SHA-1 of the sorted token, timestamp and nonce, is the token's). Each message
+is POSTed with that signature; in safe mode (安全模式, `encrypt_type=aes`) the body's `Encrypt`
+carries it encrypted with the EncodingAESKey for this AppID, signed by `msg_signature`
+(chatfn/channels/wxcrypt.py), and the answer goes back encrypted. With `encoding_aes_key`
+set a plain callback is refused (the account is to be in safe mode); without it an
+encrypted one is.
+
+Five seconds: WeChat waits 5 s for the answer, then drops the connection and sends the same
+message again, three tries in all. The callback waits `reply_wait` seconds for the answer
+(send.py's `Passive`, one per MsgId, shared by the tries): in time, it is the passive reply
+(a text message); too late, the callback answers "success" (nothing shown) and the answer
+goes through the customer-service API. An account that may not use that API
+(`customer_service: false`) keeps the first two tries open past the 5 s (WeChat has sent the
+next one by then, which waits for the same answer), so the answer has up to ~15 s. A MsgId
+is handled once across the tries (and after a restart, found among the stored messages);
+the answer waits for the message to be stored (confirm once stored: not stored in time, the
+callback is answered 503 and WeChat's next try takes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+
+from aiohttp import web
+
+from chatfn.channels import kit
+from chatfn.channels.wechat_mp.api import NETWORK_ERRORS, AuthRefused, MpApi, MpError
+from chatfn.channels.wechat_mp.send import CREDENTIALS, MpSender, Passive
+from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.channels.wxcrypt import (
+    MAX_BODY,
+    CryptError,
+    WxCrypt,
+    read_xml,
+    sha1_signature,
+    xml_reply,
+)
+from chatfn.common.messages import IncomingMessage
+from chatfn.runtime.channel_host import ChannelHost
+
+__all__ = ["HOLD", "WechatMpChannel"]
+
+#: Seconds a try is held past `reply_wait` when the account has no customer-service API
+#: (past WeChat's 5 s: its next try waits for the same answer).
+HOLD = 1.5
+#: Seconds a MsgId's Passive is kept (WeChat's three tries span about 15 s).
+KEEP = 30.0
+_API_ERRORS: tuple[type[BaseException], ...] = (MpError, *NETWORK_ERRORS)
+
+
+class WechatMpChannel(
+    kit.PlatformChannel[WechatMpSettings], platform="wechat_mp", label="WeChat Official Account"
+):
+    def __init__(self, host: ChannelHost, settings: WechatMpSettings) -> None:
+        super().__init__(host, settings)
+        key = settings.secret_text("encoding_aes_key")
+        self.token = settings.secret_text("token")
+        self.crypt = WxCrypt(self.token, key, settings.app_id) if key else None
+        self.api = MpApi(settings)
+        self.slots: dict[str, Passive] = {}
+        self.sender = MpSender(self.api, settings, self.policy, self.slots)
+        host.add_web_route("GET", settings.webhook_path, self._verify)
+        host.add_web_route("POST", settings.webhook_path, self._callback)
+
+    async def connect(self) -> str:
+        try:
+            await self.api.token()
+        except AuthRefused as exc:
+            raise kit.CredentialsRefused(
+                f"WeChat refused {CREDENTIALS} ({exc}): check the AppSecret and that the bot's "
+                "address is on the IP whitelist (设置与开发 -> 基本配置)"
+            ) from None
+        except _API_ERRORS as exc:
+            raise kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})") from None
+        mode = "safe mode" if self.crypt is not None else "plain mode"
+        return f"account {self.cfg.app_id} ({mode}), callback at {self.cfg.webhook_path}"
+
+    async def close(self) -> None:
+        for slot in self.slots.values():
+            slot.close()
+        await self.api.aclose()
+
+    # -- the callback ----------------------------------------------------------------------------
+    def _refused(self, exc: CryptError) -> web.Response:
+        self.log.warning("WeChat Official Account callback refused: {}", exc)
+        return web.Response(status=exc.status, text=str(exc))
+
+    def _signed(self, request: web.Request) -> None:
+        q = request.query
+        stamp, nonce, signature = q.get("timestamp", ""), q.get("nonce", ""), q.get("signature", "")
+        if not stamp or not nonce or not signature:
+            raise CryptError("signature, timestamp or nonce missing")
+        expected = sha1_signature(self.token, stamp, nonce)
+        if not hmac.compare_digest(signature.lower().encode(), expected.encode()):
+            raise CryptError("bad signature")
+
+    async def _verify(self, request: web.Request) -> web.Response:
+        try:
+            self._signed(request)
+        except CryptError as exc:
+            return self._refused(exc)
+        return web.Response(text=request.query.get("echostr", ""))
+
+    async def _opened(self, request: web.Request) -> tuple[dict[str, str], bool]:
+        """The message's fields, and whether it came encrypted (the answer goes so too)."""
+        self._signed(request)
+        body = await request.content.read(MAX_BODY + 1)
+        outer = read_xml(body)
+        q = request.query
+        if q.get("encrypt_type") == "aes" or "Encrypt" in outer:
+            if self.crypt is None:
+                raise CryptError(
+                    "encrypted callback but channels.wechat_mp.encoding_aes_key is not set", 400
+                )
+            inner = self.crypt.open(
+                q.get("msg_signature", ""),
+                q.get("timestamp", ""),
+                q.get("nonce", ""),
+                outer.get("Encrypt", ""),
+            )
+            return read_xml(inner), True
+        if self.crypt is not None:
+            raise CryptError("plain callback although channels.wechat_mp.encoding_aes_key is set")
+        return outer, False
+
+    async def _callback(self, request: web.Request) -> web.StreamResponse:
+        try:
+            fields, encrypted = await self._opened(request)
+        except CryptError as exc:
+            return self._refused(exc)
+        if not self.logged_in or self.stopping:
+            return web.Response(status=503, text="not ready")
+        user, msg_id = fields.get("FromUserName", ""), fields.get("MsgId", "")
+        if fields.get("MsgType") not in ("text", "image") or not user or not msg_id:
+            return web.Response(text="success")  # events, voice, video, location, links
+        slot = self._slot(msg_id, user, fields.get("ToUserName", ""))
+        slot.attempts += 1
+        taken = self.inbound.once(msg_id, lambda previous: self._take(fields, previous))
+        text = await self._answer(slot, taken)
+        if text is None:
+            if not slot.closed:
+                return web.Response(status=503, text="not answered yet")  # WeChat tries again
+            return web.Response(text="success")
+        reply = xml_reply(
+            {
+                "ToUserName": user,
+                "FromUserName": slot.account,
+                "CreateTime": int(time.time()),
+                "MsgType": "text",
+                "Content": text,
+            }
+        )
+        if encrypted and self.crypt is not None:
+            reply = self.crypt.seal_xml(reply, request.query.get("nonce", ""))
+        response = web.Response(text=reply, content_type="application/xml")
+        await response.prepare(request)
+        await response.write_eof()
+        slot.answered.set()
+        return response
+
+    def _slot(self, msg_id: str, user: str, account: str) -> Passive:
+        slot = self.slots.get(msg_id)
+        if slot is None:
+            slot = self.slots[msg_id] = Passive(user, account)
+            asyncio.get_running_loop().call_later(KEEP, self.slots.pop, msg_id, None)
+        return slot
+
+    async def _answer(self, slot: Passive, taken: kit.Taken) -> str | None:
+        """The passive reply's text, or None: answer "success" (or 503 when not stored)."""
+        wait = self.cfg.reply_wait
+        if not self.cfg.customer_service and slot.attempts < 3:
+            wait += HOLD  # WeChat's next try (at 5 s) waits for the same answer
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                return await asyncio.shield(slot.reply)
+        if not taken.confirmed or (not self.cfg.customer_service and slot.attempts < 3):
+            return None  # 503: WeChat's next try takes it, or waits for the same answer
+        if slot.close():
+            return None  # "success": the answer goes by the customer-service API
+        return slot.reply.result()  # it came just now
+
+    def _take(self, fields: dict[str, str], previous: kit.Taken | None) -> kit.Taken:
+        user, msg_id = fields["FromUserName"], fields["MsgId"]
+        chat = f"private:{user}"
+        taken = kit.Taken(previous)
+        self.inbound.message(chat, msg_id, lambda: self._incoming(chat, fields), taken)
+        return taken
+
+    async def _incoming(self, chat: str, fields: dict[str, str]) -> IncomingMessage | None:
+        images = []
+        if fields.get("MsgType") == "image" and (media := fields.get("MediaId")):
+            try:
+                data = await self.api.media(media, kit.MAX_IMAGE_IN)
+            except _API_ERRORS as exc:
+                self.log.warning("WeChat image {} not downloaded: {}", media, exc)
+            else:
+                if (mime := kit.image_mime(data)) is not None:
+                    images.append(kit.data_uri(data, mime))
+        return self.incoming(
+            chat,
+            fields["FromUserName"],
+            fields.get("Content", ""),
+            message_id=fields["MsgId"],
+            time=kit.sent_at(fields.get("CreateTime")),
+            images=images,
+        )

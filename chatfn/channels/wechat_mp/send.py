@@ -1,0 +1,179 @@
+"""The way out to an Official Account's followers: the passive reply first, then the
+customer-service message API.
+
+WeChat takes an answer to a user's message in the callback's own reply (被动回复), one
+message, within 5 seconds (https://developers.weixin.qq.com/doc/offiaccount/Message_Management/
+Passive_user_reply_message.html). So a reply to a message whose callback is still waiting
+(`Passive`, kept by the channel per MsgId) gives its first text part to that callback; the
+rest, images, a reply too late for the callback, and messages the bot starts itself (a
+reminder) go through message/custom/send (客服消息, https://developers.weixin.qq.com/doc/
+offiaccount/Message_Management/Service_Center_messages.html), which verified subscription
+and service accounts may use within 48 hours of the user's last message. An account without
+it (`customer_service: false`) answers only what fits the passive reply; the rest is
+refused for good with one log line saying why.
+
+Text is plain (WeChat renders no Markdown): the model's Markdown made readable, split within
+`max_message_length` bytes of UTF-8. Images are uploaded (media/upload) and sent as image
+messages before the text. Rate limits (45009) wait in the chat's order; 45015 (the user
+spoke more than 48 hours ago), 45047 (the quota of messages to the user is used up) and
+48001 (the account lacks the API) are refusals. message/custom/send has no idempotency key
+and the account cannot read a chat's history: after a crash between a send and its mark the
+message is sent again (at least once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatfn.channels import kit
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.split import split_message
+from chatfn.channels.wechat_mp.api import (
+    NETWORK_ERRORS,
+    AuthRefused,
+    MpApi,
+    MpError,
+    NotPermitted,
+    RateLimited,
+)
+from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["ChatRef", "MpSender", "Passive", "parse_chat_id"]
+
+MAX_IMAGE_OUT = 10 * 1024 * 1024  # media/upload type=image
+_OPENID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+CREDENTIALS = "channels.wechat_mp.app_id / app_secret"
+#: Seconds the sender waits for a passive reply to be written before sending the rest.
+ANSWER_WAIT = 2.0
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode())
+
+
+@dataclass(eq=False)
+class Passive:
+    """A callback waiting for the answer to its message (one per MsgId, across WeChat's
+    retries of it)."""
+
+    user: str  # the follower's openid
+    account: str  # the account's original id (gh_...), the reply's sender
+    reply: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False  # answered "success": the answer goes by the API
+    attempts: int = 0
+
+    def offer(self, text: str) -> bool:
+        """Give `text` to the waiting callback; False when it answered already."""
+        if self.closed or self.reply.done():
+            return False
+        self.reply.set_result(text)
+        return True
+
+    def close(self) -> bool:
+        """The callback gives up waiting; False when an answer came first (send it)."""
+        if self.reply.done():
+            return False
+        self.closed = True
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    openid: str
+
+    @property
+    def key(self) -> str:
+        return f"private:{self.openid}"
+
+
+def parse_chat_id(chat_id: str) -> ChatRef:
+    kind, _, openid = chat_id.partition(":")
+    if kind == "private" and _OPENID.match(openid):
+        return ChatRef(openid)
+    raise ValueError(
+        f"not a WeChat Official Account chat id: {chat_id!r} (expected private:<openid>)"
+    )
+
+
+class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat Official Account"):
+    client: MpApi
+    cfg: WechatMpSettings
+
+    def __init__(
+        self, client: MpApi, settings: WechatMpSettings, policy: Any, slots: dict[str, Passive]
+    ) -> None:
+        super().__init__(client, settings, policy)
+        self.slots = slots
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, RateLimited):
+            return kit.RateLimited(f"WeChat rate limit sending to {key} ({exc})", exc.wait)
+        if isinstance(exc, AuthRefused):
+            return kit.CredentialsRefused(f"WeChat refused {CREDENTIALS} ({exc})")
+        if isinstance(exc, NotPermitted):
+            return kit.DeliveryRefused(
+                f"WeChat refused the customer-service message to {key} ({exc}): the account "
+                "may not use it (unverified); set channels.wechat_mp.customer_service: false"
+            )
+        if isinstance(exc, MpError):
+            return kit.DeliveryRefused(f"WeChat refused the message to {key}: {exc}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})")
+        return None
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
+        images = [kit.decode_image(i, MAX_IMAGE_OUT, "WeChat") for i in out.images]
+        text = "\n\n".join([out.text, *(i for i in images if isinstance(i, str))]).strip()
+        limit = self.cfg.max_message_length
+        owed.parts = split_message(text, limit, render=to_plain, measure=utf8_len) if text else []
+        slot = self.slots.get(out.reply_to or "")
+        uploads = [i for i in images if isinstance(i, bytes)]
+        if uploads and not self.cfg.customer_service:
+            self.log.warning(
+                "WeChat: {} image(s) to {} not sent: the passive reply holds one text "
+                "(customer_service: false)",
+                len(uploads),
+                ref.key,
+            )
+            uploads = []
+        for data in uploads:
+            await self._image(ref, data)
+        if owed.parts and slot is not None and slot.user == ref.openid:
+            if slot.offer(to_plain(owed.parts[0])):
+                owed.sent += 1
+                with contextlib.suppress(TimeoutError):  # written before the next goes
+                    async with asyncio.timeout(ANSWER_WAIT):
+                        await slot.answered.wait()
+        rest = owed.parts[owed.sent :]
+        if rest and not self.cfg.customer_service:
+            raise kit.DeliveryRefused(
+                f"WeChat: {len(rest)} part(s) of the answer to {ref.key} not sent: the passive "
+                "reply window passed and the account may not send customer-service messages "
+                "(customer_service: false)"
+            )
+        for part in rest:
+            body = {"text": {"content": to_plain(part)}}
+            await self.call(ref.key, functools.partial(self._custom, ref, "text", body))
+            owed.sent += 1
+
+    async def _image(self, ref: ChatRef, data: bytes) -> None:
+        mime = kit.image_mime(data) or "image/jpeg"
+        upload = functools.partial(self.client.upload_image, data, kit.image_name(data), mime)
+        media_id = await self.call(ref.key, upload)
+        body = {"image": {"media_id": media_id}}
+        await self.call(ref.key, functools.partial(self._custom, ref, "image", body))
+
+    async def _custom(self, ref: ChatRef, msgtype: str, body: dict[str, Any]) -> None:
+        await self.client.custom_send({"touser": ref.openid, "msgtype": msgtype, **body})
