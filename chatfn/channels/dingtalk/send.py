@@ -1,6 +1,8 @@
 """The way out to DingTalk: one ordered queue per chat, Markdown as DingTalk's robot Markdown,
 long replies split within `max_message_length`, images uploaded, rate limits waited out.
 
+- Length: at most `max_message_length` characters and 12,000 bytes of Markdown a message
+  (msgParam's 15,000-byte limit, with room for the title and JSON's escapes).
 - Where a message goes: while the chat's session webhook (the `sessionWebhook` of the last
   message from it, valid until its `sessionWebhookExpiredTime`, kept in memory) is valid,
   through it (`msgtype: markdown`, and `at.atUserIds` with `@<staffId>` in the text for
@@ -48,6 +50,9 @@ from chatfn.common.messages import OutgoingMessage
 __all__ = ["DingTalkSender", "Sessions"]
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024  # media/upload takes images up to 20 MB
+# Bytes of Markdown per message: msgParam holds at most 15,000 (the title and JSON's escapes
+# take the rest), whatever the characters (CJK takes 3 bytes, an emoji 4).
+MAX_TEXT_BYTES = 12000
 SESSION_MARGIN = 60.0  # seconds before its expiry a session webhook is no longer used
 
 
@@ -110,7 +115,14 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
         return None
 
     def split(self, text: str, limit: int) -> list[str]:
-        return split_message(text, limit, render=to_dingtalk_markdown)
+        """Parts of at most `limit` characters and `MAX_TEXT_BYTES` bytes of Markdown (a
+        part's size is the larger of its characters and its bytes scaled to `limit`)."""
+
+        def size(markdown: str) -> int:
+            scaled = -(-len(markdown.encode()) * limit // MAX_TEXT_BYTES)
+            return max(len(markdown), scaled)
+
+        return split_message(text, limit, render=to_dingtalk_markdown, measure=size)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> int:
         at = out.at if out.at and ref.is_group else None

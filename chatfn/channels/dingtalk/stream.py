@@ -72,7 +72,7 @@ def _quiet_logger() -> Any:
 
     class ToLoguru(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            logger.opt(depth=6).log(record.levelname, "dingtalk-stream: {}", record.getMessage())
+            logger.log(record.levelname, "dingtalk-stream: {}", record.getMessage())
 
     sdk = logging.getLogger("chatfn.dingtalk_stream")
     if not sdk.handlers:

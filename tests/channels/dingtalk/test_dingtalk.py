@@ -268,7 +268,7 @@ async def test_without_a_valid_session_webhook_the_robot_apis_send(
     assert reminder.title == "a reminder"
 
 
-async def test_a_refused_token_is_fetched_again_and_long_cjk_fits(
+async def test_a_refused_token_is_fetched_again_and_long_cjk_and_emoji_fit(
     fake: FakeDingTalk, tmp_path: Path
 ) -> None:
     driver = DingTalkDriver(fake)
@@ -279,8 +279,14 @@ async def test_a_refused_token_is_fetched_again_and_long_cjk_fits(
         await driver.channel.send(
             OutgoingMessage(platform="dingtalk", chat_id="private:u5", text=long_cjk)
         )
+        emoji = " ".join("😀" * 9 for _ in range(400))  # 4,000 characters, 14.8 KB
+        await driver.channel.send(
+            OutgoingMessage(platform="dingtalk", chat_id="private:u5e", text=emoji)
+        )
     parts = fake.sent_to("u5")
     assert len(parts) >= 2 and "".join(p.text for p in parts).replace("\n", "") == "钉" * 5400
+    emoji_parts = fake.sent_to("u5e")
+    assert len(emoji_parts) == 2 and " ".join(p.text for p in emoji_parts) == emoji
     assert ("/v1.0/robot/oToMessages/batchSend", 401, "InvalidAuthentication") in fake.refused
 
 
