@@ -1,0 +1,85 @@
+"""The plugin market's index format (issue 37, section 4): plugins/index.schema.json describes
+it, and the project's own index, plugins/index.json, is valid against it and lists every plugin
+the repository ships as an example with the true sha256 of its file, its chatfn range (which
+holds this version) and the permissions its source declares."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from chatfn.plugin_pip import declared
+from chatfn.runtime.plugins import supports
+from chatfn.runtime.settings import parse_settings
+
+PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+
+
+def load(name: str) -> Any:
+    return json.loads((PLUGINS / name).read_text(encoding="utf-8"))
+
+
+def errors(index: Any) -> list[str]:
+    schema = load("index.schema.json")
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return [e.message for e in validator.iter_errors(index)]
+
+
+def test_the_schema_is_a_valid_json_schema() -> None:
+    Draft202012Validator.check_schema(load("index.schema.json"))
+
+
+def test_the_projects_index_is_valid_and_true_to_the_files() -> None:
+    index = load("index.json")
+    assert errors(index) == []
+    listed: dict[str, dict[str, Any]] = {}
+    for plugin in index["plugins"]:
+        for version in plugin["versions"]:
+            assert supports(version["chatfn"])
+            for file in version["files"]:
+                if plugin["kind"] == "file":
+                    listed[file["url"]] = version
+                    data = (PLUGINS / file["url"]).read_bytes()
+                    assert hashlib.sha256(data).hexdigest() == file["sha256"], file["url"]
+                    perms, _ = declared(data.decode("utf-8"))
+                    assert sorted(version.get("permissions", [])) == perms
+    shipped = {p.name for p in PLUGINS.glob("*.py") if not p.name.startswith("_")}
+    assert shipped and shipped <= set(listed)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda p: p["versions"][0]["files"][0].update(sha256="abc"), "does not match"),
+        (lambda p: p.update(kind="package"), "'distribution' is a required property"),
+        (lambda p: p["versions"][0].update(permissions=["root"]), "is not one of"),
+        (lambda p: p.update(name="Bad Name"), "does not match"),
+        (lambda p: p.pop("versions"), "'versions' is a required property"),
+    ],
+)
+def test_the_schema_refuses_what_an_install_could_not_trust(change: Any, expected: str) -> None:
+    index = copy.deepcopy(load("index.json"))
+    change(index["plugins"][0])
+    assert any(expected in e for e in errors(index))
+
+
+def test_the_index_settings(tmp_path: Path) -> None:
+    settings = parse_settings(
+        {
+            "plugins": {
+                "paths": [],
+                "index_url": "https://example.org/index.json",
+                "package_index": "https://pypi.example/simple",
+            }
+        },
+        tmp_path,
+    )
+    assert settings.plugins.index_url == "https://example.org/index.json"
+    assert settings.plugins.package_index == "https://pypi.example/simple"
+    assert parse_settings({"plugins": {"paths": []}}, tmp_path).plugins.index_url is None
