@@ -46,6 +46,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,7 @@ class FakeDingTalk:
         self.groups: set[str] = set()  # groups the robot is in
         self.refused: list[tuple[str, int, str]] = []  # (path, status, code) of refusals
         self._ids = itertools.count(1)
+        self.on_sent: Callable[[Posted], None] | None = None  # benches: each message taken
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> FakeDingTalk:
@@ -134,6 +136,12 @@ class FakeDingTalk:
     def _changed(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+    def _record(self, posted: Posted) -> None:
+        self.sent.append(posted)
+        if self.on_sent is not None:
+            self.on_sent(posted)
+        self._changed()
 
     def _refuse(self, request: web.Request, status: int, code: str, message: str) -> web.Response:
         self.refused.append((request.path, status, code))
@@ -376,8 +384,7 @@ class FakeDingTalk:
         posted = self._posted(target, group, "api", str(body["msgKey"]), param)
         if isinstance(posted, web.Response):
             return posted
-        self.sent.append(posted)
-        self._changed()
+        self._record(posted)
         answer: dict[str, Any] = {"processQueryKey": uuid.uuid4().hex}
         if not group:
             answer.update(invalidStaffIdList=[], flowControlledStaffIdList=[])
@@ -435,8 +442,7 @@ class FakeDingTalk:
             if not isinstance(content, str):
                 return web.json_response({"errcode": 40035, "errmsg": "text: content"})
             posted = Posted(target, group, "session", "text", "", content, users)
-        self.sent.append(posted)
-        self._changed()
+        self._record(posted)
         return web.json_response({"errcode": 0, "errmsg": "ok"})
 
     # -- files ------------------------------------------------------------------------------
