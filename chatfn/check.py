@@ -261,41 +261,13 @@ def check_plugin_status(report: Report, settings: Settings) -> None:
         report.add(f"plugin {name}", "warn", f"not loaded: {why}")
 
 
-def check_mcp_servers(report: Report, settings: Settings, online: bool) -> None:
-    """One line per MCP server of `mcp.servers`: ✗ when its command cannot be found (or, with
-    --online, when it does not start or answer `tools/list`), else its tool count."""
-    import shutil
-
-    from function_calls.builtins.mcp import McpSettings, sdk_installed
-
-    cfg = settings.section(McpSettings)
-    for key, server in cfg.servers.items():
-        label = f"mcp {key}"
-        if not server.enabled:
-            report.add(label, "warn", f"off (enabled: false): {server.describe()}")
-            continue
-        if not sdk_installed():
-            report.add(label, "fail", "the mcp package is not installed: pip install 'chatfn[mcp]'")
-            continue
-        if server.command is not None and shutil.which(server.command) is None:
-            report.add(label, "fail", f"command {server.command!r} not found ({server.describe()})")
-            continue
-        if not online:
-            report.add(label, "ok", f"{server.describe()}; tools not listed (use --online)")
-            continue
-        from function_calls.builtins.mcp.client import probe, short_error
-
-        started = time.perf_counter()
-        try:
-            names = asyncio.run(probe(server, cfg.connect_timeout))
-        except BaseException as exc:  # noqa: BLE001 - any failure to start or answer is the result
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            report.add(label, "fail", f"down: {short_error(exc)} ({server.describe()})")
-            continue
-        elapsed = (time.perf_counter() - started) * 1000
-        shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
-        report.add(label, "ok", f"up, {len(names)} tool(s) in {elapsed:.0f} ms: {shown}")
+def check_plugin_probes(report: Report, settings: Settings, online: bool) -> None:
+    """Each running plugin's own lines (`@plugin.check`: the MCP servers' commands, and with
+    --online whether each answers)."""
+    for loaded in settings.plugins_loaded or ():
+        if loaded.plugin is not None:
+            for line in loaded.plugin.checks(settings, online):
+                report.add(line.name, line.status, line.detail)
 
 
 def check_bot(
@@ -518,7 +490,7 @@ def run_checks(
     check_broker(report, settings, role)
     registry = check_plugins_and_schemas(report, settings)
     check_plugin_status(report, settings)
-    check_mcp_servers(report, settings, online)
+    check_plugin_probes(report, settings, online)
     if role != "worker":  # a worker holds no channels
         check_channels(report, settings, channels, online)
     if storage is not None and registry is not None:

@@ -33,10 +33,17 @@ from chatfn.storage.create_missing import create_missing
 from chatfn.storage.db import Storage, StorageError, StoredMessage
 from function_calls.caller import Caller
 from function_calls.chat_settings import ChatSettings
+from function_calls.console import (
+    ConsoleCall,
+    ConsoleRefused,
+    ConsoleRoute,
+    ConsoleScope,
+    ConsoleView,
+)
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
-from function_calls.plugin import Plugin, PluginHost, Status
+from function_calls.plugin import CheckLine, Plugin, PluginHost, Status
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.base import ChatModel
@@ -47,6 +54,12 @@ __all__ = [
     "Budget",
     "Caller",
     "ChatKey",
+    "CheckLine",
+    "ConsoleCall",
+    "ConsoleRefused",
+    "ConsoleRoute",
+    "ConsoleScope",
+    "ConsoleView",
     "ChatModel",
     "FunctionDefinitionError",
     "ChatSettings",

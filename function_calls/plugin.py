@@ -31,6 +31,7 @@ from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from function_calls.console import ConsoleView
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
@@ -107,6 +108,15 @@ class PluginHost(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class CheckLine:
+    """One line a plugin adds to `chatfn check`."""
+
+    name: str
+    status: Literal["ok", "warn", "fail"]
+    detail: str
+
+
 Hook = Callable[[PluginHost], Awaitable[None]]
 SetupHook = Callable[[PluginHost], None]
 EventHandler = Callable[[PluginHost, SystemEvent], Awaitable[list[OutgoingMessage] | None]]
@@ -145,6 +155,11 @@ class Plugin(Generic[S]):
     declared once: a `chats:` rule may name them (validated as the type says, a bad value naming
     `chats[i].<name>`), `/settings` and the console's chat form show them, an overridable one
     the console sets for one chat, and handlers read the value with `ctx.chat.get(key)`.
+
+    `console`: its admin console views (`ConsoleView`: JSON routes under `/admin/api/`, a page
+    module, its words and its scope rule; function_calls/console.py). `@plugin.health`: what
+    the console's health panel and plugins page show of it while it runs; `@plugin.check`: its
+    lines in `chatfn check` (offline: the config; `--online`: the services it talks to).
     """
 
     name: str
@@ -152,12 +167,15 @@ class Plugin(Generic[S]):
     section: str | None = None
     texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
     chat_keys: Sequence[ChatKey[Any]] = field(default_factory=tuple, repr=False)
+    console: Sequence[ConsoleView] = field(default_factory=tuple, repr=False)
     setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
     startup_hooks: list[Hook] = field(default_factory=list, repr=False)
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
     event_handlers: list[tuple[str, EventHandler]] = field(default_factory=list, repr=False)
     _status: Callable[[Any], Status] | None = field(default=None, repr=False)
     _patterns: Callable[[Any], list[str]] | None = field(default=None, repr=False)
+    _health: Callable[[PluginHost, bool], dict[str, Any]] | None = field(default=None, repr=False)
+    _check: Callable[[Any, bool], list[CheckLine]] | None = field(default=None, repr=False)
     # What an operator is shown (`chatfn check`, `chatfn plugin list`, the install prompt);
     # left empty, an installed package's own metadata fills them (chatfn/runtime/plugin_registry).
     description: str = ""
@@ -190,6 +208,23 @@ class Plugin(Generic[S]):
         self._patterns = func
         return func
 
+    def health(
+        self, func: Callable[[PluginHost, bool], dict[str, Any]]
+    ) -> Callable[[PluginHost, bool], dict[str, Any]]:
+        """`func(host, detail) -> {key: JSON}`: the plugin's state while it runs (its
+        connections, its backlog), merged into the console's health panel (`detail` False: a
+        summary) and its plugins page (`detail` True)."""
+        self._health = func
+        return func
+
+    def check(
+        self, func: Callable[[S, bool], list[CheckLine]]
+    ) -> Callable[[S, bool], list[CheckLine]]:
+        """`func(section, online) -> [CheckLine(name, "ok" | "warn" | "fail", detail)]`: its
+        lines in `chatfn check` (with `online`, it may try the services it uses)."""
+        self._check = func
+        return func
+
     def on_setup(self, func: SetupHook) -> SetupHook:
         """Run when the bot is built (sync): wire services that need no event loop."""
         self.setup_hooks.append(func)
@@ -220,6 +255,15 @@ class Plugin(Generic[S]):
             return []
         section = settings.section(self.settings) if self.settings is not None else None
         return self._patterns(section)
+
+    def health_of(self, host: PluginHost, detail: bool = False) -> dict[str, Any]:
+        return self._health(host, detail) if self._health is not None else {}
+
+    def checks(self, settings: CoreSettings, online: bool) -> list[CheckLine]:
+        if self._check is None:
+            return []
+        section = settings.section(self.settings) if self.settings is not None else None
+        return self._check(section, online)
 
     def state(self, settings: CoreSettings) -> Status:
         if self._status is None:

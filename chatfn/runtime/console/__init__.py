@@ -4,18 +4,21 @@ and reaches it as `host.console` only: the channel knows the web, this package t
 
 Every read goes to the database through `Storage.run` (chatfn/storage/console): the console reads
 what the bot records anyway and computes nothing per message. Its writes are an operator's
-changes (a chat's overrides, as the chat's admin commands write them; a reminder cancelled; an
-outbox row retried), each with an audit row, and its own sessions.
+changes (a chat's overrides, as the chat's admin commands write them; an outbox row retried;
+what a plugin's console view changes, a reminder cancelled), each with an audit row, and its
+own sessions.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatfn.common.config import AdminUser, CoreSettings
-from chatfn.runtime.console import ops, turns
+from chatfn.runtime.console import ops, turns, views
 from chatfn.runtime.console.chats import Chats
 from chatfn.runtime.console.errors import ConsoleError
 from chatfn.runtime.console.health import health, worker_exposition
@@ -25,11 +28,20 @@ from chatfn.storage.console import sessions as store
 from chatfn.storage.console import stats
 from chatfn.storage.console.scope import EVERYTHING, Scope
 from chatfn.storage.console.sessions import SessionRow
+from function_calls.console import ConsoleRoute, ConsoleView
 
 if TYPE_CHECKING:
     from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
 
-__all__ = ["LEVELS", "Console", "ConsoleError", "Scope", "SessionRow"]
+__all__ = [
+    "LEVELS",
+    "Console",
+    "ConsoleError",
+    "ConsoleRoute",
+    "ConsoleView",
+    "Scope",
+    "SessionRow",
+]
 
 
 def token_hash(token: str) -> str:
@@ -146,13 +158,28 @@ class Console:
 
     usage_csv = staticmethod(ops.usage_csv)
 
-    async def reminders(self, scope: Scope, status: str) -> dict[str, Any]:
-        return await ops.reminders(self._bot, scope, status)
+    # -- the plugins' views (`Plugin(console=[ConsoleView(...)])`) ------------------------------
+    def views(self) -> list[ConsoleView]:
+        return views.views(self._bot)
 
-    async def cancel_reminder(
-        self, scope: Scope, user: str, address: str, reminder_id: str
+    def pages(self) -> list[dict[str, Any]]:
+        return views.pages(self._bot)
+
+    def page(self, name: str) -> Path | None:
+        return views.page(self._bot, name)
+
+    async def view_call(
+        self,
+        view: ConsoleView,
+        route: ConsoleRoute,
+        scope: Scope,
+        user: str,
+        address: str,
+        query: Mapping[str, str],
+        params: Mapping[str, str],
+        body: Any,
     ) -> dict[str, Any]:
-        return await ops.cancel_reminder(self, scope, user, address, reminder_id)
+        return await views.call(self, view, route, scope, user, address, query, params, body)
 
     async def delivery(
         self,

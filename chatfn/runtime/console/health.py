@@ -1,5 +1,6 @@
-"""The health panel: where this process's turns run, its channels, MCP servers, the outbox
-backlog, the event loop's lag and, on a gateway, each worker's last metric snapshot."""
+"""The health panel: where this process's turns run, its channels, what the plugins report
+(`@plugin.health`: MCP servers), the outbox backlog, the event loop's lag and, on a gateway,
+each worker's last metric snapshot."""
 
 from __future__ import annotations
 
@@ -7,27 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from chatfn.runtime.channel_host import channel_state
+from chatfn.runtime.console import views
 from chatfn.storage.console import delivery, sessions
 
 if TYPE_CHECKING:
     from chatfn.runtime.console.bot_view import ConsoleBot as Bot  # the Bot, as a Protocol
-
-
-def mcp_servers(bot: Bot) -> list[dict[str, Any]]:
-    from function_calls.builtins.mcp import McpClients
-
-    clients = bot.service(McpClients)
-    if clients is None:
-        return []
-    return [
-        {
-            "name": key,
-            "state": conn.state,
-            "tools": sorted(conn.tools),
-            "detail": conn.error or "",
-        }
-        for key, conn in clients.connections.items()
-    ]
 
 
 async def health(console: Any, started_at: datetime) -> dict[str, Any]:
@@ -52,14 +37,14 @@ async def health(console: Any, started_at: datetime) -> dict[str, Any]:
         for worker, host, taken, data in shots
         if worker in live or taken >= shown_since
     ]
-    servers = mcp_servers(bot)
     return {
         "role": {"single process": "single", "gateway+worker": "gateway"}.get(
             bot.switch.role, bot.switch.role
         ),
         "started_at": sessions.iso(started_at),
         "channels": [channel_state(n, s) for n, s in sorted(bot.delivery.channels.items())],
-        "mcp_servers": [{**s, "tools": len(s["tools"])} for s in servers],
+        # The plugins' own (`@plugin.health`): the MCP servers' states, ...
+        **views.health(bot, detail=False),
         "outbox": backlog,
         "event_loop_lag_ms": console.lag.now_ms(),
         "workers": workers,

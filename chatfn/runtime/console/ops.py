@@ -1,5 +1,6 @@
-"""The operator's other pages: usage (and its CSV), reminders (list, cancel), delivery (the
-outbox rows not delivered, "retry now"), plugins and MCP servers, and the config check."""
+"""The operator's other pages: usage (and its CSV), delivery (the outbox rows not delivered,
+"retry now"), plugins (with what they report of themselves), and the config check. A plugin's
+own pages are its console views (chatfn/runtime/console/views.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
-
 from chatfn.common.config import zone_named
+from chatfn.runtime.console import views
 from chatfn.runtime.console.errors import ConsoleError
-from chatfn.runtime.console.health import mcp_servers
 from chatfn.storage.console import delivery as outbox_store
 from chatfn.storage.console import stats
 from chatfn.storage.console.buckets import Buckets
@@ -71,99 +70,6 @@ def usage_csv(found: dict[str, Any]) -> str:
     for row in found["rows"]:
         writer.writerow(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
     return out.getvalue()
-
-
-# -- reminders -----------------------------------------------------------------------------------
-def _reminder_rows(engine: Any, scope: Scope, active_only: bool) -> list[dict[str, Any]]:
-    from function_calls.builtins.reminders.service import reminders_table as r
-
-    q = select(r).order_by(r.c.next_run, r.c.id)
-    if active_only:
-        q = q.where(r.c.status == "active")
-    q = q.where(scope.clause(r.c.platform, r.c.chat_id))
-    with engine.connect() as conn:
-        rows = conn.execute(q).all()
-    return [
-        {
-            "id": x.id,
-            "platform": x.platform,
-            "chat_id": x.chat_id,
-            "chat_name": x.chat_name,
-            "is_group": bool(x.is_group),
-            "creator_id": x.creator_id,
-            "creator_name": x.creator_name,
-            "text": x.text,
-            "kind": x.kind,
-            "spec": x.spec,
-            "timezone": x.timezone,
-            "status": x.status,
-            "next_run": iso(x.next_run),
-            "created_at": iso(x.created_at),
-            "fired_count": x.fired_count,
-            "last_fired_at": iso(x.last_fired_at),
-        }
-        for x in rows
-        if scope.allows(x.platform, x.chat_id)
-    ]
-
-
-def _reminders_known(bot: Bot) -> bool:
-    return any(p.name == "reminders" for p in (bot.settings.plugins_loaded or bot.plugins))
-
-
-async def reminders(bot: Bot, scope: Scope, status: str) -> dict[str, Any]:
-    if not _reminders_known(bot):
-        return {"reminders": []}
-    storage = bot.storage
-    rows = await storage.run_aside(_reminder_rows, storage.engine, scope, status != "all")
-    return {"reminders": rows}
-
-
-def _deactivate(engine: Any, reminder_id: str, note: str) -> bool:
-    from function_calls.builtins.reminders.service import reminders_table as r
-
-    with engine.begin() as conn:
-        done = conn.execute(
-            update(r)
-            .where(r.c.id == reminder_id, r.c.status == "active")
-            .values(status="deleted", note=note)
-        )
-    return bool(done.rowcount)
-
-
-def _reminder(engine: Any, reminder_id: str) -> Any:
-    from function_calls.builtins.reminders.service import reminders_table as r
-
-    with engine.connect() as conn:
-        return conn.execute(
-            select(r.c.id, r.c.platform, r.c.chat_id, r.c.status).where(r.c.id == reminder_id)
-        ).first()
-
-
-async def cancel_reminder(
-    console: Any, scope: Scope, user: str, address: str, rid: str
-) -> dict[str, Any]:
-    """As `/reminder_delete`: the row `deleted` (a worker about to fire it re-reads the row and
-    does not), and this process's scheduler job removed when it runs the reminders."""
-    bot = console._bot
-    storage = bot.storage
-    found = None
-    if _reminders_known(bot):
-        found = await storage.run_aside(_reminder, storage.engine, rid)
-    if found is None or not scope.allows(found.platform, found.chat_id):
-        raise ConsoleError(404, f"no reminder {rid}")
-    note = f"deleted in the admin console by {user}"
-    if not await storage.run_aside(_deactivate, storage.engine, rid, note):
-        raise ConsoleError(409, f"reminder {rid} is not active ({found.status})")
-    from function_calls.builtins.reminders.service import ReminderService
-
-    service = bot.service(ReminderService)
-    if service is not None and service._scheduler is not None and service._job_exists(rid):
-        service._scheduler.remove_job(rid)
-    await console.audit(
-        user, address, "reminder.cancel", found.platform, found.chat_id, {"id": rid}
-    )
-    return {"ok": True, "id": rid, "status": "deleted"}
 
 
 # -- delivery -------------------------------------------------------------------------------------
@@ -236,7 +142,7 @@ def plugins(bot: Bot) -> dict[str, Any]:
                 "functions": sorted(s.name for s in p.specs()),
             }
         )
-    return {"plugins": out, "mcp_servers": mcp_servers(bot)}
+    return {"plugins": out, **views.health(bot, detail=True)}
 
 
 async def check(console: Any, user: str, address: str, online: bool) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from function_calls import Plugin, PluginHost, Status
+from function_calls import CheckLine, Plugin, PluginHost, Status
 from function_calls.builtins.mcp.settings import (
     ExposeSettings,
     McpServerSettings,
@@ -64,6 +64,67 @@ def status(cfg: McpSettings) -> Status:
 def tool_names(cfg: McpSettings) -> list[str]:
     """Tools are only known once a server answers; `chats:` rules may name them before."""
     return [f"{s.prefix or key}__*" for key, s in cfg.servers.items() if s.enabled]
+
+
+@plugin.health
+def servers(host: PluginHost, detail: bool) -> dict[str, Any]:
+    """The console's health panel (a tool count) and plugins page (the tool names): each
+    server's state."""
+    clients = host.service(McpClients)
+    if clients is None:
+        return {"mcp_servers": []}
+    return {
+        "mcp_servers": [
+            {
+                "name": key,
+                "state": conn.state,
+                "tools": sorted(conn.tools) if detail else len(conn.tools),
+                "detail": conn.error or "",
+            }
+            for key, conn in clients.connections.items()
+        ]
+    }
+
+
+@plugin.check
+def check_servers(cfg: McpSettings, online: bool) -> list[CheckLine]:
+    """One line per server of `mcp.servers` in `chatfn check`: ✗ when its command cannot be
+    found (or, with --online, when it does not start or answer `tools/list`), else its tools."""
+    import asyncio
+    import shutil
+    import time
+
+    lines = []
+    for key, server in cfg.servers.items():
+        label = f"mcp {key}"
+        if not server.enabled:
+            lines.append(CheckLine(label, "warn", f"off (enabled: false): {server.describe()}"))
+        elif not sdk_installed():
+            why = "the mcp package is not installed: pip install 'chatfn[mcp]'"
+            lines.append(CheckLine(label, "fail", why))
+        elif server.command is not None and shutil.which(server.command) is None:
+            why = f"command {server.command!r} not found ({server.describe()})"
+            lines.append(CheckLine(label, "fail", why))
+        elif not online:
+            why = f"{server.describe()}; tools not listed (use --online)"
+            lines.append(CheckLine(label, "ok", why))
+        else:
+            from function_calls.builtins.mcp.client import probe, short_error
+
+            started = time.perf_counter()
+            try:
+                names = asyncio.run(probe(server, cfg.connect_timeout))
+            except BaseException as exc:  # noqa: BLE001 - any failure to start or answer is the result
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                why = f"down: {short_error(exc)} ({server.describe()})"
+                lines.append(CheckLine(label, "fail", why))
+                continue
+            elapsed = (time.perf_counter() - started) * 1000
+            shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+            why = f"up, {len(names)} tool(s) in {elapsed:.0f} ms: {shown}"
+            lines.append(CheckLine(label, "ok", why))
+    return lines
 
 
 @plugin.on_setup

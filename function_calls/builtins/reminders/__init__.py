@@ -4,6 +4,7 @@ database with APScheduler's job store, so they survive restarts and fire exactly
 from __future__ import annotations
 
 from function_calls import Plugin, PluginHost, Status
+from function_calls.builtins.reminders.console import VIEW
 from function_calls.builtins.reminders.functions import (
     reminder_delete,
     reminder_list,
@@ -21,7 +22,7 @@ __all__ = [
     "reminder_set",
 ]
 
-plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS)
+plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS, console=[VIEW])
 
 
 @plugin.status

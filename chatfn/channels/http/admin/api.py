@@ -14,7 +14,7 @@ from chatfn.channels.http.admin import logs
 from chatfn.channels.http.admin.auth import WHO, Identity
 from chatfn.common.version import __version__
 from chatfn.runtime.channel_host import ApiHost
-from chatfn.runtime.console import ConsoleError
+from chatfn.runtime.console import ConsoleError, ConsoleRoute, ConsoleView
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -96,6 +96,8 @@ class Api:
             "version": __version__,
             "expires_at": me.expires_at,
             "bearer": me.bearer,
+            # The plugins' pages (their console views): name, module, words.
+            "pages": self.console.pages(),
         }
 
     async def overview(self, request: web.Request) -> dict[str, Any]:
@@ -169,22 +171,39 @@ class Api:
         found.pop("rows")
         return found
 
-    async def reminders(self, request: web.Request) -> dict[str, Any]:
-        status = _choice(request, "status", ("active", "all"), "active")
-        found = await self.console.reminders(who(request).scope, status)
-        platform, chat_id = request.query.get("platform"), request.query.get("chat_id")
-        found["reminders"] = [
-            r
-            for r in found["reminders"]
-            if (not platform or r["platform"] == platform)
-            and (not chat_id or r["chat_id"] == chat_id)
-        ]
-        return found
+    def view_route(self, view: ConsoleView, route: ConsoleRoute) -> Callable[..., Any]:
+        """A plugin's route (`Plugin(console=[ConsoleView(...)])`): its parameters, query and
+        JSON body handed to the plugin's handler through the console, with the user's scope."""
 
-    async def cancel_reminder(self, request: web.Request) -> dict[str, Any]:
-        me = who(request)
-        return await self.console.cancel_reminder(
-            me.scope, me.user, _address(request), request.match_info["id"]
+        async def handler(request: web.Request) -> dict[str, Any]:
+            body = None
+            if request.method != "GET" and request.can_read_body:
+                try:
+                    body = await request.json()
+                except ValueError:
+                    raise ConsoleError(400, "body: JSON") from None
+            me = who(request)
+            return await self.console.view_call(
+                view,
+                route,
+                me.scope,
+                me.user,
+                _address(request),
+                dict(request.query),
+                dict(request.match_info),
+                body,
+            )
+
+        handler.__name__ = f"{view.name}_{route.method.lower()}"
+        return handler
+
+    async def page_module(self, request: web.Request) -> web.StreamResponse:
+        """A plugin view's page, the JavaScript module the single-page app imports."""
+        path = self.console.page(request.match_info["name"])
+        if path is None or not path.is_file():
+            raise ConsoleError(404, f"no page {request.match_info['name']}")
+        return web.FileResponse(
+            path, headers={"Content-Type": "text/javascript", "Cache-Control": "no-store"}
         )
 
     async def delivery(self, request: web.Request) -> dict[str, Any]:
@@ -235,7 +254,7 @@ class Api:
 def add_routes(app: web.Application, host: ApiHost) -> None:
     api = Api(host)
     chat = "/admin/api/chats/{platform}/{chat_id}"
-    routes = [
+    routes: list[tuple[str, str, Callable[[web.Request], Awaitable[Any]]]] = [
         ("GET", "/admin/api/session", api.session),
         ("GET", "/admin/api/overview", api.overview),
         ("GET", "/admin/api/chats", api.chats),
@@ -245,14 +264,18 @@ def add_routes(app: web.Application, host: ApiHost) -> None:
         ("GET", chat + "/history", api.history),
         ("GET", "/admin/api/turns/{platform}/{chat_id}/{message_id}", api.turn),
         ("GET", "/admin/api/usage", api.usage),
-        ("GET", "/admin/api/reminders", api.reminders),
-        ("DELETE", "/admin/api/reminders/{id}", api.cancel_reminder),
         ("GET", "/admin/api/delivery", api.delivery),
         ("POST", "/admin/api/delivery/{id}/retry", api.retry),
         ("GET", "/admin/api/plugins", api.plugins),
         ("POST", "/admin/api/check", api.check),
         ("GET", "/admin/api/audit", api.audit),
     ]
+    for view in host.console.views():  # the plugins' own (the reminders page is one)
+        routes += [
+            (route.method, f"/admin/api/{route.path}", api.view_route(view, route))
+            for route in view.routes
+        ]
+    routes.append(("GET", "/admin/api/pages/{name}.js", api.page_module))
     for method, path, handler in routes:
         app.router.add_route(method, path, _json(handler))
     app.router.add_get("/admin/api/logs", logs.stream(host))

@@ -4,7 +4,7 @@
 // (the log tail's EventSource) when the page is left.
 import { currentSession, loadSession, logout } from "./api.js";
 import { h, replace } from "./dom.js";
-import { LANGUAGES, language, preferredLanguage, setLanguage, t } from "./i18n.js";
+import { LANGUAGES, addWords, language, preferredLanguage, setLanguage, t } from "./i18n.js";
 
 const PAGES = [
   { name: "overview", pattern: /^(?:overview)?$/, load: () => import("./pages/overview.js") },
@@ -22,14 +22,25 @@ const PAGES = [
     load: () => import("./pages/turn.js"),
   },
   { name: "usage", pattern: /^usage$/, load: () => import("./pages/usage.js") },
-  { name: "reminders", pattern: /^reminders$/, load: () => import("./pages/reminders.js") },
   { name: "delivery", pattern: /^delivery$/, load: () => import("./pages/delivery.js") },
   { name: "plugins", pattern: /^plugins$/, load: () => import("./pages/plugins.js") },
   { name: "logs", pattern: /^logs$/, load: () => import("./pages/logs.js") },
   { name: "check", pattern: /^check$/, load: () => import("./pages/check.js") },
   { name: "audit", pattern: /^audit$/, load: () => import("./pages/audit.js") },
 ];
-const NAV = ["overview", "chats", "usage", "reminders", "delivery", "plugins", "logs", "check", "audit"];
+const NAV = ["overview", "chats", "usage", "delivery", "plugins", "logs", "check", "audit"];
+
+/** The plugins' pages (their console views, from the session): each a module the server
+ * serves under /admin/api/pages/, in the navigation after "usage". */
+function addPluginPages(pages) {
+  const at = NAV.indexOf("usage") + 1;
+  (pages || []).forEach((page, i) => {
+    if (!/^[a-z][a-z0-9_-]*$/.test(page.name) || NAV.includes(page.name)) return;
+    addWords(page.texts);
+    PAGES.push({ name: page.name, pattern: new RegExp(`^${page.name}$`), load: () => import(page.module) });
+    NAV.splice(at + i, 0, page.name);
+  });
+}
 
 let stopPage = null;
 let renderSeq = 0;
@@ -157,6 +168,7 @@ window.addEventListener("popstate", () => render());
 
 async function start() {
   const session = await loadSession();
+  addPluginPages(session.pages);
   await setLanguage(preferredLanguage(session.language));
   await render();
 }

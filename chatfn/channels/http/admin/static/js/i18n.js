@@ -6,6 +6,8 @@ const STORE_KEY = "chatfn-admin-language";
 
 let words = {};
 let current = "en";
+// Words the plugins' pages bring (the session's `pages[].texts`), per language.
+const added = {};
 
 /** The language to show: the page's remembered choice, else the given default, else en. */
 export function preferredLanguage(fallback) {
@@ -17,7 +19,7 @@ export function preferredLanguage(fallback) {
 /** Loads a language's catalogue; `remember` keeps the choice for the next visit. */
 export async function setLanguage(lang, { remember = false } = {}) {
   const response = await fetch(`/admin/static/i18n/${lang}.json`);
-  words = await response.json();
+  words = { ...(added[lang] || {}), ...(await response.json()) };
   current = lang;
   document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
   if (remember) localStorage.setItem(STORE_KEY, lang);
@@ -32,4 +34,12 @@ export function t(key, vars) {
   const text = words[key] ?? key;
   if (!vars) return text;
   return text.replace(/\{(\w+)\}/g, (_, name) => (name in vars ? String(vars[name]) : `{${name}}`));
+}
+
+/** Adds a plugin page's words (`{en: {...}, zh: {...}}`); the console's own keep theirs. */
+export function addWords(texts) {
+  for (const [lang, more] of Object.entries(texts || {})) {
+    added[lang] = { ...(added[lang] || {}), ...more };
+    if (lang === current) words = { ...more, ...words };
+  }
 }

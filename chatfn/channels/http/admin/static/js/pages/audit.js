@@ -16,7 +16,7 @@ export async function render(view) {
       { label: t("audit.time"), value: (e) => when(e.time) },
       { label: t("audit.user"), value: (e) => h("span", null, e.user, h("div.dim.mono", null, e.address || "")) },
       { label: t("audit.action"), value: (e) => h("span.badge", null, e.action) },
-      { label: t("reminders.chat"), value: (e) => e.platform
+      { label: t("chats.chat"), value: (e) => e.platform
         ? h("a", { href: `/admin/chats/${chatPath(e.platform, e.chat_id)}` }, `${e.platform}:${e.chat_id}`) : "" },
       { label: t("audit.detail"), value: (e) => h("span.mono", null, detail(e)) },
     ], data.entries || [], { empty: t("common.none") })),

@@ -30,7 +30,7 @@ export async function render(view, { search, navigate }) {
   };
   const chatLink = (r) => h("a", { href: `/admin/chats/${chatPath(r.platform, r.chat_id)}` }, `${r.platform}:${r.chat_id}`);
   const summary = table([
-    { label: t("reminders.chat"), value: chatLink },
+    { label: t("chats.chat"), value: chatLink },
     { label: t("delivery.pending"), class: "num", value: (s) => num(s.pending) },
     { label: t("delivery.expired"), class: "num", value: (s) => num(s.expired) },
     { label: t("delivery.failed"), class: "num", value: (s) => num(s.failed) },
@@ -38,7 +38,7 @@ export async function render(view, { search, navigate }) {
   ], data.summary || [], { empty: t("delivery.all_delivered") });
   const rows = table([
     { label: "#", class: "num", value: (r) => r.event_id },
-    { label: t("reminders.chat"), value: chatLink },
+    { label: t("chats.chat"), value: chatLink },
     { label: t("delivery.state"), class: "state", value: (r) => h("span", { class: `badge ${stateClass(r.state)}` }, r.state) },
     { label: t("delivery.attempts"), class: "num", value: (r) => num(r.attempts) },
     { label: t("delivery.text"), value: (r) => h("span", null, r.notice ? h("span.badge", null, t("role.notice")) : null, " ", r.text) },

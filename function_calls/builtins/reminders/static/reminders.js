@@ -1,8 +1,10 @@
 // Reminders: the active (or all) reminders of the chats the user may see, each cancellable
-// (DELETE /admin/api/reminders/{id}).
-import { chatPath, del, get, query } from "../api.js";
-import { h, num, replace, table, when } from "../dom.js";
-import { t } from "../i18n.js";
+// (DELETE /admin/api/reminders/{id}). The reminders built-in's page (its ConsoleView in
+// ../console.py), served as /admin/api/pages/reminders.js: the console's helpers are imported
+// by their absolute paths.
+import { chatPath, del, get, query } from "/admin/static/js/api.js";
+import { h, num, replace, table, when } from "/admin/static/js/dom.js";
+import { t } from "/admin/static/js/i18n.js";
 
 export async function render(view, { search, navigate }) {
   const status = search.get("status") === "all" ? "all" : "active";
