@@ -68,6 +68,7 @@ SPEC = ChannelSpec(
         images_out=True,
         markdown="KMarkdown",
         delivery_ids=True,
+        confirm_stored=True,
         connection=("long connection",),
     ),
 )

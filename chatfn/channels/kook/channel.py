@@ -29,6 +29,7 @@ from chatfn.channels.kook.gateway import Gateway
 from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, read_text, roles_of
 from chatfn.channels.kook.send import KookSender, parts_of
 from chatfn.channels.kook.settings import KookSettings
+from chatfn.channels.kook.state import SessionStore
 from chatfn.common.fetch import FetchError, fetch
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.common.payload import object_at
@@ -62,6 +63,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         base = getattr(getattr(getattr(host, "settings", None), "bot", None), "fetch", None)
         self.fetch_allow = _Allow(base, settings.api_base)
         self._guilds: dict[str, tuple[float, dict[str, Any], set[str]]] = {}
+        self.store: SessionStore | None = None
 
     # -- connect, serve, close -----------------------------------------------------------------
     async def connect(self) -> str:
@@ -91,11 +93,19 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         assert self.api is not None and self._http is not None
         if self.gateway is None:
             self.gateway = Gateway(self.api, self.cfg, self._http, self._on_event, self)
+            self.store = SessionStore(self.cfg.state_path, self.bot_id)
+            kept = self.store.load()
+            if kept is not None:
+                self.log.info("KOOK: resuming session {} after sn {}", *kept)
+                self.gateway.resume_from(*kept)
+            self.gateway.keep = self.store.keep
         await self.gateway.run()
 
     async def close(self) -> None:
         if self.gateway is not None:
             await self.gateway.close()
+        if self.store is not None:
+            await self.store.flush()
         if self._http is not None:
             await self._http.close()
 
@@ -105,30 +115,51 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             await self.gateway.drop()
 
     # -- events --------------------------------------------------------------------------------
-    def _on_event(self, d: dict[str, Any]) -> None:
+    def _on_event(self, d: dict[str, Any]) -> kit.Taken | None:
+        """An event of the gateway: a message or a member's joining queued, its Taken (the
+        gateway confirms its `sn` once it settles: stored); None for what needs nothing."""
         msg_id = str(d.get("msg_id") or "")
-        if not msg_id or not self.inbound.first_sight(f"message:{msg_id}"):
-            return
         extra = object_at(d, "extra")
+        if not msg_id:
+            return None
         if d.get("type") == 255:
-            if extra.get("type") == "joined_guild" and d.get("channel_type") == "GROUP":
-                guild = str(d.get("target_id") or "")
-                self.inbound.events(f"guild:{guild}", lambda: self._member_joined(guild, extra))
-            return
+            if extra.get("type") != "joined_guild" or d.get("channel_type") != "GROUP":
+                return None
+            guild = str(d.get("target_id") or "")
+
+            def welcome(previous: kit.Taken | None) -> kit.Taken:
+                taken = kit.Taken(previous)
+                read = lambda: self._member_joined(guild, extra)  # noqa: E731
+                self.inbound.events(f"guild:{guild}", read, taken)
+                return taken
+
+            return self.inbound.once(f"message:{msg_id}", welcome)
+        ref = self._chat_of(d, extra)
+        if ref is None:
+            return None
+
+        def take(previous: kit.Taken | None) -> kit.Taken:
+            taken = kit.Taken(previous)
+            self.inbound.message(ref.key, msg_id, lambda: self._incoming(ref, d), taken)
+            return taken
+
+        return self.inbound.once(f"message:{msg_id}", take)
+
+    def _chat_of(self, d: dict[str, Any], extra: dict[str, Any]) -> ChatRef | None:
+        """The chat of a user's text, KMarkdown or image message; None for anything else
+        (the bot's own, other bots', system, video, file, audio, cards)."""
         author = object_at(extra, "author")
         author_id = str(d.get("author_id") or "")
         if not author_id or author_id == self.bot_id or author.get("bot") or author_id == "1":
-            return
+            return None
         if d.get("type") not in (1, 2, 9):
-            return  # video, file, audio, cards: not read
+            return None
         if d.get("channel_type") == "GROUP":
-            ref = ChatRef(True, str(d.get("target_id") or ""))
-        elif d.get("channel_type") == "PERSON":
-            ref = ChatRef(False, author_id)
-        else:
-            return
-        if ref.target:
-            self.inbound.message(ref.key, msg_id, lambda: self._incoming(ref, d))
+            target = str(d.get("target_id") or "")
+            return ChatRef(True, target) if target else None
+        if d.get("channel_type") == "PERSON":
+            return ChatRef(False, author_id)
+        return None
 
     async def _incoming(self, ref: ChatRef, d: dict[str, Any]) -> IncomingMessage | None:
         extra = object_at(d, "extra")

@@ -7,8 +7,12 @@ compressed. Signals (`s`):
 - 1 HELLO, within 6 s of connecting: `{"code": 0, "session_id"}`; else 40100 (missing
   parameters), 40101 (invalid token), 40102 (token verification failed): the token is
   refused; 40103 (token expired): connect again from the gateway.
-- 0 EVENT `{"d", "sn"}`: handled in `sn` order (a gap waits in a buffer, an `sn` seen
-  already is dropped); the last `sn` handled is sent with every ping.
+- 0 EVENT `{"d", "sn"}`: read in `sn` order (a gap waits in a buffer, an `sn` read
+  already is dropped). What KOOK is told (the `sn` of every ping, of a resume) is `acked`: the
+  last `sn` up to which every event was stored (or needs nothing: the dispatch gives no
+  `Taken`). KOOK sends again everything after the `sn` a ping or a resume names, so a message
+  read but not stored (the process died, its handling failed) comes again; one released by
+  the kit (handling failed before the store) is taken again then, one still in hand is not.
 - 2 PING `{"s": 2, "sn"}` every 30 s (+-5), answered by 3 PONG within 6 s; a pong that
   does not come: two more pings (after 2 and 4 s), then the connection is given up and
   resumed.
@@ -34,13 +38,17 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.intake import Taken
 from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.common.payload import object_at
 
 __all__ = ["REFUSED_TOKEN_CODES", "Gateway"]
 
-Dispatch = Callable[[dict[str, Any]], None]
+#: An event to the channel: the kit's Taken of a message to confirm once stored, or None.
+Dispatch = Callable[[dict[str, Any]], Taken | None]
+#: Told the confirmed position: (session id or None, acked sn), to keep across restarts.
+Keep = Callable[[str | None, int], None]
 #: HELLO codes of a token KOOK does not take.
 REFUSED_TOKEN_CODES = {
     40100: "missing parameters",
@@ -120,7 +128,10 @@ class Gateway:
         self.dispatch = dispatch
         self.channel = channel
         self.session_id: str | None = None
-        self.sn = 0
+        self.sn = 0  # the last sn read
+        self.acked = 0  # the last sn up to which everything was stored: what KOOK is told
+        self.pending: dict[int, Taken | None] = {}  # sn read after `acked` -> its take
+        self.keep: Keep | None = None
         self.buffer: dict[int, dict[str, Any]] = {}
         self.url: str | None = None
         self.connects = 0
@@ -141,8 +152,15 @@ class Gateway:
 
     def forget(self) -> None:
         """Drop the session, its `sn` and what waits in the buffer (RECONNECT)."""
-        self.session_id, self.sn, self.url = None, 0, None
+        self.session_id, self.sn, self.acked, self.url = None, 0, 0, None
         self.buffer.clear()
+        self.pending.clear()
+        if self.keep is not None:
+            self.keep(None, 0)
+
+    def resume_from(self, session_id: str, acked: int) -> None:
+        """Resume a session kept from before a restart: KOOK sends what came after `acked`."""
+        self.session_id, self.sn, self.acked = session_id, acked, acked
 
     async def run(self) -> None:
         backoff = kit.Backoff(1.0, 60.0)
@@ -194,7 +212,7 @@ class Gateway:
         if self.session_id is None:
             return self.url
         self.resumes += 1
-        query = {"resume": 1, "sn": self.sn, "session_id": self.session_id}
+        query = {"resume": 1, "sn": self.acked, "session_id": self.session_id}
         query["sessionId"] = self.session_id
         return self.url + ("&" if "?" in self.url else "?") + urlencode(query)
 
@@ -208,6 +226,8 @@ class Gateway:
                 payload = decode(frame)
                 if payload is not None and payload.get("s") == 1:
                     break
+                if payload is not None and payload.get("s") == 5:  # the resume was refused
+                    return self._signal(payload)
         d = object_at(payload, "d")
         try:
             code = int(d.get("code") or 0)
@@ -220,9 +240,10 @@ class Gateway:
             self.forget()
             return "reconnect" if code in SESSION_GONE_CODES else f"HELLO {code}"
         session = str(d.get("session_id") or d.get("sessionId") or "")
-        if session != self.session_id:
-            self.session_id, self.sn = session, 0
-            self.buffer.clear()
+        if session != self.session_id:  # a new session: its sn count starts again
+            url = self.url
+            self.forget()
+            self.session_id, self.url = session, url
         return None
 
     async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
@@ -264,7 +285,7 @@ class Gateway:
         elif s == 6:
             d = object_at(payload, "d")
             self.session_id = str(d.get("session_id") or self.session_id or "")
-            logger.info("KOOK gateway session {} resumed at sn {}", self.session_id, self.sn)
+            logger.info("KOOK gateway session {} resumed at sn {}", self.session_id, self.acked)
         return None
 
     def _event(self, payload: dict[str, Any]) -> None:
@@ -272,11 +293,34 @@ class Gateway:
         if not isinstance(sn, int) or not isinstance(data, dict):
             return
         if sn <= self.sn:
-            return  # handled already
+            taken = self.pending.get(sn)
+            if taken is not None and taken.done and not taken.confirmed:
+                self._take(sn, data)  # released: KOOK's delivery again takes it again
+            return  # read already (in hand, or stored)
         self.buffer[sn] = data
         while (self.sn + 1) in self.buffer:
             self.sn += 1
-            self.dispatch(self.buffer.pop(self.sn))
+            self._take(self.sn, self.buffer.pop(self.sn))
+        self._advance()
+
+    def _take(self, sn: int, data: dict[str, Any]) -> None:
+        taken = self.dispatch(data)
+        self.pending[sn] = taken
+        if taken is not None and not taken.done:
+            taken.outcome.add_done_callback(lambda _: self._advance())
+
+    def _advance(self) -> None:
+        """Move `acked` over the events stored (or needing nothing), in order."""
+        moved = False
+        while (self.acked + 1) in self.pending:
+            taken = self.pending[self.acked + 1]
+            if taken is not None and not taken.confirmed:
+                break
+            del self.pending[self.acked + 1]
+            self.acked += 1
+            moved = True
+        if moved and self.keep is not None:
+            self.keep(self.session_id, self.acked)
 
     async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         while not ws.closed:
@@ -294,7 +338,7 @@ class Gateway:
     async def _ping(self, ws: aiohttp.ClientWebSocketResponse, wait: float) -> bool:
         self._pong.clear()
         with contextlib.suppress(ConnectionError, RuntimeError):
-            await ws.send_json({"s": 2, "sn": self.sn})
+            await ws.send_json({"s": 2, "sn": self.acked})
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait):
                 await self._pong.wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator
 
 from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.common.config import ConfigPath
 
 #: KOOK's API root (https://developer.kookapp.cn/doc/reference, "BaseUrl"); calls go to
 #: `{api_base}/v3/...`.
@@ -25,6 +26,9 @@ class KookSettings(PlatformSettings):
     compress: bool = True
     # Characters of one message's KMarkdown content (KOOK asks for at most 8000).
     max_message_length: int = Field(default=KOOK_MAX_CONTENT, ge=100, le=KOOK_MAX_CONTENT)
+    # Where the gateway session and the last event stored are kept between runs (state.py):
+    # a restart resumes the session and KOOK sends again what was read but not stored.
+    state_path: ConfigPath = "data/kook"
     # Seconds a guild's roles and owner are kept before they are read again (trust_group_admins).
     roles_ttl: float = Field(default=300.0, ge=0)
 

@@ -212,6 +212,7 @@ async def running(
     tmp_path: Path,
     *,
     registry: Registry | None = None,
+    model: Any = None,
     ready: bool = True,
     **config: Any,
 ) -> AsyncIterator[Bot]:
@@ -227,7 +228,7 @@ async def running(
     bot = Bot(
         settings,
         registry=registry or contract_registry(),
-        model=ScriptedModel([_echo], repeat_last=True),
+        model=model or ScriptedModel([_echo], repeat_last=True),
         load_plugins=False,
     )
     try:

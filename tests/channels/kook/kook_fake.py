@@ -26,8 +26,9 @@ whose source is github.com/kaiheila/api-docs, docs/zh-cn/):
   with `compress=1` every frame to the client is zlib data in a binary frame; HELLO `{"s": 1,
   "d": {"code": 0, "session_id"}}`; events `{"s": 0, "d", "sn"}`; PING `{"s": 2, "sn"}` ->
   PONG `{"s": 3}`; `resume=1&sn=&session_id=` replays the events after `sn`, then RESUME ACK
-  `{"s": 6}`; a resume of an unknown session or `sn` -> RECONNECT `{"s": 5, "d": {"code":
-  40106|40107|40108}}`; `reconnect()` sends RECONNECT to the client.
+  `{"s": 6}`; a ping whose `sn` is behind the newest event gets every event after it again
+  (websocket.md, 信令[0] 注意事项 4); a resume of an unknown session or `sn` -> RECONNECT
+  `{"s": 5, "d": {"code": 40106|40107|40108}}`; `reconnect()` sends RECONNECT to the client.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class FakeKook:
         self.pings: list[int] = []
         self.connects: list[dict[str, str]] = []  # the query of every gateway connection
         self.resumed = 0
+        self.resent = 0  # events sent again after a ping whose sn was behind
         self._assets: dict[str, bytes] = {}
         self._session: _Session | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -421,9 +423,17 @@ class FakeKook:
                 await ws.close(code=1003)  # the client's frames are plain JSON text
                 return
             if isinstance(payload, dict) and payload.get("s") == 2:
-                self.pings.append(int(payload.get("sn") or 0))
+                sn = int(payload.get("sn") or 0)
+                self.pings.append(sn)
                 if self.pongs:
                     await self._send(ws, {"s": 3}, compress)
+                # websocket.md, 信令[0] 注意事项 4: a ping's sn behind the newest event: every
+                # event after it is sent again
+                session = self._session
+                for event in session.events if session is not None else []:
+                    if event["sn"] > sn:
+                        self.resent += 1
+                        await self._send(ws, event, compress)
                 await self._notify()
 
     @property

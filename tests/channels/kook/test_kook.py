@@ -5,6 +5,7 @@ KMarkdown in and out."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from chatfn.channels.kook.send import KookSender
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
 from chatfn.common.messages import OutgoingMessage
-from tests.channels.contract import Chat
+from tests.channels.contract import Chat, _echo
 from tests.channels.kook.kook_driver import KookDriver, running
 from tests.channels.kook.kook_fake import BOT_ID, TOKEN, FakeKook
 from tests.kit import until
@@ -179,11 +180,52 @@ async def test_a_refused_token_at_hello_is_refused_credentials(fake: FakeKook) -
 def test_events_are_handled_in_sn_order_once() -> None:
     seen: list[int] = []
     gateway = Gateway.__new__(Gateway)
-    gateway.sn, gateway.buffer = 0, {}
-    gateway.dispatch = lambda d: seen.append(d["n"])
+    gateway.sn, gateway.acked, gateway.buffer, gateway.pending = 0, 0, {}, {}
+    gateway.keep, gateway.session_id = None, "s"
+
+    def dispatch(d: dict[str, Any]) -> None:
+        seen.append(d["n"])
+
+    gateway.dispatch = dispatch
     for sn in (1, 3, 2, 2, 1, 5, 4):
         gateway._event({"s": 0, "sn": sn, "d": {"n": sn}})
-    assert seen == [1, 2, 3, 4, 5] and gateway.sn == 5 and not gateway.buffer
+    assert seen == [1, 2, 3, 4, 5] and gateway.sn == gateway.acked == 5 and not gateway.buffer
+
+
+async def test_the_sn_told_to_kook_waits_for_the_store() -> None:
+    """`acked` (pings, resumes) moves over an event only once its Taken settles (stored), in
+    order; a released one (handling failed before the store) holds it and is taken again when
+    KOOK sends it again; a confirmed one sent again is not."""
+    takes: list[int] = []
+    made: dict[int, kit.Taken] = {}
+    kept: list[int] = []
+    gateway = Gateway.__new__(Gateway)
+    gateway.sn, gateway.acked, gateway.buffer, gateway.pending = 0, 0, {}, {}
+    gateway.session_id = "s"
+    gateway.keep = lambda session, sn: kept.append(sn)
+
+    def dispatch(d: dict[str, Any]) -> kit.Taken:
+        takes.append(d["n"])
+        made[d["n"]] = kit.Taken(made.get(d["n"]))
+        return made[d["n"]]
+
+    gateway.dispatch = dispatch
+    for sn in (1, 2, 3):
+        gateway._event({"s": 0, "sn": sn, "d": {"n": sn}})
+    assert gateway.acked == 0 and takes == [1, 2, 3]
+    made[2].settle()
+    await asyncio.sleep(0)  # done callbacks run on the loop
+    assert gateway.acked == 0  # 1 is still in hand
+    made[1].release()  # failed before the store
+    made[3].settle()
+    await asyncio.sleep(0)
+    assert gateway.acked == 0
+    for sn in (1, 2, 3):  # KOOK sends everything after the acked sn again
+        gateway._event({"s": 0, "sn": sn, "d": {"n": sn}})
+    assert takes == [1, 2, 3, 1]  # only the released one is taken again
+    made[1].settle()
+    await asyncio.sleep(0)
+    assert gateway.acked == 3 and kept[-1] == 3
 
 
 # -- the HTTP API ----------------------------------------------------------------------------------
@@ -296,3 +338,67 @@ async def test_a_group_mention_and_quote_go_out_as_kmarkdown(
     assert post.content.startswith("(met)1002(met) ") and post.body["nonce"].startswith("chatfn-")
     body = json.dumps(post.body)
     assert "temp_target_id" not in body
+
+
+# -- confirmed once stored -------------------------------------------------------------------------
+async def test_a_message_read_but_not_stored_when_the_bot_stops_comes_again(
+    fake: FakeKook, tmp_path: Path
+) -> None:
+    """The first message holds its chat's turn; the second is read but waits, not stored,
+    when the bot stops. The session and the sn up to which everything was stored are kept
+    (state_path): the next start resumes the session there and KOOK sends the second again."""
+    from tests.channels.held_model import HeldModel
+
+    driver = KookDriver(fake)
+    chat = Chat("private", "2101")
+    model = HeldModel(_echo, asyncio.Event())
+    async with running(driver, tmp_path, model=model) as bot:
+        await driver.say(chat, "hold on")
+        await until(lambda: stored_texts(bot, "private:2101", ["hold on"]), 10, "stored")
+        await driver.say(chat, "queued behind it")
+        gateway = driver.channel.gateway if driver.channel is not None else None
+        assert gateway is not None
+        await until(lambda: gateway.sn == 2 and gateway.acked == 1, 10, "read, one stored")
+    kept = json.loads((tmp_path / "data" / "kook" / f"{BOT_ID}.json").read_text())
+    assert kept["sn"] == 1 and fake._session is not None and kept["session_id"] == fake._session.id
+    async with running(driver, tmp_path) as bot:
+        [reply] = await driver.sent(chat, 1)
+        assert await stored_texts(bot, "private:2101", ["hold on", "queued behind it"])
+    assert reply.text == "echo: queued behind it"
+    resumed = fake.connects[-1]
+    assert resumed["resume"] == "1" and resumed["sn"] == "1" and fake.resumed == 1
+
+
+async def test_a_message_whose_handling_failed_before_the_store_is_taken_again(
+    fake: FakeKook, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quick: None
+) -> None:
+    """`host.handle` raising before the store: its sn is not confirmed, so KOOK sends it again
+    after the next ping, and it is taken again (after RETAKE_AFTER) and answered once."""
+    from chatfn.channels import intake
+    from tests.channels.held_model import broker_away
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
+    driver = KookDriver(fake)
+    chat = Chat("private", "2102")
+    async with running(driver, tmp_path) as bot:
+        tries = broker_away(bot, monkeypatch, {"once": 1})
+        await driver.say(chat, "once")
+        [reply] = await driver.sent(chat, 1, timeout=20)
+        gateway = driver.channel.gateway if driver.channel is not None else None
+        assert gateway is not None
+        await until(lambda: gateway.acked == 1, 10, "confirmed once stored")
+    assert reply.text == "echo: once" and tries == ["once", "once"] and fake.resent >= 1
+
+
+async def stored_texts(bot: Any, chat_id: str, texts: list[str]) -> bool:
+    from sqlalchemy import select
+
+    from chatfn.storage.models import messages_table as m
+
+    query = select(m.c.text).where(m.c.chat_id == chat_id, m.c.role == "user").order_by(m.c.id)
+
+    def read() -> list[str]:
+        with bot.storage.engine.connect() as conn:
+            return [r.text for r in conn.execute(query)]
+
+    return bool(await bot.storage.run(read) == texts)
