@@ -112,6 +112,7 @@ class FakeKook:
         self.user_names: dict[str, str] = {}
         self.pongs = True  # False: pings go unanswered (a half-dead connection)
         self.hellos = True  # False: no HELLO is sent (the client must give up after 6 s)
+        self.hello_code: int | None = None  # the next HELLO refuses with this code
         self.compressed_frames = 0
         self.pings: list[int] = []
         self.connects: list[dict[str, str]] = []  # the query of every gateway connection
@@ -384,6 +385,11 @@ class FakeKook:
         """HELLO (or its refusal), a resume's replay and RESUME ACK; False: closed."""
         if not self.hellos:
             return True
+        if self.hello_code is not None:  # once: e.g. 40103, the token expired
+            code, self.hello_code = self.hello_code, None
+            await self._send(ws, {"s": 1, "d": {"code": code}}, compress)
+            await ws.close()
+            return False
         if q.get("token") != self.token:
             await self._send(ws, {"s": 1, "d": {"code": 40101}}, compress)
             await ws.close()

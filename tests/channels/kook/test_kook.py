@@ -151,6 +151,18 @@ async def test_no_hello_within_its_deadline_connects_again(
         await until(lambda: channel.connected, 15, "connected once HELLO comes")
 
 
+async def test_hello_40103_connects_again_from_the_gateway(fake: FakeKook, tmp_path: Path) -> None:
+    """HELLO 40103 (token expired: "需要重新连接"): a new connection from the gateway."""
+    fake.hello_code = 40103
+    driver = KookDriver(fake)
+    async with running(driver, tmp_path):
+        chat = Chat("private", "2007")
+        await driver.say(chat, "after 40103")
+        [reply] = await driver.sent(chat, 1)
+    assert reply.text == "echo: after 40103"
+    assert len(fake.connects) == 2 and fake.calls.count("GET gateway/index") == 2
+
+
 async def test_a_refused_token_at_hello_is_refused_credentials(fake: FakeKook) -> None:
     """HELLO 40101 (invalid token) is the token refused, not a network failure."""
     cfg = settings(fake)
