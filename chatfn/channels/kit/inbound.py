@@ -15,13 +15,19 @@ as two events) by its key, remembering the last `remember` keys.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol
 
 from chatfn.channels.intake import Taken, settle_after
 from chatfn.channels.outbound import OrderedRunner
-from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.common.messages import (
+    IncomingMessage,
+    OutgoingMessage,
+    StreamObserver,
+    SystemEvent,
+)
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["Inbound"]
@@ -90,16 +96,17 @@ class Inbound:
         read: Read,
         taken: Taken | None = None,
         sink: Sink | None = None,
+        stream: StreamObserver | None = None,
     ) -> asyncio.Future[None]:
         """Queue a message of `chat` (platform id `ident`): `read()` builds its
         IncomingMessage (None: nothing to answer), which the bot handles, its replies going
-        to `sink` (default: the channel's `deliver`); `taken` settles once it is stored.
+        to `sink` (default: the channel's `deliver`) and the answer's text as it is written
+        to `stream` (a platform that shows it growing); `taken` settles once it is stored.
         Returns the job's task."""
+        job = functools.partial(self._message, chat, ident, read, taken, sink, stream)
         if taken is None:
-            return self._queue(chat, lambda: self._message(chat, ident, read, None, sink))
-        return self._queue(
-            chat, lambda: settle_after(taken, self._message(chat, ident, read, taken, sink))
-        )
+            return self._queue(chat, job)
+        return self._queue(chat, lambda: settle_after(taken, job()))
 
     def events(
         self, chat: Hashable, read: Events, taken: Taken | None = None
@@ -116,7 +123,13 @@ class Inbound:
         return task
 
     async def _message(
-        self, chat: Hashable, ident: str, read: Read, taken: Taken | None, sink: Sink | None
+        self,
+        chat: Hashable,
+        ident: str,
+        read: Read,
+        taken: Taken | None,
+        sink: Sink | None,
+        stream: StreamObserver | None = None,
     ) -> None:
         channel = self.channel
         host = channel.host
@@ -134,7 +147,10 @@ class Inbound:
             if msg is None:
                 return
             await host.handle(
-                msg, sink or channel.deliver, on_stored=None if taken is None else taken.settle
+                msg,
+                sink or channel.deliver,
+                on_stream=stream,
+                on_stored=None if taken is None else taken.settle,
             )
         except Exception as exc:  # one failing message must not stop the chat's queue
             channel.log.opt(exception=exc).error(

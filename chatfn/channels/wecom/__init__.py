@@ -11,13 +11,14 @@ from typing import Any
 from chatfn.channels.kit import Capabilities
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.wecom.settings import WecomSettings
-from chatfn.common.config import ConfigError
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: WecomSettings) -> Any:
     if settings.mode == "aibot":
-        raise ConfigError("channels.wecom.mode: aibot is not available yet: use mode: app")
+        from chatfn.channels.wecom.aibot import AibotChannel
+
+        return AibotChannel(host, settings)
     from chatfn.channels.wecom.channel import WecomChannel
 
     return WecomChannel(host, settings)
@@ -78,9 +79,12 @@ SPEC = ChannelSpec(
     readme=readme(__file__),
     capabilities=Capabilities(
         dms=True,
-        images_in=True,
-        images_out=True,
-        markdown="plain",
+        groups=True,  # the robot's group chats (an app gets none)
+        mentions=True,
+        images_in=True,  # app mode
+        images_out=True,  # app mode
+        markdown="plain (app), Markdown (robot)",
+        edits=True,  # the robot's stream grows as the model writes
         confirm_stored=True,
         connection=("webhook",),
     ),

@@ -129,3 +129,51 @@ class WecomDriver:
 
 
 __all__ = ["WecomDriver", "as_sent", "serve_webhooks"]
+
+
+class AibotDriver(WecomDriver):
+    """The channel in `mode: aibot` against FakeAibot: a private chat "1001" is the user
+    "1001" (chattype single), a group "5001" the group chat "5001" (WeCom delivers only the
+    messages that @-mention the robot); the bot's answers are the finished streams and the
+    response_url replies."""
+
+    features = frozenset({"groups", "mention_only", "no_group_mentions", "crash_redelivery"})
+    max_length = 20480
+    bot_user = "chatfnbot"
+    fake: Any
+
+    def channel_settings(self) -> dict[str, Any]:
+        return {
+            "mode": "aibot",
+            "token": self.fake.token,
+            "encoding_aes_key": self.fake.aes_key,
+            "api_base": self.fake.base,
+            "send_rate": 0,
+            **self.settings,
+        }
+
+    async def say(
+        self,
+        chat: Chat,
+        text: str,
+        *,
+        sender: str = "1001",
+        mention: bool = False,
+        image: bytes | None = None,
+        role: str | None = None,
+    ) -> str:
+        group = chat.kind == "group"
+        if group and not mention:
+            return ""  # WeCom does not deliver it to the robot
+        user = sender if group else chat.native
+        message = self.fake.message(user, text, group=chat.native if group else "")
+        status = await self.fake.say(message)
+        assert status in (200, 503), status
+        return str(message["msgid"])
+
+    async def sent(self, chat: Chat, count: int, timeout: float = 15.0) -> list[Sent]:
+        posted = await self.fake.wait_sent(chat.native, count, timeout)
+        return [Sent(chat=chat, text=p.content) for p in posted]
+
+
+__all__ += ["AibotDriver"]

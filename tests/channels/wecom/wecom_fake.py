@@ -83,6 +83,7 @@ class FakeWecom:
         app.router.add_post("/cgi-bin/appchat/send", self._appchat)
         app.router.add_post("/cgi-bin/media/upload", self._upload)
         app.router.add_get("/cgi-bin/media/get", self._media_get)
+        self._routes(app)
         self._runner, port = await serve(app)
         self.base = f"http://127.0.0.1:{port}"
         return self
@@ -93,6 +94,9 @@ class FakeWecom:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def _routes(self, app: web.Application) -> None:
+        """More routes (the robot's)."""
 
     # -- the API -------------------------------------------------------------------------------
     def revoke_tokens(self) -> None:
@@ -317,3 +321,142 @@ class FakeWecom:
             await asyncio.sleep(self.redeliver_after)
             if (await self.post(query, body))[0] == 200:
                 return
+
+
+# -- the intelligent robot (mode: aibot) -----------------------------------------------------------
+MAX_STREAM_BYTES = 20480  # a stream's content (100719 / 101031)
+
+
+class FakeAibot(FakeWecom):
+    """WeCom's side of an intelligent robot: JSON callbacks encrypted for the receive id ""
+    (https://developer.work.weixin.qq.com/document/path/100719), the stream answered and
+    refreshed the way WeCom asks for it (流式消息刷新, 101031) until `finish`, and the
+    response_url's active reply (one per URL). A stream answer is checked as WeCom checks it:
+    its `msgsignature` over the ciphertext, its receive id, JSON with the stream's id, content
+    within 20480 bytes."""
+
+    def __init__(self) -> None:
+        super().__init__(receive_id="")
+        self.robot_name = "chatfnbot"
+        self.aibot_id = "aibFAKE0001"
+        self.poll_every = 0.05  # WeCom asks about once a second
+        self.poll_for = 30.0  # WeCom: six minutes
+        self.response_codes: dict[str, str] = {}  # response_code -> chat native id
+        self.streams_seen: list[dict[str, Any]] = []  # every stream frame answered
+
+    async def __aenter__(self) -> FakeAibot:
+        await super().__aenter__()
+        return self
+
+    def _routes(self, app: web.Application) -> None:
+        app.router.add_post("/cgi-bin/aibot/response", self._response)
+
+    async def _response(self, request: web.Request) -> web.Response:
+        chat = self.response_codes.pop(request.query.get("response_code", ""), None)
+        if chat is None:  # used before, or never given (the docs name no code for it)
+            return self._refuse(request, 40008, "invalid response_code")
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return self._refuse(request, 47001, "data format error")
+        content = (body.get("markdown") or {}).get("content") if isinstance(body, dict) else None
+        if body.get("msgtype") != "markdown" or not isinstance(content, str) or not content:
+            return self._refuse(request, 44004, "empty content")
+        if len(content.encode()) > MAX_STREAM_BYTES:
+            return self._refuse(request, 45002, "content size out of limit")
+        await self._record(Posted(chat, "markdown", content=content, body=body))
+        return _err(0, "ok")
+
+    def message(
+        self, user: str, text: str, *, group: str = "", mention: bool = True
+    ) -> dict[str, Any]:
+        """A user's text to the robot (in `group` it starts with the robot's mention)."""
+        msgid = f"CAIQ{self.next_id()}"
+        code = f"rc{self.next_id()}"
+        self.response_codes[code] = group or user
+        message: dict[str, Any] = {
+            "msgid": msgid,
+            "aibotid": self.aibot_id,
+            "chattype": "group" if group else "single",
+            "from": {"userid": user},
+            "response_url": f"{self.base}/cgi-bin/aibot/response?response_code={code}",
+            "msgtype": "text",
+            "text": {"content": f"@{self.robot_name} {text}" if group and mention else text},
+        }
+        if group:
+            message["chatid"] = group
+        return message
+
+    def sealed_json(self, payload: dict[str, Any]) -> tuple[dict[str, str], str]:
+        encrypt = self.crypt.encrypt(json.dumps(payload, ensure_ascii=False))
+        stamp, nonce = str(int(time.time())), self.next_id()[-9:]
+        query = {
+            "msg_signature": self.crypt.sign(stamp, nonce, encrypt),
+            "timestamp": stamp,
+            "nonce": nonce,
+        }
+        return query, json.dumps({"encrypt": encrypt})
+
+    def read_answer(self, query: dict[str, str], text: str) -> dict[str, Any] | None:
+        """A stream frame as WeCom reads the answer (None for an empty answer)."""
+        if not text:
+            return None
+        body = json.loads(text)
+        assert str(body["nonce"]) == query["nonce"], "the answer's nonce is the request's"
+        sig = self.crypt.sign(str(body["timestamp"]), str(body["nonce"]), body["encrypt"])
+        assert body["msgsignature"] == sig, "bad msgsignature"
+        plain, receiver = self.crypt.decrypt(body["encrypt"])
+        assert receiver == "", receiver
+        frame: dict[str, Any] = json.loads(plain)
+        assert frame["msgtype"] == "stream", frame
+        content = frame["stream"]["content"]
+        assert isinstance(frame["stream"]["finish"], bool) and isinstance(content, str)
+        assert len(content.encode()) <= MAX_STREAM_BYTES, "WeCom refuses it"
+        self.streams_seen.append(frame)
+        return frame
+
+    async def say(self, message: dict[str, Any]) -> int:
+        """Deliver a message; its stream is refreshed in the background until it finishes
+        (then its content is a Posted of the chat). The first delivery's status."""
+        query, body = self.sealed_json(message)
+        status, text = await self.post(query, body)
+        if status != 200:  # WeCom sends it again
+            task = asyncio.ensure_future(self._again(message))
+        else:
+            task = asyncio.ensure_future(self._refresh(message, self.read_answer(query, text)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return status
+
+    async def _again(self, message: dict[str, Any]) -> None:
+        for _ in range(2):
+            await asyncio.sleep(self.redeliver_after)
+            query, body = self.sealed_json(message)
+            status, text = await self.post(query, body)
+            if status == 200:
+                await self._refresh(message, self.read_answer(query, text))
+                return
+
+    async def _refresh(self, message: dict[str, Any], frame: dict[str, Any] | None) -> None:
+        chat = str(message.get("chatid") or message["from"]["userid"])
+        deadline = time.monotonic() + self.poll_for
+        while frame is not None and not frame["stream"]["finish"]:
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(self.poll_every)
+            refresh = {
+                "msgid": f"CAIQ{self.next_id()}",
+                "aibotid": self.aibot_id,
+                "chattype": message["chattype"],
+                "from": message["from"],
+                "msgtype": "stream",
+                "stream": {"id": frame["stream"]["id"]},
+            }
+            if "chatid" in message:
+                refresh["chatid"] = message["chatid"]
+            query, body = self.sealed_json(refresh)
+            status, text = await self.post(query, body)
+            if status == 200:
+                frame = self.read_answer(query, text)
+        if frame is not None and frame["stream"]["content"]:
+            await self._record(Posted(chat, "stream", content=frame["stream"]["content"]))
