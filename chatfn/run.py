@@ -68,6 +68,11 @@ def migrate(args: argparse.Namespace) -> int:
             )
         else:
             print(f"{storage.safe_url}: at {before.head}, nothing to run")
+        for loaded in settings.plugins_loaded or ():  # the plugins' own (`Plugin(tables=...)`)
+            tables = loaded.plugin.tables_for(settings) if loaded.plugin is not None else None
+            if tables is not None and loaded.runs(settings):
+                tables.ensure(storage.engine, loaded.name)
+                print(f"plugin {loaded.name}: tables at version {tables.version}")
     finally:
         storage.close()
     return 0

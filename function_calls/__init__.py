@@ -46,6 +46,7 @@ from function_calls.model_access import ask_model
 from function_calls.plugin import CheckLine, Plugin, PluginHost, Status
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
+from function_calls.tables import Tables
 from providers.base import ChatModel
 from providers.errors import ProviderError
 from providers.types import LLMResponse, Message
@@ -91,6 +92,7 @@ __all__ = [
     "Section",
     "Status",
     "Storage",
+    "Tables",
     "StorageError",
     "ask_model",
     "budget_today",

@@ -32,6 +32,7 @@ from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from function_calls.console import ConsoleView
+from function_calls.tables import Tables
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
@@ -160,6 +161,10 @@ class Plugin(Generic[S]):
     module, its words and its scope rule; function_calls/console.py). `@plugin.health`: what
     the console's health panel and plugins page show of it while it runs; `@plugin.check`: its
     lines in `chatfn check` (offline: the config; `--online`: the services it talks to).
+
+    `tables`: its tables (`Tables(metadata, version, migrations, after)`, or a function of its
+    section returning them or None), created and migrated by the runtime when the bot is built
+    and by `chatfn migrate`, the same way for every plugin (function_calls/tables.py).
     """
 
     name: str
@@ -168,6 +173,7 @@ class Plugin(Generic[S]):
     texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
     chat_keys: Sequence[ChatKey[Any]] = field(default_factory=tuple, repr=False)
     console: Sequence[ConsoleView] = field(default_factory=tuple, repr=False)
+    tables: Tables | Callable[[Any], Tables | None] | None = field(default=None, repr=False)
     setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
     startup_hooks: list[Hook] = field(default_factory=list, repr=False)
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)
@@ -255,6 +261,13 @@ class Plugin(Generic[S]):
             return []
         section = settings.section(self.settings) if self.settings is not None else None
         return self._patterns(section)
+
+    def tables_for(self, settings: CoreSettings) -> Tables | None:
+        """The tables this configuration needs (None: none)."""
+        if self.tables is None or isinstance(self.tables, Tables):
+            return self.tables
+        section = settings.section(self.settings) if self.settings is not None else None
+        return self.tables(section)
 
     def health_of(self, host: PluginHost, detail: bool = False) -> dict[str, Any]:
         return self._health(host, detail) if self._health is not None else {}

@@ -184,6 +184,11 @@ class Bot:
         plugin = loaded.plugin
         if plugin is None:
             return
+        # Its tables first (`Plugin(tables=...)`), so its setup finds them: every plugin's the
+        # same way (function_calls/tables.py).
+        tables = plugin.tables_for(self.settings)
+        if tables is not None:
+            self.storage.blocking(tables.ensure, self.storage.engine, plugin.name)
         for setup in plugin.setup_hooks:
             setup(self)
         guarded = None if loaded.builtin else loaded.name

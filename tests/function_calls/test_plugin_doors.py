@@ -11,6 +11,7 @@ import json
 import re
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -25,6 +26,7 @@ from chatfn.runtime.settings import parse_settings
 from chatfn.testing import TestBot
 from function_calls.plugin import Plugin
 from function_calls.registry import PluginLoadError
+from function_calls.tables import stored_version
 
 BUILTINS = (
     "help",
@@ -224,3 +226,45 @@ def test_a_plugins_health_and_check_lines_come_through_its_declaration() -> None
 class _NoServices:
     def service(self, cls: type) -> None:
         return None
+
+
+# -- tables: one mechanism for every plugin ------------------------------------------------------
+NOTES_PLUGIN = """
+from sqlalchemy import Column, Integer, MetaData, String, Table, text
+from function_calls import Plugin, Tables
+
+metadata = MetaData()
+Table("notes_items", metadata, Column("id", Integer, primary_key=True), Column("body", String(80))
+      {extra})
+
+def add_colour(conn):
+    conn.execute(text("ALTER TABLE notes_items ADD COLUMN colour VARCHAR(16)"))
+
+plugin = Plugin("notes", tables=Tables(metadata, version={version}, migrations={{2: add_colour}}))
+"""
+
+
+def _columns(engine: Any, table: str) -> list[str]:
+    with engine.connect() as conn:
+        return [row[1] for row in conn.exec_driver_sql(f"PRAGMA table_info({table})")]
+
+
+async def test_a_plugins_tables_are_created_and_migrated_by_the_runtime(tmp_path: Path) -> None:
+    plugin = tmp_path / "notes.py"
+    db = {"storage": {"url": f"sqlite:///{tmp_path / 'bot.db'}"}}
+    plugin.write_text(NOTES_PLUGIN.format(version=1, extra=""))
+    tb = TestBot(tmp_path, config=db, plugins=[str(plugin)])
+    run, engine = tb.bot.storage.run, tb.bot.storage.engine
+    assert await run(_columns, engine, "notes_items") == ["id", "body"]
+    assert await run(stored_version, engine, "notes") == 1
+    assert await run(stored_version, engine, "reminders") == 1  # the built-ins' the same way
+    await tb.aclose()
+    # version 2: its migration runs once, before the tables it declares are made
+    code = NOTES_PLUGIN.format(version=2, extra=', Column("colour", String(16))')
+    plugin.write_text(code)
+    for _ in range(2):
+        tb = TestBot(tmp_path, config=db, plugins=[str(plugin)])
+        run, engine = tb.bot.storage.run, tb.bot.storage.engine
+        assert await run(_columns, engine, "notes_items") == ["id", "body", "colour"]
+        assert await run(stored_version, engine, "notes") == 2
+        await tb.aclose()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from function_calls import Plugin, PluginHost, Status
+from function_calls import Plugin, PluginHost, Status, Tables
 from function_calls.builtins.knowledge.functions import kb, knowledge_search
 from function_calls.builtins.knowledge.settings import (
     KNOWLEDGE,
@@ -36,7 +36,23 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-plugin = Plugin("knowledge", settings=KnowledgeSettings, texts=TEXTS, chat_keys=[KNOWLEDGE])
+def tables(cfg: KnowledgeSettings) -> Tables | None:
+    """Its tables where it has bases (store.py, imported only then); the runtime creates them
+    before the setup below, as every plugin's."""
+    if not cfg.bases:
+        return None
+    from function_calls.builtins.knowledge.store import TABLES
+
+    return TABLES
+
+
+plugin = Plugin(
+    "knowledge",
+    settings=KnowledgeSettings,
+    texts=TEXTS,
+    chat_keys=[KNOWLEDGE],
+    tables=tables,
+)
 
 
 @plugin.status

@@ -167,8 +167,8 @@ class KnowledgeService:
 
     # -- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Create the tables, pick the vector backend, then index in the background."""
-        await self.storage.run(store.ensure_schema, self.storage.engine)
+        """Pick the vector backend, then index in the background (the tables are the plugin's
+        declared ones, made when the bot was built)."""
         if self.embedders:
             self.vectors = await self.storage.run(
                 choose, self.storage.engine, self.storage.url, self.cfg.vector_backend

@@ -41,9 +41,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
 
-from function_calls import create_missing
+from function_calls import Tables, create_missing
 from function_calls.builtins.knowledge.text import fts5_query, index_text, query_terms, tsquery
 
 SCHEMA_VERSION = "1"
@@ -133,44 +132,48 @@ class Passage:
 
 
 def ensure_schema(engine: Engine) -> None:
-    """Create the knowledge tables and the keyword index if they are missing. Several
-    processes starting at once (a cluster's workers) may race between "is it there?" and
-    "create it": the tables and indexes are made with IF NOT EXISTS where the database has it,
-    and a loser that still sees "already exists" (or a duplicate meta row) looks again."""
-    for attempt in range(3):
-        try:
-            _create(engine)
-            return
-        except DBAPIError:
-            if attempt == 2:
-                raise
+    """Create the knowledge tables and the keyword index if they are missing, as the runtime
+    does for the plugin's declared `TABLES` (function_calls/tables.py: several processes
+    starting at once may race; a loser that sees "already exists" looks again)."""
+    TABLES.ensure(engine, "knowledge")
 
 
 def _create(engine: Engine) -> None:
     with engine.begin() as conn:
         create_missing(conn, metadata)
-        if conn.dialect.name == "sqlite":
-            conn.execute(
-                text(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(body, base UNINDEXED, "
-                    f"tokenize = '{TOKENIZE}')"
-                )
+        _keyword_index(conn)
+
+
+def _keyword_index(conn: Connection) -> None:
+    """What the tables' `MetaData` cannot say: the keyword index, FTS5 on SQLite, a generated
+    `tsvector` column with a GIN index on PostgreSQL; and the version in `kb_meta`."""
+    if conn.dialect.name == "sqlite":
+        conn.execute(
+            text(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(body, base UNINDEXED, "
+                f"tokenize = '{TOKENIZE}')"
             )
-            # How many passages hold each (stemmed) term: what `_selective` reads.
-            conn.execute(
-                text("CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts_vocab USING fts5vocab(kb_fts, row)")
+        )
+        # How many passages hold each (stemmed) term: what `_selective` reads.
+        conn.execute(
+            text("CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts_vocab USING fts5vocab(kb_fts, row)")
+        )
+    elif conn.dialect.name == "postgresql":
+        conn.execute(
+            text(
+                "ALTER TABLE kb_chunks ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED "
+                "ALWAYS AS (to_tsvector('english', coalesce(search_text, ''))) STORED"
             )
-        elif conn.dialect.name == "postgresql":
-            conn.execute(
-                text(
-                    "ALTER TABLE kb_chunks ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED "
-                    "ALWAYS AS (to_tsvector('english', coalesce(search_text, ''))) STORED"
-                )
-            )
-            conn.execute(
-                text("CREATE INDEX IF NOT EXISTS ix_kb_chunks_tsv ON kb_chunks USING gin (tsv)")
-            )
-        _set_meta(conn, "schema", SCHEMA_VERSION)
+        )
+        conn.execute(
+            text("CREATE INDEX IF NOT EXISTS ix_kb_chunks_tsv ON kb_chunks USING gin (tsv)")
+        )
+    _set_meta(conn, "schema", SCHEMA_VERSION)
+
+
+#: The plugin's tables (its `Plugin(tables=...)`, when it has bases): created and migrated by
+#: the runtime as every plugin's are.
+TABLES = Tables(metadata, version=int(SCHEMA_VERSION), after=_keyword_index)
 
 
 def _set_meta(conn: Connection, key: str, value: str) -> None:

@@ -10,7 +10,7 @@ from function_calls.builtins.reminders.functions import (
     reminder_list,
     reminder_set,
 )
-from function_calls.builtins.reminders.service import ReminderService
+from function_calls.builtins.reminders.service import TABLES, ReminderService
 from function_calls.builtins.reminders.settings import ReminderSettings
 from function_calls.builtins.reminders.texts import TEXTS
 
@@ -22,7 +22,7 @@ __all__ = [
     "reminder_set",
 ]
 
-plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS, console=[VIEW])
+plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS, console=[VIEW], tables=TABLES)
 
 
 @plugin.status

@@ -51,7 +51,7 @@ from function_calls import (
     IncomingMessage,
     OutgoingMessage,
     PluginHost,
-    create_missing,
+    Tables,
     translate,
     zone_named,
 )
@@ -112,6 +112,8 @@ reminders_table = Table(
     Column("note", Text, nullable=False, default=""),
 )
 _R = reminders_table.c
+#: The plugin's tables, created by the runtime (`Plugin(tables=TABLES)`, function_calls/tables.py).
+TABLES = Tables(reminder_metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +221,8 @@ class ReminderService:
         self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
         self.storage = host.storage
         self.key = host.storage.url
-        # Start-up work (the table exists after any migration; a database from before
-        # migrations may lack it), off the loop's thread.
-        self.storage.blocking(create_missing, self.storage.engine, reminder_metadata)
+        # The table is the plugin's declared one (`Plugin(tables=TABLES)`): the runtime made it
+        # before this setup ran.
         # Made on first need (an active reminder at start, or a new one): a bot without
         # reminders never imports the scheduler (~1.3 MB, bench/README.md).
         self._scheduler: AsyncIOScheduler | None = None
