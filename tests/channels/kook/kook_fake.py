@@ -40,6 +40,7 @@ import math
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,7 @@ class FakeKook:
         self.pongs = True  # False: pings go unanswered (a half-dead connection)
         self.hellos = True  # False: no HELLO is sent (the client must give up after 6 s)
         self.hello_code: int | None = None  # the next HELLO refuses with this code
+        self.on_sent: Callable[[Posted], None] | None = None  # told of each message taken
         self.compressed_frames = 0
         self.pings: list[int] = []
         self.connects: list[dict[str, str]] = []  # the query of every gateway connection
@@ -332,6 +334,8 @@ class FakeKook:
         posted = Posted(kind, target, body, self.next_id(), time.time() * 1000, image)
         self.posted.append(posted)
         self.messages[posted.id] = target
+        if self.on_sent is not None:
+            self.on_sent(posted)
         if kind == "group":  # KOOK sends a bot its own channel messages too
             await self.push(
                 self.event(
