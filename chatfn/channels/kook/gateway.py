@@ -138,6 +138,7 @@ class Gateway:
         self.resumes = 0
         self.failed_resumes = 0
         self._pong = asyncio.Event()
+        self._opened = False  # the current connection got past HELLO
         self._ws: aiohttp.ClientWebSocketResponse | None = None
 
     async def close(self) -> None:
@@ -165,11 +166,16 @@ class Gateway:
     async def run(self) -> None:
         backoff = kit.Backoff(1.0, 60.0)
         while not self.channel.stopping:
+            self._opened = False
             why = await self._connect_once(backoff)
             if self.channel.stopping:
                 return
             if why == "reconnect":
-                continue  # KOOK asked: from the gateway, at once
+                # KOOK asked: from the gateway, at once after a session that worked; after a
+                # refusal at HELLO (40103, a resume refused) not faster than the backoff
+                if self._opened or await self.channel.pause(backoff.next_delay()):
+                    continue
+                return
             if self.session_id is not None:
                 self.failed_resumes += 1
                 if self.failed_resumes > 2:
@@ -254,6 +260,7 @@ class Gateway:
         if ended is not None:
             return ended
         self.failed_resumes = 0
+        self._opened = True
         backoff.reset()
         self.channel.up()
         beat = asyncio.create_task(self._heartbeat(ws))
