@@ -43,7 +43,7 @@ from function_calls.console import (
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
-from function_calls.plugin import CheckLine, Plugin, PluginHost, Status
+from function_calls.plugin import CheckLine, Metric, Plugin, PluginHost, Status
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from function_calls.tables import Tables
@@ -71,6 +71,7 @@ __all__ = [
     "LimitReached",
     "LLMResponse",
     "Message",
+    "Metric",
     "MessageContext",
     "ModelRequest",
     "OutgoingMessage",

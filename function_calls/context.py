@@ -25,6 +25,7 @@ from chatfn.common.messages import (
     StreamObserver,
     SystemEvent,
 )
+from chatfn.common.metrics import Counter
 from function_calls.chat_settings import ChatSettings, resolve
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import Services
@@ -239,6 +240,13 @@ class MessageContext:
     def service(self, cls: type[T]) -> T | None:
         """The service of type `cls` a plugin provided (None when its plugin is not running)."""
         return self.services.get(cls)
+
+    def counter(self, name: str) -> Counter:
+        """A counter a plugin declared (`Plugin(metrics=[Metric(name, ...)])`); a context made
+        without the bot's metrics (a unit test) counts into a counter of its own, unlabelled."""
+        if self.metrics is None:
+            return Counter(name, "", [])
+        return self.metrics.declared(name)
 
     def usable_functions(self, *, via_command: bool = True) -> list[FunctionSpec]:
         """The functions this sender may use in this chat now (scope, admin, per-chat lists and

@@ -31,6 +31,7 @@ from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
+from chatfn.common.metrics import Counter
 from function_calls.console import ConsoleView
 from function_calls.tables import Tables
 
@@ -84,6 +85,11 @@ class PluginHost(Protocol):
 
     def service(self, cls: type[T]) -> T | None: ...
 
+    def counter(self, name: str) -> Counter:
+        """A counter the plugin declared (`Plugin(metrics=[Metric(name, ...)])`):
+        `host.counter("chatfn_notes_added").labels("group").inc()`."""
+        ...
+
     async def send(self, out: OutgoingMessage) -> None:
         """Send a message the bot starts on its own (a reminder, a welcome): stored, then
         delivered by the channel of `out.platform`."""
@@ -107,6 +113,17 @@ class PluginHost(Protocol):
         """Why `message`'s sender may not run `function` there now (None: they may): the
         permission rules, applied to work a plugin does later on someone's behalf."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A counter of a plugin's, in the bot's /metrics and a worker's snapshots like the core's:
+    `name` chatfn_<plugin>_..., `labels` its label names (each value a series kept for the
+    process's life: labels whose values input chooses must be bounded)."""
+
+    name: str
+    doc: str
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +182,9 @@ class Plugin(Generic[S]):
     `tables`: its tables (`Tables(metadata, version, migrations, after)`, or a function of its
     section returning them or None), created and migrated by the runtime when the bot is built
     and by `chatfn migrate`, the same way for every plugin (function_calls/tables.py).
+
+    `metrics`: its counters (`Metric(name, doc, labels)`), declared with the bot's metrics when
+    the bot is built; hooks count with `host.counter(name)`, functions with `ctx.counter(name)`.
     """
 
     name: str
@@ -174,6 +194,7 @@ class Plugin(Generic[S]):
     chat_keys: Sequence[ChatKey[Any]] = field(default_factory=tuple, repr=False)
     console: Sequence[ConsoleView] = field(default_factory=tuple, repr=False)
     tables: Tables | Callable[[Any], Tables | None] | None = field(default=None, repr=False)
+    metrics: Sequence[Metric] = field(default_factory=tuple, repr=False)
     setup_hooks: list[SetupHook] = field(default_factory=list, repr=False)
     startup_hooks: list[Hook] = field(default_factory=list, repr=False)
     shutdown_hooks: list[Hook] = field(default_factory=list, repr=False)

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["Metrics"]
+__all__ = ["Counter", "Metrics"]
 
 
 class _Child:
@@ -86,6 +86,9 @@ class _Counter(_Family):
 
     def labels(self, *values: str) -> _Child:
         return _Child(self, self.key(values))
+
+
+Counter = _Counter
 
 
 class _Observer:
@@ -217,6 +220,30 @@ class Metrics:
         for family in (*self._counters, self.model_latency):
             if label in family.label_names:
                 family.known[family.label_names.index(label)] = known
+
+    def declare(self, name: str, doc: str, labels: list[str]) -> Counter:
+        """A plugin's counter (`Plugin(metrics=[Metric(...)])`), made once per bot and counted
+        like the core's: in /metrics and a worker's snapshots. Declared again with other
+        labels, or a name the core uses with other labels: an error naming it."""
+        for counter in self._counters:
+            if counter.name == name:
+                if counter.label_names != labels:
+                    raise ValueError(
+                        f"metric {name}: declared with labels {labels}, has {counter.label_names}"
+                    )
+                return counter
+        if not name.startswith("chatfn_"):
+            raise ValueError(f"metric {name}: a plugin's metric is named chatfn_<plugin>_...")
+        counter = _Counter(name, doc, labels)
+        self._counters.append(counter)
+        return counter
+
+    def declared(self, name: str) -> Counter:
+        """The counter `name` (a KeyError: no plugin declared it)."""
+        for counter in self._counters:
+            if counter.name == name:
+                return counter
+        raise KeyError(f"no metric {name} is declared (Plugin(metrics=[Metric(...)]))")
 
     def watch_outbox(self, depth: Callable[[], float]) -> None:
         """Report `depth()` as chatfn_outbox_depth at each scrape (when an outbox exists)."""

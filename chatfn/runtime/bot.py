@@ -30,7 +30,7 @@ from chatfn.common.messages import (
     StreamObserver,
     SystemEvent,
 )
-from chatfn.common.metrics import Metrics
+from chatfn.common.metrics import Counter, Metrics
 from chatfn.runtime.channel_host import OutboundSender, WebHandler, provide_api
 from chatfn.runtime.chat_locks import ChatLocks
 from chatfn.runtime.delivery import Delivery, ReplySink
@@ -189,6 +189,8 @@ class Bot:
         tables = plugin.tables_for(self.settings)
         if tables is not None:
             self.storage.blocking(tables.ensure, self.storage.engine, plugin.name)
+        for metric in plugin.metrics:  # its counters, beside the core's (`Plugin(metrics=...)`)
+            self.metrics.declare(metric.name, metric.doc, list(metric.labels))
         for setup in plugin.setup_hooks:
             setup(self)
         guarded = None if loaded.builtin else loaded.name
@@ -258,6 +260,9 @@ class Bot:
 
     def service(self, cls: type[T]) -> T | None:
         return self.services.get(cls)
+
+    def counter(self, name: str) -> Counter:
+        return self.metrics.declared(name)
 
     def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
         return language_of(self.settings, platform, chat_id, is_group)

@@ -22,6 +22,7 @@ from chatfn.channels.http.channel import HttpChannel
 from chatfn.check import run_checks
 from chatfn.common.config import ConfigError
 from chatfn.common.i18n import CORE, LANGUAGES, add_texts, texts_of, translate
+from chatfn.common.metrics import Metrics
 from chatfn.runtime.settings import parse_settings
 from chatfn.testing import TestBot
 from function_calls.plugin import Plugin
@@ -97,6 +98,11 @@ async def test_a_plugins_per_chat_key_is_a_rule_key_and_a_settings_line(tmp_path
     try:
         assert await tb.send("/greet", group="group:ship1") == ["Ahoy!"]
         assert await tb.send("/greet", group="group:dock") == ["Hello."]
+        # its counter (`Plugin(metrics=...)`) is in /metrics and a worker's snapshot
+        text = tb.bot.metrics.render()[0].decode()
+        assert 'chatfn_tone_greetings_total{tone="pirate"} 1.0' in text
+        snapshot = tb.bot.metrics.snapshot()["counters"]["chatfn_tone_greetings"]
+        assert sorted(snapshot) == [["pirate", 1.0], ["plain", 1.0]]
         shown = "\n".join(await tb.send("/settings", group="group:ship1", sender="root"))
         assert "• tone: pirate (chats[0])" in shown
         shown = "\n".join(await tb.send("/settings", group="group:dock", sender="root"))
@@ -268,3 +274,17 @@ async def test_a_plugins_tables_are_created_and_migrated_by_the_runtime(tmp_path
         assert await run(_columns, engine, "notes_items") == ["id", "body", "colour"]
         assert await run(stored_version, engine, "notes") == 2
         await tb.aclose()
+
+
+def test_a_plugins_metric_cannot_take_a_core_name_or_another_shape() -> None:
+    metrics = Metrics()
+    core = metrics.messages_in
+    with pytest.raises(ValueError, match="declared with labels"):
+        metrics.declare(core.name, "mine", ["x"])
+    with pytest.raises(ValueError, match="chatfn_<plugin>_"):
+        metrics.declare("greetings", "no prefix", [])
+    mine = metrics.declare("chatfn_doors_seen", "seen", ["kind"])
+    assert metrics.declare("chatfn_doors_seen", "seen", ["kind"]) is mine
+    assert metrics.declared("chatfn_doors_seen") is mine
+    with pytest.raises(KeyError):
+        metrics.declared("chatfn_doors_never")
