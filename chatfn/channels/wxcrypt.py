@@ -129,6 +129,19 @@ class WxCrypt:
         except UnicodeDecodeError:
             raise CryptError("does not decrypt with the EncodingAESKey") from None
 
+    def decrypt_file(self, data: bytes) -> bytes:
+        """A file the platform stored encrypted (the intelligent robot's images): AES-256-CBC
+        with the key (IV its first 16 bytes), PKCS#7 to 32 bytes, no random prefix, length or
+        receive id. CryptError when it does not decrypt."""
+        if not data or len(data) % 16:
+            raise CryptError("file is not whole AES blocks", 400)
+        dec = Cipher(algorithms.AES(self.key), modes.CBC(self.key[:16])).decryptor()
+        plain = dec.update(data) + dec.finalize()
+        pad = plain[-1]
+        if not 1 <= pad <= BLOCK or plain[-pad:] != bytes([pad]) * pad:
+            raise CryptError("file does not decrypt with the EncodingAESKey")
+        return plain[:-pad]
+
     def open(self, signature: str, timestamp: str, nonce: str, encrypt: str) -> str:
         """Check the signature over `encrypt`, then decrypt it."""
         self.check(signature, timestamp, nonce, encrypt)

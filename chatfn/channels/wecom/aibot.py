@@ -22,7 +22,9 @@ bot starts in a chat (a reminder) go to the `response_url` of the chat's newest 
 A stream nobody answers finishes empty after `STREAM_LIFE` seconds.
 
 Chats: `private:<userid>` (chattype single) and `group:<chatid>`; the robot's own mention
-(`@name` first in a group message's text) is removed.
+(`@name` first in a group message's text) is removed. Images (an image message, or the
+images of a mixed one) are fetched from the URL the callback names, through
+chatfn.common.fetch, and decrypted with the EncodingAESKey (WeCom stores them encrypted).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from chatfn.channels.wecom.api import NETWORK_ERRORS, WecomApi, WecomError
 from chatfn.channels.wecom.channel import ACK_WAIT, WecomChannel, read_body
 from chatfn.channels.wecom.send import ChatRef, parse_chat_id, utf8_len
 from chatfn.channels.wecom.settings import WecomSettings
-from chatfn.channels.wxcrypt import CryptError
+from chatfn.channels.wxcrypt import BLOCK, CryptError
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamEvent
 
 __all__ = ["MAX_STREAM", "STREAM_LIFE", "AibotChannel", "AibotSender", "Stream"]
@@ -219,8 +221,8 @@ class AibotChannel(WecomChannel):
             if stream is None:
                 return web.Response(text="")  # not ours (any more): nothing to say
             return self.sealed(stream.frame(), nonce)
-        if kind != "text":
-            return web.Response(text="")  # events, images, mixed, voice: not answered
+        if kind not in ("text", "image", "mixed"):
+            return web.Response(text="")  # events, voice, files: not answered
         return await self._message(message, nonce)
 
     async def _message(self, message: dict[str, Any], nonce: str) -> web.Response:
@@ -248,9 +250,11 @@ class AibotChannel(WecomChannel):
 
     async def _incoming(self, chat: str, message: dict[str, Any]) -> IncomingMessage | None:
         group = chat.startswith("group:")
-        text = str((message.get("text") or {}).get("content") or "")
+        texts, urls = _items(message)
+        text = "\n".join(texts)
         if group:
             text = _LEADING_MENTION.sub("", text, count=1)
+        images = [i for u in urls[:4] if (i := await self._image(u)) is not None]
         user = str(message["from"]["userid"])
         return self.incoming(
             chat,
@@ -260,4 +264,39 @@ class AibotChannel(WecomChannel):
             is_group=group,
             is_at_bot=group,
             message_id=str(message["msgid"]),
+            images=images,
         )
+
+    async def _image(self, url: str) -> str | None:
+        """An image sent to the robot: fetched from the URL the callback names (through
+        chatfn.common.fetch, `bot.fetch`'s bounds) and decrypted with the EncodingAESKey."""
+        from chatfn.common.fetch import FetchError, fetch
+
+        allow = getattr(getattr(self.host.settings, "bot", None), "fetch", None)
+        try:
+            got = await fetch(url, allow=allow, max_bytes=kit.MAX_IMAGE_IN + BLOCK, timeout=15)
+            data = self.crypt.decrypt_file(got.data)
+        except (FetchError, CryptError) as exc:
+            self.log.warning("WeCom robot image not read: {}", exc)
+            return None
+        mime = kit.image_mime(data)
+        return None if mime is None else kit.data_uri(data, mime)
+
+
+def _items(message: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The texts and image URLs of a text, image or mixed message."""
+    kind = message.get("msgtype")
+    items = [message]
+    if kind == "mixed":
+        items = [
+            i for i in (message.get("mixed") or {}).get("msg_item") or [] if isinstance(i, dict)
+        ]
+    texts, urls = [], []
+    for item in items:
+        if item.get("msgtype") == "text":
+            texts.append(str((item.get("text") or {}).get("content") or ""))
+        elif item.get("msgtype") == "image":
+            url = str((item.get("image") or {}).get("url") or "")
+            if url.startswith(("https://", "http://")):
+                urls.append(url)
+    return texts, urls

@@ -68,6 +68,7 @@ async def start(fake: FakeAibot, tmp_path: Path, model: Any = None) -> tuple[Aib
     driver = AibotDriver(fake)
     settings = parse_settings(
         {
+            "bot": {"fetch": {"allow_networks": ["127.0.0.0/8"]}},  # the local WeCom's images
             "storage": {"url": f"sqlite:///{tmp_path / 'aibot.db'}"},
             "plugins": {"paths": []},
             "channels": {"wecom": driver.channel_settings()},
@@ -186,3 +187,23 @@ async def test_a_long_answer_fills_the_stream_then_the_response_url(
     finally:
         await driver.detach()
         await bot.aclose()
+
+
+async def test_images_are_fetched_and_decrypted(robot: tuple[AibotDriver, Bot]) -> None:
+    from tests.channels.contract import PNG
+
+    driver, bot = robot
+    fake = driver.fake
+    assert await fake.say(fake.image_message("u6", PNG, "look at this")) == 200
+    await fake.wait_sent("u6", 1)
+    [text] = await user_texts(bot, "private:u6")
+    assert text.startswith("look at this") and "[image: " in text
+    assert await fake.say(fake.image_message("u7", PNG)) == 200
+    await fake.wait_sent("u7", 1)
+    assert "[image: " in (await user_texts(bot, "private:u7"))[0]
+    # A file that is not encrypted with the robot's key: not read, the text still is.
+    message = fake.image_message("u8", PNG, "and this")
+    fake.plain_images.update(fake.media)
+    assert await fake.say(message) == 200
+    await fake.wait_sent("u8", 1)
+    assert await user_texts(bot, "private:u8") == ["and this"]

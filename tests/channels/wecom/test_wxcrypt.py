@@ -123,3 +123,13 @@ def test_xml_with_a_doctype_or_not_xml_is_refused() -> None:
             read_xml(body)
         assert refused.value.status == 400
     assert read_xml("<xml><A>1</A><B><C>2</C></B></xml>") == {"A": "1", "B.C": "2"}
+
+
+def test_a_stored_file_decrypts_and_a_foreign_one_does_not() -> None:
+    key, other = WECOM["key"], str(MP["key"])  # fixed: a wrong key's padding is checked
+    data = bytes(range(256)) * 3
+    stored = PlatformCrypt("t", key, "").encrypt_file(data)
+    assert WxCrypt("t", key, "").decrypt_file(stored) == data
+    for bad in (b"", b"short", PlatformCrypt("t", other, "").encrypt_file(data)):
+        with pytest.raises(CryptError):
+            WxCrypt("t", key, "").decrypt_file(bad)

@@ -343,6 +343,7 @@ class FakeAibot(FakeWecom):
         self.poll_for = 30.0  # WeCom: six minutes
         self.response_codes: dict[str, str] = {}  # response_code -> chat native id
         self.streams_seen: list[dict[str, Any]] = []  # every stream frame answered
+        self.plain_images: set[str] = set()  # images served unencrypted (tests)
 
     async def __aenter__(self) -> FakeAibot:
         await super().__aenter__()
@@ -350,6 +351,29 @@ class FakeAibot(FakeWecom):
 
     def _routes(self, app: web.Application) -> None:
         app.router.add_post("/cgi-bin/aibot/response", self._response)
+        app.router.add_get("/aibot/img/{name}", self._image)
+
+    async def _image(self, request: web.Request) -> web.Response:
+        """An image a user sent, stored encrypted with the robot's key (as WeCom's is)."""
+        data = self.media.get(request.match_info["name"])
+        if data is None:
+            return web.Response(status=404)
+        if request.match_info["name"] in self.plain_images:  # a test's broken file
+            return web.Response(body=data, content_type="image/png")
+        return web.Response(body=self.crypt.encrypt_file(data), content_type="image/png")
+
+    def image_message(self, user: str, data: bytes, text: str = "") -> dict[str, Any]:
+        """A user's image (with `text`: a mixed message of the two)."""
+        message = self.message(user, text)
+        url = f"{self.base}/aibot/img/{self.add_media(data)}"
+        image = {"msgtype": "image", "image": {"url": url}}
+        del message["text"]
+        if text:
+            message["msgtype"] = "mixed"
+            message["mixed"] = {"msg_item": [{"msgtype": "text", "text": {"content": text}}, image]}
+        else:
+            message.update(image)
+        return message
 
     async def _response(self, request: web.Request) -> web.Response:
         chat = self.response_codes.pop(request.query.get("response_code", ""), None)

@@ -57,5 +57,12 @@ class PlatformCrypt:
         size = int.from_bytes(plain[16:20], "big")
         return plain[20 : 20 + size].decode(), plain[20 + size :].decode()
 
+    def encrypt_file(self, data: bytes) -> bytes:
+        """A file as the intelligent robot's storage keeps it: AES-256-CBC, PKCS#7 to 32."""
+        padder = padding.PKCS7(256).padder()
+        padded = padder.update(data) + padder.finalize()
+        enc = Cipher(algorithms.AES(self.key), modes.CBC(self.key[:16])).encryptor()
+        return enc.update(padded) + enc.finalize()
+
     def sign(self, timestamp: str, nonce: str, encrypt: str = "") -> str:
         return signature(self.token, timestamp, nonce, *([encrypt] if encrypt else []))
