@@ -33,7 +33,6 @@ whose source is github.com/kaiheila/api-docs, docs/zh-cn/):
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import math
@@ -46,7 +45,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.kit import serve
+from tests.channels.fake_platform import FakePlatform
 
 TOKEN = "1/MTAwMDA=/fakeKookBotToken=="
 BOT_ID = "1900000001"
@@ -101,8 +100,14 @@ def _refuse(message: str, code: int = 40000, status: int = 200) -> web.Response:
     return _answer(None, status=status, code=code, message=message)
 
 
-class FakeKook:
+class FakeKook(FakePlatform):
+    """KOOK on the fake-platform base (tests/channels/fake_platform.py): its server, `wait_for`
+    and `notify`; `drop()` here is KOOK's own (the gateway's sockets cut, the session kept)."""
+
+    client_max_size = 50 * 1024 * 1024
+
     def __init__(self) -> None:
+        super().__init__()
         self.token = TOKEN
         self.posted: list[Posted] = []
         self.refused: list[tuple[str, str]] = []  # (path, why)
@@ -122,45 +127,28 @@ class FakeKook:
         self.resent = 0  # events sent again after a ping whose sn was behind
         self._assets: dict[str, bytes] = {}
         self._session: _Session | None = None
-        self._sockets: list[web.WebSocketResponse] = []
         self._compress: dict[int, bool] = {}  # id(socket) -> whether its frames are zlib
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- server --------------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeKook:
-        app = web.Application(client_max_size=50 * 1024 * 1024)
-        app.router.add_get("/gateway", self._gateway)
-        app.router.add_get("/assets/{name}", self._asset)
-        app.router.add_route("*", "/api/v3/{path:.*}", self._api)
-        self._runner, self.port = await serve(app)
-        return self
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/gateway", self._gateway)
+        router.add_get("/assets/{name}", self._asset)
+        router.add_route("*", "/api/v3/{path:.*}", self._api)
 
-    async def __aexit__(self, *exc: object) -> None:
-        for ws in list(self._sockets):
-            await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    async def check(self, request: web.Request) -> web.StreamResponse | None:
+        """Every API call needs `Authorization: Bot <token>` (reference.md, 鉴权)."""
+        if not request.path.startswith("/api/"):
+            return None
+        if request.headers.get("Authorization") != f"Bot {self.token}":
+            self.calls.append(f"{request.method} {request.path.removeprefix('/api/v3/')}")
+            await self.notify()
+            return _refuse("你的用户凭证不正确", code=401, status=401)
+        return None
 
     @property
     def api_base(self) -> str:
         return f"{self.base}/api"
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: Any, timeout: float = 15.0) -> Any:
-        async with asyncio.timeout(timeout), self._changed:
-            while not (got := predicate()):
-                await self._changed.wait()
-            return got
 
     def sent_to(self, kind: str, target: str) -> list[Posted]:
         return [p for p in self.posted if p.kind == kind and p.target == target]
@@ -173,13 +161,11 @@ class FakeKook:
         try:
             return await self._call(request)
         finally:
-            await self._notify()
+            await self.notify()
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         path = request.match_info["path"]
         self.calls.append(f"{request.method} {path}")
-        if request.headers.get("Authorization") != f"Bot {self.token}":
-            return _refuse("你的用户凭证不正确", code=401, status=401)
         q = request.query
         gets = {
             "user/me": lambda: _answer(
@@ -382,7 +368,7 @@ class FakeKook:
         finally:
             self._sockets.remove(ws)
             self._compress.pop(id(ws), None)
-            await self._notify()
+            await self.notify()
         return ws
 
     async def _open(self, ws: web.WebSocketResponse, q: dict[str, str], compress: bool) -> bool:
@@ -422,7 +408,7 @@ class FakeKook:
             await self._send(
                 ws, {"s": 1, "d": {"code": 0, "session_id": self._session.id}}, compress
             )
-        await self._notify()
+        await self.notify()
         return True
 
     async def _listen(self, ws: web.WebSocketResponse, compress: bool) -> None:
@@ -444,7 +430,7 @@ class FakeKook:
                     if event["sn"] > sn:
                         self.resent += 1
                         await self._send(ws, event, compress)
-                await self._notify()
+                await self.notify()
 
     @property
     def connected(self) -> bool:
@@ -461,7 +447,8 @@ class FakeKook:
             await self._send(ws, event, self._compress.get(id(ws), True))
 
     async def drop(self) -> None:
-        """The connection breaks (the session stays: the client resumes)."""
+        """The gateway connection breaks (the session stays: the client resumes); the HTTP
+        server stays up (the base's drop restarts it)."""
         for ws in list(self._sockets):
             await ws.close(code=4000)
 

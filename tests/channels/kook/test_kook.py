@@ -414,3 +414,17 @@ async def stored_texts(bot: Any, chat_id: str, texts: list[str]) -> bool:
             return [r.text for r in conn.execute(query)]
 
     return bool(await bot.storage.run(read) == texts)
+
+
+async def test_a_send_cut_or_answered_5xx_is_sent_again(fake: FakeKook, tmp_path: Path) -> None:
+    """A create whose connection is cut without an answer, then one answered 502: the reply
+    waits in the outbox (Unreachable) and goes out once KOOK answers again, once."""
+    fake.drop_next("/direct-message/create")
+    fake.refuse_next("/direct-message/create", 502, body={"code": 502, "message": "bad gateway"})
+    driver = KookDriver(fake)
+    async with running(driver, tmp_path):
+        chat = Chat("private", "2201")
+        await driver.say(chat, "through")
+        [reply] = await driver.sent(chat, 1, timeout=30)
+    assert reply.text == "echo: through" and fake.scripted_answers == 2
+    assert len(fake.sent_to("private", "2201")) == 1
