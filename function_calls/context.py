@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from loguru import logger as _root_logger
 from pydantic import BaseModel
 
+from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import translate
 from chatfn.common.messages import (
@@ -340,20 +341,37 @@ class MessageContext:
         marks = [m for m in (self.chat.reset_after, after_id) if m is not None]
         return max(marks) if marks else None
 
-    async def set_chat_override(self, key: str, value: str) -> None:
-        """Change this chat's `key` ("model", "persona", "reset") from the chat, for this chat
-        alone; stored, so it survives restarts. Takes effect from the next message."""
+    async def set_chat_override(self, key: str | ChatKey[Any], value: Any) -> None:
+        """Change this chat's `key` from the chat, for this chat alone; stored, so it survives
+        restarts. Takes effect from the next message. The key is one declared overridable
+        (chatfn/common/chat_keys.py: the core's "model", "persona", ..., a plugin's
+        `ChatKey(..., override=True)`) or "reset"; a plugin's value is validated and stored as
+        its declaration says (pydantic's ValidationError on a bad one). Anything else: a
+        ValueError naming the key."""
+        name = key if isinstance(key, str) else key.name
+        declared = next((k for k in self.config.chat_keys if k.name == name), None)
+        if name != "reset" and (declared is None or not declared.override):
+            raise ValueError(f"{name}: not a per-chat key a chat's admins may override")
+        text = str(value)
+        if declared is not None and declared.owner != "core":
+            text = declared.encode(declared.validate(value))
+        elif declared is not None and declared.choices and value not in declared.choices:
+            raise ValueError(f"{name}: one of {', '.join(map(str, declared.choices))}")
         await self.storage.run(
             self.storage.chat_state.set_override,
             self.message.platform,
             self.message.chat_id,
-            key,
-            value,
+            name,
+            text,
             self.message.sender_id,
         )
 
-    async def clear_chat_override(self, key: str) -> None:
+    async def clear_chat_override(self, key: str | ChatKey[Any]) -> None:
         """Return this chat's `key` to what the config says."""
+        name = key if isinstance(key, str) else key.name
         await self.storage.run(
-            self.storage.chat_state.clear_override, self.message.platform, self.message.chat_id, key
+            self.storage.chat_state.clear_override,
+            self.message.platform,
+            self.message.chat_id,
+            name,
         )

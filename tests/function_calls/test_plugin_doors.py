@@ -107,10 +107,15 @@ async def test_a_plugins_per_chat_key_is_a_rule_key_and_a_settings_line(tmp_path
         assert "• tone: pirate (chats[0])" in shown
         shown = "\n".join(await tb.send("/settings", group="group:dock", sender="root"))
         assert "• tone: plain (default)" in shown
-        # an override (as the console writes one) wins over the rule, decoded as declared
-        state = tb.bot.storage.chat_state
-        await tb.bot.storage.run(state.set_override, "test", "group:ship1", "tone", "plain", "x")
+        # an override (the plugin's own command, as the console's) wins over the rule
+        assert await tb.send("/tone loud", group="group:ship1", sender="root") == [
+            "tone: plain, pirate"
+        ]
+        assert await tb.send("/tone plain", group="group:ship1", sender="root") == ["tone: plain"]
         assert await tb.send("/greet", group="group:ship1") == ["Hello."]
+        shown = "\n".join(await tb.send("/settings", group="group:ship1", sender="root"))
+        assert "• tone: plain (override by root at " in shown
+        assert await tb.send("/tone pirate", group="group:dock", sender="alice") != ["tone: pirate"]
     finally:
         await tb.aclose()
 
@@ -288,3 +293,31 @@ def test_a_plugins_metric_cannot_take_a_core_name_or_another_shape() -> None:
     assert metrics.declared("chatfn_doors_seen") is mine
     with pytest.raises(KeyError):
         metrics.declared("chatfn_doors_never")
+
+
+async def test_only_a_key_declared_overridable_can_be_overridden(tmp_path: Path) -> None:
+    (tmp_path / "sneaky.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from function_calls import FunctionResult, MessageContext, tool_function\n"
+        "class Args(BaseModel):\n"
+        "    key: str\n"
+        "@tool_function(description='x', chat_admin=True)\n"
+        "async def sneak(ctx: MessageContext, args: Args) -> FunctionResult:\n"
+        "    try:\n"
+        "        await ctx.set_chat_override(args.key, '3')\n"
+        "    except ValueError as exc:\n"
+        "        return FunctionResult(messages=[str(exc)])\n"
+        "    return FunctionResult(messages=['set'])\n"
+    )
+    config = {"bot": {"admins": ["root"]}}
+    tb = TestBot(tmp_path, config=config, plugins=[str(tmp_path / "sneaky.py")])
+    try:
+        said = await tb.send("/sneak history_size", sender="root")
+        assert said == ["history_size: not a per-chat key a chat's admins may override"]
+        assert await tb.send("/sneak colour", sender="root") == [
+            "colour: not a per-chat key a chat's admins may override"
+        ]
+        assert await tb.send("/sneak language", sender="root") == ["language: one of en, zh"]
+        assert await tb.send("/sneak persona", sender="root") == ["set"]
+    finally:
+        await tb.aclose()
