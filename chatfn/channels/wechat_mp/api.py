@@ -166,6 +166,22 @@ class MpApi:
                     self.forget(token)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def check(self) -> None:
+        """get_api_domain_ip: a call that needs nothing but a valid access_token (the
+        credentials still work; a token ended early is fetched again, which a rotated
+        AppSecret refuses)."""
+        for attempt in (0, 1):
+            token = await self.token()
+            url = f"{self.base}/cgi-bin/get_api_domain_ip"
+            async with self.session().get(url, params={"access_token": token}) as r:
+                try:
+                    checked(r.status, await r.read())
+                    return
+                except MpError as exc:
+                    if exc.code not in TOKEN_INVALID or attempt:
+                        raise
+                    self.forget(token)
+
     async def custom_send(self, payload: dict[str, Any]) -> None:
         """message/custom/send: a customer-service message (48 h after the user spoke)."""
         await self.call("/cgi-bin/message/custom/send", payload=payload)

@@ -71,9 +71,12 @@ class WechatMpChannel(
         host.add_web_route("GET", settings.webhook_path, self._verify)
         host.add_web_route("POST", settings.webhook_path, self._callback)
 
+    #: Seconds between the credential checks while serving (serve()).
+    keepalive: float = 300.0
+
     async def connect(self) -> str:
         try:
-            await self.api.token()
+            await self.api.check()
         except AuthRefused as exc:
             raise kit.CredentialsRefused(
                 f"WeChat refused {CREDENTIALS} ({exc}): check the AppSecret and that the bot's "
@@ -83,6 +86,22 @@ class WechatMpChannel(
             raise kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})") from None
         mode = "safe mode" if self.crypt is not None else "plain mode"
         return f"account {self.cfg.app_id} ({mode}), callback at {self.cfg.webhook_path}"
+
+    async def serve(self) -> None:
+        """Up (the callback is served by the web server); every `keepalive` seconds the
+        credentials are checked, so an AppSecret rotated while no one writes shows the
+        channel down (refused: the kit's connect loop takes over) rather than at the next
+        send."""
+        self.up()
+        while await self.pause(self.keepalive):
+            try:
+                await self.connect()
+            except kit.CredentialsRefused:
+                raise
+            except kit.Unreachable as exc:
+                self.down(exc)
+                continue
+            self.up()
 
     async def close(self) -> None:
         for slot in self.slots.values():

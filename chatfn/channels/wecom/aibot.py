@@ -179,6 +179,9 @@ class AibotChannel(WecomChannel):
         # The robot has no API to log in to: its callback is checked by the token and key.
         return f"intelligent robot, callback at {self.cfg.webhook_path}"
 
+    async def serve(self) -> None:
+        await kit.PlatformChannel.serve(self)  # nothing to keep alive
+
     async def opened(self, request: web.Request) -> str:
         q = request.query
         try:

@@ -28,7 +28,13 @@ from typing import Any
 from aiohttp import web
 
 from chatfn.channels import kit
-from chatfn.channels.wecom.api import NETWORK_ERRORS, AuthRefused, WecomApi, WecomError
+from chatfn.channels.wecom.api import (
+    NETWORK_ERRORS,
+    AuthRefused,
+    RateLimited,
+    WecomApi,
+    WecomError,
+)
 from chatfn.channels.wecom.send import CREDENTIALS, WecomSender
 from chatfn.channels.wecom.settings import WecomSettings
 from chatfn.channels.wxcrypt import MAX_BODY, CryptError, WxCrypt, read_xml
@@ -53,6 +59,9 @@ async def read_body(request: web.Request) -> bytes:
 
 
 class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="WeCom"):
+    #: Seconds between the credential checks while serving (serve()).
+    keepalive: float = 300.0
+
     def __init__(self, host: ChannelHost, settings: WecomSettings) -> None:
         super().__init__(host, settings)
         receive_id = settings.corp_id if settings.mode == "app" else ""
@@ -74,6 +83,8 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             agent = await self.api.agent()
         except AuthRefused as exc:
             raise kit.CredentialsRefused(f"WeCom refused {CREDENTIALS} ({exc}): {_HINT}") from None
+        except RateLimited as exc:
+            raise kit.Unreachable(f"WeCom agent/get rate limited ({exc})") from None
         except WecomError as exc:
             raise kit.CredentialsRefused(
                 f"WeCom agent/get refused channels.wecom.agent_id {self.cfg.agent_id} ({exc}): "
@@ -83,6 +94,22 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             raise kit.Unreachable(f"WeCom not reachable at {self.cfg.api_base} ({exc})") from None
         name = agent.get("name") or "?"
         return f"app {name} (agent {self.cfg.agent_id}), callback at {self.cfg.webhook_path}"
+
+    async def serve(self) -> None:
+        """Up (the callback is served by the web server); every `keepalive` seconds agent/get
+        checks the credentials still work, so a secret revoked while no one writes shows the
+        channel down (refused: the kit's connect loop takes over) rather than at the next
+        send."""
+        self.up()
+        while await self.pause(self.keepalive):
+            try:
+                await self.connect()
+            except kit.CredentialsRefused:
+                raise
+            except kit.Unreachable as exc:
+                self.down(exc)
+                continue
+            self.up()
 
     async def close(self) -> None:
         await self.api.aclose()

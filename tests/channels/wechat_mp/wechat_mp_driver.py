@@ -33,7 +33,9 @@ def as_sent(chat: Chat, posted: list[Posted]) -> list[Sent]:
 
 class WechatMpDriver:
     platform = "wechat_mp"
-    features = frozenset({"images_in", "images_out", "plain", "split", "crash_redelivery"})
+    features = frozenset(
+        {"images_in", "images_out", "plain", "split", "crash_redelivery", "credentials"}
+    )
     max_length = 2048
     bot_user = "gh_0fakeaccount"
 
@@ -62,6 +64,7 @@ class WechatMpDriver:
         self.fake.callback_url = (
             f"http://127.0.0.1:{self.listener.bound_port}{settings.webhook_path}"
         )
+        self.channel.keepalive = 0.1  # the credential check while serving, every 300 s
         self._task = asyncio.create_task(self.channel.run())
         async with asyncio.timeout(30):
             await self.channel.wait_ready()
@@ -114,7 +117,11 @@ class WechatMpDriver:
         self.fake.rate_limited[chat.native] = retry_after
 
     async def refuse_credentials(self, refused: bool) -> None:
-        raise NotImplementedError
+        if refused:  # the AppSecret reset in the admin: tokens made with it end too
+            self._secret, self.fake.app_secret = self.fake.app_secret, "rotated"
+            self.fake.revoke_tokens()
+        else:
+            self.fake.app_secret = self._secret
 
 
 __all__ = ["WechatMpDriver", "as_sent"]

@@ -2,7 +2,8 @@
 makes, as documented (https://developers.weixin.qq.com/doc/offiaccount/: Basic_Information/
 Get_access_token.html, Message_Management/Service_Center_messages.html (message/custom/send),
 Asset_Management/New_temporary_materials.html and Get_temporary_materials.html (media/upload,
-media/get), Basic_Information/Access_Overview.html (the URL check), Message_Management/
+media/get), Basic_Information/Get_the_WeChat_server_IP_address.html (get_api_domain_ip),
+Basic_Information/Access_Overview.html (the URL check), Message_Management/
 Receiving_standard_messages.html and Passive_user_reply_message.html (the callback and its
 reply), Message_encryption_and_decryption_instructions.html (safe mode); error codes from
 Getting_Started/Global_Return_Code.html).
@@ -85,6 +86,7 @@ class FakeWechatMp:
         app.router.add_post("/cgi-bin/message/custom/send", self._custom)
         app.router.add_post("/cgi-bin/media/upload", self._upload)
         app.router.add_get("/cgi-bin/media/get", self._media_get)
+        app.router.add_get("/cgi-bin/get_api_domain_ip", self._domain_ip)
         self._runner, port = await serve(app)
         self.base = f"http://127.0.0.1:{port}"
         return self
@@ -116,6 +118,11 @@ class FakeWechatMp:
         token = f"mptok-{next(self._ids)}"
         self.tokens.add(token)
         return web.json_response({"access_token": token, "expires_in": 7200})
+
+    async def _domain_ip(self, request: web.Request) -> web.Response:
+        if (bad := self._token_ok(request)) is not None:
+            return bad
+        return web.json_response({"ip_list": ["101.89.47.18", "101.91.34.103"]})
 
     def _token_ok(self, request: web.Request) -> web.Response | None:
         token = request.query.get("access_token", "")

@@ -43,7 +43,15 @@ def as_sent(chat: Chat, posted: list[Posted]) -> list[Sent]:
 class WecomDriver:
     platform = "wecom"
     features = frozenset(
-        {"images_in", "images_out", "plain", "split", "rate_limit", "crash_redelivery"}
+        {
+            "images_in",
+            "images_out",
+            "plain",
+            "split",
+            "rate_limit",
+            "crash_redelivery",
+            "credentials",  # noticed by the channel's keepalive (agent/get) while serving
+        }
     )
     max_length = 2048
     bot_user = "chatfn-app"
@@ -73,6 +81,7 @@ class WecomDriver:
         self.fake.callback_url = (
             f"http://127.0.0.1:{self.listener.bound_port}{settings.webhook_path}"
         )
+        self.channel.keepalive = 0.1  # the credential check while serving, every 300 s
         self._task = asyncio.create_task(self.channel.run())
         async with asyncio.timeout(30):
             await self.channel.wait_ready()
@@ -125,7 +134,11 @@ class WecomDriver:
         self.fake.rate_limited[chat.native] = retry_after
 
     async def refuse_credentials(self, refused: bool) -> None:
-        raise NotImplementedError
+        if refused:  # the secret rotated in the admin console: tokens made with it end too
+            self._secret, self.fake.secret = self.fake.secret, "rotated"
+            self.fake.revoke_tokens()
+        else:
+            self.fake.secret = self._secret
 
 
 __all__ = ["WecomDriver", "as_sent", "serve_webhooks"]
@@ -138,6 +151,10 @@ class AibotDriver(WecomDriver):
     response_url replies."""
 
     features = frozenset({"groups", "mention_only", "no_group_mentions", "crash_redelivery"})
+
+    async def refuse_credentials(self, refused: bool) -> None:
+        raise NotImplementedError("the robot has no credentials to refuse, only its callback's")
+
     max_length = 20480
     bot_user = "chatfnbot"
     fake: Any
