@@ -178,3 +178,22 @@ async def test_check_offline_and_online(fake: FakeWecom) -> None:
     missing = await check(WecomSettings(), True)
     assert [p.status for p in missing] == ["fail"]
     assert SPEC.capabilities is not None and SPEC.capabilities.confirm_stored
+
+
+async def test_a_group_chat_of_the_app_is_written_through_appchat(
+    running: tuple[WecomDriver, Bot],
+) -> None:
+    from chatfn.common.messages import DeliveryRefused, OutgoingMessage
+
+    driver, _ = running
+    fake = driver.fake
+    out = OutgoingMessage("wecom", "group:wrkSFfCgAAtMQKg4xqDatM5C9IDHFpTw", "**hello** all")
+    await driver.channel.send(out)
+    [posted] = await fake.wait_sent("wrkSFfCgAAtMQKg4xqDatM5C9IDHFpTw", 1)
+    assert posted.body == {
+        "chatid": "wrkSFfCgAAtMQKg4xqDatM5C9IDHFpTw",
+        "msgtype": "text",
+        "text": {"content": "hello all"},
+    }
+    with pytest.raises(DeliveryRefused, match="not a WeCom chat id"):
+        await driver.channel.send(OutgoingMessage("wecom", "channel:x y", "no"))
