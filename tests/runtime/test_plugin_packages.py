@@ -23,6 +23,7 @@ from loguru import logger
 from chatfn.check import Report, check_plugin_status
 from chatfn.common.messages import OutgoingMessage
 from chatfn.common.version import __version__
+from chatfn.runtime.console import ops as console_ops
 from chatfn.runtime.settings import parse_settings
 from chatfn.testing import TestBot
 
@@ -179,6 +180,8 @@ async def test_a_plugin_for_another_chatfn_is_left_out_in_one_line(
             f"plugin future not loaded: it supports chatfn >=99, this is chatfn {__version__}"
         ]
         assert len(old) == 1 and "<0.1" in old[0]
+        not_loaded = console_ops.plugins(tb.bot)["not_loaded"]
+        assert {n["name"] for n in not_loaded} == {"future", "old"}
         report = Report()
         check_plugin_status(report, tb.settings)
         rows = {c.name: (c.name, c.status, c.detail) for c in report.checks}
@@ -261,6 +264,12 @@ async def test_the_breaker_opens_after_failures_and_closes_after_the_cool_down(
         notices = [m for m in recorder.sent if m.chat_id == "ops"]
         assert len(notices) == 1 and notices[0].notice and "flaky" in notices[0].text
         assert tb.bot.metrics.plugins_switched_off.values == {("flaky", "failures"): 1}
+        # The console's plugins page says so (GET /admin/api/plugins).
+        shown = {p["name"]: p for p in console_ops.plugins(tb.bot)["plugins"]}
+        assert shown["flaky"]["state"] == "off"
+        assert "too many failures" in shown["flaky"]["status"]
+        assert shown["flaky"]["meta"]["distribution"] == "chatfn-flaky"
+        assert shown["reminders"]["meta"] is None or shown["reminders"]["builtin"]
         # After the cool-down (the bot's clock), the next message finds it on again;
         # half-open, one more failure switches it off again at once.
         now[0] += 121

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from chatfn.common.metrics import Metrics
     from chatfn.runtime.delivery import Delivery
     from chatfn.runtime.outbox import Outbox
+    from chatfn.runtime.plugin_breaker import PluginGuard
     from chatfn.runtime.plugins import LoadedPlugin
     from chatfn.runtime.settings import Settings
     from chatfn.runtime.switch import Switch
@@ -29,6 +30,7 @@ class ConsoleBot(Protocol):
     settings: Settings
     storage: Storage
     plugins: list[LoadedPlugin]
+    guard: PluginGuard
     switch: Switch
     delivery: Delivery
     outbox: Outbox

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -133,16 +134,20 @@ def plugins(bot: Bot) -> dict[str, Any]:
     out = []
     for p in loaded:
         status = p.state(settings)
+        off = bot.guard.state(p.name) if not p.builtin else None
         out.append(
             {
                 "name": p.name,
                 "builtin": p.builtin,
-                "state": status.state,
-                "status": status.detail,
+                "state": "off" if off else status.state,
+                "status": off or status.detail,
                 "functions": sorted(s.name for s in p.specs()),
+                # An installed package's or a declaring plugin's metadata (PluginMeta).
+                "meta": dataclasses.asdict(p.meta) if p.meta is not None else None,
             }
         )
-    return {"plugins": out, **views.health(bot, detail=True)}
+    skipped = [{"name": n, "why": why} for n, why in settings.plugins_skipped.items()]
+    return {"plugins": out, "not_loaded": skipped, **views.health(bot, detail=True)}
 
 
 async def check(console: Any, user: str, address: str, online: bool) -> dict[str, Any]:
