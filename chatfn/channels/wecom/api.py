@@ -209,7 +209,7 @@ class WecomApi:
             token = await self.token()
             params = {"access_token": token, "media_id": media_id}
             async with self.session().get(f"{self.base}/cgi-bin/media/get", params=params) as r:
-                if r.content_type == "application/json" or r.status != 200:
+                if r.status != 200 or r.content_type in ("application/json", "text/plain"):
                     try:
                         checked(r.status, await r.read())
                     except WecomError as exc:
