@@ -119,6 +119,9 @@ class Console:
             return json.loads(response.read())
 
 
+TONE_PLUGIN = Path(__file__).resolve().parents[2] / "fixtures" / "plugins" / "tone.py"
+
+
 def _hash(user: str) -> str:
     # A low scrypt cost: the hash names its own, and a test need not pay for a login's.
     return hash_password(PASSWORDS[user], n=2**10)
@@ -129,7 +132,8 @@ def _settings(tmp: Path) -> Any:
     return parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp / 'admin.db'}"},
-            "plugins": {"paths": []},
+            # A third-party plugin with a per-chat key of its own: the chat's form shows it.
+            "plugins": {"paths": [str(TONE_PLUGIN)]},
             "bot": {"model": "main", "language": "en", "timezone": "UTC"},
             "models": {
                 "main": {**model, "price": {"input": 2.0, "output": 8.0, "cached_input": 0.5}},

@@ -297,6 +297,32 @@ def test_a_model_chosen_and_a_reset_in_the_page_apply_to_the_next_message(
     )
 
 
+def test_a_plugins_per_chat_key_is_a_field_of_the_chats_form(
+    console: Console, browser: Any
+) -> None:
+    """tests/fixtures/plugins/tone.py declares `tone` (a choice, overridable) and nothing else:
+    the chat's form shows it, and a value saved there is the chat's override."""
+    page = console.url + f"/admin/chats/http/{TEAM.replace(':', '%3A')}"
+    state = console.bot.storage.chat_state
+
+    def override() -> Any:
+        found = console.run(console.bot.storage.run(state.overrides, "http", TEAM))
+        return found["tone"].value if "tone" in found else None
+
+    login(browser, console, "alice")
+    open_page(browser, page)
+    assert "default" in css(browser, '[data-source="tone"]').text
+    css(browser, '#set-tone option[value="pirate"]').click()
+    css(browser, "#save-settings").click()
+    wait(browser).until(lambda d: "admin:alice" in css(d, '[data-source="tone"]').text)
+    assert override() == "pirate"
+    open_page(browser, page)
+    css(browser, 'input[name="tone-config"]').click()
+    css(browser, "#save-settings").click()
+    wait(browser).until(lambda d: "admin:alice" not in css(d, '[data-source="tone"]').text)
+    assert override() is None
+
+
 def test_a_scoped_user_sees_and_changes_only_their_chats(console: Console, browser: Any) -> None:
     console.needs("/admin/api/chats", "/admin/api/plugins")
     login(browser, console, "carol")
