@@ -13,6 +13,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -156,6 +157,7 @@ def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
         if have == wheel.version:
             print(f"{wheel.name} {wheel.version} is installed already")
             return 0
+        listed = _index_line(wheel, settings.index_url, base)
         changes = plugin_pip.would_install(str(wheel.path), options, upgrade=True)
         refused = plugin_pip.changes_refused(changes, keep=wheel.name)
         if refused:
@@ -173,6 +175,7 @@ def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
         ]
         lines = wheel.describe()
         lines.append(f"also installs: {', '.join(others) or 'nothing else'}")
+        lines += [listed] if listed else []
         if have is not None:
             lines.insert(0, f"upgrade {wheel.name} {have} -> {wheel.version}")
         if not confirm(lines, "Install?", args.yes):
@@ -181,6 +184,24 @@ def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
         plugin_pip.pip("install", *options, "--upgrade", str(wheel.path))
     print(f"installed {wheel.name} {wheel.version}; it loads when the bot next starts")
     return 0
+
+
+def _index_line(wheel: Any, index_url: str | None, base: Path) -> str | None:
+    """What `plugins.index_url` says of the wheel: a hash it does not list for a version it
+    lists is refused (ValueError); None without an index."""
+    from chatfn.plugin_index import listed_hashes, read_index
+
+    if not index_url:
+        return None
+    hashes = listed_hashes(read_index(index_url, base), wheel.name, wheel.version)
+    if hashes is None:
+        return f"index:       {wheel.name} {wheel.version} is not listed in {index_url}"
+    if wheel.sha256 not in hashes:
+        raise ValueError(
+            f"not installing {wheel.name} {wheel.version}: its sha256 {wheel.sha256} is not "
+            f"one plugins.index_url lists for it ({', '.join(sorted(hashes))})"
+        )
+    return f"index:       listed in {index_url}, sha256 matches"
 
 
 def _upgrade(args: argparse.Namespace) -> int:

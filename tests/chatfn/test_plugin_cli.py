@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -120,8 +121,11 @@ class Venv:
             check=False,
         )
 
-    def chatfn(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return self.run("-m", "chatfn", "plugin", *args, "--config", str(self.config), stdin=stdin)
+    def chatfn(
+        self, *args: str, stdin: str = "", config: Path | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        file = str(config or self.config)
+        return self.run("-m", "chatfn", "plugin", *args, "--config", file, stdin=stdin)
 
 
 @pytest.fixture
@@ -194,12 +198,39 @@ def test_install_upgrade_remove_with_confirmation_and_refusals(venv: Venv, tmp_p
             plugins={name: f"chatfn_{name}"},
         )
     digest = hashlib.sha256(first.read_bytes()).hexdigest()
+    # plugins.index_url: an index listing hello 1.0 with its hash, pinner 1.0 with another.
+    index = {
+        "format": 1,
+        "plugins": [
+            {
+                "name": name,
+                "kind": "package",
+                "distribution": f"chatfn-{name}",
+                "summary": name,
+                "versions": [
+                    {
+                        "version": "1.0",
+                        "chatfn": "",
+                        "files": [{"filename": "w.whl", "sha256": sha}],
+                    }
+                ],
+            }
+            for name, sha in (("hello", digest), ("pinner", "0" * 64))
+        ],
+    }
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    indexed = tmp_path / "indexed.yaml"
+    indexed.write_text("plugins:\n  package_index: wheels\n  index_url: index.json\n")
 
     # Asked first: package, version, permissions, hash; "n" installs nothing.
-    no = venv.chatfn("install", "chatfn-hello==1.0", stdin="n\n")
+    no = venv.chatfn("install", "chatfn-hello==1.0", stdin="n\n", config=indexed)
     assert no.returncode == 1 and "not installed" in no.stdout
     for shown in ("chatfn-hello 1.0 (plugin hello)", "permissions: model, network", digest):
         assert shown in no.stdout
+    assert "listed in index.json, sha256 matches" in no.stdout
+    # A file whose hash is not the one the index lists for that version: refused.
+    wrong = venv.chatfn("install", "chatfn-pinner", "--yes", config=indexed)
+    assert wrong.returncode == 2 and "is not one plugins.index_url lists" in wrong.stderr
     assert "no plugin package installed" in venv.chatfn("list").stdout
     yes = venv.chatfn("install", "chatfn-hello==1.0", stdin="y\n")
     assert yes.returncode == 0, yes.stderr
