@@ -13,7 +13,7 @@ work goes to `await run_blocking(func, ...)`, a thread pool kept apart from the 
 
 from chatfn.common.blocking import run_blocking
 from chatfn.common.chat_keys import ChatKey
-from chatfn.common.config import ConfigError, ConfigPath, Section, zone_named
+from chatfn.common.config import ConfigError, ConfigPath, CoreSettings, Section, zone_named
 from chatfn.common.fetch import (
     FetchAllow,
     Fetched,
@@ -90,6 +90,7 @@ __all__ = [
     "FetchWrongType",
     "IPNetwork",
     "ConfigPath",
+    "CoreSettings",
     "Section",
     "Status",
     "Storage",

@@ -203,6 +203,7 @@ class Plugin(Generic[S]):
     _patterns: Callable[[Any], list[str]] | None = field(default=None, repr=False)
     _health: Callable[[PluginHost, bool], dict[str, Any]] | None = field(default=None, repr=False)
     _check: Callable[[Any, bool], list[CheckLine]] | None = field(default=None, repr=False)
+    _adopt: Callable[[CoreSettings, Any], None] | None = field(default=None, repr=False)
     # What an operator is shown (`chatfn check`, `chatfn plugin list`, the install prompt);
     # left empty, an installed package's own metadata fills them (chatfn/runtime/plugin_registry).
     description: str = ""
@@ -252,6 +253,12 @@ class Plugin(Generic[S]):
         self._check = func
         return func
 
+    def adopt(self, func: Callable[[CoreSettings, S], None]) -> Callable[[CoreSettings, S], None]:
+        """`func(settings, section)`: run once the config is validated, to carry an old key of
+        the plugin's section over to where it lives now (as a channel spec's `adopt`)."""
+        self._adopt = func
+        return func
+
     def on_setup(self, func: SetupHook) -> SetupHook:
         """Run when the bot is built (sync): wire services that need no event loop."""
         self.setup_hooks.append(func)
@@ -282,6 +289,11 @@ class Plugin(Generic[S]):
             return []
         section = settings.section(self.settings) if self.settings is not None else None
         return self._patterns(section)
+
+    def adopt_into(self, settings: CoreSettings) -> None:
+        if self._adopt is not None:
+            section = settings.section(self.settings) if self.settings is not None else None
+            self._adopt(settings, section)
 
     def tables_for(self, settings: CoreSettings) -> Tables | None:
         """The tables this configuration needs (None: none)."""

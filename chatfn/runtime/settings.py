@@ -260,7 +260,9 @@ def parse_settings(
     for name, spec in channels.specs.items():
         if spec.adopt is not None:
             spec.adopt(settings, getattr(settings.channels, name))
-    _adopt_reminders_timezone(settings)
+    for loaded in plugins:  # a plugin's old keys carried over (`@plugin.adopt`)
+        if loaded.plugin is not None:
+            loaded.plugin.adopt_into(settings)
     _fold_legacy_chat_keys(settings)
     return settings
 
@@ -341,15 +343,6 @@ def _fold_legacy_chat_keys(settings: Settings) -> None:
             for chat_id, functions in legacy.items()
         ]
         settings.chats = rules + settings.chats
-
-
-def _adopt_reminders_timezone(settings: Settings) -> None:
-    """Before `bot.timezone` existed, `reminders.timezone` also set the zone of the system
-    prompt; a config that sets only the latter keeps meaning the same."""
-    reminders = getattr(settings, "reminders", None)
-    zone = getattr(reminders, "timezone", None)
-    if settings.bot.timezone is None and zone:
-        settings.bot.timezone = zone
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

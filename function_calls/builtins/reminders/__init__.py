@@ -3,7 +3,7 @@ database with APScheduler's job store, so they survive restarts and fire exactly
 
 from __future__ import annotations
 
-from function_calls import Plugin, PluginHost, Status
+from function_calls import CoreSettings, Plugin, PluginHost, Status
 from function_calls.builtins.reminders.console import VIEW
 from function_calls.builtins.reminders.functions import (
     reminder_delete,
@@ -33,6 +33,14 @@ def status(cfg: ReminderSettings) -> Status:
     return Status(
         "on", f"{zone}, grace period {cfg.grace_period:g} s, at most {cfg.max_per_user} per user"
     )
+
+
+@plugin.adopt
+def zone_for_the_bot(settings: CoreSettings, cfg: ReminderSettings) -> None:
+    """Before `bot.timezone` existed, `reminders.timezone` also set the zone of the system
+    prompt; a config that sets only the latter keeps meaning the same."""
+    if settings.bot.timezone is None and cfg.timezone:
+        settings.bot.timezone = cfg.timezone
 
 
 @plugin.on_setup
