@@ -66,6 +66,9 @@ async def test_a_gateway_holds_kook_and_dingtalk_and_a_worker_answers(
         await asyncio.to_thread(gateway.wait_for, "KOOK channel:")
         await asyncio.to_thread(gateway.wait_for, "DingTalk channel:")
         await asyncio.to_thread(worker.wait_for, "1 live worker(s)")
+        # the log line comes after who-am-I; the gateway socket and the stream a moment later
+        await kook.wait_for(lambda: kook.connected and kook._session is not None, timeout=30)
+        await ding.wait_connected(timeout=30)
         for i in range(3):
             await kook.say("private", "U1", "U1", f"/echo k{i}")
         await kook.say("group", "C1", "U2", "/echo kg", mention=True)
