@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from providers.scripted import ScriptedModel, say
 from providers.types import ModelCapabilities
 from tests.fakes.images import png
 from tests.fakes.slow_files import SlowFiles
+from tests.kit import until
 
 VISION = ModelCapabilities(streaming=False, vision=True)
 # asyncio's default executor on this machine; two more slow downloads than it has threads.
@@ -57,13 +57,6 @@ def _message(chat: str, text: str, images: list[str] | None = None) -> IncomingM
     )
 
 
-async def _until(check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "the slow downloads did not start"
-        await asyncio.sleep(0.05)
-
-
 async def _send(tb: TestBot, msg: IncomingMessage) -> list[str]:
     async def collect(_out: OutgoingMessage) -> None:
         return None
@@ -87,7 +80,9 @@ async def test_slow_images_do_not_stop_other_chats(tmp_path: Path) -> None:
             urls = [f"{files.url}/trickle/{m}-{i}.png" for i in range(4)]
             slow.append(asyncio.create_task(_send(tb, _message(f"slow{m}", "look", urls))))
         try:
-            await _until(lambda: files.trickling >= DEFAULT_THREADS, 10)
+            await until(
+                lambda: files.trickling >= DEFAULT_THREADS, 10, "the slow downloads did not start"
+            )
             async with asyncio.timeout(PROMPT):
                 assert await _send(tb, _message("carol", "hi")) == ["hello"]
             async with asyncio.timeout(PROMPT):
@@ -130,7 +125,11 @@ async def test_a_trickling_image_ends_at_its_deadline(
             answer = await _send(tb, _message("frank", "look", urls))
             assert time.monotonic() - started < 2
             assert answer == ["I could not download that image."]
-            await _until(lambda: files.trickling == 0 and files.dropped == 4, 2)
+            await until(
+                lambda: files.trickling == 0 and files.dropped == 4,
+                2,
+                "the slow downloads did not start",
+            )
         finally:
             await tb.aclose()
     assert model.requests == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from tests.channels.feishu.feishu_fake import (  # noqa: E402
     sign,
 )
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
+from tests.kit import free_port  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
@@ -589,12 +589,6 @@ async def test_the_long_connection_is_retried_until_the_endpoint_answers(
 
 
 # -- webhook mode ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_webhook_mode_on_the_http_channels_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,6 @@ side, a OneBot implementation connecting to it and the access token kept out of 
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from pathlib import Path
 
@@ -12,19 +11,14 @@ import aiohttp
 import yaml
 
 from tests.channels.onebot.onebot_sim import OneBotSim, plain
+from tests.kit import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "cli-onebot-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_bot_py_runs_onebot_and_http_side_by_side(tmp_path: Path) -> None:
-    ob_port, http_port = _free_port(), _free_port()
+    ob_port, http_port = free_port(), free_port()  # told in its config before it starts
     config = tmp_path / "config.yaml"
     config.write_text(
         yaml.safe_dump(

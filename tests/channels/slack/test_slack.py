@@ -10,7 +10,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.channels.contract import PNG, contract_registry  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.slack.slack_driver import SlackDriver, running  # noqa: E402
 from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
+from tests.kit import free_port, until  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/slack/events.json").read_text())
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -155,7 +155,10 @@ async def test_an_envelope_is_acknowledged_only_once_its_message_is_stored(
         first = await fake.push(fake.callback(fake.message_event("D9", "U9", "hold on")))
         await fake.wait_for(lambda: first in fake.acked)  # stored: its turn waits for the model
         queued = await fake.push(fake.callback(fake.message_event("D9", "U9", "queued behind")))
-        await asyncio.sleep(1.0)
+        # The bot's own message after it, which the channel acknowledges as soon as it reads
+        # it: read in order, the queued one was read (and taken) before.
+        own = await fake.push(fake.callback(fake.message_event("D99", BOT_USER, "own")))
+        await fake.wait_for(lambda: own in fake.acked)
         assert queued not in fake.acked  # taken, waiting for the chat's turn, not stored
         gate.set()
         await fake.wait_for(lambda: queued in fake.acked)
@@ -176,7 +179,10 @@ async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
         first = await fake.push(fake.callback(fake.message_event("D10", "U10", "hold on")))
         await fake.wait_for(lambda: first in fake.acked)
         queued = await fake.push(fake.callback(fake.message_event("D10", "U10", "queued behind")))
-        await asyncio.sleep(0.5)
+        # The bot's own message after it, which the channel acknowledges as soon as it reads
+        # it: read in order, the queued one was read (and taken) before.
+        own = await fake.push(fake.callback(fake.message_event("D99", BOT_USER, "own")))
+        await fake.wait_for(lambda: own in fake.acked)
     assert queued not in fake.acked
     # The next connection gets the unacknowledged envelope again (retry_attempt 1).
     async with running(driver, tmp_path) as bot:
@@ -200,10 +206,11 @@ async def test_an_event_whose_handling_failed_before_the_store_is_not_acknowledg
         fake.user("U12", "Fa")
         tries = broker_away(bot, monkeypatch, {"once": 1})
         envelope = await fake.push(fake.callback(fake.message_event("D12", "U12", "once")))
-        async with asyncio.timeout(15):
-            while not tries:
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(0.5)
+        await until(lambda: tries, 15)
+        # The bot's own message after it, which the channel acknowledges as soon as it reads
+        # it: read in order, the failed one was read before.
+        own = await fake.push(fake.callback(fake.message_event("D99", BOT_USER, "own")))
+        await fake.wait_for(lambda: own in fake.acked)
         assert envelope not in fake.acked
         await fake.drop()  # the next connection gets the unacknowledged envelope again
         await fake.wait_sent("D12", 1)
@@ -381,12 +388,6 @@ async def test_a_dead_bot_token_is_one_clear_line(fake: FakeSlack, tmp_path: Pat
 
 
 # -- the Events API ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def signed(body: bytes, secret: str = SECRET, at: int | None = None) -> dict[str, str]:
     """Slack's v0 signature (https://api.slack.com/authentication/verifying-requests-from-slack)."""
     stamp = str(at if at is not None else int(time.time()))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from tests.channels.telegram.telegram_driver import (  # noqa: E402
 )
 from tests.channels.telegram.telegram_fake import BOT_ID, BOT_USERNAME, FakeTelegram  # noqa: E402
 from tests.fakes.images import png  # noqa: E402
+from tests.kit import free_port, until  # noqa: E402
 
 
 @pytest.fixture
@@ -59,12 +59,6 @@ async def stored(bot: Bot, chat_id: str) -> list[Any]:
             )
 
     return await bot.storage.run(read)
-
-
-async def until(predicate: Any, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await predicate():
-            await asyncio.sleep(0.02)
 
 
 # -- chats, mentions, replies ------------------------------------------------------------------
@@ -355,7 +349,7 @@ async def test_an_update_is_confirmed_only_once_its_message_is_stored(
     chat, gate = fake.private(1016), asyncio.Event()
     async with running(driver, tmp_path, model=HeldModel(echo_model, gate)) as bot:
         await fake.message(chat, "hold on")
-        await until(lambda: has_stored(bot, "private:1016", 1))
+        await until(lambda: has_stored(bot, "private:1016", 1), 30.0)
         await fake.message(chat, "queued behind it")
         queued = fake.updates[-1]["update_id"]
         await taken_and_polled(driver, fake, queued)
@@ -377,7 +371,7 @@ async def test_a_message_taken_but_not_stored_when_the_bot_stops_comes_again(
     chat = fake.private(1017)
     async with running(driver, tmp_path, model=HeldModel(echo_model, asyncio.Event())) as bot:
         await fake.message(chat, "hold on")
-        await until(lambda: has_stored(bot, "private:1017", 1))
+        await until(lambda: has_stored(bot, "private:1017", 1), 30.0)
         await fake.message(chat, "queued behind it")
         await taken_and_polled(driver, fake, fake.updates[-1]["update_id"])
     # Stopped mid-turn: the first message is stored (a start with `resume` would answer it;
@@ -450,7 +444,7 @@ async def test_a_crash_between_send_and_mark_delivers_at_least_once(
                 )
                 return True
 
-        await until(lambda: bot.storage.run(unmark))
+        await until(lambda: bot.storage.run(unmark), 30.0)
     async with running(driver, tmp_path):
         sent = await fake.wait_sent(1009, 2)
     # The Bot API cannot read a chat's history to see it went out: at least once, here twice.
@@ -493,12 +487,6 @@ async def test_trust_group_admins_from_get_chat_member(fake: FakeTelegram, tmp_p
 
 
 # -- webhook mode ------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
     fake: FakeTelegram, tmp_path: Path
 ) -> None:
@@ -633,7 +621,7 @@ async def test_a_dead_token_is_one_clear_log_line(fake: FakeTelegram, tmp_path: 
 
         channel = SPEC.build(bot.channel_host, settings.channels.telegram)
         task = asyncio.create_task(channel.run())
-        await until(lambda: asyncio.sleep(0, bool(lines)))
+        await until(lambda: asyncio.sleep(0, bool(lines)), 30.0)
         await channel.stop()
         await task
         await bot.aclose()
