@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from chatfn.common.messages import SPOKEN_MARK
 from chatfn.storage.chat_state import Summary
 from chatfn.storage.db import StoredMessage
 from function_calls.context import MessageContext
@@ -100,7 +101,9 @@ def turn_note(ctx: MessageContext) -> str:
 def _as_message(row: StoredMessage) -> Message:
     if row.role == "assistant":
         return Message(role="assistant", content=row.text)
-    content = f"{row.sender_name or row.sender_id}: {row.text}" if row.is_group else row.text
+    # A transcribed voice message: the model is shown the user's words, not the mark.
+    text = row.text.removeprefix(SPOKEN_MARK)
+    content = f"{row.sender_name or row.sender_id}: {text}" if row.is_group else text
     return Message(role="user", content=content, name=row.sender_name or None)
 
 
@@ -137,6 +140,9 @@ def current_message(ctx: MessageContext, note: bool = True) -> Message:
     if msg.images and not ctx.images:  # a model without vision: it learns an image was there
         notes = " ".join(_image_notes(ctx))
         text = f"{text}\n{notes}" if text else notes
+    if msg.audio and not msg.spoken:  # not transcribed: it learns a voice message came
+        unheard = ctx.t("voice.note")
+        text = f"{text}\n{unheard}" if text else unheard
     if msg.is_group:
         text = f"{msg.display_name}: {text}"
     if note:

@@ -26,6 +26,7 @@ from function_calls.journal import TurnJournal
 from function_calls.llm import FunctionCallLLM
 from function_calls.permissions import visible_functions
 from function_calls.registry import Registry
+from function_calls.voice import hear
 from providers.base import ChatModel
 from providers.errors import (
     ContextLengthExceeded,
@@ -136,6 +137,9 @@ class FunctionCallRouter:
                 ctx.metrics.limit_refusals.labels(refusal.limit).inc()
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
+            return True
+        # A voice message's transcript becomes its text (function_calls/voice.py).
+        if (ctx.message.audio or ctx.message.transcript) and not await hear(ctx):
             return True
         if ctx.message.images and not await self._take_images(ctx):
             return True

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 T = TypeVar("T")
 
@@ -136,6 +136,29 @@ def _literal(annotation: Any) -> tuple[Any, ...] | None:
     return get_args(base) if get_origin(base) is Literal else None
 
 
+class VoiceChat(BaseModel):
+    """A chat's voice switches (`chats[].voice`, the `voice` override): `stt` transcribes the
+    voice messages its members send (when `voice.stt` names a provider); `tts` speaks the
+    bot's replies: "off", "on" (every reply) or "auto" (a reply to a voice message)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stt: bool = True
+    tts: Literal["off", "on", "auto"] = "off"
+
+
+#: A chat's voice switches (`ctx.chat.get(VOICE)`): set in `chats:` rules, a chat's override
+#: (`/tts`, the console's chat form). Declared by the core but resolved, shown and edited as
+#: a plugin's key is (its owner is "voice"), so nothing lists it by hand.
+VOICE: ChatKey[VoiceChat] = ChatKey(
+    "voice",
+    VoiceChat,
+    VoiceChat(),
+    override=True,
+    description="Voice: {stt: true/false, tts: off/on/auto}.",
+    owner="voice",
+)
+
 #: The core's per-chat keys, in the order `/settings` shows them. Their values come from
 #: `bot:` (and `limits:`) where no rule names them; `function_calls/chat_settings.py` resolves
 #: them, and the console validates the ones it changes against the running bot (a model that
@@ -161,6 +184,7 @@ CORE_CHAT_KEYS: tuple[ChatKey[Any], ...] = (
         override=True,
         description="The language of the bot's own words.",
     ),
+    VOICE,
     ChatKey("functions", dict[str, Any], override=True, description="enabled / disabled."),
     ChatKey("on_exceed", Any, description="Over a budget: refuse, or {downgrade_to: MODEL}."),
     ChatKey(

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey
+from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey, VoiceChat
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -195,6 +195,8 @@ class ChatRule(Section):
     language: Literal["en", "zh"] | None = None
     # Over a cost or token budget in these chats (else `limits.on_exceed`).
     on_exceed: OnExceed | None = None
+    # Voice in these chats: `{stt: false}` leaves voice messages untranscribed, `tts`.
+    voice: VoiceChat | None = None
     # A plugin's per-chat keys (`Plugin(chat_keys=...)`) are fields of the runtime's subclass
     # of this model (chatfn/runtime/settings.py), so a bad value names `chats[i].<key>`.
 
@@ -207,6 +209,63 @@ class ChatRule(Section):
     def get(self, name: str) -> Any:
         """The value this rule names for a per-chat key (None: it does not name it)."""
         return getattr(self, name, None)
+
+
+class SttSettings(Section):
+    """`voice.stt`: speech to text through an OpenAI-compatible `/audio/transcriptions` API
+    (OpenAI, Groq, SiliconFlow, a local faster-whisper or whisper.cpp server). No `model`:
+    voice messages are not transcribed (the history notes that one came)."""
+
+    # The API's base URL ("https://api.openai.com/v1", "http://127.0.0.1:8000/v1").
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    # The transcription model ("whisper-1", "whisper-large-v3"); None: no STT.
+    model: str | None = None
+    # The language spoken, as a hint (ISO 639-1: "en", "zh"); None: the model detects it.
+    language: str | None = None
+    # Longer voice messages are not transcribed: the user gets one short sentence instead.
+    max_seconds: float = Field(default=120.0, gt=0, le=3600)
+    # Seconds for one transcription request (the download has its own bound).
+    timeout: float = Field(default=60.0, gt=0)
+    # The largest audio file downloaded, in bytes.
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+
+    @property
+    def enabled(self) -> bool:
+        return self.model is not None
+
+
+class TtsSettings(Section):
+    """`voice.tts`: speaking replies. `openai`: an OpenAI-compatible `/audio/speech` API
+    (`base_url`, `api_key`, `model`, `voice`); `local`: espeak-ng from the system, no key.
+    No `provider`: no spoken replies."""
+
+    provider: Literal["openai", "local"] | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    # The speech model ("tts-1", "gpt-4o-mini-tts") and its voice ("alloy"); for `local`,
+    # `voice` is an espeak-ng voice ("en", "zh", "en-us+f3").
+    model: str | None = None
+    voice: str | None = None
+    # Another provider tried when this one fails ("local").
+    fallback: Literal["openai", "local"] | None = None
+    # A longer reply is sent as text only.
+    max_chars: int = Field(default=500, ge=1)
+    # Seconds for one speech request.
+    timeout: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _openai_needs_model(self) -> TtsSettings:
+        if self.provider == "openai" and not self.model:
+            raise ValueError("provider openai needs model (e.g. tts-1)")
+        return self
+
+
+class VoiceSettings(Section):
+    """`voice:`: voice messages in (speech to text) and spoken replies out."""
+
+    stt: SttSettings = Field(default_factory=SttSettings)
+    tts: TtsSettings = Field(default_factory=TtsSettings)
 
 
 class LimitValues(Section):
@@ -421,6 +480,8 @@ class CoreSettings(Section):
     # Per-chat settings: the first matching rule naming a setting decides it, else `bot:`.
     chats: list[ChatRule] = Field(default_factory=list)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    # Voice messages in (speech to text) and spoken replies (text to speech).
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     # The web admin console (chatfn/channels/http/admin, docs/admin-api.md).
     admin: AdminSettings = Field(default_factory=AdminSettings)
     # Directory relative paths (plugins, SQLite files) are resolved against: the config file's

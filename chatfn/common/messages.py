@@ -87,15 +87,42 @@ class IncomingMessage:
     # member status, ...), never from what the message says. `bot.trust_group_admins` lets a
     # group's owner and admins use the per-chat admin commands there.
     sender_roles: list[str] = field(default_factory=list)
+    # Voice the message carries: `https://...` URLs or `data:audio/...;base64,` URIs, handed
+    # on by the channel like images (the bot downloads, converts and transcribes them:
+    # function_calls/voice.py). `transcript`: the platform's own transcript of it, when it
+    # gives one (no speech-to-text call is made then). `spoken`: `text` is what was said (set
+    # by the bot once transcribed; the history marks it with SPOKEN_MARK).
+    audio: list[str] = field(default_factory=list)
+    transcript: str | None = None
+    spoken: bool = False
 
     @property
     def display_name(self) -> str:
         return self.sender_name or self.sender_id
 
+    def stored_text(self) -> str:
+        """The text as the history stores it when the message comes in: with a note per image
+        and per voice message (a transcript replaces the voice note once it is heard)."""
+        if self.spoken:
+            return SPOKEN_MARK + self.text
+        notes = [self.text, self.image_notes()] if self.images else [self.text]
+        notes += [f"[voice: {audio_label(ref)}]" for ref in self.audio]
+        return "\n".join(n for n in notes if n).strip() if len(notes) > 1 else self.text
+
     def image_notes(self) -> str:
         """The references as they are stored in history: `[image: URL]` per image (a data URI
         is named by its type and size, never stored)."""
         return "\n".join(f"[image: {image_label(ref)}]" for ref in self.images)
+
+
+#: How history marks a message whose text was spoken (a transcribed voice message); the model
+#: is shown the words without it.
+SPOKEN_MARK = "[voice] "
+
+
+def audio_label(ref: str) -> str:
+    """A voice reference as logs and notes name it (a data URI by its type and size)."""
+    return image_label(ref)
 
 
 #: The roles that make a sender a group's admin for `bot.trust_group_admins`.
@@ -136,6 +163,9 @@ class OutgoingMessage:
     # `data:image/...;base64,` URIs; each channel sends them as its platform's image message
     # (with the last part of a split text). `text` may be empty when there are images.
     images: list[str] = field(default_factory=list)
+    # The reply spoken (text to speech, `voice.tts`): `data:audio/...;base64,` URIs or URLs;
+    # a channel that takes audio sends it as its platform's voice message beside the text.
+    audio: list[str] = field(default_factory=list)
 
 
 class NotDelivered(Exception):

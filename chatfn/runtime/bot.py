@@ -544,7 +544,7 @@ class Bot:
         named = limits.plan(self.settings, msg, self.is_admin(msg)) if reaches else []
         row = None
         if stored_id is None:
-            text = f"{msg.text}\n{msg.image_notes()}".strip() if msg.images else msg.text
+            text = msg.stored_text()
             row = {
                 "platform": msg.platform,
                 "chat_id": msg.chat_id,

@@ -524,6 +524,17 @@ class Storage:
                 self.fence(conn, platform, chat_id)
             return self._add_message_in(conn, values)
 
+    def set_message_text(self, platform: str, chat_id: str, row_id: int, text: str) -> None:
+        """Replace a stored message's text: a voice message's note by its transcript
+        (function_calls/voice.py), once it is known. The row is stored first, as every
+        message is, so a failed transcription loses nothing."""
+        with self.engine.begin() as conn:
+            if self.fence is not None:
+                self.fence(conn, platform, chat_id)
+            conn.execute(
+                messages_table.update().where(messages_table.c.id == row_id).values(text=text)
+            )
+
     def _add_message_in(self, conn: Connection, values: dict[str, Any]) -> int:
         """Insert a history row (prebuilt statement; `created_at` defaults to now). An incoming
         message (role "user" with a platform message id) already stored under its id keeps its

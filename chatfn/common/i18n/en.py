@@ -56,6 +56,12 @@ MESSAGES: dict[str, str] = {
     "core.refused.needs_at": "{name} needs the bot to be @-mentioned",
     "core.refused.gone": "{name} is no longer available",
     # -- images ------------------------------------------------------------------------------
+    "voice.note": "[voice message, not transcribed]",
+    "voice.too_long": "That voice message is longer than {seconds} seconds; I only listen to "
+    "shorter ones. Please type it or send a shorter one.",
+    "voice.failed": "I could not understand that voice message. Please try again or type it.",
+    "voice.tool_missing": "I cannot play voice messages here (an audio tool is missing).",
+    "voice.summarised": "(summarised for speaking)",
     "image.note": "[image]",
     "image.described": "[image: {description}]",
     "image.too_big": "That image is too large (more than {limit} MB); I cannot look at it.",

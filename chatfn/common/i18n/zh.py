@@ -52,6 +52,11 @@ MESSAGES: dict[str, str] = {
     "core.refused.needs_at": "{name} 需要 @ 机器人才能使用",
     "core.refused.gone": "{name} 已不再可用",
     # -- images ------------------------------------------------------------------------------
+    "voice.note": "[语音消息，未转写]",
+    "voice.too_long": "这条语音超过 {seconds} 秒，我只听更短的语音。请打字或发一条更短的。",
+    "voice.failed": "我没能听懂这条语音，请重试或打字。",
+    "voice.tool_missing": "这里无法处理语音消息（缺少音频工具）。",
+    "voice.summarised": "（朗读时已概括）",
     "image.note": "[图片]",
     "image.described": "[图片：{description}]",
     "image.too_big": "这张图片太大了（超过 {limit} MB），我无法查看。",
