@@ -425,18 +425,22 @@ def check_channels(
     report: Report, settings: Settings, names: list[str] | None, online: bool
 ) -> None:
     """Each channel's own probe (its spec's `check`): offline its settings, online the
-    platform's "who am I". The channels named by `--channel` must pass (a ✗ fails the check);
-    without `--channel`, every channel with a `channels:` section is probed, and what would
-    stop it is a warning naming the `--channel` it concerns (a config may describe channels
-    this process does not run, as the template does)."""
+    platform's "who am I". The channels that will run must pass (a ✗ fails the check): those
+    named by `--channel`, else those of `channels.run`; and so must every channel whose section
+    holds credentials (an operator who wrote a token means to use it). Every other channel with
+    a `channels:` section is probed too, and what would stop it is a warning naming the
+    `--channel` it concerns (a config may describe channels this process does not run)."""
     from chatfn.runtime.channel_registry import ChannelNotFound, installed_channels
 
     found = installed_channels()
-    strict = bool(names)
-    wanted = names if names else sorted(settings.channels.model_fields_set)
+    run: list[str] | None = getattr(settings.channels, "run", None)
+    running = list(names or run or [])
+    configured = sorted(n for n in settings.channels.model_fields_set if n != "run")
+    wanted = list(dict.fromkeys(running + ([] if names else configured)))
+    strict = set(running) | {n for n in wanted if _holds_credentials(settings, n)}
 
     def add(label: str, status: Status, detail: str, channel: str) -> None:
-        if status == "fail" and not strict:
+        if status == "fail" and channel not in strict:
             status, detail = "warn", f"{detail} (needed with --channel {channel})"
         report.add(label, status, detail)
 
@@ -464,6 +468,18 @@ def check_channels(
             continue
         for probe in probes:
             add(probe.name or f"channel {name}", probe.status, probe.detail, name)
+
+
+def _holds_credentials(settings: Settings, name: str) -> bool:
+    """Whether the config sets a secret (a SecretStr key) in `channels.<name>`."""
+    from pydantic import BaseModel, SecretStr
+
+    section = getattr(settings.channels, name, None)
+    if not isinstance(section, BaseModel):
+        return False
+    return any(
+        isinstance(getattr(section, key, None), SecretStr) for key in section.model_fields_set
+    )
 
 
 def _importable(module: str) -> bool:

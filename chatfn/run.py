@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME",
         help="channel to run (console, http, onebot, mcp, or an installed one: any found "
-        "through the chatfn.channels entry points); repeat to run several (default: console)",
+        "through the chatfn.channels entry points); repeat to run several (default: "
+        "channels.run in the config, else console)",
     )
     parser.add_argument("--host", help="HTTP channel host (overrides channels.http.host)")
     parser.add_argument("--port", type=int, help="HTTP channel port (overrides channels.http.port)")
@@ -113,7 +114,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     from chatfn.runtime.startup import startup_line
 
     role = args.role
-    names = _channel_names(args)
+    names = _channel_names(args, settings)
     specs = _specs(names)  # before the bot opens its database: a wrong name is one line
     bot = Bot(settings)
     channels = _build_channels(args, bot, specs)
@@ -162,16 +163,17 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     return code
 
 
-def _channel_names(args: argparse.Namespace) -> list[str]:
-    """The channels to run: `--channel`s in order, once each (console by default); none for a
-    worker."""
+def _channel_names(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The channels to run: `--channel`s in order, once each, else `channels.run`, else the
+    console; none for a worker."""
     from chatfn.runtime.settings import ConfigError
 
     if args.role == "worker":
         if args.channel:
             raise ConfigError("--role worker holds no channels: give --channel to the gateway")
         return []
-    return list(dict.fromkeys(args.channel or ["console"]))
+    run: list[str] | None = getattr(settings.channels, "run", None)
+    return list(dict.fromkeys(args.channel or run or ["console"]))
 
 
 def _specs(names: list[str]) -> list[ChannelSpec[Any]]:

@@ -115,6 +115,9 @@ def _add(found: Channels, name: str, target: str, load: object) -> None:
             )
         return
     found.origin[name] = target
+    if name == "run":  # `channels.run` is the list of channels to run, not a channel's section
+        found.broken[name] = "the name 'run' is taken by the channels.run setting"
+        return
     try:
         spec = load()  # type: ignore[operator]
     except Exception as exc:  # an installed channel that cannot load must not stop the bot

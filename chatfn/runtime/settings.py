@@ -19,7 +19,7 @@ from typing import Any, Optional, get_args
 
 import yaml
 from loguru import logger
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, create_model, field_validator
 from pydantic_core import ErrorDetails
 
 from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey
@@ -90,6 +90,27 @@ Fields = tuple[tuple[str, type[BaseModel]], ...]
 Keys = tuple[tuple[str, Any], ...]
 
 
+class ChannelSections(Section):
+    """`channels:`: one section per channel found (fields added by `settings_class`), and
+    `run`, the channels `chatfn run` starts when no `--channel` is given (the flag overrides it;
+    unset: the console)."""
+
+    run: list[str] | None = None
+
+    @field_validator("run")
+    @classmethod
+    def _run_names_channels(cls, run: list[str] | None) -> list[str] | None:
+        if run is None:
+            return None
+        known = sorted(n for n in cls.model_fields if n != "run")
+        unknown = [n for n in run if n not in known]
+        if unknown:
+            raise ValueError(
+                f"no installed channel named {', '.join(unknown)} (found: {', '.join(known)})"
+            )
+        return list(dict.fromkeys(run))
+
+
 @lru_cache(maxsize=64)
 def _settings_class(sections: Fields, channels: Fields, keys: Keys = ()) -> type[Settings]:
     fields: dict[str, Any] = {
@@ -102,7 +123,7 @@ def _settings_class(sections: Fields, channels: Fields, keys: Keys = ()) -> type
     if channels:
         model = create_model(
             "ChannelSettings",
-            __base__=Section,
+            __base__=ChannelSections,
             **{name: (m, Field(default_factory=m)) for name, m in channels},  # type: ignore[call-overload]
         )
         fields["channels"] = (model, Field(default_factory=model))
