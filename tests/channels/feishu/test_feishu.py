@@ -280,6 +280,8 @@ async def test_the_token_is_renewed_when_due_and_when_refused(
     api.token.forget(await api.token.get())
     short = await api.token.get()
     assert await api.token.get() == short
+    # Kept: about time itself (renewed at half its life, 1 s; the token cache's clock is the
+    # real one).
     await asyncio.sleep(0.6)
     assert await api.token.get() != short and fake.tokens_issued == 5
 
@@ -481,7 +483,12 @@ async def test_an_event_is_answered_handled_only_once_its_message_is_stored(
         await fake.wait_for(lambda: fake.answers.get(first) == 200)  # stored, turn running
         queued = fake.message_event("oc_p9", "ou_9", group=False, text="queued behind")
         frame = await fake.push(queued)
-        await asyncio.sleep(1.0)
+        # The bot's own message after it, answered as soon as it is read: read in order, the
+        # queued one was read (and taken) before.
+        own = fake.message_event("oc_p99", "ou_99", group=False, text="own")
+        own["event"]["sender"]["sender_type"] = "app"
+        own_frame = await fake.push(own)
+        await fake.wait_for(lambda: fake.answers.get(own_frame) == 200)
         assert frame not in fake.answers  # taken, waiting for the chat's turn, not stored
         gate.set()
         await fake.wait_for(lambda: fake.answers.get(frame) == 200)
@@ -496,12 +503,15 @@ async def test_an_event_is_answered_handled_only_once_its_message_is_stored(
         await fake.wait_sent("oc_p9", 4)
         again = await fake.push(late)  # the platform's push again: the same event_id
         await fake.wait_for(lambda: fake.answers.get(again) == 200)
-        await asyncio.sleep(0.3)
+        # A message after it in the chat, answered: a second turn of `late` would be before it.
+        await fake.push(fake.message_event("oc_p9", "ou_9", group=False, text="after"))
+        await fake.wait_sent("oc_p9", 5)
     assert texts(fake, "oc_p9") == [
         "echo: hold on",
         "echo: queued behind",
         "echo: hold again",
         "echo: late",
+        "echo: after",
     ]
 
 
@@ -512,14 +522,13 @@ async def test_an_event_whose_handling_failed_before_the_store_is_answered_500(
     away; `Bot.handle` stands in for it): a 500, and the platform's push again is taken."""
     from chatfn.channels import intake
 
-    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.3)
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.0)  # the push again is taken at once
     driver = FeishuDriver(fake)
     async with running(driver, tmp_path) as bot:
         tries = broker_away(bot, monkeypatch, {"once": 1})
         event = fake.message_event("oc_p10", "ou_10", group=False, text="once")
         first = await fake.push(event)
         await fake.wait_for(lambda: fake.answers.get(first) == 500)
-        await asyncio.sleep(0.4)
         again = await fake.push(event)  # the platform's push again: the same event_id
         await fake.wait_for(lambda: fake.answers.get(again) == 200)
         await fake.wait_sent("oc_p10", 1)
