@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessag
 from tests.channels.contract import PNG, Chat
 from tests.channels.qq.qq_driver import QQDriver, running
 from tests.channels.qq.qq_fake import BOT_ID, FakeQQ, qq_sign
+from tests.kit import free_port, until
 
 logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
@@ -162,6 +162,7 @@ async def test_the_token_is_refreshed_before_it_expires_and_after_a_401(fake: Fa
         api = sender.api
         first = await api.token()
         assert await api.token() == first
+        # Kept: about time itself (the token's lifetime; the token cache's clock is the real one)
         await asyncio.sleep(0.8)
         second = await api.token()
         assert second != first and api.tokens_fetched == 2
@@ -507,12 +508,6 @@ async def test_intents_the_bot_lacks_are_one_error_naming_the_key(
 
 
 # -- the webhook --
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Path) -> None:
     from chatfn.runtime.bot import Bot
     from chatfn.runtime.channel_registry import find_channels
@@ -587,7 +582,10 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
 
 
 # -- a dead secret --
-async def test_a_dead_secret_is_one_clear_log_line(fake: FakeQQ, tmp_path: Path) -> None:
+async def test_a_dead_secret_is_one_clear_log_line(
+    fake: FakeQQ, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatfn.channels.kit import channel as kit_channel
     from chatfn.runtime.bot import Bot
     from chatfn.runtime.settings import parse_settings
 
@@ -608,12 +606,11 @@ async def test_a_dead_secret_is_one_clear_log_line(fake: FakeQQ, tmp_path: Path)
             base_dir=tmp_path,
         )
         bot = Bot(settings, load_plugins=False, builtins=False)
+        # Retried at once rather than every REFUSED_RETRY seconds: three refusals, one line.
+        monkeypatch.setattr(kit_channel, "REFUSED_RETRY", 0.01)
         channel = SPEC.build(bot.channel_host, settings.channels.qq)
         task = asyncio.create_task(channel.run())
-        async with asyncio.timeout(10):
-            while not lines:
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(0.3)
+        await until(lambda: lines and channel.refusals >= 3, 10, "not refused three times")
         await channel.stop()
         await task
         await bot.aclose()
