@@ -30,7 +30,6 @@ github.com/tencent-connect/bot-docs, docs/develop/api-v2/):
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import itertools
 import json
@@ -45,6 +44,8 @@ import aiohttp
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.channels.fake_platform import FakePlatform
 
 APP_ID = "102000001"
 SECRET = "fakeQQsecretForTests"
@@ -95,8 +96,11 @@ def _now_rfc3339(at: float | None = None) -> str:
     return datetime.fromtimestamp(time.time() if at is None else at, UTC).isoformat()
 
 
-class FakeQQ:
+class FakeQQ(FakePlatform):
+    client_max_size = 50 * 1024 * 1024
+
     def __init__(self, *, token_ttl: int = 7200, heartbeat_ms: int = 30000) -> None:
+        super().__init__()
         self.app_id = APP_ID
         self.secret = SECRET
         self.token_ttl = token_ttl
@@ -127,35 +131,14 @@ class FakeQQ:
         self.fetched: list[tuple[str, int]] = []  # (url, status) of the uploads fetched
         self._files: dict[str, bytes] = {}
         self._session: _Session | None = None
-        self._sockets: list[web.WebSocketResponse] = []
         self._ids = itertools.count(1)
-        self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- server --------------------------------------------------------------------------------
-    async def __aenter__(self) -> FakeQQ:
-        app = web.Application(client_max_size=50 * 1024 * 1024)
-        app.router.add_post("/app/getAppAccessToken", self._token)
-        app.router.add_get("/websocket", self._gateway_socket)
-        app.router.add_get("/files/{name}", self._file)
-        app.router.add_route("*", "/{path:.*}", self._api)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for ws in list(self._sockets):
-            await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/app/getAppAccessToken", self._token)
+        router.add_get("/websocket", self._gateway_socket)
+        router.add_get("/files/{name}", self._file)
+        router.add_route("*", "/{path:.*}", self._api)
 
     @property
     def token_url(self) -> str:
@@ -163,16 +146,6 @@ class FakeQQ:
 
     def next_id(self, prefix: str = "ROBOT1.0_") -> str:
         return f"{prefix}{next(self._ids):08d}"
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: Any, timeout: float = 15.0) -> Any:
-        async with asyncio.timeout(timeout), self._changed:
-            while not (got := predicate()):
-                await self._changed.wait()
-            return got
 
     def sent_to(self, scene: str, target: str) -> list[Posted]:
         return [p for p in self.posted if p.scene == scene and p.target == target]
@@ -206,7 +179,7 @@ class FakeQQ:
         try:
             return await self._call(request)
         finally:
-            await self._notify()  # what waits for a call, a refusal or a message looks again
+            await self.notify()  # what waits for a call, a refusal or a message looks again
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["path"]
@@ -367,7 +340,7 @@ class FakeQQ:
     ) -> web.Response:
         posted = Posted(scene, target, body, self.next_id("BOTMSG_"), images)
         self.posted.append(posted)
-        await self._notify()
+        await self.notify()
         return web.json_response({"id": posted.id, "timestamp": int(time.time())})
 
     async def _file(self, request: web.Request) -> web.Response:
@@ -435,7 +408,7 @@ class FakeQQ:
             else:
                 await ws.close(code=4001)
                 return ws
-            await self._notify()
+            await self.notify()
             async for frame in ws:
                 if frame.type != aiohttp.WSMsgType.TEXT:
                     continue
@@ -444,10 +417,10 @@ class FakeQQ:
                     self.heartbeats += 1
                     if self.acks:
                         await ws.send_json({"op": 11})
-                    await self._notify()
+                    await self.notify()
         finally:
             self._sockets.remove(ws)
-            await self._notify()
+            await self.notify()
         return ws
 
     async def _dispatch(self, ws: web.WebSocketResponse | None, kind: str, data: Any) -> None:
