@@ -35,6 +35,7 @@ This module composes a whole bot, so it sits at the top layer with the `chatfn` 
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -190,6 +191,22 @@ if pytest is not None:
             "allow_model_requests: this test may send real model requests (to a host that is "
             "not loopback); others have them refused",
         )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> None:
+        """An `async def` test asking for `testbot` runs on pytest-asyncio in any asyncio
+        mode: in its default (strict) mode such a test would need `@pytest.mark.asyncio`,
+        and a plugin author's first test would be skipped as "not natively supported". Only
+        the mark is added here; collecting stays pytest's."""
+        if not inspect.iscoroutinefunction(obj) or not collector.funcnamefilter(name):
+            return
+        try:
+            wants = "testbot" in inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            return
+        marks = getattr(obj, "pytestmark", [])
+        if wants and not any(getattr(m, "name", "") == "asyncio" for m in marks):
+            pytest.mark.asyncio(obj)
 
     #: Whether the test's own call failed: a refusal it raised is failure enough, no second
     #: one at teardown.
