@@ -14,6 +14,7 @@ from function_calls.context import OutgoingMessage, SystemEvent
 from providers.scripted import ScriptedModel, call, say
 from tests.channels.conftest import ESSAY, TOKEN, MakeOneBot
 from tests.channels.onebot.onebot_sim import OneBotSim, at, plain, reply, text
+from tests.kit import until
 
 SELF = 10001000
 GROUP = 123456
@@ -60,17 +61,16 @@ async def test_group_message_without_at_is_stored_not_answered(make_onebot: Make
         await sim.group_message(GROUP, ALICE, "just chatting &#91;not a code&#93;[CQ:face,id=14]")
         await sim.group_message(GROUP, ALICE, "[CQ:at,qq=424242] you there?")  # someone else
         await sim.group_message(GROUP, SELF, f"[CQ:at,qq={SELF}] my own echo")  # the bot's own
-        for _ in range(50):
-            if len(bot.storage.recent_messages("onebot", f"group:{GROUP}", 10)) == 2:
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)
+        # A last message after them, stored once the chat's earlier turns are over: whatever
+        # they would have asked of the model or sent came before it.
+        await sim.group_message(GROUP, ALICE, "last word")
+        await until(lambda: len(bot.storage.recent_messages("onebot", f"group:{GROUP}", 10)) == 3)
     finally:
         await sim.close()
     assert sim.sent("send_group_msg") == []
     assert model.requests == []
     stored = [m.text for m in bot.storage.recent_messages("onebot", f"group:{GROUP}", 10)]
-    assert stored == ["just chatting [not a code][face]", "@424242 you there?"]
+    assert stored == ["just chatting [not a code][face]", "@424242 you there?", "last word"]
 
 
 async def test_private_message_answered_and_quote_fetched(make_onebot: MakeOneBot) -> None:
@@ -140,12 +140,15 @@ async def test_member_join_gets_a_welcome(make_onebot: MakeOneBot) -> None:
         await sim.group_increase(GROUP, 5555, operator_id=ALICE)
         action = await sim.wait_action("send_group_msg")
         await sim.group_increase(GROUP, SELF)  # the bot itself joining: no self-welcome
-        await asyncio.sleep(0.2)
+        # Someone joining after it is welcomed next: a self-welcome would have come first.
+        await sim.group_increase(GROUP, 5556, operator_id=ALICE)
+        await sim.wait_actions(2, "send_group_msg")
     finally:
         await sim.close()
     assert action["params"]["group_id"] == GROUP
     assert plain(action["params"]["message"]) == "@5555 welcome to the group!"
-    assert len(sim.sent("send_group_msg")) == 1
+    sends = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
+    assert sends == ["@5555 welcome to the group!", "@5556 welcome to the group!"]
 
 
 async def test_token_checked(make_onebot: MakeOneBot) -> None:
