@@ -431,6 +431,9 @@ class AdminUser(Section):
 
 class AdminSettings(Section):
     """The web admin console on the HTTP channel's port (`/admin/`), on when a user is set."""
+    # `owner`: may also change the models, channels and config from the console (the first
+    # user, made by the first-run link, is one); `admin`: everything else.
+    role: Literal["owner", "admin"] = "admin"
 
     users: dict[str, AdminUser] = Field(default_factory=dict)
     # Hours a login lasts.

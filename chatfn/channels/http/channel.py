@@ -195,11 +195,10 @@ class HttpChannel(Channel):
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
             app.router.add_static("/vendor/", STATIC_DIR / "vendor")
             app.router.add_static("/js/", STATIC_DIR / "js")
-        # The web admin console under /admin/ (admin/), when `admin.users` is configured; its
-        # background work runs while the server does.
+        # The web admin console under /admin/ (admin/; with no `admin.users`, only its first
+        # run's setup page); its background work runs while the server does.
         self.admin = mount_admin(app, api, self.token, cfg.trust_proxy)
-        if self.admin is not None:
-            self.web.lifespan(self._start_console, api.console.stop)
+        self.web.lifespan(self._start_console, api.console.stop)
         self.mcp: Any = None
         if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
             from chatfn.channels.mcp.server import McpHttpEndpoint
@@ -623,6 +622,7 @@ class HttpChannel(Channel):
         finally:
             await self.stop()
 
+        self.admin.setup.announce(self.bound_port)  # the console's first-run link, if any
     async def stop(self) -> None:
         """Tell /v1/events clients the bot is closing, stop the webhook; safe to call twice (a
         signal and the end of `run`). The web server (the listener, the requests in flight,

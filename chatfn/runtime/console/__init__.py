@@ -11,6 +11,7 @@ own sessions.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatfn.common.config import AdminUser, CoreSettings
-from chatfn.runtime.console import ops, turns, views
+from chatfn.runtime.console import ops, setup, turns, views
 from chatfn.runtime.console.chats import Chats
 from chatfn.runtime.console.errors import ConsoleError
 from chatfn.runtime.console.health import health, worker_exposition
@@ -102,6 +103,23 @@ class Console:
         await self.run(store.end_session, self.storage.engine, token_hash(token))
 
     async def audit(
+    # -- the first run (setup.py): no user yet, a one-time link makes the owner -------------
+    def setup_needed(self) -> bool:
+        return not self.settings.admin.users
+
+    def setup_valid(self, token: str) -> bool:
+        settings: Any = self.settings  # the runtime's Settings (its config file)
+        return setup.valid(settings, token)
+
+    def setup_link(self, port: int | None) -> str:
+        settings: Any = self.settings
+        return setup.link(settings, setup.base_url(settings, port))
+
+    async def create_owner(self, name: str, password_hash: str, token: str) -> AdminUser:
+        """The first user, role owner, written to config.yaml (ConsoleError when refused)."""
+        settings: Any = self.settings
+        return await asyncio.to_thread(setup.create_owner, settings, name, password_hash, token)
+
         self,
         user: str,
         address: str,

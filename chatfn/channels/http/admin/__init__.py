@@ -1,5 +1,6 @@
 """The web admin console on the HTTP channel's port (issue 23; docs/admin-api.md): pages
-under `/admin/`, a JSON API under `/admin/api/`, served when `admin.users` is configured.
+under `/admin/`, a JSON API under `/admin/api/`. With no `admin.users` configured it runs in
+first-run mode: only the setup page (setup.py) answers, for the one-time link the bot prints.
 
 auth       sessions, CSRF, bearer token, the login and logout routes
 login      the login's guards: another site's form refused, one scrypt cost on every path
@@ -8,6 +9,7 @@ passwords  scrypt hashes (`chatfn admin passwd USER`)
 pages      login.html and index.html (static/, the pages themselves are adminui's)
 api        the JSON endpoints, each a thin call into `host.console` (chatfn/runtime/console)
 logs       the live log tail over Server-Sent Events
+setup      the first run: the one-time link's page that makes the first owner user
 """
 
 from __future__ import annotations
@@ -25,13 +27,11 @@ if TYPE_CHECKING:
 
 def mount(
     app: web.Application, host: ApiHost, token: str | None, trust_proxy: bool = False
-) -> AdminAuth | None:
-    """Add the console's routes and its auth middleware to the HTTP channel's app; None (and
-    nothing added) when no admin user is configured. `trust_proxy`: channels.http.trust_proxy
-    (chatfn/channels/http/proxy.py)."""
+) -> AdminAuth:
+    """Add the console's routes and its auth middleware to the HTTP channel's app (with no
+    admin user configured, everything but the first run's setup page is refused until the
+    owner is made). `trust_proxy`: channels.http.trust_proxy (chatfn/channels/http/proxy.py)."""
     users = host.settings.admin.users
-    if not users:
-        return None
     for name, user in users.items():
         if user.password is not None:
             logger.warning(
@@ -40,9 +40,8 @@ def mount(
                 name,
                 name,
             )
-    # Loaded here, not with the HTTP channel: a bot without admin users never holds the
-    # console's modules (about 1 MB; bench/README, peak RSS).
-    from chatfn.channels.http.admin import api, pages
+    # Loaded here, not with the HTTP channel (about 1 MB; bench/README, peak RSS).
+    from chatfn.channels.http.admin import api, pages, setup
     from chatfn.channels.http.admin.auth import AdminAuth
 
     auth = AdminAuth(host.console, token, trust_proxy)
@@ -50,5 +49,7 @@ def mount(
     app.router.add_post("/admin/login", auth.login)
     app.router.add_post("/admin/logout", auth.logout)
     api.add_routes(app, host)
+    auth.setup = setup.Setup(auth)
+    setup.add_routes(app, auth.setup)
     pages.add_routes(app, trust_proxy)
     return auth

@@ -20,6 +20,7 @@ from aiohttp import web
 from loguru import logger
 
 from chatfn.channels.http.admin import login as guard
+from chatfn.channels.http.admin import pages
 from chatfn.channels.http.admin.limiter import LoginLimiter
 from chatfn.channels.http.admin.pages import SECURITY_HEADERS
 from chatfn.channels.http.admin.passwords import verify_password
@@ -29,6 +30,7 @@ from chatfn.runtime.console import Console, Scope
 COOKIE = "chatfn_admin"
 CHANGES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 OPEN = ("/admin/static/", "/admin/login")
+SETUP = "/admin/setup"  # the first run's page (setup.py): the only other path while no user exists
 MAX_NAME = 64
 MAX_PASSWORD = 1024
 
@@ -41,6 +43,8 @@ class Identity:
     scope: Scope
     csrf: str | None  # None: a bearer-token client (no cookie, no CSRF)
     expires_at: str | None = None
+    # `owner` (or the bearer token): may change the models, channels and config.
+    owner: bool = False
 
     @property
     def bearer(self) -> bool:
@@ -68,6 +72,7 @@ class AdminAuth:
         # channels.http.trust_proxy: X-Forwarded-Proto / -Host say what the browser used.
         self.trust_proxy = trust_proxy
         self.limiter = LoginLimiter()
+        self.setup: Any = None  # the first run's page (setup.py), set by mount
         guard.dummy_for(console.settings.admin.users)  # made now, not in the first login's time
 
     # -- every request -------------------------------------------------------------------------
@@ -86,7 +91,7 @@ class AdminAuth:
         bearer = self._bearer(request)
         if bearer is not None:
             if bearer:
-                return Identity("bearer", Scope(), None)
+                return Identity("bearer", Scope(), None, owner=True)
             return None
         token = request.cookies.get(COOKIE, "")
         if not token or len(token) > 128:
@@ -97,8 +102,13 @@ class AdminAuth:
         scope = self.console.scope_of(row.user)
         if scope is None:  # the user was removed from the config: the login ends with it
             return None
+        user = self.console.user(row.user)
         return Identity(
-            row.user, scope, row.csrf, row.expires_at.isoformat().replace("+00:00", "Z")
+            row.user,
+            scope,
+            row.csrf,
+            row.expires_at.isoformat().replace("+00:00", "Z"),
+            owner=user is not None and user.role == "owner" and not scope.limited,
         )
 
     @web.middleware
@@ -115,7 +125,16 @@ class AdminAuth:
 
     async def _admitted(self, request: web.Request, handler: Any) -> web.StreamResponse:
         path = request.path
-        if path.startswith(OPEN[0]) or path == OPEN[1]:
+        if path.startswith(OPEN[0]):
+            return await handler(request)
+        if not self.console.settings.admin.users:  # first run: only the setup page
+            if path == SETUP:
+                return await handler(request)
+            why = "first run: open the setup link the bot printed (or run `chatfn check`)"
+            if path.startswith("/admin/api/"):
+                return web.json_response({"error": why}, status=403)
+            return web.Response(status=403, text=why, headers=pages.HEADERS)
+        if path == OPEN[1]:
             return await handler(request)
         who = await self.identify(request)
         if who is None:
@@ -187,7 +206,10 @@ class AdminAuth:
         await self.console.audit(name, address, "login")
         logger.info("admin {} logged in from {}", name, address)
         resp = web.HTTPSeeOther("/admin/")
-        secure = is_https(request, self.trust_proxy)
+        self.set_cookie(request, resp, token)
+        raise resp
+
+    def set_cookie(self, request: web.Request, resp: web.StreamResponse, token: str) -> None:
         resp.set_cookie(
             COOKIE,
             token,
@@ -195,9 +217,8 @@ class AdminAuth:
             path="/admin",
             httponly=True,
             samesite="Strict",
-            secure=secure,
+            secure=is_https(request, self.trust_proxy),
         )
-        raise resp
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
         who = request[WHO]
