@@ -1,0 +1,79 @@
+"""`channels.line:`: the LINE Messaging API channel's settings: issue 36's keys
+(`channel_secret`, `channel_access_token`, `api_base`), where the webhook is served, where
+pictures are offered to LINE (`public_url`), and the pacing and splitting numbers every
+channel has."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+#: The Messaging API's root (https://developers.line.biz/en/reference/messaging-api/).
+DEFAULT_API_BASE = "https://api.line.me"
+#: Where LINE serves the content users sent (GET /v2/bot/message/{id}/content).
+DEFAULT_DATA_BASE = "https://api-data.line.me"
+_WHERE = "(LINE Developers console -> your Messaging API channel)"
+
+
+class LineSettings(PlatformSettings):
+    """A LINE Official Account's Messaging API channel. LINE POSTs webhook events to
+    `webhook_path` on the HTTP channel's port, signed with `channel_secret`
+    (`X-Line-Signature`); answers go by the event's reply token while it is good, else by the
+    push API, with `channel_access_token`."""
+
+    channel_secret: SecretStr | None = None  # Basic settings -> Channel secret
+    channel_access_token: SecretStr | None = None  # Messaging API -> Channel access token
+    # The Messaging API's root. The content of users' images comes from api-data.line.me;
+    # with `api_base` set elsewhere (a proxy, a local server in tests) that serves both.
+    api_base: str = DEFAULT_API_BASE
+    webhook_path: str = "/line/webhook"
+    # The https address at which LINE's servers reach the bot's web server: a picture the
+    # model made is offered to LINE at {public_url}/line/media/<random token> (LINE's image
+    # message takes only https URLs). Not set: such pictures are not sent (a warning).
+    public_url: str | None = None
+    media_ttl: float = Field(default=600.0, gt=0, le=86400)  # seconds a picture is served
+    # Seconds a reply token is used after its event came (LINE: about a minute, once);
+    # later answers go by the push API.
+    reply_token_ttl: float = Field(default=50.0, gt=0, le=60)
+    # Seconds the webhook waits for its messages to be stored before answering 200 (not
+    # stored in time: 500, and LINE redelivers when webhook redelivery is on).
+    ack_wait: float = Field(default=1.5, gt=0, le=10)
+    # Characters per text message (LINE's limit is 5000, counted in UTF-16 units).
+    max_message_length: int = Field(default=5000, ge=100, le=5000)
+    send_rate: float = Field(default=5.0, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str) -> str:
+        return http_url(v, DEFAULT_API_BASE)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        if not v:
+            return None
+        return http_url(v, "https://bot.example.com")
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/") or "?" in v or "#" in v:
+            raise ValueError(f"expected a path such as /line/webhook, got {v!r}")
+        return v
+
+    @property
+    def data_base(self) -> str:
+        """Where users' content is read: api-data.line.me beside the real API, else
+        `api_base` (which then serves both)."""
+        return DEFAULT_DATA_BASE if self.api_base == DEFAULT_API_BASE else self.api_base
+
+    def problem(self) -> str | None:
+        missing = [
+            k for k in ("channel_secret", "channel_access_token") if getattr(self, k) is None
+        ]
+        if missing:
+            keys = ", ".join(f"channels.line.{k}" for k in missing)
+            return f"{keys} must be set {_WHERE}"
+        return None
