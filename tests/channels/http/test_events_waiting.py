@@ -22,6 +22,7 @@ from chatfn.channels.http.channel import HttpChannel
 from chatfn.runtime import outbox as outbox_module
 from chatfn.runtime.bot import Bot
 from tests.channels.test_outbox_delivery import make_bot, out, read_events, until_states
+from tests.kit import until
 
 
 @pytest.fixture(autouse=True)
@@ -55,9 +56,7 @@ async def until_live(bot: Bot, clients: list[aiohttp.ClientResponse], owed: int)
     `owed` waiting messages went out (to some client: written from `take_waiting`, or passed
     on by the outbox drain to the clients' queues, which a first live event read from the
     table may overtake; the second comes through the queue, after them)."""
-    async with asyncio.timeout(5):
-        while bot.outbox.stats()["delivered"] < owed:
-            await asyncio.sleep(0.01)
+    await until(lambda: bot.outbox.stats()["delivered"] >= owed, 5, "waiting ones not delivered")
     got: list[list[int]] = [[] for _ in clients]
     live: list[int] = []
     for n in range(2):
