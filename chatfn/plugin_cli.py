@@ -1,5 +1,6 @@
 """`chatfn plugin new NAME | list | install SPEC | upgrade NAME | remove NAME`: plugin packages
-in the bot's environment, through pip (chatfn/plugin_pip.py), from `plugins.package_index`.
+in the bot's environment, through pip (chatfn/runtime/plugin_install.py,
+plugin_pip.py: the console's market installs with the same code), from `plugins.package_index`.
 
 `install` and `upgrade` show what they would install (package, version, declared permissions,
 the wheel's sha256, anything else pip would bring) and ask before installing (`--yes`: do not
@@ -11,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -71,7 +70,7 @@ def confirm(lines: list[str], question: str, yes: bool) -> bool:
 
 
 def command(args: argparse.Namespace) -> int:
-    from chatfn import plugin_pip
+    from chatfn.runtime import plugin_pip
 
     handlers = {
         "new": _new,
@@ -97,7 +96,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from chatfn.plugin_pip import chatfn_range, declared
+    from chatfn.runtime.plugin_pip import chatfn_range, declared
     from chatfn.runtime.plugin_registry import GROUP, chosen, installed_distributions
     from chatfn.runtime.plugins import supports_safely
 
@@ -139,69 +138,34 @@ def _installed_source(dist: object, module: str) -> str | None:
 
 
 def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
-    from chatfn import plugin_pip
+    from chatfn.runtime.plugin_install import InstallRefused, plan
 
     settings, base = plugin_settings(args.config)
-    options = plugin_pip.index_options(settings.package_index, base)
     spec = args.name if upgrade else args.spec
-    with tempfile.TemporaryDirectory(prefix="chatfn-plugin-") as tmp:
-        wheel = plugin_pip.read_wheel(plugin_pip.fetch_wheel(spec, options, Path(tmp)))
-        if not wheel.plugins:
-            raise ValueError(
-                f"{wheel.name} {wheel.version} is not a chatfn plugin "
-                f"(no {plugin_pip.GROUP!r} entry point); not installed"
-            )
-        have = plugin_pip.installed_versions().get(plugin_pip.canonicalize_name(wheel.name))
-        if upgrade and have is None:
-            raise ValueError(f"{spec} is not installed (chatfn plugin install {spec})")
-        if have == wheel.version:
+    try:
+        found = plan(spec, settings, base, upgrade=upgrade)
+    except InstallRefused as exc:
+        wheel = exc.wheel
+        print(
+            f"chatfn: not installing {wheel.name} {wheel.version}: it would change",
+            file=sys.stderr,
+        )
+        for line in exc.changes:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    wheel = found.wheel
+    try:
+        if found.current:
             print(f"{wheel.name} {wheel.version} is installed already")
             return 0
-        listed = _index_line(wheel, settings.index_url, base)
-        changes = plugin_pip.would_install(str(wheel.path), options, upgrade=True)
-        refused = plugin_pip.changes_refused(changes, keep=wheel.name)
-        if refused:
-            print(
-                f"chatfn: not installing {wheel.name} {wheel.version}: it would change",
-                file=sys.stderr,
-            )
-            for line in refused:
-                print(f"  {line}", file=sys.stderr)
-            return 2
-        others = [
-            f"{n} {v}"
-            for n, v in sorted(changes.items())
-            if n != plugin_pip.canonicalize_name(wheel.name)
-        ]
-        lines = wheel.describe()
-        lines.append(f"also installs: {', '.join(others) or 'nothing else'}")
-        lines += [listed] if listed else []
-        if have is not None:
-            lines.insert(0, f"upgrade {wheel.name} {have} -> {wheel.version}")
-        if not confirm(lines, "Install?", args.yes):
+        if not confirm(found.lines(), "Install?", args.yes):
             print("not installed")
             return 1
-        plugin_pip.pip("install", *options, "--upgrade", str(wheel.path))
+        found.apply()
+    finally:
+        found.discard()
     print(f"installed {wheel.name} {wheel.version}; it loads when the bot next starts")
     return 0
-
-
-def _index_line(wheel: Any, index_url: str | None, base: Path) -> str | None:
-    """What `plugins.index_url` says of the wheel: a hash it does not list for a version it
-    lists is refused (ValueError); None without an index."""
-    from chatfn.plugin_index import listed_hashes, read_index
-
-    if not index_url:
-        return None
-    hashes = listed_hashes(read_index(index_url, base), wheel.name, wheel.version)
-    if hashes is None:
-        return f"index:       {wheel.name} {wheel.version} is not listed in {index_url}"
-    if wheel.sha256 not in hashes:
-        raise ValueError(
-            f"not installing {wheel.name} {wheel.version}: its sha256 {wheel.sha256} is not "
-            f"one plugins.index_url lists for it ({', '.join(sorted(hashes))})"
-        )
-    return f"index:       listed in {index_url}, sha256 matches"
 
 
 def _upgrade(args: argparse.Namespace) -> int:
@@ -209,27 +173,16 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from chatfn import plugin_pip
-    from chatfn.runtime.plugin_registry import GROUP, installed_distributions
+    from chatfn.runtime.plugin_install import installed_plugin, uninstall
 
     plugin_settings(args.config)
-    found = installed_distributions()
-    wanted = plugin_pip.canonicalize_name(args.name)
-    dist_name = next(
-        (
-            n
-            for n, d in found.items()
-            if plugin_pip.canonicalize_name(n) == wanted
-            or any(p.group == GROUP and p.name == args.name for p in d.entry_points)
-        ),
-        None,
-    )
-    if dist_name is None:
+    found = installed_plugin(args.name)
+    if found is None:
         raise ValueError(f"no installed plugin package {args.name!r} (chatfn plugin list)")
-    lines = [f"package: {dist_name} {found[dist_name].version}"]
-    if not confirm(lines, "Uninstall?", args.yes):
+    dist_name, version = found
+    if not confirm([f"package: {dist_name} {version}"], "Uninstall?", args.yes):
         print("not removed")
         return 1
-    plugin_pip.pip("uninstall", "--yes", dist_name)
+    uninstall(dist_name)
     print(f"removed {dist_name}; the bot runs without it from its next start")
     return 0

@@ -216,6 +216,10 @@ class Plugin(Generic[S]):
     # What it asks for, of PERMISSIONS: "network", "filesystem", "admin" (admin functions),
     # "model" (model calls). Shown before an install; read from the source, never run.
     permissions: tuple[str, ...] = ()
+    # Whether the console may switch it on, off, reconfigure or upgrade it while the bot runs
+    # (the next message sees the change). False: such a change says a restart is needed (a
+    # plugin holding state its hooks cannot hand over, threads, open connections).
+    reload: bool = True
 
     def __post_init__(self) -> None:
         if self.settings is not None and self.section is None:

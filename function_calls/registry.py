@@ -40,10 +40,31 @@ class PluginLoadError(Exception):
 
 
 class Registry:
-    """An ordered set of FunctionSpecs keyed by name."""
+    """An ordered set of FunctionSpecs keyed by name.
+
+    Copy-on-write: every change makes a new mapping, so `pinned()` (one turn, chatfn's
+    runtime) keeps reading the set it started with while a plugin is switched on, off or
+    reloaded meanwhile; the next turn sees the new set whole, never half of a change."""
 
     def __init__(self) -> None:
-        self._specs: dict[str, FunctionSpec] = {}
+        self._live: dict[str, FunctionSpec] = {}
+        self._pin: contextvars.ContextVar[dict[str, FunctionSpec] | None] = contextvars.ContextVar(
+            f"registry_pin_{id(self):x}", default=None
+        )
+
+    @property
+    def _specs(self) -> dict[str, FunctionSpec]:
+        pinned = self._pin.get()
+        return self._live if pinned is None else pinned
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[Registry]:
+        """Inside the block (and the tasks it starts) this registry reads as it is now."""
+        token = self._pin.set(self._live)
+        try:
+            yield self
+        finally:
+            self._pin.reset(token)
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
@@ -58,18 +79,28 @@ class Registry:
         return list(self._specs.values())
 
     def add(self, spec: FunctionSpec) -> FunctionSpec:
-        existing = self._specs.get(spec.name)
-        if existing is not None and existing.handler is not spec.handler:
-            raise FunctionDefinitionError(
-                f"duplicate function name {spec.name!r}: defined at {existing.source} "
-                f"and again at {spec.source}"
-            )
-        self._specs[spec.name] = spec
+        self.replace([], [spec])
         return spec
 
     def remove(self, name: str) -> FunctionSpec | None:
         """Drop a function added at runtime (an MCP server's tool that went away)."""
-        return self._specs.pop(name, None)
+        found = self._live.get(name)
+        if found is not None:
+            self.replace([name], [])
+        return found
+
+    def replace(self, names: list[str], specs: list[FunctionSpec]) -> None:
+        """Drop the functions `names` and add `specs`, as one change (a plugin reloaded)."""
+        live = {k: v for k, v in self._live.items() if k not in set(names)}
+        for spec in specs:
+            existing = live.get(spec.name)
+            if existing is not None and existing.handler is not spec.handler:
+                raise FunctionDefinitionError(
+                    f"duplicate function name {spec.name!r}: defined at {existing.source} "
+                    f"and again at {spec.source}"
+                )
+            live[spec.name] = spec
+        self._live = live
 
     def include(self, module: types.ModuleType) -> int:
         """Register every decorated function of an already-imported module (built-ins)."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from chatfn.plugin_pip import declared
+from chatfn.runtime.plugin_pip import declared
 from chatfn.runtime.plugins import supports
 from chatfn.runtime.settings import parse_settings
 

@@ -438,6 +438,9 @@ class AdminSettings(Section):
     users: dict[str, AdminUser] = Field(default_factory=dict)
     # Hours a login lasts.
     session_hours: float = Field(default=12.0, gt=0, le=24 * 90)
+    # Whether the console's plugin market may install, upgrade and remove plugin packages
+    # (owners only, hashes the plugins.index_url lists only, each action audited).
+    allow_plugin_install: bool = False
 
 
 def check_zone(value: str | None) -> str | None:

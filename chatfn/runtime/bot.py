@@ -510,7 +510,10 @@ class Bot:
         ended = False  # the turn ran to its end (not cancelled, nor cut by an error raised)
         try:
             await self.models.ready()  # the SDKs loading in a thread: never import on the loop
-            await self.router.dispatch(ctx)
+            # One registry for the whole turn: a plugin switched or reloaded meanwhile
+            # (chatfn/runtime/plugin_reload.py) is seen by the next message, whole.
+            with self.registry.pinned():
+                await self.router.dispatch(ctx)
             ended = True
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")

@@ -93,6 +93,7 @@ class PluginGuard:
         self._specs: dict[str, list[FunctionSpec]] = {}
         self._owner: dict[str, str] = {}  # function name -> plugin
         self._dead: set[str] = set()  # off until a restart (start-up failed)
+        self._held: set[str] = set()  # switched off in the console (until switched on)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def watch(self, plugin: str, specs: list[FunctionSpec]) -> None:
@@ -113,8 +114,20 @@ class PluginGuard:
         """Whether `plugin`'s start-up failed (off until a restart)."""
         return plugin in self._dead
 
+    def hold(self, plugin: str) -> None:
+        """Switched off in the console: its handlers skipped, its cool-downs not ending it
+        (the caller takes its functions out of the registry)."""
+        self._held.add(plugin)
+
+    def release(self, plugin: str) -> bool:
+        """Switched on again in the console; whether its functions belong in the registry now
+        (not while its breaker is open or its start-up failed)."""
+        self._held.discard(plugin)
+        breaker = self._breakers.get(plugin)
+        return plugin not in self._dead and (breaker is None or breaker.open_until is None)
+
     def is_off(self, plugin: str) -> bool:
-        if plugin in self._dead:
+        if plugin in self._dead or plugin in self._held:
             return True
         breaker = self._breakers.get(plugin)
         return breaker is not None and breaker.open_until is not None
@@ -123,6 +136,8 @@ class PluginGuard:
         """Why `plugin` is off now (None: it is not)."""
         if plugin in self._dead:
             return "off: its start-up hook failed (until a restart)"
+        if plugin in self._held:
+            return "off: switched off in the console"
         breaker = self._breakers.get(plugin)
         if breaker is not None and breaker.open_until is not None:
             return f"off: too many failures, on again in {breaker.open_until - self._clock():.0f} s"
@@ -132,7 +147,7 @@ class PluginGuard:
         """Switch on again each plugin whose cool-down is over (called for each message)."""
         now = self._clock()
         for plugin, breaker in self._breakers.items():
-            if plugin not in self._dead and breaker.due(now):
+            if plugin not in self._dead and breaker.due(now) and plugin not in self._held:
                 for spec in self._specs[plugin]:
                     self._add(spec)
                 logger.info("plugin {} on again after its cool-down", plugin)

@@ -27,7 +27,7 @@ import pytest
 from chatfn.cli import main
 from chatfn.common.version import __version__
 from chatfn.plugin_new import default_range
-from chatfn.plugin_pip import declared, index_options, read_wheel
+from chatfn.runtime.plugin_pip import declared, index_options, read_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -57,6 +57,7 @@ class Console:
         self.lag = LagMonitor()
         self.started_at = datetime.now(UTC)
         self._chats = Chats(self)
+        self._plugins: Any = None  # the Plugins page (chatfn/runtime/console/plugins.py)
         self.logs = LogTail(bot.settings.logging.level)
 
     @property
@@ -102,7 +103,6 @@ class Console:
     async def end_session(self, token: str) -> None:
         await self.run(store.end_session, self.storage.engine, token_hash(token))
 
-    async def audit(
     # -- the first run (setup.py): no user yet, a one-time link makes the owner -------------
     def setup_needed(self) -> bool:
         return not self.settings.admin.users
@@ -120,6 +120,7 @@ class Console:
         settings: Any = self.settings
         return await asyncio.to_thread(setup.create_owner, settings, name, password_hash, token)
 
+    async def audit(
         self,
         user: str,
         address: str,
@@ -215,6 +216,15 @@ class Console:
 
     def plugins(self) -> dict[str, Any]:
         return ops.plugins(self._bot)
+
+    @property
+    def plugin_page(self) -> Any:
+        """The Plugins page's reads and changes (on/off, settings, the market)."""
+        if self._plugins is None:
+            from chatfn.runtime.console.plugins import Plugins
+
+            self._plugins = Plugins(self)
+        return self._plugins
 
     async def check(self, user: str, address: str, online: bool) -> dict[str, Any]:
         return await ops.check(self, user, address, online)

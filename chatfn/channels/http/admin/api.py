@@ -225,8 +225,49 @@ class Api:
         return await self.console.retry(me.scope, me.user, _address(request), int(raw))
 
     async def plugins(self, request: web.Request) -> dict[str, Any]:
-        _unscoped(who(request))
-        return self.console.plugins()
+        me = who(request)
+        _unscoped(me)
+        result: dict[str, Any] = self.console.plugin_page.listing(me.user)
+        return result
+
+    def plugin_route(self, name: str) -> Callable[[web.Request], Awaitable[Any]]:
+        """The Plugins page's routes (chatfn/runtime/console/plugins.py): unscoped users; the
+        market's changes for owners where admin.allow_plugin_install is on."""
+
+        async def handler(request: web.Request) -> Any:
+            me = who(request)
+            _unscoped(me)
+            body = None
+            if request.method != "GET" and request.can_read_body:
+                try:
+                    body = await request.json()
+                except ValueError:
+                    raise ConsoleError(400, "body: JSON") from None
+            page, m, at = self.console.plugin_page, request.match_info, _address(request)
+            if name == "state":
+                on = body.get("on") if isinstance(body, dict) else None
+                if not isinstance(on, bool):
+                    raise ConsoleError(400, 'body: {"on": true|false}', "on")
+                return await page.turn(me.user, at, m["name"], on)
+            if name == "chat_get":
+                return await page.chat_states(me.scope, m["name"], request.query.get("chat", ""))
+            if name == "chat":
+                return await page.chat_turn(me.scope, me.user, at, m["name"], body)
+            if name == "settings_get":
+                return page.settings_form(m["name"])
+            if name == "settings":
+                return await page.configure(me.user, at, m["name"], body)
+            if name == "market":
+                return await page.market(request.query.get("q", "").strip())
+            if name == "plan":
+                upgrade = bool(isinstance(body, dict) and body.get("upgrade"))
+                return await page.plan(me.user, at, body, upgrade=upgrade)
+            if name == "confirm":
+                return await page.confirm(me.user, at, body)
+            return await page.remove(me.user, at, m["name"])
+
+        handler.__name__ = f"plugins_{name}"
+        return handler
 
     async def check(self, request: web.Request) -> dict[str, Any]:
         me = who(request)
@@ -251,6 +292,20 @@ class Api:
         )
 
 
+#: The Plugins page's (docs/admin-api.md "Plugins"): method, path, `Api.plugin_route` name.
+PLUGIN_ROUTES = [
+    ("POST", "plugins/{name}/state", "state"),
+    ("GET", "plugins/{name}/chat", "chat_get"),
+    ("POST", "plugins/{name}/chat", "chat"),
+    ("GET", "plugins/{name}/settings", "settings_get"),
+    ("PUT", "plugins/{name}/settings", "settings"),
+    ("GET", "market", "market"),
+    ("POST", "market/plan", "plan"),
+    ("POST", "market/confirm", "confirm"),
+    ("DELETE", "market/{name}", "remove"),
+]
+
+
 def add_routes(app: web.Application, host: ApiHost) -> None:
     api = Api(host)
     chat = "/admin/api/chats/{platform}/{chat_id}"
@@ -267,6 +322,10 @@ def add_routes(app: web.Application, host: ApiHost) -> None:
         ("GET", "/admin/api/delivery", api.delivery),
         ("POST", "/admin/api/delivery/{id}/retry", api.retry),
         ("GET", "/admin/api/plugins", api.plugins),
+        *[
+            (method, f"/admin/api/{path}", api.plugin_route(name))
+            for method, path, name in PLUGIN_ROUTES
+        ],
         ("POST", "/admin/api/check", api.check),
         ("GET", "/admin/api/audit", api.audit),
     ]

@@ -1,0 +1,145 @@
+"""Installing a plugin package, one implementation for `chatfn plugin install | upgrade` and the
+console's market: fetch the wheel (pip, `plugins.package_index`), read it without running it
+(metadata, entry points, declared permissions, sha256), check its hash against
+`plugins.index_url`, ask pip what the install would change and refuse what changes chatfn or a
+version an installed plugin pins; then the confirmation both show (package, version,
+permissions, hash, what else comes); `apply` installs exactly the wheel that was shown.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chatfn.common.config import PluginSettings
+from chatfn.runtime import plugin_pip
+from chatfn.runtime.plugin_index import listed_hashes, read_index
+from chatfn.runtime.plugin_pip import Wheel
+
+
+class InstallRefused(ValueError):
+    """pip would change what must not change; `changes` names each."""
+
+    def __init__(self, wheel: Wheel, changes: list[str]) -> None:
+        super().__init__(
+            f"not installing {wheel.name} {wheel.version}: it would change " + "; ".join(changes)
+        )
+        self.wheel = wheel
+        self.changes = changes
+
+
+@dataclass
+class InstallPlan:
+    """One wheel fetched and checked, waiting for the operator's yes (`apply`) or no
+    (`discard`)."""
+
+    wheel: Wheel
+    have: str | None  # the version installed now (None: not installed)
+    options: list[str]  # pip's index options
+    listed: str | None  # what the index says of it (None: no index)
+    others: list[str] = field(default_factory=list)  # what else pip would install
+    _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    @property
+    def current(self) -> bool:
+        """The version it names is the one installed: nothing to do."""
+        return self.have == self.wheel.version
+
+    def lines(self) -> list[str]:
+        """The confirmation, as the command line prints it and the console shows it."""
+        lines = self.wheel.describe()
+        lines.append(f"also installs: {', '.join(self.others) or 'nothing else'}")
+        lines += [self.listed] if self.listed else []
+        if self.have is not None:
+            lines.insert(0, f"upgrade {self.wheel.name} {self.have} -> {self.wheel.version}")
+        return lines
+
+    def apply(self) -> None:
+        plugin_pip.pip("install", *self.options, "--upgrade", str(self.wheel.path))
+
+    def discard(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def index_line(
+    wheel: Wheel, index_url: str | None, base: Path, *, require_listed: bool = False
+) -> str | None:
+    """What `plugins.index_url` says of the wheel: a hash it does not list for a version it
+    lists is refused (ValueError), as is (with `require_listed`, the console's rule) a version
+    it does not list; None without an index."""
+    if not index_url:
+        if require_listed:
+            raise ValueError("no plugins.index_url: the console installs only what an index lists")
+        return None
+    hashes = listed_hashes(read_index(index_url, base), wheel.name, wheel.version)
+    if hashes is None:
+        if require_listed:
+            raise ValueError(
+                f"not installing {wheel.name} {wheel.version}: {index_url} does not list it"
+            )
+        return f"index:       {wheel.name} {wheel.version} is not listed in {index_url}"
+    if wheel.sha256 not in hashes:
+        raise ValueError(
+            f"not installing {wheel.name} {wheel.version}: its sha256 {wheel.sha256} is not "
+            f"one plugins.index_url lists for it ({', '.join(sorted(hashes))})"
+        )
+    return f"index:       listed in {index_url}, sha256 matches"
+
+
+def plan(
+    spec: str,
+    settings: PluginSettings,
+    base: Path,
+    *,
+    upgrade: bool = False,
+    require_listed: bool = False,
+) -> InstallPlan:
+    """Fetch and check `spec` (a name, `name==version`, a file or folder): ValueError or
+    PipFailed saying why it is not to be installed; InstallRefused for what pip would change.
+    The plan holds the wheel until `apply` or `discard`."""
+    options = plugin_pip.index_options(settings.package_index, base)
+    tmp = tempfile.TemporaryDirectory(prefix="chatfn-plugin-")
+    try:
+        wheel = plugin_pip.read_wheel(plugin_pip.fetch_wheel(spec, options, Path(tmp.name)))
+        if not wheel.plugins:
+            raise ValueError(
+                f"{wheel.name} {wheel.version} is not a chatfn plugin "
+                f"(no {plugin_pip.GROUP!r} entry point); not installed"
+            )
+        name = plugin_pip.canonicalize_name(wheel.name)
+        have = plugin_pip.installed_versions().get(name)
+        if upgrade and have is None:
+            raise ValueError(f"{spec} is not installed (chatfn plugin install {spec})")
+        found = InstallPlan(wheel, have, options, None, _tmp=tmp)
+        if found.current:
+            return found
+        found.listed = index_line(wheel, settings.index_url, base, require_listed=require_listed)
+        changes = plugin_pip.would_install(str(wheel.path), options, upgrade=True)
+        refused = plugin_pip.changes_refused(changes, keep=wheel.name)
+        if refused:
+            raise InstallRefused(wheel, refused)
+        found.others = [f"{n} {v}" for n, v in sorted(changes.items()) if n != name]
+        return found
+    except BaseException:
+        tmp.cleanup()
+        raise
+
+
+def uninstall(dist_name: str) -> None:
+    plugin_pip.pip("uninstall", "--yes", dist_name)
+
+
+def installed_plugin(name: str) -> tuple[str, str] | None:
+    """(distribution, version) of the installed plugin package `name` (its distribution's or
+    an entry point's name); None: no such package."""
+    found = plugin_pip.installed_distributions()
+    wanted = plugin_pip.canonicalize_name(name)
+    for dist_name, dist in found.items():
+        if plugin_pip.canonicalize_name(dist_name) == wanted or any(
+            p.group == plugin_pip.GROUP and p.name == name for p in dist.entry_points
+        ):
+            return dist_name, dist.version
+    return None
