@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:  # imported where used: the imports check runs first, and fast
     from chatfn.runtime.bot import Bot
@@ -461,8 +461,9 @@ def check_channels(
         if spec.check is None:
             report.add(f"channel {name}", "ok", spec.summary or "found")
             continue
+        section = _logged_in(settings, name, spec)
         try:
-            probes = asyncio.run(_awaited(spec.check(getattr(settings.channels, name), online)))
+            probes = asyncio.run(_awaited(spec.check(section, online)))
         except Exception as exc:  # a probe that crashes is the channel's bug: shown, not fatal
             add(f"channel {name}", "fail", f"probe failed: {type(exc).__name__}: {exc}", name)
             continue
@@ -480,6 +481,29 @@ def _holds_credentials(settings: Settings, name: str) -> bool:
     return any(
         isinstance(getattr(section, key, None), SecretStr) for key in section.model_fields_set
     )
+
+
+def _logged_in(settings: Settings, name: str, spec: Any) -> Any:
+    """The channel's section, with the login `chatfn login NAME` kept in the database when
+    the channel has one (`ChannelSpec.login`): what the channel will connect with."""
+    section = getattr(settings.channels, name)
+    if spec.login is None:
+        return section
+    from chatfn.runtime.bot import resolve_storage_url
+    from chatfn.storage import channel_state
+    from chatfn.storage.db import Storage
+
+    try:
+        storage = Storage(resolve_storage_url(settings.storage.url, settings.base_dir))
+    except Exception:  # the database's own line says why
+        return section
+    try:
+        kept = channel_state.load(storage.engine, name, spec.login.key)
+    except Exception:  # no table yet (migrations pending): no login kept
+        kept = None
+    finally:
+        storage.close()
+    return spec.login.apply(section, kept) if kept else section
 
 
 def _importable(module: str) -> bool:

@@ -19,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
-    from chatfn import admin, check, init, plugin_cli, run
+    from chatfn import admin, check, init, login, plugin_cli, run
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -44,6 +44,12 @@ def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
             init.command,
         ),
         ("admin", "The web admin console: passwd USER.", admin.add_arguments, admin.command),
+        (
+            "login",
+            "Log a channel in (weixin: scan the QR code) and keep the login in the database.",
+            login.add_arguments,
+            login.command,
+        ),
         ("plugin", plugin_cli.DESCRIPTION, plugin_cli.add_arguments, plugin_cli.command),
     ]
     for name, help_, add_arguments, handler in commands:

@@ -48,6 +48,7 @@ from chatfn.runtime.settings import Settings, resolve_storage_url
 from chatfn.runtime.switch import Switch, tell_stored
 from chatfn.runtime.turn_writer import RelayedTurn, TurnWriter
 from chatfn.runtime.web import MAIN, Listener, WebServer
+from chatfn.storage import channel_state
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
@@ -789,6 +790,14 @@ class BotChannelHost:
             storage.cluster.stored_message, platform, chat_id, "user", message_id
         )
         return found is not None
+
+    async def load_state(self, platform: str, key: str) -> str | None:
+        storage = self._bot.storage
+        return await storage.run(channel_state.load, storage.engine, platform, key)
+
+    async def save_state(self, platform: str, key: str, value: str | None) -> None:
+        storage = self._bot.storage
+        await storage.run(channel_state.save, storage.engine, platform, key, value)
 
 
 class BotApiHost:

@@ -34,6 +34,7 @@ __all__ = [
     "ApiHost",
     "Capabilities",
     "ChannelHost",
+    "ChannelLogin",
     "ChannelSpec",
     "DeliveryPolicy",
     "HistoryEntry",
@@ -185,6 +186,16 @@ class ChannelHost(Protocol):
         """Whether a user message with this platform id is in the history already."""
         ...
 
+    async def load_state(self, platform: str, key: str) -> str | None:
+        """What the channel of `platform` kept under `key` (`save_state`), or None: a login
+        (`chatfn login NAME`), a long poll's cursor (chatfn/storage/channel_state.py)."""
+        ...
+
+    async def save_state(self, platform: str, key: str, value: str | None) -> None:
+        """Keep `value` under `key` for the channel of `platform`, in the bot's database
+        (None: forget it)."""
+        ...
+
 
 class ApiHost(Protocol):
     """What the bot's API needs beyond a channel's `ChannelHost`: the HTTP API channel (the
@@ -263,6 +274,23 @@ class Probe:
     name: str = ""  # default: "channel <name>"
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelLogin:
+    """A channel whose credentials come from an interactive login (a QR code scanned with a
+    phone: WeChat's iLink) and are kept in the bot's database under the channel's name and
+    `key` (`ChannelHost.load_state`). `chatfn login NAME` runs it (the admin console can too).
+
+    - `flow(settings, show)`: the login; `show(kind, text)` tells the operator: kind "qr"
+      (`text` is to be shown as a QR code) or "status" (a line). Returns the text to keep.
+    - `apply(settings, kept)`: the channel's settings with what was kept (what `chatfn check`
+      probes).
+    """
+
+    flow: Callable[[Any, Callable[[str, str], None]], Awaitable[str]]
+    apply: Callable[[Any, str], Any]
+    key: str = "login"
+
+
 ChannelFactory = Callable[[ChannelHost, Any], Any]
 ChannelCheck = Callable[[Any, bool], Awaitable[list[Probe]]]
 
@@ -290,6 +318,7 @@ class ChannelSpec(Generic[S]):
       `factory(host, settings, api)`, `api` the runtime's `ApiHost`.
     - `capabilities`: what the channel does on its platform (chatfn/runtime/channel_caps.py);
       docs/channels.md's capability table is generated from it.
+    - `login`: a `ChannelLogin` (`chatfn login NAME`) for credentials got by logging in.
     """
 
     name: str
@@ -303,6 +332,7 @@ class ChannelSpec(Generic[S]):
     adopt: Callable[[CoreSettings, S], None] | None = None
     api: bool = False
     capabilities: Capabilities | None = None
+    login: ChannelLogin | None = None
 
     def build(
         self, host: ChannelHost, settings: BaseModel | None = None, api: ApiHost | None = None

@@ -290,3 +290,15 @@ worker_metrics_table = Table(
     _when("taken_at"),
     Column("data", Text, nullable=False),  # JSON
 )
+
+# What a channel keeps between runs (`ChannelHost.load_state` / `save_state`): a login made by
+# scanning a QR code (`chatfn login weixin`), a long poll's cursor, a conversation's token. One
+# text value per (platform, key); the channel owns its meaning.
+channel_state_table = Table(
+    "channel_state",
+    metadata,
+    Column("platform", String(32), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("value", Text, nullable=False),
+    _when("updated_at"),
+)

@@ -229,7 +229,7 @@ def test_check_fails_only_for_the_channels_it_is_asked_for(tmp_path: Path) -> No
     assert not strict.ok
 
 
-PLATFORMS = ("telegram", "slack", "discord", "matrix", "feishu", "qq", "onebot")
+PLATFORMS = ("telegram", "slack", "discord", "matrix", "feishu", "qq", "onebot", "weixin")
 
 
 def test_every_channel_host_member_is_used_by_a_platform_channel() -> None:

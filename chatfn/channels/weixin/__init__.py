@@ -1,0 +1,107 @@
+"""The WeChat channel: a personal WeChat account as a bot through Tencent's iLink bot API
+(2026), the protocol of the `@tencent-weixin/openclaw-weixin` plugin that AstrBot (weixin_oc),
+LangBot (openclaw_weixin), Hermes Agent and nanobot speak too (channel.py; the API api.py,
+messages parse.py, the way out send.py, images media.py, the QR login login.py, what is kept
+state.py). This module is the channel's declaration, found through the `chatfn.channels`
+entry point `weixin`; its extra adds `cryptography` (the CDN's AES) and `qrcode` (the login's
+QR code in the terminal)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import SecretStr
+
+from chatfn.channels.kit import Capabilities
+from chatfn.channels.kit.declare import readme
+from chatfn.channels.weixin.settings import WeixinSettings
+from chatfn.runtime.channel_host import ChannelHost, ChannelLogin, ChannelSpec, Probe
+
+
+def build(host: ChannelHost, settings: WeixinSettings) -> Any:
+    from chatfn.channels.weixin.channel import WeixinChannel
+
+    return WeixinChannel(host, settings)
+
+
+async def check(settings: WeixinSettings, online: bool) -> list[Probe]:
+    if not settings.token_value():
+        return [
+            Probe(
+                "fail",
+                "no WeChat login: run `chatfn login weixin` and scan the QR code "
+                "(or set channels.weixin.token)",
+            )
+        ]
+    probes = [Probe("ok", f"iLink bot API at {settings.base_url}")]
+    if online:
+        probes.append(await token_works(settings))
+    return probes
+
+
+async def token_works(settings: WeixinSettings) -> Probe:
+    """POST ilink/bot/getconfig with the token: iLink answers -14 once the login expired."""
+    import aiohttp
+
+    from chatfn.channels.weixin.api import IlinkApi, IlinkError
+
+    name = "channel weixin getconfig"
+    async with aiohttp.ClientSession() as session:
+        api = IlinkApi(session, settings.base_url, settings.token_value())
+        try:
+            await api.post("getconfig", {"ilink_user_id": ""}, timeout=15)
+        except IlinkError as exc:
+            if exc.expired:
+                return Probe(
+                    "fail",
+                    f"WeChat refused the token (channels.weixin.token or the stored login): "
+                    f"the login has expired ({exc}); run `chatfn login weixin` again",
+                    name=name,
+                )
+            return Probe("fail", f"WeChat getconfig failed: {exc}", name=name)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return Probe("fail", f"iLink not reachable at {settings.base_url} ({exc})", name=name)
+    return Probe("ok", f"the token works at {settings.base_url}", name=name)
+
+
+async def login(settings: WeixinSettings, show: Any) -> str:
+    """The QR login (login.py): what to keep, as text."""
+    from chatfn.channels.weixin.login import qr_login
+
+    return (await qr_login(settings, show)).dumps()
+
+
+def apply_login(settings: WeixinSettings, kept: str) -> WeixinSettings:
+    """`settings` with the stored login's token and API host (the config's token wins)."""
+    from chatfn.channels.weixin.state import Login
+
+    found = Login.loads(kept)
+    if found is None or settings.token_value():
+        return settings
+    update: dict[str, Any] = {"token": SecretStr(found.token)}
+    if found.base_url:
+        update["base_url"] = found.base_url
+    return settings.model_copy(update=update)
+
+
+SPEC = ChannelSpec(
+    name="weixin",
+    settings=WeixinSettings,
+    factory=build,
+    summary="personal WeChat (Tencent's iLink bot API: QR login, long polling)",
+    extra="weixin",
+    modules=("cryptography", "qrcode"),
+    check=check,
+    readme=readme(__file__),
+    login=ChannelLogin(flow=login, apply=apply_login),
+    capabilities=Capabilities(
+        groups=True,
+        dms=True,
+        replies=False,
+        images_in=True,
+        images_out=True,
+        markdown="plain",
+        confirm_stored=True,
+        connection=("long connection",),
+    ),
+)

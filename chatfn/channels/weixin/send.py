@@ -1,0 +1,154 @@
+"""The way out to WeChat: `ilink/bot/sendmessage`, one item a message (openclaw-weixin
+src/messaging/send.ts: a text item, or an image item after its caption as a message of its
+own), each carrying the chat's newest `context_token` (a reply without one, or with one
+iLink no longer takes, is refused: the user has to write to the bot first).
+
+- Text: WeChat shows no Markdown, so the model's Markdown goes out as plain text
+  (`to_plain`), split within `max_message_length` characters.
+- `client_id` names the outbox row, the part and a hash of the text (the same on every try).
+- Images: uploaded to the CDN encrypted (media.py), sent after the text.
+- Errors: -14 (session timed out) or a 401/403 is CredentialsRefused (log in again); -2
+  (frequency limit) or a 429 RateLimited; network and 5xx Unreachable; any other refusal
+  DeliveryRefused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels import kit
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.split import split_message
+from chatfn.channels.weixin.api import IlinkApi, IlinkError
+from chatfn.channels.weixin.media import upload_image
+from chatfn.channels.weixin.parse import ChatRef, parse_chat_id
+from chatfn.channels.weixin.settings import WeixinSettings
+from chatfn.common.fetch import FetchError, FetchRefused, FetchTooLarge, FetchWrongType, fetch
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["MAX_IMAGE_OUT", "WeixinSender", "parts_of"]
+
+#: The largest image sent (WeChat's clients take 20 MB images).
+MAX_IMAGE_OUT = 20 * 1024 * 1024
+BOT_MESSAGE, FINISHED = 2, 2
+#: Seconds waited after iLink's frequency limit (-2), which names no wait (Hermes Agent waits
+#: 1 s between its tries).
+RATE_LIMIT_WAIT = 1.0
+
+ContextToken = Callable[[ChatRef], Awaitable[str | None]]
+
+
+def parts_of(text: str, limit: int) -> list[str]:
+    """The plain-text messages `text` (Markdown) goes out as."""
+    if not text.strip():
+        return []
+    return [to_plain(p) for p in split_message(text, limit, render=to_plain)]
+
+
+def expired(exc: Exception) -> kit.CredentialsRefused:
+    return kit.CredentialsRefused(
+        f"WeChat (iLink) refused channels.weixin.token: the login has expired ({exc}); "
+        "run `chatfn login weixin` again"
+    )
+
+
+class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat"):
+    """Sends through `client`, the channel's IlinkApi; `context_token(ref)` is the chat's."""
+
+    client: IlinkApi
+    cfg: WeixinSettings
+
+    def __init__(
+        self,
+        client: IlinkApi,
+        settings: WeixinSettings,
+        policy: Any,
+        session: aiohttp.ClientSession,
+        context_token: ContextToken,
+    ) -> None:
+        super().__init__(client, settings, policy)
+        self.session = session
+        self.context_token = context_token
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, IlinkError):
+            if exc.expired:
+                return expired(exc)
+            if exc.rate_limited:
+                wait = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_WAIT
+                return kit.RateLimited(f"WeChat asks to wait before sending to {key} ({exc})", wait)
+            if exc.status >= 500:
+                return kit.Unreachable(f"WeChat (iLink) failed ({exc})")
+            return kit.DeliveryRefused(f"WeChat refused the message to {key}: {exc}")
+        if isinstance(exc, aiohttp.ClientResponseError) and exc.status < 500:
+            return kit.DeliveryRefused(f"WeChat's CDN refused an image for {key}: {exc}")
+        if isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError):
+            return kit.Unreachable(f"WeChat (iLink) not reachable ({exc})")
+        if isinstance(exc, ValueError):
+            return kit.DeliveryRefused(f"WeChat: {exc}")
+        return None
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[str]:
+        token = await self.context_token(ref)
+        if not token:
+            raise kit.DeliveryRefused(
+                f"WeChat: no context_token for {ref.key} (iLink takes a message only in a "
+                "conversation the user started: they have to write to the bot first)"
+            )
+        parts = parts_of(out.text, self.cfg.max_message_length)
+        images = [kit.decode_image(i, MAX_IMAGE_OUT, "WeChat") for i in out.images]
+        owed.parts = parts
+        ids: list[str] = []
+        for index, text in enumerate(parts):
+            item = {"type": 1, "text_item": {"text": text}}
+            ids.append(await self.post(ref, token, item, self.client_id(out, index, text)))
+            owed.sent += 1
+        for index, image in enumerate(images):
+            data = image if isinstance(image, bytes) else await self._fetch(image)
+            uploaded = await self.call(
+                ref.key,
+                lambda data=data: upload_image(  # type: ignore[misc]
+                    self.client, self.session, self.cfg.cdn_base_url, ref.target, data
+                ),
+            )
+            name = f"image{index}-{hashlib.sha256(data).hexdigest()[:12]}"
+            ids.append(await self.post(ref, token, uploaded.item(), self.client_id(out, 0, name)))
+        return ids
+
+    @staticmethod
+    def client_id(out: OutgoingMessage, index: int, content: str) -> str:
+        digest = hashlib.sha256(content.encode()).hexdigest()[:12]
+        return f"chatfn-{out.event_id or 0}-{index}-{digest}"
+
+    async def post(self, ref: ChatRef, token: str, item: dict[str, Any], client_id: str) -> str:
+        msg: dict[str, Any] = {
+            "from_user_id": "",
+            "to_user_id": ref.target,
+            "client_id": client_id,
+            "message_type": BOT_MESSAGE,
+            "message_state": FINISHED,
+            "context_token": token,
+            "item_list": [item],
+        }
+        if ref.is_group:
+            msg["group_id"] = ref.target
+        answer = await self.call(ref.key, lambda: self.client.post("sendmessage", {"msg": msg}))
+        return str((answer or {}).get("message_id") or client_id)
+
+    async def _fetch(self, url: str) -> bytes:
+        try:
+            got = await fetch(
+                url, max_bytes=MAX_IMAGE_OUT, timeout=30, accept=lambda k: k.startswith("image/")
+            )
+        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
+            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc}") from None
+        except FetchError as exc:
+            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
+        return got.data

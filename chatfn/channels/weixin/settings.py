@@ -1,0 +1,53 @@
+"""`channels.weixin:`: personal WeChat through Tencent's iLink bot API (issue 42's keys
+`base_url` and `token`), the CDN for images, the long poll and the splitting.
+
+The token is what a QR-code login gives (`chatfn login weixin` keeps it in the bot's
+database); `token` here is for one got elsewhere and, when set, wins over the stored login.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+#: iLink's API root (Tencent/openclaw-weixin docs/protocol.md: "The default API base URL is
+#: https://ilinkai.weixin.qq.com"); the QR login starts there, and the login's `baseurl`
+#: names the host the bot's calls go to afterwards.
+DEFAULT_BASE_URL = "https://ilinkai.weixin.qq.com"
+#: The media CDN (the same document: "The default CDN base URL").
+DEFAULT_CDN_BASE_URL = "https://novac2c.cdn.weixin.qq.com/c2c"
+#: Characters of one text message. OpenClaw's plugin splits at 4000 (`textChunkLimit`),
+#: Hermes Agent at 2000 ("iLink chunks at ~2048 chars"): the lower one.
+WEIXIN_MAX_TEXT = 2000
+
+
+class WeixinSettings(PlatformSettings):
+    """A personal WeChat account logged in to iLink as a bot (README.md)."""
+
+    base_url: str = DEFAULT_BASE_URL
+    token: SecretStr | None = None
+    cdn_base_url: str = DEFAULT_CDN_BASE_URL
+    # Characters of one text message; longer replies are split.
+    max_message_length: int = Field(default=WEIXIN_MAX_TEXT, ge=100, le=4000)
+    # Seconds one getupdates long poll may be held (iLink suggests 35 s and may say otherwise).
+    poll_timeout: float = Field(default=35.0, gt=0, le=120)
+    # iLink's `bot_type` of the QR login (3 in every peer's client).
+    bot_type: str = "3"
+    # Seconds `chatfn login weixin` waits for the scan and confirmation.
+    login_timeout: float = Field(default=480.0, gt=0)
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str) -> str:
+        return http_url(v, DEFAULT_BASE_URL)
+
+    @field_validator("cdn_base_url")
+    @classmethod
+    def _cdn_base_url(cls, v: str) -> str:
+        return http_url(v, DEFAULT_CDN_BASE_URL)
+
+    def token_value(self) -> str:
+        return self.secret_text("token")
