@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from chatfn.common.config import is_deprecated
 from chatfn.runtime.settings import parse_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,6 @@ TEMPLATE = ROOT / "config.yaml.template"
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<item>- +)?(?P<key>[A-Za-z_][A-Za-z0-9_]*):(?:\s+|$)")
 FREE = "<free>"  # a mapping whose keys are the user's (personas, headers, welcome.messages)
 # Deprecated mappings: the template shows the key and says what replaces it, no example entry.
-DEPRECATED = ("function_calls.chats.",)
 
 
 def schema_paths(model: type[BaseModel], prefix: str = "") -> dict[str, str]:
@@ -32,7 +32,7 @@ def schema_paths(model: type[BaseModel], prefix: str = "") -> dict[str, str]:
     key of a mapping of sections (`models.*.provider`) and list items adding no level."""
     paths: dict[str, str] = {}
     for name, field in model.model_fields.items():
-        if field.exclude:
+        if field.exclude or is_deprecated(field):  # accepted, not shown (chatfn init)
             continue
         path = f"{prefix}{name}"
         paths.update(_walk_type(field.annotation, path))
@@ -129,7 +129,7 @@ def test_template_keys_and_schema_keys_are_the_same() -> None:
     unknown = sorted(p for p in shown if p not in schema)
     assert unknown == [], f"config.yaml.template shows keys the schema does not have: {unknown}"
     # Every schema key the template leaves out: a mapping of sections needs one example entry.
-    missing = sorted(p for p in schema if p not in shown and not p.startswith(DEPRECATED))
+    missing = sorted(p for p in schema if p not in shown)
     assert missing == [], f"config.yaml.template does not show these keys: {missing}"
 
 
@@ -166,3 +166,22 @@ def test_the_docs_yaml_examples_use_schema_keys() -> None:
                 if normal is not None and normal not in schema:
                     wrong.append(f"{doc.name}: {path}")
     assert wrong == []
+
+
+def test_chatfn_init_writes_no_deprecated_key(tmp_path: Path) -> None:
+    """What `chatfn init` writes means something now (issue 39): keys still accepted for old
+    configs (marked DEPRECATED in the settings models) are not in it, and an old config that
+    sets them still loads."""
+    from chatfn.init import init
+
+    init(tmp_path)
+    written = (tmp_path / "config.yaml").read_text(encoding="utf-8")
+    for key in ("resend_queue:", "resend_max_age:", "quote_replies:"):
+        assert key not in written
+    assert not re.search(r"^  chats:", written, re.M)  # function_calls.chats
+    old = {
+        "plugins": {"paths": []},
+        "function_calls": {"chats": {"group:1": {"disabled": ["roll_dice"]}}},
+        "channels": {"onebot": {"resend_queue": 5, "quote_replies": True}},
+    }
+    parse_settings(old)

@@ -37,6 +37,18 @@ class ConfigError(Exception):
     """An invalid configuration; the message lists each bad key path and what was expected."""
 
 
+#: `json_schema_extra` of a key still accepted (an old config keeps starting) that no longer
+#: means anything or was superseded: `chatfn init` and config.yaml.template leave it out, the
+#: JSON schema marks it `deprecated`, and a config that sets it still loads.
+DEPRECATED: dict[str, Any] = {"deprecated": True}
+
+
+def is_deprecated(field: Any) -> bool:
+    """Whether a pydantic `FieldInfo` is marked with DEPRECATED."""
+    extra = getattr(field, "json_schema_extra", None)
+    return isinstance(extra, dict) and extra.get("deprecated") is True
+
+
 class Section(BaseModel):
     """A config section: unknown keys are errors, because a typo must not silently fall back
     to a default. Plugins' settings models may subclass it."""
@@ -293,7 +305,9 @@ class FunctionCallSettings(Section):
     enabled: list[str] | None = None
     disabled: list[str] = Field(default_factory=list)
     # Keyed by chat id. Deprecated: `chats: [{match: {chat_id: ...}, functions: ...}]`.
-    chats: dict[str, ChatFunctionRules] = Field(default_factory=dict)
+    chats: dict[str, ChatFunctionRules] = Field(
+        default_factory=dict, json_schema_extra=DEPRECATED
+    )
     max_rounds: int = Field(default=5, ge=1, le=50)
     max_calls_per_message: int = Field(default=10, ge=1, le=100)
     # Failed attempts (invalid arguments, errors) one function may have per message.

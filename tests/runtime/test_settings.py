@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from chatfn.common.config import is_deprecated
 from chatfn.runtime.settings import ConfigError, load_settings, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def test_minimal_config_from_the_issue(tmp_path: Path, monkeypatch: pytest.Monke
 def _field_paths(model: type[BaseModel], prefix: str = "") -> set[str]:
     paths = set()
     for name, field in model.model_fields.items():
-        if field.exclude:
+        if field.exclude or is_deprecated(field):
             continue
         paths.add(prefix + name)
         ann = field.annotation

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from chatfn.common.config import Section
+from chatfn.common.config import DEPRECATED, Section
 
 
 class OneBotSettings(Section):
@@ -30,10 +30,10 @@ class OneBotSettings(Section):
     reconnect_wait: float = Field(default=10.0, ge=0)
     # Superseded by the outbox (storage.outbox: messages owed to an offline account survive
     # a restart and wait up to storage.outbox.max_wait); still accepted, no longer used.
-    resend_queue: int = Field(default=100, ge=0)
-    resend_max_age: float = Field(default=600.0, gt=0)
+    resend_queue: int = Field(default=100, ge=0, json_schema_extra=DEPRECATED)
+    resend_max_age: float = Field(default=600.0, gt=0, json_schema_extra=DEPRECATED)
     # Deprecated: `bot.reply_with_quote` (or `reply_with_quote` in a `chats:` rule).
-    quote_replies: bool = False
+    quote_replies: bool = Field(default=False, json_schema_extra=DEPRECATED)
 
     @field_validator("access_token")
     @classmethod
