@@ -58,6 +58,7 @@ SPEC = ChannelSpec(
         groups=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="Markdown (as the model wrote it)",
         confirm_stored=True,
         connection=("HTTP API",),

@@ -1,8 +1,8 @@
 """The HTTP channel: a JSON API for any program to talk to the bot, on aiohttp.
 
     POST /v1/messages          {"chat_id", "sender_id", "sender_name"?, "text", "is_group"?,
-                                "at_bot"?, "images"?, "sender_roles"?}
-                               -> 200 {"replies": [{"text", "at", "images"?}]}
+                                "at_bot"?, "images"?, "audio"?, "sender_roles"?}
+                               -> 200 {"replies": [{"text", "at", "images"?, "audio"?}]}
     POST /v1/messages/stream   same body -> Server-Sent Events (text deltas, tool calls, replies)
     GET  /v1/events            Server-Sent Events: every message the bot sends, to any chat,
                                each with `id: <event id>`, in id order (a missing id is
@@ -80,6 +80,9 @@ class MessageIn(BaseModel):
     at_bot: bool = False
     # Optional images: "https://..." URLs or "data:image/png;base64,..." URIs (at most 4).
     images: list[str] = Field(default_factory=list, max_length=4)
+    # Optional voice: "https://..." URLs or "data:audio/ogg;base64,..." URIs (at most 1),
+    # transcribed by `voice.stt` into the message's text (function_calls/voice.py).
+    audio: list[str] = Field(default_factory=list, max_length=1)
     chat_name: str | None = Field(default=None, max_length=128)
     # The sender's roles in the group as the bridged platform reports them
     # (`bot.trust_group_admins`); the token holder may speak as anyone already.
@@ -101,11 +104,21 @@ class MessageIn(BaseModel):
     def _valid_unicode(cls, v: object) -> object:
         return clean_text(v) if isinstance(v, str) else v
 
+    @field_validator("audio")
+    @classmethod
+    def _audio_refs(cls, v: list[str]) -> list[str]:
+        for ref in v:
+            if not ref.startswith(("https://", "http://", "data:audio/", "data:video/ogg")):
+                raise ValueError("an https:// URL or a data:audio/...;base64, URI")
+        return v
+
 
 def _out_json(out: OutgoingMessage) -> dict[str, Any]:
     body: dict[str, Any] = {"text": out.text, "at": out.at}
     if out.images:  # a function's images: URLs or data URIs
         body["images"] = out.images
+    if out.audio:  # the reply spoken (voice.tts): data URIs or URLs
+        body["audio"] = out.audio
     return body
 
 
@@ -270,10 +283,10 @@ class HttpChannel(Channel):
             return web.json_response(
                 {"error": f"{field}: {err['msg']}", "field": field}, status=400
             )
-        if not data.text.strip() and not data.images:
+        if not data.text.strip() and not data.images and not data.audio:
             return web.json_response(
                 {
-                    "error": "text: it is empty or only whitespace; give a text, or images",
+                    "error": "text: it is empty or only whitespace; give a text, images or audio",
                     "field": "text",
                 },
                 status=400,
@@ -289,6 +302,7 @@ class HttpChannel(Channel):
             chat_name=data.chat_name or "",
             message_id=uuid.uuid4().hex[:16],
             images=data.images,
+            audio=data.audio,
             sender_roles=list(data.sender_roles) if data.is_group else [],
         )
 

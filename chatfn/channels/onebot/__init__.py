@@ -56,6 +56,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         delivery_ids=True,
         connection=("long connection",),
     ),

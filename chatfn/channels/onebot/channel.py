@@ -251,6 +251,7 @@ class OneBotChannel(OneBotLink):
             is_at_bot=parsed.at_bot,
             message_id=message_id,
             images=list(parsed.images),
+            audio=list(parsed.audio),
             # OneBot v11 group message events: sender.role is "owner", "admin" or "member".
             sender_roles=[role] if is_group and (role := sender.get("role")) in ROLES else [],
             time=kit.sent_at(event.get("time")),
@@ -266,7 +267,7 @@ class OneBotChannel(OneBotLink):
             if quote is not None:
                 msg.quoted_text = quote[0]
                 msg.images = [*msg.images, *quote[1]]  # "what is in this?" about a quoted image
-        if not msg.text and not msg.quoted_text:
+        if not msg.text and not msg.quoted_text and not msg.audio:
             return None  # a bare mention or an unsupported segment only: nothing to answer
         return msg
 

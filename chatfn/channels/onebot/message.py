@@ -128,6 +128,8 @@ class ParsedMessage:
     reply_id: str | None = None
     # Image references (`url`, else `file` when it is a URL or base64): for vision models.
     images: list[str] = field(default_factory=list)
+    # Voice (`record` segments, SILK or AMR as the client gives it): for speech to text.
+    audio: list[str] = field(default_factory=list)
 
 
 def image_ref(data: dict[str, Any]) -> str | None:
@@ -142,6 +144,13 @@ def image_ref(data: dict[str, Any]) -> str | None:
     return None
 
 
+def audio_ref(data: dict[str, Any]) -> str | None:
+    """A `record` segment's reference, as `image_ref` reads an image's (the client's own
+    download URL, or the file as base64)."""
+    ref = image_ref(data)
+    return ref.replace("data:image/unknown;", "data:audio/unknown;", 1) if ref else None
+
+
 def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
     """Plain text of the message for the bot. An `at` to the bot itself is removed from the
     text (the model should not see its own mention) and sets `at_bot`; other mentions stay as
@@ -151,6 +160,7 @@ def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
     targets: list[str] = []
     reply_id: str | None = None
     images: list[str] = []
+    audio: list[str] = []
     for seg in segments:
         kind, data = seg["type"], seg["data"]
         if kind == "text":
@@ -164,12 +174,19 @@ def parse_message(segments: list[Segment], self_id: str) -> ParsedMessage:
                 parts.append(f"@{data.get('name') or qq}")
         elif kind == "reply":
             reply_id = str(data.get("id", "")) or None
+        elif kind == "record" and (voice := audio_ref(data)):
+            audio.append(voice)  # transcribed into the text (no placeholder needed)
         elif kind in _PLACEHOLDERS:
             parts.append(_PLACEHOLDERS[kind])
             if kind == "image" and (ref := image_ref(data)):
                 images.append(ref)
     return ParsedMessage(
-        text=_join(parts), at_bot=at_bot, at_targets=targets, reply_id=reply_id, images=images
+        text=_join(parts),
+        at_bot=at_bot,
+        at_targets=targets,
+        reply_id=reply_id,
+        images=images,
+        audio=audio,
     )
 
 

@@ -86,6 +86,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         threads=True,
         markdown="HTML",
         delivery_ids=True,

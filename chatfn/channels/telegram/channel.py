@@ -45,6 +45,7 @@ __all__ = ["TelegramChannel"]
 
 ALLOWED_UPDATES = ["message"]
 MAX_PHOTO_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
+MAX_VOICE_BYTES = 20 * 1024 * 1024  # what the Bot API's getFile serves at most
 # While a taken update is not yet stored: how long getUpdates waits for it before asking again
 # (with the offset below it), and how long a webhook POST waits before a 503.
 CONFIRM_WAIT = 0.5
@@ -227,7 +228,13 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
             self.inbound.events(group.key, lambda: self._member_joined(message), taken)
             return taken
-        if message.text is not None or message.caption is not None or message.photo:
+        if (
+            message.text is not None
+            or message.caption is not None
+            or message.photo
+            or message.voice
+            or message.audio
+        ):
             taken, ref = kit.Taken(previous), chat_ref(message)
             ident = str(message.message_id)
             self.inbound.message(ref.key, ident, lambda: self._incoming(ref, message), taken)
@@ -280,8 +287,29 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             message_id=str(message.message_id),
             time=message.date,
             images=images,
+            audio=[a for a in [await self._voice(message)] if a],
             sender_roles=roles,
         )
+
+    async def _voice(self, message: Message) -> str | None:
+        """A voice note (OGG/Opus) or an audio file as a data URI, for speech to text: like a
+        photo, the file URL holds the bot's token."""
+        media = message.voice or message.audio
+        if media is None:
+            return None
+        if (media.file_size or 0) > MAX_VOICE_BYTES:
+            logger.warning(
+                "Telegram voice {} is over {} bytes", media.file_unique_id, MAX_VOICE_BYTES
+            )
+            return None
+        try:
+            file = await self.bot.get_file(media.file_id)
+            data = bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            logger.warning("Telegram voice {} not downloaded: {}", media.file_unique_id, exc)
+            return None
+        mime = media.mime_type or ("audio/ogg" if message.voice else "audio/mpeg")
+        return kit.data_uri(data, mime if mime.startswith("audio/") else "audio/ogg")
 
     async def _photo(self, sizes: tuple[PhotoSize, ...] | None) -> str | None:
         """The largest size of a photo (within what a model takes) as a data URI: the file URL
