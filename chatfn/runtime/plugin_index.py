@@ -13,7 +13,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from chatfn.common.fetch import FetchError, fetch
+from chatfn.common.fetch import FetchAllow, FetchError, fetch
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 30.0
@@ -23,10 +23,12 @@ class PluginIndexError(ValueError):
     """The index cannot be read, or is not an index."""
 
 
-def read_index(index_url: str, base_dir: Path) -> dict[str, Any]:
+def read_index(index_url: str, base_dir: Path, allow: FetchAllow | None = None) -> dict[str, Any]:
+    """The index; `allow`: the addresses beyond the public internet it may be on
+    (`bot.fetch`, as for every URL the bot fetches)."""
     if index_url.startswith(("http://", "https://")):
         try:
-            got = asyncio.run(fetch(index_url, max_bytes=MAX_BYTES, timeout=TIMEOUT))
+            got = asyncio.run(fetch(index_url, allow=allow, max_bytes=MAX_BYTES, timeout=TIMEOUT))
         except FetchError as exc:
             raise PluginIndexError(f"plugins.index_url {index_url}: {exc}") from None
         text = got.data.decode("utf-8", "replace")

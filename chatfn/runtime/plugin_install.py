@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chatfn.common.config import PluginSettings
+from chatfn.common.fetch import FetchAllow
 from chatfn.runtime import plugin_pip
 from chatfn.runtime.plugin_index import listed_hashes, read_index
 from chatfn.runtime.plugin_pip import Wheel
@@ -65,7 +66,12 @@ class InstallPlan:
 
 
 def index_line(
-    wheel: Wheel, index_url: str | None, base: Path, *, require_listed: bool = False
+    wheel: Wheel,
+    index_url: str | None,
+    base: Path,
+    *,
+    require_listed: bool = False,
+    allow: FetchAllow | None = None,
 ) -> str | None:
     """What `plugins.index_url` says of the wheel: a hash it does not list for a version it
     lists is refused (ValueError), as is (with `require_listed`, the console's rule) a version
@@ -74,7 +80,7 @@ def index_line(
         if require_listed:
             raise ValueError("no plugins.index_url: the console installs only what an index lists")
         return None
-    hashes = listed_hashes(read_index(index_url, base), wheel.name, wheel.version)
+    hashes = listed_hashes(read_index(index_url, base, allow), wheel.name, wheel.version)
     if hashes is None:
         if require_listed:
             raise ValueError(
@@ -96,6 +102,7 @@ def plan(
     *,
     upgrade: bool = False,
     require_listed: bool = False,
+    allow: FetchAllow | None = None,
 ) -> InstallPlan:
     """Fetch and check `spec` (a name, `name==version`, a file or folder): ValueError or
     PipFailed saying why it is not to be installed; InstallRefused for what pip would change.
@@ -116,7 +123,9 @@ def plan(
         found = InstallPlan(wheel, have, options, None, _tmp=tmp)
         if found.current:
             return found
-        found.listed = index_line(wheel, settings.index_url, base, require_listed=require_listed)
+        found.listed = index_line(
+            wheel, settings.index_url, base, require_listed=require_listed, allow=allow
+        )
         changes = plugin_pip.would_install(str(wheel.path), options, upgrade=True)
         refused = plugin_pip.changes_refused(changes, keep=wheel.name)
         if refused:

@@ -145,7 +145,7 @@ class Plugins:
             raise ConsoleError(409, f"{name} has no functions to switch in a chat")
         chats = self.console.chats
         detail = await chats.detail(scope, platform, chat_id)
-        functions = detail["settings"]["functions"]
+        functions = detail["settings"]["functions"]["value"]
         bot_wide = set(self.bot.settings.function_calls.disabled)
         disabled = [n for n in functions["disabled"] or [] if n not in bot_wide and n not in mine]
         if not body["on"]:
@@ -166,7 +166,7 @@ class Plugins:
         platform, _, chat_id = chat.partition(":")
         loaded = self._loaded(name)
         detail = await self.console.chats.detail(scope, platform, chat_id)
-        disabled = set(detail["settings"]["functions"]["disabled"] or [])
+        disabled = set(detail["settings"]["functions"]["value"]["disabled"] or [])
         mine = {s.name for s in loaded.specs()}
         return {"plugin": name, "chat": chat, "on": not mine or not mine <= disabled}
 
@@ -245,7 +245,9 @@ class Plugins:
     async def market(self, q: str) -> dict[str, Any]:
         url = self._index_url()
         try:
-            index = await asyncio.to_thread(read_index, url, self.bot.settings.base_dir)
+            index = await asyncio.to_thread(
+                read_index, url, self.bot.settings.base_dir, self.bot.settings.bot.fetch
+            )
         except PluginIndexError as exc:
             raise ConsoleError(502, str(exc)) from None
         have = installed_versions()
@@ -293,6 +295,7 @@ class Plugins:
                 settings.base_dir,
                 upgrade=upgrade,
                 require_listed=True,
+                allow=settings.bot.fetch,
             )
         except (ValueError, PipFailed) as exc:
             await self.console.audit(
