@@ -120,6 +120,13 @@ class Console:
         settings: Any = self.settings
         return await asyncio.to_thread(setup.create_owner, settings, name, password_hash, token)
 
+    @property
+    def models_page(self) -> Any:
+        """The Models page's reads and changes (models.py), owner-only changes."""
+        from chatfn.runtime.console.models import ModelsPage
+
+        return ModelsPage(self)
+
     async def audit(
         self,
         user: str,

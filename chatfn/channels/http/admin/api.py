@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chatfn.channels.http.admin import logs
+from chatfn.channels.http.admin import logs, setup_api
 from chatfn.channels.http.admin.auth import WHO, Identity
 from chatfn.common.version import __version__
 from chatfn.runtime.channel_host import ApiHost
@@ -96,6 +96,7 @@ class Api:
             "version": __version__,
             "expires_at": me.expires_at,
             "bearer": me.bearer,
+            "owner": me.owner,  # may change the models, channels and config
             # The plugins' pages (their console views): name, module, words.
             "pages": self.console.pages(),
         }
@@ -328,6 +329,7 @@ def add_routes(app: web.Application, host: ApiHost) -> None:
         ],
         ("POST", "/admin/api/check", api.check),
         ("GET", "/admin/api/audit", api.audit),
+        *setup_api.routes(host),  # Models (setup_api.py, issue 39)
     ]
     for view in host.console.views():  # the plugins' own (the reminders page is one)
         routes += [
