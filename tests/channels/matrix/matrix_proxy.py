@@ -18,6 +18,8 @@ from urllib.parse import unquote
 import aiohttp
 from aiohttp import web
 
+from tests.kit import bound_port
+
 _SEND = re.compile(r"^/_matrix/client/(?:v3|r0)/rooms/([^/]+)/send/([^/]+)/([^/]+)$")
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 
@@ -45,7 +47,7 @@ class MatrixProxy:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = bound_port(site)
         self.url = f"http://127.0.0.1:{port}"
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
         return self

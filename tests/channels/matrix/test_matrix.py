@@ -17,6 +17,7 @@ pytest.importorskip("nio")
 
 from loguru import logger  # noqa: E402
 
+from chatfn.channels.kit import REFUSED_RETRY  # noqa: E402
 from chatfn.channels.matrix import SPEC  # noqa: E402
 from chatfn.channels.matrix.send import EVENT_BUDGET  # noqa: E402
 from chatfn.channels.matrix.settings import MatrixSettings  # noqa: E402
@@ -25,6 +26,7 @@ from tests.channels.contract import PNG, Chat, _unmark_last, contract_registry  
 from tests.channels.matrix.matrix_driver import BOT_NAME, MatrixDriver, running  # noqa: E402
 from tests.channels.matrix.matrix_proxy import MatrixProxy  # noqa: E402
 from tests.channels.matrix.synapse_server import Synapse  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 pytestmark = pytest.mark.services
 
@@ -301,13 +303,19 @@ async def test_a_refused_token_is_one_error_line_and_a_fail_in_the_probe(
         )
         bot = Bot(settings, model=ScriptedModel([]), load_plugins=False)
         channel = SPEC.build(bot.channel_host, settings.channels.matrix)
+        paused: list[float] = []
+        pause = channel.pause
+
+        async def record_pause(seconds: float) -> bool:
+            paused.append(seconds)
+            return await pause(seconds)
+
+        channel.pause = record_pause  # type: ignore[method-assign]
         task = asyncio.create_task(channel.run())
-        async with asyncio.timeout(10):
-            while not lines:
-                await asyncio.sleep(0.05)
-        # Unchecked, the backoff would try again after 0.4-0.6 s: a refused token waits a
-        # minute instead, so nothing more comes in the next second.
-        await asyncio.sleep(1)
+        await until(lambda: lines and paused, 10, "no refusal logged and waited on")
+        # Unchecked, the backoff would try again after 0.4-0.6 s: a refused token waits
+        # REFUSED_RETRY (a minute) instead, so nothing more comes meanwhile.
+        assert paused == [REFUSED_RETRY]
         await channel.stop()
         await task
         await bot.aclose()
