@@ -11,9 +11,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from loguru import logger
 from sqlalchemy import update
 
+from chatfn.channels.onebot import catchup
 from chatfn.channels.onebot.channel import OneBotChannel
 from chatfn.channels.onebot.history import Owed, match_sent, own_texts
 from chatfn.common.messages import OutgoingMessage
@@ -22,8 +24,47 @@ from chatfn.storage.models import outbox_table
 from tests.channels.conftest import TOKEN
 from tests.channels.onebot.onebot_sim import OneBotSim, at, plain, text
 from tests.channels.test_outbox_delivery import make_bot, states, until_states
+from tests.kit import until
 
 SELF = 10001000
+
+
+class _Clock(datetime):
+    """The catch-up's clock (catchup.datetime in these tests): the real one, plus the time a
+    test said passed (`_time_passes`), where it slept before. A message the peer timed (whole
+    seconds) before that is not in the second of the next connect, which would count it as
+    arrived live."""
+
+    ahead = 0.0
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+        return datetime.now(tz) + timedelta(seconds=cls.ahead)
+
+
+def _time_passes(seconds: float) -> None:
+    _Clock.ahead += seconds
+
+
+@pytest.fixture(autouse=True)
+def _catch_up_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Clock, "ahead", 0.0)
+    monkeypatch.setattr(catchup, "datetime", _Clock)
+
+
+def _catch_ups(channel: OneBotChannel) -> list[int]:
+    """What each catch-up run of `channel` (one a connect) came to, once it has ended: what a
+    test waits for before it counts the history calls and replies a catch-up could cause."""
+    done: list[int] = []
+    run = channel.catch_up.run
+
+    async def counted(conn: Any) -> int:
+        found = await run(conn)
+        done.append(found)
+        return found
+
+    channel.catch_up.run = counted  # type: ignore[method-assign]
+    return done
 
 
 async def _kill_after_sending(tmp_path: Path, sim_holder: list[OneBotSim]) -> None:
@@ -49,6 +90,7 @@ async def _start(tmp_path: Path, **cfg: Any) -> tuple[Bot, OneBotChannel, OneBot
     sets the peer's behaviour first)."""
     bot = make_bot(tmp_path, **cfg)
     channel = OneBotChannel(bot.channel_host)
+    channel.catch_ups = _catch_ups(channel)  # type: ignore[attr-defined]
     await bot.start()
     await channel.start()
     url = f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws"
@@ -78,7 +120,7 @@ async def test_a_reply_sent_before_a_kill_but_not_marked_is_not_sent_again(
     bot, channel = await _restart(tmp_path, sim)
     try:
         await until_states(bot, [(1, "delivered"), (2, "delivered")])
-        await asyncio.sleep(0.2)
+        await until(lambda: channel.catch_ups)  # the connect's catch-up has ended too
     finally:
         await _stop(bot, channel, sim)
     sends = [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")]
@@ -123,7 +165,7 @@ async def test_a_send_whose_socket_dropped_before_the_answer_is_not_repeated(
         await sim.restart(downtime=0.3)
         await send
         await until_states(bot, [(1, "delivered")])
-        await asyncio.sleep(0.2)
+        await until(lambda: len(channel.catch_ups) == 2)  # both connects' catch-ups ended
     finally:
         await _stop(bot, channel, sim)
     assert [plain(a["params"]["message"]) for a in sim.sent("send_group_msg")] == [
@@ -208,15 +250,18 @@ async def test_a_message_said_while_the_bot_was_down_is_caught_up_once(tmp_path:
     # Said while the bot is down: the implementation keeps no event for it.
     await sim.group_message(42, ALICE, [at(SELF), text(" /echo two")], deliver=False)
     missed = sim.history[("group", 42)][-1]
-    await asyncio.sleep(1.1)  # not in the second of the restart (that would count as live)
+    _time_passes(1.1)  # not in the second of the restart (that would count as live)
 
     bot, channel = await _restart(tmp_path, sim)
     try:
         await sim.wait_actions(2, "send_group_msg")
         await sim.post(missed)  # the same message arriving live as well: handled once
         await sim.group_message(42, ALICE, [at(SELF), text(" /echo three")])
-        await sim.wait_actions(3, "send_group_msg")
-        await asyncio.sleep(0.3)
+        # "three" answered: in the chat's order, a second turn of "two" would have come first.
+        await sim.wait_action(
+            "send_group_msg", where=lambda a: "three" in plain(a["params"]["message"])
+        )
+        await until(lambda: channel.catch_ups)
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:42", 20)]
     finally:
         await _stop(bot, channel, sim)
@@ -238,9 +283,9 @@ async def test_no_history_action_means_no_catch_up_and_one_warning(tmp_path: Pat
             await sim.group_message(group, ALICE, [at(SELF), text(" /echo hi")])
         await sim.wait_actions(2, "send_group_msg")
         # A chat whose newest message came in this very second counts as live, not missed.
-        await asyncio.sleep(1.1)
+        _time_passes(1.1)
         await sim.restart()
-        await asyncio.sleep(0.5)
+        await until(lambda: len(channel.catch_ups) == 2)  # the second connect's ended
     finally:
         logger.remove(sink)
         await _stop(bot, channel, sim)
@@ -270,7 +315,7 @@ async def _down_then_missed(tmp_path: Path, sim_holder: list[OneBotSim]) -> dict
     sim.history[("group", 88)][-1]["time"] = old["time"]
     lost = await sim.group_message(77, ALICE, [at(SELF), text(" /echo lost")], deliver=False)
     await sim.private_message(BOB, "/echo friend", deliver=False)
-    await asyncio.sleep(1.1)  # not in the second of the restart (that would count as live)
+    _time_passes(1.1)  # not in the second of the restart (that would count as live)
     return lost
 
 
@@ -286,8 +331,11 @@ async def test_a_missed_message_in_a_chat_with_nothing_stored_is_caught_up_once(
         await sim.wait_action("send_private_msg")
         await sim.post(lost)  # the same message arriving live as well: handled once
         await sim.group_message(77, ALICE, [at(SELF), text(" /echo live")])
-        await sim.wait_actions(3, "send_group_msg")
-        await asyncio.sleep(0.3)
+        # "live" answered: in the chat's order, a second turn of "lost" would have come first.
+        await sim.wait_action(
+            "send_group_msg", where=lambda a: "live" in plain(a["params"]["message"])
+        )
+        await until(lambda: channel.catch_ups)
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
         friend = [m.text for m in bot.storage.recent_messages("onebot", f"private:{BOB}", 20)]
     finally:
@@ -321,13 +369,18 @@ async def test_a_message_arriving_live_while_it_is_caught_up_is_handled_once(
             "get_group_msg_history", where=lambda a: a["params"]["group_id"] == 77
         )
         await sim.wait_action("send_private_msg")
-        await asyncio.sleep(0.5)
+        await until(lambda: channel.catch_ups)
+        # A message after them in the chat, answered: a second turn of "lost" would come first.
+        await sim.group_message(77, ALICE, [at(SELF), text(" /echo after")])
+        await sim.wait_action(
+            "send_group_msg", where=lambda a: "after" in plain(a["params"]["message"])
+        )
         stored = [m.text for m in bot.storage.recent_messages("onebot", "group:77", 20)]
     finally:
         await _stop(bot, channel, sim)
     to77 = [a for a in sim.sent("send_group_msg") if a["params"]["group_id"] == 77]
-    assert [plain(a["params"]["message"]).split()[-1] for a in to77] == ["lost"]
-    assert [t for t in stored if t.startswith("/echo")] == ["/echo lost"]
+    assert [plain(a["params"]["message"]).split()[-1] for a in to77] == ["lost", "after"]
+    assert [t for t in stored if t.startswith("/echo")] == ["/echo lost", "/echo after"]
 
 
 async def test_without_get_recent_contact_only_stored_chats_are_caught_up_and_it_is_logged_once(
@@ -338,16 +391,16 @@ async def test_without_get_recent_contact_only_stored_chats_are_caught_up_and_it
     sim = holder[0]
     sim.recent_supported = False  # go-cqhttp, Lagrange, older NapCat: 1404
     await sim.group_message(42, ALICE, [at(SELF), text(" /echo two")], deliver=False)
-    await asyncio.sleep(1.1)
+    _time_passes(1.1)
     logs: list[str] = []
     sink = logger.add(lambda m: logs.append(str(m)), level="WARNING")
     bot, channel = await _restart(tmp_path, sim)
     try:
         await sim.wait_actions(2, "send_group_msg")  # "one" before the stop, "two" caught up
-        await asyncio.sleep(1.1)
+        _time_passes(1.1)
         await sim.restart()  # a second connect of the same account: not asked again
         await sim.wait_actions(2, "get_group_msg_history")
-        await asyncio.sleep(0.5)
+        await until(lambda: len(channel.catch_ups) == 2)  # the second connect's ended
     finally:
         logger.remove(sink)
         await _stop(bot, channel, sim)
