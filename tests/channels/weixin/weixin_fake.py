@@ -105,6 +105,7 @@ class FakeIlink(FakePlatform):
         self.cdn: dict[str, bytes] = {}  # download param -> ciphertext
         self.codes: dict[str, QrCode] = {}
         self.qr_requests = 0
+        self.answered: list[str] = []  # the QR statuses answered, in order
         self.notified: list[str] = []  # notifystart / notifystop
         self.typing: list[dict[str, Any]] = []
         self.bad_requests: list[str] = []
@@ -181,6 +182,8 @@ class FakeIlink(FakePlatform):
             except TimeoutError:
                 pass
         answer: dict[str, Any] = {"status": code.status}
+        self.answered.append(code.status)
+        await self.notify()
         if code.status == "confirmed":
             answer.update(
                 bot_token=self.token,
