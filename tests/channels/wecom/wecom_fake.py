@@ -74,6 +74,7 @@ class FakeWecom:
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.base = ""
+        self._client: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> FakeWecom:
         app = web.Application(client_max_size=8 * 1024 * 1024)
@@ -92,6 +93,8 @@ class FakeWecom:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -285,11 +288,12 @@ class FakeWecom:
     ) -> tuple[int, str]:
         """One delivery to the callback URL: (status, body); a timeout is status 0."""
         url = f"{self.callback_url}?{urlencode(query)}"
+        if self._client is None:  # one client, as WeCom's servers keep theirs
+            self._client = aiohttp.ClientSession()
         try:
-            async with (
-                aiohttp.ClientSession() as s,
-                s.post(url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)) as r,
-            ):
+            async with self._client.post(
+                url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as r:
                 status, text = r.status, await r.text()
         except (TimeoutError, aiohttp.ClientError):
             status, text = 0, ""
