@@ -42,6 +42,7 @@ BUILTIN: dict[str, str] = {
     "dingtalk": "chatfn.channels.dingtalk:SPEC",
     "wecom": "chatfn.channels.wecom:SPEC",
     "wechat_mp": "chatfn.channels.wechat_mp:SPEC",
+    "irc": "chatfn.channels.irc:SPEC",
     "weixin": "chatfn.channels.weixin:SPEC",
     "line": "chatfn.channels.line:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
