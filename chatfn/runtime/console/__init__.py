@@ -127,6 +127,13 @@ class Console:
 
         return ModelsPage(self)
 
+    @property
+    def channels_page(self) -> Any:
+        """The Channels page's reads, changes and probes (channels.py), owner-only changes."""
+        from chatfn.runtime.console.channels import ChannelsPage
+
+        return ChannelsPage(self)
+
     async def audit(
         self,
         user: str,

@@ -1,5 +1,5 @@
 """The JSON endpoints of the pages that set the bot up (issue 39; docs/admin-api.md): Models
-(and, as they land, Channels and Config). Reading needs an unscoped user; every change needs an
+and Channels. Reading needs an unscoped user; every change needs an
 `owner` (`admin.users.NAME.role`, or the bearer token), is written to config.yaml by the console
 and audited there."""
 
@@ -64,7 +64,25 @@ def routes(host: ApiHost) -> list[Route]:
         me = _owner(request)
         return await page.test(me.user, request.remote or "", request.match_info["name"])
 
+    channels = host.console.channels_page
+
+    async def channel_list(request: web.Request) -> Any:
+        _unscoped(request)
+        return channels.listing()
+
+    async def channel_save(request: web.Request) -> Any:
+        me = _owner(request)
+        name = request.match_info["name"]
+        return await channels.save(me.user, request.remote or "", name, await _body(request))
+
+    async def channel_test(request: web.Request) -> Any:
+        me = _owner(request)
+        return await channels.test(me.user, request.remote or "", request.match_info["name"])
+
     return [
+        ("GET", "/admin/api/channels", channel_list),
+        ("PUT", "/admin/api/channels/{name}", channel_save),
+        ("POST", "/admin/api/channels/{name}/test", channel_test),
         ("GET", "/admin/api/models", models),
         ("PUT", "/admin/api/models/default", default),
         ("PUT", "/admin/api/models/{name}", save),

@@ -25,11 +25,12 @@ const PAGES = [
   { name: "delivery", pattern: /^delivery$/, load: () => import("./pages/delivery.js") },
   { name: "plugins", pattern: /^plugins$/, load: () => import("./pages/plugins.js") },
   { name: "models", pattern: /^models$/, load: () => import("./pages/models.js") },
+  { name: "channels", pattern: /^channels$/, load: () => import("./pages/channels.js") },
   { name: "logs", pattern: /^logs$/, load: () => import("./pages/logs.js") },
   { name: "check", pattern: /^check$/, load: () => import("./pages/check.js") },
   { name: "audit", pattern: /^audit$/, load: () => import("./pages/audit.js") },
 ];
-const NAV = ["overview", "chats", "usage", "delivery", "models", "plugins", "logs", "check", "audit"];
+const NAV = ["overview", "chats", "usage", "delivery", "models", "channels", "plugins", "logs", "check", "audit"];
 
 /** The plugins' pages (their console views, from the session): each a module the server
  * serves under /admin/api/pages/, in the navigation after "usage". */
