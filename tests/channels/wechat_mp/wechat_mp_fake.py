@@ -79,6 +79,7 @@ class FakeWechatMp:
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.base = ""
+        self._client: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> FakeWechatMp:
         app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -95,6 +96,8 @@ class FakeWechatMp:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -259,13 +262,12 @@ class FakeWechatMp:
     async def post(self, query: dict[str, str], body: str) -> tuple[int, str]:
         """One delivery: (status, body); 0 when no answer came within `answer_within`."""
         url = f"{self.callback_url}?{urlencode(query)}"
+        if self._client is None:  # one client, as WeChat's servers keep theirs
+            self._client = aiohttp.ClientSession()
         try:
-            async with (
-                aiohttp.ClientSession() as s,
-                s.post(
-                    url, data=body.encode(), timeout=aiohttp.ClientTimeout(total=self.answer_within)
-                ) as r,
-            ):
+            async with self._client.post(
+                url, data=body.encode(), timeout=aiohttp.ClientTimeout(total=self.answer_within)
+            ) as r:
                 status, text = r.status, await r.text()
         except (TimeoutError, aiohttp.ClientError):
             status, text = 0, ""
