@@ -244,10 +244,13 @@ class Console:
         return await ops.check(self, user, address, online)
 
     def start(self) -> None:
-        """Start what the console measures in the background (the event loop's lag)."""
+        """Start what the console measures in the background (the event loop's lag) and the
+        Logs page's backlog."""
         self.lag.start()
+        self.logs.keep()
 
     async def stop(self) -> None:
+        self.logs.stop()
         await self.lag.stop()
 
     def __repr__(self) -> str:

@@ -11,7 +11,9 @@ from pathlib import Path
 import yaml
 from loguru import logger
 
+from chatfn.runtime.console.logs import BACKLOG
 from tests.channels.http.admin.conftest import TOKEN, admin_config
+from tests.kit import until
 
 
 async def _lines(resp, want: int) -> list[dict]:
@@ -48,8 +50,36 @@ async def test_log_tail_filters_by_chat_and_level_and_masks_secrets(console, mon
         if not c.tb.bot.api_host.console.logs._watchers:
             break
         await asyncio.sleep(0.05)
-    assert c.tb.bot.api_host.console.logs._sink is None  # nobody watches: no sink
+    # Nobody watches: only the backlog's sink stays (one, not one per page opened).
+    logs = c.tb.bot.api_host.console.logs
+    assert logs._sink is not None and logs._keeping
     assert (await alice.get("/admin/api/logs?level=LOUD"))[0] == 400
+
+
+async def test_the_log_page_opens_with_the_last_lines(console, monkeypatch) -> None:
+    monkeypatch.setattr("chatfn.runtime.logging._secrets", {TOKEN})
+    c = await console()
+    logger.bind(chat_id="team-a").warning(f"before anyone watched, {TOKEN}")
+    logger.bind(chat_id="ops").warning("an ops line before")
+    alice, bob = await c.client("alice"), await c.client("bob")
+    mine = await alice.http.get(f"{c.base}/admin/api/logs?level=WARNING")
+    await mine.content.readline()  # ": connected"
+    old = await _lines(mine, 2)
+    assert [x["text"] for x in old] == ["before anyone watched, ***", "an ops line before"]
+    # A scoped user's backlog holds their chats' lines only.
+    scoped = await bob.http.get(f"{c.base}/admin/api/logs?level=WARNING")
+    await scoped.content.readline()
+    logger.bind(chat_id="team-a").warning("a new team-a line")
+    seen = await _lines(scoped, 2)
+    assert [x["text"] for x in seen] == ["before anyone watched, ***", "a new team-a line"]
+    mine.close(), scoped.close()
+    # The backlog is bounded.
+    logs = c.tb.bot.api_host.console.logs
+    for n in range(BACKLOG + 5):
+        logger.warning("filler {}", n)
+    await until(
+        lambda: len(logs._kept) == BACKLOG and logs._kept[-1][0]["text"].endswith(str(BACKLOG + 4))
+    )
 
 
 async def test_config_check_reports_check_system_lines(console, tmp_path: Path) -> None:
