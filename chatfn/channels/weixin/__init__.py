@@ -68,6 +68,8 @@ async def login(settings: WeixinSettings, show: Any) -> str:
     """The QR login (login.py): what to keep, as text."""
     from chatfn.channels.weixin.login import qr_login
 
+    if settings.token_value():
+        show("status", "note: channels.weixin.token is set in the config and wins over this login")
     return (await qr_login(settings, show)).dumps()
 
 

@@ -53,6 +53,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         self.contexts: dict[str, str] = {}
         self._last_batch: asyncio.Future[bool] | None = None
         self._rewind = False
+        self._generation = 0  # bumped by a rewind: what was read before it keeps nothing
         self._tickets: dict[str, tuple[str, float]] = {}
 
     # -- what is kept ----------------------------------------------------------------------
@@ -103,6 +104,8 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         while not self.stopping:
             if self._rewind:
                 self._rewind = False
+                self._generation += 1
+                self._last_batch = None
                 if not await self.pause(RETAKE_AFTER):
                     return
                 self.read_buf = self.stored_buf
@@ -150,7 +153,8 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
             takes.append(self.queue(parsed))
         if isinstance(buf, str) and buf and buf != self.read_buf:
             self.read_buf = buf
-            self._last_batch = self.spawn(self.confirm(self._last_batch, buf, takes))
+            batch = self.confirm(self._last_batch, buf, takes, self._generation)
+            self._last_batch = self.spawn(batch)
 
     def queue(self, parsed: Parsed) -> kit.Taken:
         chat = parsed.chat.key
@@ -165,13 +169,15 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         return self.inbound.once(key, take)
 
     async def confirm(
-        self, previous: Awaitable[bool] | None, buf: str, takes: list[kit.Taken]
+        self, previous: Awaitable[bool] | None, buf: str, takes: list[kit.Taken], generation: int
     ) -> bool:
         """Keep `buf` once the answers before it and its messages are stored; a message
         released (not stored) rewinds the poll to the kept cursor instead."""
         if previous is not None and not await previous:
             return False
         outcomes = await asyncio.gather(*(t.outcome for t in takes))
+        if generation != self._generation:  # read before a rewind: read again since
+            return False
         if not all(outcomes):
             self._rewind = True
             return False

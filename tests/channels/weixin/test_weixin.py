@@ -345,3 +345,54 @@ async def test_images_go_through_the_cdn_encrypted(tmp_path: Path) -> None:
                     return conn.execute(select(m.c.text).where(m.c.message_id == said)).first()
 
             assert "[image: " in (await bot.storage.run(row)).text
+
+
+class _FailOnce:
+    """The bot's ChannelHost, whose first handling of a message saying `boom` fails before
+    the message is stored (a broker away, a bug)."""
+
+    def __init__(self, host: Any) -> None:
+        self._host = host
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._host, name)
+
+    async def handle(self, msg: Any, *args: Any, **kwargs: Any) -> Any:
+        if msg.text == "boom" and not self.failed:
+            self.failed += 1
+            raise RuntimeError("not stored")
+        return await self._host.handle(msg, *args, **kwargs)
+
+
+async def test_a_message_not_stored_rewinds_the_poll_and_is_taken_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cursor is not kept past a message that was read but not stored: the poll goes
+    back to the kept cursor and iLink's redelivery is taken again (once answered)."""
+    from chatfn.channels import intake
+    from chatfn.channels.weixin import channel as weixin_channel
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.2)
+    monkeypatch.setattr(weixin_channel, "RETAKE_AFTER", 0.2)
+    async with FakeIlink(hold=0.3) as fake:
+        driver = WeixinDriver(fake)
+        async with running(driver, tmp_path) as bot:
+            channel: Any = driver.channel
+            proxy = _FailOnce(channel.host)
+            channel.host = proxy
+            await fake.say(user("1001"), "boom")
+            await fake.wait_for(lambda: fake.sent_to("private:1001@im.wechat"), 20)
+            assert proxy.failed == 1
+            storage = bot.storage
+            async with asyncio.timeout(10):
+                while True:
+                    rows = dict(await storage.run(_cursors, storage.engine))
+                    kept = next((v for k, v in rows.items() if k.startswith("cursor:")), "")
+                    if kept and json.loads(base64.b64decode(kept))["pos"] == 1:
+                        break
+                    await asyncio.sleep(0.05)
+            await fake.say(user("1001"), "after")
+            await fake.wait_for(lambda: len(fake.sent_to("private:1001@im.wechat")) >= 2)
+        texts = [p.text for p in fake.sent_to("private:1001@im.wechat")]
+        assert texts == ["echo: boom", "echo: after"]

@@ -13,7 +13,9 @@ the channel's code is imported here (its encryption included):
 - AstrBotDevs/AstrBot astrbot/core/platform/sources/weixin_oc/ (weixin_oc_client.py,
   weixin_oc_adapter.py: the same calls, `context_token` echoed, -14 ends the session);
 - NousResearch/hermes-agent gateway/platforms/weixin.py (-2 the frequency limit, ~2000
-  characters a message).
+  characters a message);
+- langbot-app/LangBot src/langbot/pkg/platform/sources/openclaw_weixin.py (the same config
+  keys `base_url` and `token`, private chats, the QR login's token kept in the database).
 
 What it refuses, as iLink does or as those clients expect it to: a request without
 `AuthorizationType: ilink_bot_token` or with an `X-WECHAT-UIN` that is not base64 of a
