@@ -223,6 +223,10 @@ async def test_the_context_token_survives_a_restart(tmp_path: Path) -> None:
             out = OutgoingMessage(platform="weixin", chat_id="private:1001@im.wechat", text="later")
             await channel.send(out)
             assert [p.text for p in fake.sent_to("private:1001@im.wechat")][-1] == "later"
+        # Each run told iLink it started and stopped; the private message showed "typing".
+        assert fake.notified == ["start", "stop", "start", "stop"]
+        assert [t["status"] for t in fake.typing] == [1]
+        assert fake.typing[0]["ilink_user_id"] == "1001@im.wechat"
 
 
 async def test_the_cursor_is_kept_once_stored_and_a_redelivery_is_not_answered_twice(
