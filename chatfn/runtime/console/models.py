@@ -65,7 +65,8 @@ def _edits(name: str, body: dict[str, Any], existing: bool) -> list[config_file.
     for key in FIELDS:
         if key in body:
             value = body[key]
-            edits.append(((*base, key), DELETE if value in (None, "") else value))
+            empty = value is None or value == "" or value == []  # back to the default
+            edits.append(((*base, key), DELETE if empty else value))
     if "price" in body:
         price = body["price"]
         if isinstance(price, dict):

@@ -57,9 +57,9 @@ export function markdown(text) {
   return out;
 }
 
-function input(f, owner) {
+function input(f, owner, channel) {
   const fixed = !owner || f.from_env;
-  const id = `channel-field-${f.name}`;
+  const id = `channel-${channel}-${f.name}`;
   if (f.kind === "boolean") return h(`input#${id}`, { type: "checkbox", checked: f.value || null, disabled: fixed || null });
   if (f.kind === "choice") {
     return h(`select#${id}`, { disabled: fixed || null },
@@ -91,7 +91,7 @@ function card(c, owner, redraw) {
     ? h("span", { class: `badge ${c.running.connected === false ? "err" : "ok"}` },
       c.running.connected === false ? t("channels.down") : t("channels.running"))
     : h("span.badge", null, c.configured ? t("channels.configured") : t("channels.not_configured"));
-  const inputs = c.fields.map((f) => [f, input(f, owner)]);
+  const inputs = c.fields.map((f) => [f, input(f, owner, c.name)]);
   const message = h("p.channel-message", { "data-channel": c.name });
   const lines = h("div.channel-test-result", { "data-channel": c.name });
   const save = h("button.primary.channel-save", { type: "submit", hidden: !owner || null }, t("channels.save"));
