@@ -20,6 +20,7 @@ import base64
 import time
 from collections.abc import Awaitable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -235,7 +236,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
             return None
         url = download_url(media, self.cfg.cdn_base_url)
         key = media_key(image, media)
-        if url is None or not url.startswith((self.cfg.cdn_base_url, self.cfg.base_url)):
+        if url is None or urlsplit(url).netloc not in self.media_hosts():
             url = download_url({**media, "full_url": ""}, self.cfg.cdn_base_url)
         if url is None:
             return None
@@ -251,6 +252,12 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
             self.log.warning("WeChat image of {} bytes not taken: too large", len(plain))
             return None
         return kit.data_uri(plain)
+
+    def media_hosts(self) -> set[str]:
+        """The hosts a message's `full_url` may name (the CDN's, iLink's): any other is not
+        fetched (the download parameter is used with the configured CDN instead)."""
+        bases = (self.cfg.cdn_base_url, self.api.base_url if self.api else self.cfg.base_url)
+        return {urlsplit(b).netloc for b in bases}
 
     async def typing(self, user: str, context_token: str) -> None:
         """Show "typing" while the answer is made (getconfig's typing_ticket, sendtyping);

@@ -400,3 +400,25 @@ async def test_a_message_not_stored_rewinds_the_poll_and_is_taken_again(
             await fake.wait_for(lambda: len(fake.sent_to("private:1001@im.wechat")) >= 2)
         texts = [p.text for p in fake.sent_to("private:1001@im.wechat")]
         assert texts == ["echo: boom", "echo: after"]
+
+
+async def test_an_image_full_url_on_another_host_is_not_fetched(tmp_path: Path) -> None:
+    """A message's `full_url` naming a host other than the CDN's or iLink's is not fetched;
+    the download parameter goes to the configured CDN instead."""
+    async with FakeIlink() as fake:
+        driver = WeixinDriver(fake)
+        async with running(driver, tmp_path) as bot:
+            said = await fake.say(
+                user("1003"), "look", image=PNG, full_url=f"{fake.base}.elsewhere.invalid/x"
+            )  # its text starts with iLink's address: the host is what counts
+            await fake.wait_for(lambda: fake.sent_to("private:1003@im.wechat"))
+            from sqlalchemy import select
+
+            from chatfn.storage.models import messages_table as m
+
+            def row() -> Any:
+                with bot.storage.engine.connect() as conn:
+                    return conn.execute(select(m.c.text).where(m.c.message_id == said)).first()
+
+            assert "[image: " in (await bot.storage.run(row)).text
+            assert ("GET", "/c2c/download") in fake.recorded

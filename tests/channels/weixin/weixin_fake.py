@@ -222,6 +222,7 @@ class FakeIlink(FakePlatform):
         group: str = "",
         image: bytes | None = None,
         quote: str | None = None,
+        full_url: str | None = None,
     ) -> str:
         """A user's message, delivered by the next getupdates; its message id."""
         chat = f"group:{group}" if group else f"private:{user}"
@@ -241,6 +242,8 @@ class FakeIlink(FakePlatform):
                 "aes_key": base64.b64encode(key).decode(),
                 "encrypt_type": 1,
             }
+            if full_url is not None:
+                media["full_url"] = full_url
             items.append({"type": 2, "image_item": {"media": media, "mid_size": len(image)}})
         ident = str(next(self._ids))
         msg: dict[str, Any] = {
