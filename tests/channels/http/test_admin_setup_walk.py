@@ -202,3 +202,27 @@ def test_the_bot_is_set_up_in_the_browser_alone(walk: Walk, browser: Any) -> Non
         "the",
         "browser",
     ]
+
+
+def test_every_page_text_is_in_both_catalogues(walk: Walk, browser: Any) -> None:
+    """Each page of the console (the setup pages included), in English and in Chinese: no text
+    it shows is missing from the catalogue (`t()` records every key it could not find)."""
+    token = json.loads((walk.folder / first_run.FILE).read_text())["token"]
+    browser.get(f"{walk.url}/admin/setup?token={token}")
+    _fill(browser, "#username", "owner")
+    _fill(browser, "#password", "a-long-password")
+    _fill(browser, "#password2", "a-long-password")
+    css(browser, "#submit").click()
+    ready(browser)
+    pages = [a.get_attribute("href") for a in every(browser, "nav#nav a")]
+    assert any(p.endswith("/admin/models") for p in pages)
+    assert any(p.endswith("/admin/channels") for p in pages)
+    for language in ("en", "zh"):
+        browser.execute_script(
+            "localStorage.setItem('chatfn-admin-language', arguments[0])", language
+        )
+        for page in pages:
+            open_page(browser, page)
+            missing = browser.execute_script("return [...(window.chatfnMissingWords || [])]")
+            assert missing == [], f"{page} ({language}): {missing}"
+        assert browser.execute_script("return document.documentElement.lang").startswith(language)

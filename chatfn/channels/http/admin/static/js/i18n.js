@@ -29,8 +29,14 @@ export function language() {
   return current;
 }
 
+// Keys a page asked for that no catalogue holds (shown as the key itself): the browser tests
+// read `window.chatfnMissingWords` on every page, in each language, and fail on any.
+const missing = new Set();
+window.chatfnMissingWords = missing;
+
 /** The text for `key`, with {name} placeholders filled; the key itself when missing. */
 export function t(key, vars) {
+  if (!(key in words)) missing.add(`${current}:${key}`);
   const text = words[key] ?? key;
   if (!vars) return text;
   return text.replace(/\{(\w+)\}/g, (_, name) => (name in vars ? String(vars[name]) : `{${name}}`));
