@@ -582,10 +582,8 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
 
 
 # -- a dead secret --
-async def test_a_dead_secret_is_one_clear_log_line(
-    fake: FakeQQ, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from chatfn.channels.kit import channel as kit_channel
+async def test_a_dead_secret_is_one_clear_log_line(fake: FakeQQ, tmp_path: Path) -> None:
+    from chatfn.channels.kit import REFUSED_RETRY
     from chatfn.runtime.bot import Bot
     from chatfn.runtime.settings import parse_settings
 
@@ -606,11 +604,20 @@ async def test_a_dead_secret_is_one_clear_log_line(
             base_dir=tmp_path,
         )
         bot = Bot(settings, load_plugins=False, builtins=False)
-        # Retried at once rather than every REFUSED_RETRY seconds: three refusals, one line.
-        monkeypatch.setattr(kit_channel, "REFUSED_RETRY", 0.01)
         channel = SPEC.build(bot.channel_host, settings.channels.qq)
+        paused: list[float] = []
+        pause = channel.pause
+
+        async def record_pause(seconds: float) -> bool:
+            paused.append(seconds)
+            return await pause(seconds)
+
+        channel.pause = record_pause  # type: ignore[method-assign]
         task = asyncio.create_task(channel.run())
-        await until(lambda: lines and channel.refusals >= 3, 10, "not refused three times")
+        await until(lambda: lines and paused, 10, "no refusal logged and waited on")
+        # The refusal waits REFUSED_RETRY (a minute) before it tries again: nothing more
+        # comes meanwhile.
+        assert paused == [REFUSED_RETRY]
         await channel.stop()
         await task
         await bot.aclose()
