@@ -43,6 +43,7 @@ BUILTIN: dict[str, str] = {
     "wecom": "chatfn.channels.wecom:SPEC",
     "wechat_mp": "chatfn.channels.wechat_mp:SPEC",
     "irc": "chatfn.channels.irc:SPEC",
+    "xmpp": "chatfn.channels.xmpp:SPEC",
     "weixin": "chatfn.channels.weixin:SPEC",
     "line": "chatfn.channels.line:SPEC",
     "kook": "chatfn.channels.kook:SPEC",

@@ -1,0 +1,87 @@
+"""The way out to XMPP: a reply as `<message>` stanzas (`type="chat"` to a user,
+`type="groupchat"` to a room), its Markdown made plain, split within `max_message_length`.
+
+Every stanza carries an XEP-0359 `<origin-id>` naming the outbox row and the part
+(`chatfn-<row>-<index>`), so a copy a client sees twice can be told for one. A group reply
+addresses its user as XMPP clients do: `nick: ` before the first part. An image given as a
+URL is sent as an XEP-0066 out-of-band link (with the URL as the body, as clients expect).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from chatfn.channels import kit
+from chatfn.channels.markdown import to_plain
+from chatfn.channels.split import split_message
+from chatfn.channels.xmpp.settings import XmppSettings
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["ChatRef", "XmppSender", "parse_chat_id", "parts_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    is_group: bool
+    jid: str  # a room's JID, or a user's bare JID
+
+    @property
+    def key(self) -> str:
+        return f"{'group' if self.is_group else 'private'}:{self.jid}"
+
+
+def parse_chat_id(chat_id: str) -> ChatRef:
+    kind, _, jid = chat_id.partition(":")
+    local, at, domain = jid.partition("@")
+    if kind in ("group", "private") and at and local and domain and "/" not in jid:
+        return ChatRef(kind == "group", jid)
+    raise ValueError(
+        f"not an XMPP chat id: {chat_id!r} (expected group:room@server or private:user@server)"
+    )
+
+
+def parts_of(out: OutgoingMessage, ref: ChatRef, limit: int) -> list[str]:
+    """The bodies `out`'s text is sent as, the mention before the first."""
+    # a room's occupant is `room@server/nick`: addressed by the nick
+    first = f"{out.at.rsplit('/', 1)[-1]}: " if ref.is_group and out.at else ""
+    if not out.text.strip():
+        return []
+    parts = [to_plain(p) for p in split_message(out.text, limit - len(first), render=to_plain)]
+    parts = [p for p in parts if p.strip()]
+    if parts and first:
+        parts[0] = first + parts[0]
+    return parts
+
+
+class _Client(Protocol):
+    async def send_body(
+        self, ref: ChatRef, body: str, origin: str, oob: str | None = None
+    ) -> None: ...
+
+
+class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
+    client: _Client
+    cfg: XmppSettings
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, ConnectionError | OSError | TimeoutError):
+            return kit.Unreachable(f"XMPP connection lost while sending to {key} ({exc})")
+        return None
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> Any:
+        parts = parts_of(out, ref, self.cfg.max_message_length)
+        owed.parts = parts
+        row = out.event_id or 0
+        for index, body in enumerate(parts):
+            origin = f"chatfn-{row}-{index}"
+            await self.call(ref.key, lambda b=body, o=origin: self.client.send_body(ref, b, o))  # type: ignore[misc]
+            owed.sent += 1
+        urls = [i for i in out.images if i.startswith(("https://", "http://"))]
+        for index, url in enumerate(urls):
+            origin = f"chatfn-{row}-image{index}"
+            await self.call(ref.key, lambda u=url, o=origin: self.client.send_body(ref, u, o, u))  # type: ignore[misc]
+        return None
