@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -272,10 +272,15 @@ async def _follow(
     allow: _Allowance,
     max_bytes: int,
     accept: Callable[[str], bool] | None,
+    headers: Mapping[str, str] | None = None,
 ) -> Fetched:
+    origin: URL | None = None
     for _hop in range(MAX_REDIRECTS + 1):
         _check_url(url, allow)
-        async with session.get(url, allow_redirects=False) as response:
+        origin = origin or url.origin()
+        # The caller's headers (a platform's token) go only to the origin it named.
+        sent = headers if headers and url.origin() == origin else None
+        async with session.get(url, allow_redirects=False, headers=sent) as response:
             location = response.headers.get("Location")
             if response.status in _REDIRECTS and location:
                 url = response.url.join(URL(location))
@@ -297,12 +302,14 @@ async def fetch(
     max_bytes: int,
     timeout: float,
     accept: Callable[[str], bool] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Fetched:
     """GET `url` on a user's behalf, within every bound above; raises a `FetchError`.
 
     `allow`: the internal hosts and networks this deployment lets through (`bot.fetch`; None:
     none). `accept(media_type)` refuses a Content-Type before the body is read (an HTML page
-    where an image was expected)."""
+    where an image was expected). `headers` (a platform's Authorization for media it names)
+    are sent to `url`'s origin only: a redirect to another host does not carry them."""
     allowance = _Allowance(allow)
     try:
         target = URL(url)
@@ -320,7 +327,7 @@ async def fetch(
                 headers={"User-Agent": "chatfn"},
             ) as session,
         ):
-            return await _follow(session, target, allowance, max_bytes, accept)
+            return await _follow(session, target, allowance, max_bytes, accept, headers)
     except FetchRefused as exc:
         if exc.url != url:  # the resolver knows only the host: name the URL asked for
             raise FetchRefused(url, exc.detail) from None

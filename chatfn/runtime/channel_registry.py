@@ -46,6 +46,7 @@ BUILTIN: dict[str, str] = {
     "xmpp": "chatfn.channels.xmpp:SPEC",
     "weixin": "chatfn.channels.weixin:SPEC",
     "line": "chatfn.channels.line:SPEC",
+    "whatsapp": "chatfn.channels.whatsapp:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }
 

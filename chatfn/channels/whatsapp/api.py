@@ -1,0 +1,141 @@
+"""The Graph API as the WhatsApp channel uses it (https://developers.facebook.com/docs/
+whatsapp/cloud-api/reference), over one aiohttp session with the access token.
+
+- `whoami()`: GET /{phone-number-id}?fields=display_phone_number,verified_name.
+- `send(payload)`: POST /{phone-number-id}/messages; the message's id (a wamid).
+- `upload(data, mime)`: POST /{phone-number-id}/media (multipart); the media id.
+- `media(media_id)`: GET /{media-id}: the URL (valid for minutes, needs the token) and type
+  of a file a user sent; the channel downloads it through chatfn.common.fetch.
+
+An error answer is Graph's `{"error": {"message", "type", "code", "error_subcode"}}`, raised
+as `GraphError(status, code, message)`: 190 (the token is invalid or expired) and HTTP 401
+are refused credentials; 130429, 131056, 80007, 4 and 80008 rate limits (RATE_CODES);
+131047 the 24-hour window (WINDOW_CODE).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels.whatsapp.settings import WhatsAppSettings
+
+__all__ = [
+    "AUTH_CODES",
+    "NETWORK_ERRORS",
+    "RATE_CODES",
+    "WINDOW_CODE",
+    "GraphApi",
+    "GraphError",
+]
+
+CALL_TIMEOUT = 20.0
+#: Throughput (130429), pair rate (131056: too many to one user), account (80007), app (4),
+#: WABA (80008) rate limits (https://developers.facebook.com/docs/whatsapp/cloud-api/support/
+#: error-codes).
+RATE_CODES = frozenset({4, 80007, 80008, 130429, 131056})
+AUTH_CODES = frozenset({190, 102})
+#: "Re-engagement message": more than 24 hours since the user last wrote.
+WINDOW_CODE = 131047
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class GraphError(Exception):
+    def __init__(self, status: int, code: int, message: str, retry_after: float | None = None):
+        super().__init__(f"HTTP {status}, code {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+def _error(status: int, body: bytes, headers: Any) -> GraphError:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return GraphError(status, 0, f"an answer that is not Graph's ({body[:100]!r})")
+    retry = headers.get("Retry-After") if headers is not None else None
+    try:
+        retry_after = float(retry) if retry else None
+    except ValueError:
+        retry_after = None
+    code = error.get("code")
+    return GraphError(
+        status,
+        int(code) if isinstance(code, int | str) and str(code).isdigit() else 0,
+        str(error.get("message") or ""),
+        retry_after,
+    )
+
+
+class GraphApi:
+    def __init__(self, settings: WhatsAppSettings) -> None:
+        self.cfg = settings
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.cfg.secret_text('access_token')}"}
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        url = f"{self.cfg.graph}/{path}"
+        async with self.session().request(method, url, headers=self.auth, **kw) as r:
+            body = await r.read()
+            if not 200 <= r.status < 300:
+                raise _error(r.status, body, r.headers)
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise GraphError(r.status, 0, "an answer that is not JSON") from None
+        if not isinstance(data, dict):
+            raise GraphError(r.status, 0, "an answer that is not a JSON object")
+        return data
+
+    async def whoami(self) -> tuple[str, str]:
+        """(display phone number, verified name) of the phone number id."""
+        params = {"fields": "display_phone_number,verified_name"}
+        data = await self._call("GET", self.cfg.phone_number_id, params=params)
+        return str(data.get("display_phone_number") or ""), str(data.get("verified_name") or "")
+
+    async def send(self, payload: dict[str, Any]) -> str:
+        body = {"messaging_product": "whatsapp", **payload}
+        data = await self._call("POST", f"{self.cfg.phone_number_id}/messages", json=body)
+        messages = data.get("messages")
+        if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+            return str(messages[0].get("id") or "")
+        return ""
+
+    async def upload(self, data: bytes, mime: str, name: str) -> str:
+        form = aiohttp.FormData()
+        form.add_field("messaging_product", "whatsapp")
+        form.add_field("type", mime)
+        form.add_field("file", data, filename=name, content_type=mime)
+        answer = await self._call("POST", f"{self.cfg.phone_number_id}/media", data=form)
+        media_id = str(answer.get("id") or "")
+        if not media_id:
+            raise GraphError(200, 0, "media upload answered without an id")
+        return media_id
+
+    async def media(self, media_id: str) -> tuple[str, str]:
+        """(download URL, mime type) of a media id."""
+        params = {"phone_number_id": self.cfg.phone_number_id}
+        data = await self._call("GET", media_id, params=params)
+        url = str(data.get("url") or "")
+        if not url:
+            raise GraphError(200, 0, f"media {media_id} has no URL")
+        return url, str(data.get("mime_type") or "")
