@@ -513,6 +513,16 @@ def _importable(module: str) -> bool:
         return False
 
 
+def check_console(report: Report, settings: Settings) -> None:
+    """With a config file but no console user yet: the first run's one-time link (the running
+    bot prints the same one; chatfn/runtime/console/setup.py)."""
+    from chatfn.runtime.console import setup
+
+    if settings.config_file is not None and setup.needed(settings):
+        url = setup.link(settings, setup.base_url(settings))
+        report.add("console", "warn", f"no console user yet: open {url} to create the owner")
+
+
 def run_checks(
     config: str | None,
     online: bool,
@@ -531,22 +541,13 @@ def run_checks(
     registry = check_plugins_and_schemas(report, settings)
     check_plugin_status(report, settings)
     check_plugin_probes(report, settings, online)
+    check_console(report, settings)
     if role != "worker":  # a worker holds no channels
         check_channels(report, settings, channels, online)
     if storage is not None and registry is not None:
         bot = check_bot(report, settings, registry, storage)
         if bot is not None:
             asyncio.run(bot.aclose())
-def check_console(report: Report, settings: Settings) -> None:
-    """With a config file but no console user yet: the first run's one-time link (the running
-    bot prints the same one; chatfn/runtime/console/setup.py)."""
-    from chatfn.runtime.console import setup
-
-    if settings.config_file is not None and setup.needed(settings):
-        url = setup.link(settings, setup.base_url(settings))
-        report.add("console", "warn", f"no console user yet: open {url} to create the owner")
-
-
     if online:
         if settings.models:
             asyncio.run(check_online(report, settings))
@@ -565,7 +566,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also make one real request per configured model and list each MCP server's tools",
     )
     parser.add_argument(
-    check_console(report, settings)
         "--migrate",
         action="store_true",
         help="with --online: run pending database migrations (otherwise they are only listed)",
