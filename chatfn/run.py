@@ -195,6 +195,8 @@ def _build_channels(
     from chatfn.runtime.settings import ConfigError
 
     channels: list[Channel] = []
+    if any(s.name == "http" for s in specs):  # the admin console: its Channels page
+        _mark_command_line(args, bot.api_host.console.command_line)
     for spec in specs:
         own = getattr(bot.settings.channels, spec.name)
         if spec.name == "http" and (args.host or args.port is not None):
@@ -208,6 +210,16 @@ def _build_channels(
             extra = f': pip install "chatfn[{spec.extra}]"' if spec.extra else ""
             raise ConfigError(f"channel {spec.name} cannot start ({exc}){extra}") from None
     return channels
+
+
+def _mark_command_line(args: argparse.Namespace, given: dict[tuple[str, ...], str]) -> None:
+    """The config keys these flags give, so the console shows them as such, not editable."""
+    if args.channel:
+        given[("channels", "run")] = " ".join(f"--channel {n}" for n in args.channel)
+    if args.host:
+        given[("channels", "http", "host")] = f"--host {args.host}"
+    if args.port is not None:
+        given[("channels", "http", "port")] = f"--port {args.port}"
 
 
 def _check_web(bot: Bot, names: list[str], role: str | None) -> None:

@@ -59,6 +59,9 @@ class Console:
         self._chats = Chats(self)
         self._plugins: Any = None  # the Plugins page (chatfn/runtime/console/plugins.py)
         self.logs = LogTail(bot.settings.logging.level)
+        # Config keys `chatfn run`'s flags give (key path -> the flag, e.g. "--port 8080"): shown
+        # as coming from the command line, not editable on the console's pages.
+        self.command_line: dict[tuple[str, ...], str] = {}
 
     @property
     def settings(self) -> CoreSettings:

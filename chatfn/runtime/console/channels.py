@@ -65,7 +65,9 @@ def _default(info: Any) -> Any:
     return None if value is PydanticUndefined else _shown(value)
 
 
-def fields(spec: Any, section: Any, doc: Any) -> list[dict[str, Any]]:
+def fields(
+    spec: Any, section: Any, doc: Any, command_line: dict[tuple[str, ...], str] | None = None
+) -> list[dict[str, Any]]:
     schema = spec.settings.model_json_schema()
     props = schema.get("properties", {})
     out = []
@@ -82,6 +84,10 @@ def fields(spec: Any, section: Any, doc: Any) -> list[dict[str, Any]]:
                 "default": None if kind == "secret" else _default(info),
                 "description": info.description or "",
                 "from_env": config_file.from_env(doc, ("channels", spec.name, name)),
+                # The flag of `chatfn run` that gives it (not editable here), or None.
+                "from_command_line": config_file.covers(
+                    ("channels", spec.name, name), command_line or {}
+                ),
                 "written": name in ((doc.get("channels") or {}).get(spec.name) or {}),
             }
         )
@@ -110,8 +116,11 @@ def listing(console: Console) -> dict[str, Any]:
                 "running": state,
                 "configured": name in saved.channels.model_fields_set,
                 "in_run": bool(run and name in run),
+                "run_from_command_line": config_file.covers(
+                    ("channels", "run"), console.command_line
+                ),
                 "readme": _readme(spec),
-                "fields": fields(spec, section, doc),
+                "fields": fields(spec, section, doc, console.command_line),
                 "can_test": spec.check is not None,
             }
         )
@@ -171,7 +180,9 @@ async def save(console: Console, user: str, address: str, name: str, body: Any) 
         raise ConsoleError(400, "nothing to change")
     settings: Any = console.settings
     # Saved but not in use until a restart: the page shows what the file now holds.
-    console.saved_settings = await asyncio.to_thread(config_file.change, settings, edits)
+    console.saved_settings = await asyncio.to_thread(
+        config_file.change, settings, edits, console.command_line
+    )
     shown = {k: ("set" if v else "removed") if k in _secrets(spec) else v for k, v in body.items()}
     await console.audit(user, address, "channel.save", detail={"channel": name, **shown})
     # Channels hold connections made at start: a change takes effect with a restart.

@@ -5,8 +5,10 @@ the whole new config is validated as `chatfn run` validates it (`parse_settings`
 anything is written, the previous file is kept as `config.yaml.bak`, and the new one replaces it
 atomically (a temporary file renamed over it).
 
-A value written as `${VAR}` comes from the environment: it is shown as such (`sources`) and an
-edit of it, or of a key under it, is refused (409) rather than replaced by a literal.
+A value written as `${VAR}` comes from the environment: it is shown as such and an edit of it,
+or of a key under it, is refused (409) rather than replaced by a literal. So is a value the
+command line gives (`chatfn run --port/--host/--channel`, `Console.command_line`): the file's
+value is not what runs, so the console does not pretend to change it.
 """
 
 from __future__ import annotations
@@ -135,7 +137,18 @@ def validate(data: dict[str, Any], settings: Settings, base: Path) -> Settings:
         raise ConsoleError(400, str(exc)) from None
 
 
-def change(settings: Settings, edits: Sequence[Edit]) -> Settings:
+def covers(path: Path_, fixed: Mapping[Path_, str]) -> str | None:
+    """The command-line flag that gives `path` (or a key above or below it), if any."""
+    for found, flag in fixed.items():
+        n = min(len(found), len(path))
+        if found[:n] == path[:n]:
+            return flag
+    return None
+
+
+def change(
+    settings: Settings, edits: Sequence[Edit], command_line: Mapping[Path_, str] | None = None
+) -> Settings:
     """Apply `edits` to the config file: validated as a whole first (nothing is written when
     the result is not a valid config), the old file kept as config.yaml.bak. Returns the new
     settings (not yet in use: the caller applies what may change while running)."""
@@ -152,6 +165,13 @@ def change(settings: Settings, edits: Sequence[Edit]) -> Settings:
                     409,
                     f"{'.'.join(key_path)} comes from an environment variable in {path.name}: "
                     "change it there",
+                    ".".join(key_path),
+                )
+            flag = covers(key_path, command_line or {})
+            if flag is not None:
+                raise ConsoleError(
+                    409,
+                    f"{'.'.join(key_path)} is given on the command line ({flag}): change it there",
                     ".".join(key_path),
                 )
             _apply(doc, key_path, value)

@@ -131,7 +131,7 @@ async def _change(console: Console, edits: list[config_file.Edit]) -> None:
     import asyncio
 
     settings: Any = console.settings
-    new = await asyncio.to_thread(config_file.change, settings, edits)
+    new = await asyncio.to_thread(config_file.change, settings, edits, console.command_line)
     await apply(console, new)
 
 

@@ -121,3 +121,36 @@ async def test_telegram_set_up_and_tested_from_the_console(running: Running) -> 
     actions = [(e["user"], e["action"]) for e in audit["entries"]]
     assert ("alice", "channel.save") in actions and ("alice", "channel.test") in actions
     assert tg.token not in str(audit)
+
+
+@pytest.mark.asyncio
+async def test_values_from_the_command_line_or_environment_are_shown_not_edited(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from chatfn.run import _mark_command_line
+
+    # `chatfn run --channel http --port 8089`, as run.py records it for the console.
+    console = running.bot.api_host.console
+    args = argparse.Namespace(channel=["http"], host=None, port=8089)
+    _mark_command_line(args, console.command_line)
+    alice = await running.client("alice")
+    before = running.file.read_text()
+    status, listing = await alice.get("/admin/api/channels")
+    http = next(c for c in listing["channels"] if c["name"] == "http")
+    port = next(f for f in http["fields"] if f["name"] == "port")
+    assert port["from_command_line"] == "--port 8089"
+    assert http["run_from_command_line"] == "--channel http"
+    host = next(f for f in http["fields"] if f["name"] == "host")
+    assert host["from_command_line"] is None
+    status, body = await alice.send("PUT", "/admin/api/channels/http", {"port": 9000})
+    assert status == 409 and "--port 8089" in body["error"]
+    assert running.file.read_text() == before
+    # A ${VAR} in the file: shown as from the environment, refused here too.
+    running.file.write_text(before.replace("token: tok", "token: ${HTTP_TOKEN:-tok}"))
+    status, listing = await alice.get("/admin/api/channels")
+    http = next(c for c in listing["channels"] if c["name"] == "http")
+    assert next(f for f in http["fields"] if f["name"] == "token")["from_env"] is True
+    status, body = await alice.send("PUT", "/admin/api/channels/http", {"token": "new"})
+    assert status == 409 and "environment" in body["error"]

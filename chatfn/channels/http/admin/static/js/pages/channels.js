@@ -58,7 +58,7 @@ export function markdown(text) {
 }
 
 function input(f, owner, channel) {
-  const fixed = !owner || f.from_env;
+  const fixed = !owner || f.from_env || f.from_command_line;
   const id = `channel-${channel}-${f.name}`;
   if (f.kind === "boolean") return h(`input#${id}`, { type: "checkbox", checked: f.value || null, disabled: fixed || null });
   if (f.kind === "choice") {
@@ -116,6 +116,7 @@ function card(c, owner, redraw) {
     inputs.map(([f, el]) => h("label.field", null,
       h("span", null, f.name, f.kind === "secret" ? ` (${t("channels.write_only")})` : ""), el,
       f.from_env ? h("small.dim", null, t("models.from_env")) : null,
+      f.from_command_line ? h("small.dim", null, t("channels.from_command_line", { flag: f.from_command_line })) : null,
       f.description ? h("small.dim", null, f.description) : null)),
     h("div.toolbar", null, save, test), message, lines);
   form.addEventListener("submit", async (event) => {
@@ -123,7 +124,7 @@ function card(c, owner, redraw) {
     const body = {};
     try {
       for (const [f, el] of inputs) {
-        if (f.from_env) continue;
+        if (f.from_env || f.from_command_line) continue;
         const value = read(f, el);
         if (value === undefined) continue;
         const before = f.kind === "json" ? JSON.stringify(f.value) : f.value;
