@@ -433,6 +433,9 @@ class AdminUser(Section):
     # `platform:chat_id` patterns (`*`, `?`) of the chats this user sees and changes; None:
     # every chat, and the bot-wide pages (plugins, config check, logs of every chat).
     chats: list[str] | None = None
+    # `owner`: may also change the models, channels and config from the console (the first
+    # user, made by the first-run link, is one); `admin`: everything else.
+    role: Literal["owner", "admin"] = "admin"
 
     @model_validator(mode="after")
     def _one_secret(self) -> AdminUser:
@@ -445,9 +448,6 @@ class AdminUser(Section):
 
 class AdminSettings(Section):
     """The web admin console on the HTTP channel's port (`/admin/`), on when a user is set."""
-    # `owner`: may also change the models, channels and config from the console (the first
-    # user, made by the first-run link, is one); `admin`: everything else.
-    role: Literal["owner", "admin"] = "admin"
 
     users: dict[str, AdminUser] = Field(default_factory=dict)
     # Hours a login lasts.

@@ -622,6 +622,7 @@ class HttpChannel(Channel):
                 )
             self._webhook_task = asyncio.create_task(self._webhook_loop())
         logger.info("HTTP channel listening on http://{}:{}", self.bind, self.bound_port)
+        self.admin.setup.announce(self.bound_port)  # the console's first-run link, if any
         if not self.token and self.bind not in ("127.0.0.1", "localhost", "::1"):
             logger.warning(
                 "channels.http.token is not set but the channel listens on {}: "
@@ -636,7 +637,6 @@ class HttpChannel(Channel):
         finally:
             await self.stop()
 
-        self.admin.setup.announce(self.bound_port)  # the console's first-run link, if any
     async def stop(self) -> None:
         """Tell /v1/events clients the bot is closing, stop the webhook; safe to call twice (a
         signal and the end of `run`). The web server (the listener, the requests in flight,
