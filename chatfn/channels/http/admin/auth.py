@@ -133,7 +133,8 @@ class AdminAuth:
             why = "first run: open the setup link the bot printed (or run `chatfn check`)"
             if path.startswith("/admin/api/"):
                 return web.json_response({"error": why}, status=403)
-            return web.Response(status=403, text=why, headers=pages.HEADERS)
+            text = f"{why}\n首次运行：请打开机器人打印的设置链接（或运行 `chatfn check`）。\n"
+            return web.Response(status=403, text=text, charset="utf-8", headers=pages.HEADERS)
         if path == OPEN[1]:
             return await handler(request)
         who = await self.identify(request)

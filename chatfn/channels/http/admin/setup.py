@@ -23,6 +23,8 @@ TOKEN_INPUT = '<input type="hidden" name="token" value="">'
 GONE = (
     "<!doctype html><meta charset='utf-8'><title>chatfn admin</title>"
     "<p>This setup link is used or expired.</p><p>{what}</p>"
+    "<p lang='zh-CN'>此设置链接已使用或已过期：请在 /admin/login 登录，或运行 `chatfn check` "
+    "获取新链接。</p>"
 )
 
 
