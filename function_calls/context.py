@@ -30,6 +30,7 @@ from chatfn.common.metrics import Counter
 from function_calls.chat_settings import ChatSettings, resolve
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import Services
+from function_calls.speech import speak
 
 if TYPE_CHECKING:
     from loguru import Logger
@@ -277,7 +278,9 @@ class MessageContext:
         the model reasoning that led to it, is stored with it and never sent. In groups the
         sender is @-mentioned unless `at` names someone else or the chat's
         `reply_with_mention` is off; `reply_with_quote` makes channels quote the message.
-        `images` (URLs or data URIs) go with the text as the platform's image message."""
+        `images` (URLs or data URIs) go with the text as the platform's image message. Where
+        the chat's `voice.tts` asks for it, the text is spoken too (function_calls/speech.py):
+        its audio goes with it as the platform's voice message."""
         msg = self.message
         if msg.is_group and at is None and self.chat.reply_with_mention:
             at = msg.sender_id
@@ -293,6 +296,8 @@ class MessageContext:
             quote=self.chat.reply_with_quote and bool(msg.message_id),
             images=list(images or []),
         )
+        if not notice:
+            out.audio = await speak(self, text)
         self.sent.append(out)
         await self._deliver(out)
 

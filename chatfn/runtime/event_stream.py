@@ -54,6 +54,7 @@ def message_of(entry: OutboxEntry) -> OutgoingMessage:
         reply_to=data["reply_to"],
         notice=bool(data["notice"]),
         images=[str(i) for i in data["images"] or []],
+        audio=[str(a) for a in data["audio"] or []],
         event_id=entry.id,
     )
 

@@ -59,6 +59,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="Markdown (as the model wrote it)",
         confirm_stored=True,
         connection=("HTTP API",),

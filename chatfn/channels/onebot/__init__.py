@@ -57,6 +57,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         delivery_ids=True,
         connection=("long connection",),
     ),

@@ -34,6 +34,7 @@ MAX_TEXT_CHARS is stored truncated with a note.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
@@ -56,6 +57,7 @@ from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_m
 from chatfn.channels.onebot.plain import plain_parts, plain_text
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.outbound import Outbound
+from chatfn.common import audio
 from chatfn.common.messages import (
     DeliveryRefused,
     IncomingMessage,
@@ -428,6 +430,9 @@ class OneBotChannel(OneBotLink):
             for index, text in enumerate(parts):
                 await self.outbound.limiter.acquire(key)
                 await send_part(text, index)
+            for ref in out.audio:  # the reply spoken (voice.tts): a record message of its own
+                await self.outbound.limiter.acquire(key)
+                await self._send_record(self_id, action, {id_key: _int(target)}, ref)
 
         try:
             await self.outbound.runner.submit(key, send_parts)
@@ -436,6 +441,19 @@ class OneBotChannel(OneBotLink):
                 f"account {self_id} is not connected ({exc})",
                 rest="\n".join(parts[parts_sent:]) if parts_sent else None,
             ) from None
+
+    async def _send_record(
+        self, self_id: str, action: str, params: dict[str, Any], ref: str
+    ) -> None:
+        """A spoken reply as a `record` segment in SILK (what QQ plays), sent once after its
+        text: a voice that cannot be converted or sent is logged, the text having gone."""
+        try:
+            silk = await audio.to_silk(base64.b64decode(ref.partition(",")[2]))
+            file = "base64://" + base64.b64encode(silk).decode()
+            record = {"type": "record", "data": {"file": file}}
+            await self.call_action(self_id, action, {**params, "message": [record]})
+        except (audio.AudioError, ActionError, NotConnected, ValueError) as exc:
+            logger.warning("OneBot voice reply not sent: {}", exc)
 
     async def _send_with_retry(
         self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage

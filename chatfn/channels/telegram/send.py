@@ -14,6 +14,7 @@ split within 4096 UTF-16 code units, photos with sendPhoto, 429s waited out in p
 
 from __future__ import annotations
 
+import base64
 import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -36,6 +37,7 @@ from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
 from chatfn.channels.telegram.settings import TelegramSettings
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
 
@@ -122,6 +124,8 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
             )
             if first and caption is not None:
                 owed.sent += 1
+        for voice in getattr(out, "audio", None) or []:  # the reply spoken (voice.tts)
+            await self._voice(ref, voice)
 
     # -- one platform call per part ------------------------------------------------------------
     async def _text(self, ref: ChatRef, part: str, mention: str, reply_to: int | None) -> None:
@@ -171,6 +175,20 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
             )
 
         await self._formatted(ref, markdown, plain)
+
+    async def _voice(self, ref: ChatRef, voice: str) -> None:
+        """A spoken reply as a voice message (`sendVoice`, OGG/Opus), after its text: one
+        that cannot be converted or is refused is logged, the text having gone."""
+        try:
+            data = base64.b64decode(voice.partition(",")[2])
+            if not data.startswith(b"OggS"):
+                data = await audio.to_ogg_opus(data)
+            await self._call(
+                ref,
+                lambda chat: self.bot.send_voice(chat, data, message_thread_id=ref.thread_id),
+            )
+        except (audio.AudioError, TelegramError, kit.DeliveryRefused, ValueError) as exc:
+            logger.warning("Telegram voice reply to {} not sent: {}", ref.key, exc)
 
     async def _formatted(
         self,

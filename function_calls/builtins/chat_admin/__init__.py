@@ -12,6 +12,7 @@ from function_calls.builtins.chat_admin.functions import (
     reset_command,
     settings_command,
     stats_command,
+    tts_command,
 )
 from function_calls.builtins.chat_admin.settings import ChatAdminSettings
 from function_calls.builtins.chat_admin.texts import TEXTS
@@ -23,7 +24,7 @@ plugin = Plugin("chat_admin", settings=ChatAdminSettings, texts=TEXTS)
 def status(cfg: ChatAdminSettings) -> Status:
     if not cfg.enabled:
         return Status("off", "chat_admin.enabled is false")
-    return Status("on", "/model, /persona, /reset, /settings, /stats for admins")
+    return Status("on", "/model, /persona, /reset, /settings, /stats, /tts for admins")
 
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "settings_command",
     "stats_command",
     "status",
+    "tts_command",
 ]

@@ -17,6 +17,8 @@ from function_calls import (
     zone_named,
 )
 
+TTS_MODES = ("on", "off", "auto")
+
 
 def _done(text: str) -> FunctionResult:
     return FunctionResult(messages=[text], llm_content=text)
@@ -48,6 +50,28 @@ async def model_command(ctx: MessageContext, args: ModelArgs) -> FunctionResult:
         return _done(ctx.t("admin.model.unknown", name=name, names=have))
     await ctx.set_chat_override("model", name)
     return _done(ctx.t("admin.model.set", name=name))
+
+
+class TtsArgs(BaseModel):
+    mode: str = Field(default="", description="on: speak every reply; auto: replies to voice; off.")
+
+
+@tool_function(
+    name="tts",
+    description="Show or set whether this chat's replies are spoken (on, off, auto).",
+    chat_admin=True,
+    examples=["/tts", "/tts on", "/tts auto", "/tts off"],
+)
+async def tts_command(ctx: MessageContext, args: TtsArgs) -> FunctionResult:
+    voice = ctx.chat.values.get("voice")
+    current = getattr(voice, "tts", "off")
+    note = "" if ctx.config.voice.tts.provider else ctx.t("admin.tts.no_provider")
+    mode = args.mode.strip().lower()
+    if mode not in TTS_MODES:
+        return _done(ctx.t("admin.tts.show", mode=current, note=note))
+    stt = getattr(voice, "stt", True)
+    await ctx.set_chat_override("voice", {"stt": stt, "tts": mode})
+    return _done(ctx.t("admin.tts.set", mode=mode, note=note))
 
 
 class PersonaArgs(BaseModel):

@@ -8,6 +8,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "help.fn.reset": "Start a fresh conversation in this chat (admins).",
         "help.fn.settings": "Every setting of this chat and where it comes from (admins).",
         "help.fn.stats": "Messages, model calls and tokens of this chat (admins).",
+        "help.fn.tts": "Spoken replies in this chat: on, off or auto (admins).",
         "admin.none": "none",
         "admin.model.show": "Model here: {model} ({source}). Configured: {names}.",
         "admin.model.reset": "This chat's model is the config's again.",
@@ -43,6 +44,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "admin.settings.spent": "spent today: {spent}",
         "admin.settings.tokens": "{tokens} tokens",
         "admin.settings.cost": "cost {cost}",
+        "admin.tts.show": "Spoken replies here: {mode} (off, on: every reply, auto: replies to "
+        "voice messages).{note}",
+        "admin.tts.set": "Spoken replies here are now {mode}.{note}",
+        "admin.tts.no_provider": " No voice.tts provider is configured, so nothing is spoken.",
     },
     "zh": {
         "help.fn.model": "查看或切换本聊天使用的模型（管理员）。",
@@ -50,6 +55,7 @@ TEXTS: dict[str, dict[str, str]] = {
         "help.fn.reset": "在本聊天重新开始对话（管理员）。",
         "help.fn.settings": "本聊天的全部设置及其来源（管理员）。",
         "help.fn.stats": "本聊天的消息数、模型调用和 token 用量（管理员）。",
+        "help.fn.tts": "本聊天的语音回复：on、off 或 auto（管理员）。",
         "admin.none": "无",
         "admin.model.show": "本聊天的模型：{model}（{source}）。已配置：{names}。",
         "admin.model.reset": "本聊天的模型已恢复为配置中的设置。",
@@ -82,5 +88,8 @@ TEXTS: dict[str, dict[str, str]] = {
         "admin.settings.spent": "今天已用：{spent}",
         "admin.settings.tokens": "{tokens} 个 token",
         "admin.settings.cost": "费用 {cost}",
+        "admin.tts.show": "本聊天的语音回复：{mode}（off 关闭，on 每条回复，auto 回复语音消息）。{note}",
+        "admin.tts.set": "本聊天的语音回复已设为 {mode}。{note}",
+        "admin.tts.no_provider": "未配置 voice.tts 语音服务，不会朗读任何回复。",
     },
 }

@@ -64,3 +64,21 @@ async def test_http_bad_audio_is_refused_naming_the_field(tmp_path: Path, audio:
     finally:
         await tb.aclose()
     assert status == 400 and out["field"].startswith("audio"), out
+
+
+async def test_http_reply_carries_its_audio(tmp_path: Path) -> None:
+    model = ScriptedModel([say("Spoken and written.")])
+    async with AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key, "model": "m"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        tb = TestBot(tmp_path, model=model, builtins=False, config=config)
+        try:
+            status, out = await _post(tb, {"text": "hello"})
+        finally:
+            await tb.aclose()
+    assert status == 200, out
+    [reply] = out["replies"]
+    assert reply["text"] == "Spoken and written."
+    [voice] = reply["audio"]
+    assert voice.startswith("data:audio/ogg;base64,")
+    assert base64.b64decode(voice.partition(",")[2]).startswith(b"OggS")

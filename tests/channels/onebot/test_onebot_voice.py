@@ -114,3 +114,50 @@ async def test_voice_with_text_keeps_both(tmp_path: Path, voice_files: str) -> N
             await channel.stop()
             await bot.aclose()
     assert str(model.requests[0].messages[-1].content).endswith("listen:\nthe rest of it")
+
+
+async def test_spoken_reply_is_a_silk_record_after_the_text(tmp_path: Path) -> None:
+    import io
+
+    import pysilk
+
+    model = ScriptedModel([say("Good morning!")])
+    async with AudioApi() as api:
+        settings = parse_settings(
+            {
+                "storage": {"url": f"sqlite:///{tmp_path / 'onebot.db'}"},
+                "plugins": {"paths": []},
+                "bot": {"name": "simbot", "reply_with_mention": False},
+                "channels": {"onebot": {"host": "127.0.0.1", "port": 0, "access_token": TOKEN}},
+                "voice": {
+                    "tts": {
+                        "provider": "openai",
+                        "base_url": api.base_url,
+                        "api_key": api.key,
+                        "model": "tts-1",
+                    }
+                },
+                "chats": [{"voice": {"tts": "on"}}],
+            },
+            base_dir=tmp_path,
+        )
+        bot = Bot(settings, registry=Registry(), model=model, builtins=False, load_plugins=False)
+        channel = OneBotChannel(bot.channel_host)
+        await channel.start()
+        sim = OneBotSim(f"ws://127.0.0.1:{channel.bound_port}/onebot/v11/ws", SELF, token=TOKEN)
+        await sim.connect()
+        try:
+            await sim.private_message(ALICE, [text("hello")])
+            first, second = await sim.wait_actions(2, "send_private_msg")
+        finally:
+            await sim.close()
+            await channel.stop()
+            await bot.aclose()
+    assert plain(first["params"]["message"]) == "Good morning!"
+    [record] = second["params"]["message"]
+    assert record["type"] == "record"
+    voice = base64.b64decode(record["data"]["file"].removeprefix("base64://"))
+    assert voice.startswith(b"\x02#!SILK_V3")  # Tencent's SILK, what QQ plays
+    pcm = io.BytesIO()
+    pysilk.decode(io.BytesIO(voice[1:]), pcm, 24000)
+    assert len(pcm.getvalue()) / 2 / 24000 > 0.4  # real audio, not an empty file

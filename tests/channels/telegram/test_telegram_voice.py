@@ -15,7 +15,7 @@ pytest.importorskip("telegram")
 from tests.channels.telegram.telegram_driver import TelegramDriver, running  # noqa: E402
 from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 from tests.channels.telegram.test_telegram import stored  # noqa: E402
-from tests.fakes.audio_api import FFMPEG, AudioApi, tone  # noqa: E402
+from tests.fakes.audio_api import FFMPEG, AudioApi, probe, tone  # noqa: E402
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="ffmpeg is not installed")
 
@@ -49,3 +49,49 @@ async def test_telegram_voice_is_transcribed(fake: FakeTelegram, tmp_path: Path,
     assert fake.token not in row.text
     [req] = api.transcriptions
     assert req.format == "wav" and 1.4 < req.seconds < 1.6
+
+
+class VoiceTelegram(FakeTelegram):
+    """The local Telegram with sendVoice: like the Bot API, a voice must be OGG/Opus (else
+    400); what it takes is decoded to check it is real audio."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.voices: list[tuple[int, float]] = []
+
+    async def _api_sendVoice(self, params: dict[str, Any], chat_id: int | None) -> Any:
+        from aiohttp import web
+
+        data = params.get("voice")
+        if chat_id is None or not isinstance(data, bytes):
+            return web.json_response({"ok": False, "error_code": 400}, status=400)
+        try:
+            kind, seconds = probe(data)
+        except ValueError:
+            kind, seconds = "?", 0.0
+        if kind != "ogg" or not data.startswith(b"OggS"):
+            desc = "Bad Request: wrong file type"
+            return web.json_response({"ok": False, "error_code": 400, "description": desc})
+        self.voices.append((chat_id, seconds))
+        await self.notify()
+        message = {
+            "message_id": 9000 + len(self.voices),
+            "from": self.me,
+            "chat": {"id": chat_id, "type": "private"},
+            "date": 1700000000,
+            "voice": {"file_id": "v", "file_unique_id": "v", "duration": int(seconds)},
+        }
+        return web.json_response({"ok": True, "result": message})
+
+
+async def test_spoken_reply_goes_out_with_send_voice(tmp_path: Path) -> None:
+    async with VoiceTelegram() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key, "model": "m"}
+        chats = [{"voice": {"tts": "on"}}]
+        async with running(TelegramDriver(fake), tmp_path, voice={"tts": tts}, chats=chats):
+            await fake.message(fake.private(1003), "hello")
+            [reply] = await fake.wait_sent(1003, 1)
+            await fake.wait_for(lambda: bool(fake.voices), 10)
+    assert reply.text == "echo: hello"
+    [(chat, seconds)] = fake.voices
+    assert chat == 1003 and seconds > 0.4
