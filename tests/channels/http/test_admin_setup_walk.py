@@ -140,6 +140,10 @@ def test_the_bot_is_set_up_in_the_browser_alone(walk: Walk, browser: Any) -> Non
     ready(browser)
     assert css(browser, "#whoami").text == "owner"
 
+    # The Logs page opens with the last lines (the owner made a moment ago among them).
+    open_page(browser, walk.url + "/admin/logs")
+    wait(browser).until(lambda d: "owner owner created" in css(d, "#log-lines").text)
+
     # Models: one added against the local OpenAI-compatible server, tested from its row.
     open_page(browser, walk.url + "/admin/models")
     css(browser, "#model-add").click()
