@@ -47,6 +47,7 @@ BUILTIN: dict[str, str] = {
     "weixin": "chatfn.channels.weixin:SPEC",
     "line": "chatfn.channels.line:SPEC",
     "whatsapp": "chatfn.channels.whatsapp:SPEC",
+    "mattermost": "chatfn.channels.mattermost:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }
 

@@ -1,0 +1,127 @@
+"""Mattermost's REST API v4 (https://api.mattermost.com/) as the channel uses it, over one
+aiohttp session with the bot's token (`Authorization: Bearer`).
+
+Errors are Mattermost's `{"id", "message", "status_code"}`, raised as `ApiError(status, id,
+message, retry_after)`; a 429 names its wait in `X-Ratelimit-Reset` (seconds) or
+`Retry-After`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from chatfn.channels.mattermost.settings import MattermostSettings
+from chatfn.common.fetch import FetchTooLarge, read_limited
+
+__all__ = ["NETWORK_ERRORS", "ApiError", "MattermostApi"]
+
+CALL_TIMEOUT = 20.0
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, ident: str, message: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"HTTP {status} {ident}: {message}".strip())
+        self.status = status
+        self.ident = ident
+        self.message = message
+        self.retry_after = retry_after
+
+
+def _wait(headers: Any) -> float | None:
+    for name in ("Retry-After", "X-Ratelimit-Reset"):
+        raw = headers.get(name)
+        if raw:
+            try:
+                return max(0.0, float(raw))
+            except ValueError:
+                continue
+    return None
+
+
+def _error(status: int, body: bytes, headers: Any) -> ApiError:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return ApiError(status, "", body[:120].decode(errors="replace"), _wait(headers))
+    return ApiError(
+        status, str(data.get("id") or ""), str(data.get("message") or ""), _wait(headers)
+    )
+
+
+class MattermostApi:
+    def __init__(self, settings: MattermostSettings) -> None:
+        self.cfg = settings
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.cfg.secret_text('token')}"}
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        url = f"{self.cfg.api}{path}"
+        async with self.session().request(method, url, headers=self.auth, **kw) as r:
+            body = await r.read()
+            if not 200 <= r.status < 300:
+                raise _error(r.status, body, r.headers)
+        try:
+            return json.loads(body) if body else None
+        except ValueError:
+            raise ApiError(r.status, "", "an answer that is not JSON") from None
+
+    async def me(self) -> dict[str, Any]:
+        got = await self.call("GET", "/users/me")
+        if not isinstance(got, dict) or not got.get("id"):
+            raise ApiError(200, "", "/users/me answered without a user")
+        return got
+
+    async def team(self, name: str) -> dict[str, Any]:
+        got = await self.call("GET", f"/teams/name/{name}")
+        if not isinstance(got, dict) or not got.get("id"):
+            raise ApiError(200, "", f"/teams/name/{name} answered without a team")
+        return got
+
+    async def user(self, user_id: str) -> dict[str, Any]:
+        got = await self.call("GET", f"/users/{user_id}")
+        return got if isinstance(got, dict) else {}
+
+    async def post(self, body: dict[str, Any]) -> str:
+        got = await self.call("POST", "/posts", json=body)
+        return str(got.get("id") or "") if isinstance(got, dict) else ""
+
+    async def upload(self, channel_id: str, data: bytes, name: str, mime: str) -> str:
+        form = aiohttp.FormData()
+        form.add_field("channel_id", channel_id)
+        form.add_field("files", data, filename=name, content_type=mime)
+        got = await self.call("POST", "/files", data=form)
+        infos = got.get("file_infos") if isinstance(got, dict) else None
+        if not isinstance(infos, list) or not infos or not infos[0].get("id"):
+            raise ApiError(201, "", "the upload answered without a file id")
+        return str(infos[0]["id"])
+
+    async def file(self, file_id: str, max_bytes: int) -> bytes:
+        url = f"{self.cfg.api}/files/{file_id}"
+        async with self.session().get(url, headers=self.auth) as r:
+            if r.status != 200:
+                raise _error(r.status, await r.read(), r.headers)
+            try:
+                return await read_limited(r, max_bytes)
+            except FetchTooLarge:
+                raise ApiError(0, "", f"file larger than {max_bytes} bytes") from None

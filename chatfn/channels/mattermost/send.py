@@ -1,0 +1,124 @@
+"""The way out to Mattermost: POST /api/v4/posts, Markdown as it is (Mattermost renders it),
+split within `max_message_length` (16383), images uploaded (POST /api/v4/files) and attached
+to the last part.
+
+Threads: a chat id with `:thread:<root_id>` posts into that thread; with `reply_with_quote`
+a top-level message is answered in a thread under it (Mattermost's replies are threads). A
+group answer mentions its user as `@username` (the name read once from GET /users/{id}).
+
+Never twice, as far as the server helps: each post carries a `pending_post_id` made from the
+outbox row, its part and its content; the server answers a post sent again with the same one
+within its dedupe window (30 s) with the first post instead of a second. A post sent again
+later (after a crash and a restart) appears again: at least once.
+Errors: 429 waits (`X-Ratelimit-Reset`); 401 refused credentials; 5xx and the network
+unreachable; 403 / 404 / 400 refusals.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import uuid
+from typing import Any
+
+from chatfn.channels import kit
+from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
+from chatfn.channels.mattermost.settings import MattermostSettings
+from chatfn.channels.split import split_message
+from chatfn.common.messages import OutgoingMessage
+
+__all__ = ["ChatRef", "MattermostSender", "parse_chat_id", "pending_id"]
+
+_ID = re.compile(r"^[a-z0-9]{26}$")
+MAX_IMAGE_OUT = 50 * 1024 * 1024
+CREDENTIALS = "channels.mattermost.token"
+_SHAPES = "private:<channel id>, group:<channel id>, or either with :thread:<root post id>"
+
+
+class ChatRef:
+    __slots__ = ("channel", "group", "thread")
+
+    def __init__(self, channel: str, group: bool, thread: str | None) -> None:
+        self.channel, self.group, self.thread = channel, group, thread
+
+    @property
+    def key(self) -> str:
+        return f"{'group' if self.group else 'private'}:{self.channel}"
+
+
+def parse_chat_id(chat_id: str) -> ChatRef:
+    group, channel, thread = kit.chat_parts(chat_id, _ID, _ID, "Mattermost", _SHAPES)
+    return ChatRef(channel, group, thread)
+
+
+def pending_id(event_id: int | None, index: int, content: str) -> str:
+    """The pending_post_id of one part of an outbox row (random without a row)."""
+    if event_id is None:
+        return uuid.uuid4().hex
+    digest = hashlib.blake2s(content.encode(), digest_size=8).hexdigest()
+    return f"chatfn-{event_id}-{index}-{digest}"
+
+
+class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label="Mattermost"):
+    client: MattermostApi
+    cfg: MattermostSettings
+
+    def __init__(self, client: MattermostApi, settings: MattermostSettings, policy: Any) -> None:
+        super().__init__(client, settings, policy)
+        self.usernames: dict[str, str] = {}
+
+    def parse_chat(self, chat_id: str) -> ChatRef:
+        return parse_chat_id(chat_id)
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, ApiError):
+            if exc.status == 429:
+                return kit.RateLimited(f"Mattermost rate limit sending to {key}", exc.retry_after)
+            if exc.status == 401:
+                return kit.CredentialsRefused(f"Mattermost refused {CREDENTIALS} ({exc.message})")
+            if exc.status >= 500 or exc.status == 0:
+                return kit.Unreachable(f"Mattermost answered {exc} sending to {key}")
+            return kit.DeliveryRefused(f"Mattermost refused the post to {key}: {exc}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return kit.Unreachable(f"Mattermost not reachable at {self.cfg.url} ({exc!r})")
+        return None
+
+    async def _mention(self, ref: ChatRef, user_id: str) -> str:
+        if user_id not in self.usernames:
+            got = await self.call(ref.key, functools.partial(self.client.user, user_id))
+            self.usernames[user_id] = str(got.get("username") or "")
+        name = self.usernames[user_id]
+        return f"@{name} " if name else ""
+
+    async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
+        images = [kit.decode_image(i, MAX_IMAGE_OUT, "Mattermost") for i in out.images]
+        links = [f"![image]({i})" for i in images if isinstance(i, str)]
+        text = "\n\n".join([out.text, *links]).strip()
+        owed.parts = split_message(text, self.cfg.max_message_length) if text else []
+        files = []
+        for data in (i for i in images if isinstance(i, bytes)):
+            upload = functools.partial(
+                self.client.upload,
+                ref.channel,
+                data,
+                kit.image_name(data),
+                kit.image_mime(data) or "image/jpeg",
+            )
+            files.append(await self.call(ref.key, upload))
+        root = ref.thread or (out.reply_to if out.quote and out.reply_to else None)
+        prefix = await self._mention(ref, out.at) if ref.group and out.at else ""
+        parts = owed.parts or ([""] if files else [])
+        for n, part in enumerate(parts):
+            message = (prefix if n == 0 else "") + part
+            body: dict[str, Any] = {
+                "channel_id": ref.channel,
+                "message": message,
+                "pending_post_id": pending_id(out.event_id, n, message),
+            }
+            if root:
+                body["root_id"] = root
+            if n == len(parts) - 1 and files:
+                body["file_ids"] = files
+            await self.call(ref.key, functools.partial(self.client.post, body))
+            owed.sent += 1 if owed.parts else 0

@@ -1,0 +1,44 @@
+"""`channels.mattermost:`: the Mattermost channel's settings: issue 36's keys (`url`,
+`token`, `team`) and the pacing and splitting numbers every channel has."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+_WHERE = "(System Console -> Integrations -> Bot Accounts)"
+
+
+class MattermostSettings(PlatformSettings):
+    """A Mattermost bot account: REST API v4 at `{url}/api/v4` and its WebSocket
+    (`{url}/api/v4/websocket`) with the bot's access `token`; the bot answers in `team`'s
+    channels and in direct messages."""
+
+    url: str = ""  # the server's address, e.g. https://chat.example.com
+    token: SecretStr | None = None  # the bot account's access token
+    team: str = ""  # the team's name as in its URL (chat.example.com/<team>/...)
+    # Characters per post (Mattermost's MaxPostSize: 16383 by default).
+    max_message_length: int = Field(default=16383, ge=100, le=65535)
+    send_rate: float = Field(default=5.0, ge=0)
+    send_burst: int = Field(default=5, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return http_url(v, "https://chat.example.com") if v else v
+
+    @property
+    def api(self) -> str:
+        return f"{self.url}/api/v4"
+
+    @property
+    def websocket(self) -> str:
+        return "ws" + self.api.removeprefix("http") + "/websocket"
+
+    def problem(self) -> str | None:
+        missing = [k for k in ("url", "token", "team") if getattr(self, k) in (None, "")]
+        if missing:
+            keys = ", ".join(f"channels.mattermost.{k}" for k in missing)
+            return f"{keys} must be set {_WHERE}"
+        return None
