@@ -523,6 +523,21 @@ def check_console(report: Report, settings: Settings) -> None:
         report.add("console", "warn", f"no console user yet: open {url} to create the owner")
 
 
+def check_voice(report: Report, settings: Settings) -> None:
+    """The audio tools `voice:` needs (ffmpeg, the SILK codec, espeak-ng), each missing one
+    named with what to install (chatfn/common/audio.py)."""
+    from chatfn.common.audio import voice_tools
+
+    stt, tts = settings.voice.stt, settings.voice.tts
+    lines = voice_tools(stt.enabled, tts.provider, tts.fallback)
+    for status, line in lines:
+        report.add("voice", "fail" if status == "fail" else "warn", line)
+    if not lines and (stt.enabled or tts.provider):
+        parts = [f"speech to text by {stt.model}"] if stt.enabled else []
+        parts += [f"spoken replies by {tts.provider}"] if tts.provider else []
+        report.add("voice", "ok", ", ".join(parts) + "; ffmpeg found")
+
+
 def run_checks(
     config: str | None,
     online: bool,
@@ -542,6 +557,7 @@ def run_checks(
     check_plugin_status(report, settings)
     check_plugin_probes(report, settings, online)
     check_console(report, settings)
+    check_voice(report, settings)
     if role != "worker":  # a worker holds no channels
         check_channels(report, settings, channels, online)
     if storage is not None and registry is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import io
 import shutil
 import wave
@@ -24,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "SAMPLE_RATE",
+    "voice_tools",
     "AudioError",
     "audio_mime",
     "is_silk",
@@ -66,6 +68,25 @@ def missing_tools(silk: bool = True) -> list[str]:
         except ImportError:
             missing.append(_SILK_HINT)
     return missing
+
+
+_ESPEAK_HINT = "espeak-ng is not installed: install it (Debian/Ubuntu: apt install espeak-ng)"
+
+
+def voice_tools(stt: bool, tts: str | None, fallback: str | None) -> list[tuple[str, str]]:
+    """(status, line) per conversion tool the `voice:` settings need and lack: "fail" where
+    voice cannot work without it, "warn" where only part of it (SILK voice, a fallback).
+    `stt`: voice.stt has a model; `tts`, `fallback`: voice.tts's providers."""
+    if not stt and tts is None:
+        return []
+    found: list[tuple[str, str]] = []
+    if shutil.which("ffmpeg") is None:
+        found.append(("fail", _FFMPEG_HINT))
+    if stt and importlib.util.find_spec("pysilk") is None:
+        found.append(("warn", _SILK_HINT + " (QQ and WeChat voice messages)"))
+    if "local" in (tts, fallback) and shutil.which("espeak-ng") is None:
+        found.append(("fail" if tts == "local" else "warn", _ESPEAK_HINT))
+    return found
 
 
 def _ffmpeg() -> str:

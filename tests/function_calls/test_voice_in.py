@@ -225,3 +225,32 @@ async def test_bad_chat_voice_value_names_its_key(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"chats\.0\.voice\.stt|chats\[0\]\.voice"):
         TestBot(tmp_path, config={"chats": [{"voice": {"stt": "sometimes"}}]})
+
+
+async def test_missing_ffmpeg_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ffmpeg on the PATH: `chatfn check` fails naming what to install, and a voice
+    message gets one sentence (no STT call)."""
+    from chatfn.check import Report, check_voice
+    from chatfn.runtime.settings import parse_settings
+
+    async with AudioApi() as api:
+        config = _config(api)
+        settings = parse_settings({**config, "storage": {"url": "sqlite://"}}, base_dir=tmp_path)
+        report = Report()
+        check_voice(report, settings)
+        assert [c.status for c in report.checks] == ["ok"]
+        monkeypatch.setenv("PATH", str(tmp_path))  # no ffmpeg there
+        report = Report()
+        check_voice(report, settings)
+        [line] = [c for c in report.checks if c.status == "fail"]
+        assert "ffmpeg is not installed" in line.detail and "apt install ffmpeg" in line.detail
+        model = ScriptedModel([])
+        tb = TestBot(tmp_path, model=model, config=config)
+        try:
+            sent = await _send(tb, _voice([data_uri(b"OggS" + b"\0" * 200, "audio/ogg")]))
+        finally:
+            await tb.bot.aclose()
+    assert [m.text for m in sent] == [
+        "I cannot listen to voice messages here (an audio tool is missing)."
+    ]
+    assert api.transcriptions == [] and model.requests == []

@@ -60,7 +60,7 @@ MESSAGES: dict[str, str] = {
     "voice.too_long": "That voice message is longer than {seconds} seconds; I only listen to "
     "shorter ones. Please type it or send a shorter one.",
     "voice.failed": "I could not understand that voice message. Please try again or type it.",
-    "voice.tool_missing": "I cannot play voice messages here (an audio tool is missing).",
+    "voice.tool_missing": "I cannot listen to voice messages here (an audio tool is missing).",
     "voice.summarised": "(summarised for speaking)",
     "image.note": "[image]",
     "image.described": "[image: {description}]",
