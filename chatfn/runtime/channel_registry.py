@@ -44,6 +44,7 @@ BUILTIN: dict[str, str] = {
     "wechat_mp": "chatfn.channels.wechat_mp:SPEC",
     "irc": "chatfn.channels.irc:SPEC",
     "xmpp": "chatfn.channels.xmpp:SPEC",
+    "email": "chatfn.channels.email:SPEC",
     "weixin": "chatfn.channels.weixin:SPEC",
     "line": "chatfn.channels.line:SPEC",
     "whatsapp": "chatfn.channels.whatsapp:SPEC",
