@@ -102,6 +102,11 @@ class MattermostApi:
         got = await self.call("GET", f"/users/{user_id}")
         return got if isinstance(got, dict) else {}
 
+    async def member(self, channel_id: str, user_id: str) -> dict[str, Any]:
+        """The user's membership of the channel (its `roles`, `scheme_admin`)."""
+        got = await self.call("GET", f"/channels/{channel_id}/members/{user_id}")
+        return got if isinstance(got, dict) else {}
+
     async def post(self, body: dict[str, Any]) -> str:
         got = await self.call("POST", "/posts", json=body)
         return str(got.get("id") or "") if isinstance(got, dict) else ""

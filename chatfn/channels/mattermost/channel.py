@@ -16,7 +16,8 @@ Chats: a direct message is `private:<channel id>`, any other channel `group:<cha
 and a post in a thread adds `:thread:<root id>` (answers go into the thread). A group post
 mentioning the bot (its id in `data.mentions`) is for the bot; `@botname` is cut from the
 text. Images: the post's `file_ids`, GET /api/v4/files/{id} with the token. `user_added`
-(someone added to a channel) is the member-joined event.
+(someone added to a channel) is the member-joined event. With `bot.trust_group_admins` a
+channel admin (its membership's `scheme_admin`) counts as the chat's admin.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class MattermostChannel(
         images = [i for i in [await self._image(f) for f in post.get("file_ids") or []] if i]
         sender = str(post.get("user_id") or "")
         name = str(data.get("sender_name") or "").lstrip("@")
+        roles = await self._roles(str(post["channel_id"]), sender) if group else []
         return self.incoming(
             chat,
             sender,
@@ -175,7 +177,26 @@ class MattermostChannel(
             message_id=str(post["id"]),
             time=kit.sent_at(post.get("create_at"), ms=True),
             images=images,
+            sender_roles=roles,
         )
+
+    async def _roles(self, channel: str, user: str) -> list[str]:
+        """["admin"] for a channel admin (`scheme_admin`, or `channel_admin` among its
+        roles), read when `bot.trust_group_admins` is on (not kept: a role given a moment ago
+        counts at once)."""
+        bot = getattr(self.host.settings, "bot", None)
+        if not getattr(bot, "trust_group_admins", False):
+            return []
+        try:
+            member = await self.api.member(channel, user)
+        except _ERRORS as exc:
+            self.log.debug("Mattermost roles of {} in {} not read: {}", user, channel, exc)
+            return []
+        admin = (
+            member.get("scheme_admin") is True
+            or "channel_admin" in str(member.get("roles") or "").split()
+        )
+        return ["admin"] if admin else []
 
     async def _image(self, file_id: str) -> str | None:
         try:

@@ -38,6 +38,7 @@ class MattermostDriver:
             "reconnect",
             "crash_redelivery",
             "member_joined",
+            "roles",
             "credentials",
         }
     )
@@ -94,6 +95,10 @@ class MattermostDriver:
         fake = self.fake
         channel = fake.channel(chat.native, chat.kind)
         user = fake.user(sender)
+        if role in ("admin", "owner"):
+            fake.admins.add((channel, user))
+        elif role is not None:
+            fake.admins.discard((channel, user))
         files = [fake.upload_as_user(channel, image)] if image is not None else None
         return await fake.say(channel, user, text, mention=mention, file_ids=files)
 

@@ -9,6 +9,7 @@ Mattermost refuses.
   message at most 16383 characters (400 `model.post.is_valid.msg.app_error`), a `root_id` a
   root post of the same channel (400 otherwise), `file_ids` uploaded to that channel; a
   `pending_post_id` seen in the last 30 s answers the post made then (no second post).
+  GET /channels/{id}/members/{user}: `scheme_admin` for the pairs in `admins`.
   `rate_limited[channel] = s`: 429 with `X-Ratelimit-Reset` for s seconds.
 - WebSocket /api/v4/websocket: the first frame must be the `authentication_challenge` with a
   valid token (else a FAIL reply, nothing more); then `hello` with the connection's id, and
@@ -69,6 +70,7 @@ class FakeMattermost(FakePlatform):
         self._pending: dict[str, tuple[float, dict[str, Any]]] = {}
         self._connections: dict[str, _Connection] = {}
         self._ids = itertools.count(1)
+        self.admins: set[tuple[str, str]] = set()  # (channel, user): channel admins
 
     def next_id(self, prefix: str = "p") -> str:
         return mm_id(prefix, str(next(self._ids)))
@@ -81,6 +83,7 @@ class FakeMattermost(FakePlatform):
         router.add_post("/api/v4/posts", self._post)
         router.add_post("/api/v4/files", self._upload)
         router.add_get("/api/v4/files/{id}", self._file)
+        router.add_get("/api/v4/channels/{channel}/members/{user}", self._member)
 
     async def check(self, request: web.Request) -> web.StreamResponse | None:
         if request.path == "/api/v4/websocket":
@@ -246,6 +249,21 @@ class FakeMattermost(FakePlatform):
         if request.match_info["name"] != self.team["name"]:
             return _error(404, "app.team.get_by_name.missing.app_error", "Unable to find the team.")
         return web.json_response(self.team)
+
+    async def _member(self, request: web.Request) -> web.Response:
+        channel, user = request.match_info["channel"], request.match_info["user"]
+        if channel not in self.channels or user not in self.users:
+            return _error(404, "app.channel.get_member.missing.app_error", "No channel member")
+        admin = (channel, user) in self.admins
+        return web.json_response(
+            {
+                "channel_id": channel,
+                "user_id": user,
+                "roles": "channel_user channel_admin" if admin else "channel_user",
+                "scheme_user": True,
+                "scheme_admin": admin,
+            }
+        )
 
     async def _file(self, request: web.Request) -> web.Response:
         got = self.files.get(request.match_info["id"])
