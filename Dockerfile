@@ -43,8 +43,8 @@ LABEL org.opencontainers.image.title="chatfn" \
 RUN groupadd --system --gid 10001 chatfn \
  && useradd --uid 10001 --gid chatfn --home-dir /data --no-create-home \
       --shell /usr/sbin/nologin chatfn \
- && mkdir -p /data \
- && chown chatfn:chatfn /data
+ && mkdir -p /data/plugins \
+ && chown -R chatfn:chatfn /data
 COPY --from=builder /opt/chatfn /opt/chatfn
 # /data is the working folder: /data/config.yaml when it exists (else the embedded defaults and
 # OPENAI_API_KEY / OPENAI_BASE_URL / CHATFN_MODEL from the environment), the SQLite file under

@@ -5,6 +5,7 @@
 #
 #   .ci/container-check.sh [CHECKOUT]          (default: the checkout holding this script)
 #
+# 0. .ci/release-check.sh: `python -m build`, `twine check`, the version in one place.
 # 1. podman, runc and debootstrap from Debian's packages, installed when missing.
 # 2. The base image: Debian bookworm made with `debootstrap --variant=minbase` plus Debian's
 #    python3 (the Dockerfile's BASE_IMAGE; the official image is in no registry reachable here),
@@ -15,6 +16,8 @@
 # 4. The checks (.ci/container_check.py): /healthz on the published port, a non-root process,
 #    the healthcheck, a message answered by a fake model on the host, the database and a plugin
 #    on the volume surviving a new container, SIGTERM mid-turn losing nothing.
+# 5. With CHATFN_COMPOSE_CHECK=1, compose.cluster.yaml with podman-compose (.ci/compose_check.py):
+#    100 messages over 10 chats with a worker container killed mid-run, none lost or twice.
 #
 # podman's storage, run root and network config live in a temporary folder removed at the end,
 # so a run leaves nothing behind but the cache. The settings this machine needs, each found by a
@@ -30,6 +33,9 @@ fail() { printf 'container-check: FAILED: %s\n' "$*" >&2; exit 1; }
 started=$SECONDS
 
 [ "$(id -u)" -eq 0 ] || fail "run as root (rootful podman, debootstrap)"
+
+# The release first (cheap): sdist and wheel, twine check, one version everywhere.
+"$repo/.ci/release-check.sh" "$repo"
 
 missing=()
 for tool in podman runc debootstrap; do
@@ -74,7 +80,7 @@ if [ ! -s "$base_tar" ]; then
         || { tail -20 "$work/debootstrap.log" >&2; fail "debootstrap"; }
     if compgen -G "/usr/local/share/ca-certificates/*.crt" > /dev/null; then
         cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-        chroot "$root" update-ca-certificates > /dev/null
+        chroot "$root" update-ca-certificates > /dev/null 2>&1
     fi
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
     tar -C "$root" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
@@ -111,4 +117,14 @@ say "built in $((SECONDS - build_started)) s: $(pm image inspect -f '{{.Size}}' 
 python="${PYTHON:-python3}"
 PODMAN_ARGS="${podman_args[*]} " ULIMITS="${ulimits[*]}" CHATFN_VERSION="$version" \
     "$python" "$repo/.ci/container_check.py" localhost/chatfn:check
+if [ "${CHATFN_COMPOSE_CHECK:-0}" = 1 ]; then
+    command -v podman-compose > /dev/null || {
+        say "installing podman-compose (Debian package)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            podman-compose > /dev/null
+    }
+    PODMAN_ARGS="${podman_args[*]} " ULIMITS="${ulimits[*]}" CHATFN_VERSION="$version" \
+        BASE_IMAGE=localhost/chatfn-base:$suite \
+        "$python" "$repo/.ci/compose_check.py" localhost/chatfn:check "$ctx"
+fi
 say "ok in $((SECONDS - started)) s"
