@@ -46,6 +46,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         threads=True,
         markdown="Discord Markdown",
         delivery_ids=True,

@@ -43,6 +43,7 @@ from chatfn.channels.discord.client import DiscordClient, make_client
 from chatfn.channels.discord.message import (
     Part,
     Target,
+    audio_of,
     chat_id_of,
     images_of,
     mentions_bot,
@@ -180,6 +181,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             message_id=str(message.id),
             time=message.created_at.astimezone(UTC),
             images=[*images_of(message), *quote_images],
+            audio=audio_of(message),
             sender_roles=roles_of(message) if is_group else [],
         )
 

@@ -29,6 +29,7 @@ _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
 _CHANNEL_MENTION = re.compile(r"<#(\d+)>")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_AUDIO_SUFFIXES = (".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".amr", ".flac")
 #: Room kept in the first part for the `<@id> ` mention placed before it.
 MENTION_ROOM = 32
 
@@ -95,7 +96,9 @@ def readable(message: discord.Message, bot_id: int) -> str:
     text = _CHANNEL_MENTION.sub(channel_name, text)
     text = re.sub(r"[ \t]{2,}", " ", text).strip()
     files = [
-        f"[file: {a.filename}, {a.size} bytes]" for a in message.attachments if not is_image(a)
+        f"[file: {a.filename}, {a.size} bytes]"
+        for a in message.attachments
+        if not is_image(a) and not is_audio(a)
     ]
     if files:
         text = "\n".join([text, *files]).strip()
@@ -108,6 +111,18 @@ def readable(message: discord.Message, bot_id: int) -> str:
 def is_image(attachment: discord.Attachment) -> bool:
     kind = attachment.content_type or ""
     return kind.startswith("image/") or attachment.filename.lower().endswith(_IMAGE_SUFFIXES)
+
+
+def is_audio(attachment: discord.Attachment) -> bool:
+    """A voice message (Discord's own are `voice-message.ogg`, audio/ogg) or an audio file."""
+    kind = attachment.content_type or ""
+    return kind.startswith("audio/") or attachment.filename.lower().endswith(_AUDIO_SUFFIXES)
+
+
+def audio_of(message: discord.Message) -> list[str]:
+    """The first audio attachment's CDN URL (downloaded, bounded, and transcribed by
+    voice.stt)."""
+    return [a.url for a in message.attachments if is_audio(a)][:1]
 
 
 def images_of(message: discord.Message) -> list[str]:

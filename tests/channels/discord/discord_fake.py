@@ -285,6 +285,7 @@ class FakeDiscord(FakePlatform):
         reply_to: dict[str, Any] | None = None,
         mentions: list[dict[str, Any]] | None = None,
         mention_roles: list[int] | None = None,
+        voice: bytes | None = None,
     ) -> dict[str, Any]:
         """A user's message: MESSAGE_CREATE (topics/gateway-events#message-create)."""
         mid = snowflake(self.ids)
@@ -333,6 +334,22 @@ class FakeDiscord(FakePlatform):
                     "content_type": "image/png",
                     "width": 1,
                     "height": 1,
+                }
+            )
+        if voice is not None:  # a voice message: an OGG/Opus attachment, flag IS_VOICE_MESSAGE
+            key = str(snowflake(self.ids))
+            self.attachments[key] = ("audio/ogg", voice)
+            data["flags"] = 1 << 13
+            data["attachments"].append(
+                {
+                    "id": key,
+                    "filename": "voice-message.ogg",
+                    "size": len(voice),
+                    "url": f"{self.base}/attachments/{key}/voice-message.ogg",
+                    "proxy_url": f"{self.base}/attachments/{key}/voice-message.ogg",
+                    "content_type": "audio/ogg",
+                    "duration_secs": 2.0,
+                    "waveform": "AAAA",
                 }
             )
         if reply_to is not None:
