@@ -30,6 +30,7 @@ from tests.channels.contract import PNG_URI, Chat, _echo, contract_registry  # n
 from tests.channels.held_model import HeldModel  # noqa: E402
 from tests.channels.line.line_driver import LineDriver, chat_native, user_id  # noqa: E402
 from tests.channels.line.line_fake import FakeLine, sign  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 ALICE = Chat("private", "1001")
 
@@ -57,6 +58,7 @@ async def running(
     try:
         await driver.attach(the_bot.channel_host, config.channels.line)  # type: ignore[attr-defined]
         await the_bot.start()
+        driver.bot = the_bot  # type: ignore[attr-defined]
         yield driver
     finally:
         await driver.detach()
@@ -141,6 +143,30 @@ async def test_a_reply_token_older_than_reply_token_ttl_is_not_tried(tmp_path: P
         await fake.wait_sent(to, 1)
         assert texts(fake, to) == [("push", "echo: late")]
         assert ("POST", "/v2/bot/message/reply") not in fake.recorded
+
+
+async def test_a_crash_between_a_push_and_its_mark_does_not_show_it_twice(
+    tmp_path: Path,
+) -> None:
+    """The bot pushed an answer and died before marking its outbox row: the next start sends
+    the row again with the same X-Line-Retry-Key, LINE answers 409 (accepted before) and the
+    user sees it once."""
+    from tests.channels.contract import _unmark_last
+
+    async with FakeLine() as fake:
+        to = chat_native(ALICE)
+        async with running(fake, tmp_path, reply_token_ttl=0.001) as driver:
+            await asyncio.sleep(0.01)
+            await driver.say(ALICE, "hello")
+            await fake.wait_sent(to, 1)
+            await _unmark_last(driver.bot, "line", f"private:{to}")
+        async with running(fake, tmp_path, reply_token_ttl=0.001) as driver:
+            await until(lambda: fake.recorded.count(("POST", "/v2/bot/message/push")) >= 2)
+            await asyncio.sleep(0.01)
+            await driver.say(ALICE, "later")
+            await fake.wait_sent(to, 2)
+        assert texts(fake, to) == [("push", "echo: hello"), ("push", "echo: later")]
+        assert fake.recorded.count(("POST", "/v2/bot/message/push")) == 3
 
 
 def test_a_reply_token_is_used_once_and_not_when_old() -> None:
