@@ -88,6 +88,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         delivery_ids=True,
         confirm_stored=True,
         connection=("webhook", "long connection"),

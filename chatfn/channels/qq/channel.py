@@ -207,7 +207,9 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
             return None
         text, mentioned = read_content(str(data.get("content") or ""), self.bot_id)
         mentioned = mentioned or kind in ("GROUP_AT_MESSAGE_CREATE", "AT_MESSAGE_CREATE")
-        images = [i for a in data.get("attachments") or [] if (i := await self._image(a))]
+        attachments = data.get("attachments") or []
+        images = [i for a in attachments if (i := await self._image(a))]
+        audio, transcript = voice_of(attachments)
         return self.incoming(
             ref.key,
             sender,
@@ -218,6 +220,8 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
             message_id=msg_id,
             time=kit.sent_at(data.get("timestamp")),
             images=images,
+            audio=audio,
+            transcript=transcript,
             sender_roles=guild_roles(member) if ref.scene == "channel" else [],
         )
 
@@ -277,6 +281,34 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
         return [
             kit.member_joined(self.platform, chat_id, user_id, name, guild_id=guild, added_by=by)
         ]
+
+
+def _attachment_url(raw: object) -> str | None:
+    """An attachment URL with its scheme (QQ's sometimes come without one)."""
+    url = str(raw or "")
+    if url.startswith("//"):
+        url = "https:" + url
+    elif url and "://" not in url:
+        url = "https://" + url
+    return url if url.startswith(("https://", "http://")) else None
+
+
+def voice_of(attachments: list[Any]) -> tuple[list[str], str | None]:
+    """A voice message's audio and QQ's own transcript of it: an attachment whose
+    content_type is "voice" (or audio/*) gives its `voice_wav_url` (WAV, else its `url`: SILK
+    or AMR) and `asr_refer_text` (QQ's speech recognition: used instead of an STT call)."""
+    for attachment in attachments:
+        if not isinstance(attachment, dict):
+            continue
+        kind = str(attachment.get("content_type") or "")
+        if kind != "voice" and not kind.startswith("audio/"):
+            continue
+        url = _attachment_url(attachment.get("voice_wav_url")) or _attachment_url(
+            attachment.get("url")
+        )
+        said = str(attachment.get("asr_refer_text") or "").strip()
+        return ([url] if url else []), (said or None)
+    return [], None
 
 
 def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:
