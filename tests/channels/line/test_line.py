@@ -424,3 +424,23 @@ async def test_a_revoked_token_at_connect_is_refused_credentials_naming_the_key(
         finally:
             await channel.close()
             await bot.aclose()
+
+
+async def test_an_event_whose_handling_failed_before_the_store_is_answered_500_and_redelivered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host.handle` raising before the message is stored: the webhook answers 500, LINE's
+    redelivery (the same webhookEventId, isRedelivery) is taken, answered 200, and answered
+    once."""
+    from chatfn.channels import intake
+    from tests.channels.held_model import broker_away
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.0)
+    async with FakeLine() as fake, running(fake, tmp_path) as driver:
+        tries = broker_away(driver.bot, monkeypatch, {"once": 1})
+        to = chat_native(ALICE)
+        event = fake.message_event(driver.source(ALICE, "1001"), fake.text_message("once"))
+        assert await fake.deliver(event) == 200
+        assert fake.webhook_answers == [500, 200]
+        await fake.wait_sent(to, 1)
+        assert tries == ["once", "once"] and [t for _, t in texts(fake, to)] == ["echo: once"]

@@ -51,6 +51,7 @@ async def running(fake: FakeWhatsApp, tmp_path: Path, **settings: Any) -> AsyncI
     try:
         await driver.attach(bot.channel_host, config.channels.whatsapp)  # type: ignore[attr-defined]
         await bot.start()
+        driver.bot = bot
         yield driver
     finally:
         await driver.detach()
@@ -317,3 +318,21 @@ async def test_fetch_sends_the_token_to_the_named_origin_only() -> None:
             await runner.cleanup()
     assert got.data == PNG
     assert seen == {"first": "Bearer secret", "other": None}
+
+
+async def test_an_event_whose_handling_failed_before_the_store_is_answered_500_and_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host.handle` raising before the message is stored: 500, Meta's retry of the same
+    wamid is taken, answered 200, and answered once."""
+    from chatfn.channels import intake
+    from tests.channels.held_model import broker_away
+
+    monkeypatch.setattr(intake, "RETAKE_AFTER", 0.0)
+    async with FakeWhatsApp() as fake, running(fake, tmp_path) as driver:
+        tries = broker_away(driver.bot, monkeypatch, {"once": 1})
+        user = "15550009999"
+        assert await fake.deliver(fake.text(user, "once")) == 200
+        assert fake.webhook_answers == [500, 200]
+        await fake.wait_sent(user, 1)
+        assert tries == ["once", "once"] and texts(fake, user) == ["echo: once"]
