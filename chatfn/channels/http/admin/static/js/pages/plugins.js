@@ -15,8 +15,9 @@ export async function render(view) {
   const market = data.market || {};
   const mayInstall = Boolean(market.allow_install && market.owner);
   const say = (text, bad = false) => {
-    note.textContent = text;
-    note.className = bad ? "err" : "muted";
+    const el = document.getElementById("plugin-note") || note; // the page may be drawn again
+    el.textContent = text;
+    el.className = bad ? "err" : "muted";
   };
   const failed = (err) => say(err instanceof ApiError ? err.message : String(err), true);
   const rerender = () => render(view).catch(failed);
