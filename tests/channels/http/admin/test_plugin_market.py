@@ -362,3 +362,29 @@ async def test_a_plugin_that_cannot_reload_says_a_restart_is_needed(
         p for p in (await alice.get("/admin/api/plugins"))[1]["plugins"] if p["name"] == "greeter"
     )
     assert "restart" in row["restart"]
+
+
+async def test_a_new_version_swapped_in_mid_turn_answers_from_the_next_message(
+    console: MakeConsole, tmp_path: Path
+) -> None:
+    """What an upgrade does once pip is done (plugin_reload.PluginSwitch._swap): the turn in
+    flight runs the version it was shown, once; the next message runs the new one."""
+    from chatfn.runtime.plugins import load_plugin_files
+
+    model = Held()
+    c = await start(console, tmp_path, model)
+    newer = tmp_path / "v2"
+    newer.mkdir()
+    (newer / "greeter.py").write_text(GREETER.replace('" ".join(', '"v2 " + " ".join('))
+    [new] = load_plugin_files([str(newer)], tmp_path)
+    switch = c.tb.bot.api_host.console.plugin_page.switch
+    old = switch.loaded("greeter")
+    flight = asyncio.create_task(c.chat("room", "hold and greet"))
+    await wait_event(model.holding, message="the held turn never reached the model")
+    switch._swap(old, new)
+    model.gate.set()
+    assert [r["text"] for r in (await flight)["replies"]] == ["hello (no key)"]
+    assert [r["text"] for r in (await c.chat("room", "greet"))["replies"]] == ["v2 hello (no key)"]
+    assert switch.loaded("greeter") is new
+    users = [m["text"] for m in await history(c, "room") if m["role"] == "user"]
+    assert users == ["hold and greet", "greet"]
