@@ -14,6 +14,7 @@ import asyncio
 import email
 import imaplib
 import itertools
+import re
 import smtplib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,6 +35,12 @@ from tests.channels.email.mail_servers import DOMAIN, MailServers
 from tests.kit import until
 
 _COUNTER = itertools.count(1)
+
+
+def delivery_order(mail: EmailMessage) -> str:
+    """The id of the topmost Received line (the test MTA's: mail_servers.py)."""
+    found = re.search(r" id (\d+);", str(mail.get("Received") or ""))
+    return found.group(1) if found else ""
 
 
 class EmailDriver:
@@ -152,7 +159,8 @@ class EmailDriver:
                 _, data = box.fetch(num, "(BODY.PEEK[])")
                 raw = next(part[1] for part in data if isinstance(part, tuple))
                 mails.append(email.message_from_bytes(raw, policy=policy.default))
-            return mails
+            # in the order the MTA delivered them (a Maildir's numbering may differ)
+            return sorted(mails, key=delivery_order)
         finally:
             box.logout()
 

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class MailServers:
         self.imap_port = free_port()
         self.passwords: dict[str, str] = {}
         self._mtime = 0.0
+        self.sequence = 0  # the id of the last Received line the MTA added
         self.process: subprocess.Popen[bytes] | None = None
         self.smtp: Any = None
         self.smtp_port = 0
@@ -182,8 +184,14 @@ class MailServers:
                 return "250 OK"
 
             async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+                # As an MTA does: a Received line on top, its id the order of delivery.
+                servers.sequence += 1
+                received = (
+                    f"Received: from {session.host_name or 'client'} by {DOMAIN} (chatfn tests)"
+                    f" id {servers.sequence:08d}; {formatdate()}\r\n"
+                ).encode()
                 for rcpt in envelope.rcpt_tos:
-                    body = envelope.original_content or envelope.content
+                    body = received + (envelope.original_content or envelope.content)
                     servers.delivered.append((rcpt, body))
                     code = await servers.lda(rcpt.split("@", 1)[0], body, envelope.mail_from)
                     if code != 0:
