@@ -305,9 +305,7 @@ class FunctionCallSettings(Section):
     enabled: list[str] | None = None
     disabled: list[str] = Field(default_factory=list)
     # Keyed by chat id. Deprecated: `chats: [{match: {chat_id: ...}, functions: ...}]`.
-    chats: dict[str, ChatFunctionRules] = Field(
-        default_factory=dict, json_schema_extra=DEPRECATED
-    )
+    chats: dict[str, ChatFunctionRules] = Field(default_factory=dict, json_schema_extra=DEPRECATED)
     max_rounds: int = Field(default=5, ge=1, le=50)
     max_calls_per_message: int = Field(default=10, ge=1, le=100)
     # Failed attempts (invalid arguments, errors) one function may have per message.
