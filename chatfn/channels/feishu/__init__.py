@@ -94,6 +94,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="post (rich text)",
         delivery_ids=True,
         confirm_stored=True,

@@ -44,6 +44,7 @@ from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import WsLink
+from chatfn.common import audio
 from chatfn.common.messages import (
     IncomingMessage,
     SystemEvent,
@@ -53,6 +54,7 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["FeishuChannel"]
 
+MAX_AUDIO_BYTES = 20 * 1024 * 1024  # a voice message downloaded at most
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 _CREDENTIALS = "channels.feishu.app_id / app_secret"
 # A Feishu API call that failed: the platform's answer or the network.
@@ -196,7 +198,8 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             return None
         read = read_message(message, self.bot_open_id or "")
         images = [i for k in read.image_keys[:4] if (i := await self._image(message_id, k))]
-        if not read.text.strip() and not images:  # nothing said: the chat is not asked
+        audio = [a for k in read.audio_keys[:1] if (a := await self._audio(message_id, k))]
+        if not read.text.strip() and not images and not audio:  # nothing said: not asked
             return None
         name, roles = await self._person(ref.chat, user, ref.is_group)
         return self.incoming(
@@ -209,8 +212,22 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             message_id=message_id,
             time=kit.sent_at(message.get("create_time"), ms=True),
             images=images,
+            audio=audio,
             sender_roles=roles,
         )
+
+    async def _audio(self, message_id: str, file_key: str) -> str | None:
+        """A voice message's file (Ogg/Opus) as a data URI, for speech to text: downloaded
+        with the tenant token like an image, so no URL is stored."""
+        try:
+            data = await self.api.download(message_id, file_key, "file")
+        except _API_ERRORS as exc:
+            logger.warning("Feishu audio {} of {} not downloaded: {}", file_key, message_id, exc)
+            return None
+        if not data or len(data) > MAX_AUDIO_BYTES:
+            return None
+        mime = audio.audio_mime(data)
+        return kit.data_uri(data, mime if mime.startswith("audio/") else "audio/ogg")
 
     async def _image(self, message_id: str, image_key: str) -> str | None:
         """An image of a message as a data URI (downloaded with the tenant token, so no URL

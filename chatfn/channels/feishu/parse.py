@@ -75,6 +75,8 @@ class Read:
     text: str
     mentioned: bool = False
     image_keys: list[str] = field(default_factory=list)
+    # An `audio` message's file_key (Ogg/Opus), fetched as a file resource for speech to text.
+    audio_keys: list[str] = field(default_factory=list)
 
 
 def _content(message: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +100,8 @@ def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
             read.image_keys.append(str(content["image_key"]))
     elif kind == "post":
         read.text = _read_post(content, names, read.image_keys)
+    elif kind == "audio" and content.get("file_key"):
+        read.audio_keys.append(str(content["file_key"]))
     read.text = re.sub(r"[ \t]{2,}", " ", read.text).strip()
     return read
 

@@ -388,12 +388,15 @@ class FakeFeishu(FakePlatform):
             return refused
         message = self.user_messages.get(request.match_info["message_id"])
         data = message.resources.get(request.match_info["key"]) if message else None
-        if data is None or request.query.get("type") != "image":
+        # Feishu: type=image for an image's key, type=file for a file's, audio's or media's.
+        wanted = "file" if request.match_info["key"].startswith("file_") else "image"
+        if data is None or request.query.get("type") != wanted:
             return _err(234003, "File not in msg.", 400)
+        name = "audio.opus" if wanted == "file" else "image.png"
         return web.Response(
             body=data,
-            content_type="image/png",
-            headers={"Content-Disposition": 'attachment; filename="image.png"'},
+            content_type="application/octet-stream" if wanted == "file" else "image/png",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
         )
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -569,6 +572,7 @@ class FakeFeishu(FakePlatform):
         images: list[bytes] | None = None,
         message_id: str = "",
         thread_root: str = "",
+        voice: bytes | None = None,
     ) -> dict[str, Any]:
         """im.message.receive_v1: a `text` message, or a `post` when it carries images;
         `thread_root`: a message in the thread under that (user) message."""
@@ -588,6 +592,10 @@ class FakeFeishu(FakePlatform):
                 paragraphs.append([{"tag": "text", "text": text, "style": []}])
             paragraphs += [[{"tag": "img", "image_key": k, "width": 1, "height": 1}] for k in keys]
             kind, content = "post", {"title": "", "content": paragraphs}
+        elif voice is not None:  # an audio message: Ogg/Opus, fetched with type=file
+            key = self.next_id("file_v3")
+            record.resources[key] = voice
+            kind, content = "audio", {"file_key": key, "duration": 2000}
         else:
             kind, content = "text", {"text": text}
         now = str(int(time.time() * 1000))
