@@ -185,3 +185,80 @@ def test_settings_name_the_key() -> None:
     assert parse_chat_id("group:#chan").is_group and not parse_chat_id("private:nick").is_group
     with pytest.raises(ValueError, match="expected group:#channel"):
         parse_chat_id("group:nohash")
+
+
+# -- SASL (ngircd has none): a server speaking IRCv3 SASL 3.1 ----------------------------------
+class SaslServer:
+    """The registration of https://ircv3.net/specs/extensions/sasl-3.1 (CAP LS, CAP REQ,
+    AUTHENTICATE PLAIN, 900/903 or 904, CAP END), welcoming (001) only after CAP END."""
+
+    def __init__(self, account: str, password: str) -> None:
+        self.account, self.password = account, password
+        self.said: list[str] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> SaslServer:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        def send(text: str) -> None:
+            writer.write(f":sasl.test {text}\r\n".encode())
+
+        negotiating, nick = False, "*"
+        while raw := await reader.readline():
+            text = raw.decode().rstrip("\r\n")
+            self.said.append(text)
+            words = text.split(" ")
+            if text == "CAP LS 302":
+                negotiating = True
+                send("CAP * LS :multi-prefix sasl=PLAIN,EXTERNAL")
+            elif text == "CAP REQ sasl" or text == "CAP REQ :sasl":
+                send("CAP * ACK :sasl")
+            elif text == "AUTHENTICATE PLAIN":
+                writer.write(b"AUTHENTICATE +\r\n")
+            elif words[0] == "AUTHENTICATE":
+                import base64
+
+                _authz, account, password = base64.b64decode(words[1]).decode().split("\0")
+                if (account, password) == (self.account, self.password):
+                    send(f"900 {nick} {nick}!u@h {account} :You are now logged in")
+                    send(f"903 {nick} :SASL authentication successful")
+                else:
+                    send(f"904 {nick} :SASL authentication failed")
+            elif text == "CAP END":
+                negotiating = False
+                send(f"001 {nick} :Welcome")
+            elif words[0] == "NICK":
+                nick = words[1]
+            elif words[0] == "USER" and not negotiating:
+                send(f"001 {nick} :Welcome")
+            await writer.drain()
+        writer.close()
+
+
+async def test_sasl_plain_logs_in_and_a_refusal_names_the_password() -> None:
+    async with SaslServer("mybot", "sesame") as server:
+        good = IrcSettings(
+            server="127.0.0.1",
+            port=server.port,
+            tls=False,
+            nick="mybot",
+            sasl=True,
+            password="sesame",  # type: ignore[arg-type]
+        )
+        [_, online] = await check(good, True)
+        assert online.status == "ok", online
+        assert "CAP END" in server.said and not any(s.startswith("PASS") for s in server.said)
+        wrong = IrcSettings.model_validate({**good.model_dump(), "password": "wrong"})
+        [_, refused] = await check(wrong, True)
+    assert refused.status == "fail" and "channels.irc.password (SASL)" in refused.detail, refused
