@@ -41,6 +41,7 @@ from function_calls.console import (
     ConsoleView,
 )
 from function_calls.context import MessageContext, ModelRequest
+from function_calls.fates import MessageFate, MessageFates
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
 from function_calls.plugin import CheckLine, Metric, Plugin, PluginHost, Status
@@ -73,6 +74,8 @@ __all__ = [
     "Message",
     "Metric",
     "MessageContext",
+    "MessageFate",
+    "MessageFates",
     "ModelRequest",
     "OutgoingMessage",
     "Plugin",

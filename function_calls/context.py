@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from chatfn.common.metrics import Metrics
     from chatfn.storage.db import Storage, StoredMessage, TurnStart
+    from function_calls.fates import Fate
     from function_calls.journal import TurnJournal
     from function_calls.registry import Registry
     from function_calls.spec import FunctionSpec
@@ -84,6 +85,9 @@ class TurnState:
     # concurrent first requests count it once.
     counted: bool = False
     counting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What became of the message (function_calls/fates.py), set on each of the router's paths
+    # and recorded by the runtime when the turn ends.
+    fate: Fate | None = None
 
 
 @dataclass(slots=True)

@@ -51,16 +51,19 @@ class TurnJournal:
         self,
         tool_call: dict[str, Any] | None = None,
         handled: tuple[str, str, int] | None = None,
+        fate: dict[str, Any] | None = None,
     ) -> None:
         """Write what is waiting (and `tool_call`, an audit row; `handled`, the turn's end
-        mark) in one transaction. Raises StorageError when the database refused it (the
-        usage rows and counts are then lost, and logged)."""
+        mark; `fate`, the message's fate: chatfn/storage/fates.py) in one transaction. Raises
+        StorageError when the database refused it (the usage rows and counts are then lost,
+        and logged)."""
         async with self._lock:
             batch = TurnWrite(self.platform, self.chat_id, usage=self.usage, counts=self.counts)
             self.usage, self.counts = [], []
             if tool_call is not None:
                 batch.tool_calls.append(tool_call)
             batch.handled = handled
+            batch.fate = fate
             self._collect(batch)
             if not batch:
                 return

@@ -11,7 +11,9 @@ history already holds the user's message, so nothing is lost.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from chatfn.common.chat_keys import ANSWER_BOTS
 from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import translate
 from chatfn.common.messages import IncomingMessage
@@ -21,10 +23,12 @@ from function_calls.chat_settings import ChatSettings
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.context import MessageContext
 from function_calls.executor import FunctionExecutor
+from function_calls.fates import Fate
 from function_calls.images import MAX_BYTES, ImageError, describe_images, fetch_images
 from function_calls.journal import TurnJournal
 from function_calls.llm import FunctionCallLLM
-from function_calls.permissions import visible_functions
+from function_calls.loop_guard import LoopGuard
+from function_calls.permissions import refusal_reason, visible_functions
 from function_calls.registry import Registry
 from function_calls.voice import hear
 from providers.base import ChatModel
@@ -83,6 +87,7 @@ class FunctionCallRouter:
             registry, default_timeout=settings.function_calls.call_timeout
         )
         self.llm = FunctionCallLLM(None, self.executor, settings.function_calls)
+        self.loop_guard = LoopGuard(settings.bot.loop_guard)
 
     def should_answer(self, ctx: MessageContext) -> bool:
         """Group messages that do not address the bot are stored but not answered, unless
@@ -120,28 +125,28 @@ class FunctionCallRouter:
         )
 
     async def _dispatch(self, ctx: MessageContext) -> bool:
+        """Each path sets the message's fate (`ctx.turn.fate`, function_calls/fates.py)."""
         if not self.should_answer(ctx):
+            never = ctx.message.is_group and ctx.chat.respond_in_groups == "never"
+            ctx.turn.fate = Fate("ignored", "respond_in_groups") if never else Fate("not_addressed")
+            return False
+        if not await self._screen(ctx):
             return False
         command = split_command(ctx.message.text)
         if command is not None:
             return await self._run_command(ctx, command.name, command.rest)
         if ctx.model is None:
             await ctx.reply(ctx.no_model_reply(), notice=True)
+            ctx.turn.fate = Fate("declined", "no_model", told=True)
             return True
-        refusal = await limits.admit(ctx)
-        if isinstance(refusal, limits.Downgrade):
-            await self._downgrade(ctx, refusal)
-        elif refusal is not None:
-            ctx.logger.info("limit {} reached", refusal.limit)
-            if ctx.metrics is not None:
-                ctx.metrics.limit_refusals.labels(refusal.limit).inc()
-            if refusal.notify:
-                await ctx.reply(refusal.text, notice=True)
+        if not await self._admit(ctx):
             return True
         # A voice message's transcript becomes its text (function_calls/voice.py).
         if (ctx.message.audio or ctx.message.transcript) and not await hear(ctx):
+            ctx.turn.fate = Fate("declined", "voice", told=bool(ctx.sent))
             return True
         if ctx.message.images and not await self._take_images(ctx):
+            ctx.turn.fate = Fate("declined", "image", told=True)
             return True
         # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
         deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
@@ -154,14 +159,22 @@ class FunctionCallRouter:
                         result.text, thinking=result.take_thinking(), notice=result.notice
                     )
                 if result.handled:
+                    ctx.turn.fate = Fate("answered", ctx.model.name)
                     return True
             async with asyncio.timeout_at(deadline):
-                return await run_chat_fallback(ctx)
+                answered = await run_chat_fallback(ctx)
+            ctx.turn.fate = (
+                Fate("answered", ctx.model.name)
+                if answered or ctx.sent
+                else Fate("ignored", "no_answer")
+            )
+            return answered
         except TimeoutError:
             ctx.logger.warning(
                 "turn deadline of {} s reached", self.settings.function_calls.total_timeout
             )
             await ctx.reply(ctx.t("core.stop.deadline"), notice=True)
+            ctx.turn.fate = Fate("failed", "TimeoutError", told=True)
             return True
         except ProviderError as exc:
             ctx.logger.error(
@@ -171,7 +184,56 @@ class FunctionCallRouter:
                 exc,
             )
             await ctx.reply(user_message_for(exc, ctx.language), notice=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
             return True
+
+    async def _screen(self, ctx: MessageContext) -> bool:
+        """Whether a message addressed to the bot may be answered: not a bot's unless the chat's
+        `answer_bots` allows it, and not past the loop guard (function_calls/loop_guard.py)."""
+        msg = ctx.message
+        if msg.sender_is_bot and not ctx.chat.get(ANSWER_BOTS):
+            ctx.turn.fate = Fate("ignored", "bot_sender")
+            return False
+        verdict = self.loop_guard.check(msg.platform, msg.chat_id, msg.sender_id, ctx.clock())
+        if verdict == "pass":
+            return True
+        if verdict == "trip":
+            guard = self.loop_guard.settings
+            ctx.logger.warning(
+                "loop guard: {} messages from {} in {} s; not answered for {} s",
+                guard.messages + 1,
+                msg.sender_id,
+                guard.window,
+                guard.cooldown,
+            )
+            text = ctx.t(
+                "core.loop_guard",
+                name=msg.display_name,
+                minutes=f"{guard.cooldown / 60:g}",
+                count=guard.messages + 1,
+                window=f"{guard.window:g}",
+            )
+            await ctx.reply(text, notice=True)
+        ctx.turn.fate = Fate("ignored", "loop_guard", told=verdict == "trip")
+        return False
+
+    async def _admit(self, ctx: MessageContext) -> bool:
+        """The limits (limits.py): over one the message is declined (False), or a budget's
+        downgrade swaps the turn's model."""
+        refusal = await limits.admit(ctx)
+        if isinstance(refusal, limits.Downgrade):
+            await self._downgrade(ctx, refusal)
+        elif refusal is not None:
+            ctx.logger.info("limit {} reached", refusal.limit)
+            if ctx.metrics is not None:
+                ctx.metrics.limit_refusals.labels(refusal.limit).inc()
+            if refusal.notify:
+                await ctx.reply(refusal.text, notice=True)
+            budget = refusal.limit.rpartition(".")[2] in limits.BUDGETS
+            word = "over_budget" if budget else "limit"
+            ctx.turn.fate = Fate("declined", f"{word} {refusal.limit}", told=refusal.notify)
+            return False
+        return True
 
     async def _downgrade(self, ctx: MessageContext, downgrade: limits.Downgrade) -> None:
         """Over a budget with `on_exceed: {downgrade_to}`: the turn goes on with the cheaper
@@ -216,13 +278,16 @@ class FunctionCallRouter:
         spec = self.registry.get(name)
         if spec is None:
             await ctx.reply(ctx.t("core.unknown_command", name=name))
+            ctx.turn.fate = Fate("declined", f"unknown_command /{name}", told=True)
             return True
         try:
             args = parse_arguments(spec, rest, ctx.language)
         except CommandSyntaxError as exc:
             await ctx.reply(str(exc))
+            ctx.turn.fate = Fate("declined", f"invalid /{name}", told=True)
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
+        ctx.turn.fate = _command_fate(ctx, spec, ex)
         if ex.outcome == "invalid":
             await ctx.reply(f"{ex.reason}\n{usage(spec, ctx.language)}")
         elif ex.outcome == "refused":
@@ -239,3 +304,21 @@ class FunctionCallRouter:
         else:
             await ctx.reply(ctx.t("core.command_done", name=name))
         return True
+
+
+def _command_fate(ctx: MessageContext, spec: Any, ex: Any) -> Fate:
+    """A slash command's fate: answered by its function, or declined or failed, and why."""
+    name = spec.name
+    if ex.outcome == "invalid":
+        return Fate("declined", f"invalid /{name}", told=True)
+    if ex.outcome == "refused":
+        if not ctx.chat.function_allowed(name):
+            word = "disabled"
+        elif refusal_reason(spec, ctx, via_command=True) is not None:
+            word = "not_allowed"
+        else:  # the function asked a model over a limit
+            word = "limit"
+        return Fate("declined", f"{word} /{name}", told=bool(ex.reason))
+    if not ex.ok or ex.result is None:
+        return Fate("failed", f"/{name}: {ex.outcome}", told=True)
+    return Fate("function", name)

@@ -159,6 +159,18 @@ VOICE: ChatKey[VoiceChat] = ChatKey(
     owner="voice",
 )
 
+#: Whether the bot answers accounts the platform marks as bots (`IncomingMessage.sender_is_bot`)
+#: in a chat: off by default, so two bots do not talk forever (README, "Loop guard"). Resolved
+#: as a plugin's key is (its owner is "loop_guard"), like `voice`.
+ANSWER_BOTS: ChatKey[bool] = ChatKey(
+    "answer_bots",
+    bool,
+    False,
+    override=True,
+    description="Answer messages from accounts the platform marks as bots.",
+    owner="loop_guard",
+)
+
 #: The core's per-chat keys, in the order `/settings` shows them. Their values come from
 #: `bot:` (and `limits:`) where no rule names them; `function_calls/chat_settings.py` resolves
 #: them, and the console validates the ones it changes against the running bot (a model that
@@ -185,6 +197,7 @@ CORE_CHAT_KEYS: tuple[ChatKey[Any], ...] = (
         description="The language of the bot's own words.",
     ),
     VOICE,
+    ANSWER_BOTS,
     ChatKey("functions", dict[str, Any], override=True, description="enabled / disabled."),
     ChatKey("on_exceed", Any, description="Over a budget: refuse, or {downgrade_to: MODEL}."),
     ChatKey(

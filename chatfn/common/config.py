@@ -96,6 +96,16 @@ class FetchSettings(Section):
         return hosts
 
 
+class LoopGuardSettings(Section):
+    """`bot.loop_guard`: more than `messages` messages from one sender that the bot answers in
+    one chat within `window` seconds stop the exchange: one notice, then that sender is not
+    answered there for `cooldown` seconds. `messages: 0` turns it off."""
+
+    messages: int = Field(default=20, ge=0)
+    window: float = Field(default=60.0, gt=0)
+    cooldown: float = Field(default=300.0, ge=0)
+
+
 class BotSettings(Section):
     name: str = "chatfn"
     admins: list[str] = Field(default_factory=list)
@@ -143,6 +153,11 @@ class BotSettings(Section):
     compaction: bool = True
     # Internal hosts and networks the bot may fetch for users (images, knowledge URLs).
     fetch: FetchSettings = Field(default_factory=FetchSettings)
+    # Seconds a message may wait for its turn (a model or a channel busy) before its sender
+    # gets one short notice that it is waiting (README, "Every message's fate"). 0: never.
+    held_notice_after: float = Field(default=60.0, ge=0)
+    # Stops two senders (two bots) answering each other forever (README, "Loop guard").
+    loop_guard: LoopGuardSettings = Field(default_factory=LoopGuardSettings)
 
     @field_validator("timezone")
     @classmethod
@@ -209,6 +224,8 @@ class ChatRule(Section):
     on_exceed: OnExceed | None = None
     # Voice in these chats: `{stt: false}` leaves voice messages untranscribed, `tts`.
     voice: VoiceChat | None = None
+    # Answer messages from accounts the platform marks as bots (off: they are not answered).
+    answer_bots: bool | None = None
     # A plugin's per-chat keys (`Plugin(chat_keys=...)`) are fields of the runtime's subclass
     # of this model (chatfn/runtime/settings.py), so a bad value names `chats[i].<key>`.
 

@@ -95,6 +95,10 @@ class IncomingMessage:
     audio: list[str] = field(default_factory=list)
     transcript: str | None = None
     spoken: bool = False
+    # The platform marks the sender as a bot (Telegram from.is_bot, Discord author.bot, Slack
+    # bot_id, KOOK author.bot, Feishu sender_type app): not answered unless the chat's
+    # `answer_bots` allows it (README, "Loop guard").
+    sender_is_bot: bool = False
 
     @property
     def display_name(self) -> str:

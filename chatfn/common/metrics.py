@@ -181,8 +181,15 @@ class Metrics:
             "opened; startup: its start-up hook raised or hung).",
             ["plugin", "reason"],
         )
+        self.message_fates = _Counter(
+            "chatfn_message_fates",
+            "Incoming messages by the fate their turn recorded (answered, function, declined, "
+            "not_addressed, ignored, failed) and held messages whose sender was told they wait.",
+            ["fate"],
+        )
         self._counters = [
             self.messages_in,
+            self.message_fates,
             self.messages_out,
             self.messages_dropped,
             self.model_requests,
@@ -198,6 +205,8 @@ class Metrics:
         self._registry: Any = None
         # Labels whose values are fixed by the code, not by input: bounded here once.
         self.bound("kind", {"prompt", "completion", "cached", "reasoning"}.__contains__)
+        fates = {"answered", "function", "declined", "not_addressed", "ignored", "held"}
+        self.bound("fate", (fates | {"failed", "expired"}).__contains__)
         self.bound(
             "limit",
             {

@@ -54,6 +54,7 @@ from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
 from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
 from function_calls.context import MessageContext
+from function_calls.fates import Fate, MessageFates
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
@@ -113,6 +114,13 @@ class Bot:
             # Start-up, before the bot takes any message; off the loop's thread all the same.
             self.storage.blocking(self.storage.create_tables)
         self.metrics = Metrics()
+        # Every message's fate (function_calls/fates.py): recorded when its turn ends, read by
+        # /why (a service) and GET /v1/messages/{id}/fate.
+        self.fates = MessageFates(self.storage, settings.bot.resume_window, clock)
+        self.services.provide(self.fates)
+        # Messages waiting for their first reply, with the timer of their held notice.
+        self._held: dict[int, asyncio.TimerHandle] = {}
+        self._notices: set[asyncio.Task[None]] = set()
         self.models = ModelSet(settings, models, clock=clock)
         # Platforms a message may come from: the built-in channels' and each channel added.
         self.platforms: set[str] = set(PLATFORMS)
@@ -430,6 +438,7 @@ class Bot:
         task = asyncio.current_task()
         if task is not None:
             self._turns.add(task)
+        self._hold(msg)
         self.guard.tick()  # a plugin whose cool-down is over is on again for this message
         # Every log line of the turn, a provider SDK's or httpx's included, carries its ids.
         ids = {"chat_id": msg.chat_id, "message_id": msg.message_id or "-"}
@@ -443,6 +452,62 @@ class Bot:
                 )
         finally:
             self._turns.discard(task)
+            self._unhold(msg)
+
+    def _hold(self, msg: IncomingMessage) -> None:
+        """Start the clock of `bot.held_notice_after` for a message addressed to the bot: if no
+        reply has gone out by then, its sender gets one short notice that it is waiting."""
+        after = self.settings.bot.held_notice_after
+        if after <= 0 or (msg.is_group and not msg.is_at_bot):
+            return
+        loop = asyncio.get_running_loop()
+        self._held[id(msg)] = loop.call_later(after, self._tell_held, msg)
+
+    def _unhold(self, msg: IncomingMessage) -> None:
+        timer = self._held.pop(id(msg), None)
+        if timer is not None:
+            timer.cancel()
+
+    def _tell_held(self, msg: IncomingMessage) -> None:
+        if self._held.pop(id(msg), None) is None or self.closing:
+            return
+        self.metrics.message_fates.labels("held").inc()
+        language = self.language_of(msg.platform, msg.chat_id, msg.is_group)
+        out = OutgoingMessage(msg.platform, msg.chat_id, translate(language, "core.held"))
+        out.is_group, out.notice = msg.is_group, True
+        out.at = msg.sender_id if msg.is_group else None
+
+        async def tell() -> None:
+            try:
+                await self.delivery.deliver(out)
+            except Exception as exc:  # a notice that cannot go out must not stop the turn
+                logger.error("held notice for message {} not sent: {}", msg.message_id, exc)
+
+        task = asyncio.get_running_loop().create_task(tell())
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
+
+    def _fate_row(self, ctx: MessageContext, stored_id: int | None) -> dict[str, Any] | None:
+        """What became of the message (function_calls/fates.py), counted, as the row the turn's
+        end write records; a path that set no fate is answered when it sent something, else
+        ignored."""
+        fate = ctx.turn.fate
+        if fate is None:
+            model = ctx.model.name if ctx.model is not None else ""
+            fate = Fate("answered", model) if ctx.sent else Fate("ignored", "no_answer")
+        self.metrics.message_fates.labels(fate.kind).inc()
+        if stored_id is None:
+            return None
+        msg = ctx.message
+        return {
+            "message": stored_id,
+            "platform": msg.platform,
+            "chat_id": msg.chat_id,
+            "sender_id": msg.sender_id,
+            "fate": fate.kind,
+            "detail": fate.detail,
+            "told": fate.told,
+        }
 
     async def finish_turns(self, grace: float | None = None) -> int:
         """Stop taking messages and give the turns in flight `grace` seconds (default
@@ -496,6 +561,7 @@ class Bot:
             tell_stored(on_stored)
 
         async def deliver(out: OutgoingMessage) -> None:
+            self._unhold(msg)  # a reply is going out: not held any more
             if self.switch.relay is None or relayed is not None:
                 writer.stage(out, sink)  # stored with the turn's next write, then sent
             else:  # a worker's message outside a relayed turn: stored and relayed at once
@@ -518,7 +584,9 @@ class Bot:
             ended = True
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=False)
             await ctx.reply(ctx.t("core.internal_error"), notice=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
             ended = True
         finally:
             # The turn's end: its messages, usage rows, counts and handled mark, one write.
@@ -531,8 +599,12 @@ class Bot:
             elif record and msg.message_id and ended:
                 # A turn abandoned at shutdown is not finished: the next start resumes it.
                 handled = (msg.message_id, "local", len(ctx.sent))
+            # A turn abandoned (shutdown) or cut keeps no fate: held, then resumed or expired.
+            fate = None
+            if ended and not (relayed is not None and relayed.failed):
+                fate = self._fate_row(ctx, start.stored_id)
             try:
-                await asyncio.shield(writer.write(handled=handled))
+                await asyncio.shield(writer.write(handled=handled, fate=fate))
             except StorageError as exc:  # the answer is out; only a resume could repeat it
                 logger.error("turn of message {} not recorded: {}", msg.message_id, exc)
         return ctx.sent
@@ -824,6 +896,10 @@ class BotApiHost:
 
     def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
         return self._bot.language_of(platform, chat_id, is_group)
+
+    async def fate(self, message: int) -> dict[str, Any] | None:
+        found = await self._bot.fates.of(message)
+        return None if found is None else found.as_json()
 
     async def history(
         self, platform: str, chat_id: str, limit: int, before: int | None = None

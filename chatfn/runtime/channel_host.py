@@ -228,6 +228,11 @@ class ApiHost(Protocol):
         """A chat's stored messages, oldest first: the `limit` newest (before row `before`)."""
         ...
 
+    async def fate(self, message: int) -> dict[str, Any] | None:
+        """What became of the user message of history row `message` (function_calls/fates.py),
+        as `GET /v1/messages/{id}/fate` answers it; None: no such message."""
+        ...
+
     @property
     def outbox(self) -> Outbox:
         """The outbox table's readers (`/v1/events`, the webhook)."""

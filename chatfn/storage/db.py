@@ -39,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 
 from chatfn.common.config import ConfigError
 from chatfn.common.extras import POSTGRES, import_extra
-from chatfn.storage import pipeline, schema
+from chatfn.storage import fates, pipeline, schema
 from chatfn.storage.chat_state import (
     ChatState,
     Check,
@@ -147,6 +147,8 @@ class TurnWrite:
     delivered: list[int] = field(default_factory=list)
     # (message id, worker, replies) of the finished turn (handled_messages).
     handled: tuple[str, str, int] | None = None
+    # The message's fate (a `message_fates` row's values: chatfn/storage/fates.py).
+    fate: dict[str, Any] | None = None
 
     def __bool__(self) -> bool:
         return bool(
@@ -156,6 +158,7 @@ class TurnWrite:
             or self.counts
             or self.delivered
             or self.handled
+            or self.fate
         )
 
 
@@ -468,6 +471,8 @@ class Storage:
             if batch.counts:
                 add_many_in(conn, batch.counts)
             mark_delivered_in(conn, batch.delivered)
+            if batch.fate is not None:
+                fates.record_in(conn, batch.fate)
             recorded = True
             if batch.handled is not None:
                 message_id, worker, replies = batch.handled

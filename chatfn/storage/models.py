@@ -302,3 +302,22 @@ channel_state_table = Table(
     Column("value", Text, nullable=False),
     _when("updated_at"),
 )
+
+# What became of each incoming message (issue 40): one row per stored user message (`message`
+# is its `messages.id`), written when its turn ends. A stored message without a row is held
+# (its turn has not ended) or, past `bot.resume_window`, expired (function_calls/fates.py).
+message_fates_table = Table(
+    "message_fates",
+    metadata,
+    Column("message", Integer, primary_key=True, autoincrement=False),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("sender_id", String(128), nullable=False),
+    # answered | function | declined | not_addressed | ignored | failed
+    Column("fate", String(16), nullable=False),
+    # Which: the model that answered, the function, the limit or rule, the error's class.
+    Column("detail", String(200), nullable=False, default=""),
+    # The sender was told (a decline's notice, a failure's apology).
+    Column("told", Boolean, nullable=False, default=False),
+    _when("decided_at"),
+)

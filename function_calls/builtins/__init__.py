@@ -12,4 +12,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "function_calls.builtins.mcp",
     "function_calls.builtins.chat_admin",
     "function_calls.builtins.knowledge",
+    "function_calls.builtins.why",
 )

@@ -38,6 +38,7 @@ BUILTINS = (
     "mcp",
     "chat_admin",
     "knowledge",
+    "why",
 )
 
 

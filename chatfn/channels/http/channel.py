@@ -11,6 +11,8 @@
     GET  /v1/history           ?chat_id=&limit=&before= -> {"chat_id", "messages": [{"id",
                                "role", "text", "sender_id", "sender_name", "time",
                                "message_id"}]}, oldest first (history.py)
+    GET  /v1/messages/{id}/fate what became of a stored message (its history id): {"fate",
+                               "detail", "told", "since", ...} (fate.py; issue 40)
     GET  /metrics              Prometheus text format (messages, model requests, tokens,
                                latency, tool calls, limit refusals, outbox depth)
     GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from chatfn.channels.base import Channel
 from chatfn.channels.http.admin import mount as mount_admin
+from chatfn.channels.http.fate import get_fate
 from chatfn.channels.http.history import get_history
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.http.signature import signed_headers
@@ -202,6 +205,7 @@ class HttpChannel(Channel):
         app.router.add_post("/v1/messages/stream", self.post_message_stream)
         app.router.add_get("/v1/events", self.get_events)
         app.router.add_get("/v1/history", self.get_history)
+        app.router.add_get("/v1/messages/{id}/fate", self.get_fate)
         # /healthz and /metrics are the runtime's (chatfn/runtime/ops_web.py), on this listener.
         if (STATIC_DIR / "index.html").exists():
             app.router.add_get("/", self.index)
@@ -251,6 +255,9 @@ class HttpChannel(Channel):
     # -- routes ----------------------------------------------------------------------------
     async def get_history(self, request: web.Request) -> web.Response:
         return await get_history(self.api, self.platform, request)
+
+    async def get_fate(self, request: web.Request) -> web.Response:
+        return await get_fate(self.api, request)
 
     async def index(self, request: web.Request) -> web.Response:
         """The web chat page with its labels in the bot's language (`?lang=zh|en` chooses

@@ -30,6 +30,40 @@ MESSAGES: dict[str, str] = {
     "core.stop.max_rounds": "I stopped because this needed too many steps.",
     "core.stop.max_calls": "I stopped because this needed too many function calls.",
     "core.stop.deadline": "That took too long, so I stopped.",
+    # -- message fates (function_calls/fates.py, /why) and the loop guard ----------------------
+    "fate.line": "Message of {when}: {what}.",
+    "fate.answered": "answered by the model ({detail})",
+    "fate.function": "answered by /{detail} without the model",
+    "fate.declined": "declined: {detail}",
+    "fate.not_addressed": (
+        "not addressed to the bot (a group message without a mention), kept as context"
+    ),
+    "fate.ignored": "ignored by a rule: {detail}",
+    "fate.held": "held, waiting for a model or a channel since {detail}",
+    "fate.failed": "failed ({detail})",
+    "fate.expired": "expired: it was never handled (the bot stopped before its turn)",
+    "fate.told": "; the sender was told",
+    "fate.not_told": "; the sender was not told again",
+    "fate.reason.limit": "a limit was reached",
+    "fate.reason.over_budget": "over budget",
+    "fate.reason.not_allowed": "not allowed here",
+    "fate.reason.disabled": "the function is disabled in this chat",
+    "fate.reason.no_model": "no model is configured",
+    "fate.reason.invalid": "invalid arguments",
+    "fate.reason.unknown_command": "unknown command",
+    "fate.reason.image": "an image was refused",
+    "fate.reason.voice": "the voice message could not be heard",
+    "fate.reason.respond_in_groups": "this group is set not to be answered",
+    "fate.reason.loop_guard": "the loop guard (too many messages between two senders)",
+    "fate.reason.bot_sender": "the sender is a bot (chats: answer_bots is off)",
+    "fate.reason.no_answer": "nothing to say",
+    "core.held": (
+        "Your message is waiting (the model or the channel is busy); I will answer when I can."
+    ),
+    "core.loop_guard": (
+        "I am pausing this exchange with {name} for {minutes} minutes: {count} messages in "
+        "{window} seconds looks like two bots answering each other."
+    ),
     "core.sentence": "{text}.",
     "core.invalid_args": "Invalid arguments for {name}: {details}.",
     # pydantic's validation messages by error type (English: pydantic's own wording)
