@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PLUGIN = '''
+PLUGIN = """
 from pydantic import BaseModel
 from function_calls import FunctionResult, MessageContext, tool_function
 
@@ -20,9 +20,9 @@ class Args(BaseModel):
 @tool_function(name="hello", description="Greet someone.", scope="both")
 async def hello(ctx: MessageContext, args: Args) -> FunctionResult:
     return FunctionResult(messages=[f"hi {args.name}"])
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import pytest
 
 
@@ -33,7 +33,7 @@ async def test_hello(testbot):
 
 async def test_without_the_fixture_is_left_to_the_asyncio_mode():
     pass
-'''
+"""
 
 
 def test_testbot_runs_in_pytest_asyncios_strict_mode(tmp_path: Path) -> None:
