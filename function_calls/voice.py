@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from chatfn.common.audio import AudioError, to_wav
@@ -31,6 +33,7 @@ from chatfn.common.chat_keys import VOICE
 from chatfn.common.config import SttSettings
 from chatfn.common.fetch import FetchAllow, FetchError, FetchTooLarge, fetch
 from chatfn.common.messages import SPOKEN_MARK
+from function_calls.model_calls import record_usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -125,7 +128,52 @@ async def _transcript(ctx: MessageContext) -> str | None:
     data = await fetch_audio(msg.audio[0], allow=ctx.config.bot.fetch, max_bytes=stt.max_bytes)
     wav, seconds = await to_wav(data, max_seconds=stt.max_seconds)
     ctx.logger.info("voice message of {:.1f} s: transcribing", seconds)
-    return await transcribe(stt, wav)
+    started = time.monotonic()
+    outcome = "ok"
+    try:
+        return await transcribe(stt, wav)
+    except AudioError:
+        outcome = "failed"
+        raise
+    finally:
+        _meter(ctx, stt, seconds, time.monotonic() - started, outcome)
+
+
+def _meter(
+    ctx: MessageContext, stt: SttSettings, seconds: float, latency: float, outcome: str
+) -> None:
+    """A transcription's usage row (model_name "voice.stt"; its cost from
+    `voice.stt.price_per_minute`) and limit counts, as a model call's: /stats, the console's
+    usage page, `model_calls_per_day` and `cost_per_day` see it."""
+    msg = ctx.message
+    cost = None
+    if stt.price_per_minute is not None and outcome == "ok":
+        cost = stt.price_per_minute * seconds / 60
+    row: dict[str, object] = dict(
+        platform=msg.platform,
+        chat_id=msg.chat_id,
+        sender_id=msg.sender_id,
+        message_id=msg.message_id,
+        model_name="voice.stt",
+        model_id=stt.model or "",
+        prompt_tokens=0,
+        completion_tokens=0,
+        cached_tokens=0,
+        cache_write_tokens=0,
+        reasoning_tokens=0,
+        latency_ms=latency * 1000,
+        streamed=False,
+        estimated=False,
+        outcome=outcome,
+        created_at=datetime.now(UTC),
+        cost=cost,
+        round=None,
+        finish_reason=None,
+    )
+    try:
+        record_usage(ctx, row, 0, cost)
+    except Exception as exc:  # the record must never take the message down with it
+        ctx.logger.error("usage row of a transcription not written: {}", exc)
 
 
 async def hear(ctx: MessageContext) -> bool:

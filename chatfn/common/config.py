@@ -258,6 +258,9 @@ class SttSettings(Section):
     timeout: float = Field(default=60.0, gt=0)
     # The largest audio file downloaded, in bytes.
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    # Currency units per minute of audio (as `models.<name>.price`): the cost of its usage
+    # rows (model_name "voice.stt"), counted against `limits` cost_per_day. None: no cost.
+    price_per_minute: float | None = Field(default=None, ge=0)
 
     @property
     def enabled(self) -> bool:

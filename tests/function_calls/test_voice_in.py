@@ -254,3 +254,33 @@ async def test_missing_ffmpeg_is_named(tmp_path: Path, monkeypatch: pytest.Monke
         "I cannot listen to voice messages here (an audio tool is missing)."
     ]
     assert api.transcriptions == [] and model.requests == []
+
+
+async def test_transcription_is_metered_like_a_model_call(tmp_path: Path) -> None:
+    """A usage row "voice.stt" with its cost by the minute; it counts against cost_per_day, so
+    the next message over the budget is refused."""
+    from sqlalchemy import select
+
+    from chatfn.storage.models import usage_table as usage
+
+    model = ScriptedModel([say("noted")])
+    async with AudioApi(transcripts=["a long story"]) as api:
+        config = _config(api, price_per_minute=0.6)
+        config["limits"] = {"per_user": {"cost_per_day": 0.01}}
+        tb = TestBot(tmp_path, model=model, config=config)
+        try:
+            await _send(tb, _voice([data_uri(tone(2.0), "audio/ogg")]))
+
+            def rows() -> list[Any]:
+                with tb.bot.storage.engine.connect() as conn:
+                    query = select(usage.c.model_name, usage.c.model_id, usage.c.cost)
+                    return list(conn.execute(query.order_by(usage.c.id)))
+
+            found = await tb.bot.storage.run(rows)
+            stt = [r for r in found if r.model_name == "voice.stt"]
+            assert [(r.model_id, round(r.cost, 4)) for r in stt] == [("whisper-1", 0.02)]
+            refused = await tb.send("and then?")
+            assert len(refused) == 1 and "limit" in refused[0].lower()
+            assert len(model.requests) == 1
+        finally:
+            await tb.bot.aclose()
