@@ -120,6 +120,7 @@ PODMAN_ARGS="${podman_args[*]} " ULIMITS="${ulimits[*]}" CHATFN_VERSION="$versio
 if [ "${CHATFN_COMPOSE_CHECK:-0}" = 1 ]; then
     command -v podman-compose > /dev/null || {
         say "installing podman-compose (Debian package)"
+        apt-get update -q > /dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
             podman-compose > /dev/null
     }
