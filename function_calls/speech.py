@@ -19,6 +19,8 @@ import asyncio
 import base64
 import contextlib
 import shutil
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loguru import logger
@@ -36,6 +38,11 @@ __all__ = ["speak", "synthesize", "wants_speech"]
 
 _ESPEAK_HINT = "espeak-ng is not installed: install it (Debian/Ubuntu: apt install espeak-ng)"
 _clients: dict[tuple[str | None, str, float], AsyncOpenAI] = {}
+
+
+#: Writes a speech call's usage row: (ctx, "voice.tts", model id, latency, outcome, cost). Set
+#: by function_calls/voice.py (which may import model_calls; this module may not).
+METER: Callable[[Any, str, str, float, str, float | None], None] | None = None
 
 
 class Replying(Protocol):
@@ -135,9 +142,22 @@ async def speak(ctx: Replying, text: str) -> list[str]:
     if len(text) > tts.max_chars:
         ctx.logger.info("reply of {} characters is over voice.tts.max_chars: text only", len(text))
         return []
+    started = time.monotonic()
     try:
         data = await synthesize(tts, text)
     except AudioError as exc:
         ctx.logger.warning("reply not spoken: {}", exc)
+        _metered(ctx, tts, len(text), started, "failed")
         return []
+    _metered(ctx, tts, len(text), started, "ok")
     return ["data:audio/ogg;base64," + base64.b64encode(data).decode()]
+
+
+def _metered(ctx: Replying, tts: TtsSettings, chars: int, started: float, outcome: str) -> None:
+    """The usage row of a spoken reply (cost from `voice.tts.price_per_million_chars`)."""
+    cost = None
+    if tts.price_per_million_chars is not None and outcome == "ok":
+        cost = tts.price_per_million_chars * chars / 1_000_000
+    if METER is not None:
+        model = tts.model if tts.provider == "openai" else "espeak-ng"
+        METER(ctx, "voice.tts", model or "", time.monotonic() - started, outcome, cost)

@@ -33,6 +33,7 @@ from chatfn.common.chat_keys import VOICE
 from chatfn.common.config import SttSettings
 from chatfn.common.fetch import FetchAllow, FetchError, FetchTooLarge, fetch
 from chatfn.common.messages import SPOKEN_MARK
+from function_calls import speech
 from function_calls.model_calls import record_usage
 
 if TYPE_CHECKING:
@@ -142,20 +143,27 @@ async def _transcript(ctx: MessageContext) -> str | None:
 def _meter(
     ctx: MessageContext, stt: SttSettings, seconds: float, latency: float, outcome: str
 ) -> None:
-    """A transcription's usage row (model_name "voice.stt"; its cost from
-    `voice.stt.price_per_minute`) and limit counts, as a model call's: /stats, the console's
-    usage page, `model_calls_per_day` and `cost_per_day` see it."""
-    msg = ctx.message
+    """A transcription's usage row (its cost from `voice.stt.price_per_minute`)."""
     cost = None
     if stt.price_per_minute is not None and outcome == "ok":
         cost = stt.price_per_minute * seconds / 60
+    meter(ctx, "voice.stt", stt.model or "", latency, outcome, cost)
+
+
+def meter(
+    ctx: Any, name: str, model_id: str, latency: float, outcome: str, cost: float | None
+) -> None:
+    """A speech call's usage row (model_name "voice.stt" or "voice.tts") and limit counts, as
+    a model call's: /stats, the console's usage page, `model_calls_per_day` and
+    `cost_per_day` see it. `ctx`: the turn's MessageContext."""
+    msg = ctx.message
     row: dict[str, object] = dict(
         platform=msg.platform,
         chat_id=msg.chat_id,
         sender_id=msg.sender_id,
         message_id=msg.message_id,
-        model_name="voice.stt",
-        model_id=stt.model or "",
+        model_name=name,
+        model_id=model_id,
         prompt_tokens=0,
         completion_tokens=0,
         cached_tokens=0,
@@ -173,7 +181,12 @@ def _meter(
     try:
         record_usage(ctx, row, 0, cost)
     except Exception as exc:  # the record must never take the message down with it
-        ctx.logger.error("usage row of a transcription not written: {}", exc)
+        ctx.logger.error("usage row of {} not written: {}", name, exc)
+
+
+# Spoken replies are metered the same way (function_calls/speech.py cannot import this module:
+# MessageContext imports it, and model_calls imports MessageContext).
+speech.METER = meter
 
 
 async def hear(ctx: MessageContext) -> bool:

@@ -283,6 +283,9 @@ class TtsSettings(Section):
     fallback: Literal["openai", "local"] | None = None
     # A longer reply is sent as text only.
     max_chars: int = Field(default=500, ge=1)
+    # Currency units per million characters spoken: the cost of its usage rows (model_name
+    # "voice.tts"), counted against `limits` cost_per_day. None: no cost.
+    price_per_million_chars: float | None = Field(default=None, ge=0)
     # Seconds for one speech request.
     timeout: float = Field(default=60.0, gt=0)
 

@@ -182,3 +182,26 @@ async def test_tts_command_for_chat_admins_only(tmp_path: Path) -> None:
             assert "voice:" in settings and "tts='on'" in settings
         finally:
             await tb.aclose()
+
+
+async def test_spoken_reply_is_metered(tmp_path: Path) -> None:
+    from sqlalchemy import select
+
+    from chatfn.storage.models import usage_table as usage
+
+    async with AudioApi() as api:
+        config = _config(api, price_per_million_chars=20.0)
+        tb = TestBot(tmp_path, model=ScriptedModel([say("y" * 100)]), config=config)
+        try:
+            [out] = await _send(tb)
+
+            def rows() -> list[Any]:
+                with tb.bot.storage.engine.connect() as conn:
+                    query = select(usage.c.model_name, usage.c.model_id, usage.c.cost)
+                    return list(conn.execute(query.where(usage.c.model_name == "voice.tts")))
+
+            [row] = await tb.bot.storage.run(rows)
+        finally:
+            await tb.aclose()
+    assert len(out.audio) == 1
+    assert (row.model_id, round(row.cost, 6)) == ("tts-1", 0.002)
