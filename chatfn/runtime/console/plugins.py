@@ -380,6 +380,8 @@ class Plugins:
 
         dist = installed_distributions()[dist_name]
         entries = [p.name for p in dist.entry_points if p.group == plugin_install.plugin_pip.GROUP]
+        loaded = [self.switch.loaded(e) for e in entries]
+        sections = [p.plugin.section for p in loaded if p and p.plugin and p.plugin.section]
         async with self.switch.lock:
             try:
                 await asyncio.to_thread(plugin_install.uninstall, dist_name)
@@ -387,8 +389,23 @@ class Plugins:
                 raise ConsoleError(502, str(exc)) from None
             changes = self.switch.removed(entries)
         detail = {"package": dist_name, "version": version, "changes": [c.json() for c in changes]}
+        detail["sections_removed"] = await self._drop_sections(sections)
         await self.console.audit(user, address, "plugin.remove", detail=detail)
         return {"removed": True, **detail}
+
+    async def _drop_sections(self, sections: list[str]) -> list[str]:
+        """A removed plugin's sections out of the config file: a section no plugin declares
+        would stop the next start."""
+        doc = config_file.read(config_file.config_path(self.bot.settings))
+        found = [s for s in sections if s in doc]
+        if found:
+            edits = [((s,), config_file.DELETE) for s in found]
+            try:
+                await asyncio.to_thread(config_file.change, self.bot.settings, edits)
+            except ConsoleError as exc:
+                logger.warning("sections {} not removed from the config: {}", found, exc.message)
+                return []
+        return found
 
     def _expire(self) -> None:
         now = time.monotonic()
