@@ -58,7 +58,7 @@ async def catch_up(
             where = await channel.messageable(target)
             after = newest if newest.tzinfo else newest.replace(tzinfo=UTC)
             async for seen in where.history(limit=HISTORY, after=after, oldest_first=True):
-                if seen.author.id == client.user.id or seen.author.bot:
+                if seen.author.id == client.user.id:
                     continue
                 if await host.was_stored(channel.platform, chat_id, str(seen.id)):
                     continue

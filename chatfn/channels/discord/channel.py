@@ -153,8 +153,9 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         client = self.client
         if client is None or client.user is None:
             return
-        if message.author.id == client.user.id or message.author.bot:
-            return  # our own messages, and other bots (no bot-to-bot loops)
+        if message.author.id == client.user.id:
+            return  # our own messages; other bots' come marked, answered only where a
+            # chats: rule sets answer_bots (README, "Loop guard")
         if message.type not in _HANDLED:
             return  # joins, pins, boosts: system messages
         if not self.inbound.first_sight(message.id):
@@ -183,6 +184,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             images=[*images_of(message), *quote_images],
             audio=audio_of(message),
             sender_roles=roles_of(message) if is_group else [],
+            sender_is_bot=bool(message.author.bot),
         )
 
     async def _member_joined(self, member: discord.Member) -> None:

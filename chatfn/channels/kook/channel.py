@@ -147,11 +147,11 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
 
     def _chat_of(self, d: dict[str, Any], extra: dict[str, Any]) -> ChatRef | None:
         """The chat of a user's text, KMarkdown or image message; None for anything else
-        (the bot's own, other bots', system, video, file, audio, cards)."""
-        author = object_at(extra, "author")
+        (the bot's own, system, video, file, audio, cards; other bots' come marked)."""
         author_id = str(d.get("author_id") or "")
-        if not author_id or author_id == self.bot_id or author.get("bot") or author_id == "1":
-            return None
+        if not author_id or author_id == self.bot_id or author_id == "1":
+            return None  # other bots' come marked (sender_is_bot), answered where a chats:
+            # rule sets answer_bots (README, "Loop guard")
         if d.get("type") not in (1, 2, 9):
             return None
         if d.get("channel_type") == "GROUP":
@@ -195,6 +195,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             message_id=str(d["msg_id"]),
             time=kit.sent_at(d.get("msg_timestamp"), ms=True),
             sender_roles=roles,
+            sender_is_bot=bool(author.get("bot")),
         )
 
     async def _image(self, url: str) -> str | None:

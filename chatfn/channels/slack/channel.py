@@ -67,6 +67,12 @@ ACK_WAIT = 2.5  # how long an ack waits for its message to be stored (Slack wait
 _SAID = {None, "file_share", "thread_broadcast"}
 
 
+def _is_bot_message(event: dict[str, Any]) -> bool:
+    """Another app's message (subtype bot_message, or a bot user's plain one): answered only
+    where a chats: rule sets answer_bots (README, "Loop guard")."""
+    return event.get("subtype") in (None, "bot_message")
+
+
 def web_client(settings: SlackSettings, token: str) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=settings.api_base + "/", timeout=30)
 
@@ -77,6 +83,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         self.client = web_client(settings, settings.secret_text("bot_token"))
         self.sender = SlackSender(self.client, settings, self.policy)
         self.bot_user_id: str | None = None
+        self.bot_id = ""  # the app's bot id (auth.test): its own bot_message events
         self.team_id = ""
         self._users: dict[str, tuple[float, str, list[str]]] = {}
         self._http: aiohttp.ClientSession | None = None
@@ -103,6 +110,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise kit.Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
         self.bot_user_id = str(me["user_id"])
+        self.bot_id = str(me.get("bot_id") or "")
         self.team_id = str(me.get("team_id") or "")
         way = "Socket Mode" if self.cfg.mode == "socket" else f"Events API at {EVENTS_PATH}"
         team = me.get("team") or self.team_id
@@ -238,11 +246,13 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
     def _take(self, event: dict[str, Any], previous: kit.Taken | None) -> kit.Taken:
         kind = event.get("type")
         if kind in ("message", "app_mention"):
-            if event.get("subtype") not in _SAID or event.get("bot_id"):
+            bot = str(event.get("bot_id") or "")  # another bot's: marked (sender_is_bot)
+            if event.get("subtype") not in _SAID and not (bot and _is_bot_message(event)):
                 return kit.settled()
             channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
-            user = str(event.get("user") or "")
-            if not channel or not ts or not user or user == self.bot_user_id:
+            user = str(event.get("user") or bot)
+            own = user == self.bot_user_id or bool(bot and bot == self.bot_id)
+            if not channel or not ts or not user or own:
                 return kit.settled()
             ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
 
@@ -265,12 +275,17 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
     async def _incoming(
         self, ref: ChatRef, event: dict[str, Any], app_mention: bool
     ) -> IncomingMessage | None:
-        ts, user = str(event["ts"]), str(event["user"])
+        ts, bot = str(event["ts"]), str(event.get("bot_id") or "")
+        user = str(event.get("user") or bot)
         text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
         images = [i for f in event.get("files") or [] if (i := await self._image(f))]
         if not text and not images:  # nothing said: users.info is not asked
             return None
-        name, roles = await self._user(user)
+        roles: list[str] = []
+        if bot:  # users.info knows no bot ids: the name the bot posted with
+            name = str(event.get("username") or user)
+        else:
+            name, roles = await self._user(user)
         return self.incoming(
             ref.key,
             user,
@@ -282,6 +297,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             time=kit.sent_at(ts),
             images=images,
             sender_roles=roles if ref.is_group else [],
+            sender_is_bot=bool(bot),
         )
 
     def _trusted_file_url(self, url: str) -> bool:

@@ -289,6 +289,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             images=images,
             audio=[a for a in [await self._voice(message)] if a],
             sender_roles=roles,
+            sender_is_bot=bool(user is not None and user.is_bot),
         )
 
     async def _voice(self, message: Message) -> str | None:

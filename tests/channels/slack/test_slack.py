@@ -31,7 +31,7 @@ from function_calls.registry import Registry  # noqa: E402
 from tests.channels.contract import PNG, contract_registry  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.slack.slack_driver import SlackDriver, running  # noqa: E402
-from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
+from tests.channels.slack.slack_fake import BOT_ID, BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
 from tests.kit import free_port, until  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/slack/events.json").read_text())
@@ -525,3 +525,31 @@ async def test_sender_url_images_as_image_blocks_and_refusals(fake: FakeSlack) -
     finally:
         if client.session is not None:
             await client.session.close()
+
+
+async def test_other_bots_are_marked_and_answered_only_where_a_rule_allows(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    """Issue 40 §3: another app's message (subtype bot_message, bot_id, no user) comes in
+    marked sender_is_bot and is not answered, except in a chat whose `chats:` rule sets
+    answer_bots; the bot's own bot_message never comes in."""
+    driver = SlackDriver(fake)
+    rules = [{"match": {"chat_id": "group:C77"}, "answer_bots": True}]
+    async with running(driver, tmp_path, bot={"reply_with_mention": False}, chats=rules) as bot:
+
+        def from_bot(channel: str, text: str, bot_id: str = "B999") -> dict[str, Any]:
+            event = fake.message_event(channel, "", f"<@{BOT_USER}> {text}")
+            del event["user"]
+            return dict(event, subtype="bot_message", bot_id=bot_id, username="otherbot")
+
+        await fake.push(fake.callback(from_bot("C42", "ignored here")))
+        await fake.push(fake.callback(from_bot("C77", "answered here")))
+        await fake.push(fake.callback(from_bot("C77", "my own", bot_id=BOT_ID)))
+        await fake.wait_sent("C77", 1)
+        await fake.wait_for(lambda: len(fake.acked) == 3)
+        assert replies(fake, "C77") == ["echo: answered here"]
+        assert replies(fake, "C42") == []
+        history = await bot.api_host.history("slack", "group:C42", 10)
+        assert [(h.sender_id, h.text) for h in history] == [("B999", "ignored here")]
+        fate = await bot.fates.of(history[0].id)
+        assert fate is not None and (fate.fate, fate.detail) == ("ignored", "bot_sender")
