@@ -64,6 +64,7 @@ SPEC = ChannelSpec(
         groups=True,
         dms=True,
         mentions=True,
+        images_out=True,
         connection=("long connection",),
     ),
 )

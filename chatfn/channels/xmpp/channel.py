@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import re
 from typing import Any
 
@@ -33,7 +34,16 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["XmppChannel", "make_client"]
 
-_PLUGINS = ("xep_0030", "xep_0045", "xep_0059", "xep_0066", "xep_0199", "xep_0203", "xep_0359")
+_PLUGINS = (
+    "xep_0030",
+    "xep_0045",
+    "xep_0059",
+    "xep_0066",
+    "xep_0199",
+    "xep_0203",
+    "xep_0359",
+    "xep_0363",
+)
 _ADMIN_AFFILIATIONS = {"owner": "owner", "admin": "admin"}
 
 
@@ -265,6 +275,28 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
         if oob:
             msg["oob"]["url"] = oob
         msg.send()
+
+    async def upload(self, data: bytes) -> str:
+        """`data` (an image) through the server's HTTP upload (XEP-0363): its URL.
+        DeliveryRefused when the server offers none or refuses the size."""
+        client = self.client
+        if client is None or self._gone.is_set():
+            raise kit.Unreachable("the XMPP channel is not connected")
+        kind = kit.image_mime(data) or "image/png"
+        try:
+            return str(
+                await client.plugin["xep_0363"].upload_file(
+                    kit.image_name(data),
+                    size=len(data),
+                    content_type=kind,
+                    input_file=io.BytesIO(data),
+                    timeout=30,
+                )
+            )
+        except (OSError, TimeoutError) as exc:
+            raise kit.Unreachable(f"XMPP HTTP upload failed ({exc!r})") from None
+        except Exception as exc:  # noqa: BLE001 - slixmpp's UploadServiceNotFound, FileTooBig
+            raise kit.DeliveryRefused(f"XMPP server took no image ({exc!r})") from None
 
     # -- close and tests -------------------------------------------------------------------
     async def close(self) -> None:

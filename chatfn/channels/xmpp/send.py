@@ -3,8 +3,10 @@
 
 Every stanza carries an XEP-0359 `<origin-id>` naming the outbox row and the part
 (`chatfn-<row>-<index>`), so a copy a client sees twice can be told for one. A group reply
-addresses its user as XMPP clients do: `nick: ` before the first part. An image given as a
-URL is sent as an XEP-0066 out-of-band link (with the URL as the body, as clients expect).
+addresses its user as XMPP clients do: `nick: ` before the first part. An image is put on
+the server's HTTP upload service (XEP-0363) and its URL sent as an XEP-0066 out-of-band link
+with the URL as the body, as Conversations and Dino send images (an image given as a URL is
+sent so directly).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from chatfn.channels.split import split_message
 from chatfn.channels.xmpp.settings import XmppSettings
 from chatfn.common.messages import OutgoingMessage
 
-__all__ = ["ChatRef", "XmppSender", "parse_chat_id", "parts_of"]
+__all__ = ["MAX_IMAGE_OUT", "ChatRef", "XmppSender", "parse_chat_id", "parts_of"]
+
+#: The largest image sent (the server's upload service may take less: it says so).
+MAX_IMAGE_OUT = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,8 @@ class _Client(Protocol):
         self, ref: ChatRef, body: str, origin: str, oob: str | None = None
     ) -> None: ...
 
+    async def upload(self, data: bytes) -> str: ...
+
 
 class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
     client: _Client
@@ -80,8 +87,12 @@ class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
             origin = f"chatfn-{row}-{index}"
             await self.call(ref.key, lambda b=body, o=origin: self.client.send_body(ref, b, o))  # type: ignore[misc]
             owed.sent += 1
-        urls = [i for i in out.images if i.startswith(("https://", "http://"))]
-        for index, url in enumerate(urls):
+        for index, image in enumerate(out.images):
+            data = kit.decode_image(image, MAX_IMAGE_OUT, "XMPP")
+            if isinstance(data, bytes):  # to the server's HTTP upload first (XEP-0363)
+                url = await self.call(ref.key, lambda d=data: self.client.upload(d))  # type: ignore[misc]
+            else:
+                url = data
             origin = f"chatfn-{row}-image{index}"
             await self.call(ref.key, lambda u=url, o=origin: self.client.send_body(ref, u, o, u))  # type: ignore[misc]
         return None

@@ -5,8 +5,10 @@ it is missing (and fail under CI=true).
 
 One virtual host `localhost` (plain connections allowed: no certificates in a test), a MUC
 component `conference.localhost` (rooms made on first join, unlocked, with mod_muc_mam: the
-room stamps XEP-0359 stanza ids), mod_mam for one-to-one stanza ids. Accounts are made with
-`prosodyctl adduser` (`account`), their passwords changed with `prosodyctl passwd`.
+room stamps XEP-0359 stanza ids), mod_mam for one-to-one stanza ids, and an HTTP upload
+service (XEP-0363, mod_http_file_share) at `upload.localhost` on a free HTTP port. Accounts
+are made with `prosodyctl adduser` (`account`), their passwords changed with
+`prosodyctl passwd`.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class Prosody:
             '  modules_enabled = { "muc_mam" }\n'
             "  muc_room_locking = false\n"
             "  muc_room_default_history_length = 20\n"
+            f'Component "upload.{DOMAIN}" "http_file_share"\n'
+            f'  http_external_url = "http://127.0.0.1:{self.http_port}/"\n'
+            '  http_host = "127.0.0.1"\n'
+            "  http_file_share_size_limit = 1048576\n"
         )
 
     def _ctl(self, *args: str, stdin: str = "") -> None:

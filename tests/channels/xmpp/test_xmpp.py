@@ -17,6 +17,7 @@ from chatfn.common.messages import OutgoingMessage
 from tests.channels.contract import Chat
 from tests.channels.xmpp.prosody_server import DOMAIN, Prosody
 from tests.channels.xmpp.xmpp_driver import XmppDriver, room_of, running
+from tests.kit import until
 
 
 @pytest.mark.services
@@ -95,3 +96,24 @@ def test_settings_and_chat_ids() -> None:
     )
     parts = parts_of(out, ref, 100)
     assert parts[0].startswith("ann: hi word") and all(len(p) <= 100 for p in parts)
+
+
+@pytest.mark.services
+async def test_an_image_goes_through_the_servers_http_upload(
+    xmpp: XmppDriver, tmp_path: Path
+) -> None:
+    """XEP-0363: the image is put on Prosody's upload service (mod_http_file_share) and its
+    URL sent as an XEP-0066 link; the URL serves the image."""
+    import aiohttp
+
+    from tests.channels.contract import PNG
+
+    chat = Chat("private", "3003")
+    async with running(xmpp, tmp_path):
+        user = await xmpp.user("3003")
+        user.say(f"bot@{DOMAIN}", "/picture")
+        await until(lambda: any(s.images for s in xmpp.as_sent(chat)), 15, "the image")
+    [url] = [i for s in xmpp.as_sent(chat) for i in s.images]
+    assert isinstance(url, str) and url.startswith(f"http://127.0.0.1:{xmpp.server.http_port}/")
+    async with aiohttp.ClientSession() as session, session.get(url) as got:
+        assert got.status == 200 and await got.read() == PNG

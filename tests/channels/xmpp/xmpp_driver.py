@@ -47,6 +47,7 @@ class XmppDriver:
     features = frozenset(
         {
             "groups",
+            "images_out",
             "plain",
             "split",
             "reconnect",
@@ -180,7 +181,16 @@ class XmppDriver:
             text, mentions = got.body, []
             if (found := _MENTION.match(text)) is not None:
                 mentions, text = [found.group(1)], text[found.end() :]
-            out.append(Sent(chat=chat, text=text, mentions=mentions, message_id=got.origin_id))
+            if got.oob and got.body == got.oob and out:  # an image after its text
+                out[-1].images.append(got.oob)
+                continue
+            images: list[bytes | str] = [got.oob] if got.oob and got.body == got.oob else []
+            text = "" if images else text
+            out.append(
+                Sent(
+                    chat=chat, text=text, mentions=mentions, images=images, message_id=got.origin_id
+                )
+            )
         return out
 
     async def sent(self, chat: Chat, count: int, timeout: float = 15.0) -> list[Sent]:

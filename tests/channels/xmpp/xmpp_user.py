@@ -20,6 +20,7 @@ class Got:
     body: str
     origin_id: str
     delayed: bool
+    oob: str = ""  # an XEP-0066 link
 
 
 class XmppUser:
@@ -41,6 +42,7 @@ class XmppUser:
         if msg["type"] not in ("chat", "groupchat", "normal") or not msg["body"]:
             return
         origin = msg.xml.find("{urn:xmpp:sid:0}origin-id")
+        oob = msg.xml.find("{jabber:x:oob}x/{jabber:x:oob}url")
         self.got.append(
             Got(
                 str(msg["from"]),
@@ -48,6 +50,7 @@ class XmppUser:
                 str(msg["body"]),
                 "" if origin is None else str(origin.get("id") or ""),
                 msg.xml.find("{urn:xmpp:delay}delay") is not None,
+                "" if oob is None else str(oob.text or ""),
             )
         )
 
