@@ -110,6 +110,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="HTML",
         delivery_ids=True,
         connection=("long connection",),

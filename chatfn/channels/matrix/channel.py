@@ -64,7 +64,8 @@ from chatfn.runtime.channel_host import ChannelHost
 __all__ = ["MatrixChannel", "make_client"]
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
-_ANSWERED = {"m.text", "m.emote", "m.image"}
+_ANSWERED = {"m.text", "m.emote", "m.image", "m.audio"}
+MAX_AUDIO_BYTES = 20 * 1024 * 1024  # a voice message downloaded at most (voice.stt)
 _CATCH_UP_PAGES = 20
 _NETWORK = (aiohttp.ClientError, TimeoutError, OSError)
 
@@ -423,8 +424,14 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
             names.append(room.user_name(self.user_id) or "")
         reading = read_content(content, self.user_id, names)
         images: list[str] = []
+        audio: list[str] = []
         text = reading.text
-        if content.get("msgtype") == "m.image":
+        if content.get("msgtype") == "m.audio":  # a voice message (Element's) or an audio file
+            voice = await download(self.client, content, MAX_AUDIO_BYTES, "audio")
+            audio = [voice] if voice is not None else []
+            filename = content.get("filename")
+            text = text if isinstance(filename, str) and filename != content.get("body") else ""
+        elif content.get("msgtype") == "m.image":
             image = await download(self.client, content, MAX_IMAGE_BYTES)
             if image is not None:
                 images.append(image)
@@ -442,7 +449,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
                 mentioned = mentioned or quoted_sender == self.user_id
             elif reading.quoted_sender == self.user_id:
                 mentioned = True
-        if not text.strip() and not images:  # a quote alone is nothing to answer
+        if not text.strip() and not images and not audio:  # a quote alone: nothing to answer
             return None
         return self.incoming(
             ref.key,
@@ -456,6 +463,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
             message_id=event_id,
             time=kit.sent_at(source.get("origin_server_ts"), ms=True),
             images=images,
+            audio=audio,
             sender_roles=self.roles(ref.room_id, sender) if ref.is_group else [],
         )
 

@@ -20,9 +20,11 @@ from chatfn.common.fetch import FetchTooLarge, read_limited
 __all__ = ["download"]
 
 
-async def download(client: AsyncClient, content: dict[str, Any], limit: int) -> str | None:
-    """An m.image's media as a data URI: the authenticated media API, or the legacy one
-    on a homeserver without it."""
+async def download(
+    client: AsyncClient, content: dict[str, Any], limit: int, kind: str = "image"
+) -> str | None:
+    """An m.image's (or, `kind` "audio", an m.audio's) media as a data URI: the
+    authenticated media API, or the legacy one on a homeserver without it."""
     url = content.get("url")
     if not isinstance(url, str) or not url.startswith("mxc://"):
         return None  # an encrypted file (`file`), or no media
@@ -65,6 +67,8 @@ async def download(client: AsyncClient, content: dict[str, Any], limit: int) -> 
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         logger.warning("Matrix image {} not downloaded: {!r}", url, exc)
         return None
-    if not mime.startswith("image/"):
+    if kind == "audio" and not mime.startswith("audio/"):
+        mime = "audio/ogg" if data.startswith(b"OggS") else mime  # served as octet-stream
+    if not mime.startswith(f"{kind}/"):
         return None
     return f"data:{mime};base64," + base64.b64encode(data).decode()
