@@ -735,3 +735,28 @@ async def test_a_missing_token_is_a_config_error(tmp_path: Path) -> None:
             SPEC.build(bot.channel_host)
     finally:
         await bot.aclose()
+
+
+async def test_a_bots_message_is_marked_and_answered_only_where_a_rule_allows(
+    fake: FakeTelegram, tmp_path: Path
+) -> None:
+    """Issue 40 §3: from.is_bot marks the sender (IncomingMessage.sender_is_bot); another
+    bot's message is stored and not answered (ignored: bot_sender) unless the chat's `chats:`
+    rule sets answer_bots."""
+    driver = TelegramDriver(fake)
+    quiet, open_ = fake.group(-1001000000001), fake.group(-1001000000002)
+    robot = dict(fake.user(4242, "Robo"), is_bot=True)
+    mention = [{"type": "mention", "offset": 0, "length": len(BOT_USERNAME) + 1}]
+    rules = [{"match": {"chat_id": "group:-1001000000002"}, "answer_bots": True}]
+    config: dict[str, Any] = {"bot": {"reply_with_mention": False}, "chats": rules}
+    async with running(driver, tmp_path, **config) as bot:
+        for group in (quiet, open_):
+            await fake.message(group, f"@{BOT_USERNAME} ping", sender=robot, entities=mention)
+        [reply] = await fake.wait_sent(open_["id"], 1)
+        await until(lambda: bot.metrics.message_fates.values.get(("ignored",)) == 1)
+        rows = await bot.api_host.history("telegram", "group:-1001000000001", 10)
+        fate = await bot.fates.of(rows[0].id)
+    assert reply.text == "echo: ping"
+    assert [(r.sender_id, r.text) for r in rows] == [("4242", "ping")]
+    assert fate is not None and (fate.fate, fate.detail) == ("ignored", "bot_sender")
+    assert not [s for s in fake.sent if s.chat_id == quiet["id"]]
