@@ -249,8 +249,20 @@ class Storage:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
             self._held = HeldConnections(self.engine)
+        # Group commit on SQLite (`_run_group`): how many transactions were committed for a
+        # group of turns' writes, how many writes they held, and how many groups failed and
+        # were run again one by one.
+        self.group_commits = 0
+        self.group_members = 0
+        self.group_retries = 0
+        self._grouped: tuple[Callable[..., Any], ...] = ()
+        if self._held is not None:
+            self._grouped = (self.begin_turn, self.write_turn)
         self._threads = StorageThreads(
-            threads, "storage", initializer=self._held.adopt if self._held is not None else None
+            threads,
+            "storage",
+            initializer=self._held.adopt if self._held is not None else None,
+            grouper=self._run_group if self._held is not None else None,
         )
         # `run_aside`'s threads: their own on a SQLite file (pooled connections, WAL lets them
         # read while the storage thread writes); an in-memory database has one connection.
@@ -283,7 +295,9 @@ class Storage:
         """`fn(*args, **kwargs)` off the event loop, retried with backoff while the database
         is busy or locked, for at most `busy_retry` seconds. Raises StorageError after that
         (or at once for any other database error)."""
-        return await self._run_on(self._threads, fn, functools.partial(fn, *args, **kwargs))
+        grouped = fn in self._grouped
+        call = functools.partial(fn, *args, **kwargs)
+        return await self._run_on(self._threads, fn, call, grouped)
 
     async def run_aside(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`run`, for reads that may take long and that no turn's transaction needs (the admin
@@ -294,7 +308,11 @@ class Storage:
         return await self._run_on(self._aside, fn, functools.partial(fn, *args, **kwargs))
 
     async def _run_on(
-        self, threads: StorageThreads, fn: Callable[..., object], call: Callable[[], R]
+        self,
+        threads: StorageThreads,
+        fn: Callable[..., object],
+        call: Callable[[], R],
+        grouped: bool = False,
     ) -> R:
         deadline = time.monotonic() + self.busy_retry
         delay = 0.05
@@ -302,7 +320,7 @@ class Storage:
             try:
                 # With the caller's context variables: the lease a write is fenced with
                 # (chatfn/storage/fencing.py) travels with the turn into the storage thread.
-                return await threads.run(call)
+                return await threads.run(call, grouped)
             except Fenced:
                 raise
             except Exception as exc:
@@ -310,6 +328,27 @@ class Storage:
                     raise StorageError(f"{getattr(fn, '__name__', 'write')}: {exc}") from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    def _run_group(
+        self, members: list[Callable[[], Any]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Group commit (SQLite; chatfn/storage/threads.py): the turns' writes (`begin_turn`,
+        `write_turn`, many chats') queued while the storage thread was busy, in one transaction
+        and one commit. A lone one runs as it would alone. When any member raises, or the
+        commit fails, the whole group is rolled back and each member is run again in a
+        transaction of its own: only the one that fails alone fails, and no caller hears of a
+        write before the commit that holds it."""
+        if len(members) > 1 and self._held is not None:
+            try:
+                with self._held.group():
+                    values = [member() for member in members]
+            except BaseException:  # noqa: BLE001 - each member is run again and gets its own
+                self.group_retries += 1
+            else:
+                self.group_commits += 1
+                self.group_members += len(members)
+                return [(value, None) for value in values]
+        return [_alone(member) for member in members]
 
     def blocking(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`fn(*args, **kwargs)` for a synchronous caller: at once when no event loop runs on
@@ -671,6 +710,13 @@ class Storage:
         if self._held is not None:
             self._held.close()
         self.engine.dispose()
+
+
+def _alone(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return call(), None
+    except BaseException as exc:  # noqa: BLE001 - handed to its caller, as the thread does
+        return None, exc
 
 
 def store_incoming_in(conn: Connection, values: dict[str, Any]) -> int:

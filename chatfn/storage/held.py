@@ -47,6 +47,10 @@ class HeldConnections:
         message; a Core statement in the block starts SQLAlchemy's transaction, which is then
         committed as usual. Listeners of SQLAlchemy's `commit` and `rollback` events are called
         either way (tests count a turn's commits with them)."""
+        grouped: Connection | None = getattr(self._local, "group", None)
+        if grouped is not None:
+            yield grouped  # inside `group`: committed (or rolled back) with the whole group
+            return
         if not getattr(self._local, "adopted", False):
             with self.engine.begin() as pooled:
                 yield pooled
@@ -67,6 +71,18 @@ class HeldConnections:
         except BaseException:
             _roll_back(conn, dbapi)
             raise
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[Connection]:
+        """One transaction for several (group commit, `Storage._run_group`): each `begin` in
+        the block is part of it, committed once when the block ends, and all of it rolled back
+        when the block raises."""
+        with self.begin() as conn:
+            self._local.group = conn
+            try:
+                yield conn
+            finally:
+                self._local.group = None
 
     def _open(self, old: Connection | None) -> Connection:
         conn = self.engine.connect()
