@@ -49,6 +49,7 @@ BUILTIN: dict[str, str] = {
     "line": "chatfn.channels.line:SPEC",
     "whatsapp": "chatfn.channels.whatsapp:SPEC",
     "mattermost": "chatfn.channels.mattermost:SPEC",
+    "satori": "chatfn.channels.satori:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }
 

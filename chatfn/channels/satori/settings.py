@@ -1,0 +1,41 @@
+"""`channels.satori:`: the Satori channel's settings: issue 36's keys (`endpoint`, `token`,
+`platform`) and the pacing and splitting numbers every channel has."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+
+class SatoriSettings(PlatformSettings):
+    """A Satori server (Koishi's server-satori, Chronocat, satori-python's server, ...): its
+    HTTP API at `{endpoint}/v1/{resource}.{method}` and its event stream at
+    `{endpoint}/v1/events`, with the server's `token` when it has one. Every login (platform
+    account) the server serves is answered, or only those of `platform` when it is set."""
+
+    endpoint: str = ""  # the server's address with its path, e.g. http://127.0.0.1:5500/satori
+    token: SecretStr | None = None  # the server's token (none when it has no authentication)
+    platform: str = ""  # answer only this platform's logins (e.g. discord, chronocat); "": all
+    # Characters per message: Satori has no limit of its own, the platforms behind it have.
+    max_message_length: int = Field(default=2000, ge=100, le=100000)
+    send_rate: float = Field(default=2.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        return http_url(v, "http://127.0.0.1:5500/satori") if v else v
+
+    @property
+    def api(self) -> str:
+        return f"{self.endpoint}/v1"
+
+    @property
+    def events(self) -> str:
+        return "ws" + self.api.removeprefix("http") + "/events"
+
+    def problem(self) -> str | None:
+        if not self.endpoint:
+            return "channels.satori.endpoint must be set (the Satori server's address)"
+        return None
