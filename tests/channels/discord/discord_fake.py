@@ -286,14 +286,16 @@ class FakeDiscord(FakePlatform):
         mentions: list[dict[str, Any]] | None = None,
         mention_roles: list[int] | None = None,
         voice: bytes | None = None,
+        bot: bool = False,
     ) -> dict[str, Any]:
-        """A user's message: MESSAGE_CREATE (topics/gateway-events#message-create)."""
+        """A user's message: MESSAGE_CREATE (topics/gateway-events#message-create); `bot`:
+        the author is a bot account (author.bot)."""
         mid = snowflake(self.ids)
         data: dict[str, Any] = {
             "id": str(mid),
             "type": 19 if reply_to else 0,
             "content": content,
-            "author": user(author, name),
+            "author": user(author, name, bot=bot),
             "timestamp": iso(),
             "edited_timestamp": None,
             "tts": False,

@@ -58,6 +58,23 @@ class TestDiscord:
         assert row.chat_id == f"guild:{guild.id}/thread:6002" and row.is_at_bot
         assert row.text.endswith("how are you") and str(BOT_ID) not in row.text
 
+    async def test_other_bots_are_marked_and_answered_only_where_a_rule_allows(
+        self, driver: DiscordDriver, start: Start
+    ) -> None:
+        """Issue 40 §3: author.bot marks the sender (sender_is_bot); another bot's message is
+        stored and not answered (ignored: bot_sender) unless a chats: rule sets answer_bots."""
+        rules = [{"match": {"chat_id": "*6102"}, "answer_bots": True}]
+        run = await start(bot={"reply_with_mention": False}, chats=rules)
+        mention = [user(BOT_ID, bot=True)]
+        for channel in (6101, 6102):
+            await driver.server.say(
+                channel, f"<@{BOT_ID}> ping", author=7777, bot=True, mentions=mention
+            )
+        [reply] = await driver.server.wait_sent(6102, 1)
+        assert visible(reply.payload["content"])[0] == "echo: ping"
+        await until(lambda: run.bot.metrics.message_fates.values.get(("ignored",)) == 1)
+        assert [s for s in driver.server.sent if s.channel_id == 6101] == []
+
     async def test_a_reply_to_the_bots_message_addresses_it(
         self, driver: DiscordDriver, start: Start
     ) -> None:
