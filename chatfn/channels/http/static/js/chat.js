@@ -86,7 +86,7 @@ function appendText(body, text, markdown) {
   body.append(md);
 }
 
-function addMessage(kind, who, text, at, images, before) {
+function addMessage(kind, who, text, at, images, before, audio) {
   const div = document.createElement("div");
   div.className = `msg ${kind}`;
   const name = document.createElement("div");
@@ -114,6 +114,13 @@ function addMessage(kind, who, text, at, images, before) {
       row.append(img);
     }
     div.append(row);
+  }
+  for (const src of audio || []) {  // a voice message sent, or the reply spoken (voice.tts)
+    const player = document.createElement("audio");
+    player.className = "voice";
+    player.controls = true;
+    player.src = src;
+    div.append(player);
   }
   if (before) log.insertBefore(div, before); else log.append(div);
   scroll();
@@ -211,7 +218,7 @@ function seenAlready(ev) {
 
 function showEvent(ev) {
   if (ev.chat_id !== settings().chatId || seenAlready(ev)) return;
-  addMessage("bot event", `bot · ${t("web.on_its_own")}`, ev.text, ev.at);
+  addMessage("bot event", `bot · ${t("web.on_its_own")}`, ev.text, ev.at, null, null, ev.audio);
 }
 
 function connectEvents() {
@@ -302,16 +309,55 @@ $("input").addEventListener("paste", (e) => {
   if (files.length) { e.preventDefault(); addImages(files); }
 });
 
-async function send(typed, images) {
+// -- voice: the record button records the microphone; sent as a data URI ("audio") ----------
+const recorder = { media: null, chunks: [] };
+
+async function toggleRecording() {
+  const button = $("record");
+  if (recorder.media) { recorder.media.stop(); return; }
+  if (state.busy) return;
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  } catch (err) {
+    addNote(t("web.no_microphone", { error: err.message }), true);
+    return;
+  }
+  const media = new MediaRecorder(stream);
+  recorder.media = media;
+  recorder.chunks = [];
+  button.classList.add("on");
+  button.title = t("web.recording");
+  button.dataset.chunks = "0";
+  media.ondataavailable = (e) => {
+    if (e.data.size) recorder.chunks.push(e.data);
+    button.dataset.chunks = String(recorder.chunks.length);
+  };
+  media.onstop = () => {
+    stream.getTracks().forEach((track) => track.stop());
+    recorder.media = null;
+    button.classList.remove("on");
+    button.title = t("web.record");
+    const blob = new Blob(recorder.chunks, { type: media.mimeType || "audio/webm" });
+    const reader = new FileReader();
+    reader.onload = () => send("", [], [reader.result]);
+    reader.readAsDataURL(blob);
+  };
+  media.start(250);  // a chunk every 250 ms
+}
+$("record").addEventListener("click", toggleRecording);
+
+async function send(typed, images, audio) {
   const s = settings();
   const mentioned = s.group && (s.atBot || MENTION.test(typed));
   MENTION.lastIndex = 0;
   const text = typed.replace(MENTION, "$1").trim() || typed;
   addMessage("me", s.group ? t("web.in_group", { speaker: s.speaker, group: s.groupName }) : s.speaker,
-             text, mentioned ? "bot" : null, images);
+             text, mentioned ? "bot" : null, images, null, audio);
   const body = { chat_id: s.chatId, sender_id: s.speaker, sender_name: s.speaker, text,
                  is_group: s.group, at_bot: mentioned };
   if (images.length) body.images = images;
+  if (audio && audio.length) body.audio = audio;
   if (s.group) body.chat_name = s.groupName;
   const headers = { "Content-Type": "application/json" };
   if (s.token) headers.Authorization = `Bearer ${s.token}`;
@@ -365,7 +411,7 @@ async function send(typed, images) {
           streaming.className = "msg bot partial";
         }
         streaming = null;
-        addMessage("bot", "bot", data.text, data.at);
+        addMessage("bot", "bot", data.text, data.at, null, null, data.audio);
       } else if (event === "done") {
         finishTools();
         if (streaming) streaming.className = "msg bot";
