@@ -47,6 +47,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         threads=True,
         markdown="Discord Markdown",
         delivery_ids=True,

@@ -170,7 +170,7 @@ def parts_of(out: OutgoingMessage, limit: int) -> list[Part]:
     text: Discord (`enforce_nonce`) answers a repeat with the message it made the first time,
     so a retry or a re-send after a crash never posts it twice."""
     sources = split_message(out.text, limit - MENTION_ROOM, render=to_discord, measure=utf16_len)
-    if not sources and out.images:
+    if not sources and (out.images or out.audio):
         sources = [""]
     parts = [Part(to_discord(s) if s else "", s) for s in sources]
     if parts and out.at:
@@ -182,6 +182,10 @@ def parts_of(out: OutgoingMessage, limit: int) -> list[Part]:
                 parts[-1].files.append(image)
             elif image is not None:
                 parts[-1].embeds.append(image)
+        for n, ref in enumerate(out.audio):  # the reply spoken (voice.tts): an audio file
+            voice = _voice(ref, n)
+            if voice is not None:
+                parts[-1].files.append(voice)
     for index, part in enumerate(parts):
         part.nonce = nonce(out.event_id, index, part.content)
     return parts
@@ -193,6 +197,17 @@ def nonce(event_id: int | None, index: int, content: str) -> str | None:
         return None
     digest = hashlib.blake2s(content.encode(), digest_size=4).hexdigest()
     return f"cf{event_id}.{index}.{digest}"[:25]
+
+
+def _voice(ref: str, n: int) -> discord.File | None:
+    """A spoken reply (`data:audio/ogg;base64,`) as an OGG/Opus file Discord plays inline."""
+    if not ref.startswith("data:audio/"):
+        return None
+    try:
+        data = base64.b64decode(ref.partition(",")[2], validate=False)
+    except (binascii.Error, ValueError):
+        return None
+    return discord.File(io.BytesIO(data), filename=f"voice{n + 1}.ogg")
 
 
 def _image(ref: str, n: int) -> discord.File | discord.Embed | None:
