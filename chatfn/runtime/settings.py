@@ -213,7 +213,10 @@ def _describe(error: ErrorDetails, channels: Channels) -> str:
         found = ", ".join(channels.names())
         return f"{path}: no channel named {name!r} is installed (found: {found})"
     if error["type"] == "extra_forbidden":
-        return f"{path}: unknown key (check the spelling against config.yaml.template)"
+        return (
+            f"{path}: unknown key (check its spelling: `chatfn init DIR` writes a config.yaml "
+            "listing every key, and docs/reference/config.md describes them)"
+        )
     got = error.get("input")
     shown = "***" if any(s in path for s in ("api_key", "token")) else repr(got)[:60]
     return f"{path}: {msg} (got {shown})"
@@ -377,7 +380,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
         path = candidate
     file = Path(path)
     if not file.exists():
-        raise ConfigError(f"config file {file} does not exist (copy config.yaml.template)")
+        raise ConfigError(
+            f"config file {file} does not exist (`chatfn init` writes one in the current folder)"
+        )
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:

@@ -146,3 +146,14 @@ def test_secrets_masked_in_logs() -> None:
     logger.remove()
     out = sink.getvalue()
     assert "sk-supersecret-123" not in out and "tok-abcdef" not in out and "***" in out
+
+
+def test_errors_name_the_key_and_chatfn_init_not_the_template(tmp_path: Path) -> None:
+    """A wheel user has no config.yaml.template: errors point at `chatfn init` (issue 39)."""
+    with pytest.raises(ConfigError) as unknown:
+        parse_settings({"bot": {"histroy_size": 3}}, base_dir=tmp_path)
+    assert "bot.histroy_size: unknown key" in str(unknown.value)
+    assert "chatfn init" in str(unknown.value) and "template" not in str(unknown.value)
+    with pytest.raises(ConfigError) as missing:
+        load_settings(tmp_path / "nope.yaml")
+    assert "chatfn init" in str(missing.value) and "template" not in str(missing.value)
