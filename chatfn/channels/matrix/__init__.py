@@ -111,6 +111,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="HTML",
         delivery_ids=True,
         connection=("long connection",),

@@ -33,6 +33,7 @@ place, and never a message twice.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import time
@@ -188,6 +189,22 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
             await self._send(
                 ref, transaction_id(out, index, f"{ref_image[:200]}\0{label}"), content
             )
+            index += 1
+        for ref_voice in getattr(out, "audio", None) or []:  # the reply spoken (voice.tts)
+            if not ref_voice.startswith("data:audio/"):
+                continue
+            voice = Image(base64.b64decode(ref_voice.partition(",")[2]), "audio/ogg", "voice.ogg")
+            content = {
+                "msgtype": "m.audio",
+                "body": "Voice message",
+                "filename": voice.name,
+                "url": await self._upload(ref, voice),
+                "info": {"mimetype": voice.mime, "size": len(voice.data)},
+                "org.matrix.msc3245.voice": {},  # Element shows it as a voice message
+            }
+            if (relation := self._relation(thread[0], None, thread[1])) is not None:
+                content["m.relates_to"] = relation
+            await self._send(ref, transaction_id(out, index, f"voice\0{ref_voice[-64:]}"), content)
             index += 1
 
     # -- event contents ------------------------------------------------------------------------

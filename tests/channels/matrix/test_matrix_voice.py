@@ -127,3 +127,52 @@ async def test_element_voice_message_is_transcribed_on_synapse(
     [req] = api.transcriptions
     assert req.format == "wav" and 1.9 < req.seconds < 2.1
     assert str(model.requests[0].messages[-1].content).endswith("lunch at noon")
+
+
+@pytest.mark.services
+async def test_spoken_reply_is_an_m_audio_voice_message_on_synapse(
+    synapse: Any, tmp_path: Path
+) -> None:
+    """voice.tts on: the reply's text, then an m.audio voice message whose media, read back
+    from Synapse, is the OGG/Opus the audio API's speech became."""
+    from chatfn.runtime.bot import Bot
+    from chatfn.runtime.settings import parse_settings
+    from providers.scripted import ScriptedModel, say
+    from tests.channels.contract import Chat, contract_registry
+    from tests.channels.matrix.matrix_driver import MatrixDriver
+    from tests.channels.matrix.matrix_proxy import MatrixProxy
+    from tests.fakes.audio_api import AudioApi
+
+    async with MatrixProxy(synapse.url) as proxy, AudioApi() as api:
+        driver = await MatrixDriver.create(synapse, proxy, tmp_path / "matrix-store")
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key, "model": "m"}
+        settings = parse_settings(
+            {
+                "storage": {"url": f"sqlite:///{tmp_path / 'mx.db'}"},
+                "plugins": {"paths": []},
+                "bot": {"name": "mxbot"},
+                "channels": {"matrix": driver.channel_settings()},
+                "voice": {"tts": tts},
+                "chats": [{"voice": {"tts": "on"}}],
+            },
+            base_dir=tmp_path,
+        )
+        model = ScriptedModel([say("Spoken and written.")])
+        bot = Bot(settings, registry=contract_registry(), model=model, load_plugins=False)
+        try:
+            await driver.attach(bot.channel_host, settings.channels.matrix)
+            await bot.start()
+            chat = Chat("private", "1032")
+            await driver.say(chat, "hello")
+            await driver.sent(chat, 2, timeout=30)
+            events = await driver.events(chat)
+            person = driver.people[chat.native]
+            voice = events[1]["content"]
+            got = await download(person.client, voice, 20_000_000, "audio")
+        finally:
+            await driver.detach()
+            await bot.aclose()
+            await driver.close()
+    assert events[0]["content"]["body"] == "Spoken and written."
+    assert voice["msgtype"] == "m.audio" and "org.matrix.msc3245.voice" in voice
+    assert got is not None and base64.b64decode(got.partition(",")[2]).startswith(b"OggS")
