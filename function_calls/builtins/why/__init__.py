@@ -14,12 +14,21 @@ from function_calls import (
     MessageContext,
     MessageFates,
     Plugin,
-    Section,
+    Status,
     tool_function,
 )
+from function_calls.builtins.why.settings import WhySettings
 from function_calls.builtins.why.texts import TEXTS
 
-plugin: Plugin[Section] = Plugin("why", texts=TEXTS)
+plugin = Plugin("why", settings=WhySettings, texts=TEXTS)
+
+
+@plugin.status
+def status(cfg: WhySettings) -> Status:
+    if not cfg.enabled:
+        return Status("off", "why.enabled is false")
+    return Status("on", "/why tells what became of a message")
+
 
 # The roles a platform reports for a group's owner and admins (IncomingMessage.sender_roles).
 GROUP_ADMIN_ROLES = frozenset({"owner", "admin"})
