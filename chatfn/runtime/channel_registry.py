@@ -50,6 +50,7 @@ BUILTIN: dict[str, str] = {
     "whatsapp": "chatfn.channels.whatsapp:SPEC",
     "mattermost": "chatfn.channels.mattermost:SPEC",
     "satori": "chatfn.channels.satori:SPEC",
+    "teams": "chatfn.channels.teams:SPEC",
     "kook": "chatfn.channels.kook:SPEC",
 }
 

@@ -1,0 +1,102 @@
+"""The Bot Connector REST API as the channel uses it
+(https://learn.microsoft.com/azure/bot-service/rest-api/bot-framework-rest-connector-api-reference):
+`POST {serviceUrl}/v3/conversations/{id}/activities` (a new message) and
+`.../activities/{activityId}` (a reply to it, in its thread), with the bot's token
+(auth.Tokens). Errors are `{"error": {"code", "message"}}`, raised as `ApiError(status,
+code, message, retry_after)`; a 429 names its wait in `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from chatfn.channels.teams.auth import Keys, Tokens
+from chatfn.channels.teams.settings import TeamsSettings
+from chatfn.common.fetch import FetchTooLarge, read_limited
+
+__all__ = ["NETWORK_ERRORS", "ApiError", "TeamsApi"]
+
+CALL_TIMEOUT = 20.0
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class ApiError(Exception):
+    def __init__(
+        self, status: int, code: str, message: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"HTTP {status} {code}: {message}".strip())
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+
+
+def _error(status: int, body: bytes, headers: Any) -> ApiError:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    error = data.get("error") if isinstance(data, dict) else None
+    raw = headers.get("Retry-After")
+    try:
+        wait = max(0.0, float(raw)) if raw else None
+    except ValueError:
+        wait = None
+    if not isinstance(error, dict):
+        return ApiError(status, "", body[:120].decode(errors="replace"), wait)
+    return ApiError(status, str(error.get("code") or ""), str(error.get("message") or ""), wait)
+
+
+class TeamsApi:
+    def __init__(self, settings: TeamsSettings) -> None:
+        self.cfg = settings
+        self._session: aiohttp.ClientSession | None = None
+        self.tokens = Tokens(settings, self.session())
+        self.keys = Keys(settings, self.session())
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
+            if hasattr(self, "tokens"):
+                self.tokens.session = self.keys.session = self._session
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(
+        self, service_url: str, conversation: str, activity: dict[str, Any], reply_to: str | None
+    ) -> str:
+        """Post `activity` to the conversation (as a reply to `reply_to`); its id."""
+        url = (
+            f"{service_url.rstrip('/')}/v3/conversations/{quote(conversation, safe='')}/activities"
+        )
+        if reply_to:
+            url += f"/{quote(reply_to, safe='')}"
+        token = await self.tokens.token()
+        headers = {"Authorization": f"Bearer {token}"}
+        async with self.session().post(url, json=activity, headers=headers) as r:
+            body = await r.read()
+            if not 200 <= r.status < 300:
+                if r.status == 401:
+                    self.tokens.forget()
+                raise _error(r.status, body, r.headers)
+        try:
+            got = json.loads(body) if body else {}
+        except ValueError:
+            got = {}
+        return str(got.get("id") or "") if isinstance(got, dict) else ""
+
+    async def download(self, url: str, max_bytes: int) -> bytes:
+        """An attachment of the Bot Connector (its token required)."""
+        token = await self.tokens.token()
+        async with self.session().get(url, headers={"Authorization": f"Bearer {token}"}) as r:
+            if r.status != 200:
+                raise _error(r.status, await r.read(), r.headers)
+            try:
+                return await read_limited(r, max_bytes)
+            except FetchTooLarge:
+                raise ApiError(0, "", f"file larger than {max_bytes} bytes") from None

@@ -1,0 +1,62 @@
+"""`channels.teams:`: the Microsoft Teams channel's settings: issue 36's keys (`app_id`,
+`app_password`, `tenant_id`, `api_base`, `openid_metadata_url`) and the webhook's path, the
+pacing and splitting numbers every channel has."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from chatfn.channels.kit.settings import PlatformSettings, http_url
+
+_WHERE = "(Azure portal -> the Azure Bot resource -> Configuration)"
+OPENID = "https://login.botframework.com/v1/.well-known/openidconfiguration"
+
+
+class TeamsSettings(PlatformSettings):
+    """An Azure Bot (the Bot Framework) with the Microsoft Teams channel on: Teams POSTs
+    activities to `webhook_path` on the HTTP channel's port (the bot's messaging endpoint),
+    each with a JWT the Bot Framework signed (checked against `openid_metadata_url`'s keys);
+    answers go to the activity's service URL with a token of `app_id` / `app_password` from
+    `{api_base}/{tenant_id}/oauth2/v2.0/token`."""
+
+    app_id: str = ""  # the Microsoft App ID (a GUID)
+    app_password: SecretStr | None = None  # its client secret
+    # The bot's tenant (single-tenant bots); "" = botframework.com (multi-tenant bots).
+    tenant_id: str = ""
+    api_base: str = "https://login.microsoftonline.com"  # where the token comes from
+    openid_metadata_url: str = OPENID  # the Bot Framework's OpenID metadata (its keys)
+    webhook_path: str = "/api/messages"  # the messaging endpoint's path
+    # Characters per message (Teams refuses a message over about 28 KB).
+    max_message_length: int = Field(default=20000, ge=100, le=28000)
+    send_rate: float = Field(default=1.0, ge=0)
+    send_burst: int = Field(default=3, ge=1)
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str) -> str:
+        return http_url(v, "https://login.microsoftonline.com")
+
+    @field_validator("openid_metadata_url")
+    @classmethod
+    def _openid(cls, v: str) -> str:
+        if not v.startswith(("https://", "http://")):
+            raise ValueError(f"expected an http(s) URL like {OPENID}, got {v!r}")
+        return v
+
+    @field_validator("webhook_path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/") or "?" in v or "#" in v:
+            raise ValueError(f"expected a path such as /api/messages, got {v!r}")
+        return v
+
+    @property
+    def token_url(self) -> str:
+        return f"{self.api_base}/{self.tenant_id or 'botframework.com'}/oauth2/v2.0/token"
+
+    def problem(self) -> str | None:
+        missing = [k for k in ("app_id", "app_password") if getattr(self, k) in (None, "")]
+        if missing:
+            keys = ", ".join(f"channels.teams.{k}" for k in missing)
+            return f"{keys} must be set {_WHERE}"
+        return None
