@@ -333,3 +333,42 @@ async def test_bots_are_not_answered_unless_a_chats_rule_allows_it(tmp_path: Pat
         assert "no earlier message" in line  # root's own: none yet
     finally:
         await tb.aclose()
+
+
+async def test_the_consoles_chat_history_shows_and_filters_fates(tmp_path: Path) -> None:
+    """The admin console's chat page data (GET /admin/api/chats/.../history): each incoming
+    message with its fate, and `fate=` keeps only those ("every declined message this week")."""
+    from chatfn.channels.http.admin.api import FATES as API_FATES
+    from chatfn.storage.console.scope import Scope
+    from function_calls.fates import FATES
+
+    assert API_FATES == FATES
+    tb = TestBot(tmp_path, model=ScriptedModel([say("hello")]), config={"bot": {"admins": []}})
+    try:
+        await tb.send("hi")
+        await tb.send("/no_such_thing")
+        await tb.send("/model")
+        old = datetime.now(UTC) - timedelta(days=30)
+        await tb.bot.storage.run(_store, tb, "long ago", "alice", old)
+        chats = tb.bot.api_host.console.chats
+        page = await chats.history(Scope(), "test", "private:alice", 50, None)
+        users = [(m["text"], m["fate"]) for m in page["messages"] if m["role"] == "user"]
+        assert users == [
+            ("hi", {"fate": "answered", "detail": "scripted", "told": False}),
+            (
+                "/no_such_thing",
+                {"fate": "declined", "detail": "unknown_command /no_such_thing", "told": True},
+            ),
+            ("/model", {"fate": "declined", "detail": "not_allowed /model", "told": True}),
+            ("long ago", {"fate": "expired", "detail": "", "told": False}),
+        ]
+        assert all(m["fate"] is None for m in page["messages"] if m["role"] != "user")
+        declined = await chats.history(Scope(), "test", "private:alice", 50, None, fate="declined")
+        assert [m["text"] for m in declined["messages"]] == ["/no_such_thing", "/model"]
+        expired = await chats.history(Scope(), "test", "private:alice", 50, None, fate="expired")
+        assert [m["text"] for m in expired["messages"]] == ["long ago"]
+        week = await chats.history(Scope(), "test", "private:alice", 50, None, days=7)
+        everything = [m["id"] for m in page["messages"] if m["text"] != "long ago"]
+        assert [m["id"] for m in week["messages"]] == everything  # 3 messages, 3 answers
+    finally:
+        await tb.aclose()

@@ -5,7 +5,7 @@ write theirs: `chat_overrides`, read with the chat's next message), its reset an
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -316,12 +316,33 @@ class Chats:
         return {"ok": True, "reset_after": facts["last_id"]}
 
     async def history(
-        self, scope: Scope, platform: str, chat_id: str, limit: int, before: int | None
+        self,
+        scope: Scope,
+        platform: str,
+        chat_id: str,
+        limit: int,
+        before: int | None,
+        fate: str | None = None,
+        days: int | None = None,
     ) -> dict[str, Any]:
+        """A page of the chat's history with each message's fate (issue 40); `fate`: only the
+        messages with that fate, `days`: of the last so many days."""
         await self._facts(scope, platform, chat_id)
         storage = self.bot.storage
+        now = datetime.fromtimestamp(self.bot.clock(), UTC)
+        window = self.bot.settings.bot.resume_window
+        held_since = now - timedelta(seconds=window) if window > 0 else None
+        since = now - timedelta(days=days) if days else None
         return await storage.run_aside(
-            store.history_page, storage.engine, platform, chat_id, limit, before
+            store.history_page,
+            storage.engine,
+            platform,
+            chat_id,
+            limit,
+            before,
+            fate=fate,
+            held_since=held_since,
+            since=since,
         )
 
 

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, MetaData, String, Table, case, func, select
+from sqlalchemy import Column, MetaData, String, Table, and_, case, false, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
@@ -15,6 +15,7 @@ from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso, utc
 from chatfn.storage.models import (
     chat_overrides_table,
+    message_fates_table,
     messages_table,
     outbox_table,
     tool_calls_table,
@@ -22,6 +23,7 @@ from chatfn.storage.models import (
 )
 
 M, U, T, OB, CO = messages_table, usage_table, tool_calls_table, outbox_table, chat_overrides_table
+F = message_fates_table
 # The columns of the reminders built-in's table this module reads (a chat's name); the table
 # is the built-in's (function_calls/builtins/reminders/service.py), absent without it.
 _reminders = Table(
@@ -180,22 +182,61 @@ def tool_call_json(r: Any) -> dict[str, Any]:
     }
 
 
+def _fate_is(fate: str, held_since: datetime | None) -> Any:
+    """The WHERE of one fate: recorded, or (held, expired) none recorded yet."""
+    if fate not in ("held", "expired"):
+        return F.c.fate == fate
+    if held_since is None:
+        return F.c.fate.is_(None) if fate == "held" else false()
+    recent = M.c.created_at >= held_since
+    return and_(F.c.fate.is_(None), recent if fate == "held" else ~recent)
+
+
+def _fate_json(r: Any, held_since: datetime | None) -> dict[str, Any]:
+    if r.fate is not None:
+        return {"fate": r.fate, "detail": r.detail or "", "told": bool(r.told)}
+    created = r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC)
+    held = held_since is None or created >= held_since
+    return {"fate": "held" if held else "expired", "detail": "", "told": False}
+
+
 def history_page(
-    engine: Engine, platform: str, chat_id: str, limit: int, before: int | None
+    engine: Engine,
+    platform: str,
+    chat_id: str,
+    limit: int,
+    before: int | None,
+    fate: str | None = None,
+    held_since: datetime | None = None,
+    since: datetime | None = None,
 ) -> dict[str, Any]:
     """A page of the chat's history, oldest first, each incoming message with the tool calls
-    of its turn and whether a trace exists (a model request or a tool call for it)."""
-    q = select(
-        M.c.id,
-        M.c.role,
-        M.c.text,
-        M.c.sender_id,
-        M.c.sender_name,
-        M.c.created_at,
-        M.c.message_id,
-    ).where(M.c.platform == platform, M.c.chat_id == chat_id)
+    of its turn, whether a trace exists (a model request or a tool call for it) and its fate
+    (issue 40: `{"fate", "detail", "told"}`; none recorded: held when it came in after
+    `held_since`, else expired). `fate`: only the incoming messages with that fate; `since`:
+    only messages from then on ("every declined message this week")."""
+    q = (
+        select(
+            M.c.id,
+            M.c.role,
+            M.c.text,
+            M.c.sender_id,
+            M.c.sender_name,
+            M.c.created_at,
+            M.c.message_id,
+            F.c.fate,
+            F.c.detail,
+            F.c.told,
+        )
+        .select_from(M.outerjoin(F, F.c.message == M.c.id))
+        .where(M.c.platform == platform, M.c.chat_id == chat_id)
+    )
     if before is not None:
         q = q.where(M.c.id < before)
+    if since is not None:
+        q = q.where(M.c.created_at >= since)
+    if fate is not None:
+        q = q.where(M.c.role == "user", _fate_is(fate, held_since))
     with engine.connect() as conn:
         rows = list(reversed(conn.execute(q.order_by(M.c.id.desc()).limit(limit + 1)).all()))
         more = len(rows) > limit
@@ -234,6 +275,7 @@ def history_page(
                 "images": IMAGE.findall(r.text or ""),
                 "tool_calls": calls.get(mid, []) if r.role == "user" else [],
                 "trace": r.role == "user" and bool(mid) and (mid in traced or mid in calls),
+                "fate": _fate_json(r, held_since) if r.role == "user" else None,
             }
         )
     return {

@@ -55,6 +55,19 @@ def _int(request: web.Request, name: str, default: int | None, low: int, high: i
     return int(text)
 
 
+# A message's fates (function_calls/fates.py FATES), for `?fate=` of a chat's history.
+FATES = (
+    "answered",
+    "function",
+    "declined",
+    "not_addressed",
+    "ignored",
+    "held",
+    "failed",
+    "expired",
+)
+
+
 def _choice(request: web.Request, name: str, allowed: tuple[str, ...], default: str) -> str:
     value = request.query.get(name, default) or default
     if value not in allowed:
@@ -141,12 +154,15 @@ class Api:
 
     async def history(self, request: web.Request) -> dict[str, Any]:
         m = request.match_info
+        fate = _choice(request, "fate", ("", *FATES), "") or None  # issue 40: ?fate=declined
         return await self.console.chats.history(
             who(request).scope,
             m["platform"],
             m["chat_id"],
             _int(request, "limit", 50, 1, 500) or 50,
             _int(request, "before", None, 1, 2**63 - 1),
+            fate=fate,
+            days=_int(request, "days", None, 1, 3650),
         )
 
     async def turn(self, request: web.Request) -> dict[str, Any]:
