@@ -9,16 +9,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, delete, insert, or_, select
+from sqlalchemy import Row, and_, bindparam, delete, or_, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql import Select
 
 from chatfn.storage.models import message_fates_table as f
 from chatfn.storage.models import messages_table as m
+from chatfn.storage.prepared import Prepared
 
 __all__ = ["FateRow", "find", "read", "record", "record_in"]
 
 DETAIL_MAX = 200
+
+# Prepared: `record_in` runs inside a turn's end write, which is pipelined on PostgreSQL
+# (chatfn/storage/pipeline.py refuses plain Core statements there).
+_DELETE = Prepared(delete(f).where(f.c.message == bindparam("message")))
+_INSERT = Prepared(f.insert())
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +72,8 @@ def record_in(conn: Connection, values: dict[str, Any]) -> None:
     """`record` in the caller's transaction (`Storage.write_turn`: with the turn's end)."""
     row = dict(values, detail=str(values.get("detail", ""))[:DETAIL_MAX])
     row.setdefault("decided_at", datetime.now(UTC))
-    conn.execute(delete(f).where(f.c.message == row["message"]))
-    conn.execute(insert(f).values(**row))
+    _DELETE.execute(conn, {"message": row["message"]})
+    _INSERT.execute(conn, row)
 
 
 def _select() -> Select[tuple[object, ...]]:
