@@ -47,7 +47,7 @@ class FakeSatori(FakePlatform):
         super().__init__()
         self.token = "satori-token-1"
         self.max_length = max_length
-        self.logins = [
+        self.logins: list[dict[str, Any]] = [
             {
                 "sn": 1,
                 "platform": "alpha",
