@@ -189,6 +189,16 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
     assert "stand-up" in history  # the reminder command's answer
     shot(browser, "chat")
 
+    # Each incoming message's fate beside it, and the history filtered by fate (issue 40).
+    assert every(browser, '#history [data-fate="answered"]')
+    choose = "const s = document.querySelector('#fate-filter'); s.value = arguments[0];"
+    choose += "s.dispatchEvent(new Event('change'));"
+    browser.execute_script(choose, "function")
+    wait(browser).until(lambda d: not every(d, '#history [data-fate="answered"]'))
+    assert every(browser, '#history [data-fate="function"]')  # the reminder command
+    browser.execute_script(choose, "")
+    wait(browser).until(lambda d: every(d, '#history [data-fate="answered"]'))
+
     # Turn trace of the rolled message: two model requests (tool call, then answer).
     css(browser, "a.trace-link").click()
     css(browser, "#model-requests")

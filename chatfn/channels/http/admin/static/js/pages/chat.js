@@ -46,14 +46,33 @@ export async function render(view, { params }) {
   const historyBox = h("div.history");
   const older = h("button#older", { type: "button", hidden: !history.next_before }, t("chat.older"));
   let before = history.next_before;
+  // Filter by fate (issue 40): "every declined message this week".
+  const filter = () => {
+    const found = {};
+    if (fateChoice.value) found.fate = fateChoice.value;
+    if (weekOnly.checked) found.days = 7;
+    return found;
+  };
   older.addEventListener("click", async () => {
-    const page = await get(`${base}/history`, { before });
+    const page = await get(`${base}/history`, { ...filter(), before });
     historyBox.prepend(...historyEntries(page.messages || [], params));
     before = page.next_before;
     older.hidden = !before;
   });
-  historyBox.append(...historyEntries(history.messages || [], params));
-  if (!(history.messages || []).length) historyBox.append(h("p.dim", null, t("common.none")));
+  const fill = (page) => {
+    replace(historyBox, ...historyEntries(page.messages || [], params));
+    if (!(page.messages || []).length) historyBox.append(h("p.dim", null, t("common.none")));
+    before = page.next_before;
+    older.hidden = !before;
+  };
+  const refilter = async () => fill(await get(`${base}/history`, filter()));
+  const fateChoice = h("select#fate-filter", { onchange: refilter },
+    h("option", { value: "" }, t("chat.fate_all")),
+    FATES.map((f) => h("option", { value: f }, t(`fate.${f}`))));
+  const weekOnly = h("input#fate-week", { type: "checkbox", onchange: refilter });
+  const filters = h("div.actions", null, h("label", null, t("chat.fate_filter"), " ", fateChoice),
+    h("label", null, weekOnly, " ", t("chat.fate_week")));
+  fill(history);
 
   replace(view,
     h("p", null, h("a", { href: "/admin/chats" }, `← ${t("nav.chats")}`)),
@@ -75,7 +94,7 @@ export async function render(view, { params }) {
         h("p.dim", null, summary ? t("chat.summary", { messages: summary.messages, tokens: summary.tokens, when: when(summary.created_at) })
           : t("chat.no_summary")),
         h("p.dim", null, t("chat.reset_help")), reset)),
-    h("section.card#history", null, h("h3", null, t("chat.history")), older, historyBox),
+    h("section.card#history", null, h("h3", null, t("chat.history")), filters, older, historyBox),
   );
 }
 
@@ -249,15 +268,22 @@ function display(value) {
   return String(value);
 }
 
-/** History rows: messages, the tool calls each turn made, notices and images. */
+/** A message's fates (function_calls/fates.py), for the filter. */
+const FATES = ["answered", "function", "declined", "not_addressed", "ignored", "held", "failed", "expired"];
+
+/** History rows: messages with their fate, the tool calls each turn made, notices and images. */
 function historyEntries(messages, params) {
   return messages.map((m) => {
     const trace = m.trace && m.message_id
       ? h("a.trace-link", { href: `/admin/turns/${chatPath(params.platform, params.chatId)}/${encodeURIComponent(m.message_id)}` }, t("chat.trace"))
       : null;
+    const fate = m.fate && FATES.includes(m.fate.fate)
+      ? h("span", { class: `badge fate ${["declined", "failed", "expired"].includes(m.fate.fate) ? "err" : "ok"}`,
+        "data-fate": m.fate.fate, title: m.fate.detail || "" }, t(`fate.${m.fate.fate}`))
+      : null;
     return h("div", { class: `entry ${m.role}`, "data-role": m.role, "data-id": m.id },
       h("div.meta", null, h("strong", null, m.role === "user" ? m.sender_name || m.sender_id : t(`role.${m.role}`)),
-        h("span", null, when(m.time)), trace),
+        h("span", null, when(m.time)), fate, trace),
       m.text ? h("div.text", null, m.text) : null,
       (m.images || []).map((src) => image(src)),
       (m.tool_calls || []).map((c) => toolCall(c)));
