@@ -301,7 +301,7 @@ class MessageContext:
             images=list(images or []),
         )
         if not notice:
-            out.audio = await speak(self, text)
+            out.audio, out.text = await speak(self, text)
         self.sent.append(out)
         await self._deliver(out)
 

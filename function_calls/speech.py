@@ -53,6 +53,17 @@ class Replying(Protocol):
     message: IncomingMessage
     logger: Any
 
+    def t(self, key: str, /, **fmt: object) -> str: ...
+
+    async def ask_model(self, prompt: str, *, system: str | None = None) -> Any: ...
+
+
+SUMMARY_PROMPT = (
+    "Shorten the assistant's reply below to at most {limit} characters for reading it aloud: "
+    "keep its language, its answer and any numbers, names and times; plain sentences, no "
+    "lists, links or markup. Write only the shortened reply."
+)
+
 
 def wants_speech(ctx: Replying) -> bool:
     """Whether this chat's replies to this message are spoken."""
@@ -133,24 +144,43 @@ async def synthesize(tts: TtsSettings, text: str) -> bytes:
     raise error or AudioError("voice.failed", "no voice.tts provider")
 
 
-async def speak(ctx: Replying, text: str) -> list[str]:
-    """The audio of a reply for this chat (as `data:audio/ogg;base64,` URIs), or [] when it
-    is not to be spoken or could not be."""
+async def _shortened(ctx: Replying, text: str, limit: int) -> str | None:
+    """`text` summarised by the chat's model within `limit` characters, for speaking; None
+    when the model cannot (the reply then goes as text only)."""
+    try:
+        answer = await ctx.ask_model(text, system=SUMMARY_PROMPT.format(limit=limit))
+    except Exception as exc:  # a provider error, a limit reached: the text still goes
+        ctx.logger.warning("reply not summarised for speaking: {}", exc)
+        return None
+    short = " ".join(str(getattr(answer, "content", "") or "").split())
+    return short[:limit] or None
+
+
+async def speak(ctx: Replying, text: str) -> tuple[list[str], str]:
+    """The audio of a reply for this chat (as `data:audio/ogg;base64,` URIs; [] when it is not
+    to be spoken or could not be) and the reply's text (with a note when what is spoken is a
+    summary of it: `voice.tts.over_max_chars: summarise`)."""
     tts = ctx.config.voice.tts
     if not text.strip() or not wants_speech(ctx):
-        return []
+        return [], text
+    spoken, shown = text, text
     if len(text) > tts.max_chars:
-        ctx.logger.info("reply of {} characters is over voice.tts.max_chars: text only", len(text))
-        return []
+        short = None
+        if tts.over_max_chars == "summarise":
+            short = await _shortened(ctx, text, tts.max_chars)
+        if short is None:
+            ctx.logger.info("reply of {} characters, over voice.tts.max_chars: text", len(text))
+            return [], text
+        spoken, shown = short, f"{text}\n{ctx.t('voice.summarised')}"
     started = time.monotonic()
     try:
-        data = await synthesize(tts, text)
+        data = await synthesize(tts, spoken)
     except AudioError as exc:
         ctx.logger.warning("reply not spoken: {}", exc)
-        _metered(ctx, tts, len(text), started, "failed")
-        return []
-    _metered(ctx, tts, len(text), started, "ok")
-    return ["data:audio/ogg;base64," + base64.b64encode(data).decode()]
+        _metered(ctx, tts, len(spoken), started, "failed")
+        return [], text
+    _metered(ctx, tts, len(spoken), started, "ok")
+    return ["data:audio/ogg;base64," + base64.b64encode(data).decode()], shown
 
 
 def _metered(ctx: Replying, tts: TtsSettings, chars: int, started: float, outcome: str) -> None:

@@ -281,8 +281,10 @@ class TtsSettings(Section):
     voice: str | None = None
     # Another provider tried when this one fails ("local").
     fallback: Literal["openai", "local"] | None = None
-    # A longer reply is sent as text only.
+    # A longer reply is sent as text only, or (`over_max_chars: summarise`) the chat's model
+    # shortens it to `max_chars` for speaking and the text says so.
     max_chars: int = Field(default=500, ge=1)
+    over_max_chars: Literal["text", "summarise"] = "text"
     # Currency units per million characters spoken: the cost of its usage rows (model_name
     # "voice.tts"), counted against `limits` cost_per_day. None: no cost.
     price_per_million_chars: float | None = Field(default=None, ge=0)

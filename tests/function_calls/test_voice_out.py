@@ -205,3 +205,23 @@ async def test_spoken_reply_is_metered(tmp_path: Path) -> None:
             await tb.aclose()
     assert len(out.audio) == 1
     assert (row.model_id, round(row.cost, 6)) == ("tts-1", 0.002)
+
+
+async def test_long_reply_summarised_for_speaking(tmp_path: Path) -> None:
+    """over_max_chars: summarise: the chat's model shortens the reply within max_chars, that
+    is what is spoken, and the text (in full) says it was summarised."""
+    long = " ".join(["The train leaves at 9:40 from platform 3."] * 4)
+    model = ScriptedModel([say(long), say("Train at 9:40, platform 3.")])
+    async with AudioApi() as api:
+        config = _config(api, max_chars=40, over_max_chars="summarise")
+        tb = TestBot(tmp_path, model=model, config=config)
+        try:
+            [out] = await _send(tb)
+        finally:
+            await tb.aclose()
+    assert out.text == long + "\n(summarised for speaking)"
+    assert len(out.audio) == 1
+    assert [s["input"] for s in api.speeches] == ["Train at 9:40, platform 3."]
+    summary_request = model.requests[1].messages
+    assert "at most 40 characters" in str(summary_request[0].content)
+    assert str(summary_request[-1].content) == long
