@@ -27,6 +27,8 @@ production install (`pip install chatfn[all]`) lacks it.
     python bench/bench_startup.py --importtime 15    # plus the 15 costliest imports
     python bench/bench_startup.py --without trio     # as a production install would run
     python bench/bench_startup.py --raw              # plus the raw-SDK reference
+    python bench/bench_startup.py --raw --messages 1000 --concurrency 200 --latency-ms 200
+                                                     # the pipeline benchmark's load (issue 41)
 """
 
 from __future__ import annotations
@@ -279,6 +281,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="the fake model's answer time (the pipeline benchmark's concurrent run: 200)",
+    )
     parser.add_argument("--importtime", type=int, default=0, metavar="TOP")
     parser.add_argument(
         "--without",
@@ -296,7 +304,7 @@ def main() -> None:
     args = parser.parse_args()
     starts: list[float] = []
     result: dict[str, object] = {}
-    with ServerProcess(latency_ms=0) as server, tempfile.TemporaryDirectory() as tmp:
+    with ServerProcess(latency_ms=args.latency_ms) as server, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         port = free_port()
         config = write_config(folder, server.url, port)
