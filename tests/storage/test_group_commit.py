@@ -5,8 +5,13 @@ hears of its write before that commit, and a member that fails alone fails alone
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -165,3 +170,96 @@ async def test_one_failing_member_fails_alone_and_the_others_are_kept(
     finally:
         storage.close()
     assert storage.group_retries == 1
+
+
+CHILD = r"""
+import asyncio, sys, threading, time
+from datetime import UTC, datetime
+from chatfn.storage.db import Storage, add_message_later
+
+def incoming(chat, text):
+    return {"platform": "t", "chat_id": chat, "is_group": False, "role": "user",
+            "sender_id": "u", "sender_name": "", "text": text, "message_id": text,
+            "created_at": datetime.now(UTC)}
+
+storage = Storage("sqlite:///" + sys.argv[1])
+
+def hang():  # a group's last member: writes, says so, and never returns
+    with storage._begin() as conn:
+        add_message_later(conn, incoming("h", "hanging")).value()
+        print("IN GROUP", flush=True)
+        time.sleep(60)
+
+storage._grouped = (*storage._grouped, hang)
+
+async def main():
+    await storage.run(storage.create_tables)
+    await storage.run(storage.begin_turn, incoming("b", "before"), platform="t", chat_id="b")
+    print("STORED before", flush=True)
+    release = threading.Event()
+    busy = asyncio.ensure_future(storage.run(release.wait, 10))
+    async def turn(i):
+        await storage.run(storage.begin_turn, incoming(f"g{i}", f"group {i}"),
+                          platform="t", chat_id=f"g{i}")
+        print(f"STORED group {i}", flush=True)
+    tasks = [asyncio.ensure_future(turn(i)) for i in range(5)]
+    hung = asyncio.ensure_future(storage.run(hang))
+    while storage._threads._jobs.qsize() < 6:
+        await asyncio.sleep(0.005)
+    release.set()
+    await asyncio.gather(busy, hung, *tasks)
+
+asyncio.run(main())
+"""
+
+
+def test_a_group_cut_by_sigkill_leaves_none_of_its_writes_and_no_caller_told(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL while a group's transaction is open (its last member hangs after writing): none
+    of the group's messages is in the file and none of their callers was told they were
+    stored; what was committed before is kept, and the file takes the messages again."""
+    path = tmp_path / "killed.db"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if line.startswith("IN GROUP"):
+                break
+        assert lines[-1:] == ["IN GROUP"], lines
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        lines += [line.strip() for line in proc.stdout.read().splitlines()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert lines == ["STORED before", "IN GROUP"]  # no group member was told it was stored
+    assert _stored_elsewhere(path, "before")
+    for text in ["hanging", *(f"group {i}" for i in range(5))]:
+        assert not _stored_elsewhere(path, text)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        conn.close()
+    storage = Storage(f"sqlite:///{path}")
+    try:
+        for i in range(5):
+            storage.begin_turn(_incoming(f"g{i}", f"group {i}"), platform="t", chat_id=f"g{i}")
+    finally:
+        storage.close()
+    assert all(_stored_elsewhere(path, f"group {i}") for i in range(5))
