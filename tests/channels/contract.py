@@ -465,7 +465,8 @@ class ChannelContract:
         try:
             refusals = channel.refusals
             await driver.refuse_credentials(True)
-            async with asyncio.timeout(30):
+            # generous: a real server may delay each refused login (Dovecot: 2 s) on a loaded CI
+            async with asyncio.timeout(60):
                 while channel.refusals < refusals + 3:  # refused, and tried again twice
                     await asyncio.sleep(0.05)
             state = channel_state(driver.platform, channel)
@@ -473,7 +474,7 @@ class ChannelContract:
             said = [line for line in lines if "refused" in line]
             assert len(said) == 1, lines
             await driver.refuse_credentials(False)
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(60):
                 while not channel.connected:
                     await asyncio.sleep(0.05)
         finally:
