@@ -8,7 +8,6 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, field_validator
 
 from chatfn.channels.kit.settings import PlatformSettings, http_url
-from chatfn.channels.wxcrypt import aes_key
 
 DEFAULT_API_BASE = "https://api.weixin.qq.com"
 _WHERE = "(the account's 设置与开发 -> 基本配置 page)"
@@ -48,6 +47,10 @@ class WechatMpSettings(PlatformSettings):
     @classmethod
     def _aes_key(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None and v.get_secret_value():
+            # Imported here: wxcrypt brings `cryptography` (6.7 MB of RSS), and every bot
+            # loads every channel's settings model (bench/README.md, issue 41).
+            from chatfn.channels.wxcrypt import aes_key
+
             aes_key(v.get_secret_value())
         return v
 

@@ -9,7 +9,6 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 
 from chatfn.channels.kit.settings import PlatformSettings, http_url
-from chatfn.channels.wxcrypt import aes_key
 
 DEFAULT_API_BASE = "https://qyapi.weixin.qq.com"
 _WHERE = "(the app's page in the admin console: 应用管理 -> the app -> 接收消息 -> 设置API接收)"
@@ -46,6 +45,10 @@ class WecomSettings(PlatformSettings):
     @classmethod
     def _aes_key(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None and v.get_secret_value():
+            # Imported here: wxcrypt brings `cryptography` (6.7 MB of RSS), and every bot
+            # loads every channel's settings model (bench/README.md, issue 41).
+            from chatfn.channels.wxcrypt import aes_key
+
             aes_key(v.get_secret_value())  # ValueError naming the shape; pydantic names the key
         return v
 
