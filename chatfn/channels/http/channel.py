@@ -50,6 +50,8 @@ from chatfn.channels.base import Channel
 from chatfn.channels.http.admin import mount as mount_admin
 from chatfn.channels.http.fate import get_fate
 from chatfn.channels.http.history import get_history
+from chatfn.channels.http.openapi import PATH as OPENAPI_PATH
+from chatfn.channels.http.openapi import handler as openapi_handler
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.http.signature import signed_headers
 from chatfn.common.i18n import LANGUAGES, catalogue
@@ -206,6 +208,8 @@ class HttpChannel(Channel):
         app.router.add_get("/v1/events", self.get_events)
         app.router.add_get("/v1/history", self.get_history)
         app.router.add_get("/v1/messages/{id}/fate", self.get_fate)
+        # The API as OpenAPI 3.1 (openapi.py), served without the token: it holds no data.
+        app.router.add_get(OPENAPI_PATH, openapi_handler(MessageIn.model_json_schema()))
         # /healthz and /metrics are the runtime's (chatfn/runtime/ops_web.py), on this listener.
         if (STATIC_DIR / "index.html").exists():
             app.router.add_get("/", self.index)
@@ -237,7 +241,8 @@ class HttpChannel(Channel):
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if self.api.closing and request.method == "POST":
             return _bad("the bot is shutting down; send again in a moment", 503)
-        if self.token and (request.path.startswith("/v1/") or request.path in ("/metrics", "/mcp")):
+        guarded = request.path.startswith("/v1/") and request.path != OPENAPI_PATH
+        if self.token and (guarded or request.path in ("/metrics", "/mcp")):
             header = request.headers.get("Authorization", "")
             scheme, _, rest = header.partition(" ")
             given = rest.strip() if scheme.lower() == "bearer" else request.query.get("token", "")
