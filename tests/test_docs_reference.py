@@ -9,7 +9,14 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from chatfn.common.config import DEPRECATED, Section
-from chatfn.docs_reference import entries, main, render, settings_model, type_name
+from chatfn.docs_reference import (
+    entries,
+    main,
+    render,
+    render_http_api,
+    settings_model,
+    type_name,
+)
 from tests.test_template import _normalise, schema_paths, template_paths
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +121,14 @@ def test_type_names() -> None:
 
 
 def test_write_mode(tmp_path: Path) -> None:
-    target = tmp_path / "sub" / "config.md"
+    target = tmp_path / "sub"
     assert main(["--write", str(target)]) == 0
-    assert target.read_text(encoding="utf-8") == render()
+    assert (target / "config.md").read_text(encoding="utf-8") == render()
+    assert (target / "http-api.md").read_text(encoding="utf-8") == render_http_api()
+
+
+def test_the_http_api_page_is_the_generated_one() -> None:
+    page = (ROOT / "docs" / "reference" / "http-api.md").read_text(encoding="utf-8")
+    assert page == render_http_api(), f"docs/reference/http-api.md differs: {HINT}"
+    for route in ("POST /v1/messages", "GET /v1/events", "GET /healthz", "GET /v1/openapi.json"):
+        assert f"## `{route}`" in page
