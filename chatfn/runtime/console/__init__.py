@@ -137,6 +137,16 @@ class Console:
 
         return ChannelsPage(self)
 
+    @property
+    def channel_logins(self) -> Any:
+        """The channels' logins started from the console (channel_login.py), one per channel."""
+        from chatfn.runtime.console.channel_login import ChannelLogins
+
+        logins = self.__dict__.get("_channel_logins")
+        if logins is None:
+            logins = self.__dict__["_channel_logins"] = ChannelLogins(self)
+        return logins
+
     async def audit(
         self,
         user: str,

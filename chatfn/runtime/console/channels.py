@@ -122,6 +122,7 @@ def listing(console: Console) -> dict[str, Any]:
                 "readme": _readme(spec),
                 "fields": fields(spec, section, doc, console.command_line),
                 "can_test": spec.check is not None,
+                "can_login": getattr(spec, "login", None) is not None,
             }
         )
     broken = [{"name": n, "error": why} for n, why in sorted(found.broken.items())]

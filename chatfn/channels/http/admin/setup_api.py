@@ -79,10 +79,21 @@ def routes(host: ApiHost) -> list[Route]:
         me = _owner(request)
         return await channels.test(me.user, request.remote or "", request.match_info["name"])
 
+    async def channel_login(request: web.Request) -> Any:
+        me = _owner(request)
+        name = request.match_info["name"]
+        return await host.console.channel_logins.start(me.user, request.remote or "", name)
+
+    async def channel_login_status(request: web.Request) -> Any:
+        _owner(request)
+        return host.console.channel_logins.status(request.match_info["name"])
+
     return [
         ("GET", "/admin/api/channels", channel_list),
         ("PUT", "/admin/api/channels/{name}", channel_save),
         ("POST", "/admin/api/channels/{name}/test", channel_test),
+        ("POST", "/admin/api/channels/{name}/login", channel_login),
+        ("GET", "/admin/api/channels/{name}/login", channel_login_status),
         ("GET", "/admin/api/models", models),
         ("PUT", "/admin/api/models/default", default),
         ("PUT", "/admin/api/models/{name}", save),

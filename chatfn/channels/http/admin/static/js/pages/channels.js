@@ -86,6 +86,33 @@ function read(f, el) {
   return el.value;
 }
 
+/** A channel's login (a QR code to scan): started in the background by the API, its QR code
+ * (SVG, shown as an image) and status polled until confirmed, expired or failed (issue 42). */
+async function startLogin(name, button, out) {
+  button.disabled = true;
+  const url = `/channels/${enc(name)}/login`;
+  const status = h("p.dim.login-status");
+  const draw = (r) => replace(status, r.status === "failed" || r.status === "expired"
+    ? h("span.error", null, `${t(`channels.login_${r.status}`)} ${r.reason || ""}`)
+    : t(`channels.login_${r.status}`));
+  try {
+    let r = await post(url);
+    const img = h("img.login-qr", { alt: "QR", width: 240, src: `data:image/svg+xml;charset=utf-8,${enc(r.svg)}` });
+    replace(out, h("div.channel-login-box", null, img, h("p.mono", null, r.link), status));
+    draw(r);
+    while (r.status === "wait" || r.status === "scanned") {
+      await new Promise((done) => setTimeout(done, 1500));
+      r = await get(url);
+      if (r.svg) img.src = `data:image/svg+xml;charset=utf-8,${enc(r.svg)}`;
+      draw(r);
+    }
+  } catch (err) {
+    replace(out, h("p.error", null, `${t("error.failed")}: ${err.message}`));
+  } finally {
+    button.disabled = false;
+  }
+}
+
 function card(c, owner, redraw) {
   const state = c.running
     ? h("span", { class: `badge ${c.running.connected === false ? "err" : "ok"}` },
@@ -112,13 +139,16 @@ function card(c, owner, redraw) {
       test.disabled = false;
     }
   });
+  const login = h("button.channel-login", { type: "button", "data-channel": c.name, hidden: !owner || !c.can_login || null },
+    t("channels.login"));
+  login.addEventListener("click", () => startLogin(c.name, login, lines));
   const form = h("form.settings.channel-form", { "data-channel": c.name },
     inputs.map(([f, el]) => h("label.field", null,
       h("span", null, f.name, f.kind === "secret" ? ` (${t("channels.write_only")})` : ""), el,
       f.from_env ? h("small.dim", null, t("models.from_env")) : null,
       f.from_command_line ? h("small.dim", null, t("channels.from_command_line", { flag: f.from_command_line })) : null,
       f.description ? h("small.dim", null, f.description) : null)),
-    h("div.toolbar", null, save, test), message, lines);
+    h("div.toolbar", null, save, test, login), message, lines);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const body = {};
