@@ -183,6 +183,18 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         driver.quit()
 
 
+def _text(driver: Any, selector: str) -> str:
+    """The element's text, looked up again when the page redrew it between find and read."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            return str(css(driver, selector).text)
+        except StaleElementReferenceException:
+            continue
+    return str(css(driver, selector).text)
+
+
 def slow(driver: Any) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -241,7 +253,7 @@ def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_b
     row = css(driver, 'tr[data-market="hello"]')
     assert "Says which version it is." in row.text and "not installed" in row.text
     css(driver, 'tr[data-market="hello"] button[data-action="details"]').click()
-    assert hashes["1.0"] in css(driver, 'tr[data-market="hello"] [data-version="1.0"]').text
+    assert hashes["1.0"] in _text(driver, 'tr[data-market="hello"] [data-version="1.0"]')
     css(driver, "#market-q").clear()
     css(driver, "#market-q").send_keys("nothing like it")
     css(driver, "#market-search button").click()
