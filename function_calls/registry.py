@@ -279,6 +279,7 @@ def build_spec(
     for_model: Callable[[Caller], bool] | None = None,
     localns: dict[str, Any] | None = None,
     chat_admin: bool = False,
+    pure: bool = False,
 ) -> FunctionSpec:
     where = _source_of(func)
     fname = func.__name__ if name is None else name
@@ -326,6 +327,7 @@ def build_spec(
         source=where,
         allow=allow,
         for_model=for_model,
+        pure=pure,
     )
 
 
@@ -418,6 +420,7 @@ def tool_function(
     allow: Callable[[Caller], str | None] | None = None,
     for_model: Callable[[Caller], bool] | None = None,
     chat_admin: bool = False,
+    pure: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
     model can call and users can run as `/name ...`. The handler is returned unchanged.
@@ -429,7 +432,9 @@ def tool_function(
     `allow(ctx) -> str | None` adds a permission rule of your own (None: allowed, else the
     reason); like `admin_only` it hides the function from the model and is enforced again when
     the call executes. `for_model(ctx) -> bool` says whether the model is offered it at all
-    (None: yes); a command meant for people returns False and still runs as `/name`."""
+    (None: yes); a command meant for people returns False and still runs as `/name`.
+    `pure`: the function has no effects (it reads or computes), so `chatfn replay` may run it
+    again on recorded turns; any other function only has its recorded result replayed."""
 
     # With `from __future__ import annotations`, an args model defined inside a function (tests,
     # factories) is only a string; resolve it in the namespace where the decorator was applied.
@@ -449,6 +454,7 @@ def tool_function(
             for_model=for_model,
             localns=caller_locals,
             chat_admin=chat_admin,
+            pure=pure,
         )
         _active.get().add(spec)
         setattr(func, SPEC_ATTR, spec)

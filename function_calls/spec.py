@@ -58,6 +58,9 @@ class FunctionSpec:
     # checks the arguments against `parameters_schema` and returns them (a dict, handed to the
     # handler as its second argument) or raises InvalidArguments.
     validator: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # No effects (it only reads or computes): `chatfn replay` may run it again on recorded
+    # turns, where a function with effects only has its recorded result fed back.
+    pure: bool = False
 
     @property
     def fields(self) -> list[tuple[str, bool, bool]]:
