@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger as _root_logger
 from pydantic import BaseModel
@@ -189,11 +189,6 @@ class MessageContext:
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
 
-    # The accounted way for a function to ask a model (function_calls/model_access.py sets it:
-    # that module imports this one, so this one cannot import it back).
-    _asker: ClassVar[Callable[..., Awaitable[LLMResponse]] | None] = None
-    _requester: ClassVar[Callable[..., AbstractAsyncContextManager[ModelRequest]] | None] = None
-
     async def ask_model(
         self,
         prompt: str | Sequence[Message],
@@ -211,10 +206,10 @@ class MessageContext:
         show the answer as it arrives where the channel streams. Raises ProviderError as the
         chat's own requests do. The only way to a configured model: a request made any other
         way is refused (`providers.base.UnaccountedRequest`)."""
-        assert MessageContext._asker is not None
-        return await MessageContext._asker(
-            self, prompt, system=system, model=model, tools=tools, stream=stream
-        )
+        # Imported here: model_access imports this module (the accounted path lives there).
+        from function_calls.model_access import ask_model
+
+        return await ask_model(self, prompt, system=system, model=model, tools=tools, stream=stream)
 
     def model_request(self, name: str, model_id: str) -> AbstractAsyncContextManager[ModelRequest]:
         """A request to a model of the plugin's own (not under `models:`, e.g. a search API),
@@ -222,8 +217,9 @@ class MessageContext:
         checks the limits first (`LimitReached`), then, whatever happens inside, writes the
         usage row and metrics with the tokens given to `call.tokens(prompt, completion)`.
         `name` is the plugin's name (metrics know plugin names, not free text)."""
-        assert MessageContext._requester is not None
-        return MessageContext._requester(self, name, model_id)
+        from function_calls.model_access import model_request
+
+        return model_request(self, name, model_id)
 
     def settings(self, model: type[S]) -> S:
         """A plugin's validated config section, by its settings model (typed)."""

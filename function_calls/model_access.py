@@ -15,8 +15,8 @@ requests in the same message do not count it again.
   search API): the same check first, the same record after, with the tokens the plugin reports.
 
 The models the bot serves refuse requests made around this (providers.base `guarded`), so the
-door is the only way to them. MessageContext's methods reach this module through class hooks
-set below: it imports MessageContext, which therefore cannot import it back.
+door is the only way to them. MessageContext's methods import this module when called (it
+imports MessageContext, so context.py cannot import it at the top).
 """
 
 from __future__ import annotations
@@ -118,7 +118,3 @@ def _record(ctx: MessageContext, call: ModelRequest, outcome: str, latency: floa
         for kind, n in (("prompt", call.prompt_tokens), ("completion", call.completion_tokens)):
             if n:
                 metrics.model_tokens.labels(call.name, kind).inc(n)
-
-
-MessageContext._asker = ask_model
-MessageContext._requester = model_request
