@@ -88,6 +88,14 @@ class FunctionExecutor:
         await self.audit(ctx, execution, arguments, source=source)
         return execution
 
+    async def rehearse(
+        self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str
+    ) -> Execution:
+        """Run a call as `execute` does but off the record (no audit row, no observers):
+        `chatfn replay` runs a `pure` function again on a recorded turn, which must leave the
+        bot's audit and its plugins' breakers as they were."""
+        return await self._run(ctx, name, arguments, "llm")
+
     async def audit(
         self,
         ctx: MessageContext,
