@@ -321,3 +321,35 @@ message_fates_table = Table(
     Column("told", Boolean, nullable=False, default=False),
     _when("decided_at"),
 )
+
+# A call held for approval (issue 40: `@tool_function(approval=...)`): the call's arguments as
+# they were when it was asked for (they cannot change), who asked where, and how it ended.
+approvals_table = Table(
+    "approvals",
+    metadata,
+    Column("id", String(16), primary_key=True, autoincrement=False),
+    Column("platform", String(32), nullable=False),
+    Column("chat_id", String(128), nullable=False),
+    Column("is_group", Boolean, nullable=False, default=False),
+    Column("sender_id", String(128), nullable=False),
+    Column("sender_name", String(128), nullable=False, default=""),
+    Column("message_id", String(128), nullable=False, default=""),
+    # The history row of the message whose turn asked (None: an MCP caller's).
+    Column("stored_id", Integer, nullable=True),
+    Column("text", Text, nullable=False, default=""),
+    Column("function", String(64), nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("source", String(16), nullable=False),  # llm | command | mcp
+    Column("level", String(16), nullable=False),  # chat_admin | admin
+    # The model's call id and the turn's messages after the history (JSON), to resume its loop.
+    Column("call_id", String(128), nullable=False, default=""),
+    Column("turn", Text, nullable=True),
+    # pending | approved | denied | expired
+    Column("state", String(16), nullable=False),
+    Column("answered_by", String(128), nullable=False, default=""),
+    Column("reason", String(500), nullable=False, default=""),
+    _when("created_at"),
+    _when("expires_at"),
+    Column("answered_at", DateTime(timezone=True), nullable=True),
+    Index("ix_approvals_state", "state", "expires_at"),
+)
