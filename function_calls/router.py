@@ -106,6 +106,8 @@ class FunctionCallRouter:
         try:
             return await self._dispatch(ctx)
         finally:
+            if ctx.sent:  # its sender's next message is the exchange's next round
+                self.loop_guard.answered(ctx.message)
             if own:
                 journal, ctx.turn.journal = ctx.turn.journal, None
                 try:
@@ -194,7 +196,7 @@ class FunctionCallRouter:
         if msg.sender_is_bot and not ctx.chat.get(ANSWER_BOTS):
             ctx.turn.fate = Fate("ignored", "bot_sender")
             return False
-        verdict = self.loop_guard.check(msg.platform, msg.chat_id, msg.sender_id, ctx.clock())
+        verdict = self.loop_guard.check(msg, ctx.clock())
         if verdict == "pass":
             return True
         if verdict == "trip":

@@ -439,6 +439,8 @@ class Bot:
         if task is not None:
             self._turns.add(task)
         self._hold(msg)
+        if not msg.is_group or msg.is_at_bot:  # came in now: a round of an exchange or not
+            self.router.loop_guard.arrived(msg)
         self.guard.tick()  # a plugin whose cool-down is over is on again for this message
         # Every log line of the turn, a provider SDK's or httpx's included, carries its ids.
         ids = {"chat_id": msg.chat_id, "message_id": msg.message_id or "-"}
@@ -453,6 +455,7 @@ class Bot:
         finally:
             self._turns.discard(task)
             self._unhold(msg)
+            self.router.loop_guard.forget(msg)
 
     def _hold(self, msg: IncomingMessage) -> None:
         """Start the clock of `bot.held_notice_after` for a message addressed to the bot: if no
