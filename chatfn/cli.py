@@ -19,7 +19,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
-    from chatfn import admin, check, init, login, plugin_cli, run
+    from chatfn import admin, check, init, login, plugin_cli, replay, run
 
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -51,6 +51,7 @@ def build_parser(prog: str = "chatfn") -> argparse.ArgumentParser:
             login.command,
         ),
         ("plugin", plugin_cli.DESCRIPTION, plugin_cli.add_arguments, plugin_cli.command),
+        ("replay", replay.DESCRIPTION, replay.add_arguments, replay.command),
     ]
     for name, help_, add_arguments, handler in commands:
         command = sub.add_parser(name, help=help_, description=help_)

@@ -199,6 +199,14 @@ class Console:
     ) -> dict[str, Any]:
         return await turns.turn(self, scope, platform, chat_id, message_id)
 
+    async def replay(
+        self, user: str, address: str, platform: str, chat_id: str, body: Any
+    ) -> dict[str, Any]:
+        """One chat's recorded turns asked again of another model (replay.py, issue 40.5)."""
+        from chatfn.runtime.console.replay import replay_chat
+
+        return await replay_chat(self, user, address, platform, chat_id, body)
+
     async def usage(self, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
         return await ops.usage(self._bot, scope, group_by, days)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chatfn.channels.http.admin import logs, setup_api
+from chatfn.channels.http.admin import logs, replay_api, setup_api
 from chatfn.channels.http.admin.auth import WHO, Identity
 from chatfn.common.version import __version__
 from chatfn.runtime.channel_host import ApiHost
@@ -346,6 +346,7 @@ def add_routes(app: web.Application, host: ApiHost) -> None:
         ("POST", "/admin/api/check", api.check),
         ("GET", "/admin/api/audit", api.audit),
         *setup_api.routes(host),  # Models (setup_api.py, issue 39)
+        *replay_api.routes(host),  # a chat's replay (replay_api.py, issue 40.5)
     ]
     for view in host.console.views():  # the plugins' own (the reminders page is one)
         routes += [
