@@ -1,7 +1,7 @@
 // One chat: its effective settings and where each comes from, a form for the console's
 // overrides (PATCH .../settings; "use config" sends null, which returns the key to config),
 // reset context, and the history with tool calls, notices and images.
-import { chatPath, get, patch, post } from "../api.js";
+import { chatPath, currentSession, get, patch, post } from "../api.js";
 import { h, json, money, num, replace, when } from "../dom.js";
 import { t } from "../i18n.js";
 
@@ -95,7 +95,64 @@ export async function render(view, { params }) {
           : t("chat.no_summary")),
         h("p.dim", null, t("chat.reset_help")), reset)),
     h("section.card#history", null, h("h3", null, t("chat.history")), filters, older, historyBox),
+    replayCard(base, chat, show),
   );
+}
+
+/** Rehearse a model switch on this chat's recorded turns (issue 40.5): owners only, since it
+ * asks models; the report's turns side by side; nothing is sent to the chat. */
+function replayCard(base, chat, show) {
+  const me = currentSession() || {};
+  if (!me.owner) return null;
+  const models = (chat.choices || {}).models || [];
+  const model = h("select#replay-model", null, models.map((m) => h("option", { value: m }, m)));
+  const against = h("select#replay-against", null,
+    h("option", { value: "recorded" }, t("replay.recorded")),
+    models.map((m) => h("option", { value: m }, m)));
+  const limit = h("input#replay-limit", { type: "number", min: 1, max: 20, value: 5 });
+  const out = h("div#replay-report");
+  const run = h("button#replay-run", {
+    type: "button",
+    onclick: async () => {
+      run.disabled = true;
+      try {
+        const report = await post(`${base}/replay`,
+          { model: model.value, against: against.value, limit: Number(limit.value) });
+        replace(out, ...replayReport(report));
+      } catch (error) {
+        show(`${t("error.failed")}: ${error.message}`, false);
+      } finally {
+        run.disabled = false;
+      }
+    },
+  }, t("replay.run"));
+  return h("section.card#replay", null, h("h3", null, t("replay.title")),
+    h("p.dim", null, t("replay.help")),
+    h("div.actions", null, h("label", null, t("replay.model"), " ", model),
+      h("label", null, t("replay.against"), " ", against),
+      h("label", null, t("replay.limit"), " ", limit), run),
+    out);
+}
+
+function replayReport(report) {
+  const total = report.summary;
+  const side = (s) => h("td", null,
+    h("div", null, (s.calls || []).map((c) =>
+      h("div.mono", null, `${c.function} ${JSON.stringify(c.arguments)} (${c.how})`))),
+    h("div", null, s.answer),
+    s.error ? h("div.err", null, s.error) : null,
+    s.refusals.length ? h("div.err", null, s.refusals.join("; ")) : null,
+    h("div.dim", null, `${num(s.tokens.prompt)} + ${num(s.tokens.completion)} · ${money(s.cost)}`));
+  return [
+    h("p", null, t("replay.summary", { turns: total.turns, differ: total.differ })),
+    h("table", null,
+      h("tr", null, h("th", null, t("replay.turn")), h("th", null, report.replay.model),
+        h("th", null, report.replay.against)),
+      report.turns.map((turn) => h("tr", null,
+        h("td", null, h("div", null, turn.message.text),
+          h("div.dim", null, `${when(turn.message.time)} · ${turn.differs.join(", ")}`)),
+        side(turn.model), side(turn.against)))),
+  ];
 }
 
 function stat(label, value) {
