@@ -41,6 +41,7 @@ from function_calls.console import (
     ConsoleView,
 )
 from function_calls.context import MessageContext, ModelRequest
+from function_calls.approvals import Approvals
 from function_calls.fates import MessageFate, MessageFates
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
@@ -53,6 +54,7 @@ from providers.errors import ProviderError
 from providers.types import LLMResponse, Message
 
 __all__ = [
+    "Approvals",
     "Budget",
     "Caller",
     "ChatKey",

@@ -273,6 +273,7 @@ class MessageContext:
         thinking: str | None = None,
         notice: bool = False,
         images: list[str] | None = None,
+        buttons: list[tuple[str, str]] | None = None,
     ) -> None:
         """Send `text` to this chat (stored in history, delivered by the channel). `thinking`,
         the model reasoning that led to it, is stored with it and never sent. In groups the
@@ -280,7 +281,8 @@ class MessageContext:
         `reply_with_mention` is off; `reply_with_quote` makes channels quote the message.
         `images` (URLs or data URIs) go with the text as the platform's image message. Where
         the chat's `voice.tts` asks for it, the text is spoken too (function_calls/speech.py):
-        its audio goes with it as the platform's voice message."""
+        its audio goes with it as the platform's voice message. `buttons`: (label, text a
+        press sends) under the text where the platform has buttons (OutgoingMessage)."""
         msg = self.message
         if msg.is_group and at is None and self.chat.reply_with_mention:
             at = msg.sender_id
@@ -295,6 +297,7 @@ class MessageContext:
             notice=notice,
             quote=self.chat.reply_with_quote and bool(msg.message_id),
             images=list(images or []),
+            buttons=list(buttons or []),
         )
         if not notice:
             out.audio, out.text = await speak(self, text)

@@ -5,6 +5,7 @@ handler does can crash the bot."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 from chatfn.common.blocking import run_blocking
 from chatfn.common.i18n import CATALOGUES, translate
 from chatfn.storage.db import tool_call_row
+from function_calls.approvals import Approvals, may_approve
 from function_calls.context import MessageContext
 from function_calls.journal import TurnJournal
 from function_calls.limits import LimitReached
@@ -24,7 +26,9 @@ from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from providers.schema import drop_absent_nulls
 from providers.types import parse_arguments
 
-Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error"]
+# "held": an `approval` function's call, not run until an approver answers
+# (function_calls/approvals.py); the caller asks for the approval.
+Outcome = Literal["ok", "invalid", "refused", "unknown", "timeout", "error", "held"]
 
 
 @dataclass(slots=True)
@@ -37,6 +41,8 @@ class Execution:
     # The same outcome for a person (a slash-command user): no instructions meant for the model.
     reason: str = ""
     duration_ms: float = 0.0
+    # A held call's arguments, validated (as JSON values): what runs once it is approved.
+    arguments: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -79,9 +85,12 @@ class FunctionExecutor:
         arguments: dict[str, Any] | str,
         *,
         source: str = "llm",
+        approved: bool = False,
     ) -> Execution:
+        """Run one call. `approved`: an `approval` function's call an approver said yes to
+        (function_calls/approvals.py); otherwise such a call is held, not run."""
         started = time.perf_counter()
-        execution = await self._run(ctx, name, arguments, source)
+        execution = await self._run(ctx, name, arguments, source, approved)
         execution.duration_ms = (time.perf_counter() - started) * 1000
         for observe in self.observers:
             observe(execution)
@@ -144,7 +153,12 @@ class FunctionExecutor:
         )
 
     async def _run(
-        self, ctx: MessageContext, name: str, arguments: dict[str, Any] | str, source: str
+        self,
+        ctx: MessageContext,
+        name: str,
+        arguments: dict[str, Any] | str,
+        source: str,
+        approved: bool = False,
     ) -> Execution:
         spec = self.registry.get(name)
         if spec is None:
@@ -182,6 +196,10 @@ class FunctionExecutor:
             text = f"Invalid arguments for {name}: {exc}."
             shown = ctx.t("core.invalid_args", name=name, details=exc)
             return Execution(name, "invalid", None, f"{text} Send a JSON object.", reason=shown)
+        if spec.approval is not None and not approved:
+            held = self._hold(spec, ctx, arguments, source)
+            if held is not None:
+                return held
         # The function's own declared timeout wins (summary needs 60 s to fall back to its
         # extract); call_timeout is the default for functions that declare none.
         timeout = spec.timeout if spec.timeout is not None else self.default_timeout
@@ -221,6 +239,33 @@ class FunctionExecutor:
             text = result.content_for_model()
             return Execution(name, "error", result, f"{name} failed: {text}", reason=text)
         return Execution(name, "ok", result, result.content_for_model())
+
+    @staticmethod
+    def _hold(
+        spec: FunctionSpec, ctx: MessageContext, arguments: dict[str, Any] | str, source: str
+    ) -> Execution | None:
+        """An `approval` function's call, held (None: it runs now: a slash command of someone
+        who may approve it). Its arguments are kept as they were validated: they run as they
+        are, or not at all."""
+        if source == "command" and may_approve(spec.approval or "admin", ctx):
+            return None
+        if ctx.service(Approvals) is None:  # a bot without the runtime's record of them
+            return Execution(
+                spec.name,
+                "refused",
+                None,
+                f"Refused: {spec.name} needs an approval, which this bot cannot ask for.",
+                reason=ctx.t("core.approval.unavailable", function=spec.name),
+            )
+        raw = parse_arguments(arguments) if isinstance(arguments, str) else arguments
+        raw = drop_absent_nulls(spec.parameters_schema, raw)
+        return Execution(
+            spec.name,
+            "held",
+            None,
+            f"Held: {spec.name} waits for an approver's answer.",
+            arguments=json.loads(json.dumps(raw, default=str)),
+        )
 
     @staticmethod
     def _validate(spec: FunctionSpec, arguments: dict[str, Any] | str) -> Any:

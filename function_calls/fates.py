@@ -8,7 +8,9 @@ told by `/why` and `GET /v1/messages/{id}/fate`.
     not_addressed  a group message without a mention: kept as context, not answered
     ignored        a rule said not to answer (detail: respond_in_groups, loop_guard,
                    bot_sender, no_answer)
-    held           stored, its turn not ended yet (waiting for a model or a channel): since when
+    held           stored, its turn not ended yet (waiting for a model or a channel): since when;
+                   or recorded held with detail "approval ID": a call of its turn waits for
+                   an approver (function_calls/approvals.py), decided again when answered
     failed         the turn failed (detail: the error's class); `told`: the sender was told
     expired        stored and never handled within `bot.resume_window` (a crash, a stop)
 
@@ -97,7 +99,9 @@ class MessageFate:
         what = translate(language, f"fate.{self.fate}", detail=self._detail(language))
         if self.fate in ("declined", "failed"):
             what += translate(language, "fate.told" if self.told else "fate.not_told")
-        if self.fate == "held":
+        if self.fate == "held" and self.detail.startswith("approval "):
+            what = translate(language, "fate.held_approval", detail=self.detail.split()[-1])
+        elif self.fate == "held":
             what = translate(language, "fate.held", detail=self.since.strftime("%H:%M:%S UTC"))
         when = self.sent_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
         return translate(language, "fate.line", when=when, what=what)

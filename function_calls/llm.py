@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chatfn.common.config import FunctionCallSettings
+from function_calls.approvals import Approvals, dump_turn
 from function_calls.compaction import conversation
 from function_calls.context import MessageContext
 from function_calls.conversation import tools_tokens
@@ -42,6 +43,9 @@ class LoopResult:
     notice: bool = False
     # Reasoning text of the rounds not yet attached to a delivered reply.
     thinking: list[str] = field(default_factory=list)
+    # The ID of the approval a call of the last round waits for (function_calls/approvals.py):
+    # the loop stopped there, and goes on when it is answered.
+    held: str | None = None
 
     def take_thinking(self) -> str | None:
         """The pending reasoning, joined, for the reply about to be stored; then cleared, so
@@ -69,6 +73,39 @@ def _cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
+
+
+def _first_held(
+    calls: list[ToolCall], executions: list[Execution]
+) -> tuple[ToolCall, Execution] | None:
+    """The round's first call held for approval (function_calls/approvals.py); any other held
+    call of the round is not asked for: the model is told to call it again afterwards."""
+    first: tuple[ToolCall, Execution] | None = None
+    for call, ex in zip(calls, executions, strict=True):
+        if ex.outcome != "held":
+            continue
+        if first is None:
+            first = (call, ex)
+        else:
+            ex.model_text = (
+                "Not run: another call of this round waits for approval; "
+                "call it again once that one is answered."
+            )
+    return first
+
+
+def _not_run(messages: list[Message], over: list[ToolCall]) -> None:
+    """The calls past the message's budget: each gets its "not run" result."""
+    for call in over:
+        messages.append(
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                name=call.name,
+                content="Not run: too many calls in one message.",
+                is_error=True,
+            )
+        )
 
 
 class FunctionCallLLM:
@@ -123,6 +160,7 @@ class FunctionCallLLM:
         seen: set[tuple[str, str]] = set()
         failures: Counter[str] = Counter()
         tools = tool_definitions(specs)
+        first = len(messages)  # what the loop adds after the history: kept when a call is held
         for _ in range(s.max_rounds):
             result.rounds += 1
             response = await self._ask(ctx, messages, tools)
@@ -153,7 +191,10 @@ class FunctionCallLLM:
             )
             result.executions.extend(executions)
             wants_model = False
+            held = _first_held(runnable, executions)
             for call, ex in zip(runnable, executions, strict=True):
+                if held is not None and ex is held[1]:  # its result comes with its answer
+                    continue
                 text = ex.model_text
                 if ex.ok and ex.result is not None:
                     for line, images in ex.result.replies():
@@ -164,10 +205,7 @@ class FunctionCallLLM:
                     if not ex.result.ends_turn:
                         wants_model = True
                 else:
-                    failures[call.name] += 1
-                    if failures[call.name] > s.retries_per_call:
-                        text += " No retries left: tell the user it failed."
-                        tools = [t for t in tools if t.name != call.name]
+                    text, tools = self._failed(call, text, failures, tools)
                     wants_model = True
                 messages.append(
                     Message(
@@ -178,23 +216,51 @@ class FunctionCallLLM:
                         is_error=not ex.ok,
                     )
                 )
-            for call in over:
-                messages.append(
-                    Message(
-                        role="tool",
-                        tool_call_id=call.id,
-                        name=call.name,
-                        content="Not run: too many calls in one message.",
-                        is_error=True,
-                    )
-                )
+            _not_run(messages, over)
             if over:
                 result.stopped = "max_calls"
+                return
+            if held is not None:
+                await self._hold(ctx, specs, held, messages[first:], result)
                 return
             if not wants_model:
                 result.handled = True
                 return
         result.stopped = "max_rounds"
+
+    def _failed(
+        self,
+        call: ToolCall,
+        text: str,
+        failures: Counter[str],
+        tools: list[ToolDefinition],
+    ) -> tuple[str, list[ToolDefinition]]:
+        """A failed call counted: past its retries, the model is told so and loses the tool."""
+        failures[call.name] += 1
+        if failures[call.name] > self.settings.retries_per_call:
+            text += " No retries left: tell the user it failed."
+            tools = [t for t in tools if t.name != call.name]
+        return text, tools
+
+    @staticmethod
+    async def _hold(
+        ctx: MessageContext,
+        specs: list[FunctionSpec],
+        held: tuple[ToolCall, Execution],
+        tail: list[Message],
+        result: LoopResult,
+    ) -> None:
+        """Stop the loop at a held call: the approval is asked for with what the loop added
+        (the model's calls, the other results), so its answer resumes the loop here."""
+        call, ex = held
+        spec = next(s for s in specs if s.name == call.name)
+        approvals = ctx.service(Approvals)
+        assert approvals is not None  # the executor holds a call only when there is one
+        request = await approvals.request(
+            ctx, spec, ex.arguments or {}, source="llm", call_id=call.id, turn=dump_turn(tail)
+        )
+        result.held = request.id
+        result.handled = True
 
     async def _ask(
         self, ctx: MessageContext, messages: list[Message], tools: list[ToolDefinition]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from function_calls.spec import FunctionSpec, InvalidArguments, Scope
+from function_calls.spec import Approval, FunctionSpec, InvalidArguments, Scope
 
 if TYPE_CHECKING:
     from function_calls.caller import Caller
@@ -280,6 +280,8 @@ def build_spec(
     localns: dict[str, Any] | None = None,
     chat_admin: bool = False,
     pure: bool = False,
+    approval: Approval | None = None,
+    approval_timeout: float | None = None,
 ) -> FunctionSpec:
     where = _source_of(func)
     fname = func.__name__ if name is None else name
@@ -295,6 +297,13 @@ def build_spec(
         )
     if timeout is not None and timeout <= 0:
         raise FunctionDefinitionError(f"function {fname!r} ({where}): timeout must be > 0")
+    if approval not in (None, "chat_admin", "admin"):
+        raise FunctionDefinitionError(
+            f"function {fname!r} ({where}): approval must be 'chat_admin' or 'admin', "
+            f"got {approval!r}"
+        )
+    if approval_timeout is not None and approval_timeout <= 0:
+        raise FunctionDefinitionError(f"function {fname!r} ({where}): approval_timeout must be > 0")
     desc = (description or inspect.getdoc(func) or "").strip()
     if not desc:
         raise FunctionDefinitionError(
@@ -328,6 +337,8 @@ def build_spec(
         allow=allow,
         for_model=for_model,
         pure=pure,
+        approval=approval,
+        approval_timeout=approval_timeout,
     )
 
 
@@ -421,6 +432,8 @@ def tool_function(
     for_model: Callable[[Caller], bool] | None = None,
     chat_admin: bool = False,
     pure: bool = False,
+    approval: Approval | None = None,
+    approval_timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `handler(ctx, args) -> FunctionResult` (def or async def) as a function the
     model can call and users can run as `/name ...`. The handler is returned unchanged.
@@ -434,7 +447,12 @@ def tool_function(
     the call executes. `for_model(ctx) -> bool` says whether the model is offered it at all
     (None: yes); a command meant for people returns False and still runs as `/name`.
     `pure`: the function has no effects (it reads or computes), so `chatfn replay` may run it
-    again on recorded turns; any other function only has its recorded result replayed."""
+    again on recorded turns; any other function only has its recorded result replayed.
+    `approval` ("chat_admin" or "admin"): a risky function. A call from the model (or a slash
+    command from someone who may not approve it) is held, the chat is asked, and it runs with
+    its original arguments once an approver answers `/approve ID` (or the platform's button);
+    denied, or unanswered after `approval_timeout` seconds (`bot.approval_timeout`), the model
+    is told it was refused (function_calls/approvals.py)."""
 
     # With `from __future__ import annotations`, an args model defined inside a function (tests,
     # factories) is only a string; resolve it in the namespace where the decorator was applied.
@@ -455,6 +473,8 @@ def tool_function(
             localns=caller_locals,
             chat_admin=chat_admin,
             pure=pure,
+            approval=approval,
+            approval_timeout=approval_timeout,
         )
         _active.get().add(spec)
         setattr(func, SPEC_ATTR, spec)

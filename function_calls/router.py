@@ -18,11 +18,14 @@ from chatfn.common.config import CoreSettings
 from chatfn.common.i18n import translate
 from chatfn.common.messages import IncomingMessage
 from function_calls import limits
+from function_calls.approvals import Approvals, Decision, Held, load_turn
 from function_calls.chat import run_chat_fallback
 from function_calls.chat_settings import ChatSettings
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
+from function_calls.compaction import conversation
 from function_calls.context import MessageContext
-from function_calls.executor import FunctionExecutor
+from function_calls.conversation import tools_tokens
+from function_calls.executor import Execution, FunctionExecutor
 from function_calls.fates import Fate
 from function_calls.images import MAX_BYTES, ImageError, describe_images, fetch_images
 from function_calls.journal import TurnJournal
@@ -40,6 +43,7 @@ from providers.errors import (
     ProviderRateLimited,
     ProviderTimeout,
 )
+from providers.types import Message
 
 
 def user_message_for(exc: ProviderError, language: str = "en") -> str:
@@ -156,6 +160,9 @@ class FunctionCallRouter:
             visible = visible_functions(self.registry.all(), ctx)
             if visible:
                 result = await self.llm.run(ctx, visible, deadline=deadline)
+                if result.held is not None:  # a call waits for an approver's answer
+                    ctx.turn.fate = Fate("held", f"approval {result.held}", told=True)
+                    return True
                 if result.text:
                     await ctx.reply(
                         result.text, thinking=result.take_thinking(), notice=result.notice
@@ -289,7 +296,19 @@ class FunctionCallRouter:
             ctx.turn.fate = Fate("declined", f"invalid /{name}", told=True)
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
+        if ex.outcome == "held":  # a member's command of an `approval` function
+            approvals = ctx.service(Approvals)
+            assert approvals is not None  # the executor holds a call only when there is one
+            held = await approvals.request(ctx, spec, ex.arguments or {}, source="command")
+            ctx.turn.fate = Fate("held", f"approval {held.id}", told=True)
+            return True
         ctx.turn.fate = _command_fate(ctx, spec, ex)
+        await self._command_reply(ctx, spec, ex)
+        return True
+
+    async def _command_reply(self, ctx: MessageContext, spec: Any, ex: Execution) -> None:
+        """What a slash command's caller is told of its call (now, or once it was approved)."""
+        name = spec.name
         if ex.outcome == "invalid":
             await ctx.reply(f"{ex.reason}\n{usage(spec, ctx.language)}")
         elif ex.outcome == "refused":
@@ -305,7 +324,93 @@ class FunctionCallRouter:
             await ctx.reply(ex.result.llm_content)
         else:
             await ctx.reply(ctx.t("core.command_done", name=name))
-        return True
+
+    async def resume_approval(self, ctx: MessageContext, held: Held, decision: Decision) -> None:
+        """The turn of a held call, once it is decided (function_calls/approvals.py): run with
+        its stored arguments, or refused with the reason; its result goes where it would have
+        gone: the command's reply, or the model's loop, which goes on from where it stopped."""
+        spec = self.registry.get(held.function)
+        if decision == "approved" and spec is not None:
+            ex = await self.executor.execute(
+                ctx, held.function, held.arguments, source=held.source, approved=True
+            )
+        else:
+            why = _refusal(ctx, held, decision, spec is None)
+            ex = Execution(
+                held.function,
+                "refused",
+                None,
+                f"Refused: {why[0]}. Do not retry; tell the user.",
+                reason=why[1],
+            )
+        if held.source == "command":
+            if spec is None or ex.outcome == "refused":
+                await ctx.reply(ex.reason)
+                ctx.turn.fate = Fate("declined", f"not_allowed /{held.function}", told=True)
+                return
+            ctx.turn.fate = _command_fate(ctx, spec, ex)
+            await self._command_reply(ctx, spec, ex)
+            return
+        await self._resume_loop(ctx, held, ex)
+
+    async def _resume_loop(self, ctx: MessageContext, held: Held, ex: Execution) -> None:
+        """The model's loop again: the history up to the asking message, what the loop had
+        added then, and the held call's result (its messages sent to the chat, as the loop
+        does); the model writes the answer unless the function's messages end the turn."""
+        if ctx.model is None:
+            ctx.turn.fate = Fate("declined", "no_model", told=False)
+            return
+        if ex.ok and ex.result is not None:
+            for line, images in ex.result.replies():
+                await ctx.reply(line, at=ex.result.at, images=images)
+            if ex.result.ends_turn:
+                ctx.turn.fate = Fate("function", held.function)
+                return
+        visible = visible_functions(self.registry.all(), ctx)
+        messages = await conversation(ctx, reserve_tokens=tools_tokens(visible))
+        messages += load_turn(held.turn)
+        cap = self.settings.function_calls.max_result_chars
+        messages.append(
+            Message(
+                role="tool",
+                tool_call_id=held.call_id,
+                name=held.function,
+                content=ex.model_text[:cap],
+                is_error=not ex.ok,
+            )
+        )
+        try:
+            result = await self.llm.run(ctx, visible, messages)
+        except ProviderError as exc:
+            ctx.logger.error("model {} failed: {}", ctx.model.name, exc)
+            await ctx.reply(user_message_for(exc, ctx.language), notice=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
+            return
+        if result.held is not None:
+            ctx.turn.fate = Fate("held", f"approval {result.held}", told=True)
+            return
+        if result.text:
+            await ctx.reply(result.text, thinking=result.take_thinking(), notice=result.notice)
+        ctx.turn.fate = Fate("answered", ctx.model.name)
+
+
+def _refusal(ctx: MessageContext, held: Held, decision: str, gone: bool) -> tuple[str, str]:
+    """(for the model in English, for the chat in its language) why a held call did not run."""
+    if gone:
+        return (
+            f"{held.function} is no longer available",
+            ctx.t("core.approval.gone", function=held.function),
+        )
+    if decision == "expired":
+        return (
+            f"nobody approved {held.function} in time (approval {held.id} expired)",
+            ctx.t("core.approval.expired", id=held.id, function=held.function),
+        )
+    why = f": {held.reason}" if held.reason else ""
+    return (
+        f"an approver denied {held.function} (approval {held.id}){why}",
+        ctx.t("core.approval.denied_told", id=held.id, function=held.function, reason=why),
+    )
 
 
 def _command_fate(ctx: MessageContext, spec: Any, ex: Any) -> Fate:

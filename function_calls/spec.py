@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from function_calls.caller import Caller
 
 Scope = Literal["group", "private", "both"]
+Approval = Literal["chat_admin", "admin"]
 
 
 class InvalidArguments(ValueError):
@@ -61,6 +62,12 @@ class FunctionSpec:
     # No effects (it only reads or computes): `chatfn replay` may run it again on recorded
     # turns, where a function with effects only has its recorded result fed back.
     pure: bool = False
+    # Risky: a call is held until an approver answers (function_calls/approvals.py): "admin"
+    # (`bot.admins`) or "chat_admin" (also the group's owner and admins, with
+    # `bot.trust_group_admins`). None: runs at once.
+    approval: Approval | None = None
+    # Seconds a held call waits for its answer; None: `bot.approval_timeout`.
+    approval_timeout: float | None = None
 
     @property
     def fields(self) -> list[tuple[str, bool, bool]]:

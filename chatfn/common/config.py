@@ -158,6 +158,9 @@ class BotSettings(Section):
     held_notice_after: float = Field(default=60.0, ge=0)
     # Stops two senders (two bots) answering each other forever (README, "Loop guard").
     loop_guard: LoopGuardSettings = Field(default_factory=LoopGuardSettings)
+    # Seconds a call of an `approval` function waits for an approver's answer before it
+    # expires and the model is told it was refused (a function's `approval_timeout` wins).
+    approval_timeout: float = Field(default=600.0, gt=0)
 
     @field_validator("timezone")
     @classmethod

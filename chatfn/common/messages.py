@@ -170,6 +170,10 @@ class OutgoingMessage:
     # The reply spoken (text to speech, `voice.tts`): `data:audio/...;base64,` URIs or URLs;
     # a channel that takes audio sends it as its platform's voice message beside the text.
     audio: list[str] = field(default_factory=list)
+    # Buttons under the text, each (label, the text a press sends as the presser's message:
+    # "/approve K3F9QX"): a channel with buttons (Telegram's inline keyboard) shows them, any
+    # other ignores them, so the text must say the same (an approval request names its command).
+    buttons: list[tuple[str, str]] = field(default_factory=list)
 
 
 class NotDelivered(Exception):

@@ -31,6 +31,7 @@ from chatfn.common.messages import (
     SystemEvent,
 )
 from chatfn.common.metrics import Counter, Metrics
+from chatfn.runtime.approval_turns import approved_turn
 from chatfn.runtime.channel_host import OutboundSender, WebHandler, provide_api
 from chatfn.runtime.chat_locks import ChatLocks
 from chatfn.runtime.delivery import Delivery, ReplySink
@@ -52,6 +53,7 @@ from chatfn.storage import channel_state
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
 from function_calls import limits
+from function_calls.approvals import Approvals
 from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
 from function_calls.context import MessageContext
 from function_calls.fates import Fate, MessageFates
@@ -118,6 +120,12 @@ class Bot:
         # /why (a service) and GET /v1/messages/{id}/fate.
         self.fates = MessageFates(self.storage, settings.bot.resume_window, clock)
         self.services.provide(self.fates)
+        # Calls held for approval (function_calls/approvals.py): asked for by the router and
+        # the tool loop, answered by the approvals built-in and the console; a decided one
+        # resumes its chat's turn (chatfn/runtime/approval_turns.py).
+        self.approvals = Approvals(self.storage, settings.bot.approval_timeout, clock)
+        self.approvals.runner = functools.partial(approved_turn, self)
+        self.services.provide(self.approvals)
         # Messages waiting for their first reply, with the timer of their held notice.
         self._held: dict[int, asyncio.TimerHandle] = {}
         self._notices: set[asyncio.Task[None]] = set()
@@ -490,6 +498,21 @@ class Bot:
         self._notices.add(task)
         task.add_done_callback(self._notices.discard)
 
+    async def run_in_chat_order(
+        self, platform: str, chat_id: str, work: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Run `work` as a turn of that chat: after the turns before it, before those after."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._turns.add(task)
+        try:
+            await self._locks((platform, chat_id), work)
+        finally:
+            self._turns.discard(task)
+
+    def fate_row(self, ctx: MessageContext, stored_id: int | None) -> dict[str, Any] | None:
+        return self._fate_row(ctx, stored_id)
+
     def _fate_row(self, ctx: MessageContext, stored_id: int | None) -> dict[str, Any] | None:
         """What became of the message (function_calls/fates.py), counted, as the row the turn's
         end write records; a path that set no fate is answered when it sent something, else
@@ -731,6 +754,8 @@ class Bot:
         await self.outbox.start()
         for hook in self._startup if services else []:
             await hook()
+        if services:  # expires what was not answered in time, while down included
+            await self.approvals.start()
         if resume:  # a single process: no broker redelivers what a crash cut
             try:
                 await self.resume()
@@ -751,6 +776,7 @@ class Bot:
             # Turns still running (one whose client went away, in a program that did not call
             # finish_turns): abandoned before their storage closes, resumed at the next start.
             await self.finish_turns(grace=0)
+        await self.approvals.stop()
         for hook in reversed(self._shutdown):
             try:
                 await hook()

@@ -55,6 +55,7 @@ def message_of(entry: OutboxEntry) -> OutgoingMessage:
         notice=bool(data["notice"]),
         images=[str(i) for i in data["images"] or []],
         audio=[str(a) for a in data["audio"] or []],
+        buttons=[(str(b[0]), str(b[1])) for b in data["buttons"] or []],
         event_id=entry.id,
     )
 

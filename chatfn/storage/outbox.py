@@ -21,7 +21,7 @@ from chatfn.storage.models import messages_table, outbox_cursors_table, outbox_t
 from chatfn.storage.pipeline import Later
 from chatfn.storage.prepared import Prepared
 
-PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice", "images", "audio")
+PAYLOAD_FIELDS = ("text", "is_group", "at", "reply_to", "notice", "images", "audio", "buttons")
 
 
 @dataclass(slots=True, frozen=True)

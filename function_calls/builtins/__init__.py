@@ -13,4 +13,5 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "function_calls.builtins.chat_admin",
     "function_calls.builtins.knowledge",
     "function_calls.builtins.why",
+    "function_calls.builtins.approvals",
 )

@@ -64,6 +64,27 @@ MESSAGES: dict[str, str] = {
         "I am pausing this exchange with {name} for {minutes} minutes: {count} messages in "
         "{window} seconds looks like two bots answering each other."
     ),
+    # -- approvals for risky calls (function_calls/approvals.py) ---------------------------
+    "core.approval.request": (
+        "Approval needed ({id}): {call}. {who} may answer /approve {id} or /deny {id} "
+        "[reason] within {minutes} minutes."
+    ),
+    "core.approval.by_admin": "A bot admin",
+    "core.approval.by_chat_admin": "An admin of this chat",
+    "core.approval.approve": "Approve",
+    "core.approval.deny": "Deny",
+    "core.approval.approved": "Approved {id}: {function} runs now.",
+    "core.approval.denied": "Denied {id}: {function} will not run.",
+    "core.approval.denied_told": "{function} was denied ({id}){reason}.",
+    "core.approval.expired": "{function} was not approved in time ({id} expired).",
+    "core.approval.gone": "{function} is no longer available.",
+    "core.approval.unknown": "No approval request {id}.",
+    "core.approval.unavailable": "{function} needs an approval, which this bot cannot ask for.",
+    "core.approval.stale.answered": "Request {id} was already answered.",
+    "core.approval.stale.expired": "Request {id} has expired.",
+    "core.approval.stale.other_chat": "Request {id} belongs to another chat: answer it there.",
+    "core.approval.stale.not_allowed": "You may not answer request {id}.",
+    "fate.held_approval": "held: a call waits for approval {detail}",
     "core.sentence": "{text}.",
     "core.invalid_args": "Invalid arguments for {name}: {details}.",
     # pydantic's validation messages by error type (English: pydantic's own wording)

@@ -1,0 +1,11 @@
+"""The `approvals:` section of config.yaml."""
+
+from __future__ import annotations
+
+from function_calls import Section
+
+
+class ApprovalsSettings(Section):
+    # `/approve ID`, `/deny ID [reason]` (and the platforms' buttons) answer the calls of
+    # `@tool_function(approval=...)` functions; the console lists and answers them too.
+    enabled: bool = True

@@ -1,0 +1,206 @@
+"""Approvals for risky calls (issue 40 §2): a call of an `approval` function is held and asked
+for in the chat; an approver's `/approve ID` runs it with its stored arguments and resumes the
+model's loop (or answers the slash command); `/deny` and the expiry tell the model it was
+refused and why; stale answers (already answered, expired, another chat's, a member's) are
+refused and audited; a restart between request and answer loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from chatfn.storage.models import approvals_table, message_fates_table, messages_table
+from chatfn.storage.models import tool_calls_table as tc
+from chatfn.testing import ScriptedModel, TestBot, call, say
+
+PLUGIN = textwrap.dedent(
+    """
+    from pydantic import BaseModel
+    from function_calls import FunctionResult, MessageContext, Plugin, tool_function
+
+    plugin = Plugin("risky")
+
+
+    class Amount(BaseModel):
+        amount: int
+
+
+    @tool_function(description="Move money.", approval="chat_admin")
+    def transfer(ctx: MessageContext, args: Amount) -> FunctionResult:
+        return FunctionResult(llm_content=f"moved {args.amount}")
+
+
+    @tool_function(description="Wipe it.", approval="admin", approval_timeout=0.4)
+    def wipe(ctx: MessageContext) -> FunctionResult:
+        return FunctionResult(messages=["wiped"])
+    """
+)
+GROUP = "g1"
+CONFIG: dict[str, Any] = {"bot": {"trust_group_admins": True}}
+
+
+def _plugin(tmp_path: Path) -> str:
+    path = tmp_path / "risky.py"
+    path.write_text(PLUGIN)
+    return str(path)
+
+
+def _id(replies: list[str]) -> str:
+    found = re.search(r"Approval needed \(([A-Z0-9]{6})\)", "\n".join(replies))
+    assert found, replies
+    return found.group(1)
+
+
+async def _rows(tb: TestBot, query: Any) -> list[Any]:
+    def read() -> list[Any]:
+        with tb.bot.storage.engine.connect() as conn:
+            return list(conn.execute(query).all())
+
+    return await tb.bot.storage.run(read)
+
+
+async def _said(tb: TestBot, chat: str) -> list[str]:
+    """What the bot said in `chat` (its history rows), in order."""
+    q = (
+        select(messages_table.c.text)
+        .where(messages_table.c.chat_id == chat, messages_table.c.role != "user")
+        .order_by(messages_table.c.id)
+    )
+    return [r.text for r in await _rows(tb, q)]
+
+
+async def _audit(tb: TestBot, function: str) -> list[tuple[str, str, str]]:
+    q = select(tc.c.source, tc.c.outcome, tc.c.arguments).where(tc.c.function == function)
+    return [(r.source, r.outcome, r.arguments) for r in await _rows(tb, q.order_by(tc.c.id))]
+
+
+def _tool_results(model: ScriptedModel) -> list[str]:
+    last = model.requests[-1].messages
+    return [m.content or "" for m in last if m.role == "tool"]
+
+
+async def test_approved_call_runs_with_its_arguments_and_resumes_the_loop(
+    testbot: Any, tmp_path: Path
+) -> None:
+    model = ScriptedModel([call("transfer", amount=5), say("Moved 5 as asked.")])
+    tb = await testbot(model=model, plugins=[_plugin(tmp_path)], config=CONFIG)
+    asked = await tb.send("@bot move 5", sender="alice", group=GROUP, at_bot=True)
+    approval = _id(asked)
+    assert "transfer(amount=5)" in asked[0] and "/approve" in asked[0]
+    assert [o for _, o, _ in await _audit(tb, "transfer")] == ["held", "requested"]
+
+    # A member may not approve; an admin in another chat is refused there.
+    refused = await tb.send(f"/approve {approval}", sender="bob", group=GROUP)
+    assert refused == [f"You may not answer request {approval}."]
+    elsewhere = await tb.send(f"/approve {approval}", sender="root", group="g2", admin=True)
+    assert elsewhere == [f"Request {approval} belongs to another chat: answer it there."]
+
+    ok = await tb.send(f"/approve {approval}", sender="carol", group=GROUP, roles=["admin"])
+    assert ok == [f"Approved {approval}: transfer runs now."]
+    await tb.bot.approvals.settled()
+    assert (await _said(tb, GROUP))[-1] == "Moved 5 as asked."
+    assert "moved 5" in _tool_results(model)
+    outcomes = [(s, o) for s, o, _ in await _audit(tb, "transfer")]
+    assert outcomes == [
+        ("llm", "held"),
+        ("approval", "requested"),
+        ("approval", "refused"),
+        ("approval", "refused"),
+        ("approval", "approved"),
+        ("llm", "ok"),
+    ]
+    # Answered once: a second answer is stale.
+    again = await tb.send(f"/approve {approval}", sender="carol", group=GROUP, roles=["admin"])
+    assert again == [f"Request {approval} was already answered."]
+    fates = await _rows(
+        tb,
+        select(message_fates_table.c.fate, message_fates_table.c.detail)
+        .join(messages_table, messages_table.c.id == message_fates_table.c.message)
+        .where(messages_table.c.text == "@bot move 5"),
+    )
+    assert [tuple(f) for f in fates] == [("answered", model.name)]
+
+
+async def test_denied_call_tells_the_model_why(testbot: Any, tmp_path: Path) -> None:
+    model = ScriptedModel([call("transfer", amount=9), say("It was refused.")])
+    tb = await testbot(model=model, plugins=[_plugin(tmp_path)], config=CONFIG)
+    approval = _id(await tb.send("@bot move 9", group=GROUP, at_bot=True))
+    fate_q = select(message_fates_table.c.fate, message_fates_table.c.detail)
+    assert [tuple(r) for r in await _rows(tb, fate_q)] == [("held", f"approval {approval}")]
+    told = await tb.send(f"/deny {approval} too much", sender="root", group=GROUP, admin=True)
+    assert told == [f"Denied {approval}: transfer will not run."]
+    await tb.bot.approvals.settled()
+    result = _tool_results(model)[-1]
+    assert "denied transfer" in result and "too much" in result
+    assert (await _said(tb, GROUP))[-1] == "It was refused."
+    assert "ok" not in [o for _, o, _ in await _audit(tb, "transfer")]
+
+
+async def test_expiry_tells_the_model_and_a_late_answer_is_refused(
+    testbot: Any, tmp_path: Path
+) -> None:
+    model = ScriptedModel([call("wipe"), say("Nobody approved it.")])
+    tb = await testbot(model=model, plugins=[_plugin(tmp_path)], config=CONFIG)
+    approval = _id(await tb.send("wipe it", sender="alice"))
+    for _ in range(100):  # the sweeper expires it 0.4 s later
+        await asyncio.sleep(0.05)
+        await tb.bot.approvals.settled()
+        if len(model.requests) == 2:
+            break
+    assert "expired" in _tool_results(model)[-1]
+    assert (await _said(tb, "private:alice"))[-1] == "Nobody approved it."
+    late = await tb.send(f"/approve {approval}", sender="alice", admin=True)
+    assert late == [f"Request {approval} has expired."]
+    assert [o for _, o, _ in await _audit(tb, "wipe")] == [
+        "held",
+        "requested",
+        "expired",
+        "refused",
+    ]
+
+
+async def test_a_members_command_is_held_and_an_admins_runs(testbot: Any, tmp_path: Path) -> None:
+    tb = await testbot(model=ScriptedModel([]), plugins=[_plugin(tmp_path)], config=CONFIG)
+    approval = _id(await tb.send("/transfer amount=3", sender="bob", group=GROUP))
+    assert await tb.send("/transfer amount=4", sender="root", group=GROUP, admin=True) == [
+        "moved 4"
+    ]
+    await tb.send(f"/approve {approval}", sender="root", group=GROUP, admin=True)
+    await tb.bot.approvals.settled()
+    assert (await _said(tb, GROUP))[-1] == "moved 3"
+    args = [a for s, o, a in await _audit(tb, "transfer") if o == "ok"]
+    assert args == ['{"amount": 4}', '{"amount": 3}']
+
+
+async def test_a_restart_between_request_and_answer_loses_nothing(tmp_path: Path) -> None:
+    plugin = _plugin(tmp_path)
+    first = TestBot(
+        tmp_path, model=ScriptedModel([call("transfer", amount=7)]), plugins=[plugin], config=CONFIG
+    )
+    await first.start()
+    approval = _id(await first.send("@bot move 7", group=GROUP, at_bot=True))
+    await first.aclose()
+
+    model = ScriptedModel([say("Moved 7 after the restart.")])
+    second = TestBot(tmp_path, model=model, plugins=[plugin], config=CONFIG)
+    await second.start()
+    try:
+        pending = await second.bot.approvals.pending()
+        assert [(h.id, h.arguments) for h in pending] == [(approval, {"amount": 7})]
+        await second.send(f"/approve {approval}", sender="root", group=GROUP, admin=True)
+        await second.bot.approvals.settled()
+        assert (await _said(second, GROUP))[-1] == "Moved 7 after the restart."
+        resumed = model.requests[0].messages
+        # The history up to the asking message, the model's stored call, its result.
+        assert resumed[-3].content == "@bot move 7" or "@bot move 7" in (resumed[-3].content or "")
+        assert [c.name for c in resumed[-2].tool_calls] == ["transfer"]
+        assert resumed[-1].role == "tool" and resumed[-1].content == "moved 7"
+        state = await _rows(second, select(approvals_table.c.state, approvals_table.c.answered_by))
+        assert [tuple(s) for s in state] == [("approved", "root")]
+    finally:
+        await second.aclose()
