@@ -8,6 +8,12 @@ prompt (persona and place, the same for every request of a chat), then the older
 the newest message, which alone carries what changes per turn (the current time, who speaks).
 The history window is cut in blocks at fixed positions of the chat, not slid by one turn per
 request, so the part already sent stays the prefix of the next requests.
+
+Ambient context (issue 40 §4): in a group that answers mentions only, what members said without
+addressing the bot is not part of the conversation; the newest of it (the chat's `ambient`
+key: a count and a token budget) goes into the newest message, marked as background chatter
+with each speaker named, so the history before it, and so the cached prefix, is the same with
+or without it (bench/bench_ambient.py).
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from chatfn.common.chat_keys import AMBIENT, AmbientChat
 from chatfn.common.messages import SPOKEN_MARK
 from chatfn.storage.chat_state import Summary
 from chatfn.storage.db import StoredMessage
+from function_calls.commands import split_command
 from function_calls.context import MessageContext
 from function_calls.spec import FunctionSpec
 from providers.base import prompt_cache_key
@@ -107,11 +115,63 @@ def _as_message(row: StoredMessage) -> Message:
     return Message(role="user", content=content, name=row.sender_name or None)
 
 
-def history_messages(rows: list[StoredMessage]) -> list[Message]:
+def history_messages(
+    rows: list[StoredMessage], skip: frozenset[int] = frozenset()
+) -> list[Message]:
     """Stored rows to model messages, starting at a user turn: a window that opens on the bot's
     own reply would show an answer without its question. The bot's own notices (outages) are
-    not the model's words and are left out."""
-    return [_as_message(r) for r in _from_user_turn([r for r in rows if r.role != "notice"])]
+    not the model's words and are left out, as are the rows in `skip` (a group's chatter)."""
+    kept = [r for r in rows if r.role != "notice" and r.id not in skip]
+    return [_as_message(r) for r in _from_user_turn(kept)]
+
+
+# ------------------------------------------------------------------------ ambient context
+
+
+def is_chatter(row: StoredMessage) -> bool:
+    """A group member's message that did not address the bot (no mention, no command)."""
+    return (
+        row.role == "user"
+        and row.is_group
+        and row.is_at_bot is False
+        and split_command(row.text) is None
+    )
+
+
+def splits_chatter(ctx: MessageContext) -> bool:
+    """Whether this chat's history has chatter to set apart: a group answering mentions only
+    (with `always` every message addressed the bot; with `never` no model is asked)."""
+    return ctx.message.is_group and ctx.chat.respond_in_groups == "at"
+
+
+def ambient_block(ctx: MessageContext, chatter: list[StoredMessage], settings: AmbientChat) -> str:
+    """The newest chatter (oldest first) within the chat's count and token budget, as one
+    marked block: the time and the speaker of each line. "" when there is none."""
+    zone = ctx.config.bot.timezone
+    lines: list[str] = []
+    used = estimate_tokens(AMBIENT_OPEN + AMBIENT_CLOSE)
+    for row in reversed(chatter[-settings.messages :]):
+        when = row.created_at.astimezone(ZoneInfo(zone)) if zone else row.created_at.astimezone()
+        text = row.text.removeprefix(SPOKEN_MARK).replace("\n", " ")
+        line = f"[{when:%H:%M}] {row.sender_name or row.sender_id}: {text}"
+        cost = estimate_tokens(line)
+        if used + cost > settings.tokens:
+            if not lines:  # one long message: its start rather than nothing
+                room = max(0, settings.tokens - used) * BYTES_PER_TOKEN
+                lines.append(line.encode()[:room].decode(errors="ignore") + " [...]")
+            break
+        lines.append(line)
+        used += cost
+    if not lines:
+        return ""
+    return "\n".join([AMBIENT_OPEN, *reversed(lines), AMBIENT_CLOSE])
+
+
+AMBIENT_OPEN = (
+    "<background>Background chatter in this group: members talking among themselves, not to "
+    "you, oldest first. Context only; answer the message after it."
+)
+AMBIENT_CLOSE = "</background>"
 
 
 def _from_user_turn(rows: list[StoredMessage]) -> list[StoredMessage]:
@@ -132,7 +192,9 @@ def _image_notes(ctx: MessageContext) -> list[str]:
     ]
 
 
-def current_message(ctx: MessageContext, note: bool = True) -> Message:
+def current_message(ctx: MessageContext, note: bool = True, ambient: str = "") -> Message:
+    """The newest message: the turn note, the group's background chatter (`ambient`), then
+    the sender's words: all that changes per turn, after the cached prefix."""
     msg = ctx.message
     text = msg.text
     if msg.quoted_text:
@@ -145,6 +207,8 @@ def current_message(ctx: MessageContext, note: bool = True) -> Message:
         text = f"{text}\n{unheard}" if text else unheard
     if msg.is_group:
         text = f"{msg.display_name}: {text}"
+    if ambient:
+        text = f"{ambient}\n{text}"
     if note:
         text = f"{turn_note(ctx)}\n{text}"
     return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.images)
@@ -179,10 +243,12 @@ class _Turn:
     tokens: int
 
 
-def _turns(rows: list[StoredMessage], first_position: int) -> list[_Turn]:
+def _turns(
+    rows: list[StoredMessage], first_position: int, skip: frozenset[int] = frozenset()
+) -> list[_Turn]:
     turns: list[_Turn] = []
     for offset, row in enumerate(rows):
-        if row.role == "notice":
+        if row.role == "notice" or row.id in skip:
             continue
         cost = estimate_tokens(_as_message(row).content)
         if row.role == "user" or not turns:
@@ -194,7 +260,11 @@ def _turns(rows: list[StoredMessage], first_position: int) -> list[_Turn]:
 
 
 def fit_tokens(
-    rows: list[StoredMessage], first_position: int, budget: int, step: int
+    rows: list[StoredMessage],
+    first_position: int,
+    budget: int,
+    step: int,
+    skip: frozenset[int] = frozenset(),
 ) -> list[StoredMessage]:
     """The newest turns of `rows` that fit in `budget` tokens, cut at a user turn.
 
@@ -202,7 +272,7 @@ def fit_tokens(
     chat) when one fits, so a chat bounded by tokens does not slide by one turn per request;
     only when no such cut fits are turns dropped one by one, newest kept.
     """
-    turns = _turns(rows, first_position)
+    turns = _turns(rows, first_position, skip)
     suffix = [0] * (len(turns) + 1)
     for i in range(len(turns) - 1, -1, -1):
         suffix[i] = suffix[i + 1] + turns[i].tokens
@@ -256,9 +326,12 @@ class Window:
     total: int  # messages of the chat before this one (after /reset and the summary)
     budget: int  # tokens the history rows may take
     limit: int
+    # Rows of the window that are the group's chatter, not the conversation (shown, within
+    # the chat's `ambient` bounds, in `current` instead).
+    chatter: frozenset[int] = frozenset()
 
     def turns(self) -> list[_Turn]:
-        return _turns(self.rows, self.total - len(self.rows))
+        return _turns(self.rows, self.total - len(self.rows), self.chatter)
 
     def overflows(self) -> bool:
         """Whether the history window holds more tokens than the budget: turns would be left
@@ -268,7 +341,11 @@ class Window:
     def fitted(self) -> list[StoredMessage]:
         """The newest turns of the window that fit the budget (older ones left out)."""
         return fit_tokens(
-            self.rows, self.total - len(self.rows), self.budget, max(2, self.limit // 4)
+            self.rows,
+            self.total - len(self.rows),
+            self.budget,
+            max(2, self.limit // 4),
+            self.chatter,
         )
 
     def messages(self, rows: list[StoredMessage]) -> list[Message]:
@@ -277,7 +354,7 @@ class Window:
                 self.system,
                 _truncate(self.current, self.budget + estimate_tokens(self.current.content)),
             ]
-        return [self.system, *history_messages(rows), self.current]
+        return [self.system, *history_messages(rows, self.chatter), self.current]
 
 
 async def plan_window(
@@ -300,7 +377,19 @@ async def plan_window(
     if not rows:
         return Window(system, current, [], 0, budget, limit)
     total = await ctx.history_count(after_id=after) if len(rows) >= limit else len(rows)
-    return Window(system, current, block_window(rows, total, limit), total, budget, limit)
+    rows = block_window(rows, total, limit)
+    chatter: frozenset[int] = frozenset()
+    if splits_chatter(ctx):
+        said = [r for r in rows if is_chatter(r)]
+        chatter = frozenset(r.id for r in said)
+        ambient = ctx.chat.get(AMBIENT)
+        block = ambient_block(ctx, said, ambient) if ambient.enabled else ""
+        if block:
+            with_block = current_message(ctx, ambient=block)
+            cost = estimate_tokens(with_block.content) - estimate_tokens(current.content)
+            if cost <= budget:  # the conversation's room first gives way to it
+                current, budget = with_block, budget - cost
+    return Window(system, current, rows, total, budget, limit, chatter)
 
 
 def cache_key(ctx: MessageContext) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 T = TypeVar("T")
 
@@ -171,6 +171,37 @@ ANSWER_BOTS: ChatKey[bool] = ChatKey(
     owner="loop_guard",
 )
 
+class AmbientChat(BaseModel):
+    """A group's ambient context (`chats[].ambient`, the `ambient` override): the messages
+    its members wrote without addressing the bot, shown to the model when it is addressed,
+    marked as background chatter with each speaker named (function_calls/conversation.py).
+    `messages`: at most this many of the newest, from the history window the turn reads;
+    `tokens`: and at most about this many tokens (the newest kept). Off: such messages are
+    not shown to the model at all (they are stored, their fate `not_addressed`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    messages: int = Field(default=20, ge=1, le=500)
+    tokens: int = Field(default=1000, ge=50)
+
+    def __str__(self) -> str:  # how /settings shows it
+        if not self.enabled:
+            return "off"
+        return f"on, {self.messages} messages, {self.tokens} tokens"
+
+
+#: A group's ambient context (`ctx.chat.get(AMBIENT)`): set in `chats:` rules or a chat's
+#: override (the console's chat form); resolved and shown as a plugin's key is.
+AMBIENT: ChatKey[AmbientChat] = ChatKey(
+    "ambient",
+    AmbientChat,
+    AmbientChat(),
+    override=True,
+    description="Ambient context: {enabled: true/false, messages: 20, tokens: 1000}.",
+    owner="ambient",
+)
+
 #: The core's per-chat keys, in the order `/settings` shows them. Their values come from
 #: `bot:` (and `limits:`) where no rule names them; `function_calls/chat_settings.py` resolves
 #: them, and the console validates the ones it changes against the running bot (a model that
@@ -198,6 +229,7 @@ CORE_CHAT_KEYS: tuple[ChatKey[Any], ...] = (
     ),
     VOICE,
     ANSWER_BOTS,
+    AMBIENT,
     ChatKey("functions", dict[str, Any], override=True, description="enabled / disabled."),
     ChatKey("on_exceed", Any, description="Over a budget: refuse, or {downgrade_to: MODEL}."),
     ChatKey(

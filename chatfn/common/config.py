@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from chatfn.common.chat_keys import CORE_CHAT_KEYS, ChatKey, VoiceChat
+from chatfn.common.chat_keys import CORE_CHAT_KEYS, AmbientChat, ChatKey, VoiceChat
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {bot_name}, a helpful assistant in a chat. Answer briefly and in the user's "
@@ -97,9 +97,11 @@ class FetchSettings(Section):
 
 
 class LoopGuardSettings(Section):
-    """`bot.loop_guard`: more than `messages` messages from one sender that the bot answers in
-    one chat within `window` seconds stop the exchange: one notice, then that sender is not
-    answered there for `cooldown` seconds. `messages: 0` turns it off."""
+    """`bot.loop_guard`: per pair in a chat (this bot and one other account), more than
+    `messages` rounds of an exchange (a message that came in after the bot answered its
+    sender) within `window` seconds stop it: one notice, then that sender is not answered
+    there for `cooldown` seconds. A burst of messages is not an exchange (function_calls/
+    loop_guard.py). `messages: 0` turns it off."""
 
     messages: int = Field(default=20, ge=0)
     window: float = Field(default=60.0, gt=0)
@@ -229,6 +231,9 @@ class ChatRule(Section):
     voice: VoiceChat | None = None
     # Answer messages from accounts the platform marks as bots (off: they are not answered).
     answer_bots: bool | None = None
+    # In groups: what members said without addressing the bot, shown to the model as
+    # background chatter when it is addressed (`{enabled: false}` hides it).
+    ambient: AmbientChat | None = None
     # A plugin's per-chat keys (`Plugin(chat_keys=...)`) are fields of the runtime's subclass
     # of this model (chatfn/runtime/settings.py), so a bad value names `chats[i].<key>`.
 

@@ -96,6 +96,9 @@ class StoredMessage:
     text: str
     created_at: datetime
     is_group: bool
+    # Whether a user message addressed the bot (None: stored without saying, as before
+    # migration 0005): a group's unaddressed ones are its ambient context.
+    is_at_bot: bool | None = None
 
 
 @dataclass(slots=True)
@@ -633,7 +636,14 @@ class Storage:
             rows = conn.execute(q).all()
         return [
             StoredMessage(
-                r.id, r.role, r.sender_id, r.sender_name, r.text, _utc(r.created_at), r.is_group
+                r.id,
+                r.role,
+                r.sender_id,
+                r.sender_name,
+                r.text,
+                _utc(r.created_at),
+                r.is_group,
+                r.is_at_bot,
             )
             for r in reversed(rows)
         ]
@@ -844,6 +854,7 @@ _RECENT_COLUMNS = (
     messages_table.c.text,
     messages_table.c.created_at,
     messages_table.c.is_group,
+    messages_table.c.is_at_bot,
 )
 _RECENT = (
     select(*_RECENT_COLUMNS)
@@ -921,8 +932,8 @@ def _recent_later(
 def _stored_messages(rows: list[tuple[Any, ...]]) -> list[StoredMessage]:
     """The rows of `_RECENTS` (newest first) as StoredMessages, oldest first."""
     return [
-        StoredMessage(row_id, role, sender, name, text_, _utc(created), is_group)
-        for row_id, role, sender, name, text_, created, is_group in reversed(rows)
+        StoredMessage(row_id, role, sender, name, text_, _utc(created), is_group, at_bot)
+        for row_id, role, sender, name, text_, created, is_group, at_bot in reversed(rows)
     ]
 
 

@@ -189,8 +189,10 @@ def contract_registry() -> Registry:
 def _echo(messages: list[Message], _tools: Any) -> LLMResponse:
     last = next((m for m in reversed(messages) if m.role == "user"), None)
     text = (last.content or "") if last else ""
-    # The turn's note the bot adds for the model (time, speaker), wherever it sits.
-    text = re.sub(r"<context>.*?</context>|\[Current time:[^\]]*\]", "", text, flags=re.S).strip()
+    # The turn's note the bot adds for the model (time, speaker), wherever it sits, and a
+    # group's background chatter (ambient context, function_calls/conversation.py).
+    note = r"<context>.*?</context>|\[Current time:[^\]]*\]|<background>.*?</background>"
+    text = re.sub(note, "", text, flags=re.S).strip()
     if last is not None and last.name and text.startswith(f"{last.name}: "):
         text = text[len(last.name) + 2 :]  # a group's speaker, named for the model
     return LLMResponse(content=f"echo: {text.strip()}", finish_reason="stop", usage=Usage(5, 5))

@@ -350,12 +350,14 @@ async def test_group_messages_without_mention_are_stored_not_answered(
     assert await tb.send("chatting among ourselves", group="g") == []
     assert model.requests == []
     assert tb.bot.storage.count_messages("test", "g") == 1
-    # ...and the model sees that chatter as history once addressed.
+    # ...and the model sees that chatter once addressed: as background chatter in the newest
+    # message (ambient context), not as a turn of the conversation
     assert await tb.send("what did I say?", group="g", at_bot=True) == ["hi all"]
     contents = [m.content for m in model.requests[0].messages]
-    assert "alice: chatting among ourselves" in contents
+    assert len(contents) == 2  # the system prompt and the newest message
     assert contents[-1].startswith("<context>Current time:")
-    assert contents[-1].endswith("</context>\nalice: what did I say?")
+    assert "<background>" in contents[-1] and "] alice: chatting among ourselves\n" in contents[-1]
+    assert contents[-1].endswith("</background>\nalice: what did I say?")
 
 
 async def test_respond_in_groups_always(tmp_path: Path, registry: Registry) -> None:

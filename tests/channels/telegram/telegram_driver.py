@@ -199,6 +199,7 @@ def echo_model(messages: list[Message], _tools: Any) -> LLMResponse:
     last = next((m for m in reversed(messages) if m.role == "user"), None)
     text = (last.content or "") if last else ""
     text = re.sub(r"^<context>.*?</context>\n", "", text, flags=re.S)  # the bot's note
+    text = re.sub(r"^<background>.*?</background>\n", "", text, flags=re.S)  # group chatter
     if last is not None and last.name and text.startswith(f"{last.name}: "):
         text = text[len(last.name) + 2 :]
     return LLMResponse(content=f"echo: {text.strip()}", finish_reason="stop", usage=Usage(5, 5))
