@@ -1,8 +1,9 @@
-"""`chatfn replay --chats GLOB --since DATE --model NAME [--against MODEL] [--limit N]`:
-rehearse a model switch on the chats' recorded turns (issue 40.5, chatfn/runtime/replay/) and
-write the report as `replay.json` and `replay.html` in `--out`. Nothing is sent to any chat and
-no function with effects runs: the bot is built as `chatfn run` builds it (config, plugins,
-models, database) but no channel is, and its database is only read."""
+"""`chatfn replay --chats GLOB --since DATE --model NAME [--against MODEL] [--limit N]`
+(`--persona NAME`, `--out DIR`, `--config FILE`): rehearse a model or persona switch on the
+chats' recorded turns (issue 40.5, chatfn/runtime/replay/) and write the report as
+`replay.json` and `replay.html` in `--out`. Nothing is sent to any chat and no function with
+effects runs: the bot is built as `chatfn run` builds it (config, plugins, models, database)
+but no channel is, and its database is only read."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, default=50, metavar="N", help="turns (default 50)")
     parser.add_argument(
+        "--persona",
+        metavar="NAME",
+        help="ask --model with this persona (personas:) instead of each chat's prompt",
+    )
+    parser.add_argument(
         "--out", default="replay", metavar="DIR", help="report folder (default ./replay)"
     )
     parser.add_argument("--config", help="config file (default: ./config.yaml if present)")
@@ -66,6 +72,7 @@ async def run_replay(args: argparse.Namespace, since: datetime) -> dict[str, Any
             model=args.model,
             against=args.against,
             limit=args.limit,
+            persona=args.persona,
         )
     finally:
         await bot.aclose()

@@ -77,6 +77,7 @@ class Recorded:
             "storage": {"url": f"sqlite:///{self.db}"},
             "plugins": {"paths": [str(plugin)]},
             "bot": {"model": "main", "timezone": "UTC"},
+            "personas": {"pirate": "You are a pirate. Say arr."},
             "models": {
                 name: {
                     "provider": "openai",
@@ -262,10 +263,27 @@ async def test_against_the_recorded_answers_with_since_and_limit(recorded: Recor
     # fake-b's price ran once (the first replay); no booking ran again.
     assert recorded.lines() == ["book friday", "book saturday", "price soup"]
 
+    asked = len(recorded.fake.requests)
     code, data, _ = await recorded.replay(
-        "--chats", "test:private:*", "--since", "2020-01-01", "--model", "fake-b"
+        "--chats",
+        "test:private:*",
+        "--since",
+        "2020-01-01",
+        "--model",
+        "fake-b",
+        "--against",
+        "fake-a",
+        "--persona",
+        "pirate",
     )
     assert code == 0 and [t["message"]["text"] for t in data["turns"]] == ["hello"]
+    assert data["replay"]["persona"] == "pirate"
+    # The persona is the tried model's alone; the other is asked with the chat's prompt.
+    sent = recorded.fake.requests[asked:]
+    tried = next(r for r in sent if r["model"] == "fake-b")
+    other = next(r for r in sent if r["model"] == "fake-a")
+    assert tried["messages"][0]["content"].startswith("You are a pirate. Say arr.")
+    assert "pirate" not in other["messages"][0]["content"]
 
 
 async def test_refused_arguments(recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,3 +293,8 @@ async def test_refused_arguments(recorded: Recorded, capsys: pytest.CaptureFixtu
     code, _, _ = await recorded.replay("--chats", "*", "--since", "last week", "--model", "fake-a")
     assert code == 2
     assert "--since 'last week'" in capsys.readouterr().err
+    code, _, _ = await recorded.replay(
+        "--chats", "*", "--since", "2020-01-01", "--model", "fake-a", "--persona", "clown"
+    )
+    assert code == 2
+    assert "persona 'clown' is not a key of personas: (have: pirate)" in capsys.readouterr().err

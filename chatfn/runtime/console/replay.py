@@ -20,7 +20,7 @@ def exact_glob(text: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
-def _options(body: Any, models: list[str]) -> tuple[str, str | None, int, datetime]:
+def _options(body: Any, models: list[str]) -> tuple[str, str | None, int, datetime, str | None]:
     if not isinstance(body, dict):
         raise ConsoleError(400, 'body: {"model": NAME, "against": MODEL, "limit": N}')
     model = body.get("model")
@@ -37,21 +37,24 @@ def _options(body: Any, models: list[str]) -> tuple[str, str | None, int, dateti
         when = datetime.fromisoformat(str(since))
     except ValueError:
         raise ConsoleError(400, "since: an ISO 8601 date", "since") from None
-    return model, against, limit, when if when.tzinfo else when.replace(tzinfo=UTC)
+    persona = body.get("persona") or None
+    if persona is not None and not isinstance(persona, str):
+        raise ConsoleError(400, "persona: a name of personas:", "persona")
+    return model, against, limit, when if when.tzinfo else when.replace(tzinfo=UTC), persona
 
 
 async def replay_chat(
     console: Any, user: str, address: str, platform: str, chat_id: str, body: Any
 ) -> dict[str, Any]:
     bot = console._bot
-    model, against, limit, since = _options(body, bot.models.names())
+    model, against, limit, since, persona = _options(body, bot.models.names())
     await console.audit(
         user,
         address,
         "replay",
         platform,
         chat_id,
-        {"model": model, "against": against or RECORDED, "limit": limit},
+        {"model": model, "against": against or RECORDED, "limit": limit, "persona": persona},
     )
     try:
         found: dict[str, Any] = await replay(
@@ -62,6 +65,7 @@ async def replay_chat(
             model=model,
             against=against,
             limit=limit,
+            persona=persona,
         )
     except ReplayError as exc:
         raise ConsoleError(400, str(exc)) from None

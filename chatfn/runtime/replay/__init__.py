@@ -44,18 +44,24 @@ async def replay(
     model: str,
     against: str | None = None,
     limit: int = 50,
+    persona: str | None = None,
 ) -> dict[str, Any]:
     """The report (report.py's shape) of up to `limit` turns since `since` in the chats
     `chats` matches (a glob over `platform:chat_id`), `model` against `against` (a model
-    name; None: the recorded answers). `models(name)` is the configured model of that name."""
+    name; None: the recorded answers). `models(name)` is the configured model of that name.
+    `persona`: a name under `personas:` that `model` is asked with instead of each chat's
+    prompt (a persona tried before it is set)."""
     tried = _model(models, model)
     other = None if against in (None, RECORDED) else _model(models, against)
+    if persona is not None and persona not in host.settings.personas:
+        known = ", ".join(host.settings.personas) or "none"
+        raise ReplayError(f"persona {persona!r} is not a key of personas: (have: {known})")
     storage = host.storage
     found = await storage.run_aside(recorded_turns, storage.engine, chats, since, limit)
     rehearsal = Rehearsal(host)
     rows = []
     for turn in found:
-        mine = await rehearsal.ask(tried, turn)
+        mine = await rehearsal.ask(tried, turn, persona)
         theirs: Side = recorded_side(turn) if other is None else await rehearsal.ask(other, turn)
         rows.append(turn_json(turn, mine, theirs))
     run = {
@@ -63,6 +69,7 @@ async def replay(
         "since": since.isoformat(),
         "model": model,
         "against": against or RECORDED,
+        "persona": persona,
         "limit": limit,
     }
     return report(run, rows)

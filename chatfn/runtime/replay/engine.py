@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
@@ -161,17 +161,21 @@ class Rehearsal:
         )
         self.max_rounds = host.settings.function_calls.max_rounds
 
-    async def ask(self, model: ChatModel, turn: RecordedTurn) -> Side:
+    async def ask(self, model: ChatModel, turn: RecordedTurn, persona: str | None = None) -> Side:
+        """`turn` asked of `model` (with the persona of `personas:` named `persona` in place
+        of the chat's prompt, when given)."""
         side = Side(model=model.name, live=True)
         started = time.perf_counter()
         try:
-            await self._loop(model, turn, side)
+            await self._loop(model, turn, side, persona)
         except ProviderError as exc:
             side.error = f"{type(exc).__name__}: {str(exc)[:300]}"
         side.latency_ms = (time.perf_counter() - started) * 1000
         return side
 
-    async def _context(self, model: ChatModel, turn: RecordedTurn, side: Side) -> MessageContext:
+    async def _context(
+        self, model: ChatModel, turn: RecordedTurn, side: Side, persona: str | None
+    ) -> MessageContext:
         msg = IncomingMessage(
             platform=turn.platform,
             chat_id=turn.chat_id,
@@ -188,12 +192,17 @@ class Rehearsal:
 
         ctx = await self.host.context(msg, withhold, stored_id=turn.id)
         ctx.model = model
+        if persona is not None:
+            prompt = self.host.settings.personas[persona]
+            ctx.chat = replace(ctx.chat, system_prompt=prompt, persona=persona)
         at = turn.created_at.timestamp()
         ctx.clock = lambda: at  # the time note says when the message came, as it did then
         return ctx
 
-    async def _loop(self, model: ChatModel, turn: RecordedTurn, side: Side) -> None:
-        ctx = await self._context(model, turn, side)
+    async def _loop(
+        self, model: ChatModel, turn: RecordedTurn, side: Side, persona: str | None
+    ) -> None:
+        ctx = await self._context(model, turn, side, persona)
         specs = visible_functions(self.host.registry.all(), ctx)
         tools = tool_definitions(specs) or None
         messages = await build_messages(ctx, reserve_tokens=tools_tokens(specs))

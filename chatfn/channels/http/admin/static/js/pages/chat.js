@@ -109,6 +109,9 @@ function replayCard(base, chat, show) {
   const against = h("select#replay-against", null,
     h("option", { value: "recorded" }, t("replay.recorded")),
     models.map((m) => h("option", { value: m }, m)));
+  const persona = h("select#replay-persona", null,
+    h("option", { value: "" }, t("replay.chat_prompt")),
+    ((chat.choices || {}).personas || []).map((p) => h("option", { value: p }, p)));
   const limit = h("input#replay-limit", { type: "number", min: 1, max: 20, value: 5 });
   const out = h("div#replay-report");
   const run = h("button#replay-run", {
@@ -117,7 +120,8 @@ function replayCard(base, chat, show) {
       run.disabled = true;
       try {
         const report = await post(`${base}/replay`,
-          { model: model.value, against: against.value, limit: Number(limit.value) });
+          { model: model.value, against: against.value, limit: Number(limit.value),
+            persona: persona.value || null });
         replace(out, ...replayReport(report));
       } catch (error) {
         show(`${t("error.failed")}: ${error.message}`, false);
@@ -130,6 +134,7 @@ function replayCard(base, chat, show) {
     h("p.dim", null, t("replay.help")),
     h("div.actions", null, h("label", null, t("replay.model"), " ", model),
       h("label", null, t("replay.against"), " ", against),
+      h("label", null, t("replay.persona"), " ", persona),
       h("label", null, t("replay.limit"), " ", limit), run),
     out);
 }
