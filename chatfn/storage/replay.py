@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +22,7 @@ from chatfn.storage.console.sessions import iso, utc
 from chatfn.storage.models import messages_table, tool_calls_table, usage_table
 
 M, T, U = messages_table, tool_calls_table, usage_table
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(slots=True)
@@ -87,14 +89,16 @@ def turns(engine: Engine, pattern: str, since: datetime, limit: int) -> list[Rec
     )
     q = (
         select(M)
-        .where(
-            M.c.role == "user",
-            M.c.message_id != "",
-            M.c.created_at >= utc(since).astimezone(UTC),
-            asked,
-        )
+        .where(M.c.role == "user", M.c.message_id != "")
+        .where(M.c.created_at >= utc(since).astimezone(UTC), asked)
         .order_by(M.c.id)
     )
+    # A literal platform (`telegram:*`) or a literal chat is looked up, not scanned for.
+    platform, _, chat_id = pattern.partition(":")
+    if not _GLOB.search(platform):
+        q = q.where(M.c.platform == platform)
+        if chat_id and not _GLOB.search(chat_id):
+            q = q.where(M.c.chat_id == chat_id)
     found: list[RecordedTurn] = []
     with engine.connect() as conn:
         for row in conn.execute(q.execution_options(yield_per=500)):
