@@ -30,7 +30,7 @@ import hmac
 
 from aiohttp import web
 from loguru import logger
-from telegram import Bot, Message, PhotoSize, Update, User
+from telegram import Bot, CallbackQuery, Message, PhotoSize, Update, User
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -43,7 +43,8 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["TelegramChannel"]
 
-ALLOWED_UPDATES = ["message"]
+# callback_query: a press of an inline keyboard's button (an approval request's Approve/Deny).
+ALLOWED_UPDATES = ["message", "callback_query"]
 MAX_PHOTO_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 MAX_VOICE_BYTES = 20 * 1024 * 1024  # what the Bot API's getFile serves at most
 # While a taken update is not yet stored: how long getUpdates waits for it before asking again
@@ -220,6 +221,8 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         return self.inbound.once(update.update_id, lambda previous: self._parse(update, previous))
 
     def _parse(self, update: Update, previous: kit.Taken | None) -> kit.Taken:
+        if update.callback_query is not None:
+            return self._press(update.callback_query, previous)
         message = update.message
         if message is None:
             return kit.settled()
@@ -240,6 +243,41 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             self.inbound.message(ref.key, ident, lambda: self._incoming(ref, message), taken)
             return taken
         return kit.settled()
+
+    def _press(self, query: CallbackQuery, previous: kit.Taken | None) -> kit.Taken:
+        """A button pressed under one of the bot's messages (OutgoingMessage.buttons): its data
+        is the text the press sends, as the presser's own message in that chat ("/approve
+        K3F9QX"), so a button answers exactly as the command would, with the same checks."""
+        message = query.message
+        if message is None or not query.data or not isinstance(message, Message):
+            return kit.settled()
+        taken, ref = kit.Taken(previous), chat_ref(message)
+        ident = f"cb{query.id}"
+        self.inbound.message(ref.key, ident, lambda: self._pressed(ref, message, query), taken)
+        return taken
+
+    async def _pressed(
+        self, ref: ChatRef, message: Message, query: CallbackQuery
+    ) -> IncomingMessage | None:
+        try:
+            await query.answer()  # the button stops spinning; the answer comes as a message
+        except TelegramError as exc:
+            logger.debug("Telegram answerCallbackQuery: {}", exc)
+        user = query.from_user
+        if user.is_bot:
+            return None
+        roles = await self._roles(ref.chat_id, user.id) if ref.is_group else []
+        return self.incoming(
+            ref.key,
+            str(user.id),
+            query.data or "",
+            is_group=ref.is_group,
+            chat_name=(message.chat.title or "") if ref.is_group else "",
+            sender_name=user.full_name,
+            is_at_bot=True,
+            message_id=f"cb{query.id}",
+            sender_roles=roles,
+        )
 
     async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
         assert self.me is not None

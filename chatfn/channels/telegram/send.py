@@ -7,6 +7,8 @@ split within 4096 UTF-16 code units, photos with sendPhoto, 429s waited out in p
 - MarkdownV2 (chatfn/channels/markdown.py escapes every reserved character); should Telegram still
   refuse a part (400 "can't parse entities", a link's "wrong HTTP URL"), it is sent again as
   plain text (channels.markdown's to_plain), so no reply is lost to a formatting bug.
+- Buttons (OutgoingMessage.buttons: an approval request's Approve/Deny): an inline keyboard
+  under the last text part; a press comes back as a callback query (channel.py).
 - Errors: a network error or a timeout raises NotDelivered (the outbox retries when polling
   works again); Forbidden (the bot was blocked or removed) and other refusals raise
   DeliveryRefused; a group that became a supergroup (ChatMigrated) is sent to its new id.
@@ -21,7 +23,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from loguru import logger
-from telegram import Bot, Message, ReplyParameters
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import (
     BadRequest,
@@ -108,9 +110,14 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
         reply_to = (
             int(out.reply_to) if out.quote and out.reply_to and out.reply_to.isdigit() else None
         )
+        keyboard = _keyboard(out.buttons)
         for index, part in enumerate(parts):
             await self._text(
-                ref, part, mention if index == 0 else "", reply_to if index == 0 else None
+                ref,
+                part,
+                mention if index == 0 else "",
+                reply_to if index == 0 else None,
+                keyboard if index == len(parts) - 1 else None,
             )
             owed.sent += 1
         for index, image in enumerate(images):
@@ -128,7 +135,14 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
             await self._voice(ref, voice)
 
     # -- one platform call per part ------------------------------------------------------------
-    async def _text(self, ref: ChatRef, part: str, mention: str, reply_to: int | None) -> None:
+    async def _text(
+        self,
+        ref: ChatRef,
+        part: str,
+        mention: str,
+        reply_to: int | None,
+        keyboard: InlineKeyboardMarkup | None = None,
+    ) -> None:
         rendered = mention + to_telegram_markdown_v2(part)
 
         async def markdown(chat: int) -> Message:
@@ -138,6 +152,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
                 parse_mode=ParseMode.MARKDOWN_V2,
                 message_thread_id=ref.thread_id,
                 reply_parameters=_reply(reply_to),
+                reply_markup=keyboard,
             )
 
         async def plain(chat: int) -> Message:
@@ -146,6 +161,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
                 to_plain(part),
                 message_thread_id=ref.thread_id,
                 reply_parameters=_reply(reply_to),
+                reply_markup=keyboard,
             )
 
         await self._formatted(ref, markdown, plain)
@@ -230,6 +246,18 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
                 return await call(new)
 
         return await self.call(ref.key, once)
+
+
+def _keyboard(buttons: list[tuple[str, str]]) -> InlineKeyboardMarkup | None:
+    """OutgoingMessage.buttons as one row of an inline keyboard: a press sends the button's
+    text back as a callback query (channel.py makes it the presser's message). Telegram takes
+    at most 64 bytes of callback data: a longer text gets no button (the message says it)."""
+    row = [
+        InlineKeyboardButton(label, callback_data=data)
+        for label, data in buttons
+        if len(data.encode()) <= 64
+    ]
+    return InlineKeyboardMarkup([row]) if row else None
 
 
 def _reply(message_id: int | None) -> ReplyParameters | None:

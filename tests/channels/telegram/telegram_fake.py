@@ -53,6 +53,8 @@ class Sent:
     thread_id: int | None = None
     reply_to: int | None = None
     photo: bytes | str | None = None
+    # An inline keyboard's buttons (reply_markup), as (text, callback_data).
+    buttons: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def mentions(self) -> list[str]:
@@ -87,6 +89,7 @@ class FakeTelegram(FakePlatform):
         self._faults: dict[tuple[str, int | None], list[web.Response]] = {}
         self.webhook: dict[str, Any] | None = None
         self.webhook_posts: list[int] = []  # HTTP statuses the bot's webhook answered
+        self.answered: list[str] = []  # the callback query ids answerCallbackQuery named
         self.me = {
             "id": BOT_ID,
             "is_bot": True,
@@ -213,6 +216,38 @@ class FakeTelegram(FakePlatform):
             "file_size": len(self.files[file_id]),
         }
 
+    async def press(
+        self, chat: dict[str, Any], sender: dict[str, Any], sent: Sent, data: str
+    ) -> str:
+        """A user presses the button with `data` under the bot's message `sent` (a
+        callback_query update); returns the query's id (answerCallbackQuery names it)."""
+        query_id = f"q{next(self._update_ids)}"
+        message = {
+            "message_id": sent.message_id,
+            "from": self.me,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": sent.text,
+        }
+        await self.push(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": sender,
+                    "chat_instance": "ci-1",
+                    "data": data,
+                    "message": message,
+                }
+            }
+        )
+        return query_id
+
+    async def _api_answerCallbackQuery(
+        self, params: dict[str, Any], chat_id: int | None
+    ) -> web.Response:
+        self.answered.append(str(params.get("callback_query_id")))
+        return _ok(True)
+
     async def members_join(self, chat: dict[str, Any], *users: dict[str, Any]) -> None:
         await self.message(chat, None, sender=users[0], new_chat_members=list(users))
 
@@ -328,6 +363,14 @@ class FakeTelegram(FakePlatform):
         if len(text.encode("utf-16-le")) // 2 > (4096 if method == "sendMessage" else 1024):
             return _error(400, "Bad Request: message is too long")
         reply = params.get("reply_parameters") or {}
+        markup = params.get("reply_markup") or {}
+        if isinstance(markup, str):
+            markup = json.loads(markup)
+        buttons = [
+            (str(b["text"]), str(b.get("callback_data", "")))
+            for row in markup.get("inline_keyboard", [])
+            for b in row
+        ]
         thread = params.get("message_thread_id")
         sent = Sent(
             method=method,
@@ -341,6 +384,7 @@ class FakeTelegram(FakePlatform):
             thread_id=int(thread) if thread is not None else None,
             reply_to=int(reply["message_id"]) if reply.get("message_id") else None,
             photo=params.get("photo"),
+            buttons=buttons,
         )
         self.sent.append(sent)
         await self.notify()
