@@ -3,7 +3,8 @@
 Channels may not import `function_calls`; the MCP channel asks its host's `Exposure`
 (`caller`, `functions_for`, `call_function`) and gets dicts back. A caller is an identity in a
 chat: the same visibility and execution checks run as for a chat message from it, and calls
-are audited like any other (source "mcp").
+are audited like any other (source "mcp"). A function declared with `approval` waits for an
+approver's answer (the console's approvals page) or returns refused, as a chat's call would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from chatfn.common.config import CoreSettings
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
+from function_calls.approvals import Approvals
 from function_calls.context import MessageContext
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.permissions import refusal_reason
@@ -110,6 +112,8 @@ async def call(
             "metadata": {},
         }
     ex = await executor.execute(ctx, name, arguments, source="mcp")
+    if ex.outcome == "held":  # an `approval` function: wait for the answer, or refuse
+        ex = await _approved(executor, ctx, sent, ex)
     if not ex.ok or ex.result is None:
         return {
             "ok": False,
@@ -124,6 +128,27 @@ async def call(
     if not texts:
         texts.append(result.content_for_model())
     return {"ok": True, "outcome": "ok", "texts": texts, "metadata": result.metadata}
+
+
+async def _approved(
+    executor: FunctionExecutor, ctx: MessageContext, sent: list[OutgoingMessage], ex: Execution
+) -> Execution:
+    """An MCP call of an `approval` function (function_calls/approvals.py): asked for (the
+    console lists it), then the call waits for the answer; approved, it runs with the
+    arguments it was asked with; denied or expired, it returns refused and why."""
+    approvals = ctx.service(Approvals)
+    spec = executor.registry.get(ex.name)
+    if approvals is None or spec is None:
+        return Execution(ex.name, "refused", None, "Refused: no approvals here.")
+    held = await approvals.request(ctx, spec, ex.arguments or {}, source="mcp")
+    sent.clear()  # the request itself is the chat's, not the call's result
+    decision = await approvals.wait(held)
+    if decision == "approved":
+        return await executor.execute(ctx, ex.name, held.arguments, source="mcp", approved=True)
+    fresh = await approvals.get(held.id)
+    why = f": {fresh.reason}" if fresh is not None and fresh.reason else ""
+    text = f"Refused: approval {held.id} of {ex.name} was {decision}{why}."
+    return Execution(ex.name, "refused", None, text, reason=text)
 
 
 Sink = Callable[[OutgoingMessage], Awaitable[None]]
