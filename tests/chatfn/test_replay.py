@@ -55,6 +55,13 @@ class Dish(BaseModel):
     dish: str
 
 
+@tool_function(admin_only=True)
+def wipe_bookings(ctx) -> FunctionResult:
+    """Cancel every booking (admins only)."""
+    note("wipe")
+    return FunctionResult(llm_content="wiped")
+
+
 @tool_function(pure=True)
 def menu_price(ctx, args: Dish) -> FunctionResult:
     """The price of a dish on the menu."""
@@ -87,7 +94,7 @@ class Recorded:
                     "max_retries": 0,
                     "price": PRICE,
                 }
-                for name in ("main", "fake-a", "fake-b")
+                for name in ("main", "fake-a", "fake-b", "fake-c")
             },
         }
         self.file = folder / "config.yaml"
@@ -132,7 +139,12 @@ class Recorded:
 async def recorded(tmp_path: Path) -> AsyncIterator[Recorded]:
     """A bot that answered four turns in three chats (its model scripted), then stopped."""
     fake = await ChoosingOpenAI(
-        {"fake-a": ("book_table", {"day": "friday"}), "fake-b": ("menu_price", {"dish": "soup"})}
+        {
+            "fake-a": ("book_table", {"day": "friday"}),
+            "fake-b": ("menu_price", {"dish": "soup"}),
+            "fake-c": ("wipe_bookings", {}),
+        },
+        insist=("fake-c",),
     ).start()
     rec = Recorded(tmp_path, fake)
     script = ScriptedModel(
@@ -298,3 +310,26 @@ async def test_refused_arguments(recorded: Recorded, capsys: pytest.CaptureFixtu
     )
     assert code == 2
     assert "persona 'clown' is not a key of personas: (have: pirate)" in capsys.readouterr().err
+
+
+async def test_a_call_the_chat_may_not_make_is_a_refusal(recorded: Recorded) -> None:
+    """fake-c calls wipe_bookings, an admin-only function hidden from bob: refused as the
+    bot would refuse it, listed among the turn's refusals, never run."""
+    code, data, out = await recorded.replay(
+        "--chats", "test:g1", "--since", "2020-01-01", "--model", "fake-c", "--limit", "1"
+    )
+    assert code == 0
+    [turn] = data["turns"]
+    call = turn["model"]["calls"][0]
+    assert (call["function"], call["how"], call["outcome"]) == (
+        "wipe_bookings",
+        "refused",
+        "refused",
+    )
+    assert turn["model"]["refusals"] == [f"wipe_bookings: {call['result']}"]
+    assert turn["against"]["refusals"] == []
+    assert "refusals" in turn["differs"]
+    assert data["summary"]["model"]["refusals"] == 1
+    assert data["summary"]["by_aspect"]["refusals"] == 1
+    assert "wipe" not in recorded.lines()
+    assert "refusals:" in (out / "replay.html").read_text(encoding="utf-8")

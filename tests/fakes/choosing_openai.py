@@ -15,9 +15,14 @@ from tests.kit import serve
 
 
 class ChoosingOpenAI:
-    def __init__(self, choices: dict[str, tuple[str, dict[str, Any]] | None]) -> None:
-        """`choices`: model name -> (tool, arguments) it calls first (None: it only talks)."""
+    def __init__(
+        self, choices: dict[str, tuple[str, dict[str, Any]] | None], insist: tuple[str, ...] = ()
+    ) -> None:
+        """`choices`: model name -> (tool, arguments) it calls first (None: it only talks);
+        the models in `insist` call theirs even when it is not offered (a model making a call
+        up, which the bot must refuse)."""
         self.choices = choices
+        self.insist = insist
         self.requests: list[dict[str, Any]] = []
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -45,7 +50,8 @@ class ChoosingOpenAI:
         offered = {t["function"]["name"] for t in body.get("tools") or []}
         choice = self.choices[model]
         message: dict[str, Any]
-        if results or choice is None or choice[0] not in offered:
+        hidden = choice is not None and choice[0] not in offered and model not in self.insist
+        if results or choice is None or hidden:
             last = next(m["content"] for m in reversed(messages) if m["role"] == "user")
             said = " | ".join(results) if results else f"heard: {last.splitlines()[-1]}"
             message = {"role": "assistant", "content": f"{model} says {said}"}
