@@ -175,7 +175,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _remove(args: argparse.Namespace) -> int:
     from chatfn.runtime.plugin_install import installed_plugin, uninstall
 
-    plugin_settings(args.config)
+    settings, _base = plugin_settings(args.config)
     found = installed_plugin(args.name)
     if found is None:
         raise ValueError(f"no installed plugin package {args.name!r} (chatfn plugin list)")
@@ -183,6 +183,6 @@ def _remove(args: argparse.Namespace) -> int:
     if not confirm([f"package: {dist_name} {version}"], "Uninstall?", args.yes):
         print("not removed")
         return 1
-    uninstall(dist_name)
+    uninstall(dist_name, settings.installer)
     print(f"removed {dist_name}; the bot runs without it from its next start")
     return 0

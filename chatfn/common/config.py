@@ -436,6 +436,9 @@ class PluginSettings(Section):
     # Where `chatfn plugin install` finds packages: pip's --index-url, or a local folder of
     # wheels (--find-links, no index). Empty: pip's own configuration.
     package_index: str | None = None
+    # What installs and removes plugin packages: `uv` (uv pip, much faster), `pip`, or `auto`
+    # (uv where it is on PATH, else pip); the dry run whose changes are checked runs on it too.
+    installer: Literal["auto", "pip", "uv"] = "auto"
     # The plugin market's index, a JSON document (plugins/index.schema.json); unset: the
     # project's own, plugins/index.json as the repository publishes it.
     index_url: str | None = None

@@ -40,6 +40,7 @@ class InstallPlan:
     options: list[str]  # pip's index options
     listed: str | None  # what the index says of it (None: no index)
     others: list[str] = field(default_factory=list)  # what else pip would install
+    installer: str = "auto"  # plugins.installer: what runs the install (plugin_pip.install)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     @property
@@ -57,7 +58,7 @@ class InstallPlan:
         return lines
 
     def apply(self) -> None:
-        plugin_pip.pip("install", *self.options, "--upgrade", str(self.wheel.path))
+        plugin_pip.install(self.installer, *self.options, "--upgrade", str(self.wheel.path))
 
     def discard(self) -> None:
         if self._tmp is not None:
@@ -120,13 +121,15 @@ def plan(
         have = plugin_pip.installed_versions().get(name)
         if upgrade and have is None:
             raise ValueError(f"{spec} is not installed (chatfn plugin install {spec})")
-        found = InstallPlan(wheel, have, options, None, _tmp=tmp)
+        found = InstallPlan(wheel, have, options, None, installer=settings.installer, _tmp=tmp)
         if found.current:
             return found
         found.listed = index_line(
             wheel, settings.index_url, base, require_listed=require_listed, allow=allow
         )
-        changes = plugin_pip.would_install(str(wheel.path), options, upgrade=True)
+        changes = plugin_pip.would_install(
+            str(wheel.path), options, upgrade=True, installer=settings.installer
+        )
         refused = plugin_pip.changes_refused(changes, keep=wheel.name)
         if refused:
             raise InstallRefused(wheel, refused)
@@ -137,8 +140,8 @@ def plan(
         raise
 
 
-def uninstall(dist_name: str) -> None:
-    plugin_pip.pip("uninstall", "--yes", dist_name)
+def uninstall(dist_name: str, installer: str = "auto") -> None:
+    plugin_pip.uninstall(installer, dist_name)
 
 
 def installed_plugin(name: str) -> tuple[str, str] | None:

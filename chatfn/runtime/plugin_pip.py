@@ -6,6 +6,11 @@ plugin pins.
 
 Everything runs against the bot's environment (`sys.executable -m pip`), with
 `plugins.package_index`: pip's index URL, or a folder of wheels (`--no-index --find-links`).
+The install and the removal themselves run through `plugins.installer`: uv's pip interface
+where uv is on PATH (`auto`, the default) or asked for, pip otherwise, and so does the dry
+run whose changes are checked (the same resolver that installs); building the wheel stays
+pip's (uv has no `pip wheel`). uv reads no pip configuration: `plugins.package_index` is
+passed to both.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import ast
 import configparser
 import hashlib
 import json
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -48,14 +55,50 @@ def index_options(package_index: str | None, base_dir: Path) -> list[str]:
     return ["--no-index", "--find-links", str(folder)]
 
 
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+
+
+def uv_path(installer: str) -> str | None:
+    """uv's path when `plugins.installer` has it run installs (`auto`: where uv is on PATH)."""
+    uv = shutil.which("uv") if installer in ("auto", "uv") else None
+    if installer == "uv" and uv is None:
+        raise PipFailed("plugins.installer is uv, but no uv is on PATH (pip install uv)")
+    return uv
+
+
+def install(installer: str, *args: str) -> str:
+    """`pip install ARGS` (or `uv pip install --python THIS ARGS`) into the bot's environment."""
+    return _run(installer, "install", *args)
+
+
+def uninstall(installer: str, dist_name: str) -> str:
+    """Remove `dist_name` from the bot's environment (pip with --yes; uv never asks)."""
+    return _run(installer, "uninstall", dist_name)
+
+
+def _run(installer: str, verb: str, *args: str) -> str:
+    uv = uv_path(installer)
+    if uv is not None:  # uv is told which environment; it finds none by itself here
+        return _checked([uv, "pip", verb, "--python", sys.executable, *args], f"uv pip {verb}")
+    yes = ["--yes"] if verb == "uninstall" else []
+    return _checked([*PIP, verb, *yes, *args], f"pip {verb}")
+
+
 def pip(*args: str) -> str:
     """Run pip in the bot's environment; its output, or PipFailed with its last lines."""
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+    return _checked([*PIP, *args], f"pip {args[0]}")
+
+
+def _checked(cmd: list[str], what: str) -> str:
+    return _completed(cmd, what).stdout
+
+
+def _completed(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-6:]
-        raise PipFailed(f"pip {args[0]} failed: " + " / ".join(tail))
-    return done.stdout
+        raise PipFailed(f"{what} failed: " + " / ".join(tail))
+    return done
 
 
 @dataclass
@@ -172,16 +215,30 @@ def chatfn_range(requires: list[str]) -> str:
     return ""
 
 
-def would_install(target: str, options: list[str], upgrade: bool) -> dict[str, str]:
-    """What `pip install target` would install (name -> version), from pip's report."""
-    args = ["install", "--dry-run", "--quiet", "--report", "-", *options]
-    out = pip(*args, *(["--upgrade"] if upgrade else []), target)
+def would_install(
+    target: str, options: list[str], upgrade: bool, installer: str = "pip"
+) -> dict[str, str]:
+    """What installing `target` would install (name -> version), asked of the installer that
+    will install it (pip's `--report`, uv's `+ name==version` lines): the refusals are checked
+    against what that resolver will do, not what another would."""
+    flags = ["--upgrade"] if upgrade else []
+    uv = uv_path(installer)
+    if uv is not None:
+        cmd = [uv, "pip", "install", "--dry-run", "--python", sys.executable, *options]
+        done = _completed([*cmd, *flags, target], "uv pip install --dry-run")
+        lines = (done.stdout + "\n" + done.stderr).splitlines()
+        found = (_UV_PLUS.match(line) for line in lines)
+        return {canonicalize_name(m[1]): m[2] for m in found if m}
+    out = pip("install", "--dry-run", "--quiet", "--report", "-", *options, *flags, target)
     start = out.find("{")
     report = json.loads(out[start:]) if start >= 0 else {"install": []}
     return {
         canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
         for item in report.get("install", [])
     }
+
+
+_UV_PLUS = re.compile(r"^ \+ ([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)$")
 
 
 def installed_versions() -> dict[str, str]:

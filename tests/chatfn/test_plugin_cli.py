@@ -133,7 +133,10 @@ def venv(tmp_path: Path) -> Iterator[Venv]:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     config = tmp_path / "config.yaml"
-    config.write_text("plugins:\n  package_index: wheels\n")  # relative: to the config file
+    # Relative: to the config file. pip: uv does not see a --system-site-packages venv's
+    # inherited packages (the chatfn under test), so these runs ask for pip by name; uv has
+    # its own test below.
+    config.write_text("plugins:\n  package_index: wheels\n  installer: pip\n")
     yield Venv(tmp_path / "venv", config)
 
 
@@ -220,7 +223,9 @@ def test_install_upgrade_remove_with_confirmation_and_refusals(venv: Venv, tmp_p
     }
     (tmp_path / "index.json").write_text(json.dumps(index))
     indexed = tmp_path / "indexed.yaml"
-    indexed.write_text("plugins:\n  package_index: wheels\n  index_url: index.json\n")
+    indexed.write_text(
+        "plugins:\n  package_index: wheels\n  index_url: index.json\n  installer: pip\n"
+    )
 
     # Asked first: package, version, permissions, hash; "n" installs nothing.
     no = venv.chatfn("install", "chatfn-hello==1.0", stdin="n\n", config=indexed)
@@ -277,6 +282,74 @@ def test_permissions_are_read_from_the_source_never_run(tmp_path: Path) -> None:
         )
     )
     assert (wheel.permissions, wheel.chatfn, wheel.plugins) == ([], "<1,>=0.1", {"x": "chatfn_x"})
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (pip install uv)")
+def test_uv_installs_checks_and_removes_when_asked(venv: Venv, tmp_path: Path) -> None:
+    """`plugins.installer: uv`: uv's dry run is what the refusals read (uv resolves, so uv is
+    asked what it would change) and uv installs and removes; its INSTALLER mark says so. The
+    plugins here need nothing the venv inherits (uv sees only the venv's own packages)."""
+    wheels = tmp_path / "wheels"
+    make_wheel(
+        wheels,
+        "chatfn-solo",
+        "1.0",
+        modules={"chatfn_solo.py": plugin_source("solo", (), "solo")},
+        plugins={"solo": "chatfn_solo"},
+    )
+    make_wheel(wheels, "chatfn", "99.0")
+    make_wheel(
+        wheels,
+        "chatfn-future",
+        "1.0",
+        requires=("chatfn>=99",),
+        modules={"chatfn_future.py": plugin_source("future", (), "x")},
+        plugins={"future": "chatfn_future"},
+    )
+    for version in ("1.0", "2.0"):
+        make_wheel(wheels, "libdep", version, modules={"libdep.py": f"V = {version!r}\n"})
+    for name, pin in (("pinner", "libdep==1.0"), ("bumper", "libdep>=2")):
+        make_wheel(
+            wheels,
+            f"chatfn-{name}",
+            "1.0",
+            requires=(pin,),
+            modules={f"chatfn_{name}.py": plugin_source(name, (), name)},
+            plugins={name: f"chatfn_{name}"},
+        )
+    config = tmp_path / "uv.yaml"
+    config.write_text("plugins:\n  package_index: wheels\n  installer: uv\n")
+
+    done = venv.chatfn("install", "chatfn-solo", "--yes", config=config)
+    assert done.returncode == 0, done.stderr
+    marks = list((tmp_path / "venv").glob("lib/python*/site-packages/chatfn_solo-1.0.dist-info"))
+    assert len(marks) == 1 and (marks[0] / "INSTALLER").read_text().strip() == "uv"
+    assert "chatfn-solo 1.0  plugin solo  on" in venv.chatfn("list", config=config).stdout
+
+    future = venv.chatfn("install", "chatfn-future", "--yes", config=config)
+    assert future.returncode == 2 and "-> 99.0" in future.stderr, future.stderr
+    assert venv.chatfn("install", "chatfn-pinner", "--yes", config=config).returncode == 0
+    bumper = venv.chatfn("install", "chatfn-bumper", "--yes", config=config)
+    assert bumper.returncode == 2
+    assert "libdep 1.0 -> 2.0, but chatfn-pinner needs libdep==1.0" in bumper.stderr
+
+    assert venv.chatfn("remove", "solo", "--yes", config=config).returncode == 0
+    assert "chatfn-solo" not in venv.chatfn("list", config=config).stdout
+    assert not marks[0].exists()
+
+    # Asked for uv where there is none: one line saying so, nothing installed.
+    env = clean_env() | {"PATH": str(tmp_path / "venv" / "bin") + ":/usr/bin:/bin"}
+    missing = subprocess.run(
+        [str(venv.python), "-m", "chatfn", "plugin", "install", "chatfn-solo", "--yes"]
+        + ["--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert missing.returncode == 2, missing.stderr
+    assert "plugins.installer is uv, but no uv is on PATH" in missing.stderr
 
 
 def test_the_package_index_setting(tmp_path: Path) -> None:

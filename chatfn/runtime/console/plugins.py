@@ -384,7 +384,9 @@ class Plugins:
         sections = [p.plugin.section for p in loaded if p and p.plugin and p.plugin.section]
         async with self.switch.lock:
             try:
-                await asyncio.to_thread(plugin_install.uninstall, dist_name)
+                await asyncio.to_thread(
+                    plugin_install.uninstall, dist_name, self.bot.settings.plugins.installer
+                )
             except PipFailed as exc:
                 raise ConsoleError(502, str(exc)) from None
             changes = self.switch.removed(entries)
