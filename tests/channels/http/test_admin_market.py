@@ -156,6 +156,8 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bot, dict
         "plugins": {
             "paths": ["plugins"],
             "package_index": "wheels",
+            # uv cannot see the chatfn this --system-site-packages venv inherits.
+            "installer": "pip",
             "index_url": f"http://127.0.0.1:{index.server_address[1]}/index.json",
         },
         "admin": {
