@@ -12,11 +12,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from chatfn.storage.models import approvals_table, message_fates_table, messages_table
 from chatfn.storage.models import tool_calls_table as tc
 from chatfn.testing import ScriptedModel, TestBot, call, say
+from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
 
 PLUGIN = textwrap.dedent(
     """
@@ -177,17 +179,32 @@ async def test_a_members_command_is_held_and_an_admins_runs(testbot: Any, tmp_pa
     assert args == ['{"amount": 4}', '{"amount": 3}']
 
 
-async def test_a_restart_between_request_and_answer_loses_nothing(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def db_config(request: Any, tmp_path: Path) -> dict[str, Any]:
+    """The bot's config on SQLite (a file under tmp_path) or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'approvals.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    return {**CONFIG, "storage": {"url": url}}
+
+
+async def test_a_restart_between_request_and_answer_loses_nothing(
+    tmp_path: Path, db_config: dict[str, Any]
+) -> None:
     plugin = _plugin(tmp_path)
     first = TestBot(
-        tmp_path, model=ScriptedModel([call("transfer", amount=7)]), plugins=[plugin], config=CONFIG
+        tmp_path,
+        model=ScriptedModel([call("transfer", amount=7)]),
+        plugins=[plugin],
+        config=db_config,
     )
     await first.start()
     approval = _id(await first.send("@bot move 7", group=GROUP, at_bot=True))
     await first.aclose()
 
     model = ScriptedModel([say("Moved 7 after the restart.")])
-    second = TestBot(tmp_path, model=model, plugins=[plugin], config=CONFIG)
+    second = TestBot(tmp_path, model=model, plugins=[plugin], config=db_config)
     await second.start()
     try:
         pending = await second.bot.approvals.pending()
@@ -197,10 +214,39 @@ async def test_a_restart_between_request_and_answer_loses_nothing(tmp_path: Path
         assert (await _said(second, GROUP))[-1] == "Moved 7 after the restart."
         resumed = model.requests[0].messages
         # The history up to the asking message, the model's stored call, its result.
-        assert resumed[-3].content == "@bot move 7" or "@bot move 7" in (resumed[-3].content or "")
+        assert "@bot move 7" in (resumed[-3].content or "")
         assert [c.name for c in resumed[-2].tool_calls] == ["transfer"]
         assert resumed[-1].role == "tool" and resumed[-1].content == "moved 7"
         state = await _rows(second, select(approvals_table.c.state, approvals_table.c.answered_by))
         assert [tuple(s) for s in state] == [("approved", "root")]
+        again = await second.send(f"/deny {approval}", sender="root", group=GROUP, admin=True)
+        assert again == [f"Request {approval} was already answered."]
+    finally:
+        await second.aclose()
+
+
+async def test_a_request_that_ran_out_while_down_expires_at_start(
+    tmp_path: Path, db_config: dict[str, Any]
+) -> None:
+    plugin = _plugin(tmp_path)
+    first = TestBot(
+        tmp_path, model=ScriptedModel([call("wipe")]), plugins=[plugin], config=db_config
+    )
+    await first.start()
+    approval = _id(await first.send("wipe it", sender="alice"))
+    await first.aclose()
+    await asyncio.sleep(0.5)  # wipe's approval_timeout is 0.4 s: it runs out while down
+
+    model = ScriptedModel([say("Nobody approved the wipe.")])
+    second = TestBot(tmp_path, model=model, plugins=[plugin], config=db_config)
+    await second.start()  # the sweeper's first pass
+    try:
+        for _ in range(100):
+            await second.bot.approvals.settled()
+            if model.requests:
+                break
+            await asyncio.sleep(0.02)
+        assert f"approval {approval} expired" in _tool_results(model)[-1]
+        assert (await _said(second, "private:alice"))[-1] == "Nobody approved the wipe."
     finally:
         await second.aclose()
