@@ -2,8 +2,8 @@
 incoming message with at least one `model_usage` row: a slash command or a message kept as
 context asked no model, so there is nothing to rehearse), and for each what the bot did then:
 its tool calls (the audit, with each call's result as the model was told it), its model
-requests (tokens, cost) and its replies (the bot's rows after the message, up to the chat's
-next incoming message). Read only: a replay writes nothing to the bot's database.
+requests (tokens, cost) and its replies (its outbox rows while they are kept, else the bot's
+history rows after the message). Read only: a replay writes nothing to the bot's database.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from chatfn.storage.console.sessions import iso, utc
-from chatfn.storage.models import messages_table, tool_calls_table, usage_table
+from chatfn.storage.models import messages_table, outbox_table, tool_calls_table, usage_table
 
-M, T, U = messages_table, tool_calls_table, usage_table
+M, T, U, OB = messages_table, tool_calls_table, usage_table, outbox_table
 _GLOB = re.compile(r"[*?\[]")
 
 
@@ -145,13 +145,55 @@ def _turn(conn: Any, row: Any) -> RecordedTurn:
         if u.cost is not None:
             costs.append(u.cost)
     turn.cost = sum(costs) if costs else None
+    turn.replies = _sent(conn, row) or _after(conn, row)
+    return turn
+
+
+def _sent(conn: Any, row: Any) -> list[str]:
+    """The replies of `row`'s turn as its outbox rows name it (`reply_to`, a worker's key):
+    exact while the outbox keeps them (`storage.outbox.retention`)."""
+    mid, found = row.message_id, []
+    rows = conn.execute(
+        select(OB.c.payload, OB.c.key)
+        .where(OB.c.platform == row.platform, OB.c.chat_id == row.chat_id)
+        .where(OB.c.created_at >= utc(row.created_at) - timedelta(minutes=1))
+        .order_by(OB.c.id)
+        .limit(2000)
+    )
+    for r in rows:
+        payload = json.loads(r.payload)
+        if payload.get("notice"):
+            continue
+        if payload.get("reply_to") == mid or (r.key or "").startswith(f"{mid}#"):
+            found.append(str(payload.get("text", "")))
+    return found
+
+
+def _after(conn: Any, row: Any) -> list[str]:
+    """The replies of a turn whose outbox rows are gone: the bot's history rows after the
+    message, up to the next message a model answered (messages kept as context in between
+    are passed over; turns of one chat run one at a time, so their replies come in order)."""
     chat = (M.c.platform == row.platform, M.c.chat_id == row.chat_id)
     following = conn.execute(
-        select(M.c.role, M.c.text).where(*chat, M.c.id > row.id).order_by(M.c.id).limit(50)
+        select(M.c.role, M.c.text, M.c.message_id)
+        .where(*chat, M.c.id > row.id)
+        .order_by(M.c.id)
+        .limit(200)
     ).all()
+    later = {r.message_id for r in following if r.role == "user" and r.message_id}
+    turns = set()
+    if later:
+        turns = set(
+            conn.execute(
+                select(U.c.message_id)
+                .where(U.c.platform == row.platform, U.c.chat_id == row.chat_id)
+                .where(U.c.message_id.in_(later))
+            ).scalars()
+        )
+    found = []
     for r in following:
-        if r.role == "user":
+        if r.role == "user" and r.message_id in turns:
             break
         if r.role == "assistant":
-            turn.replies.append(r.text)
-    return turn
+            found.append(r.text)
+    return found

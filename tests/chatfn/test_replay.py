@@ -114,6 +114,19 @@ class Recorded:
         finally:
             engine.dispose()
 
+    def outbox_pruned_and_reply_late(self, text: str) -> None:
+        """The outbox rows gone (`storage.outbox.retention`), and the reply `text` stored
+        after a later message of its chat (chatter that came in while its turn ran)."""
+        engine = create_engine(f"sqlite:///{self.db}")
+        try:
+            with engine.begin() as conn:
+                conn.execute(outbox_table.delete())
+                conn.execute(
+                    update(messages_table).where(messages_table.c.text == text).values(id=1000)
+                )
+        finally:
+            engine.dispose()
+
     def age(self, text: str, when: datetime) -> None:
         """Move the message `text` (and the rows of its turn) back to `when`."""
         engine = create_engine(f"sqlite:///{self.db}")
@@ -161,6 +174,7 @@ async def recorded(tmp_path: Path) -> AsyncIterator[Recorded]:
     tb = TestBot(tmp_path, model=script, config=rec.config, builtins=False)
     await tb.send("book a table for friday", sender="bob", group="g1", at_bot=True)
     await tb.send("what is on the menu?", sender="bob", group="g1", at_bot=True)
+    await tb.send("nice place", sender="dan", group="g1")  # not addressed: context only
     await tb.send("hello", sender="alice")
     await tb.send("book saturday", sender="carl", group="g2", at_bot=True)
     await tb.aclose()
@@ -258,6 +272,13 @@ async def test_against_the_recorded_answers_with_since_and_limit(recorded: Recor
     assert turn["model"]["tools"] == ["menu_price"]
     assert "tools" in turn["differs"]
 
+    # Without its outbox rows, the answer is read from the history, chatter passed over.
+    recorded.outbox_pruned_and_reply_late("Soup and bread.")
+    code, data, _ = await recorded.replay(
+        "--chats", "test:g1", "--since", "2024-01-01", "--model", "fake-b"
+    )
+    assert code == 0 and data["turns"][0]["against"]["answer"] == "Soup and bread."
+
     code, data, _ = await recorded.replay(
         "--chats", "test:*", "--since", "2020-01-01", "--model", "fake-a", "--limit", "2"
     )
@@ -272,8 +293,8 @@ async def test_against_the_recorded_answers_with_since_and_limit(recorded: Recor
     assert friday["against"]["tools"] == ["book_table"]
     assert friday["against"]["calls"][0]["result"] == "booked for friday, ref B-17"
     assert friday["differs"] == ["answer"]
-    # fake-b's price ran once (the first replay); no booking ran again.
-    assert recorded.lines() == ["book friday", "book saturday", "price soup"]
+    # fake-b's price ran once in each of its two replays; no booking ran again.
+    assert recorded.lines() == ["book friday", "book saturday", "price soup", "price soup"]
 
     asked = len(recorded.fake.requests)
     code, data, _ = await recorded.replay(

@@ -160,6 +160,7 @@ class Rehearsal:
             host.registry, default_timeout=host.settings.function_calls.call_timeout
         )
         self.max_rounds = host.settings.function_calls.max_rounds
+        self.max_result_chars = host.settings.function_calls.max_result_chars
 
     async def ask(self, model: ChatModel, turn: RecordedTurn, persona: str | None = None) -> Side:
         """`turn` asked of `model` (with the persona of `personas:` named `persona` in place
@@ -236,7 +237,8 @@ class Rehearsal:
                 messages.append(
                     Message(
                         role="tool",
-                        content=done.result,
+                        # Cut as the tool loop cuts a result (`function_calls.max_result_chars`).
+                        content=_cap(done.result, self.max_result_chars),
                         tool_call_id=call.id,
                         name=call.name,
                         is_error=done.outcome != "ok",
@@ -266,6 +268,12 @@ class Rehearsal:
             return Call(call.name, arguments, "not_run", "not_run", NOT_RUN.format(name=call.name))
         recorded.remove(found)
         return Call(call.name, arguments, "recorded", found.outcome, found.result)
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
 
 
 def _match(recorded: list[RecordedCall], name: str, arguments: str) -> RecordedCall | None:
