@@ -178,6 +178,9 @@ class MattermostChannel(
             time=kit.sent_at(post.get("create_at"), ms=True),
             images=images,
             sender_roles=roles,
+            # a bot account's post (props.from_bot): marked, answered where a chats: rule
+            # sets answer_bots (docs/groups.md, "The loop guard")
+            sender_is_bot=_from_bot(post),
         )
 
     async def _roles(self, channel: str, user: str) -> list[str]:
@@ -226,3 +229,9 @@ class MattermostChannel(
 
     async def close(self) -> None:
         await self.api.aclose()
+
+
+def _from_bot(post: dict[str, Any]) -> bool:
+    """Mattermost marks a bot account's posts with `props.from_bot` ("true", a string)."""
+    props = post.get("props")
+    return isinstance(props, dict) and str(props.get("from_bot") or "").lower() == "true"

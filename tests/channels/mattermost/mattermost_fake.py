@@ -116,8 +116,10 @@ class FakeMattermost(FakePlatform):
         mention: bool = False,
         file_ids: list[str] | None = None,
         root_id: str = "",
+        props: dict[str, Any] | None = None,
     ) -> str:
-        """A user's post in `channel`, broadcast as `posted`."""
+        """A user's post in `channel`, broadcast as `posted` (`props`: the post's, as a bot
+        account's carry `{"from_bot": "true"}`)."""
         post = {
             "id": self.next_id(),
             "create_at": int(time.time() * 1000),
@@ -127,7 +129,7 @@ class FakeMattermost(FakePlatform):
             "root_id": root_id,
             "message": f"@{self.bot_name} {message}" if mention else message,
             "type": "",
-            "props": {},
+            "props": props or {},
             "file_ids": file_ids or [],
         }
         self.posts[post["id"]] = post

@@ -26,12 +26,14 @@ from chatfn.runtime.settings import parse_settings
 from tests.channels.contract import _echo, contract_registry
 from tests.channels.held_model import HeldModel
 from tests.channels.mattermost.mattermost_driver import MattermostDriver
-from tests.channels.mattermost.mattermost_fake import MAX_RUNES, FakeMattermost
+from tests.channels.mattermost.mattermost_fake import MAX_RUNES, FakeMattermost, mm_id
 from tests.kit import until
 
 
 @asynccontextmanager
-async def running(fake: FakeMattermost, tmp_path: Path, **bot: Any) -> AsyncIterator[Any]:
+async def running(
+    fake: FakeMattermost, tmp_path: Path, chats: list[Any] | None = None, **bot: Any
+) -> AsyncIterator[Any]:
     driver = MattermostDriver(fake)
     config = parse_settings(
         {
@@ -39,6 +41,7 @@ async def running(fake: FakeMattermost, tmp_path: Path, **bot: Any) -> AsyncIter
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False, **bot},
             "channels": {"mattermost": driver.channel_settings()},
+            "chats": chats or [],
         },
         base_dir=tmp_path,
     )
@@ -133,6 +136,22 @@ async def test_threads_own_posts_system_posts_and_other_teams(tmp_path: Path) ->
         await fake.say(town, user, "last", mention=True)
         await fake.wait_sent(town, 3)
         assert said(fake, town) == ["echo: a thread starts", "echo: in the thread", "echo: last"]
+
+
+async def test_a_bot_accounts_posts_are_answered_only_where_a_rule_allows(
+    tmp_path: Path,
+) -> None:
+    rules = [{"match": {"chat_id": "*" + mm_id("c", "5102")}, "answer_bots": True}]
+    async with FakeMattermost() as fake, running(fake, tmp_path, chats=rules):
+        town, lab = fake.channel("5101", "group"), fake.channel("5102", "group")
+        other_bot, user = fake.user("2001"), fake.user("1003")
+        bot = {"from_bot": "true"}
+        await fake.say(town, other_bot, "hello bot", mention=True, props=bot)
+        await fake.say(town, user, "hello", mention=True)
+        await fake.wait_sent(town, 1)
+        await fake.say(lab, other_bot, "hello lab", mention=True, props=bot)
+        await fake.wait_sent(lab, 1)
+        assert said(fake, town) == ["echo: hello"] and said(fake, lab) == ["echo: hello lab"]
 
 
 async def test_a_post_sent_again_with_its_pending_post_id_is_posted_once() -> None:
