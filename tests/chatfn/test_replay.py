@@ -63,6 +63,13 @@ def wipe_bookings(ctx) -> FunctionResult:
 
 
 @tool_function(pure=True)
+def opening_hours(ctx) -> FunctionResult:
+    """When the restaurant is open (it answers the chat itself)."""
+    note("hours")
+    return FunctionResult(messages=["Open 12-23 every day."])
+
+
+@tool_function(pure=True)
 def menu_price(ctx, args: Dish) -> FunctionResult:
     """The price of a dish on the menu."""
     note(f"price {{args.dish}}")
@@ -94,7 +101,7 @@ class Recorded:
                     "max_retries": 0,
                     "price": PRICE,
                 }
-                for name in ("main", "fake-a", "fake-b", "fake-c")
+                for name in ("main", "fake-a", "fake-b", "fake-c", "fake-d")
             },
         }
         self.file = folder / "config.yaml"
@@ -156,6 +163,7 @@ async def recorded(tmp_path: Path) -> AsyncIterator[Recorded]:
             "fake-a": ("book_table", {"day": "friday"}),
             "fake-b": ("menu_price", {"dish": "soup"}),
             "fake-c": ("wipe_bookings", {}),
+            "fake-d": ("opening_hours", {}),
         },
         insist=("fake-c",),
     ).start()
@@ -354,3 +362,18 @@ async def test_a_call_the_chat_may_not_make_is_a_refusal(recorded: Recorded) -> 
     assert data["summary"]["by_aspect"]["refusals"] == 1
     assert "wipe" not in recorded.lines()
     assert "refusals:" in (out / "replay.html").read_text(encoding="utf-8")
+
+
+async def test_a_pure_function_that_answers_the_chat_ends_the_turn(recorded: Recorded) -> None:
+    """As in the tool loop: a result with messages is the answer, no model round after it;
+    the messages are in the report, not sent."""
+    before = recorded.counts()
+    code, data, _ = await recorded.replay(
+        "--chats", "test:g2", "--since", "2020-01-01", "--model", "fake-d"
+    )
+    assert code == 0
+    side = data["turns"][0]["model"]
+    assert side["tools"] == ["opening_hours"] and side["calls"][0]["how"] == "ran"
+    assert side["answer"] == "Open 12-23 every day." and side["rounds"] == 1
+    assert recorded.lines()[-1] == "hours"
+    assert recorded.counts() == before

@@ -32,13 +32,17 @@ from function_calls.permissions import refusal_reason, visible_functions
 from function_calls.registry import Registry
 from providers.base import ChatModel, accounting
 from providers.errors import ProviderError
-from providers.types import Message, ToolCall
+from providers.types import LLMResponse, Message, ToolCall
 
 #: What the model is told for a call with effects the recorded turn has no result for.
 NOT_RUN = (
     "[replay] {name} has effects and this turn recorded no result for it, so it was not run. "
     "Answer without it."
 )
+
+
+#: How a recorded result that went to the chat begins (`FunctionResult.content_for_model`).
+SENT = "Sent to the user: "
 
 
 class ReplayHost(Protocol):
@@ -68,6 +72,10 @@ class Call:
     how: str
     outcome: str
     result: str
+    # What the function said to the chat (its `FunctionResult.messages`): part of the answer,
+    # and, unless it asked for the model again, the end of the turn, as in the tool loop.
+    sent: list[str] = field(default_factory=list)
+    ends_turn: bool = False
 
     def json(self) -> dict[str, Any]:
         return {
@@ -209,29 +217,22 @@ class Rehearsal:
         messages = await build_messages(ctx, reserve_tokens=tools_tokens(specs))
         recorded = [c for c in turn.calls if c.source == "llm"]
         costs: list[float] = []
+        said: list[str] = []  # what the functions said to the chat, in order
         for _ in range(self.max_rounds):
             with accounting():
                 response = await model.complete(messages, tools)
             side.rounds += 1
-            usage = response.usage
-            if usage is not None:
-                side.prompt_tokens += usage.input_tokens
-                side.completion_tokens += usage.output_tokens
-                if model.price is not None:
-                    costs.append(
-                        model.price.cost(
-                            usage.input_tokens, usage.output_tokens, usage.cached_tokens
-                        )
-                    )
-            if response.finish_reason == "content_filter":
-                side.refusals.append("the provider's content filter")
+            _account(model, response, side, costs)
             if not response.tool_calls:
-                side.answer = response.content or ""
+                side.answer = "\n".join([*said, response.content or ""]).strip()
                 break
             messages.append(response.as_message())
+            wants_model = False
             for call in response.tool_calls:
                 done = await self._call(ctx, call, recorded)
                 side.calls.append(done)
+                said += done.sent
+                wants_model = wants_model or not done.ends_turn
                 if done.outcome == "refused":
                     side.refusals.append(f"{done.function}: {done.result}")
                 messages.append(
@@ -244,6 +245,9 @@ class Rehearsal:
                         is_error=done.outcome != "ok",
                     )
                 )
+            if not wants_model:  # the functions answered: no model round to paraphrase them
+                side.answer = "\n".join(said)
+                break
         else:
             side.error = f"no answer within {self.max_rounds} rounds"
         side.cost = sum(costs) if costs else None
@@ -255,7 +259,11 @@ class Rehearsal:
         spec = self.host.registry.get(call.name)
         if spec is not None and spec.pure:
             ran = await self.executor.rehearse(ctx, call.name, call.arguments)
-            return Call(call.name, arguments, "ran", ran.outcome, ran.model_text)
+            done = Call(call.name, arguments, "ran", ran.outcome, ran.model_text)
+            if ran.ok and ran.result is not None:
+                done.sent = [text for text, _ in ran.result.replies()]
+                done.ends_turn = ran.result.ends_turn
+            return done
         if spec is None:
             text = f"Unknown function {call.name!r}. Use only the functions you were given."
             return Call(call.name, arguments, "unknown", "unknown", text)
@@ -267,7 +275,26 @@ class Rehearsal:
         if found is None:
             return Call(call.name, arguments, "not_run", "not_run", NOT_RUN.format(name=call.name))
         recorded.remove(found)
-        return Call(call.name, arguments, "recorded", found.outcome, found.result)
+        done = Call(call.name, arguments, "recorded", found.outcome, found.result)
+        if found.outcome == "ok" and found.result.startswith(SENT):
+            # It answered the chat itself (`content_for_model` of a result with messages) and,
+            # by default, ended the turn there: so it does here.
+            done.sent, done.ends_turn = [found.result.removeprefix(SENT)], True
+        return done
+
+
+def _account(model: ChatModel, response: LLMResponse, side: Side, costs: list[float]) -> None:
+    """One request's tokens and cost (at the model's `price`), and a content filter's refusal."""
+    usage = response.usage
+    if usage is not None:
+        side.prompt_tokens += usage.input_tokens
+        side.completion_tokens += usage.output_tokens
+        if model.price is not None:
+            costs.append(
+                model.price.cost(usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+            )
+    if response.finish_reason == "content_filter":
+        side.refusals.append("the provider's content filter")
 
 
 def _cap(text: str, limit: int) -> str:
