@@ -328,6 +328,12 @@ async def test_against_the_recorded_answers_with_since_and_limit(recorded: Recor
 
 
 async def test_refused_arguments(recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data, out = await recorded.replay(
+        "--chats", "slack:*", "--since", "2020-01-01", "--model", "fake-a"
+    )
+    assert code == 0 and data["turns"] == [] and data["summary"]["turns"] == 0
+    assert "0 turn(s), 0 differ" in (out / "replay.html").read_text(encoding="utf-8")
+    assert recorded.fake.requests == []
     code, _, _ = await recorded.replay("--chats", "*", "--since", "2020-01-01", "--model", "nope")
     assert code == 2
     assert "model 'nope' is not a key of models:" in capsys.readouterr().err
