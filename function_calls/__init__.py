@@ -31,6 +31,7 @@ from chatfn.common.i18n import UNIT_SECONDS, WEEKDAY_NAMES, language_of, transla
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.storage.create_missing import create_missing
 from chatfn.storage.db import Storage, StorageError, StoredMessage
+from function_calls.approvals import Approvals
 from function_calls.caller import Caller
 from function_calls.chat_settings import ChatSettings
 from function_calls.console import (
@@ -41,7 +42,6 @@ from function_calls.console import (
     ConsoleView,
 )
 from function_calls.context import MessageContext, ModelRequest
-from function_calls.approvals import Approvals
 from function_calls.fates import MessageFate, MessageFates
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model

@@ -39,6 +39,7 @@ BUILTINS = (
     "chat_admin",
     "knowledge",
     "why",
+    "approvals",
 )
 
 

@@ -43,6 +43,7 @@ async def test_each_builtin_switches_off(make_bot: MakeBot) -> None:
         "chat_admin": {"enabled": False},
         "knowledge": {"enabled": False},
         "why": {"enabled": False},
+        "approvals": {"enabled": False},
     }
     tb, _ = await make_bot(config=cfg)
     assert [s.name for s in tb.bot.registry.all()] == ["help"]
