@@ -134,6 +134,9 @@ async def test_denied_call_tells_the_model_why(testbot: Any, tmp_path: Path) -> 
     approval = _id(await tb.send("@bot move 9", group=GROUP, at_bot=True))
     fate_q = select(message_fates_table.c.fate, message_fates_table.c.detail)
     assert [tuple(r) for r in await _rows(tb, fate_q)] == [("held", f"approval {approval}")]
+    # /why tells the asker their message waits for that approval.
+    why = await tb.send("/why", group=GROUP)
+    assert f"held: a call waits for approval {approval}" in why[0]
     told = await tb.send(f"/deny {approval} too much", sender="root", group=GROUP, admin=True)
     assert told == [f"Denied {approval}: transfer will not run."]
     await tb.bot.approvals.settled()
@@ -250,3 +253,19 @@ async def test_a_request_that_ran_out_while_down_expires_at_start(
         assert (await _said(second, "private:alice"))[-1] == "Nobody approved the wipe."
     finally:
         await second.aclose()
+
+
+async def test_two_answers_racing_decide_once(testbot: Any, tmp_path: Path) -> None:
+    model = ScriptedModel([call("transfer", amount=2), say("Done.")])
+    tb = await testbot(model=model, plugins=[_plugin(tmp_path)], config=CONFIG)
+    approval = _id(await tb.send("@bot move 2", group=GROUP, at_bot=True))
+    approvals = tb.bot.approvals
+    answers = await asyncio.gather(
+        approvals.decide(approval, True, "console:a"),
+        approvals.decide(approval, False, "console:b"),
+        approvals.decide(approval, True, "console:c"),
+    )
+    assert sorted(a.ok for a in answers) == [False, False, True]
+    await approvals.settled()
+    outcomes = [o for s, o, _ in await _audit(tb, "transfer") if s == "approval"]
+    assert outcomes.count("refused") == 2 and len(model.requests) == 2
