@@ -74,15 +74,19 @@ def _side_totals(sides: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _names(tools: list[str]) -> str:
+    return ", ".join(tools) if tools else "none"
+
+
 def _line(turn: dict[str, Any]) -> str:
     """One sentence of where a turn differs, for the summary."""
     m, a = turn["model"], turn["against"]
     parts = []
     for aspect in turn["differs"]:
         if aspect == "tools":
-            parts.append(f"tools {a['tools'] or '[]'} -> {m['tools'] or '[]'}")
+            parts.append(f"tools {_names(m['tools'])} vs {_names(a['tools'])}")
         elif aspect == "refusals":
-            parts.append(f"refusals {len(a['refusals'])} -> {len(m['refusals'])}")
+            parts.append(f"refusals {len(m['refusals'])} vs {len(a['refusals'])}")
         else:
             parts.append(aspect)
     return f"{turn['message']['chat']} {turn['message']['message_id']}: " + "; ".join(parts)
@@ -116,6 +120,10 @@ th{background:#f4f4f4}.differs{background:#fff4e0}.same{background:#eef8ee}
 pre{white-space:pre-wrap;margin:0;font:12px/1.4 ui-monospace,monospace}
 .tag{display:inline-block;padding:0 .4em;border-radius:3px;background:#e0a030;color:#fff}
 """
+
+
+def _counts(tools: dict[str, int]) -> str:
+    return ", ".join(f"{name} × {n}" for name, n in tools.items()) or "none"
 
 
 def _calls(side: dict[str, Any]) -> str:
@@ -159,7 +167,7 @@ def html(data: dict[str, Any]) -> str:
         rows.append(
             f"<tr><th>{escape(key)}: {escape(side['model'])}</th>"
             f"<td>{side['tokens']['prompt']} + {side['tokens']['completion']}</td>"
-            f"<td>{cost}</td><td>{escape(str(side['tools']))}</td>"
+            f"<td>{cost}</td><td>{escape(_counts(side['tools']))}</td>"
             f"<td>{side['refusals']}</td><td>{side['errors']}</td>"
             f"<td>{side['calls_recorded']} / {side['calls_ran']} / {side['calls_not_run']}</td>"
             "</tr>"
@@ -170,6 +178,9 @@ def html(data: dict[str, Any]) -> str:
         "</tr>" + "".join(rows) + "</table>"
     )
     diffs = "".join(f"<li>{escape(line)}</li>" for line in total["differences"])
+    if diffs:
+        pair = f"{escape(str(run['model']))} vs {escape(str(run['against']))}"
+        diffs = f"<p>Where they differ ({pair}):</p><ul>{diffs}</ul>"
     turns = []
     for t in data["turns"]:
         m = t["message"]
@@ -192,5 +203,5 @@ def html(data: dict[str, Any]) -> str:
     return (
         '<!doctype html><html><head><meta charset="utf-8"><title>chatfn replay</title>'
         f"<style>{_STYLE}</style></head><body>{head}<h2>Summary</h2>{totals}"
-        f"<ul>{diffs}</ul><h2>Turns</h2>{table}</body></html>\n"
+        f"{diffs}<h2>Turns</h2>{table}</body></html>\n"
     )
