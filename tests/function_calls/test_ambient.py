@@ -123,3 +123,27 @@ async def test_groups_answering_every_message_have_no_chatter(tmp_path: Path) ->
         assert "<background>" not in (request[-1].content or "")
     finally:
         await tb.aclose()
+
+
+async def test_a_chat_admin_switches_it_with_ambient(tmp_path: Path) -> None:
+    tb = _bot(tmp_path)
+    try:
+        [shown] = await tb.send("/ambient", group=GROUP, sender="root", admin=True)
+        assert "on, 20 messages, 1000 tokens (default)" in shown
+        [refused] = await tb.send("/ambient off", group=GROUP, sender="ann")  # a member
+        assert "admins only" in refused
+        [shown] = await tb.send("/ambient", group=GROUP, sender="root", admin=True)
+        assert "on, 20 messages" in shown
+        [done] = await tb.send("/ambient off", group=GROUP, sender="root", admin=True)
+        assert done.endswith(": off.")
+        await tb.send("secret plans", group=GROUP, sender="ann")
+        await tb.send("hello", group=GROUP, sender="bob", at_bot=True)
+        assert not any("secret plans" in (m.content or "") for m in _requests(tb)[-1])
+        [shown] = await tb.send("/ambient", group=GROUP, sender="root", admin=True)
+        assert ": off (" in shown
+        await tb.send("/ambient on", group=GROUP, sender="root", admin=True)
+        await tb.send("more plans", group=GROUP, sender="ann")
+        await tb.send("hello again", group=GROUP, sender="bob", at_bot=True)
+        assert "] ann: more plans" in (_requests(tb)[-1][-1].content or "")
+    finally:
+        await tb.aclose()

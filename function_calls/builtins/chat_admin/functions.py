@@ -74,6 +74,34 @@ async def tts_command(ctx: MessageContext, args: TtsArgs) -> FunctionResult:
     return _done(ctx.t("admin.tts.set", mode=mode, note=note))
 
 
+class AmbientArgs(BaseModel):
+    mode: str = Field(default="", description="on: the model sees the group's chatter; off.")
+
+
+@tool_function(
+    name="ambient",
+    description="Show or set whether the model sees this group's chatter when addressed.",
+    chat_admin=True,
+    examples=["/ambient", "/ambient on", "/ambient off"],
+)
+async def ambient_command(ctx: MessageContext, args: AmbientArgs) -> FunctionResult:
+    """Ambient context on or off for this chat (docs/groups.md, "Ambient context"): an
+    override that keeps the chat's count and token bounds."""
+    current = ctx.chat.values.get("ambient")
+    mode = args.mode.strip().lower()
+    if mode not in ("on", "off"):
+        where = ctx.chat.sources.get("ambient", "default")
+        return _done(ctx.t("admin.ambient.show", state=str(current), source=where))
+    value = {
+        "enabled": mode == "on",
+        "messages": getattr(current, "messages", 20),
+        "tokens": getattr(current, "tokens", 1000),
+    }
+    await ctx.set_chat_override("ambient", value)
+    state = f"on, {value['messages']} messages, {value['tokens']} tokens" if mode == "on" else "off"
+    return _done(ctx.t("admin.ambient.set", state=state))
+
+
 class PersonaArgs(BaseModel):
     text: str = Field(
         default="", description="A persona name, a free-text system prompt, or 'reset'."
