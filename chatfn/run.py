@@ -80,7 +80,12 @@ def migrate(args: argparse.Namespace) -> int:
 
 
 def command(args: argparse.Namespace) -> int:
-    return asyncio.run(run(args))
+    code = asyncio.run(run(args))
+    if getattr(args, "restart", False):  # the console's Restart: stopped cleanly, run again
+        from chatfn.runtime.restart import exec_again
+
+        exec_again()
+    return code
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -137,7 +142,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     trimmer = Trimmer()
     trimmer.start()
-    stopper = asyncio.create_task(_signalled(), name="signals")
+    bot.restart.armed = True
+    stopper = asyncio.create_task(_signalled(bot.restart.requested), name="signals")
     tasks: list[asyncio.Task[None]] = []
     preparing: asyncio.Task[None] | None = None
     try:
@@ -165,6 +171,10 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
         await bot.aclose()
         trimmer.stop()
     logger.info("chatfn stopped")
+    if bot.restart.pending:
+        logger.info("restart asked for by {}", bot.restart.by)
+        args.restart = True  # `command` runs the command line again, once everything is closed
+        return 0
     return code
 
 
@@ -282,14 +292,19 @@ class _Cluster:
             await self.broker.close()
 
 
-async def _signalled() -> None:
-    """Until SIGINT or SIGTERM."""
+async def _signalled(restart: asyncio.Event) -> None:
+    """Until SIGINT or SIGTERM, or a restart asked for (the console's)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(restart.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _listen(bot: Bot) -> bool:

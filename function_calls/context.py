@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loguru import logger as _root_logger
 from pydantic import BaseModel
@@ -104,6 +104,26 @@ class ModelRequest:
         self.prompt_tokens, self.completion_tokens = max(prompt, 0), max(completion, 0)
 
 
+class ModelDoor(Protocol):
+    """How a context's `ask_model` and `model_request` reach a model, accounted
+    (function_calls/model_access.py `DOOR`)."""
+
+    async def ask_model(
+        self,
+        ctx: MessageContext,
+        prompt: str | Sequence[Message],
+        *,
+        system: str | None,
+        model: str | None,
+        tools: Sequence[ToolDefinition] | None,
+        stream: bool,
+    ) -> LLMResponse: ...
+
+    def model_request(
+        self, ctx: MessageContext, name: str, model_id: str
+    ) -> AbstractAsyncContextManager[ModelRequest]: ...
+
+
 class MessageContext:
     """One per incoming message: who, where, whether the bot was addressed, and the services a
     handler may use. Handlers get everything they need from here, never from globals."""
@@ -117,6 +137,7 @@ class MessageContext:
         "logger",
         "sent",
         "_deliver",
+        "_door",
         "services",
         "stored_id",
         "registry",
@@ -151,8 +172,12 @@ class MessageContext:
         clock: Callable[[], float] = time.time,
         vision_model: ChatModel | None = None,
         model_named: Callable[[str], ChatModel | None] | None = None,
+        model_door: ModelDoor | None = None,
     ) -> None:
         self.message = message
+        # The accounted way to a model (function_calls/model_access.py's `DOOR`, given by the
+        # runtime): that module imports this one, so this one is handed it, never imports it.
+        self._door = model_door
         # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
         # benchmark or test can run a conversation over minutes of the bot's time.
         self.clock = clock
@@ -206,10 +231,9 @@ class MessageContext:
         show the answer as it arrives where the channel streams. Raises ProviderError as the
         chat's own requests do. The only way to a configured model: a request made any other
         way is refused (`providers.base.UnaccountedRequest`)."""
-        # Imported here: model_access imports this module (the accounted path lives there).
-        from function_calls.model_access import ask_model
-
-        return await ask_model(self, prompt, system=system, model=model, tools=tools, stream=stream)
+        return await self._model_door().ask_model(
+            self, prompt, system=system, model=model, tools=tools, stream=stream
+        )
 
     def model_request(self, name: str, model_id: str) -> AbstractAsyncContextManager[ModelRequest]:
         """A request to a model of the plugin's own (not under `models:`, e.g. a search API),
@@ -217,9 +241,14 @@ class MessageContext:
         checks the limits first (`LimitReached`), then, whatever happens inside, writes the
         usage row and metrics with the tokens given to `call.tokens(prompt, completion)`.
         `name` is the plugin's name (metrics know plugin names, not free text)."""
-        from function_calls.model_access import model_request
+        return self._model_door().model_request(self, name, model_id)
 
-        return model_request(self, name, model_id)
+    def _model_door(self) -> ModelDoor:
+        if self._door is None:
+            raise RuntimeError(
+                "this context was built without a model door (Bot.context gives one)"
+            )
+        return self._door
 
     def settings(self, model: type[S]) -> S:
         """A plugin's validated config section, by its settings model (typed)."""

@@ -15,15 +15,15 @@ requests in the same message do not count it again.
   search API): the same check first, the same record after, with the tokens the plugin reports.
 
 The models the bot serves refuse requests made around this (providers.base `guarded`), so the
-door is the only way to them. MessageContext's methods import this module when called (it
-imports MessageContext, so context.py cannot import it at the top).
+door is the only way to them. The runtime hands `DOOR` to each MessageContext it builds
+(`model_door=`): this module imports MessageContext, so context.py never imports it back.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
 from function_calls import limits
@@ -118,3 +118,28 @@ def _record(ctx: MessageContext, call: ModelRequest, outcome: str, latency: floa
         for kind, n in (("prompt", call.prompt_tokens), ("completion", call.completion_tokens)):
             if n:
                 metrics.model_tokens.labels(call.name, kind).inc(n)
+
+
+class _Door:
+    """`ctx.ask_model` / `ctx.model_request` through this module (context.ModelDoor)."""
+
+    async def ask_model(
+        self,
+        ctx: MessageContext,
+        prompt: str | Sequence[Message],
+        *,
+        system: str | None,
+        model: str | None,
+        tools: Sequence[ToolDefinition] | None,
+        stream: bool,
+    ) -> LLMResponse:
+        return await ask_model(ctx, prompt, system=system, model=model, tools=tools, stream=stream)
+
+    def model_request(
+        self, ctx: MessageContext, name: str, model_id: str
+    ) -> AbstractAsyncContextManager[ModelRequest]:
+        return model_request(ctx, name, model_id)
+
+
+#: What the runtime gives every MessageContext it builds.
+DOOR = _Door()

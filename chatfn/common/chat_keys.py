@@ -171,6 +171,7 @@ ANSWER_BOTS: ChatKey[bool] = ChatKey(
     owner="loop_guard",
 )
 
+
 class AmbientChat(BaseModel):
     """A group's ambient context (`chats[].ambient`, the `ambient` override): the messages
     its members wrote without addressing the bot, shown to the model when it is addressed,

@@ -44,6 +44,7 @@ from chatfn.runtime.ops_web import OpsRoutes
 from chatfn.runtime.outbox import Outbox
 from chatfn.runtime.plugin_breaker import PluginGuard, bounded
 from chatfn.runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
+from chatfn.runtime.restart import RestartRequest
 from chatfn.runtime.resume import resume_turns
 from chatfn.runtime.settings import Settings, resolve_storage_url
 from chatfn.runtime.switch import Switch, tell_stored
@@ -57,6 +58,7 @@ from function_calls.approvals import Approvals
 from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
 from function_calls.context import MessageContext
 from function_calls.fates import Fate, MessageFates
+from function_calls.model_access import DOOR
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import EventHandler, Hook, Services
 from function_calls.registry import Registry
@@ -154,6 +156,9 @@ class Bot:
         # The process's one web server (chatfn/runtime/web.py): the HTTP API, /mcp, the admin
         # console and the platforms' webhooks mount on it; `chatfn run` starts and stops it.
         self.web = WebServer(grace=settings.bot.shutdown_grace)
+        # The console's Restart button (chatfn/runtime/restart.py): `chatfn run` stops as on
+        # SIGTERM and runs its command line again.
+        self.restart = RestartRequest()
         # What channels see of the bot (chatfn/runtime/channel_host.py), and what the channels
         # serving its API (HTTP, MCP) see beyond that.
         self.channel_host = BotChannelHost(self)
@@ -379,6 +384,7 @@ class Bot:
             clock=self.clock,
             vision_model=self.models.vision() if msg.images else None,
             model_named=self.models.named_exactly,
+            model_door=DOOR,
         )
 
     async def handle(

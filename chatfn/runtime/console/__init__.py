@@ -160,6 +160,17 @@ class Console:
             store.add_audit, self.storage.engine, user, address, action, platform, chat_id, detail
         )
 
+    async def restart(self, user: str, address: str) -> dict[str, Any]:
+        """Stop as on SIGTERM and run again (chatfn/runtime/restart.py); audited first, so the
+        row is there whatever the restart does. Only `chatfn run` restarts: a bot another
+        program embeds says it cannot."""
+        restart = self._bot.restart
+        if not restart.armed:
+            raise ConsoleError(409, "this bot was not started by `chatfn run`: restart it there")
+        await self.audit(user, address, "bot.restart")
+        restart.request(user)
+        return {"restarting": True}
+
     async def audit_page(
         self,
         scope: Scope,

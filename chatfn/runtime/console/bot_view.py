@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from chatfn.runtime.outbox import Outbox
     from chatfn.runtime.plugin_breaker import PluginGuard
     from chatfn.runtime.plugins import LoadedPlugin
+    from chatfn.runtime.restart import RestartRequest
     from chatfn.runtime.settings import Settings
     from chatfn.runtime.switch import Switch
     from chatfn.storage.db import Storage
@@ -35,5 +36,6 @@ class ConsoleBot(Protocol):
     delivery: Delivery
     outbox: Outbox
     metrics: Metrics
+    restart: RestartRequest  # the Restart button (chatfn/runtime/restart.py)
 
     def service(self, cls: type[T]) -> T | None: ...

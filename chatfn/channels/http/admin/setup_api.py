@@ -1,7 +1,7 @@
 """The JSON endpoints of the pages that set the bot up (issue 39; docs/admin-api.md): Models
-and Channels. Reading needs an unscoped user; every change needs an
-`owner` (`admin.users.NAME.role`, or the bearer token), is written to config.yaml by the console
-and audited there."""
+and Channels, and the Restart that makes a saved change take effect. Reading needs an
+unscoped user; every change needs an `owner` (`admin.users.NAME.role`, or the bearer token),
+is written to config.yaml by the console and audited there."""
 
 from __future__ import annotations
 
@@ -88,7 +88,12 @@ def routes(host: ApiHost) -> list[Route]:
         _owner(request)
         return host.console.channel_logins.status(request.match_info["name"])
 
+    async def restart(request: web.Request) -> Any:
+        me = _owner(request)
+        return await host.console.restart(me.user, request.remote or "")
+
     return [
+        ("POST", "/admin/api/restart", restart),
         ("GET", "/admin/api/channels", channel_list),
         ("PUT", "/admin/api/channels/{name}", channel_save),
         ("POST", "/admin/api/channels/{name}/test", channel_test),

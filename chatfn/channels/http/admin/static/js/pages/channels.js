@@ -2,10 +2,11 @@
 // generated from its settings model (secrets write-only: set / not set; a ${VAR} value comes
 // from the environment and is not editable here), its README (the platform's set-up steps) and
 // a test running its online probe with the settings saved. An owner's change is written to
-// config.yaml and takes effect when the bot restarts.
+// config.yaml and takes effect when the bot restarts (an owner's Restart button, restart.js).
 import { get, post, request } from "../api.js";
 import { h, replace } from "../dom.js";
 import { t } from "../i18n.js";
+import { restartButton } from "../restart.js";
 
 const enc = encodeURIComponent;
 
@@ -189,7 +190,8 @@ export async function render(view, ctx) {
       h("h2", null, t("nav.channels")),
       h("section.card", null, h("p.dim", null, t("channels.help", { file: listing.file })),
         owner ? null : h("p.dim", null, t("channels.owner_only")),
-        listing.restart_needed ? h("p.warn#channels-restart", null, t("channels.restart_needed")) : null),
+        listing.restart_needed ? h("p.warn#channels-restart", null, t("channels.restart_needed"),
+          owner ? [" ", restartButton()] : null) : null),
       listing.channels.map((c) => card(c, owner, draw)),
       listing.broken.map((b) => h("section.card.error", null, `${b.name}: ${b.error}`)));
     view.dataset.ready = "1";

@@ -6,6 +6,7 @@
 import { ApiError, del, get, post, request } from "../api.js";
 import { h, replace, table } from "../dom.js";
 import { t } from "../i18n.js";
+import { restartButton } from "../restart.js";
 
 export async function render(view) {
   const data = await get("/plugins");
@@ -187,8 +188,10 @@ export async function render(view) {
   const marketResults = h("div#market-results");
   const marketNote = mayInstall ? null : h("p.muted#market-rights", null,
     market.allow_install ? t("plugins.owners_only") : t("plugins.install_off"));
+  const waiting = (data.plugins || []).some((p) => p.restart);
   replace(view,
     h("h2", null, t("nav.plugins")),
+    waiting && market.owner ? h("p.warn#plugins-restart", null, t("plugins.restart_needed"), " ", restartButton()) : null,
     note,
     h("section.card#plugin-list", null, h("h3", null, t("plugins.plugins")), plugins),
     settingsBox,
