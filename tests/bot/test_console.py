@@ -75,9 +75,13 @@ async def test_piped_conversation_with_model(tmp_path: Path, bot_env: dict[str, 
         "chatfn> [group:team1] @bob reset done",
     ]
     assert len(model.received) == 2
-    # The unaddressed group line was stored and shown to the model as context.
+    # The unaddressed group line was stored and shown to the model as context: the newest
+    # message's background block (ambient context), with its speaker, not a history turn.
     contents = [m["content"] for m in model.received[1].body["messages"]]
-    assert "alice: nobody mentioned the bot here" in contents
+    newest = contents[-1]
+    assert "<background>" in newest and "alice: nobody mentioned the bot here" in newest
+    assert newest.endswith("alice: note team lunch")
+    assert not any("nobody mentioned" in c for c in contents[:-1])
 
 
 async def test_no_config_no_model_still_runs(tmp_path: Path, bot_env: dict[str, str]) -> None:
