@@ -11,6 +11,10 @@ roles in the Gateway's cache (`bot.trust_group_admins`). GUILD_MEMBER_ADD reache
 welcome in the guild's system channel. Chat ids: message.py. At each new session (READY,
 not RESUMED) what recently active chats said meanwhile is read back: catchup.py.
 
+Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny) go under the last part;
+a press (Gateway INTERACTION_CREATE, a component) is deferred at once and becomes the
+presser's message with the button's text, roles as for a message.
+
 Outgoing: a reply goes out in order per chat (OrderedRunner), split under 2000 characters on
 paragraph / code-block boundaries, rendered as Discord Markdown with escaping; mentions only
 ping the user `reply_with_mention` names (never @everyone from a model's text). Every part
@@ -95,6 +99,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
                 "disconnect": self._on_disconnect,
                 "message": self._on_message,
                 "member_join": self._member_joined,
+                "interaction": self._on_interaction,
             },
         )
         try:
@@ -187,6 +192,70 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             sender_is_bot=bool(message.author.bot),
         )
 
+    async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        """A button pressed under one of the bot's messages (OutgoingMessage.buttons): its
+        custom_id is the text the press sends, as the presser's own message in that chat
+        ("/approve K3F9QX"), so a button answers as the command would, with the same checks.
+        The interaction is acknowledged at once (deferred); the answer comes as a message."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: dict[str, Any] = dict(interaction.data or {})
+        text = str(data.get("custom_id") or "")
+        user = interaction.user
+        if not text or user.bot:
+            return
+        await self._acknowledge(interaction)
+        if interaction.guild_id is None:
+            chat = f"dm:{user.id}"
+        else:
+            kind = "thread" if isinstance(interaction.channel, discord.Thread) else "channel"
+            where = interaction.channel_id or (
+                interaction.message.channel.id if interaction.message is not None else None
+            )
+            if where is None:
+                return
+            chat = f"guild:{interaction.guild_id}/{kind}:{where}"
+        ident = f"i{interaction.id}"
+        self.inbound.message(chat, ident, lambda: self._pressed(interaction, chat, text))
+
+    async def _acknowledge(self, interaction: discord.Interaction) -> None:
+        """Tell Discord the press was taken (callback type 6, DEFERRED_UPDATE_MESSAGE: the
+        button stops spinning, the message stays). Through the client's own HTTP, which goes
+        to `api_base` (discord.py's `interaction.response` would go to discord.com)."""
+        assert self.client is not None
+        route = discord.http.Route(
+            "POST",
+            "/interactions/{interaction_id}/{interaction_token}/callback",
+            interaction_id=interaction.id,
+            interaction_token=interaction.token,
+        )
+        try:
+            await self.client.http.request(route, json={"type": 6})
+        except (*_NETWORK, discord.HTTPException) as exc:
+            logger.warning("Discord interaction {} not acknowledged: {!r}", interaction.id, exc)
+
+    async def _pressed(
+        self, interaction: discord.Interaction, chat_id: str, text: str
+    ) -> IncomingMessage | None:
+        user = interaction.user
+        is_group = not chat_id.startswith("dm:")
+        roles: list[str] = []
+        if is_group and isinstance(user, discord.Member):
+            if interaction.guild is not None and interaction.guild.owner_id == user.id:
+                roles = ["owner"]
+            elif user.guild_permissions.administrator or user.guild_permissions.manage_guild:
+                roles = ["admin"]
+        return self.incoming(
+            chat_id,
+            str(user.id),
+            text,
+            is_group=is_group,
+            sender_name=user.display_name,
+            is_at_bot=True,
+            message_id=f"i{interaction.id}",
+            sender_roles=roles,
+        )
+
     async def _member_joined(self, member: discord.Member) -> None:
         client = self.client
         if client is None or (client.user is not None and member.id == client.user.id):
@@ -257,6 +326,8 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
                     options["embeds"] = part.embeds
                 if part.nonce:
                     options["nonce"] = part.nonce
+                if index == len(parts) - 1 and out.buttons:
+                    options["view"] = _buttons(out.buttons)
                 await where.send(part.content or None, **options)
                 sent += 1
         except (discord.Forbidden, discord.NotFound) as exc:
@@ -347,6 +418,17 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
                 if match is not None:
                     del mine[match]  # one message found sent answers for one row only
         return verdicts
+
+
+def _buttons(buttons: list[tuple[str, str]]) -> discord.ui.View:
+    """OutgoingMessage.buttons as one row of buttons whose custom_id is the text a press sends
+    (at most 100 characters: a longer one gets no button; the message says it anyway)."""
+    view = discord.ui.View(timeout=None)
+    for index, (label, data) in enumerate(buttons):
+        if len(data) <= 100:
+            style = discord.ButtonStyle.success if index == 0 else discord.ButtonStyle.secondary
+            view.add_item(discord.ui.Button(label=label[:80], custom_id=data, style=style))
+    return view
 
 
 def _chat_name(message: discord.Message) -> str:

@@ -187,6 +187,7 @@ class FakeDiscord(FakePlatform):
         self.backlog: list[dict[str, Any]] = []  # every dispatch of this session, for RESUME
         self.ws: web.WebSocketResponse | None = None
         self.connected = asyncio.Event()
+        self.interactions: list[tuple[str, int]] = []  # (interaction id, callback type)
         self._send_lock = asyncio.Lock()  # frames leave in the order they were dispatched
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -201,6 +202,7 @@ class FakeDiscord(FakePlatform):
         r.add_post("/api/v10/channels/{channel}/messages", self._create_message)
         r.add_get("/api/v10/channels/{channel}/messages", self._history)
         r.add_get("/attachments/{key}/{name}", self._attachment)
+        r.add_post("/api/v10/interactions/{id}/{token}/callback", self._interaction_callback)
 
     async def stop(self) -> None:
         if self.ws is not None:
@@ -636,7 +638,7 @@ class FakeDiscord(FakePlatform):
             "embeds": payload.get("embeds") or [],
             "pinned": False,
             "flags": 0,
-            "components": [],
+            "components": payload.get("components") or [],
         }
         if guild is not None:
             message["guild_id"] = str(guild.id)
@@ -664,6 +666,60 @@ class FakeDiscord(FakePlatform):
     async def _attachment(self, request: web.Request) -> web.Response:
         kind, data = self.attachments[request.match_info["key"]]
         return web.Response(body=data, content_type=kind)
+
+    # -- buttons (message components) ----------------------------------------------------------
+    def press(
+        self,
+        channel_id: int,
+        author: int,
+        sent: Sent,
+        custom_id: str,
+        roles: list[int] | None = None,
+    ) -> str:
+        """A user presses the button `custom_id` under the bot's message `sent`:
+        INTERACTION_CREATE of type 3 (interactions/receiving-and-responding); returns the
+        interaction's id (its callback names it)."""
+        iid = str(snowflake(self.ids))
+        guild = self.guild_of(channel_id)
+        self.dispatch(
+            "INTERACTION_CREATE",
+            {
+                "id": iid,
+                "application_id": str(APP_ID),
+                "type": 3,
+                "token": f"tok-{iid}",
+                "version": 1,
+                "guild_id": str(guild.id),
+                "channel_id": str(channel_id),
+                "channel": guild.channels.get(channel_id) or guild.threads.get(channel_id),
+                "member": {
+                    "user": user(author),
+                    "roles": [str(r) for r in roles or []],
+                    "joined_at": iso(),
+                    "deaf": False,
+                    "mute": False,
+                    "flags": 0,
+                    "nick": None,
+                    "permissions": "0",
+                },
+                "message": sent.message,
+                "data": {"custom_id": custom_id, "component_type": 2},
+                "app_permissions": "0",
+                "attachment_size_limit": 10 * 1024 * 1024,
+                "locale": "en-US",
+                "guild_locale": "en-US",
+                "entitlements": [],
+                "authorizing_integration_owners": {},
+                "context": 0,
+            },
+        )
+        return iid
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        """POST /interactions/{id}/{token}/callback: the bot acknowledged a press."""
+        body = await request.json()
+        self.interactions.append((request.match_info["id"], int(body.get("type", 0))))
+        return web.Response(status=204)
 
     # -- reading what the bot did --------------------------------------------------------------
     async def wait_sent(
