@@ -178,6 +178,13 @@ async def test_a_members_command_is_held_and_an_admins_runs(testbot: Any, tmp_pa
     await tb.send(f"/approve {approval}", sender="root", group=GROUP, admin=True)
     await tb.bot.approvals.settled()
     assert (await _said(tb, GROUP))[-1] == "moved 3"
+    # A denied command: its sender is told, and /why says so.
+    denied = _id(await tb.send("/transfer amount=9", sender="bob", group=GROUP))
+    await tb.send(f"/deny {denied} no", sender="root", group=GROUP, admin=True)
+    await tb.bot.approvals.settled()
+    assert (await _said(tb, GROUP))[-1] == f"transfer was denied ({denied}): no."
+    why = await tb.send("/why", sender="bob", group=GROUP)
+    assert "the call was not approved (denied /transfer)" in why[0]
     args = [a for s, o, a in await _audit(tb, "transfer") if o == "ok"]
     assert args == ['{"amount": 4}', '{"amount": 3}']
 

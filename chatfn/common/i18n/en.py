@@ -85,6 +85,7 @@ MESSAGES: dict[str, str] = {
     "core.approval.stale.other_chat": "Request {id} belongs to another chat: answer it there.",
     "core.approval.stale.not_allowed": "You may not answer request {id}.",
     "fate.held_approval": "held: a call waits for approval {detail}",
+    "fate.reason.approval": "the call was not approved",
     "core.sentence": "{text}.",
     "core.invalid_args": "Invalid arguments for {name}: {details}.",
     # pydantic's validation messages by error type (English: pydantic's own wording)

@@ -72,6 +72,7 @@ MESSAGES: dict[str, str] = {
     "core.approval.stale.other_chat": "请求 {id} 属于另一个聊天：请在那里回复。",
     "core.approval.stale.not_allowed": "你不能回复请求 {id}。",
     "fate.held_approval": "等待中：一个调用在等待审批 {detail}",
+    "fate.reason.approval": "调用未获批准",
     "core.sentence": "{text}。",
     "core.invalid_args": "/{name} 的参数无效：{details}。",
     "invalid.missing": "缺少此项",
