@@ -346,8 +346,8 @@ class FunctionCallRouter:
         if held.source == "command":
             if spec is None or ex.outcome == "refused":
                 await ctx.reply(ex.reason)
-                why = "gone" if spec is None else decision
-                ctx.turn.fate = Fate("declined", f"approval {why} /{held.function}", told=True)
+                word = "gone" if spec is None else decision
+                ctx.turn.fate = Fate("declined", f"approval {word} /{held.function}", told=True)
                 return
             ctx.turn.fate = _command_fate(ctx, spec, ex)
             await self._command_reply(ctx, spec, ex)
