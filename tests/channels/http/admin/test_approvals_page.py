@@ -43,6 +43,12 @@ async def test_console_lists_and_answers_approvals(console: Any) -> None:
     )
     c = await console(model=model, registry=risky_registry(), builtins=True)
     alice, bob = await c.client("alice"), await c.client("bob")
+    # The page: named in the session with its words, its module served.
+    session = (await alice.get("/admin/api/session"))[1]
+    [page] = [p for p in session["pages"] if p["name"] == "approvals"]
+    assert page["texts"]["zh"]["nav.approvals"] == "审批"
+    status, module = await alice.get(page["module"])
+    assert status == 200 and "/approvals/" in module and "export async function render" in module
     asked = await c.chat("team-a", "move 5")
     assert "Approval needed" in asked["replies"][0]["text"]
     await c.chat("ops", "move 6")
