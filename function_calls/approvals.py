@@ -200,6 +200,8 @@ class Approvals:
     default_timeout: float
     clock: Callable[[], float]
     runner: Runner | None = None
+    # The bot's metrics (chatfn_approvals_total{outcome}); None: not counted.
+    metrics: Any = None
     _waiters: dict[str, asyncio.Future[Decision]] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _wake: asyncio.Event | None = None
@@ -350,7 +352,9 @@ class Approvals:
             logger.opt(exception=exc).error("the turn of approval {} failed", held.id)
 
     async def audit(self, held: Held, outcome: str, by: str, detail: str) -> None:
-        """One tool_calls row per request and per answer (source "approval")."""
+        """One tool_calls row per request and per answer (source "approval"), counted."""
+        if self.metrics is not None:
+            self.metrics.approvals.labels(outcome).inc()
         row = tool_call_row(
             platform=held.platform,
             chat_id=held.chat_id,

@@ -187,9 +187,16 @@ class Metrics:
             "not_addressed, ignored, failed) and held messages whose sender was told they wait.",
             ["fate"],
         )
+        self.approvals = _Counter(
+            "chatfn_approvals",
+            "Approvals of calls held for approval, by outcome: requested, approved, denied, "
+            "expired, refused (a stale answer: expired, answered, another chat's, not allowed).",
+            ["outcome"],
+        )
         self._counters = [
             self.messages_in,
             self.message_fates,
+            self.approvals,
             self.messages_out,
             self.messages_dropped,
             self.model_requests,

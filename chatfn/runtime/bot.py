@@ -125,7 +125,9 @@ class Bot:
         # Calls held for approval (function_calls/approvals.py): asked for by the router and
         # the tool loop, answered by the approvals built-in and the console; a decided one
         # resumes its chat's turn (chatfn/runtime/approval_turns.py).
-        self.approvals = Approvals(self.storage, settings.bot.approval_timeout, clock)
+        self.approvals = Approvals(
+            self.storage, settings.bot.approval_timeout, clock, metrics=self.metrics
+        )
         self.approvals.runner = functools.partial(approved_turn, self)
         self.services.provide(self.approvals)
         # Messages waiting for their first reply, with the timer of their held notice.

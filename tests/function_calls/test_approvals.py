@@ -116,6 +116,8 @@ async def test_approved_call_runs_with_its_arguments_and_resumes_the_loop(
         ("approval", "approved"),
         ("llm", "ok"),
     ]
+    counted = tb.bot.metrics.approvals.values
+    assert {k[0]: v for k, v in counted.items()} == {"requested": 1, "refused": 2, "approved": 1}
     # Answered once: a second answer is stale.
     again = await tb.send(f"/approve {approval}", sender="carol", group=GROUP, roles=["admin"])
     assert again == [f"Request {approval} was already answered."]
