@@ -21,10 +21,11 @@ def test_every_own_channel_declares_its_capabilities() -> None:
     assert missing == [], f"channels without capabilities=: {missing}"
 
 
-def test_the_table_in_the_docs_is_the_generated_one() -> None:
-    text = DOCS.read_text(encoding="utf-8")
+@pytest.mark.parametrize("doc", [DOCS, DOCS.parents[1] / "README.md"], ids=["docs", "readme"])
+def test_the_table_in_the_docs_is_the_generated_one(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
     assert text == replace_block(text, render()), (
-        "docs/channels.md's capability table differs from the channels' declarations: "
+        f"{doc.name}'s capability table differs from the channels' declarations: "
         "run `python -m chatfn.capabilities --write`"
     )
 
