@@ -9,8 +9,10 @@ docstring. Keys marked `DEPRECATED` (chatfn.common.config.is_deprecated) are lis
 docs/reference/http-api.md, the HTTP API, is rendered from the OpenAPI document the HTTP
 channel serves at `GET /v1/openapi.json` (chatfn/channels/http/openapi.py).
 
-`python -m chatfn.docs_reference` prints the configuration page; `--write [FOLDER]` writes both
-pages there (default docs/reference). tests/test_docs_reference.py fails when the files and the
+docs/reference/cli.md and metrics.md: chatfn/reference_pages.py.
+
+`python -m chatfn.docs_reference` prints the configuration page; `--write [FOLDER]` writes every
+page there (default docs/reference). tests/test_docs_reference.py fails when the files and the
 code differ, so the pages cannot drift: change a setting or a route, then run `--write`.
 """
 
@@ -34,6 +36,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
 from chatfn.common.config import RELATIVE_TO_CONFIG, is_deprecated
+from chatfn.reference_pages import render_cli, render_metrics
 
 __all__ = ["Entry", "entries", "main", "render", "render_http_api"]
 
@@ -304,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         const=DEFAULT_FOLDER,
         metavar="FOLDER",
-        help=f"write config.md and http-api.md into FOLDER (default {DEFAULT_FOLDER})",
+        help=f"write the reference pages into FOLDER (default {DEFAULT_FOLDER})",
     )
     args = parser.parse_args(argv)
     page = render()
@@ -316,10 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.md").write_text(page, encoding="utf-8")
         (folder / "http-api.md").write_text(render_http_api(), encoding="utf-8")
+        (folder / "cli.md").write_text(render_cli(), encoding="utf-8")
+        (folder / "metrics.md").write_text(render_metrics(), encoding="utf-8")
     except OSError as exc:
         print(f"docs_reference: {folder}: {exc}", file=sys.stderr)
         return 1
-    print(f"docs_reference: {folder}/config.md and http-api.md written")
+    print(f"docs_reference: {folder}/config.md, http-api.md, cli.md and metrics.md written")
     return 0
 
 

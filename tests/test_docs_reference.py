@@ -132,3 +132,27 @@ def test_the_http_api_page_is_the_generated_one() -> None:
     assert page == render_http_api(), f"docs/reference/http-api.md differs: {HINT}"
     for route in ("POST /v1/messages", "GET /v1/events", "GET /healthz", "GET /v1/openapi.json"):
         assert f"## `{route}`" in page
+
+
+def test_the_cli_page_is_the_generated_one_and_has_every_command() -> None:
+    from chatfn.reference_pages import render_cli
+
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    assert page == render_cli(), f"docs/reference/cli.md differs: {HINT}"
+    for command in ("run", "check", "migrate", "init", "admin", "login", "plugin", "replay"):
+        assert f"## `chatfn {command}`" in page
+    assert "## `chatfn plugin install`" in page  # subcommands of subcommands too
+    assert "--role {gateway,worker}" in page or "--role" in page
+
+
+def test_the_metrics_page_is_the_generated_one_and_lists_what_metrics_serves() -> None:
+    from chatfn.common.metrics import Metrics
+    from chatfn.reference_pages import render_metrics
+
+    page = (ROOT / "docs" / "reference" / "metrics.md").read_text(encoding="utf-8")
+    assert page == render_metrics(), f"docs/reference/metrics.md differs: {HINT}"
+    served = Metrics().render()[0].decode()
+    names = {line.split()[2] for line in served.splitlines() if line.startswith("# TYPE ")}
+    assert names, served
+    for name in names:  # every family /metrics serves has its row
+        assert f"`{name}" in page, name
