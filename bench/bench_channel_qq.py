@@ -40,6 +40,9 @@ async def bench_qq(n: int, concurrency: int, folder: Path) -> dict[str, float]:
             "api_base": fake.base,
             "token_url": fake.token_url,
             "send_rate": 0,
+            # The gateway (WebSocket) delivery: webhook is the default since Tencent withdraws
+            # WebSocket delivery for new bots; this bench measures the gateway path.
+            "mode": "websocket",
         }
         bot = make_bot(folder, {"qq": settings})
         channel = find_channels().get("qq").build(bot.channel_host)
