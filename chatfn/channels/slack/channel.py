@@ -29,6 +29,13 @@ it thinks was not acknowledged in 3 s. Both are recognised (the channel+ts of th
 the event id are remembered), and a message delivered again after a restart is found among the
 stored messages (`host.was_stored`, its `ts` being the message id).
 
+Button presses (OutgoingMessage.buttons, send.py: an approval request's Approve / Deny) come
+as `block_actions` interactions: in Socket Mode an `interactive` envelope, acknowledged like an
+event; with the Events API Slack POSTs them (form field `payload`, signed the same way) to the
+app's Interactivity Request URL, which is the same `/slack/events` here. The button's `value`
+becomes the presser's own message in that chat ("/approve K3F9QX"), so a press answers exactly
+as the command would, with the same checks (the presser's roles from users.info).
+
 Chat ids and incoming markup: parse.py. The way out: send.py. Roles for
 `bot.trust_group_admins`: the workspace's owners and admins (users.info `is_owner`,
 `is_primary_owner`: "owner"; `is_admin`: "admin"), cached `user_cache_seconds`.
@@ -39,7 +46,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -50,7 +57,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from chatfn.channels import kit
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
-from chatfn.channels.slack.send import AUTH_ERRORS, SlackSender, error_code
+from chatfn.channels.slack.send import AUTH_ERRORS, BUTTON_ACTION, SlackSender, error_code
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.common.messages import (
     IncomingMessage,
@@ -173,6 +180,8 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
                         envelope.get("retry_reason"),
                     )
                 taken = self._callback(envelope["payload"])
+            elif kind == "interactive" and isinstance(envelope.get("payload"), dict):
+                taken = self._interaction(envelope["payload"])
             else:
                 taken = kit.settled()
             if envelope.get("envelope_id"):
@@ -211,7 +220,12 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         if not (stamp.isdigit() and signature and self._verifier.is_valid(body, stamp, signature)):
             logger.warning("Slack Events API request with a bad or old signature refused")
             return web.json_response({"error": "invalid signature"}, status=401)
-        payload = kit.json_object(body)
+        if request.content_type == "application/x-www-form-urlencoded":
+            # An interaction (Interactivity Request URL): the JSON is the form field `payload`.
+            form = parse_qs(body.decode("utf-8", "replace"))
+            payload = kit.json_object((form.get("payload") or [""])[0].encode())
+        else:
+            payload = kit.json_object(body)
         if payload is None:
             return web.json_response({"error": "not a JSON object"}, status=400)
         if payload.get("type") == "url_verification":
@@ -224,9 +238,12 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
                 retry,
                 request.headers.get("X-Slack-Retry-Reason", ""),
             )
-        if payload.get("type") != "event_callback":
+        if payload.get("type") == "block_actions":
+            taken = self._interaction(payload)
+        elif payload.get("type") == "event_callback":
+            taken = self._callback(payload)
+        else:
             return web.json_response({"ok": True})
-        taken = self._callback(payload)
         if not await taken.wait(ACK_WAIT, self._stopping):  # Slack sends it again
             return web.json_response({"error": "not stored yet"}, status=503)
         return web.json_response({"ok": True})
@@ -242,6 +259,56 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             return self._take(event, None)
         key = f"event:{payload['event_id']}"
         return self.inbound.once(key, lambda previous: self._take(event, previous))
+
+    def _interaction(self, payload: dict[str, Any]) -> kit.Taken:
+        """A `block_actions` interaction: a press of one of the bot's buttons is the presser's
+        message with the button's value; anything else is acknowledged and left alone."""
+        if payload.get("type") != "block_actions":
+            return kit.settled()
+        user = str((payload.get("user") or {}).get("id") or "")
+        container = payload.get("container") or {}
+        message = payload.get("message") or {}
+        channel = str(container.get("channel_id") or (payload.get("channel") or {}).get("id") or "")
+        ts = str(container.get("message_ts") or message.get("ts") or "")
+        pressed = [
+            a
+            for a in payload.get("actions") or []
+            if isinstance(a, dict)
+            and a.get("type") == "button"
+            and str(a.get("action_id", "")).startswith(BUTTON_ACTION)
+            and a.get("value")
+        ]
+        if not pressed or not user or not channel or user == self.bot_user_id:
+            return kit.settled()
+        action = pressed[0]
+        thread = container.get("thread_ts") or message.get("thread_ts")
+        ref = chat_ref(channel, None, thread, ts)
+        ident = f"press:{user}:{action.get('action_ts') or payload.get('trigger_id') or ts}"
+
+        def take(previous: kit.Taken | None) -> kit.Taken:
+            taken = kit.Taken(previous)
+            text = str(action["value"])
+            self.inbound.message(
+                ref.key, ident, lambda: self._pressed(ref, user, text, ident), taken
+            )
+            return taken
+
+        return self.inbound.once(ident, take)
+
+    async def _pressed(
+        self, ref: ChatRef, user: str, text: str, ident: str
+    ) -> IncomingMessage | None:
+        name, roles = await self._user(user)
+        return self.incoming(
+            ref.key,
+            user,
+            text,
+            is_group=ref.is_group,
+            sender_name=name,
+            is_at_bot=True,
+            message_id=ident,
+            sender_roles=roles if ref.is_group else [],
+        )
 
     def _take(self, event: dict[str, Any], previous: kit.Taken | None) -> kit.Taken:
         kind = event.get("type")

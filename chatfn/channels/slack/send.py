@@ -12,6 +12,11 @@ within `max_message_length`, images uploaded, 429s waited out in place.
 - Images: a data URI is uploaded with files_upload_v2 (files.getUploadURLExternal, the upload,
   files.completeUploadExternal) with the reply's last part as its comment; an https URL is an
   image block.
+- Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny): the last text part
+  goes as Block Kit, a `section` with its mrkdwn and an `actions` block of `button`s whose
+  `value` is the text a press sends; the press comes back as a `block_actions` interaction
+  (channel.py). A part too long for a section (3000 characters) is sent as text and the
+  buttons follow in a message of their own.
 - Errors: network trouble and a refused token (`invalid_auth`, `token_revoked`: fixable) raise
   NotDelivered (the outbox retries); other refusals (`channel_not_found`, `not_in_channel`,
   `is_archived`, ...) raise DeliveryRefused.
@@ -40,6 +45,10 @@ AUTH_ERRORS = frozenset(
     {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
 )
 COMMENT_LIMIT = 4000  # an upload's initial_comment, kept within one message's advised size
+# Block Kit's limits (https://api.slack.com/reference/block-kit/block-elements#button): a
+# section's text, a button's label and value, an actions block's elements.
+SECTION_LIMIT, LABEL_LIMIT, VALUE_LIMIT, ACTIONS_LIMIT = 3000, 75, 2000, 25
+BUTTON_ACTION = "chatfn_button"  # action_id prefix: a press of one of the bot's own buttons
 
 
 def retry_after(exc: SlackApiError) -> float | None:
@@ -100,15 +109,29 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
         if uploads and parts and len(to_slack_mrkdwn(parts[-1])) <= COMMENT_LIMIT:
             caption = parts.pop()
         owed.parts = parts + ([caption] if caption is not None else [])
+        actions = button_block(out.buttons)
         for index, part in enumerate(parts):
             text = (mention if index == 0 else "") + to_slack_mrkdwn(part)
+            last = actions is not None and index == len(parts) - 1
+            blocks = [section(text), actions] if last and len(text) <= SECTION_LIMIT else None
             await self.call(
                 ref.key,
-                lambda text=text: self.client.chat_postMessage(  # type: ignore[misc]
-                    channel=ref.channel, text=text, thread_ts=thread, mrkdwn=True
+                lambda text=text, blocks=blocks: self.client.chat_postMessage(  # type: ignore[misc]
+                    channel=ref.channel, text=text, thread_ts=thread, mrkdwn=True, blocks=blocks
                 ),
             )
             owed.sent += 1
+            if last and blocks is None and actions:  # a long part: the buttons on their own
+                await self.call(
+                    ref.key,
+                    functools.partial(
+                        self.client.chat_postMessage,
+                        channel=ref.channel,
+                        text=" / ".join(label for label, _ in out.buttons),
+                        blocks=[actions],
+                        thread_ts=thread,
+                    ),
+                )
         first = not parts
         for image in images:
             if isinstance(image, bytes):
@@ -140,3 +163,24 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                     ),
                 )
             first = False
+
+
+def section(mrkdwn: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": mrkdwn}}
+
+
+def button_block(buttons: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """OutgoingMessage.buttons as an `actions` block: a press sends the button's `value` back
+    (channel.py makes it the presser's message). A value over Slack's 2000 characters gets no
+    button (the message's text says the command anyway)."""
+    elements = [
+        {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label[:LABEL_LIMIT] or "?"},
+            "value": value,
+            "action_id": f"{BUTTON_ACTION}_{index}",
+        }
+        for index, (label, value) in enumerate(buttons[:ACTIONS_LIMIT])
+        if value and len(value) <= VALUE_LIMIT
+    ]
+    return {"type": "actions", "elements": elements} if elements else None

@@ -53,6 +53,7 @@ class _Envelope:
     envelope_id: str
     payload: dict[str, Any]
     attempt: int = 0
+    kind: str = "events_api"
 
 
 class FakeSlack(FakePlatform):
@@ -166,6 +167,8 @@ class FakeSlack(FakePlatform):
         blocks = args.get("blocks") or []
         if isinstance(blocks, str):
             blocks = json.loads(blocks)
+        if (problem := block_problem(blocks)) is not None:
+            return web.json_response({"ok": False, "error": "invalid_blocks", "errors": [problem]})
         ts = self.next_ts()
         thread = args.get("thread_ts") or None
         self.posted.append(Posted(channel, text, thread, ts, blocks=list(blocks)))
@@ -275,8 +278,8 @@ class FakeSlack(FakePlatform):
             {
                 "envelope_id": envelope.envelope_id,
                 "payload": envelope.payload,
-                "type": "events_api",
-                "accepts_response_payload": False,
+                "type": envelope.kind,
+                "accepts_response_payload": envelope.kind == "interactive",
                 "retry_attempt": envelope.attempt,
                 "retry_reason": "timeout" if envelope.attempt else "",
             }
@@ -303,19 +306,85 @@ class FakeSlack(FakePlatform):
             "is_ext_shared_channel": False,
         }
 
-    async def push(self, payload: dict[str, Any], timeout: float = 15.0) -> str:
-        """Send an event_callback over Socket Mode (waiting for a connection); returns the
-        envelope id. Unacknowledged, it is sent again on the next connection."""
+    async def push(
+        self, payload: dict[str, Any], timeout: float = 15.0, kind: str = "events_api"
+    ) -> str:
+        """Send an event_callback (or, kind "interactive", an interaction) over Socket Mode
+        (waiting for a connection); returns the envelope id. Unacknowledged, it is sent again
+        on the next connection."""
         ws = await self.wait_for(
             lambda: next((s for s in self._sockets if not s.closed), None), timeout
         )
-        envelope = _Envelope(str(uuid.uuid4()), payload)
+        envelope = _Envelope(str(uuid.uuid4()), payload, kind=kind)
         self._unacked[envelope.envelope_id] = envelope
         try:
             await self._send_envelope(ws, envelope)
         except ConnectionError:
             pass  # the socket went: sent again on the next one
         return envelope.envelope_id
+
+    def block_actions(self, user: str, posted: Posted, value: str) -> dict[str, Any]:
+        """A press of the button with `value` under a posted message: the `block_actions`
+        payload (https://api.slack.com/reference/interaction-payloads/block-actions). Only a
+        button the message carries can be pressed."""
+        for block in posted.blocks:
+            for element in block.get("elements") or []:
+                if block.get("type") == "actions" and element.get("value") == value:
+                    break
+            else:
+                continue
+            break
+        else:
+            raise AssertionError(f"no button with value {value!r} under {posted.ts}")
+        member = self.users.get(user) or self.user(user)
+        container: dict[str, Any] = {
+            "type": "message",
+            "message_ts": posted.ts,
+            "channel_id": posted.channel,
+            "is_ephemeral": False,
+        }
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "text": posted.text,
+            "ts": posted.ts,
+            "blocks": posted.blocks,
+        }
+        if posted.thread_ts:
+            container["thread_ts"] = message["thread_ts"] = posted.thread_ts
+        return {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": member["name"],
+                "name": member["name"],
+                "team_id": TEAM,
+            },
+            "api_app_id": APP,
+            "token": "verification-token",
+            "container": container,
+            "trigger_id": f"{int(time.time())}.{uuid.uuid4().int % 10**12}",
+            "team": {"id": TEAM, "domain": "fake"},
+            "channel": {"id": posted.channel, "name": "general"},
+            "message": message,
+            "response_url": f"{self.base}/actions/{uuid.uuid4().hex}",
+            "actions": [
+                {
+                    "action_id": element["action_id"],
+                    "block_id": block.get("block_id") or uuid.uuid4().hex[:5],
+                    "text": element["text"],
+                    "value": value,
+                    "type": "button",
+                    "action_ts": self.next_ts(),
+                }
+            ],
+        }
+
+    async def press(self, user: str, posted: Posted, value: str) -> str:
+        """A user presses a button over Socket Mode (an `interactive` envelope); returns the
+        envelope id (in `acked` once the client acknowledged it)."""
+        return await self.push(self.block_actions(user, posted, value), kind="interactive")
 
     async def drop(self) -> None:
         """Close every Socket Mode connection (as a network drop would)."""
@@ -402,6 +471,48 @@ class FakeSlack(FakePlatform):
         return await self.wait_for(
             lambda: (got := self.sent_to(channel)) and len(got) >= count and got, timeout
         )
+
+
+def block_problem(blocks: Any) -> str | None:
+    """What Slack's chat.postMessage would refuse in `blocks` (invalid_blocks), or None: the
+    fields Block Kit requires of the blocks the bot sends (section, actions, image) and their
+    limits (https://api.slack.com/reference/block-kit/blocks)."""
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        return "blocks must be a list of at most 50"
+    for index, block in enumerate(blocks):
+        where = f"[{index}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "section":
+            text = block.get("text")
+            if not isinstance(text, dict) or text.get("type") not in ("mrkdwn", "plain_text"):
+                return f"{where} section needs a text object"
+            if not 1 <= len(str(text.get("text") or "")) <= 3000:
+                return f"{where} section text must be 1 to 3000 characters"
+        elif kind == "actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 25:
+                return f"{where} actions needs 1 to 25 elements"
+            ids: set[str] = set()
+            for element in elements:
+                if not isinstance(element, dict) or element.get("type") != "button":
+                    return f"{where} only buttons are known here"
+                label = element.get("text")
+                if not isinstance(label, dict) or label.get("type") != "plain_text":
+                    return f"{where} a button's text must be plain_text"
+                if not 1 <= len(str(label.get("text") or "")) <= 75:
+                    return f"{where} a button's text must be 1 to 75 characters"
+                if len(str(element.get("value", ""))) > 2000:
+                    return f"{where} a button's value is at most 2000 characters"
+                action = str(element.get("action_id") or "")
+                if not action or len(action) > 255 or action in ids:
+                    return f"{where} each button needs its own action_id (at most 255)"
+                ids.add(action)
+        elif kind == "image":
+            if not block.get("image_url") or not block.get("alt_text"):
+                return f"{where} image needs image_url and alt_text"
+        else:
+            return f"{where} unknown block type {kind!r}"
+    return None
 
 
 def _err(code: str) -> web.Response:
