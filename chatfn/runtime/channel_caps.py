@@ -28,6 +28,8 @@ class Capabilities:
     - `replies`: an answer can quote or reply to the message it answers.
     - `images_in` / `images_out`, `voice_in` / `voice_out`: media both ways.
     - `threads`: answers go into the thread a message came from.
+    - `buttons`: OutgoingMessage.buttons (an approval request's Approve / Deny) are shown as the
+      platform's buttons and a press comes back as the presser's message (issue 40 §2).
     - `markdown`: what formatting the platform renders the model's Markdown as ("plain" when none).
     - `edits`: a streamed answer is edited in place as it grows.
     - `delivery_ids`: the platform gives message ids, so a send is never made twice after a crash.
@@ -46,6 +48,7 @@ class Capabilities:
     voice_in: bool = False
     voice_out: bool = False
     threads: bool = False
+    buttons: bool = False
     markdown: str = "plain"
     edits: bool = False
     delivery_ids: bool = False
@@ -76,6 +79,7 @@ COLUMNS: tuple[str, ...] = (
     "voice in",
     "voice out",
     "threads",
+    "buttons",
     "formatting",
     "edits",
     "delivery ids",

@@ -49,6 +49,7 @@ SPEC = ChannelSpec(
         voice_in=True,
         voice_out=True,
         threads=True,
+        buttons=True,
         markdown="Discord Markdown",
         delivery_ids=True,
         connection=("long connection",),

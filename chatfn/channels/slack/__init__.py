@@ -115,6 +115,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         threads=True,
+        buttons=True,
         markdown="mrkdwn",
         delivery_ids=True,
         confirm_stored=True,

@@ -89,6 +89,7 @@ SPEC = ChannelSpec(
         voice_in=True,
         voice_out=True,
         threads=True,
+        buttons=True,
         markdown="HTML",
         delivery_ids=True,
         confirm_stored=True,
