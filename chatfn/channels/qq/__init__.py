@@ -89,6 +89,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         delivery_ids=True,
         confirm_stored=True,
         connection=("webhook", "long connection"),

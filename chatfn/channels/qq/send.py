@@ -42,7 +42,9 @@ a `url`: the image's own, or the bot's when `channels.qq.public_url` is set (med
 `file_data` base64, which QQ marks "not yet supported") and send the `file_info` as a msg_type
 7 media message after the text, as a message of its own (QQ may not show a media message's
 content); guild channels take `image` (a URL) or a `file_image` multipart upload with the last
-text part as its caption.
+text part as its caption. A spoken reply (voice.tts) goes to groups and C2C the same way as
+voice: converted to SILK (what QQ plays), uploaded with `file_type` 3, sent after the text within
+the 5 replies a message takes; guild channels get the text alone (no voice messages there).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from chatfn.channels.qq.media import MediaShelf
 from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
 
@@ -275,6 +278,31 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             seq = msg_seq(row, len(parts) + number)
             await self._send_image(ref, answer, seq, image, text, quote)
             self._took(ref, answer, seq)
+        if out.audio and ref.v2:  # the reply spoken (voice.tts): after its text, as QQ voice
+            await self._send_voices(ref, answer, row, len(parts) + len(images), out.audio)
+
+    async def _send_voices(
+        self, ref: ChatRef, answer: _Answer, row: int, first: int, refs: list[str]
+    ) -> None:
+        """Each spoken reply as a voice message (rich media `file_type` 3: SILK, which QQ
+        plays), once its text went: one that cannot be converted, that the reply limit has no
+        room for, or that QQ refuses is logged and left out (the text is the answer)."""
+        for number, voice_ref in enumerate(refs):
+            seq = msg_seq(row, first + number)
+            if answer.msg_id and self.passive.room(answer.msg_id, [seq]) <= 0:
+                logger.warning(
+                    "QQ: no reply left to {} in {} for its voice", answer.msg_id, ref.key
+                )
+                return
+            try:
+                if not voice_ref.startswith("data:"):
+                    raise ValueError("a spoken reply by URL (QQ needs SILK it can fetch)")
+                silk = await audio.to_silk(base64.b64decode(voice_ref.partition(",")[2]))
+                await self._send_media(ref, answer, seq, 3, silk, "")
+            except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+                logger.warning("QQ voice reply to {} not sent: {}", ref.key, exc)
+                return
+            self._took(ref, answer, seq)
 
     def _took(self, ref: ChatRef, answer: _Answer, seq: int) -> None:
         if answer.msg_id and ref.v2:
@@ -349,30 +377,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         quote: str | None,
     ) -> None:
         if ref.v2:
-            upload: dict[str, Any] = {"file_type": 1, "srv_send_msg": False}
-            if isinstance(image, str):
-                upload["url"] = image
-            elif self.media is not None:
-                upload["url"] = self.media.put(image)
-            else:
-                upload["file_data"] = base64.b64encode(image).decode()
-            info = await self._post(
-                ref, lambda: self.api.call("POST", ref.files_path, json=upload, timeout=60)
-            )
-            file_info = str((info or {}).get("file_info") or "")
-            if not file_info:
-                raise kit.DeliveryRefused(f"QQ gave no file_info for an image to {ref.key}")
-
-            def media(a: _Answer) -> Awaitable[Any]:
-                body = {
-                    "msg_type": 7,
-                    "content": text or " ",  # QQ asks for some content with msg_type 7
-                    "media": {"file_info": file_info},
-                    **self._body(ref, a, seq),
-                }
-                return self._post(ref, lambda: self._json(ref, body))
-
-            await self._passive_or_active(ref, answer, media, None)
+            await self._send_media(ref, answer, seq, 1, image, text)
             return
 
         def guild(a: _Answer) -> Awaitable[Any]:
@@ -403,6 +408,38 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             return self._post(ref, form)
 
         await self._passive_or_active(ref, answer, guild, None)
+
+    async def _send_media(
+        self, ref: ChatRef, answer: _Answer, seq: int, file_type: int, data: bytes | str, text: str
+    ) -> None:
+        """Groups and C2C: upload (`file_type` 1 image, 3 voice in SILK) by URL (the bot's
+        public_url shelf, or the URL given) or as `file_data`, then a `msg_type` 7 message
+        carrying its `file_info`."""
+        upload: dict[str, Any] = {"file_type": file_type, "srv_send_msg": False}
+        if isinstance(data, str):
+            upload["url"] = data
+        elif self.media is not None:
+            upload["url"] = self.media.put(data)
+        else:
+            upload["file_data"] = base64.b64encode(data).decode()
+        info = await self._post(
+            ref, lambda: self.api.call("POST", ref.files_path, json=upload, timeout=60)
+        )
+        file_info = str((info or {}).get("file_info") or "")
+        if not file_info:
+            what = "a voice" if file_type == 3 else "an image"
+            raise kit.DeliveryRefused(f"QQ gave no file_info for {what} to {ref.key}")
+
+        def media(a: _Answer) -> Awaitable[Any]:
+            body = {
+                "msg_type": 7,
+                "content": text or " ",  # QQ asks for some content with msg_type 7
+                "media": {"file_info": file_info},
+                **self._body(ref, a, seq),
+            }
+            return self._post(ref, lambda: self._json(ref, body))
+
+        await self._passive_or_active(ref, answer, media, None)
 
     def _json(self, ref: ChatRef, body: dict[str, Any]) -> Awaitable[Any]:
         return self.api.call("POST", ref.messages_path, json=body)

@@ -11,7 +11,8 @@ github.com/tencent-connect/bot-docs, docs/develop/api-v2/):
 - sending (server-inter/message/send-receive/send.md, rich-media.md, post_messages.md):
   `POST /v2/groups/{group_openid}/messages`, `/v2/users/{openid}/messages` (msg_type 0 text,
   7 media with `file_info`; `msg_id` + `msg_seq`: the same pair twice -> code 40054005),
-  `POST /v2/{groups|users}/{id}/files` (`file_type` 1, `url` or `file_data`),
+  `POST /v2/{groups|users}/{id}/files` (`file_type` 1 image or 3 voice, SILK only; `url` or
+  `file_data`),
   `POST /channels/{channel_id}/messages` and `/dms/{guild_id}/messages` (JSON or multipart
   with `file_image`; `message_reference`). A passive reply past its window (5 minutes, 60
   in C2C) -> code 304027 MSG_EXPIRE. An active message (no msg_id / event_id) to a group or
@@ -127,6 +128,9 @@ class FakeQQ(FakePlatform):
         # registered for the bot at q.qq.com)
         self.urls_registered = True
         self._uploads: dict[str, bytes | str] = {}
+        self._voice_infos: set[str] = set()  # uploads of file_type 3
+        # Voice messages sent (msg_type 7 with a file_type 3 upload): (scene, target, SILK).
+        self.voices: list[tuple[str, str, bytes | str]] = []
         self.file_data_refused = False  # answer file_data uploads as QQ's reports say (500)
         self.fetched: list[tuple[str, int]] = []  # (url, status) of the uploads fetched
         self._files: dict[str, bytes] = {}
@@ -217,7 +221,8 @@ class FakeQQ(FakePlatform):
         return _error(404, 0, "not found")
 
     async def _upload(self, body: dict[str, Any]) -> web.Response:
-        if body.get("file_type") != 1:
+        file_type = body.get("file_type")
+        if file_type not in (1, 3):  # 1 image, 3 voice (SILK); 2 video, 4 file: not here
             return _error(400, 12002, "RequestInvalid")
         if body.get("file_data"):
             if self.file_data_refused:  # "not yet supported" (the rich-media docs)
@@ -232,8 +237,13 @@ class FakeQQ(FakePlatform):
                 data = fetched
         else:
             return _error(400, 12002, "RequestInvalid")
+        if file_type == 3 and not (isinstance(data, bytes) and _is_silk(data)):
+            # QQ plays SILK only (rich-media docs: "语音仅支持 silk 格式")
+            return _error(400, 850026, "voice must be silk (the fake's code)")
         info = base64.b64encode(uuid.uuid4().bytes).decode()
         self._uploads[info] = data
+        if file_type == 3:
+            self._voice_infos.add(info)
         return web.json_response({"file_uuid": uuid.uuid4().hex, "file_info": info, "ttl": 3600})
 
     async def _fetch(self, url: str) -> bytes | None:
@@ -301,7 +311,10 @@ class FakeQQ(FakePlatform):
             info = str((body.get("media") or {}).get("file_info") or "")
             if info not in self._uploads:
                 return _error(400, 304083, "convert media info fail")
-            images.append(self._uploads[info])
+            if info in self._voice_infos:
+                self.voices.append((scene, target, self._uploads[info]))
+            else:
+                images.append(self._uploads[info])
         elif body.get("msg_type") != 0 or not str(body.get("content") or "").strip():
             return _error(400, 50006, "CannotSendEmptyMessage")
         if scene == "group" and re.search(r"<@!?\w+>", str(body.get("content") or "")):
@@ -546,3 +559,8 @@ def _error(status: int, code: int, message: str) -> web.Response:
 
 
 __all__ = ["APP_ID", "BOT_ID", "SECRET", "FakeQQ", "Posted", "qq_sign"]
+
+
+def _is_silk(data: bytes) -> bool:
+    """A SILK v3 stream, as QQ's clients write it (Tencent's variant starts with 0x02)."""
+    return data.startswith((b"#!SILK_V3", b"\x02#!SILK_V3"))

@@ -4,6 +4,7 @@ without an STT call; without one, the WAV is fetched and transcribed by voice.st
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -63,3 +64,40 @@ async def test_qq_voice_message_is_answered(tmp_path: Path, qq_heard: str) -> No
     else:
         [req] = api.transcriptions
         assert req.format == "wav" and 1.9 < req.seconds < 2.1
+
+
+@pytest.mark.parametrize("scene", ["private", "group"])
+async def test_a_spoken_reply_goes_to_qq_as_a_silk_voice_message(
+    tmp_path: Path, scene: str
+) -> None:
+    """`/tts on` in a QQ chat: the reply's text, then its voice as QQ takes it: a rich-media
+    upload of `file_type` 3 in SILK (the fake refuses any other) and a msg_type 7 message, a
+    passive reply with its own msg_seq. The voice decodes to audio of the spoken length."""
+    from chatfn.common.audio import _silk_to_pcm
+
+    async with FakeQQ() as fake, AudioApi() as api:
+        driver = QQDriver(fake)
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(driver, tmp_path, bot=LOCAL_MEDIA, **config):
+            chat = Chat(scene, "c2c42" if scene == "private" else "grp7")
+            await driver.say(chat, "read this aloud", mention=True)
+            [sent] = await driver.sent(chat, 1)
+            where = driver.where(chat)
+            for _ in range(200):
+                if any((s, t) == where for s, t, _v in fake.voices):
+                    break
+                await asyncio.sleep(0.05)
+    assert sent.text.endswith("read this aloud")
+    [(got_scene, target, voice)] = fake.voices
+    assert (got_scene, target) == where
+    assert isinstance(voice, bytes)
+    pcm = _silk_to_pcm(voice)  # SILK that decodes: 24 kHz 16-bit mono
+    assert len(pcm) > 24000 * 2 * 0.5
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")
+    # the voice went as a passive reply: msg_id with a msg_seq after the text's
+    text_post, voice_post = [p.body for p in fake.sent_to(*where)]
+    assert voice_post["msg_type"] == 7 and voice_post["msg_id"] == text_post["msg_id"]
+    assert voice_post["msg_seq"] > text_post["msg_seq"]
