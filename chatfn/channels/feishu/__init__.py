@@ -95,6 +95,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="post (rich text)",
         delivery_ids=True,
         confirm_stored=True,

@@ -46,6 +46,9 @@ from lark_oapi.api.auth.v3 import (
     InternalTenantAccessTokenRequestBody,
 )
 from lark_oapi.api.im.v1 import (
+    CreateFileRequest,
+    CreateFileRequestBody,
+    CreateFileResponse,
     CreateImageRequest,
     CreateImageRequestBody,
     CreateImageResponse,
@@ -389,6 +392,29 @@ class FeishuApi:
 
         response = await self.call(do)
         return str(response.data.image_key)
+
+    async def upload_audio(self, data: bytes, duration_ms: int) -> str:
+        """im/v1/files (file_type=opus, OGG/Opus: the only audio Feishu plays): the file_key an
+        audio message carries."""
+        import io
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                CreateFileRequest.builder()
+                .request_body(
+                    CreateFileRequestBody.builder()
+                    .file_type("opus")
+                    .file_name("voice.opus")
+                    .duration(duration_ms)
+                    .file(io.BytesIO(data))
+                    .build()
+                )
+                .build()
+            )
+            return self._model(request, option, CreateFileResponse)
+
+        response = await self.call(do)
+        return str(response.data.file_key)
 
     async def download(self, message_id: str, key: str, kind: str = "image") -> bytes:
         """im/v1/messages/{message_id}/resources/{key}?type=image: an image a user sent."""

@@ -21,6 +21,9 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
   platform shows only uploaded images, and the bot does not fetch URLs a model wrote). An
   upload is not idempotent: after a crash an image may be uploaded again, but the message
   showing it is still sent once.
+- Voice: a spoken reply (voice.tts) goes after the text as an `audio` message: converted to
+  OGG/Opus (the only audio Feishu plays), uploaded to im/v1/files (`file_type` opus, with its
+  length); one that cannot be converted or is refused is logged, the text being the answer.
 - Errors: network trouble, 5xx and a refused app secret raise NotDelivered (the outbox
   retries); the platform's other refusals (bot not in the chat, no permission, a bad chat id)
   raise DeliveryRefused.
@@ -28,8 +31,10 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
+import json
 import re
 
 from loguru import logger
@@ -47,6 +52,7 @@ from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
 from chatfn.channels.feishu.render import card, mention, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["FeishuSender", "uuid_of"]
@@ -130,7 +136,33 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
                 )
             )
             owed.sent += 1
+        for number, voice_ref in enumerate(out.audio):  # the reply spoken (voice.tts)
+            voice = await self._send_voice(out, ref, number, voice_ref)
+            if voice is not None:
+                sent.append(voice)
         return sent
+
+    async def _send_voice(
+        self, out: OutgoingMessage, ref: ChatRef, number: int, voice_ref: str
+    ) -> Sent | None:
+        """A spoken reply as an audio message after its text: converted to OGG/Opus (what
+        Feishu plays), uploaded (im/v1/files, with its length) and sent with its file_key.
+        One that cannot be converted or is refused is logged; the text is the answer."""
+        try:
+            if not voice_ref.startswith("data:"):
+                raise ValueError("a spoken reply by URL (Feishu plays only uploaded files)")
+            data = base64.b64decode(voice_ref.partition(",")[2])
+            _wav, seconds = await audio.to_wav(data, max_seconds=3600)
+            opus = await audio.to_ogg_opus(data)
+            key = await self.call(
+                out.chat_id, functools.partial(self.api.upload_audio, opus, int(seconds * 1000))
+            )
+            content = json.dumps({"file_key": key})
+            uuid = uuid_of(out.event_id, f"audio{number}", content)
+            return await self._send(out.chat_id, ref, "audio", content, uuid, ref.thread)
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            logger.warning("Feishu voice reply to {} not sent: {}", out.chat_id, exc)
+            return None
 
     async def _send(
         self,

@@ -186,6 +186,8 @@ class FakeFeishu(FakePlatform):
         self.chats: dict[str, dict[str, Any]] = {}
         self.user_messages: dict[str, UserMessage] = {}
         self.images: dict[str, bytes] = {}
+        # im/v1/files uploads: file_key -> (file_type, bytes, duration in ms as sent).
+        self.files: dict[str, tuple[str, bytes, str]] = {}
         self.names: dict[str, str] = {}  # open_id -> the user's name
         self.acked: list[str] = []  # message_id headers of event frames answered
         self.answers: dict[str, int] = {}  # message_id header -> the answer's code (200, 500)
@@ -204,6 +206,7 @@ class FakeFeishu(FakePlatform):
         r.add_post("/open-apis/im/v1/messages", self._create)
         r.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         r.add_post("/open-apis/im/v1/images", self._upload)
+        r.add_post("/open-apis/im/v1/files", self._upload_file)
         r.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self._resource)
         r.add_get("/open-apis/im/v1/chats/{chat_id}", self._chat)
         r.add_get("/open-apis/im/v1/chats/{chat_id}/members", self._members)
@@ -306,7 +309,7 @@ class FakeFeishu(FakePlatform):
         key = str(body.get("uuid") or "")
         if len(key) > 50:
             return _err(99992402, "field validation failed: uuid longer than 50", 400)
-        if msg_type not in ("text", "post", "image", "interactive"):
+        if msg_type not in ("text", "post", "image", "interactive", "audio"):
             return _err(230001, f"invalid msg_type {msg_type!r}", 400)
         if msg_type in ("post", "interactive") and len(raw.encode()) > MAX_CARD_BYTES:
             return _err(230025, "The length of the message content reaches its limit.", 400)
@@ -334,6 +337,10 @@ class FakeFeishu(FakePlatform):
                     and e.get("img_key") not in self.images
                 ):
                     return _err(230099, "Failed to create card content: invalid img_key", 400)
+        if msg_type == "audio":
+            uploaded = self.files.get(str(content.get("file_key") or ""))
+            if uploaded is None or uploaded[0] != "opus":
+                return _err(230001, "invalid file_key for an audio message", 400)
         image = None
         if msg_type == "image":
             image = self.images.get(str(content.get("image_key") or ""))
@@ -381,6 +388,28 @@ class FakeFeishu(FakePlatform):
         key = self.next_id("img_v3")
         self.images[key] = data
         return web.json_response({"code": 0, "msg": "success", "data": {"image_key": key}})
+
+    async def _upload_file(self, request: web.Request) -> web.Response:
+        """im/v1/files: `file_type` opus for audio, which Feishu takes only as OGG/Opus ("other
+        audio formats: convert to opus first"); `duration` in milliseconds."""
+        self.calls.append("files.create")
+        if (refused := self._authorized(request)) is not None:
+            return refused
+        form = await request.post()
+        upload = form.get("file")
+        kinds = ("opus", "mp4", "pdf", "doc", "xls", "ppt", "stream")
+        if form.get("file_type") not in kinds or not form.get("file_name"):
+            return _err(234001, "Invalid request param.", 400)
+        if not hasattr(upload, "file"):
+            return _err(234001, "Invalid request param.", 400)
+        data = upload.file.read()  # type: ignore[union-attr]
+        if form.get("file_type") == "opus" and not (
+            data.startswith(b"OggS") and b"OpusHead" in data[:200]
+        ):
+            return _err(234011, "Can't recognize the file format.", 400)
+        key = self.next_id("file_v3")
+        self.files[key] = (str(form.get("file_type")), data, str(form.get("duration") or ""))
+        return web.json_response({"code": 0, "msg": "success", "data": {"file_key": key}})
 
     async def _resource(self, request: web.Request) -> web.Response:
         self.calls.append("messages.resources")

@@ -38,3 +38,29 @@ async def test_feishu_voice_is_transcribed(tmp_path: Path) -> None:
     assert "messages.resources" in fake.calls
     [req] = api.transcriptions
     assert req.format == "wav" and 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_to_feishu_as_an_audio_message(tmp_path: Path) -> None:
+    """`/tts on` in a Feishu chat: the reply's card, then its voice as Feishu takes audio: an
+    im/v1/files upload of file_type opus in OGG/Opus (the fake refuses other formats) with its
+    length, and an `audio` message carrying the file_key. The upload decodes to the spoken
+    length."""
+    from tests.fakes.audio_api import probe
+
+    async with FakeFeishu() as fake, AudioApi() as api:
+        driver = FeishuDriver(fake)
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        async with running(driver, tmp_path, voice={"tts": tts}, chats=[{"voice": {"tts": "on"}}]):
+            chat = Chat("private", "1004")
+            await driver.say(chat, "read this aloud")
+            posted = await fake.wait_sent(driver.native(chat), 2, 15)
+    card, voice = posted
+    assert card.msg_type == "interactive" and voice.msg_type == "audio"
+    kind, data, duration = fake.files[voice.content["file_key"]]
+    assert kind == "opus" and data.startswith(b"OggS")
+    fmt, seconds = probe(data)
+    assert "ogg" in fmt and seconds > 0.5
+    assert abs(int(duration) - seconds * 1000) < 300  # the length it was given, in ms
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")
