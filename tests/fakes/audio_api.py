@@ -31,14 +31,20 @@ FFMPEG = shutil.which("ffmpeg")
 
 
 def tone(seconds: float, fmt: str = "ogg", frequency: int = 440) -> bytes:
-    """A real sine tone of `seconds`, encoded as `fmt` (ogg: Opus, mp3, wav, amr...)."""
+    """A real sine tone of `seconds`, encoded as `fmt` (ogg: Opus, mp3, wav, speex: Speex in
+    Ogg as WeChat's `speex` voices...; Debian's ffmpeg decodes AMR but has no AMR encoder)."""
     assert FFMPEG is not None, "ffmpeg is needed for the voice tests"
-    codec = {"ogg": ["-c:a", "libopus"], "wav": ["-c:a", "pcm_s16le"]}.get(fmt, [])
+    codec = {
+        "ogg": ["-c:a", "libopus"],
+        "wav": ["-c:a", "pcm_s16le"],
+        "speex": ["-c:a", "libspeex", "-ar", "16000", "-ac", "1"],
+    }.get(fmt, [])
     rate = ["-ar", "8000", "-ac", "1"] if fmt == "amr" else []
+    container = "ogg" if fmt == "speex" else fmt
     return subprocess.run(
         [FFMPEG, "-hide_banner", "-loglevel", "error", "-f", "lavfi"]
         + ["-i", f"sine=frequency={frequency}:duration={seconds}", *rate, *codec]
-        + ["-f", fmt, "pipe:1"],
+        + ["-f", container, "pipe:1"],
         check=True,
         capture_output=True,
     ).stdout

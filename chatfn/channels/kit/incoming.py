@@ -82,7 +82,8 @@ def incoming(
     """The IncomingMessage of a user's message (module docstring); `label` names the platform
     in the note of a capped text; `fields` are IncomingMessage's (is_group, is_at_bot, ...)."""
     text = capped_text(clean_text(text), label, sender_id)
-    if not text and not images and not quoted and not fields.get("audio"):
+    said = fields.get("audio") or fields.get("transcript")  # a voice (platform-transcribed)
+    if not text and not images and not quoted and not said:
         return None
     return IncomingMessage(
         platform=platform,

@@ -80,6 +80,7 @@ SPEC = ChannelSpec(
         dms=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="plain",
         confirm_stored=True,
         connection=("webhook",),

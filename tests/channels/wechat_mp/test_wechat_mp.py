@@ -29,7 +29,11 @@ from tests.kit import until  # noqa: E402
 
 @asynccontextmanager
 async def running(
-    fake: FakeWechatMp, tmp_path: Path, gate: asyncio.Event | None = None, **settings: Any
+    fake: FakeWechatMp,
+    tmp_path: Path,
+    gate: asyncio.Event | None = None,
+    bot_config: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[WechatMpDriver]:
     driver = WechatMpDriver(fake, **settings)
     config = parse_settings(
@@ -37,6 +41,7 @@ async def running(
             "storage": {"url": f"sqlite:///{tmp_path / 'mp.db'}"},
             "plugins": {"paths": []},
             "channels": {"wechat_mp": driver.channel_settings()},
+            **(bot_config or {}),
         },
         base_dir=tmp_path,
     )
@@ -185,6 +190,29 @@ async def test_an_image_in_is_downloaded_through_the_api(tmp_path: Path) -> None
         await fake.deliver("u8", fake.message_xml("u8", fake.next_id(), media_id=media))
         [reply] = await fake.wait_sent("u8", 1)
         assert reply.via == "passive" and "[image" in reply.content  # the model saw it
+
+
+@pytest.mark.parametrize("recognition", ["明天几点开会", ""])
+async def test_a_voice_message_is_heard(tmp_path: Path, recognition: str) -> None:
+    """WeChat's own speech recognition (`Recognition`) is the message's text, no STT call;
+    without it, the voice file (media/get; Speex here) is transcribed by voice.stt."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 1.5, "speex")
+    async with FakeWechatMp() as fake, AudioApi(transcripts=["帮我查一下天气"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, bot_config={"voice": {"stt": stt}}):
+            media = fake.add_media(voice)
+            await fake.deliver("u9", fake.voice_xml("u9", fake.next_id(), media, recognition))
+            [reply] = await fake.wait_sent("u9", 1)
+    assert (recognition or "帮我查一下天气") in reply.content
+    if recognition:
+        assert api.transcriptions == []
+    else:
+        [req] = api.transcriptions
+        assert 1.3 < req.seconds < 1.7
 
 
 def test_settings_name_the_key() -> None:

@@ -236,6 +236,21 @@ class FakeWechatMp:
             f"<MsgType><![CDATA[{kind}]]></MsgType>{body}<MsgId>{msg_id}</MsgId></xml>"
         )
 
+    def voice_xml(
+        self, user: str, msg_id: str, media_id: str, recognition: str = "", fmt: str = "speex"
+    ) -> str:
+        """A voice message as WeChat pushes it: its media_id (`Format` amr or speex), and
+        `Recognition` when the account has speech recognition on (the field is there, empty,
+        when it found nothing)."""
+        return (
+            f"<xml><ToUserName><![CDATA[{self.account}]]></ToUserName>"
+            f"<FromUserName><![CDATA[{user}]]></FromUserName>"
+            f"<CreateTime>{int(time.time())}</CreateTime>"
+            f"<MsgType><![CDATA[voice]]></MsgType><MediaId><![CDATA[{media_id}]]></MediaId>"
+            f"<Format><![CDATA[{fmt}]]></Format><Recognition><![CDATA[{recognition}]]>"
+            f"</Recognition><MsgId>{msg_id}</MsgId></xml>"
+        )
+
     def sealed(self, plain: str, *, forge: str = "") -> tuple[dict[str, str], str]:
         """(query, body) of one delivery: signed, and encrypted in safe mode. `forge`:
         "signature" or "msg_signature" made wrong."""
