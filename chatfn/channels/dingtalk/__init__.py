@@ -83,6 +83,7 @@ SPEC = ChannelSpec(
         mentions=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="Markdown (sampleMarkdown)",
         confirm_stored=True,
         connection=("long connection", "webhook"),

@@ -144,8 +144,21 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
             message_id=read.message_id,
             time=kit.sent_at(read.created, ms=True),
             images=images,
+            audio=await self._voice(read),
+            transcript=read.transcript,
             sender_roles=["admin"] if group and read.is_admin else [],
         )
+
+    async def _voice(self, read: Read) -> list[str]:
+        """A voice message without DingTalk's transcript: its file's URL (messageFiles/download,
+        short-lived) for voice.stt, fetched through the bot's safe fetch."""
+        if read.transcript or not read.audio_code:
+            return []
+        try:
+            return [await self.api.download_url(read.audio_code)]
+        except _API_ERRORS as exc:
+            self.log.warning("DingTalk voice not downloaded: {}", exc)
+            return []
 
     async def _image(self, code: str) -> str | None:
         """A user's image by its downloadCode, as a data URI (no URL stored or shown)."""

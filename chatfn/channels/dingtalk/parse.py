@@ -9,7 +9,8 @@ ids (`senderStaffId`; `senderId`, the encrypted DingTalk id, for a sender outsid
 A robot message (https://open.dingtalk.com/document/orgapp/receive-message), read through the
 official SDK's `ChatbotMessage`: `msgtype` text ({"text": {"content"}}), picture
 ({"content": {"downloadCode"}}) or richText ({"content": {"richText": [{"text"} |
-{"downloadCode", "type": "picture"}]}}); `isInAtList` says the robot was @-mentioned (its
+{"downloadCode", "type": "picture"}]}}) or audio ({"content": {"downloadCode", "duration",
+"recognition"}}: DingTalk's own transcript); `isInAtList` says the robot was @-mentioned (its
 mention is already cut out of the text by DingTalk; a group sends the robot only such
 messages unless it may read every message), `atUsers` the ids mentioned (the robot's own,
 `chatbotUserId`, is a mention too), `isAdmin` that the sender is an admin, `sessionWebhook`
@@ -64,6 +65,9 @@ class Read:
     message_id: str
     created: Any
     download_codes: list[str] = field(default_factory=list)
+    # A voice message: DingTalk's transcript of it (`recognition`), and its file's code.
+    transcript: str | None = None
+    audio_code: str = ""
     webhook: str = ""
     webhook_expires: int = 0  # ms since the epoch
 
@@ -82,6 +86,11 @@ def read_message(data: dict[str, Any]) -> Read:
         chat = ChatRef(sender, False) if _USER.match(sender) else None
     texts = [t for t in (msg.get_text_list() or []) if isinstance(t, str)]
     codes = [c for c in (msg.get_image_list() or []) if isinstance(c, str) and c]
+    transcript, audio_code = None, ""
+    if data.get("msgtype") == "audio" and isinstance(data.get("content"), dict):
+        content = data["content"]
+        transcript = str(content.get("recognition") or "").strip() or None
+        audio_code = str(content.get("downloadCode") or "")
     return Read(
         chat=chat,
         sender=sender,
@@ -92,6 +101,8 @@ def read_message(data: dict[str, Any]) -> Read:
         message_id=str(msg.message_id or ""),
         created=msg.create_at,
         download_codes=codes,
+        transcript=transcript,
+        audio_code=audio_code,
         webhook=str(msg.session_webhook or ""),
         webhook_expires=int(msg.session_webhook_expired_time or 0),
     )

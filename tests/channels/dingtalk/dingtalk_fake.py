@@ -269,6 +269,8 @@ class FakeDingTalk:
         image: bytes | None = None,
         admin: bool = False,
         nick: str = "",
+        voice: bytes | None = None,
+        recognition: str = "",
     ) -> dict[str, Any]:
         """A robot message as DingTalk sends it (orgapp/receive-message), with a session
         webhook valid for 90 minutes. `group` None: a one-to-one chat with `sender`."""
@@ -298,7 +300,12 @@ class FakeDingTalk:
             data["conversationTitle"] = f"group {group}"
             data["isInAtList"] = mention
             data["atUsers"] = [{"dingtalkId": BOT_USER}] if mention else []
-        if image is not None:
+        if voice is not None:  # an audio message: its file, its length, DingTalk's transcript
+            code = f"dc{uuid.uuid4().hex}"
+            self.files[code] = voice
+            data["msgtype"] = "audio"
+            data["content"] = {"downloadCode": code, "duration": "2000", "recognition": recognition}
+        elif image is not None:
             code = f"dc{uuid.uuid4().hex}"
             self.files[code] = image
             if text:

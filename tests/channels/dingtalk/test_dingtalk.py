@@ -388,3 +388,32 @@ async def test_webhook_mode_on_the_http_channels_port(fake: FakeDingTalk, tmp_pa
         await driver.detach()
         await http.stop()
         await bot.aclose()
+
+
+@pytest.mark.parametrize("recognition", ["下午三点开会", ""])
+async def test_a_voice_message_is_heard(
+    fake: FakeDingTalk, tmp_path: Path, recognition: str
+) -> None:
+    """An audio message: DingTalk's own `recognition` is the text (no STT call); without it,
+    the file (messageFiles/download) goes to voice.stt and its transcript is answered."""
+    from tests.channels.conftest import LOCAL_MEDIA
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with AudioApi(transcripts=["帮我订会议室"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        config = {"voice": {"stt": stt}, "bot": LOCAL_MEDIA}
+        async with running(DingTalkDriver(fake), tmp_path, **config):
+            message = fake.robot_message(
+                group=None, sender="u7", voice=voice, recognition=recognition
+            )
+            await fake.push(message)
+            await fake.wait_sent("u7", 1)
+    assert texts(fake, "u7") == [f"echo: {recognition or '帮我订会议室'}"]
+    if recognition:
+        assert api.transcriptions == []
+    else:
+        [req] = api.transcriptions
+        assert 1.9 < req.seconds < 2.1
