@@ -102,6 +102,7 @@ SPEC = ChannelSpec(
         replies=False,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="plain",
         confirm_stored=True,
         connection=("long connection",),

@@ -32,6 +32,7 @@ from chatfn.channels.weixin.parse import ChatRef, Parsed, parse_message
 from chatfn.channels.weixin.send import WeixinSender, expired
 from chatfn.channels.weixin.settings import WeixinSettings
 from chatfn.channels.weixin.state import LOGIN, Login, context_key, cursor_key
+from chatfn.common import audio
 from chatfn.common.fetch import FetchTooLarge, read_limited
 from chatfn.common.messages import IncomingMessage
 
@@ -203,6 +204,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
     async def read(self, parsed: Parsed) -> IncomingMessage | None:
         text, at_bot = self.without_mention(parsed)
         images = [uri for item in parsed.images if (uri := await self.image(item))]
+        voices = [uri for item in parsed.voices if (uri := await self.voice(item))]
         if not parsed.chat.is_group and parsed.context_token:
             self.spawn(self.typing(parsed.sender, parsed.context_token))
         return self.incoming(
@@ -214,6 +216,8 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
             is_at_bot=at_bot,
             quoted=parsed.quoted,
             images=images,
+            audio=voices,
+            transcript=parsed.transcript,
             message_id=parsed.message_id,
             time=kit.sent_at(parsed.time_ms, ms=True),
         )
@@ -230,12 +234,24 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
 
     async def image(self, item: dict[str, Any]) -> str | None:
         """An image item from the CDN, decrypted, as a data URI; None with a warning."""
-        image = item.get("image_item") or {}
-        media = image.get("media") if isinstance(image, dict) else None
+        plain = await self._cdn(item.get("image_item") or {}, "image")
+        return kit.data_uri(plain) if plain is not None else None
+
+    async def voice(self, item: dict[str, Any]) -> str | None:
+        """A voice item (SILK) from the CDN, decrypted, as an audio data URI for voice.stt."""
+        plain = await self._cdn(item.get("voice_item") or {}, "voice")
+        if plain is None:
+            return None
+        return f"data:{audio.audio_mime(plain)};base64,{base64.b64encode(plain).decode()}"
+
+    async def _cdn(self, found: Any, what: str) -> bytes | None:
+        """An image or voice item's file from the CDN (only from its hosts), decrypted; None
+        with a warning when it cannot be had or is too large."""
+        media = found.get("media") if isinstance(found, dict) else None
         if not isinstance(media, dict) or self.session is None:
             return None
         url = download_url(media, self.cfg.cdn_base_url)
-        key = media_key(image, media)
+        key = media_key(found, media)
         if url is None or urlsplit(url).netloc not in self.media_hosts():
             url = download_url({**media, "full_url": ""}, self.cfg.cdn_base_url)
         if url is None:
@@ -246,12 +262,12 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
                 data = await read_limited(got, kit.MAX_IMAGE_IN * 2)
             plain = decrypt(data, key) if key else data
         except (aiohttp.ClientError, TimeoutError, FetchTooLarge, ValueError) as exc:
-            self.log.warning("WeChat image not downloaded: {}", exc)
+            self.log.warning("WeChat {} not downloaded: {}", what, exc)
             return None
         if len(plain) > kit.MAX_IMAGE_IN:
-            self.log.warning("WeChat image of {} bytes not taken: too large", len(plain))
+            self.log.warning("WeChat {} of {} bytes not taken: too large", what, len(plain))
             return None
-        return kit.data_uri(plain)
+        return plain
 
     def media_hosts(self) -> set[str]:
         """The hosts a message's `full_url` may name (the CDN's, iLink's): any other is not

@@ -6,7 +6,8 @@ src/api/types.ts and docs/protocol.md "Message model").
   Hermes Agent) see private chats only and say iLink rarely delivers ordinary groups to a
   bot; the group case follows the message model's `group_id` as delivered.
 - `item_list`: text (type 1), image (2, on the CDN: media.py), voice (3: its `text`, iLink's
-  transcript, when there is one); file and video are named, not fetched. A text item's
+  transcript, is the message's transcript; without one its SILK on the CDN goes to
+  voice.stt); file and video are named, not fetched. A text item's
   `ref_msg` is the message quoted (its `title` and item).
 - `message_type` 2 is a bot's own message (not taken); `context_token` must be given back
   with every reply to the chat (channel.py keeps the newest per chat).
@@ -57,6 +58,10 @@ class Parsed:
     text: str
     quoted: str | None
     images: list[dict[str, Any]] = field(default_factory=list)  # image items
+    # A voice: iLink's transcript (`voice_item.text`) when it made one, else the voice items
+    # themselves (SILK on the CDN) for voice.stt.
+    transcript: str | None = None
+    voices: list[dict[str, Any]] = field(default_factory=list)
     context_token: str = ""
     time_ms: Any = None
 
@@ -65,8 +70,6 @@ def _text_of(item: dict[str, Any]) -> str:
     kind = item.get("type")
     if kind == TEXT:
         return str((item.get("text_item") or {}).get("text") or "")
-    if kind == VOICE:
-        return str((item.get("voice_item") or {}).get("text") or "")
     if kind == FILE:
         name = str((item.get("file_item") or {}).get("file_name") or "")
         return f"[file: {name}]" if name else "[file]"
@@ -100,6 +103,10 @@ def parse_message(msg: Any) -> Parsed | None:
     texts = [t for t in (_text_of(i) for i in items) if t]
     quoted = next((q for q in (_quoted(i) for i in items) if q), None)
     ident = str(msg.get("message_id") or msg.get("client_id") or msg.get("seq") or "")
+    voices = [i for i in items if i.get("type") == VOICE]
+    said = " ".join(
+        t for v in voices if (t := str((v.get("voice_item") or {}).get("text") or "").strip())
+    )
     return Parsed(
         chat=ChatRef(bool(group), group or sender),
         sender=sender,
@@ -107,6 +114,8 @@ def parse_message(msg: Any) -> Parsed | None:
         text="\n".join(texts),
         quoted=quoted,
         images=[i for i in items if i.get("type") == IMAGE],
+        transcript=said or None,
+        voices=[] if said else voices,
         context_token=str(msg.get("context_token") or ""),
         time_ms=msg.get("create_time_ms"),
     )

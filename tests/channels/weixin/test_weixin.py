@@ -20,6 +20,7 @@ from chatfn.channels.weixin.api import IlinkApi, IlinkError
 from chatfn.channels.weixin.login import LoginFailed, qr_login
 from chatfn.channels.weixin.settings import WeixinSettings
 from chatfn.storage import channel_state
+from tests.channels.conftest import LOCAL_MEDIA
 from tests.channels.contract import PNG
 from tests.channels.weixin.weixin_driver import WeixinDriver, running, user
 from tests.channels.weixin.weixin_fake import BOT_ID, MAX_TEXT, SCANNER, FakeIlink
@@ -422,3 +423,28 @@ async def test_an_image_full_url_on_another_host_is_not_fetched(tmp_path: Path) 
 
             assert "[image: " in (await bot.storage.run(row)).text
             assert ("GET", "/c2c/download") in fake.recorded
+
+
+@pytest.mark.parametrize("ilink_heard", ["今天吃什么", ""])
+async def test_a_voice_message_is_heard(tmp_path: Path, ilink_heard: str) -> None:
+    """A voice item: iLink's own transcript (`voice_item.text`) is the message's text, no STT
+    call; without one, its SILK (encrypted on the CDN) is decrypted and transcribed by
+    voice.stt."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, silk
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(silk, 2.0)
+    async with FakeIlink() as fake, AudioApi(transcripts=["明天见"]) as api:
+        driver = WeixinDriver(fake)
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        config = {"voice": {"stt": stt}, "bot": LOCAL_MEDIA}
+        async with running(driver, tmp_path, **config):
+            await fake.say(user("1009"), voice=voice, voice_text=ilink_heard)
+            [reply] = await fake.wait_for(lambda: fake.sent_to("private:1009@im.wechat"))
+    assert reply.text == f"echo: {ilink_heard or '明天见'}"
+    if ilink_heard:
+        assert api.transcriptions == []
+    else:
+        [req] = api.transcriptions
+        assert 1.9 < req.seconds < 2.1

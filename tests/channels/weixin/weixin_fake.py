@@ -223,8 +223,11 @@ class FakeIlink(FakePlatform):
         image: bytes | None = None,
         quote: str | None = None,
         full_url: str | None = None,
+        voice: bytes | None = None,
+        voice_text: str = "",
     ) -> str:
-        """A user's message, delivered by the next getupdates; its message id."""
+        """A user's message, delivered by the next getupdates; its message id. `voice`: a
+        voice item (its SILK encrypted on the CDN) with iLink's transcript `voice_text`."""
         chat = f"group:{group}" if group else f"private:{user}"
         token = "ctx-" + secrets.token_hex(12)
         self.contexts.setdefault(chat, set()).add(token)
@@ -245,6 +248,18 @@ class FakeIlink(FakePlatform):
             if full_url is not None:
                 media["full_url"] = full_url
             items.append({"type": 2, "image_item": {"media": media, "mid_size": len(image)}})
+        if voice is not None:
+            key, param = secrets.token_bytes(16), "dl-" + secrets.token_hex(16)
+            self.cdn[param] = encrypt(voice, key)
+            media = {
+                "encrypt_query_param": param,
+                "aes_key": base64.b64encode(key).decode(),
+                "encrypt_type": 1,
+            }
+            voice_item: dict[str, Any] = {"media": media, "encode_type": 6, "playtime": 2000}
+            if voice_text:
+                voice_item["text"] = voice_text
+            items.append({"type": 3, "voice_item": voice_item})
         ident = str(next(self._ids))
         msg: dict[str, Any] = {
             "seq": len(self.messages) + 1,
