@@ -38,9 +38,11 @@ def tone(seconds: float, fmt: str = "ogg", frequency: int = 440) -> bytes:
         "ogg": ["-c:a", "libopus"],
         "wav": ["-c:a", "pcm_s16le"],
         "speex": ["-c:a", "libspeex", "-ar", "16000", "-ac", "1"],
+        # M4A as LINE and phones send it; a pipe has no seek: the index goes first
+        "m4a": ["-c:a", "aac", "-movflags", "frag_keyframe+empty_moov"],
     }.get(fmt, [])
     rate = ["-ar", "8000", "-ac", "1"] if fmt == "amr" else []
-    container = "ogg" if fmt == "speex" else fmt
+    container = {"speex": "ogg", "m4a": "ipod"}.get(fmt, fmt)
     return subprocess.run(
         [FFMPEG, "-hide_banner", "-loglevel", "error", "-f", "lavfi"]
         + ["-i", f"sine=frequency={frequency}:duration={seconds}", *rate, *codec]

@@ -86,6 +86,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="plain",
         confirm_stored=True,
         connection=("webhook",),

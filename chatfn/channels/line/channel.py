@@ -23,12 +23,14 @@ Confirm once stored: the webhook is answered 200 once its messages are stored (w
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 from aiohttp import web
 from linebot.v3.exceptions import InvalidSignatureError
 from linebot.v3.webhook import WebhookParser
 from linebot.v3.webhooks import (
+    AudioMessageContent,
     GroupSource,
     ImageMessageContent,
     MemberJoinedEvent,
@@ -42,6 +44,7 @@ from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 from chatfn.channels.line.media import MEDIA_ROUTE, MediaShelf
 from chatfn.channels.line.send import CREDENTIALS, LineSender, Replies
 from chatfn.channels.line.settings import LineSettings
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -160,7 +163,7 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
             return kit.settled()
         key = getattr(event, "webhook_event_id", None) or id(event)
         if isinstance(event, MessageEvent) and isinstance(
-            event.message, TextMessageContent | ImageMessageContent
+            event.message, TextMessageContent | ImageMessageContent | AudioMessageContent
         ):
             return self.inbound.once(key, lambda previous: self._take(event, chat, previous))
         if isinstance(event, MemberJoinedEvent):
@@ -208,10 +211,13 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
     ) -> IncomingMessage | None:
         kind, ident, user = chat
         message = event.message
-        text, at_bot, images = "", False, []
+        text, at_bot, images, voices = "", False, [], []
         if isinstance(message, TextMessageContent):
             mentionees = list(message.mention.mentionees) if message.mention else []
             text, at_bot = cut_mentions(message.text, mentionees)
+        elif isinstance(message, AudioMessageContent):
+            voice = await self._voice(message)
+            voices = [voice] if voice else []
         else:
             image = await self._image(message)
             images = [image] if image else []
@@ -225,7 +231,22 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
             message_id=message.id,
             time=kit.sent_at(event.timestamp, ms=True),
             images=images,
+            audio=voices,
         )
+
+    async def _voice(self, message: AudioMessageContent) -> str | None:
+        """A voice message (LINE's audio, M4A) as an audio data URI for voice.stt; one its
+        owner serves (`contentProvider` external) by its URL, fetched by voice.stt within
+        `bot.fetch`'s bounds."""
+        provider = message.content_provider
+        if provider is not None and provider.type == "external" and provider.original_content_url:
+            return str(provider.original_content_url)
+        try:
+            data = await self.api.content(message.id, kit.MAX_IMAGE_IN)
+        except _ERRORS as exc:
+            self.log.warning("LINE voice {} not downloaded: {}", message.id, exc)
+            return None
+        return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
 
     async def _image(self, message: ImageMessageContent) -> str | None:
         provider = message.content_provider

@@ -153,6 +153,17 @@ class FakeLine(FakePlatform):
         self._content[ident] = data
         return {"id": ident, "type": "image", "contentProvider": {"type": "line"}}
 
+    def audio_message(self, data: bytes, duration_ms: int = 2000) -> dict[str, Any]:
+        """A voice message (LINE sends M4A): its content at the content endpoint."""
+        ident = self.next_id()
+        self._content[ident] = data
+        return {
+            "id": ident,
+            "type": "audio",
+            "duration": duration_ms,
+            "contentProvider": {"type": "line"},
+        }
+
     async def deliver(self, *events: dict[str, Any], signature: str | None = None) -> int:
         """POST the events to the bot's webhook, signed; the HTTP status it answered last.
         An answer other than 2xx is followed by a redelivery (webhook redelivery on: the same

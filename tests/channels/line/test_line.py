@@ -37,7 +37,11 @@ ALICE = Chat("private", "1001")
 
 @asynccontextmanager
 async def running(
-    fake: FakeLine, tmp_path: Path, bot: dict[str, Any] | None = None, **settings: Any
+    fake: FakeLine,
+    tmp_path: Path,
+    bot: dict[str, Any] | None = None,
+    more: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[LineDriver]:
     driver = LineDriver(fake, **settings)
     config = parse_settings(
@@ -46,6 +50,7 @@ async def running(
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False, **(bot or {})},
             "channels": {"line": driver.channel_settings()},
+            **(more or {}),
         },
         base_dir=tmp_path,
     )
@@ -444,3 +449,22 @@ async def test_an_event_whose_handling_failed_before_the_store_is_answered_500_a
         assert fake.webhook_answers == [500, 200]
         await fake.wait_sent(to, 1)
         assert tries == ["once", "once"] and [t for _, t in texts(fake, to)] == ["echo: once"]
+
+
+async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
+    """A LINE audio message (M4A at the content endpoint) is fetched and transcribed by
+    voice.stt; the transcript is answered."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 2.0, "m4a")
+    async with FakeLine() as fake, AudioApi(transcripts=["what time is it"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, more={"voice": {"stt": stt}}):
+            source = {"type": "user", "userId": "U" + "4" * 32}
+            assert await fake.deliver(fake.message_event(source, fake.audio_message(voice))) == 200
+            await fake.wait_sent("U" + "4" * 32, 1)
+    assert texts(fake, "U" + "4" * 32)[0][1] == "echo: what time is it"
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
