@@ -82,6 +82,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="WhatsApp formatting",
         confirm_stored=True,
         connection=("webhook",),

@@ -8,10 +8,11 @@ bad or missing one is answered 401 and nothing is read; a body that is not a
 `whatsapp_business_account` object, 400.
 
 Each change of field `messages` for this `phone_number_id` carries `messages` (a user's
-text or image; in a group, with its `group_id`) and `statuses` (sent, delivered, read of the
-bot's own messages: ignored). A user is `private:<wa_id>`, a group `group:<group_id>`; in a
-group the bot is mentioned by `@<its display number>` in the text (cut from it). Images come
-by media id: GET /{media-id} for a short-lived URL, then that URL with the token, through
+text, image or audio: a voice note, transcribed by voice.stt; in a group, with its
+`group_id`) and `statuses` (sent, delivered, read of the bot's own messages: ignored). A
+user is `private:<wa_id>`, a group `group:<group_id>`; in a group the bot is mentioned by
+`@<its display number>` in the text (cut from it). Images and voice notes come by media id:
+GET /{media-id} for a short-lived URL, then that URL with the token, through
 chatfn.common.fetch (its bounds; the API's own host allowed). Message ids (wamids) are taken
 once: Meta sends an event again until it is answered 200, which it is once its messages are
 stored (within `ack_wait`), else 500.
@@ -20,6 +21,7 @@ stored (within `ack_wait`), else 500.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from chatfn.channels import kit
 from chatfn.channels.whatsapp.api import NETWORK_ERRORS, GraphApi, GraphError
 from chatfn.channels.whatsapp.send import CREDENTIALS, WhatsAppSender, Windows
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -160,8 +163,8 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
 
     def _take(self, value: dict[str, Any], message: dict[str, Any]) -> kit.Taken:
         ident, sender = str(message.get("id") or ""), str(message.get("from") or "")
-        if message.get("type") not in ("text", "image") or not ident or not sender:
-            return kit.settled()  # audio, stickers, reactions, locations...
+        if message.get("type") not in ("text", "image", "audio") or not ident or not sender:
+            return kit.settled()  # stickers, reactions, locations...
         group = message.get("group_id")
         chat = f"group:{group}" if group else f"private:{sender}"
         self.windows.saw(chat, _seconds(message.get("timestamp")))
@@ -183,11 +186,16 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
             for c in _dicts(value.get("contacts"))
         }
         images: list[str] = []
+        voices: list[str] = []
         if message.get("type") == "image":
             image = message.get("image") or {}
             text = str(image.get("caption") or "")
             got = await self._image(str(image.get("id") or ""))
             images = [got] if got else []
+        elif message.get("type") == "audio":  # a voice note (OGG/Opus) or an audio file
+            text = ""
+            data = await self._download(str((message.get("audio") or {}).get("id") or ""), "voice")
+            voices = [] if data is None else [_audio_uri(data)]
         else:
             text = str((message.get("text") or {}).get("body") or "")
         group = chat.startswith("group:")
@@ -204,11 +212,18 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
             message_id=str(message["id"]),
             time=kit.sent_at(message.get("timestamp")),
             images=images,
+            audio=voices,
         )
 
     async def _image(self, media_id: str) -> str | None:
-        """A user's image by its media id: its URL from the API, then the file with the token
-        through chatfn.common.fetch."""
+        """A user's image by its media id, as a data URI."""
+        data = await self._download(media_id, "image")
+        mime = None if data is None else kit.image_mime(data)
+        return None if data is None or mime is None else kit.data_uri(data, mime)
+
+    async def _download(self, media_id: str, what: str) -> bytes | None:
+        """A user's media by its id: its URL from the API, then the file with the token
+        through chatfn.common.fetch; None with a warning."""
         from chatfn.common.fetch import fetch
 
         if not media_id:
@@ -223,10 +238,13 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
                 headers=self.api.auth,
             )
         except _fetch_errors() as exc:
-            self.log.warning("WhatsApp image {} not downloaded: {}", media_id, exc)
+            self.log.warning("WhatsApp {} {} not downloaded: {}", what, media_id, exc)
             return None
-        mime = kit.image_mime(got.data)
-        return None if mime is None else kit.data_uri(got.data, mime)
+        return got.data
+
+
+def _audio_uri(data: bytes) -> str:
+    return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

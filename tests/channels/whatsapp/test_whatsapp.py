@@ -32,13 +32,16 @@ from tests.channels.whatsapp.whatsapp_fake import FakeWhatsApp, sign
 
 
 @asynccontextmanager
-async def running(fake: FakeWhatsApp, tmp_path: Path, **settings: Any) -> AsyncIterator[Any]:
+async def running(
+    fake: FakeWhatsApp, tmp_path: Path, more: dict[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[Any]:
     driver = WhatsAppDriver(fake, **settings)
     config = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'wa.db'}"},
             "plugins": {"paths": []},
             "channels": {"whatsapp": driver.channel_settings()},
+            **(more or {}),
         },
         base_dir=tmp_path,
     )
@@ -147,6 +150,25 @@ async def test_an_image_comes_by_media_id_with_the_token(tmp_path: Path) -> None
         assert texts(fake, user)[0].startswith("echo: what is it")
         download = [p for m, p in fake.recorded if p.startswith("/download/")]
         assert len(download) == 1
+
+
+async def test_a_voice_note_is_transcribed(tmp_path: Path) -> None:
+    """An audio message (a voice note, OGG/Opus, by media id) is downloaded the way images are
+    (the API's URL, then the file with the token) and transcribed by voice.stt."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeWhatsApp() as fake, AudioApi(transcripts=["where are you"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, more={"voice": {"stt": stt}}):
+            user = "15550004444"
+            assert await fake.deliver(fake.audio(user, voice)) == 200
+            await fake.wait_sent(user, 1)
+    assert texts(fake, user)[0].startswith("echo: where are you")
+    [req] = api.transcriptions
+    assert req.format == "wav" and 1.9 < req.seconds < 2.1
 
 
 # -- the 24-hour window --------------------------------------------------------------------------

@@ -109,6 +109,20 @@ class FakeWhatsApp(FakePlatform):
             message["group_id"] = group
         return message
 
+    def audio(self, sender: str, data: bytes, voice: bool = True) -> dict[str, Any]:
+        """A voice note (`voice: true`, OGG/Opus) as the webhook carries it: its media id."""
+        media = str(next(self._ids) + 900000)
+        mime = "audio/ogg; codecs=opus"
+        self._media[media] = (data, mime)
+        body = {"id": media, "mime_type": mime, "sha256": hashlib.sha256(data).hexdigest()}
+        return {
+            "from": sender,
+            "id": self.next_wamid(),
+            "timestamp": str(int(time.time())),
+            "type": "audio",
+            "audio": {**body, "voice": voice},
+        }
+
     def image(self, sender: str, data: bytes, caption: str = "") -> dict[str, Any]:
         media = str(next(self._ids) + 900000)
         self._media[media] = (data, "image/png")
