@@ -83,6 +83,7 @@ SPEC = ChannelSpec(
         mentions=True,
         images_in=True,  # app mode
         images_out=True,  # app mode
+        voice_in=True,  # app mode
         markdown="plain (app), Markdown (robot)",
         edits=True,  # the robot's stream grows as the model writes
         confirm_stored=True,

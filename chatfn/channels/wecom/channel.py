@@ -23,6 +23,7 @@ are downloaded with media/get (no URL from the message is fetched).
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +39,7 @@ from chatfn.channels.wecom.api import (
 from chatfn.channels.wecom.send import CREDENTIALS, WecomSender
 from chatfn.channels.wecom.settings import WecomSettings
 from chatfn.channels.wxcrypt import MAX_BODY, CryptError, WxCrypt, read_xml
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -164,8 +166,8 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             )
             return kit.settled()
         user, msg_id = fields.get("FromUserName", ""), fields.get("MsgId", "")
-        if kind not in ("text", "image") or not user or not msg_id:
-            return kit.settled()  # events (enter_agent, subscribe ...), voice, video, location
+        if kind not in ("text", "image", "voice") or not user or not msg_id:
+            return kit.settled()  # events (enter_agent, subscribe ...), video, location
         chat = f"private:{user}"
 
         def take(previous: kit.Taken | None) -> kit.Taken:
@@ -187,7 +189,20 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             message_id=fields["MsgId"],
             time=kit.sent_at(fields.get("CreateTime")),
             images=images,
+            audio=await self._voice(fields),
         )
+
+    async def _voice(self, fields: dict[str, str]) -> list[str]:
+        """A voice message's file (AMR, by `MediaId` through media/get) for voice.stt."""
+        media = fields.get("MediaId")
+        if fields.get("MsgType") != "voice" or not media:
+            return []
+        try:
+            data = await self.api.media(media, kit.MAX_IMAGE_IN)
+        except _API_ERRORS as exc:
+            self.log.warning("WeCom voice {} not downloaded: {}", media, exc)
+            return []
+        return [f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"]
 
     async def _image(self, media_id: str) -> str | None:
         try:

@@ -4,6 +4,8 @@ refusing an over-long text, settings and `chatfn check`."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,21 @@ async def fake() -> AsyncIterator[FakeWecom]:
 
 @pytest.fixture
 async def running(fake: FakeWecom, tmp_path: Path) -> AsyncIterator[tuple[WecomDriver, Bot]]:
+    async with _running(fake, tmp_path) as both:
+        yield both
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    fake: FakeWecom, tmp_path: Path, more: dict[str, Any] | None = None
+) -> AsyncIterator[tuple[WecomDriver, Bot]]:
     driver = WecomDriver(fake)
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'wecom.db'}"},
             "plugins": {"paths": []},
             "channels": {"wecom": driver.channel_settings()},
+            **(more or {}),
         },
         base_dir=tmp_path,
     )
@@ -197,3 +208,23 @@ async def test_a_group_chat_of_the_app_is_written_through_appchat(
     }
     with pytest.raises(DeliveryRefused, match="not a WeCom chat id"):
         await driver.channel.send(OutgoingMessage("wecom", "channel:x y", "no"))
+
+
+async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
+    """A member's voice message (MsgType voice, its file by media/get) goes to voice.stt and
+    its transcript is answered. WeCom sends AMR; Debian's ffmpeg can decode AMR but has no
+    encoder to make one, so the file here is OGG/Opus: the channel sends on what it gets."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeWecom() as fake, AudioApi(transcripts=["明天请假"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with _running(fake, tmp_path, more={"voice": {"stt": stt}}):
+            media = fake.add_media(voice)
+            await fake.deliver(fake.voice_xml("zhangsan", fake.next_id(), media))
+            await fake.wait_sent("zhangsan", 1)
+    assert texts(fake, "zhangsan") == ["echo: 明天请假"]
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1

@@ -268,6 +268,16 @@ class FakeWecom:
             f"<MsgId>{msg_id}</MsgId><AgentID>{self.agent_id}</AgentID></xml>"
         )
 
+    def voice_xml(self, user: str, msg_id: str, media_id: str) -> str:
+        """A member's voice message to the app (`Format` amr; the file by media/get)."""
+        return (
+            f"<xml><ToUserName><![CDATA[{self.corp_id}]]></ToUserName>"
+            f"<FromUserName><![CDATA[{user}]]></FromUserName>"
+            f"<CreateTime>{int(time.time())}</CreateTime><MsgType><![CDATA[voice]]></MsgType>"
+            f"<MediaId><![CDATA[{media_id}]]></MediaId><Format><![CDATA[amr]]></Format>"
+            f"<MsgId>{msg_id}</MsgId><AgentID>{self.agent_id}</AgentID></xml>"
+        )
+
     def sealed(self, plain: str, *, forge: bool = False) -> tuple[dict[str, str], str]:
         """(query, body) of a POSTed callback: encrypted, signed (badly with `forge`)."""
         encrypt = self.crypt.encrypt(plain)
