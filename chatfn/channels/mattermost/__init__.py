@@ -72,6 +72,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         threads=True,
         markdown="Markdown",
         connection=("long connection",),

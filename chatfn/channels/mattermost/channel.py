@@ -22,6 +22,7 @@ channel admin (its membership's `scheme_admin`) counts as the chat's admin.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -30,6 +31,7 @@ from chatfn.channels import kit
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.send import CREDENTIALS, MattermostSender
 from chatfn.channels.mattermost.settings import MattermostSettings
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -162,7 +164,10 @@ class MattermostChannel(
         text = str(post.get("message") or "")
         if self.bot_name:
             text = re.sub(rf"(?<![\w.-])@{re.escape(self.bot_name)}\b", "", text).strip()
-        images = [i for i in [await self._image(f) for f in post.get("file_ids") or []] if i]
+        files = [d for d in [await self._file(f) for f in post.get("file_ids") or []] if d]
+        images = [kit.data_uri(d, m) for d in files if (m := kit.image_mime(d)) is not None]
+        # an audio file (a voice message a client recorded, a clip): for voice.stt
+        voices = [_audio_uri(d) for d in files if kit.image_mime(d) is None and _is_audio(d)]
         sender = str(post.get("user_id") or "")
         name = str(data.get("sender_name") or "").lstrip("@")
         roles = await self._roles(str(post["channel_id"]), sender) if group else []
@@ -177,6 +182,7 @@ class MattermostChannel(
             message_id=str(post["id"]),
             time=kit.sent_at(post.get("create_at"), ms=True),
             images=images,
+            audio=voices,
             sender_roles=roles,
             # a bot account's post (props.from_bot): marked, answered where a chats: rule
             # sets answer_bots (docs/groups.md, "The loop guard")
@@ -201,14 +207,13 @@ class MattermostChannel(
         )
         return ["admin"] if admin else []
 
-    async def _image(self, file_id: str) -> str | None:
+    async def _file(self, file_id: str) -> bytes | None:
+        """A post's file (images and audio are kept; what else it is, is not read)."""
         try:
-            data = await self.api.file(str(file_id), kit.MAX_IMAGE_IN)
+            return await self.api.file(str(file_id), kit.MAX_IMAGE_IN)
         except _ERRORS as exc:
             self.log.warning("Mattermost file {} not downloaded: {}", file_id, exc)
             return None
-        mime = kit.image_mime(data)
-        return None if mime is None else kit.data_uri(data, mime)
 
     def _added(self, data: dict[str, Any], broadcast: dict[str, Any]) -> None:
         user, channel = str(data.get("user_id") or ""), str(broadcast.get("channel_id") or "")
@@ -235,3 +240,11 @@ def _from_bot(post: dict[str, Any]) -> bool:
     """Mattermost marks a bot account's posts with `props.from_bot` ("true", a string)."""
     props = post.get("props")
     return isinstance(props, dict) and str(props.get("from_bot") or "").lower() == "true"
+
+
+def _is_audio(data: bytes) -> bool:
+    return audio.audio_mime(data) != "application/octet-stream"
+
+
+def _audio_uri(data: bytes) -> str:
+    return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"

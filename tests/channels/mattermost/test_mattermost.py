@@ -32,7 +32,11 @@ from tests.kit import until
 
 @asynccontextmanager
 async def running(
-    fake: FakeMattermost, tmp_path: Path, chats: list[Any] | None = None, **bot: Any
+    fake: FakeMattermost,
+    tmp_path: Path,
+    chats: list[Any] | None = None,
+    voice: dict[str, Any] | None = None,
+    **bot: Any,
 ) -> AsyncIterator[Any]:
     driver = MattermostDriver(fake)
     config = parse_settings(
@@ -42,6 +46,7 @@ async def running(
             "bot": {"reply_with_mention": False, **bot},
             "channels": {"mattermost": driver.channel_settings()},
             "chats": chats or [],
+            "voice": voice or {},
         },
         base_dir=tmp_path,
     )
@@ -216,3 +221,23 @@ async def test_check_online_names_the_bot_the_refused_token_or_the_missing_team(
         fake.token = "revoked"
         probes = await check(settings, online=True)
         assert probes[1].status == "fail" and "channels.mattermost.token" in probes[1].detail
+
+
+async def test_an_audio_file_is_transcribed(tmp_path: Path) -> None:
+    """A post with an audio file (a voice message a client recorded, OGG/Opus) goes to
+    voice.stt; an image beside it stays an image."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    clip = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeMattermost() as fake, AudioApi(transcripts=["ship it friday"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, voice={"stt": stt}):
+            dm = fake.channel("1005", "private")
+            user = fake.user("1005")
+            await fake.say(dm, user, "", file_ids=[fake.upload_as_user(dm, clip)])
+            await fake.wait_sent(dm, 1)
+    assert said(fake, dm) == ["echo: ship it friday"]
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
