@@ -66,6 +66,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="KMarkdown",
         delivery_ids=True,
         confirm_stored=True,

@@ -16,6 +16,7 @@ WebSocket gateway (gateway.py: compression, ping/pong, resume, reconnect) and it
 
 from __future__ import annotations
 
+import base64
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, re
 from chatfn.channels.kook.send import KookSender, parts_of
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.kook.state import SessionStore
+from chatfn.common import audio
 from chatfn.common.fetch import FetchError, fetch
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.common.payload import object_at
@@ -146,13 +148,13 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         return self.inbound.once(f"message:{msg_id}", take)
 
     def _chat_of(self, d: dict[str, Any], extra: dict[str, Any]) -> ChatRef | None:
-        """The chat of a user's text, KMarkdown or image message; None for anything else
-        (the bot's own, system, video, file, audio, cards; other bots' come marked)."""
+        """The chat of a user's text, KMarkdown, image or audio message; None for anything
+        else (the bot's own, system, video, file, cards; other bots' come marked)."""
         author_id = str(d.get("author_id") or "")
         if not author_id or author_id == self.bot_id or author_id == "1":
             return None  # other bots' come marked (sender_is_bot), answered where a chats:
             # rule sets answer_bots (README, "Loop guard")
-        if d.get("type") not in (1, 2, 9):
+        if d.get("type") not in (1, 2, 8, 9):  # text, image, audio, KMarkdown
             return None
         if d.get("channel_type") == "GROUP":
             target = str(d.get("target_id") or "")
@@ -167,10 +169,14 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         sender = str(d["author_id"])
         kind = int(d.get("type") or 0)
         images: list[str] = []
+        voices: list[str] = []
         text, mentioned = "", False
         if kind == 2:
             image = await self._image(str(d.get("content") or ""))
             images = [image] if image else []
+        elif kind == 8:  # a voice message: its file on KOOK's asset CDN, for voice.stt
+            voice = await self._voice(str(d.get("content") or ""))
+            voices = [voice] if voice else []
         else:
             text, mentioned = read_text(str(d.get("content") or ""), kind, extra, self.bot_id)
         quote = object_at(extra, "quote")
@@ -192,6 +198,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             is_at_bot=mentioned,
             quoted=quoted,
             images=images,
+            audio=voices,
             message_id=str(d["msg_id"]),
             time=kit.sent_at(d.get("msg_timestamp"), ms=True),
             sender_roles=roles,
@@ -214,6 +221,18 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             self.log.warning("KOOK image not downloaded: {}", exc)
             return None
         return kit.data_uri(got.data, got.content_type or None)
+
+    async def _voice(self, url: str) -> str | None:
+        """A voice message's file (KOOK's asset CDN, within the same fetch bounds as images)
+        as an audio data URI."""
+        if not url.startswith(("https://", "http://")):
+            return None
+        try:
+            got = await fetch(url, allow=self.fetch_allow, max_bytes=kit.MAX_IMAGE_IN, timeout=30)
+        except FetchError as exc:
+            self.log.warning("KOOK voice not downloaded: {}", exc)
+            return None
+        return f"data:{audio.audio_mime(got.data)};base64,{base64.b64encode(got.data).decode()}"
 
     async def _guild(self, guild: str) -> tuple[dict[str, Any], set[str]]:
         """The guild (/v3/guild/view) and its administrator roles (/v3/guild-role/list),

@@ -266,11 +266,12 @@ class FakeKook(FakePlatform):
         data = self._assets.get(request.match_info["name"])
         if data is None:
             return web.Response(status=404)
-        return web.Response(body=data, content_type="image/png")
+        kind = "audio/ogg" if name_of_audio(request.match_info["name"]) else "image/png"
+        return web.Response(body=data, content_type=kind)
 
-    def asset(self, data: bytes) -> str:
-        """A user's image, as KOOK's asset URL."""
-        name = f"{uuid.uuid4().hex}.png"
+    def asset(self, data: bytes, suffix: str = "png") -> str:
+        """A user's image (or, `suffix` ogg, voice message), as KOOK's asset URL."""
+        name = f"{uuid.uuid4().hex}.{suffix}"
         self._assets[name] = data
         return f"{self.base}/assets/{name}"
 
@@ -562,3 +563,7 @@ class FakeKook(FakePlatform):
 
 
 __all__ = ["ADMIN_ROLE", "BOT_ID", "MEMBER_ROLE", "TOKEN", "FakeKook", "Posted"]
+
+
+def name_of_audio(name: str) -> bool:
+    return name.endswith(".ogg")

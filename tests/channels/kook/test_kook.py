@@ -428,3 +428,23 @@ async def test_a_send_cut_or_answered_5xx_is_sent_again(fake: FakeKook, tmp_path
         [reply] = await driver.sent(chat, 1, timeout=30)
     assert reply.text == "echo: through" and fake.scripted_answers == 2
     assert len(fake.sent_to("private", "2201")) == 1
+
+
+async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
+    """A KOOK audio message (type 8: its file's URL on the asset CDN, fetched within the same
+    bounds as images) goes to voice.stt and its transcript is answered."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    voice = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeKook() as fake, AudioApi(transcripts=["开黑吗"]) as api:
+        driver = KookDriver(fake)
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(driver, tmp_path, voice={"stt": stt}):
+            chat = Chat("private", "2008")
+            await fake.say("private", "2008", "2008", fake.asset(voice, "ogg"), msg_type=8)
+            [sent] = await driver.sent(chat, 1)
+    assert sent.text == "echo: 开黑吗"
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
