@@ -114,6 +114,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         threads=True,
         buttons=True,
         markdown="mrkdwn",

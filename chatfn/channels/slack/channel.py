@@ -345,8 +345,11 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         ts, bot = str(event["ts"]), str(event.get("bot_id") or "")
         user = str(event.get("user") or bot)
         text, mentioned = read_text(str(event.get("text") or ""), self.bot_user_id or "")
-        images = [i for f in event.get("files") or [] if (i := await self._image(f))]
-        if not text and not images:  # nothing said: users.info is not asked
+        files = event.get("files") or []
+        images = [i for f in files if (i := await self._file(f, "image/"))]
+        # an audio clip (recorded in Slack, or an audio file): for voice.stt
+        voices = [v for f in files if (v := await self._file(f, "audio/"))]
+        if not text and not images and not voices:  # nothing said: users.info is not asked
             return None
         roles: list[str] = []
         if bot:  # users.info knows no bot ids: the name the bot posted with
@@ -363,6 +366,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             message_id=ts,
             time=kit.sent_at(ts),
             images=images,
+            audio=voices,
             sender_roles=roles if ref.is_group else [],
             sender_is_bot=bool(bot),
         )
@@ -375,10 +379,10 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             return True
         return (parts.scheme, parts.netloc) == (api.scheme, api.netloc)
 
-    async def _image(self, file: Any) -> str | None:
-        """An image file of a message as a data URI (its url_private needs the bot token, so
-        the URL is never stored or shown)."""
-        if not isinstance(file, dict) or not str(file.get("mimetype", "")).startswith("image/"):
+    async def _file(self, file: Any, kind: str) -> str | None:
+        """A message's file of `kind` ("image/", "audio/") as a data URI (its url_private
+        needs the bot token, so the URL is never stored or shown)."""
+        if not isinstance(file, dict) or not str(file.get("mimetype", "")).startswith(kind):
             return None
         url = str(file.get("url_private_download") or file.get("url_private") or "")
         if not url or int(file.get("size") or 0) > kit.MAX_IMAGE_IN:

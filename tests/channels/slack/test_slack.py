@@ -553,3 +553,23 @@ async def test_other_bots_are_marked_and_answered_only_where_a_rule_allows(
         assert [(h.sender_id, h.text) for h in history] == [("B999", "ignored here")]
         fate = await bot.fates.of(history[0].id)
         assert fate is not None and (fate.fate, fate.detail) == ("ignored", "bot_sender")
+
+
+async def test_an_audio_clip_is_transcribed(fake: FakeSlack, tmp_path: Path) -> None:
+    """An audio file shared in a message (a clip, `audio/*`) is fetched with the bot token
+    from Slack's file host, as images are, and transcribed by voice.stt."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    clip = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with AudioApi(transcripts=["deploy at noon"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(SlackDriver(fake), tmp_path, voice={"stt": stt}):
+            fake.user("U15", "Ida")
+            file = fake.add_file(clip, "audio/ogg")
+            await fake.push(fake.callback(fake.message_event("D15", "U15", "", files=[file])))
+            [reply] = await fake.wait_sent("D15", 1)
+    assert read_mrkdwn(reply.text)[0] == "echo: deploy at noon"
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
