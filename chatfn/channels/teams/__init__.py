@@ -92,6 +92,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="Markdown",
         confirm_stored=True,
         connection=("webhook",),

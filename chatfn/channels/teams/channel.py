@@ -11,7 +11,8 @@ Every POST must carry a JWT the Bot Framework signed for this bot (auth.Keys.ver
   channel's conversation id holds its thread, `;messageid=`). A `mention` entity of the bot
   (its `mentioned.id` the activity's `recipient.id`) makes a group message for the bot, its
   `<at>name</at>` cut from the text; other users' `<at>` tags read `@name`. Images: the
-  attachments of an image type, the Bot Connector's own downloaded with the bot's token.
+  attachments of an image or audio type, the Bot Connector's own downloaded with the bot's
+  token (audio goes to voice.stt).
 - `conversationUpdate` with `membersAdded` (not the bot): the member-joined event.
 
 The activity's `serviceUrl` is remembered per conversation (send.py answers there). The
@@ -21,6 +22,7 @@ Framework sends it again, taken once by its id).
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +34,7 @@ from chatfn.channels.teams.api import NETWORK_ERRORS, ApiError, TeamsApi
 from chatfn.channels.teams.auth import AuthError, TokenError
 from chatfn.channels.teams.send import CREDENTIALS, TeamsSender
 from chatfn.channels.teams.settings import TeamsSettings
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -170,11 +173,10 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
                 text = text.replace(str(entity.get("text") or "\0"), "")
         text = _AT.sub(lambda m: "@" + m.group(1), text).strip()
         service = str(activity.get("serviceUrl") or "")
-        images = [
-            i
-            for i in [await self._image(a, service) for a in activity.get("attachments") or []]
-            if i
-        ]
+        attachments = activity.get("attachments") or []
+        images = [i for i in [await self._media(a, service, "image/") for a in attachments] if i]
+        # an audio attachment (a recorded clip, an audio file): for voice.stt
+        voices = [v for v in [await self._media(a, service, "audio/") for a in attachments] if v]
         return self.incoming(
             chat,
             str(sender.get("id") or ""),
@@ -186,14 +188,18 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
             message_id=str(activity["id"]),
             time=kit.sent_at(activity.get("timestamp")),
             images=images,
+            audio=voices,
         )
 
-    async def _image(self, attachment: Any, service: str) -> str | None:
+    async def _media(self, attachment: Any, service: str, kind: str) -> str | None:
+        """An attachment of `kind` ("image/", "audio/"): the Bot Connector's own downloaded
+        with the bot's token (a data URI), another https URL passed on (fetched later within
+        `bot.fetch`'s bounds), a data URI of that kind kept."""
         attachment = _dict(attachment)
         url = str(attachment.get("contentUrl") or "")
-        if not str(attachment.get("contentType") or "").startswith("image/") or not url:
+        if not str(attachment.get("contentType") or "").startswith(kind) or not url:
             return None
-        if url.startswith("data:image/"):
+        if url.startswith(f"data:{kind}"):
             return url
         if service and _origin(url) == _origin(service):
             try:
@@ -201,8 +207,10 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
             except _FETCH_ERRORS as exc:
                 self.log.warning("Teams attachment not downloaded: {}", exc)
                 return None
-            mime = kit.image_mime(data)
-            return None if mime is None else kit.data_uri(data, mime)
+            if kind == "image/":
+                mime = kit.image_mime(data)
+                return None if mime is None else kit.data_uri(data, mime)
+            return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
         return url if url.startswith("https://") else None
 
     def _added(self, chat: str, activity: dict[str, Any]) -> None:

@@ -28,7 +28,9 @@ from tests.channels.teams.teams_fake import FakeTeams
 
 
 @asynccontextmanager
-async def running(fake: FakeTeams, tmp_path: Path, **bot: Any) -> AsyncIterator[TeamsDriver]:
+async def running(
+    fake: FakeTeams, tmp_path: Path, voice: dict[str, Any] | None = None, **bot: Any
+) -> AsyncIterator[TeamsDriver]:
     driver = TeamsDriver(fake)
     config = parse_settings(
         {
@@ -36,6 +38,7 @@ async def running(fake: FakeTeams, tmp_path: Path, **bot: Any) -> AsyncIterator[
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False, **bot},
             "channels": {"teams": driver.channel_settings()},
+            "voice": voice or {},
         },
         base_dir=tmp_path,
     )
@@ -180,3 +183,32 @@ async def test_check_online_asks_for_a_token_and_reads_the_keys() -> None:
         assert probes[1].status == "fail" and "channels.teams.app_password" in probes[1].detail
     assert (await check(TeamsSettings(), online=False))[0].status == "fail"
     assert "channels.teams.app_id" in (await check(TeamsSettings(), online=False))[0].detail
+
+
+async def test_an_audio_attachment_is_transcribed(tmp_path: Path) -> None:
+    """An audio attachment on the Bot Connector (downloaded with the bot's token, as images
+    are) goes to voice.stt and its transcript is answered."""
+    from tests.channels.contract import Chat
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    clip = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeTeams() as fake, AudioApi(transcripts=["book the room"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, voice={"stt": stt}) as driver:
+            chat = Chat("private", "1006")
+            attachment = {"contentType": "audio/ogg", "contentUrl": fake.file(clip)}
+            activity = fake.activity(
+                driver.conversation(chat),
+                "personal",
+                "29:1006",
+                "User 1006",
+                text="",
+                attachments=[attachment],
+            )
+            assert await fake.deliver(activity) == 200
+            [reply] = await driver.sent(chat, 1)
+    assert reply.text == "echo: book the room"
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
