@@ -94,6 +94,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         threads=True,
         confirm_stored=True,
         connection=("long connection",),

@@ -204,6 +204,8 @@ class EmailChannel(kit.PlatformChannel[EmailSettings], platform="email", label="
 
     async def _incoming(self, chat: str, received: Received) -> IncomingMessage | None:
         images = [kit.data_uri(data, kind) for kind, data in received.images][:4]
+        # an audio attachment (a voice memo): for voice.stt
+        voices = [kit.data_uri(data, kind) for kind, data in received.audio][:2]
         return self.incoming(
             chat,
             received.sender,
@@ -212,6 +214,7 @@ class EmailChannel(kit.PlatformChannel[EmailSettings], platform="email", label="
             sender_name=received.name or received.sender,
             chat_name=received.subject,
             images=images,
+            audio=voices,
             message_id=received.message_id,
         )
 

@@ -16,6 +16,7 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import getaddresses, make_msgid, parseaddr
+from typing import Any
 
 __all__ = ["Received", "automatic", "read_mail", "thread_root"]
 
@@ -32,7 +33,19 @@ class Received:
     subject: str
     text: str
     images: list[tuple[str, bytes]] = field(default_factory=list)  # (content type, data)
+    audio: list[tuple[str, bytes]] = field(default_factory=list)  # voice memos, for voice.stt
     references: list[str] = field(default_factory=list)
+
+
+def _parts(msg: Any, maintype: str) -> list[tuple[str, bytes]]:
+    """(content type, data) of the message's parts of `maintype` (attachments or inline)."""
+    found = []
+    for part in msg.walk():
+        if part.get_content_maintype() == maintype:
+            data = part.get_payload(decode=True)
+            if isinstance(data, bytes) and data:
+                found.append((part.get_content_type(), data))
+    return found
 
 
 def ids(value: str | None) -> list[str]:
@@ -104,11 +117,8 @@ def read_mail(raw: bytes) -> tuple[Received | None, str | None]:
         message_id = make_msgid(domain="no-message-id.invalid")[1:-1]
     references = ids(str(msg.get("References") or ""))
     root = thread_root(message_id, msg.get("In-Reply-To"), msg.get("References"))
-    images = [
-        (part.get_content_type(), part.get_payload(decode=True))
-        for part in msg.walk()
-        if part.get_content_maintype() == "image" and part.get_payload(decode=True)
-    ]
+    images = _parts(msg, "image")
+    audio = _parts(msg, "audio")
     return (
         Received(
             message_id=message_id,
@@ -117,7 +127,8 @@ def read_mail(raw: bytes) -> tuple[Received | None, str | None]:
             name=name,
             subject=str(msg.get("Subject") or ""),
             text=without_quote(_text_of(msg)),
-            images=[(kind, data) for kind, data in images if isinstance(data, bytes)],
+            images=images,
+            audio=audio,
             references=references or ids(str(msg.get("In-Reply-To") or "")),
         ),
         None,

@@ -126,7 +126,13 @@ class EmailDriver:
         return str(msg["Message-ID"]).strip("<>")
 
     def mail(
-        self, chat: Chat, text: str, *, image: bytes | None = None, **headers: str
+        self,
+        chat: Chat,
+        text: str,
+        *,
+        image: bytes | None = None,
+        voice: bytes | None = None,
+        **headers: str,
     ) -> EmailMessage:
         msg = EmailMessage()
         msg["From"] = f"User {chat.native} <{self.user(chat.native)}>"
@@ -145,6 +151,8 @@ class EmailDriver:
         msg.set_content(text)
         if image is not None:
             msg.add_attachment(image, maintype="image", subtype="png", filename="cat.png")
+        if voice is not None:  # a voice memo, as phones attach one
+            msg.add_attachment(voice, maintype="audio", subtype="ogg", filename="memo.ogg")
         self._last[chat.native] = mid
         return msg
 

@@ -137,6 +137,27 @@ async def test_check_online(mail_servers: MailServers) -> None:
     assert imap.status == "fail" and "not reachable" in imap.detail
 
 
+@pytest.mark.services
+async def test_a_voice_memo_is_transcribed(mail: EmailDriver, tmp_path: Path) -> None:
+    """An audio attachment (a voice memo, OGG/Opus) goes to voice.stt beside the mail's text;
+    the answer is threaded as any other."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    memo = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with AudioApi(transcripts=["call me back"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(mail, tmp_path, voice={"stt": stt}):
+            chat = Chat("private", "3005")
+            msg = mail.mail(chat, "", voice=memo)
+            await asyncio.to_thread(mail.submit, mail.user(chat.native), msg)
+            [reply] = await mail.sent(chat, 1)
+    assert reply.text == "echo: call me back"
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
+
+
 def test_reading_mail() -> None:
     msg = EmailMessage()
     msg["From"] = "Ann <Ann@Example.org>"
@@ -151,6 +172,9 @@ def test_reading_mail() -> None:
     assert (got.root, got.sender, got.text) == ("1@example.org", "ann@example.org", "New text")
     assert thread_root("x@y", "<a@b>", None) == "a@b" and thread_root("x@y", None, None) == "x@y"
     assert without_quote("hi\n> quoted\nthere\n-- \nsig") == "hi\nthere"
+    msg.add_attachment(b"OggS fake voice", maintype="audio", subtype="ogg", filename="m.ogg")
+    got, _why = read_mail(msg.as_bytes())
+    assert got is not None and got.audio == [("audio/ogg", b"OggS fake voice")]
     msg["Auto-Submitted"] = "auto-generated"
     assert read_mail(msg.as_bytes()) == (None, "Auto-Submitted: auto-generated")
 
