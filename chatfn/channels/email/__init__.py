@@ -95,6 +95,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         threads=True,
         confirm_stored=True,
         connection=("long connection",),

@@ -7,6 +7,7 @@ and client show it once.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -83,6 +84,17 @@ def compose(
             maintype="image",
             subtype=kind.split("/", 1)[1],
             filename=f"image{index + 1}.{kind.split('/', 1)[1]}",
+        )
+    for index, ref_ in enumerate(out.audio):  # the reply spoken (voice.tts): an attachment
+        if not ref_.startswith("data:audio/"):
+            continue  # a URL: the text is the answer
+        head, _, body = ref_.partition(",")
+        subtype = head[len("data:audio/") :].split(";", 1)[0] or "ogg"
+        msg.add_attachment(
+            base64.b64decode(body),
+            maintype="audio",
+            subtype=subtype,
+            filename=f"reply{index + 1}.{subtype}",
         )
     return msg
 

@@ -158,6 +158,29 @@ async def test_a_voice_memo_is_transcribed(mail: EmailDriver, tmp_path: Path) ->
     assert 1.9 < req.seconds < 2.1
 
 
+@pytest.mark.services
+async def test_a_spoken_reply_is_attached(mail: EmailDriver, tmp_path: Path) -> None:
+    """`voice.tts` on for the chat: the reply mail carries the spoken reply as an audio
+    attachment (OGG/Opus that decodes to audio), its text as the body."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(mail, tmp_path, **config):
+            chat = Chat("private", "3006")
+            await mail.say(chat, "read it to me")
+            [reply] = await mail.sent(chat, 1)
+            [got] = await asyncio.to_thread(mail.inbox, chat.native)
+    assert reply.text == "echo: read it to me"
+    [part] = [p for p in got.walk() if p.get_content_maintype() == "audio"]
+    fmt, seconds = probe(part.get_payload(decode=True))
+    assert "ogg" in fmt and seconds > 0.5
+
+
 def test_reading_mail() -> None:
     msg = EmailMessage()
     msg["From"] = "Ann <Ann@Example.org>"
