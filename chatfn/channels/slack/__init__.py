@@ -115,6 +115,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         threads=True,
         buttons=True,
         markdown="mrkdwn",

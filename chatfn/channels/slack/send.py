@@ -24,6 +24,7 @@ within `max_message_length`, images uploaded, 429s waited out in place.
 
 from __future__ import annotations
 
+import base64
 import functools
 from typing import Any
 
@@ -163,6 +164,21 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                     ),
                 )
             first = False
+        for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
+            if not voice.startswith("data:audio/"):
+                continue  # a URL: the text is the answer
+            head, _, body = voice.partition(",")
+            subtype = head[len("data:audio/") :].split(";", 1)[0] or "ogg"
+            await self.call(
+                ref.key,
+                functools.partial(
+                    self.client.files_upload_v2,
+                    channel=ref.channel,
+                    content=base64.b64decode(body),
+                    filename=f"reply{number + 1}.{subtype}",
+                    thread_ts=thread,
+                ),
+            )
 
 
 def section(mrkdwn: str) -> dict[str, Any]:

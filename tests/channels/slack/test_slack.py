@@ -573,3 +573,24 @@ async def test_an_audio_clip_is_transcribed(fake: FakeSlack, tmp_path: Path) -> 
     assert read_mrkdwn(reply.text)[0] == "echo: deploy at noon"
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_is_uploaded_as_an_audio_file(fake: FakeSlack, tmp_path: Path) -> None:
+    """`/tts on`: after the reply's text, its voice is uploaded (files_upload_v2: the upload
+    URL, the bytes, completeUploadExternal) into the same chat; the file decodes as audio."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(SlackDriver(fake), tmp_path, **config):
+            fake.user("U16", "Jo")
+            await fake.push(fake.callback(fake.message_event("D16", "U16", "say it")))
+            text, voice = await fake.wait_sent("D16", 2)
+    assert read_mrkdwn(text.text)[0] == "echo: say it" and not text.files
+    [data] = voice.files
+    fmt, seconds = probe(data)
+    assert "ogg" in fmt and seconds > 0.5
