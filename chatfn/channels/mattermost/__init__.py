@@ -73,6 +73,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         threads=True,
         markdown="Markdown",
         connection=("long connection",),

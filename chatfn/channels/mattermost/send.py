@@ -16,6 +16,7 @@ unreachable; 403 / 404 / 400 refusals.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import re
@@ -104,6 +105,16 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
                 data,
                 kit.image_name(data),
                 kit.image_mime(data) or "image/jpeg",
+            )
+            files.append(await self.call(ref.key, upload))
+        for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
+            if not voice.startswith("data:audio/"):
+                continue  # a URL: the text is the answer
+            head, _, body64 = voice.partition(",")
+            mime = head[len("data:") :].split(";", 1)[0]
+            name = f"reply{number + 1}.{mime.split('/', 1)[1]}"
+            upload = functools.partial(
+                self.client.upload, ref.channel, base64.b64decode(body64), name, mime
             )
             files.append(await self.call(ref.key, upload))
         root = ref.thread or (out.reply_to if out.quote and out.reply_to else None)

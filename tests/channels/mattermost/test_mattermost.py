@@ -241,3 +241,23 @@ async def test_an_audio_file_is_transcribed(tmp_path: Path) -> None:
     assert said(fake, dm) == ["echo: ship it friday"]
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_is_attached_to_the_post(tmp_path: Path) -> None:
+    """`/tts on`: the reply post carries the spoken reply as an uploaded audio file (the
+    fake takes only files uploaded to that channel); the file decodes as audio."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeMattermost() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        async with running(fake, tmp_path, chats=[{"voice": {"tts": "on"}}], voice={"tts": tts}):
+            dm = fake.channel("1007", "private")
+            await fake.say(dm, fake.user("1007"), "say it")
+            [post] = await fake.wait_sent(dm, 1)
+    assert post["message"] == "echo: say it"
+    [file_id] = post["file_ids"]
+    fmt, seconds = probe(fake.files[file_id][0])
+    assert "ogg" in fmt and seconds > 0.5
