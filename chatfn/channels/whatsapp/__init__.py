@@ -83,6 +83,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="WhatsApp formatting",
         confirm_stored=True,
         connection=("webhook",),

@@ -20,6 +20,7 @@ send and its mark the message is sent again (at least once).
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
 import time
@@ -147,6 +148,8 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
                     body["context"] = {"message_id": out.reply_to}
                 await self._send(ref, body)
                 owed.sent += 1
+            for voice in out.audio:  # the reply spoken (voice.tts): an audio message after it
+                await self._voice(ref, voice)
         except OutsideWindow:
             if owed.sent:
                 raise kit.DeliveryRefused(
@@ -193,6 +196,21 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
         else:
             media = {"link": image}
         await self._send(ref, {"type": "image", "image": media})
+
+    async def _voice(self, ref: ChatRef, voice: str) -> None:
+        """A spoken reply, uploaded (POST /media, OGG/Opus as WhatsApp plays voice) and sent as
+        an `audio` message; one WhatsApp refuses is logged (the text is the answer)."""
+        if not voice.startswith("data:audio/"):
+            return
+        head, _, body64 = voice.partition(",")
+        mime = head[len("data:") :].split(";", 1)[0]
+        data = base64.b64decode(body64)
+        upload = functools.partial(self.client.upload, data, mime, f"reply.{mime.split('/')[1]}")
+        try:
+            media = await self.call(ref.key, upload)
+            await self._send(ref, {"type": "audio", "audio": {"id": media}})
+        except kit.DeliveryRefused as exc:
+            self.log.warning("WhatsApp voice reply to {} not sent: {}", ref.key, exc)
 
     async def _send(self, ref: ChatRef, body: dict[str, Any]) -> str:
         payload = {**ref.recipient(), **body}

@@ -171,6 +171,27 @@ async def test_a_voice_note_is_transcribed(tmp_path: Path) -> None:
     assert req.format == "wav" and 1.9 < req.seconds < 2.1
 
 
+async def test_a_spoken_reply_goes_as_an_audio_message(tmp_path: Path) -> None:
+    """`/tts on`: after the text, the voice is uploaded (POST /media) and sent as an `audio`
+    message (the fake refuses an id that is not an uploaded audio type); it decodes."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeWhatsApp() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        more = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(fake, tmp_path, more=more):
+            user = "15550005555"
+            assert await fake.deliver(fake.text(user, "say it")) == 200
+            text, voice = await fake.wait_sent(user, 2)
+    assert (text.kind, voice.kind) == ("text", "audio") and text.text == "echo: say it"
+    assert voice.audio is not None
+    fmt, seconds = probe(voice.audio)
+    assert "ogg" in fmt and seconds > 0.5
+
+
 # -- the 24-hour window --------------------------------------------------------------------------
 async def test_outside_the_window_the_template_goes_instead(tmp_path: Path) -> None:
     async with FakeWhatsApp() as fake, running(fake, tmp_path, template="answer_waiting") as d:

@@ -45,10 +45,11 @@ class Posted:
     """One message the bot sent, as the user sees it."""
 
     to: str
-    kind: str  # text, image, template
+    kind: str  # text, image, audio, template
     text: str = ""
     quote: str | None = None
     image: bytes | str | None = None
+    audio: bytes | None = None
     template: str | None = None
     wamid: str = ""
 
@@ -302,6 +303,14 @@ class FakeWhatsApp(FakePlatform):
                 posted.image = str(image["link"])
             else:
                 raise _Error(400, 131053, "Media upload error: no such media id or https link")
+            return posted
+        if kind == "audio":
+            # Cloud API audio: AAC, AMR, MP3, MP4 audio, OGG (Opus only), by an uploaded id
+            media = self._media.get(str((body.get("audio") or {}).get("id") or ""))
+            kinds = ("audio/aac", "audio/amr", "audio/mpeg", "audio/mp4", "audio/ogg")
+            if media is None or media[1].split(";")[0].strip() not in kinds:
+                raise _Error(400, 131053, "Media upload error: not an uploaded audio file")
+            posted.audio = media[0]
             return posted
         raise _Error(400, 100, f"Invalid parameter: type {kind!r}")
 
