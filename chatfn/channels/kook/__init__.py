@@ -67,6 +67,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="KMarkdown",
         delivery_ids=True,
         confirm_stored=True,

@@ -1,7 +1,8 @@
 """The way out to KOOK: KMarkdown messages (`type: 9`) to a channel (`POST
 /v3/message/create`) or a user (`POST /v3/direct-message/create`), split within
 `max_message_length` characters; images uploaded (`POST /v3/asset/create`, multipart
-`file`) and sent as image messages (`type: 2`, the asset's URL as `content`)
+`file`) and sent as image messages (`type: 2`, the asset's URL as `content`); a spoken
+reply (voice.tts) uploaded the same way and sent as an audio message (`type: 8`)
 (developer.kookapp.cn/doc/http/message, /doc/http/direct-message, /doc/http/asset).
 
 - A mention is `(met)<user id>(met)` before the first part (groups, `reply_with_mention`);
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +45,7 @@ __all__ = ["MAX_IMAGE_OUT", "KookSender", "Part", "parts_of"]
 
 #: The largest image uploaded (KOOK documents no limit for bots; its clients take 20 MB).
 MAX_IMAGE_OUT = 20 * 1024 * 1024
-TEXT, IMAGE, KMARKDOWN = 1, 2, 9
+TEXT, IMAGE, AUDIO, KMARKDOWN = 1, 2, 8, 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,21 +132,33 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
             quote = out.reply_to if out.quote and out.reply_to and not parts and not index else None
             sent = await self.post(ref, IMAGE, url, nonce, quote)
             ids.append(str((sent or {}).get("msg_id") or ""))
+        for index, voice in enumerate(out.audio):  # the reply spoken (voice.tts): type 8
+            if not voice.startswith("data:audio/"):
+                continue
+            head, _, body64 = voice.partition(",")
+            mime = head[len("data:") :].split(";", 1)[0]
+            data = base64.b64decode(body64)
+            url = await self._asset(ref, data, f"reply.{mime.split('/', 1)[1]}", mime)
+            sent = await self.post(
+                ref, AUDIO, url, f"chatfn-{out.event_id or 0}-voice{index}", None
+            )
+            ids.append(str((sent or {}).get("msg_id") or ""))
         return ids
 
     async def upload(self, ref: ChatRef, image: bytes | str) -> str:
         """The image as a KOOK asset URL (a URL a function gave is fetched first, through the
         one fetch door: it may point anywhere)."""
         data = image if isinstance(image, bytes) else await self._fetch(image)
+        return await self._asset(
+            ref, data, kit.image_name(data), kit.image_mime(data) or "image/jpeg"
+        )
+
+    async def _asset(self, ref: ChatRef, data: bytes, name: str, mime: str) -> str:
+        """`data` uploaded as a KOOK asset (`POST /v3/asset/create`): its URL."""
 
         async def call() -> Any:
             form = aiohttp.FormData()
-            form.add_field(
-                "file",
-                data,
-                filename=kit.image_name(data),
-                content_type=kit.image_mime(data) or "image/jpeg",
-            )
+            form.add_field("file", data, filename=name, content_type=mime)
             return await self.client.call("POST", "/v3/asset/create", form=form, timeout=60)
 
         found = await self.call(ref.key, call)

@@ -52,7 +52,7 @@ BOT_ID = "1900000001"
 ADMIN_ROLE = 702
 MEMBER_ROLE = 703
 MAX_CONTENT = 8000
-TYPES = {1, 2, 9, 10}
+TYPES = {1, 2, 8, 9, 10}  # text, image, audio, KMarkdown, card
 
 
 @dataclass
@@ -255,10 +255,11 @@ class FakeKook(FakePlatform):
             self.refused.append(("asset/create", "no file"))
             return _refuse("file 必须上传")
         data = upload.file.read()
-        if not data.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8")):
-            self.refused.append(("asset/create", "not an image"))
+        voice = data.startswith((b"OggS", b"ID3"))  # an audio file (OGG, MP3)
+        if not voice and not data.startswith((b"\x89PNG", b"\xff\xd8\xff", b"GIF8")):
+            self.refused.append(("asset/create", "not an image or audio"))
             return _refuse("文件类型不支持")
-        name = f"{uuid.uuid4().hex}.png"
+        name = f"{uuid.uuid4().hex}.{'ogg' if voice else 'png'}"
         self._assets[name] = data
         return _answer({"url": f"{self.base}/assets/{name}"})
 
@@ -293,6 +294,8 @@ class FakeKook(FakePlatform):
             return f"quote {quote} does not exist"
         if body.get("type") == 2 and content.rpartition("/")[2] not in self._assets:
             return "image URL is not an uploaded asset"
+        if body.get("type") == 8 and not name_of_audio(content.rpartition("/")[2]):
+            return "audio URL is not an uploaded audio asset"
         return None
 
     async def _create(self, kind: str, path: str, request: web.Request) -> web.Response:
@@ -316,7 +319,7 @@ class FakeKook(FakePlatform):
             return _refuse(f"参数错误: {why}")
         assert isinstance(body, dict)
         image = None
-        if body.get("type") == 2:
+        if body.get("type") in (2, 8):  # the uploaded image, or the audio (type 8)
             image = self._assets[str(body["content"]).rpartition("/")[2]]
         posted = Posted(kind, target, body, self.next_id(), time.time() * 1000, image)
         self.posted.append(posted)

@@ -448,3 +448,26 @@ async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
     assert sent.text == "echo: 开黑吗"
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_as_an_audio_message(tmp_path: Path) -> None:
+    """`/tts on`: after the text, the voice is uploaded as an asset and sent as an audio
+    message (type 8, its asset URL); the fake refuses type 8 with anything but an uploaded
+    audio asset. The asset decodes as audio."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeKook() as fake, AudioApi() as api:
+        driver = KookDriver(fake)
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(driver, tmp_path, **config):
+            await fake.say("private", "2009", "2009", "say it")
+            await until(lambda: len(fake.sent_to("private", "2009")) >= 2, 15)
+    text, voice = fake.sent_to("private", "2009")
+    assert text.body.get("type") == 9 and voice.body.get("type") == 8
+    assert voice.image is not None
+    fmt, seconds = probe(voice.image)
+    assert "ogg" in fmt and seconds > 0.5
