@@ -79,6 +79,7 @@ SPEC = ChannelSpec(
         replies=True,
         images_in=True,
         images_out=True,
+        voice_in=True,
         markdown="Satori elements",
         connection=("long connection",),
     ),

@@ -23,6 +23,7 @@ read.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from typing import Any
 
@@ -33,6 +34,8 @@ from chatfn.channels.satori import elements
 from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
 from chatfn.channels.satori.send import CREDENTIALS, SatoriSender, chat_id
 from chatfn.channels.satori.settings import SatoriSettings
+from chatfn.common import audio
+from chatfn.common.fetch import FetchTooLarge, read_limited
 from chatfn.common.messages import IncomingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -203,6 +206,7 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
             quoted = elements.parse(str(_dict(message["quote"]).get("content") or ""), self_id).text
         member = _dict(body.get("member") or message.get("member"))
         images = [i for i in [await self._image(src) for src in parsed.images] if i]
+        voices = [v for v in [await self._voice(src) for src in parsed.audio] if v]
         return self.incoming(
             chat,
             str(user["id"]),
@@ -215,6 +219,7 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
             quoted=quoted or None,
             time=kit.sent_at(message.get("created_at") or body.get("timestamp"), ms=True),
             images=images,
+            audio=voices,
             sender_is_bot=user.get("is_bot") is True,
         )
 
@@ -226,6 +231,24 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
         if src.startswith(self.cfg.endpoint + "/"):
             auth = {k: v for k, v in self.api.headers().items() if k == "Authorization"}
             return await kit.fetch_image(self.api.session(), src, headers=auth, what="Satori image")
+        return src if src.startswith(("https://", "http://")) else None
+
+    async def _voice(self, src: str) -> str | None:
+        """A voice message (`<audio>`): a data URI as it is; one of the server's own (its
+        proxy route) downloaded with the token; another http(s) URL handed on to voice.stt,
+        which fetches it within `bot.fetch`'s bounds."""
+        if src.startswith("data:audio/"):
+            return src
+        if src.startswith(self.cfg.endpoint + "/"):
+            auth = {k: v for k, v in self.api.headers().items() if k == "Authorization"}
+            try:
+                async with self.api.session().get(src, headers=auth) as got:
+                    got.raise_for_status()
+                    data = await read_limited(got, kit.MAX_IMAGE_IN)
+            except (aiohttp.ClientError, TimeoutError, FetchTooLarge) as exc:
+                self.log.warning("Satori voice not downloaded: {}", exc)
+                return None
+            return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
         return src if src.startswith(("https://", "http://")) else None
 
     def _added(self, body: dict[str, Any], platform: str, self_id: str) -> None:

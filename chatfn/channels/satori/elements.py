@@ -55,6 +55,7 @@ class Parsed:
     text: str = ""
     at_bot: bool = False
     images: list[str] = field(default_factory=list)  # src of each <img>
+    audio: list[str] = field(default_factory=list)  # src of each <audio> (a voice message)
     quote_id: str | None = None
     quoted: str | None = None
 
@@ -91,6 +92,10 @@ class _Reader:
             src = a.get("src") or a.get("url")
             if src and self.quoting is None:
                 self.out.images.append(src)
+        elif name in ("audio", "record"):
+            src = a.get("src") or a.get("url")
+            if src and self.quoting is None:
+                self.out.audio.append(src)
         elif name == "br":
             self.text("\n")
         elif name == "quote" and not closed and self.quoting is None:

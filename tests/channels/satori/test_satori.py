@@ -29,7 +29,9 @@ from tests.kit import until
 
 
 @asynccontextmanager
-async def running(fake: FakeSatori, tmp_path: Path, **channel: Any) -> AsyncIterator[Any]:
+async def running(
+    fake: FakeSatori, tmp_path: Path, voice: dict[str, Any] | None = None, **channel: Any
+) -> AsyncIterator[Any]:
     driver = SatoriDriver(fake, **channel)
     config = parse_settings(
         {
@@ -37,6 +39,7 @@ async def running(fake: FakeSatori, tmp_path: Path, **channel: Any) -> AsyncIter
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False},
             "channels": {"satori": driver.channel_settings()},
+            "voice": voice or {},
         },
         base_dir=tmp_path,
     )
@@ -108,6 +111,9 @@ def test_elements_escape_and_parse() -> None:
         "earlier & more",
     )
     assert got.images == ["https://x.example/a.png"]
+    assert parse('<audio src="https://x.example/v.ogg"/>', "900").audio == [
+        "https://x.example/v.ogg"
+    ]
     assert parse('<at id="5"/> hi', "900").at_bot is False
     out = to_satori('x < y & "z" **b** [l](https://e.example/?a=1&b=2)')
     assert out == 'x &lt; y &amp; "z" <b>b</b> <a href="https://e.example/?a=1&amp;b=2">l</a>'
@@ -187,3 +193,22 @@ async def test_a_silent_stream_is_pinged(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(module, "PING_EVERY", 0.05)
     async with FakeSatori() as fake, running(fake, tmp_path):
         await until(lambda: fake.pongs >= 2)
+
+
+async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
+    """An `<audio>` element whose file is the server's own (its proxy route, downloaded with
+    the token) goes to voice.stt and its transcript is answered."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    clip = await asyncio.to_thread(tone, 2.0, "ogg")
+    async with FakeSatori() as fake, AudioApi(transcripts=["你好啊"]) as api:
+        stt = {"base_url": api.base_url, "api_key": api.key, "model": "whisper"}
+        async with running(fake, tmp_path, voice={"stt": stt}):
+            src = fake.file(clip)
+            await fake.say("alpha", "private:7", "7", f'<audio src="{src}"/>', kind=DIRECT)
+            await fake.wait_sent("alpha", "private:7", 1)
+    assert said(fake, "alpha", "private:7") == ["echo: 你好啊"]
+    [req] = api.transcriptions
+    assert 1.9 < req.seconds < 2.1
