@@ -226,6 +226,15 @@ async def to_ogg_opus(data: bytes) -> bytes:
     )
 
 
+async def to_mp3(data: bytes) -> bytes:
+    """Audio as MP3 mono (LINE's audio messages take MP3 or M4A by URL)."""
+    return await _run_ffmpeg(
+        ["-i", "pipe:0", "-vn", "-ac", "1", "-c:a", "libmp3lame", "-b:a", "48k"]
+        + ["-f", "mp3", "pipe:1"],
+        data,
+    )
+
+
 async def to_silk(data: bytes) -> bytes:
     """Audio as Tencent SILK v3 (QQ and WeChat voice messages), 24 kHz mono."""
     pcm = await _run_ffmpeg(

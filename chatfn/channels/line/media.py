@@ -42,11 +42,12 @@ class MediaShelf:
         self._items: OrderedDict[str, tuple[bytes, str, float]] = OrderedDict()
         self._bytes = 0
 
-    def put(self, data: bytes) -> str:
-        """The URL at which LINE can fetch `data` until the ttl has passed."""
+    def put(self, data: bytes, mime: str | None = None) -> str:
+        """The URL at which LINE can fetch `data` (an image, or `mime`'s audio) until the ttl
+        has passed."""
         self._expire()
         token = secrets.token_urlsafe(32)
-        mime = kit.image_mime(data) or "application/octet-stream"
+        mime = mime or kit.image_mime(data) or "application/octet-stream"
         self._items[token] = (data, mime, self.clock() + self.ttl)
         self._bytes += len(data)
         while self._bytes > self.max_bytes and len(self._items) > 1:

@@ -26,6 +26,7 @@ are refusals; 401 refused credentials; 5xx and the network: unreachable.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from linebot.v3.messaging import (
+    AudioMessage,
     ImageMessage,
     MentionSubstitutionObject,
     TextMessage,
@@ -50,6 +52,7 @@ from chatfn.channels.line.media import MediaShelf
 from chatfn.channels.line.settings import LineSettings
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message, utf16_len
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["ChatRef", "LineSender", "Replies", "parse_chat_id", "retry_key"]
@@ -207,6 +210,7 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
             (ImageMessage(original_content_url=u, preview_image_url=u), False) for u in urls
         ]
         messages += [(self._text(p, ref, out, i == 0), True) for i, p in enumerate(owed.parts)]
+        messages += [(m, False) for m in await self._voices(out)]
         token = self.replies.take(out.reply_to)
         for n in range(0, len(messages), PER_REQUEST):
             batch = messages[n : n + PER_REQUEST]
@@ -216,6 +220,30 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
             await self.call(ref.key, send)
             token = None
             owed.sent += sum(1 for _, is_text in batch if is_text)
+
+    async def _voices(self, out: OutgoingMessage) -> list[Any]:
+        """The reply spoken (voice.tts) as audio messages after the text: MP3 on the bot's own
+        URL (`public_url`, as pictures; LINE takes audio only by URL, with its length). Without
+        `public_url`, or when it cannot be converted, the text goes alone (a warning)."""
+        found = []
+        for voice in out.audio:
+            if not voice.startswith("data:audio/"):
+                continue
+            if self.media is None:
+                self.log.warning(
+                    "LINE: a spoken reply not sent: channels.line.public_url is not set"
+                )
+                break
+            data = base64.b64decode(voice.partition(",")[2])
+            try:
+                mp3 = await audio.to_mp3(data)
+                _wav, seconds = await audio.to_wav(data, max_seconds=3600)
+            except audio.AudioError as exc:
+                self.log.warning("LINE: a spoken reply not converted: {}", exc)
+                continue
+            url = self.media.put(mp3, "audio/mpeg")
+            found.append(AudioMessage(original_content_url=url, duration=int(seconds * 1000)))
+        return found
 
     async def _send(self, ref: ChatRef, payload: list[Any], key: str, token: str | None) -> None:
         if token:

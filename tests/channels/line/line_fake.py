@@ -58,6 +58,7 @@ class Posted:
     mentions: list[str] = field(default_factory=list)
     quote: str | None = None  # the message id whose quote token it carried
     image: bytes | str | None = None
+    audio_ms: int | None = None  # an audio message's duration
 
 
 class Bad(Exception):
@@ -309,6 +310,9 @@ class FakeLine(FakePlatform):
             posted = Posted(to=to, via=via)
             if m["type"] == "image":
                 posted.image = await self._download(m["originalContentUrl"])
+            elif m["type"] == "audio":  # kept where a member plays it: `image` holds its bytes
+                posted.image = await self._download(m["originalContentUrl"])
+                posted.audio_ms = int(m["duration"])
             else:
                 text, mentions = m["text"], []
                 for name, sub in (m.get("substitution") or {}).items():
@@ -355,5 +359,13 @@ def _problem(m: Any, allow_http: bool) -> str | None:
             schemes = ("https://", "http://") if allow_http else ("https://",)
             if not isinstance(url, str) or not url.startswith(schemes) or len(url) > 2000:
                 return f"{key} must be an https URL of at most 2000 characters"
+        return None
+    if kind == "audio":  # MP3 or M4A by https URL, with its length in milliseconds
+        url = m.get("originalContentUrl")
+        schemes = ("https://", "http://") if allow_http else ("https://",)
+        if not isinstance(url, str) or not url.startswith(schemes) or len(url) > 2000:
+            return "originalContentUrl must be an https URL of at most 2000 characters"
+        if not isinstance(m.get("duration"), int) or m["duration"] <= 0:
+            return "duration must be a positive number of milliseconds"
         return None
     return f"Unsupported message type: {kind!r}"

@@ -468,3 +468,26 @@ async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
     assert texts(fake, "U" + "4" * 32)[0][1] == "echo: what time is it"
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_as_an_audio_message(tmp_path: Path) -> None:
+    """`/tts on`: after the text, an audio message whose MP3 the bot serves on its own URL
+    (`public_url`), with its length; the fake fetches it as LINE would and it decodes."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeLine() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        more = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(fake, tmp_path, more=more):
+            user = "U" + "5" * 32
+            source = {"type": "user", "userId": user}
+            said = fake.text_message("say it")
+            assert await fake.deliver(fake.message_event(source, said)) == 200
+            text, voice = await fake.wait_sent(user, 2)
+    assert text.text == "echo: say it"
+    assert isinstance(voice.image, bytes) and voice.audio_ms is not None
+    fmt, seconds = probe(voice.image)
+    assert "mp3" in fmt and abs(seconds * 1000 - voice.audio_ms) < 300
