@@ -80,6 +80,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="Satori elements",
         connection=("long connection",),
     ),

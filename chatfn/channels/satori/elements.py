@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 
 from chatfn.channels.markdown import Style, _Renderer  # the shared parse, one renderer each
 
-__all__ = ["Parsed", "at", "escape", "img", "parse", "quote", "to_satori", "unescape"]
+__all__ = [
+    "Parsed",
+    "at",
+    "audio",
+    "escape",
+    "img",
+    "parse",
+    "quote",
+    "to_satori",
+    "unescape",
+]
 
 _TAG = re.compile(
     r"<(/?)([A-Za-z][\w:-]*)((?:\s+[\w:-]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>/]+))?)*)\s*(/?)>"
@@ -48,6 +58,10 @@ def quote(message_id: str) -> str:
 
 def img(src: str) -> str:
     return f'<img src="{escape(src, True)}"/>'
+
+
+def audio(src: str) -> str:
+    return f'<audio src="{escape(src, True)}"/>'
 
 
 @dataclass

@@ -127,3 +127,8 @@ class SatoriSender(kit.PlatformSender[ChatRef], platform="satori", label="Satori
             )
             await self.call(ref.key, create)
             owed.sent += 1 if owed.parts else 0
+        for voice in out.audio:  # the reply spoken (voice.tts): an <audio> message of its own
+            create = functools.partial(
+                self.client.create, ref.platform, ref.self_id, ref.channel, elements.audio(voice)
+            )
+            await self.call(ref.key, create)

@@ -234,9 +234,11 @@ class FakeSatori(FakePlatform):
         if now < self._limited_until.get(channel, 0.0):
             wait = str(math.ceil(self._limited_until[channel] - now))
             return web.Response(status=429, text="Too Many Requests", headers={"Retry-After": wait})
-        if well_formed(content) is None:
+        tree = well_formed(content)
+        if tree is None:
             return web.Response(status=400, text="malformed message elements")
-        if len(content) > self.max_length or not content.strip():
+        # the limit is on what a member reads: a media element's src (a data: URL) is not text
+        if len("".join(tree.itertext())) > self.max_length or not content.strip():
             return web.Response(status=400, text="message too long or empty")
         ident = f"s{next(self._ids)}"
         self.sent.setdefault((platform, channel), []).append({"id": ident, "content": content})

@@ -30,7 +30,11 @@ from tests.kit import until
 
 @asynccontextmanager
 async def running(
-    fake: FakeSatori, tmp_path: Path, voice: dict[str, Any] | None = None, **channel: Any
+    fake: FakeSatori,
+    tmp_path: Path,
+    voice: dict[str, Any] | None = None,
+    chats: list[Any] | None = None,
+    **channel: Any,
 ) -> AsyncIterator[Any]:
     driver = SatoriDriver(fake, **channel)
     config = parse_settings(
@@ -40,6 +44,7 @@ async def running(
             "bot": {"reply_with_mention": False},
             "channels": {"satori": driver.channel_settings()},
             "voice": voice or {},
+            "chats": chats or [],
         },
         base_dir=tmp_path,
     )
@@ -212,3 +217,25 @@ async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
     assert said(fake, "alpha", "private:7") == ["echo: 你好啊"]
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_as_an_audio_element(tmp_path: Path) -> None:
+    """`/tts on`: after the text, a message with an `<audio>` element (its src a data URI of
+    the spoken reply, well-formed element text as the fake requires); it decodes."""
+    import base64
+
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeSatori() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        async with running(fake, tmp_path, voice={"tts": tts}, chats=[{"voice": {"tts": "on"}}]):
+            await fake.say("alpha", "private:8", "8", "say it", kind=DIRECT)
+            text, voice = await fake.wait_sent("alpha", "private:8", 2)
+    assert read(text["content"])["text"] == "echo: say it"
+    [src] = parse(voice["content"], "900").audio
+    assert src.startswith("data:audio/")
+    fmt, seconds = probe(base64.b64decode(src.partition(",")[2]))
+    assert "ogg" in fmt and seconds > 0.5
