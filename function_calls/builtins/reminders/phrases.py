@@ -194,7 +194,8 @@ def _next_clock(now: datetime, clock: time, tz: ZoneInfo) -> datetime:
 
 
 def _weekday_date(today: date, target: int, which: str | None, zh: bool) -> date:
-    """`周五`/`friday`: the next such day (today counts); `下周五`: Friday of next week;
+    """`周五`/`friday`: the next such day (today counts; `_day_and_clock` moves it a week on
+    when today's time has passed); `下周五`: Friday of next week;
     `next friday`: the next Friday after today; `this friday`/`这周五`: this week's."""
     if zh and which in ("下", "下下"):
         monday = today - timedelta(days=today.weekday()) + timedelta(weeks=len(which))
@@ -332,7 +333,7 @@ def _zh_relative(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> _Re
 def _day_and_clock(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> Leading | None:
     """A day, a weekday, and/or a clock: "tomorrow 9am", "明晚8点", "on Friday at 5", "17:30"."""
     local = now.astimezone(tz)
-    day, period, bare_weekday = _day_word(scan, local.date())
+    day, period, bare_weekday, rolls = _day_word(scan, local.date())
     clock = _read_clock(scan, period, bare_ok=day is not None and not bare_weekday)
     if (day is None or bare_weekday) and clock is None:
         return None
@@ -341,11 +342,16 @@ def _day_and_clock(scan: _Scan, original: str, now: datetime, tz: ZoneInfo) -> L
         return Leading("once", _rest(scan, original), when=_next_clock(now, clock, tz))
     if clock is None:
         clock = time(20, 0) if period in ("pm", "晚上") else time(9, 0)
-    return Leading("once", _rest(scan, original), when=datetime.combine(day, clock, tzinfo=tz))
+    when = datetime.combine(day, clock, tzinfo=tz)
+    if rolls and when <= now:  # "on friday 9:00" said on a Friday at 10: next week's
+        when = datetime.combine(day + timedelta(days=7), clock, tzinfo=tz)
+    return Leading("once", _rest(scan, original), when=when)
 
 
-def _day_word(scan: _Scan, today: date) -> tuple[date | None, str | None, bool]:
-    """(day, period, bare weekday) of a leading day word, if any.
+def _day_word(scan: _Scan, today: date) -> tuple[date | None, str | None, bool, bool]:
+    """(day, period, bare weekday, rolls) of a leading day word, if any. `rolls`: a weekday
+    named without "this"/"这"/"本" (`on friday`, `周五`), which means next week's when today's
+    time has passed.
 
     A bare English weekday is also a common word ("sat down", "sun is out", "wed at 9"): it is
     a time only with a clock after it or a word before it ("on", "next", "this").
@@ -356,18 +362,20 @@ def _day_word(scan: _Scan, today: date) -> tuple[date | None, str | None, bool]:
         period = {"tonight": "pm", "this evening": "pm", "this afternoon": "pm"}.get(
             " ".join(word.split())
         )
-        return day, period, False
+        return day, period, False, False
     if m := scan.take(_ZH_DAYWORD):
         word = m.group(1)
         offset = 2 if word == "后天" else (1 if word[0] == "明" else 0)
         period = {"今晚": "晚上", "明晚": "晚上", "今早": "早上", "明早": "早上"}.get(word)
-        return today + timedelta(days=offset), period, False
+        return today + timedelta(days=offset), period, False, False
     if m := scan.take(_EN_WEEKDAY):
-        day = _weekday_date(today, _en_day(m.group(2)), (m.group(1) or "").lower(), False)
-        return day, None, m.group(1) is None
+        which = (m.group(1) or "").lower()
+        day = _weekday_date(today, _en_day(m.group(2)), which, False)
+        return day, None, m.group(1) is None, which in ("", "on")
     if m := scan.take(_ZH_WEEKDAY):
-        return _weekday_date(today, _ZH_DAY[m.group(2)], m.group(1), True), None, False
-    return None, None, False
+        day = _weekday_date(today, _ZH_DAY[m.group(2)], m.group(1), True)
+        return day, None, False, m.group(1) is None
+    return None, None, False, False
 
 
 def _ahead(now: datetime, seconds: int) -> datetime:

@@ -147,3 +147,25 @@ def _read_fast(text: str) -> None:
             pass
         best = min(best, clock.perf_counter() - start)
     assert best < 0.005, (len(text), best)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # said on Wednesday at 10:00: today's 09:00 has passed, so next week's
+        ("on wed tea", "2025-06-11 09:00"),
+        ("wed 9:30 tea", "2025-06-11 09:30"),
+        ("周三 9:00 tea", "2025-06-11 09:00"),
+        # still to come today: today
+        ("wed 11:00 tea", "2025-06-04 11:00"),
+        ("周三 11:00 tea", "2025-06-04 11:00"),
+        # "this wednesday" / "这周三" mean this week's, even when past (then refused)
+        ("this wed 9:00 tea", "2025-06-04 09:00"),
+        ("这周三 9:00 tea", "2025-06-04 09:00"),
+    ],
+)
+def test_todays_weekday_whose_time_has_passed_is_next_weeks(text: str, expected: str) -> None:
+    lead = read_leading(text, NOW, TZ)
+    assert lead is not None and lead.when is not None, text
+    assert lead.when.astimezone(TZ).strftime("%Y-%m-%d %H:%M") == expected
+    assert lead.rest == "tea"
