@@ -15,6 +15,8 @@ decoded samples, not taken from the container's header.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import importlib
 import importlib.util
@@ -28,8 +30,10 @@ __all__ = [
     "voice_tools",
     "AudioError",
     "audio_mime",
+    "decode_audio_uri",
     "is_silk",
     "missing_tools",
+    "to_mp3",
     "to_ogg_opus",
     "to_silk",
     "to_wav",
@@ -99,6 +103,18 @@ def _ffmpeg() -> str:
 def is_silk(data: bytes) -> bool:
     """SILK v3 as QQ and WeChat send it (Tencent's files start with a 0x02 byte)."""
     return data.startswith(_SILK_MAGIC) or data[1:].startswith(_SILK_MAGIC)
+
+
+def decode_audio_uri(ref: str) -> tuple[str, bytes] | None:
+    """A spoken reply's `data:audio/<type>;base64,...` as (its type, its bytes); None for a
+    URL or a data URI that is not base64 audio (the channels send the text alone then)."""
+    head, _, body = ref.partition(",")
+    if not head.startswith("data:audio/") or ";base64" not in head:
+        return None
+    try:
+        return head[len("data:") :].split(";", 1)[0], base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def audio_mime(data: bytes) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chatfn.common.audio import is_silk
+from chatfn.common.audio import decode_audio_uri, is_silk
 from chatfn.common.messages import SPOKEN_MARK, IncomingMessage, OutgoingMessage
 from chatfn.testing import TestBot
 from providers.scripted import ScriptedModel, say
@@ -284,3 +284,14 @@ async def test_transcription_is_metered_like_a_model_call(tmp_path: Path) -> Non
             assert len(model.requests) == 1
         finally:
             await tb.bot.aclose()
+
+
+def test_a_spoken_reply_data_uri_is_decoded_or_left_out() -> None:
+    """What the channels send as voice: a base64 audio data URI; a URL, another kind of data
+    URI or broken base64 is None (the text goes alone)."""
+    assert decode_audio_uri("data:audio/ogg;base64,T2dnUw==") == ("audio/ogg", b"OggS")
+    assert decode_audio_uri("data:audio/mpeg;codecs=mp3;base64,SUQz") == ("audio/mpeg", b"ID3")
+    assert decode_audio_uri("https://cdn.example/v.ogg") is None
+    assert decode_audio_uri("data:image/png;base64,iVBORw==") is None
+    assert decode_audio_uri("data:audio/ogg,OggS") is None  # not base64
+    assert decode_audio_uri("data:audio/ogg;base64,!!!") is None

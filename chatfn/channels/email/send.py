@@ -7,7 +7,6 @@ and client show it once.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -19,6 +18,7 @@ import aiosmtplib
 from chatfn.channels import kit
 from chatfn.channels.email.settings import EmailSettings
 from chatfn.channels.markdown import to_plain
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["EmailSender", "Thread", "ThreadRef", "compose", "parse_chat_id"]
@@ -86,12 +86,12 @@ def compose(
             filename=f"image{index + 1}.{kind.split('/', 1)[1]}",
         )
     for index, ref_ in enumerate(out.audio):  # the reply spoken (voice.tts): an attachment
-        if not ref_.startswith("data:audio/"):
+        spoken = audio.decode_audio_uri(ref_)
+        if spoken is None:
             continue  # a URL: the text is the answer
-        head, _, body = ref_.partition(",")
-        subtype = head[len("data:audio/") :].split(";", 1)[0] or "ogg"
+        subtype = spoken[0].split("/", 1)[1]
         msg.add_attachment(
-            base64.b64decode(body),
+            spoken[1],
             maintype="audio",
             subtype=subtype,
             filename=f"reply{index + 1}.{subtype}",

@@ -31,7 +31,6 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
@@ -149,9 +148,10 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
         Feishu plays), uploaded (im/v1/files, with its length) and sent with its file_key.
         One that cannot be converted or is refused is logged; the text is the answer."""
         try:
-            if not voice_ref.startswith("data:"):
-                raise ValueError("a spoken reply by URL (Feishu plays only uploaded files)")
-            data = base64.b64decode(voice_ref.partition(",")[2])
+            spoken = audio.decode_audio_uri(voice_ref)
+            if spoken is None:
+                raise ValueError("not an audio data URI (Feishu plays only uploaded files)")
+            data = spoken[1]
             _wav, seconds = await audio.to_wav(data, max_seconds=3600)
             opus = await audio.to_ogg_opus(data)
             key = await self.call(

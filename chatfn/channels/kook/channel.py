@@ -16,7 +16,6 @@ WebSocket gateway (gateway.py: compression, ping/pong, resume, reconnect) and it
 
 from __future__ import annotations
 
-import base64
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -232,7 +231,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         except FetchError as exc:
             self.log.warning("KOOK voice not downloaded: {}", exc)
             return None
-        return f"data:{audio.audio_mime(got.data)};base64,{base64.b64encode(got.data).decode()}"
+        return kit.data_uri(got.data, audio.audio_mime(got.data))
 
     async def _guild(self, guild: str) -> tuple[dict[str, Any], set[str]]:
         """The guild (/v3/guild/view) and its administrator roles (/v3/guild-role/list),

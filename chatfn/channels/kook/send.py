@@ -18,7 +18,6 @@ reply (voice.tts) uploaded the same way and sent as an audio message (`type: 8`)
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from chatfn.channels.kook.parse import ChatRef, parse_chat_id
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.fetch import (
     FetchAllow,
     FetchError,
@@ -133,11 +133,10 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
             sent = await self.post(ref, IMAGE, url, nonce, quote)
             ids.append(str((sent or {}).get("msg_id") or ""))
         for index, voice in enumerate(out.audio):  # the reply spoken (voice.tts): type 8
-            if not voice.startswith("data:audio/"):
-                continue
-            head, _, body64 = voice.partition(",")
-            mime = head[len("data:") :].split(";", 1)[0]
-            data = base64.b64decode(body64)
+            spoken = audio.decode_audio_uri(voice)
+            if spoken is None:
+                continue  # a URL: the text is the answer
+            mime, data = spoken
             url = await self._asset(ref, data, f"reply.{mime.split('/', 1)[1]}", mime)
             sent = await self.post(
                 ref, AUDIO, url, f"chatfn-{out.event_id or 0}-voice{index}", None

@@ -23,7 +23,6 @@ Confirm once stored: the webhook is answered 200 once its messages are stored (w
 from __future__ import annotations
 
 import asyncio
-import base64
 from typing import Any
 
 from aiohttp import web
@@ -246,7 +245,7 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
         except _ERRORS as exc:
             self.log.warning("LINE voice {} not downloaded: {}", message.id, exc)
             return None
-        return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
+        return kit.data_uri(data, audio.audio_mime(data))
 
     async def _image(self, message: ImageMessageContent) -> str | None:
         provider = message.content_provider

@@ -26,7 +26,6 @@ are refusals; 401 refused credentials; 5xx and the network: unreachable.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
@@ -227,14 +226,15 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
         `public_url`, or when it cannot be converted, the text goes alone (a warning)."""
         found = []
         for voice in out.audio:
-            if not voice.startswith("data:audio/"):
+            spoken = audio.decode_audio_uri(voice)
+            if spoken is None:
                 continue
             if self.media is None:
                 self.log.warning(
                     "LINE: a spoken reply not sent: channels.line.public_url is not set"
                 )
                 break
-            data = base64.b64decode(voice.partition(",")[2])
+            data = spoken[1]
             try:
                 mp3 = await audio.to_mp3(data)
                 _wav, seconds = await audio.to_wav(data, max_seconds=3600)

@@ -22,7 +22,6 @@ channel admin (its membership's `scheme_admin`) counts as the chat's admin.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from typing import Any
@@ -165,9 +164,13 @@ class MattermostChannel(
         if self.bot_name:
             text = re.sub(rf"(?<![\w.-])@{re.escape(self.bot_name)}\b", "", text).strip()
         files = [d for d in [await self._file(f) for f in post.get("file_ids") or []] if d]
-        images = [kit.data_uri(d, m) for d in files if (m := kit.image_mime(d)) is not None]
-        # an audio file (a voice message a client recorded, a clip): for voice.stt
-        voices = [_audio_uri(d) for d in files if kit.image_mime(d) is None and _is_audio(d)]
+        images: list[str] = []
+        voices: list[str] = []
+        for content in files:
+            if (mime := kit.image_mime(content)) is not None:
+                images.append(kit.data_uri(content, mime))
+            elif (mime := audio.audio_mime(content)) != "application/octet-stream":
+                voices.append(kit.data_uri(content, mime))  # a recorded voice message, a clip
         sender = str(post.get("user_id") or "")
         name = str(data.get("sender_name") or "").lstrip("@")
         roles = await self._roles(str(post["channel_id"]), sender) if group else []
@@ -240,11 +243,3 @@ def _from_bot(post: dict[str, Any]) -> bool:
     """Mattermost marks a bot account's posts with `props.from_bot` ("true", a string)."""
     props = post.get("props")
     return isinstance(props, dict) and str(props.get("from_bot") or "").lower() == "true"
-
-
-def _is_audio(data: bytes) -> bool:
-    return audio.audio_mime(data) != "application/octet-stream"
-
-
-def _audio_uri(data: bytes) -> str:
-    return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"

@@ -16,7 +16,6 @@ unreachable; 403 / 404 / 400 refusals.
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import re
@@ -27,6 +26,7 @@ from chatfn.channels import kit
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["ChatRef", "MattermostSender", "parse_chat_id", "pending_id"]
@@ -108,14 +108,12 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
             )
             files.append(await self.call(ref.key, upload))
         for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
-            if not voice.startswith("data:audio/"):
+            spoken = audio.decode_audio_uri(voice)
+            if spoken is None:
                 continue  # a URL: the text is the answer
-            head, _, body64 = voice.partition(",")
-            mime = head[len("data:") :].split(";", 1)[0]
+            mime, data = spoken
             name = f"reply{number + 1}.{mime.split('/', 1)[1]}"
-            upload = functools.partial(
-                self.client.upload, ref.channel, base64.b64decode(body64), name, mime
-            )
+            upload = functools.partial(self.client.upload, ref.channel, data, name, mime)
             files.append(await self.call(ref.key, upload))
         root = ref.thread or (out.reply_to if out.quote and out.reply_to else None)
         prefix = await self._mention(ref, out.at) if ref.group and out.at else ""

@@ -295,9 +295,10 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 )
                 return
             try:
-                if not voice_ref.startswith("data:"):
-                    raise ValueError("a spoken reply by URL (QQ needs SILK it can fetch)")
-                silk = await audio.to_silk(base64.b64decode(voice_ref.partition(",")[2]))
+                spoken = audio.decode_audio_uri(voice_ref)
+                if spoken is None:
+                    raise ValueError("not an audio data URI (QQ needs SILK it can fetch)")
+                silk = await audio.to_silk(spoken[1])
                 await self._send_media(ref, answer, seq, 3, silk, "")
             except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
                 logger.warning("QQ voice reply to {} not sent: {}", ref.key, exc)

@@ -23,7 +23,6 @@ read.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from typing import Any
 
@@ -248,7 +247,7 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
             except (aiohttp.ClientError, TimeoutError, FetchTooLarge) as exc:
                 self.log.warning("Satori voice not downloaded: {}", exc)
                 return None
-            return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
+            return kit.data_uri(data, audio.audio_mime(data))
         return src if src.startswith(("https://", "http://")) else None
 
     def _added(self, body: dict[str, Any], platform: str, self_id: str) -> None:

@@ -24,7 +24,6 @@ within `max_message_length`, images uploaded, 429s waited out in place.
 
 from __future__ import annotations
 
-import base64
 import functools
 from typing import Any
 
@@ -37,6 +36,7 @@ from chatfn.channels.markdown import to_slack_mrkdwn
 from chatfn.channels.slack.parse import _ID, _TS, ChatRef, parse_chat_id
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["AUTH_ERRORS", "SlackSender", "retry_after"]
@@ -165,16 +165,17 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                 )
             first = False
         for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
-            if not voice.startswith("data:audio/"):
+            spoken = audio.decode_audio_uri(voice)
+            if spoken is None:
                 continue  # a URL: the text is the answer
-            head, _, body = voice.partition(",")
-            subtype = head[len("data:audio/") :].split(";", 1)[0] or "ogg"
+            mime, data = spoken
+            subtype = mime.split("/", 1)[1]
             await self.call(
                 ref.key,
                 functools.partial(
                     self.client.files_upload_v2,
                     channel=ref.channel,
-                    content=base64.b64decode(body),
+                    content=data,
                     filename=f"reply{number + 1}.{subtype}",
                     thread_ts=thread,
                 ),

@@ -22,7 +22,6 @@ Framework sends it again, taken once by its id).
 
 from __future__ import annotations
 
-import base64
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -210,7 +209,7 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
             if kind == "image/":
                 mime = kit.image_mime(data)
                 return None if mime is None else kit.data_uri(data, mime)
-            return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
+            return kit.data_uri(data, audio.audio_mime(data))
         return url if url.startswith("https://") else None
 
     def _added(self, chat: str, activity: dict[str, Any]) -> None:

@@ -26,7 +26,6 @@ callback is answered 503 and WeChat's next try takes it).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hmac
 import time
@@ -255,4 +254,4 @@ class WechatMpChannel(
         except _API_ERRORS as exc:
             self.log.warning("WeChat voice {} not downloaded: {}", media, exc)
             return [], None
-        return [f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"], None
+        return [kit.data_uri(data, audio.audio_mime(data))], None

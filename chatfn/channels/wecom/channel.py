@@ -23,7 +23,6 @@ are downloaded with media/get (no URL from the message is fetched).
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from aiohttp import web
@@ -202,7 +201,7 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
         except _API_ERRORS as exc:
             self.log.warning("WeCom voice {} not downloaded: {}", media, exc)
             return []
-        return [f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"]
+        return [kit.data_uri(data, audio.audio_mime(data))]
 
     async def _image(self, media_id: str) -> str | None:
         try:

@@ -242,7 +242,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         plain = await self._cdn(item.get("voice_item") or {}, "voice")
         if plain is None:
             return None
-        return f"data:{audio.audio_mime(plain)};base64,{base64.b64encode(plain).decode()}"
+        return kit.data_uri(plain, audio.audio_mime(plain))
 
     async def _cdn(self, found: Any, what: str) -> bytes | None:
         """An image or voice item's file from the CDN (only from its hosts), decrypted; None

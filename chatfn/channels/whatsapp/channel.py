@@ -21,7 +21,6 @@ stored (within `ack_wait`), else 500.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -195,7 +194,7 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         elif message.get("type") == "audio":  # a voice note (OGG/Opus) or an audio file
             text = ""
             data = await self._download(str((message.get("audio") or {}).get("id") or ""), "voice")
-            voices = [] if data is None else [_audio_uri(data)]
+            voices = [] if data is None else [kit.data_uri(data, audio.audio_mime(data))]
         else:
             text = str((message.get("text") or {}).get("body") or "")
         group = chat.startswith("group:")
@@ -241,10 +240,6 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
             self.log.warning("WhatsApp {} {} not downloaded: {}", what, media_id, exc)
             return None
         return got.data
-
-
-def _audio_uri(data: bytes) -> str:
-    return f"data:{audio.audio_mime(data)};base64,{base64.b64encode(data).decode()}"
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -20,7 +20,6 @@ send and its mark the message is sent again (at least once).
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
 import time
@@ -39,6 +38,7 @@ from chatfn.channels.whatsapp.api import (
 )
 from chatfn.channels.whatsapp.format import to_whatsapp
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["WINDOW", "ChatRef", "Windows", "WhatsAppSender", "parse_chat_id"]
@@ -200,11 +200,10 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
     async def _voice(self, ref: ChatRef, voice: str) -> None:
         """A spoken reply, uploaded (POST /media, OGG/Opus as WhatsApp plays voice) and sent as
         an `audio` message; one WhatsApp refuses is logged (the text is the answer)."""
-        if not voice.startswith("data:audio/"):
+        spoken = audio.decode_audio_uri(voice)
+        if spoken is None:
             return
-        head, _, body64 = voice.partition(",")
-        mime = head[len("data:") :].split(";", 1)[0]
-        data = base64.b64decode(body64)
+        mime, data = spoken
         upload = functools.partial(self.client.upload, data, mime, f"reply.{mime.split('/')[1]}")
         try:
             media = await self.call(ref.key, upload)
