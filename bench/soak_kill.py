@@ -28,7 +28,6 @@ import collections
 import json
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +70,9 @@ def text_of(chat: int, seq: int) -> str:
 class KillSoak(Soak):
     """The outbox soak's bot process and SSE receiver, driven by per-chat ordered clients."""
 
+    channels = ("http",)
+    start_wait = 60.0  # a restart replays the turns a kill cut before /healthz answers
+
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         super().__init__(args, tmp)
         self.done = 0  # messages whose POST answered, or that were found stored after a kill
@@ -103,27 +105,6 @@ class KillSoak(Soak):
         path = self.tmp / "config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return path
-
-    async def start_bot(self) -> None:
-        log = (self.tmp / "bot.stderr").open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "bot.py"), "--config", str(self.config())]
-            + ["--channel", "http"],
-            cwd=self.tmp,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        async with aiohttp.ClientSession() as s:
-            for _ in range(1200):
-                try:
-                    async with s.get(f"http://127.0.0.1:{self.http_port}/healthz") as r:
-                        if r.status == 200:
-                            self.up.set()
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError("bot did not start")
 
     def is_stored(self, text: str) -> bool:
         with sqlite3.connect(self.db, timeout=30) as c:

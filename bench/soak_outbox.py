@@ -143,24 +143,20 @@ class Soak:
         path.write_text(yaml.safe_dump(cfg))
         return path
 
+    #: The channels the bot runs (`--channel` each); seconds its /healthz may take to answer.
+    channels: tuple[str, ...] = ("http", "onebot")
+    start_wait = 20.0
+
     async def start_bot(self) -> None:
+        flags = [f for name in self.channels for f in ("--channel", name)]
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "bot.py"),
-                "--config",
-                str(self.config()),
-                "--channel",
-                "http",
-                "--channel",
-                "onebot",
-            ],
+            [sys.executable, str(ROOT / "bot.py"), "--config", str(self.config()), *flags],
             cwd=self.tmp,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=(self.tmp / "bot.stderr").open("ab"),  # a start that fails says why there
         )
         async with aiohttp.ClientSession() as s:
-            for _ in range(400):
+            for _ in range(int(self.start_wait / 0.05)):
                 try:
                     async with s.get(f"http://127.0.0.1:{self.http_port}/healthz") as r:
                         if r.status == 200:

@@ -88,6 +88,31 @@ def hello(folder: Path, version: str) -> Path:
     )
 
 
+def refused_wheels(folder: Path) -> None:
+    """The wheels whose installs are refused: chatfn-future (needs chatfn 99, which the index
+    offers), and chatfn-pinner / chatfn-bumper pinning libdep 1.0 and >= 2 (both offered)."""
+    make_wheel(folder, "chatfn", "99.0")  # a chatfn the index offers, never to be installed
+    make_wheel(
+        folder,
+        "chatfn-future",
+        "1.0",
+        requires=("chatfn>=99",),
+        modules={"chatfn_future.py": plugin_source("future", (), "x")},
+        plugins={"future": "chatfn_future"},
+    )
+    for version in ("1.0", "2.0"):
+        make_wheel(folder, "libdep", version, modules={"libdep.py": f"V = {version!r}\n"})
+    for name, pin in (("pinner", "libdep==1.0"), ("bumper", "libdep>=2")):
+        make_wheel(
+            folder,
+            f"chatfn-{name}",
+            "1.0",
+            requires=(pin,),
+            modules={f"chatfn_{name}.py": plugin_source(name, (), name)},
+            plugins={name: f"chatfn_{name}"},
+        )
+
+
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PIP_"))}
     env.pop("PYTHONPATH", None)
@@ -180,26 +205,7 @@ def test_install_upgrade_remove_with_confirmation_and_refusals(venv: Venv, tmp_p
     wheels = tmp_path / "wheels"
     first = hello(wheels, "1.0")
     hello(wheels, "2.0")
-    make_wheel(wheels, "chatfn", "99.0")  # a chatfn the index offers, never to be installed
-    make_wheel(
-        wheels,
-        "chatfn-future",
-        "1.0",
-        requires=("chatfn>=99",),
-        modules={"chatfn_future.py": plugin_source("future", (), "x")},
-        plugins={"future": "chatfn_future"},
-    )
-    for version in ("1.0", "2.0"):
-        make_wheel(wheels, "libdep", version, modules={"libdep.py": f"V = {version!r}\n"})
-    for name, pin in (("pinner", "libdep==1.0"), ("bumper", "libdep>=2")):
-        make_wheel(
-            wheels,
-            f"chatfn-{name}",
-            "1.0",
-            requires=(pin,),
-            modules={f"chatfn_{name}.py": plugin_source(name, (), name)},
-            plugins={name: f"chatfn_{name}"},
-        )
+    refused_wheels(wheels)
     digest = hashlib.sha256(first.read_bytes()).hexdigest()
     # plugins.index_url: an index listing hello 1.0 with its hash, pinner 1.0 with another.
     index = {
@@ -297,26 +303,7 @@ def test_uv_installs_checks_and_removes_when_asked(venv: Venv, tmp_path: Path) -
         modules={"chatfn_solo.py": plugin_source("solo", (), "solo")},
         plugins={"solo": "chatfn_solo"},
     )
-    make_wheel(wheels, "chatfn", "99.0")
-    make_wheel(
-        wheels,
-        "chatfn-future",
-        "1.0",
-        requires=("chatfn>=99",),
-        modules={"chatfn_future.py": plugin_source("future", (), "x")},
-        plugins={"future": "chatfn_future"},
-    )
-    for version in ("1.0", "2.0"):
-        make_wheel(wheels, "libdep", version, modules={"libdep.py": f"V = {version!r}\n"})
-    for name, pin in (("pinner", "libdep==1.0"), ("bumper", "libdep>=2")):
-        make_wheel(
-            wheels,
-            f"chatfn-{name}",
-            "1.0",
-            requires=(pin,),
-            modules={f"chatfn_{name}.py": plugin_source(name, (), name)},
-            plugins={name: f"chatfn_{name}"},
-        )
+    refused_wheels(wheels)
     config = tmp_path / "uv.yaml"
     config.write_text("plugins:\n  package_index: wheels\n  installer: uv\n")
 
