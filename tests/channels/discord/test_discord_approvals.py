@@ -6,7 +6,6 @@ admin's (a role with ADMINISTRATOR) runs the call and the model's loop goes on."
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,26 +16,11 @@ pytest.importorskip("discord")
 from chatfn.runtime.bot import Bot  # noqa: E402
 from chatfn.runtime.settings import parse_settings  # noqa: E402
 from chatfn.testing import ScriptedModel, call, say  # noqa: E402
+from tests.channels.approval_plugin import risky_plugin  # noqa: E402
 from tests.channels.discord.discord_driver import DiscordDriver  # noqa: E402
 from tests.channels.discord.discord_fake import BOT_ID, FakeDiscord, user  # noqa: E402
 
-PLUGIN = textwrap.dedent(
-    """
-    from pydantic import BaseModel
-    from function_calls import FunctionResult, MessageContext, Plugin, tool_function
-
-    plugin = Plugin("risky_dc")
-
-
-    class Amount(BaseModel):
-        amount: int
-
-
-    @tool_function(description="Move money.", approval="chat_admin")
-    def transfer(ctx: MessageContext, args: Amount) -> FunctionResult:
-        return FunctionResult(llm_content=f"moved {args.amount}")
-    """
-)
+PLUGIN = risky_plugin("risky_dc")
 CHANNEL = 6001
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -24,29 +23,14 @@ from chatfn.channels.slack.send import button_block, section  # noqa: E402
 from chatfn.runtime.bot import Bot  # noqa: E402
 from chatfn.runtime.settings import parse_settings  # noqa: E402
 from chatfn.testing import ScriptedModel, call, say  # noqa: E402
+from tests.channels.approval_plugin import risky_plugin  # noqa: E402
 from tests.channels.contract import _echo, contract_registry  # noqa: E402
 from tests.channels.slack.slack_driver import SlackDriver  # noqa: E402
 from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, Posted, block_problem  # noqa: E402
 from tests.channels.slack.test_slack import SECRET, signed  # noqa: E402
 from tests.kit import free_port, until  # noqa: E402
 
-PLUGIN = textwrap.dedent(
-    """
-    from pydantic import BaseModel
-    from function_calls import FunctionResult, MessageContext, Plugin, tool_function
-
-    plugin = Plugin("risky_slack")
-
-
-    class Amount(BaseModel):
-        amount: int
-
-
-    @tool_function(description="Move money.", approval="chat_admin")
-    def transfer(ctx: MessageContext, args: Amount) -> FunctionResult:
-        return FunctionResult(llm_content=f"moved {args.amount}")
-    """
-)
+PLUGIN = risky_plugin("risky_slack")
 CHANNEL = "C0APPROVE"
 
 

@@ -6,7 +6,6 @@ admin's (getChatMember: administrator) runs the call and the model's loop goes o
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,26 +16,11 @@ pytest.importorskip("telegram")
 from chatfn.runtime.bot import Bot  # noqa: E402
 from chatfn.runtime.settings import parse_settings  # noqa: E402
 from chatfn.testing import ScriptedModel, call, say  # noqa: E402
+from tests.channels.approval_plugin import risky_plugin  # noqa: E402
 from tests.channels.telegram.telegram_driver import TelegramDriver  # noqa: E402
 from tests.channels.telegram.telegram_fake import BOT_USERNAME, FakeTelegram  # noqa: E402
 
-PLUGIN = textwrap.dedent(
-    """
-    from pydantic import BaseModel
-    from function_calls import FunctionResult, MessageContext, Plugin, tool_function
-
-    plugin = Plugin("risky_tg")
-
-
-    class Amount(BaseModel):
-        amount: int
-
-
-    @tool_function(description="Move money.", approval="chat_admin")
-    def transfer(ctx: MessageContext, args: Amount) -> FunctionResult:
-        return FunctionResult(llm_content=f"moved {args.amount}")
-    """
-)
+PLUGIN = risky_plugin("risky_tg")
 GROUP = -1001234567890
 
 
