@@ -179,6 +179,10 @@ async def speak(ctx: Replying, text: str) -> tuple[list[str], str]:
         ctx.logger.warning("reply not spoken: {}", exc)
         _metered(ctx, tts, len(spoken), started, "failed")
         return [], text
+    except Exception as exc:  # a bug or an error no provider path names: the text still goes
+        ctx.logger.opt(exception=exc).error("reply not spoken: {}", type(exc).__name__)
+        _metered(ctx, tts, len(spoken), started, "failed")
+        return [], text
     _metered(ctx, tts, len(spoken), started, "ok")
     return ["data:audio/ogg;base64," + base64.b64encode(data).decode()], shown
 
