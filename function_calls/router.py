@@ -11,7 +11,7 @@ history already holds the user's message, so nothing is lost.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from chatfn.common.chat_keys import ANSWER_BOTS
 from chatfn.common.config import CoreSettings
@@ -76,6 +76,25 @@ def should_answer(msg: IncomingMessage, rule: str) -> bool:
     return rule == "at" and msg.is_at_bot
 
 
+#: Where a message goes, decided before anything runs (`path_of`): not addressed (a group
+#: message without a mention: kept as context), ignored by `respond_in_groups: never`, a slash
+#: command, declined for want of a model, or to the model.
+Path = Literal["not_addressed", "ignored", "command", "no_model", "model"]
+
+
+def path_of(msg: IncomingMessage, chat: ChatSettings, has_model: bool) -> Path:
+    """The one decision "does this message reach a model", read by the router's dispatch (which
+    acts on it) and by the runtime's turn plan (which counts a message that reaches a model
+    against the limits and reads its history window in the transaction that stores it): the
+    two cannot disagree. Pure: no statement, no await (the plan runs on the storage thread)."""
+    if not should_answer(msg, chat.respond_in_groups):
+        never = msg.is_group and chat.respond_in_groups == "never"
+        return "ignored" if never else "not_addressed"
+    if split_command(msg.text) is not None:
+        return "command"
+    return "model" if has_model else "no_model"
+
+
 class FunctionCallRouter:
     """Routes messages. The model is each message's own (`ctx.model`: the chat's, from the
     `chats:` rules and `/model`); `model` here is only the bot's default, for callers that
@@ -92,11 +111,6 @@ class FunctionCallRouter:
         )
         self.llm = FunctionCallLLM(None, self.executor, settings.function_calls)
         self.loop_guard = LoopGuard(settings.bot.loop_guard)
-
-    def should_answer(self, ctx: MessageContext) -> bool:
-        """Group messages that do not address the bot are stored but not answered, unless
-        config says otherwise; slash commands count as addressing the bot."""
-        return should_answer(ctx.message, ctx.chat.respond_in_groups)
 
     async def dispatch(self, ctx: MessageContext) -> bool:
         """Handle one message; returns whether the bot answered it. The usage rows and limit
@@ -124,24 +138,24 @@ class FunctionCallRouter:
         """Whether `dispatch` will count this message against the limits and ask a model
         (what `_dispatch` decides before `limits.admit`): the runtime counts it in the
         transaction that stores the message."""
-        return (
-            has_model
-            and should_answer(msg, chat.respond_in_groups)
-            and split_command(msg.text) is None
-        )
+        return path_of(msg, chat, has_model) == "model"
 
     async def _dispatch(self, ctx: MessageContext) -> bool:
         """Each path sets the message's fate (`ctx.turn.fate`, function_calls/fates.py)."""
-        if not self.should_answer(ctx):
-            never = ctx.message.is_group and ctx.chat.respond_in_groups == "never"
-            ctx.turn.fate = Fate("ignored", "respond_in_groups") if never else Fate("not_addressed")
+        path = path_of(ctx.message, ctx.chat, ctx.model is not None)
+        if path == "ignored":
+            ctx.turn.fate = Fate("ignored", "respond_in_groups")
+            return False
+        if path == "not_addressed":
+            ctx.turn.fate = Fate("not_addressed")
             return False
         if not await self._screen(ctx):
             return False
-        command = split_command(ctx.message.text)
-        if command is not None:
+        if path == "command":
+            command = split_command(ctx.message.text)
+            assert command is not None  # what path_of read
             return await self._run_command(ctx, command.name, command.rest)
-        if ctx.model is None:
+        if path == "no_model" or ctx.model is None:
             await ctx.reply(ctx.no_model_reply(), notice=True)
             ctx.turn.fate = Fate("declined", "no_model", told=True)
             return True
