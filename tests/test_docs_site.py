@@ -40,6 +40,10 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert code == 0 and _warnings(output) == [], output
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
     assert (tmp_path / "site" / "channels" / "index.html").is_file()
+    # A channel page holds its README, its capability row and its settings, filled at build.
+    telegram = (tmp_path / "site" / "channels" / "telegram" / "index.html").read_text("utf-8")
+    assert "BotFather" in telegram and "channels.telegram.poll_timeout" in telegram
+    assert "confirm once stored" in telegram and "<!-- chatfn:" not in telegram
 
 
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
@@ -50,7 +54,54 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "index.md").write_text("# Home\n\n[gone](missing.md) [here](#no-such-heading)\n")
     config.update(docs_dir=str(docs), nav=[{"Home": "index.md"}])
+    config["hooks"] = [str(ROOT / h) for h in config.get("hooks", [])]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     code, output = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert code != 0
     assert "missing.md" in output and "no-such-heading" in output
+
+
+def _nav_pages(nav: object) -> set[str]:
+    if isinstance(nav, str):
+        return {nav}
+    if isinstance(nav, list):
+        return {p for item in nav for p in _nav_pages(item)}
+    if isinstance(nav, dict):
+        return {p for value in nav.values() for p in _nav_pages(value)}
+    return set()
+
+
+def _missing_pages(names: list[str]) -> list[str]:
+    """Channels without docs/channels/NAME.md showing their README, or not in the nav."""
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    missing = []
+    for name in names:
+        page = ROOT / "docs" / "channels" / f"{name}.md"
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+        if f"<!-- chatfn: readme {name} -->" not in text or f"channels/{name}.md" not in nav:
+            missing.append(name)
+    return missing
+
+
+def test_every_channel_has_a_page() -> None:
+    from chatfn.runtime.channel_registry import BUILTIN
+
+    assert _missing_pages(list(BUILTIN)) == []
+    # and the check sees a channel without one
+    assert _missing_pages(["telegram", "pigeon"]) == ["pigeon"]
+
+
+def test_a_page_marker_is_filled_from_the_channel() -> None:
+    from chatfn.docs_site import MarkerError, expand, for_page
+
+    page = expand("# T\n\n<!-- chatfn: readme matrix -->\n", depth=1)
+    assert "### Matrix" not in page  # the README's title: the page has its own
+    assert "](../channels.md#matrix)" in page and "](docs/" not in page
+    text = "### Title\n\nIntro.\n\n#### Set-up\n\n##### Step\n\n[x](docs/a.md) [y](b.md)\n"
+    assert (
+        for_page(text, depth=2) == "Intro.\n\n## Set-up\n\n### Step\n\n[x](../../a.md) [y](b.md)\n"
+    )
+    with pytest.raises(MarkerError, match="pigeon"):
+        expand("<!-- chatfn: settings pigeon -->")
+    with pytest.raises(MarkerError, match="unknown kind"):
+        expand("<!-- chatfn: pictures telegram -->")
