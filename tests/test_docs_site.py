@@ -5,6 +5,7 @@ extra brings it (mkdocs-material), so CI runs it."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,44 @@ def test_a_page_marker_is_filled_from_the_channel() -> None:
         expand("<!-- chatfn: settings pigeon -->")
     with pytest.raises(MarkerError, match="unknown kind"):
         expand("<!-- chatfn: pictures telegram -->")
+
+
+def _code_text() -> str:
+    """The Python source of chatfn, function_calls and providers, with adjacent string
+    literals joined ("a " "b" -> "a b"), so a message written over two lines reads whole."""
+    parts = []
+    for package in ("chatfn", "function_calls", "providers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts.append(path.read_text(encoding="utf-8"))
+    return re.sub(r"([\"'])\s*\n\s*[rbfRBF]*\1", "", "\n".join(parts))
+
+
+def _quoted(page: str) -> list[str]:
+    """The lines of a page's ```text blocks: what the bot prints, as the operator sees it."""
+    return [
+        line.strip()
+        for block in re.findall(r"```text\n(.*?)```", page, flags=re.DOTALL)
+        for line in block.splitlines()
+        if line.strip()
+    ]
+
+
+def _not_in_code(lines: list[str], code: str) -> list[str]:
+    """Lines with a fixed part (between `…`, 8 characters or more) the code does not hold, or
+    with no fixed part long enough to check."""
+    wrong = []
+    for line in lines:
+        fixed = [part.strip() for part in line.split("…") if len(part.strip()) >= 8]
+        if not fixed or any(part not in code for part in fixed):
+            wrong.append(line)
+    return wrong
+
+
+def test_troubleshooting_quotes_what_the_code_prints() -> None:
+    page = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    lines = _quoted(page)
+    assert len(lines) >= 15
+    code = _code_text()
+    assert _not_in_code(lines, code) == []
+    # and a message the code does not print is seen
+    assert _not_in_code(["the bot is sad: …"], code) == ["the bot is sad: …"]
