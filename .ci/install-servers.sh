@@ -4,11 +4,13 @@
 # Dovecot's IMAP server (e-mail, tests/channels/email). The tests run each in a temporary
 # directory on a free port; no system service is wanted, so none is started by the install
 # (a policy-rc.d that says no while apt-get runs, when the machine has none of its own).
-# Also ffmpeg (and espeak-ng), which the voice tests convert and make audio with.
+# Also ffmpeg (and espeak-ng), which the voice tests convert and make audio with, and the
+# opencore AMR-NB library (libopencore-amrnb0), which encodes WeCom's and DingTalk's voice.
 # Idempotent and quiet: does nothing when all are already installed.
 set -eu
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
-if have ngircd && have prosody && have dovecot && have ffmpeg && have espeak-ng; then
+have_amr() { ldconfig -p 2>/dev/null | grep -q libopencore-amrnb.so; }
+if have ngircd && have prosody && have dovecot && have ffmpeg && have espeak-ng && have_amr; then
     exit 0
 fi
 SUDO=""
@@ -24,7 +26,8 @@ if [ ! -e "$POLICY" ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends ngircd prosody dovecot-imapd ffmpeg espeak-ng >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends ngircd prosody dovecot-imapd ffmpeg espeak-ng \
+    libopencore-amrnb0 >/dev/null
 if [ -n "$OURS" ]; then
     $SUDO rm -f "$POLICY"
 fi

@@ -4,7 +4,9 @@ text, and a spoken reply to the platform's voice format (OGG/Opus for Telegram, 
 
 Conversion runs ffmpeg from the system (`apt install ffmpeg`), found with `shutil.which`;
 SILK is decoded and encoded with the `silk-python` package (`import pysilk`, the `voice`
-extra). A missing tool is an `AudioError` whose message names what to install, and
+extra); AMR-NB (WeCom's and DingTalk's voice) is encoded by the system's opencore-amrnb library
+(`apt install libopencore-amrnb0`, loaded with ctypes: Debian's ffmpeg decodes AMR but cannot
+encode it). A missing tool is an `AudioError` whose message names what to install, and
 `missing_tools()` lists them for `chatfn check` and the start-up line.
 
 Every conversion is bounded: ffmpeg reads at most `max_seconds` (plus one) of audio and gets
@@ -18,6 +20,8 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import ctypes
+import ctypes.util
 import importlib
 import importlib.util
 import io
@@ -33,6 +37,8 @@ __all__ = [
     "decode_audio_uri",
     "is_silk",
     "missing_tools",
+    "split_clips",
+    "to_amr",
     "to_mp3",
     "to_ogg_opus",
     "to_silk",
@@ -48,6 +54,10 @@ TIMEOUT = 60.0
 _SILK_RATE = 24000
 _SILK_MAGIC = b"#!SILK_V3"
 _FFMPEG_HINT = "ffmpeg is not installed: install it (Debian/Ubuntu: apt install ffmpeg)"
+_AMR_HINT = (
+    "the AMR-NB encoder is not installed: install it (Debian/Ubuntu: apt install "
+    "libopencore-amrnb0)"
+)
 _SILK_HINT = 'the SILK codec is not installed: pip install "chatfn[voice]" (silk-python)'
 
 
@@ -265,3 +275,85 @@ async def to_silk(data: bytes) -> bytes:
         return out.getvalue()
 
     return await asyncio.to_thread(encode)
+
+
+# AMR-NB as opencore-amrnb encodes it: 20 ms frames of 160 samples at 8 kHz, mode MR122
+# (12.2 kbit/s, the best the codec has), each frame 32 bytes after the file's magic.
+_AMR_RATE = 8000
+_AMR_FRAME = 160
+_AMR_MR122 = 7
+_AMR_MAGIC = b"#!AMR\n"
+
+
+def _amr_library() -> Any:
+    name = ctypes.util.find_library("opencore-amrnb")
+    if name is None:
+        raise AudioError("voice.tool_missing", _AMR_HINT)
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        raise AudioError("voice.tool_missing", _AMR_HINT) from None
+    lib.Encoder_Interface_init.restype = ctypes.c_void_p
+    lib.Encoder_Interface_init.argtypes = [ctypes.c_int]
+    lib.Encoder_Interface_exit.argtypes = [ctypes.c_void_p]
+    lib.Encoder_Interface_Encode.restype = ctypes.c_int
+    lib.Encoder_Interface_Encode.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_short),
+        ctypes.POINTER(ctypes.c_ubyte),
+        ctypes.c_int,
+    ]
+    return lib
+
+
+def _encode_amr(pcm: bytes) -> bytes:
+    """16-bit mono PCM at 8 kHz -> an AMR-NB file (blocking: run it on a thread). The last
+    frame is padded with silence."""
+    lib = _amr_library()
+    state = lib.Encoder_Interface_init(0)
+    if not state:
+        raise AudioError("voice.failed", "the AMR encoder did not start")
+    frame_bytes = _AMR_FRAME * 2
+    if len(pcm) % frame_bytes:
+        pcm += b"\0" * (frame_bytes - len(pcm) % frame_bytes)
+    out = bytearray(_AMR_MAGIC)
+    buffer = (ctypes.c_ubyte * 64)()
+    try:
+        for at in range(0, len(pcm), frame_bytes):
+            samples = (ctypes.c_short * _AMR_FRAME).from_buffer_copy(pcm[at : at + frame_bytes])
+            size = lib.Encoder_Interface_Encode(state, _AMR_MR122, samples, buffer, 0)
+            if size <= 0:
+                raise AudioError("voice.failed", "the AMR encoder refused a frame")
+            out += bytes(buffer[:size])
+    finally:
+        lib.Encoder_Interface_exit(state)
+    return bytes(out)
+
+
+async def to_amr(data: bytes) -> bytes:
+    """Audio as AMR-NB, 8 kHz mono at 12.2 kbit/s (the only voice WeCom's media/upload takes,
+    and the one DingTalk's voice upload takes in every version of its documentation)."""
+    _amr_library()  # the missing library named before ffmpeg runs
+    pcm = await _run_ffmpeg(
+        ["-i", "pipe:0", "-vn", "-ac", "1", "-ar", str(_AMR_RATE), "-f", "s16le", "pipe:1"],
+        data,
+    )
+    if not pcm:
+        raise AudioError("voice.failed", "no audio in the file")
+    return await asyncio.to_thread(_encode_amr, pcm)
+
+
+async def split_clips(
+    data: bytes, clip_seconds: float, *, max_seconds: float = 600
+) -> list[tuple[bytes, float]]:
+    """`data` (any audio) as 16 kHz mono WAV clips of at most `clip_seconds` each, with their
+    lengths: a platform whose voice messages are short (WeChat, WeCom and DingTalk take 60 s)
+    gets a long spoken reply as several in a row instead of a refused upload."""
+    wav, _seconds = await to_wav(data, max_seconds=max_seconds)
+    pcm = _piped_wav_pcm(wav)
+    step = max(int(clip_seconds * SAMPLE_RATE), 1) * 2
+    return [
+        (_pcm_to_wav(pcm[at : at + step], SAMPLE_RATE), len(pcm[at : at + step]) / 2 / SAMPLE_RATE)
+        for at in range(0, len(pcm), step)
+    ]

@@ -87,6 +87,24 @@ def probe(data: bytes) -> tuple[str, float]:
     return kind, len(run.stdout) / 2 / 16000
 
 
+def voice_upload(
+    data: bytes, formats: tuple[str, ...], max_bytes: int, max_seconds: float
+) -> float:
+    """The length of a voice file a platform's upload takes, decoded by ffmpeg; ValueError
+    naming why it refuses one that is empty, over `max_bytes`, not in one of `formats`
+    (ffmpeg's names: "amr", "mp3", "ogg"...) or longer than `max_seconds`."""
+    if len(data) <= 5:
+        raise ValueError("the file is empty")
+    if len(data) > max_bytes:
+        raise ValueError(f"{len(data)} bytes, over {max_bytes}")
+    kind, seconds = probe(data)  # ValueError: not audio
+    if kind not in formats:
+        raise ValueError(f"{kind} audio, not {' or '.join(formats)}")
+    if seconds > max_seconds:
+        raise ValueError(f"{seconds:.1f} s, over {max_seconds:g} s")
+    return seconds
+
+
 @dataclass
 class Transcription:
     model: str
@@ -108,6 +126,7 @@ class AudioApi:
     transcriptions: list[Transcription] = field(default_factory=list)
     speeches: list[dict[str, Any]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    speech_seconds: float | None = None  # the spoken length, else from the input's length
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -193,7 +212,7 @@ class AudioApi:
         if fmt not in ("mp3", "opus", "aac", "flac", "wav", "pcm"):
             return self._refuse(400, f"response_format {fmt!r} is not supported")
         self.speeches.append(body)
-        seconds = min(10.0, 0.5 + len(body["input"]) / 40)
+        seconds = self.speech_seconds or min(10.0, 0.5 + len(body["input"]) / 40)
         data = await asyncio.to_thread(tone, seconds, {"opus": "ogg"}.get(fmt, fmt))
         kind = {"mp3": "audio/mpeg", "opus": "audio/ogg", "wav": "audio/wav"}.get(fmt, "audio/*")
         return web.Response(body=data, content_type=kind)

@@ -84,6 +84,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="Markdown (sampleMarkdown)",
         confirm_stored=True,
         connection=("long connection", "webhook"),

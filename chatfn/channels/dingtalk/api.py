@@ -15,8 +15,9 @@
   `sessionWebhookExpiredTime`): POST {msgtype, markdown: {title, text}, at: {atUserIds}} ->
   {"errcode", "errmsg"};
 - a user's file: /v1.0/robot/messageFiles/download {"downloadCode", "robotCode"} ->
-  {"downloadUrl"}; an image out: OAPI media/upload?access_token= (multipart `media`,
-  type=image) -> {"errcode": 0, "media_id"}.
+  {"downloadUrl"}; an image or a voice out: OAPI media/upload?access_token= (multipart
+  `media`, type=image, or type=voice: AMR, at most 2 MB and 60 s) -> {"errcode": 0,
+  "media_id"} (https://open.dingtalk.com/document/orgapp/upload-media-files).
 
 Failures: `AuthRefused` (the secret or the token refused: HTTP 401/403 with an auth code, or
 the token call's 4xx), `Throttled` (HTTP 429, a `...QpsLimit...` / `Throttling` code, OAPI's
@@ -237,13 +238,21 @@ class DingTalkApi:
 
     async def upload_image(self, data: bytes, name: str, mime: str) -> str:
         """An image uploaded through OAPI's media/upload: its media_id."""
+        return await self._upload("image", data, name, mime)
+
+    async def upload_voice(self, amr: bytes) -> str:
+        """A voice (AMR, at most 2 MB and 60 s) uploaded through OAPI's media/upload: the
+        media_id a `sampleAudio` message plays."""
+        return await self._upload("voice", amr, "voice.amr", "audio/amr")
+
+    async def _upload(self, kind: str, data: bytes, name: str, mime: str) -> str:
         token = await self.token()
         form = aiohttp.FormData()
-        form.add_field("type", "image")
+        form.add_field("type", kind)
         form.add_field("media", data, filename=name, content_type=mime)
         url = f"{self.cfg.oapi_base}/media/upload"
         async with self.session.post(
-            url, params={"access_token": token, "type": "image"}, data=form
+            url, params={"access_token": token, "type": kind}, data=form
         ) as response:
             body, raw = await _read(response)
         if response.status >= 500:

@@ -13,6 +13,11 @@ long replies split within `max_message_length`, images uploaded, rate limits wai
 - Images: a data URI is uploaded (OAPI media/upload) and sent as `sampleImageMsg` with the
   media_id as its `photoURL`, after the text; an http(s) URL is shown in the Markdown as
   `![image](url)` (DingTalk fetches it).
+- Voice: a spoken reply (voice.tts) goes after the text and images through the robot send
+  APIs (a session webhook takes no audio) as `sampleAudio` {"mediaId", "duration" in ms as a
+  string}: converted to AMR (chatfn.common.audio.to_amr) and uploaded (media/upload
+  type=voice, which takes at most 60 s), a longer reply as clips of `VOICE_CLIP` seconds in a
+  row. One that cannot be converted or is refused is logged; the text is the answer.
 - Rate limits: DingTalk names no wait (HTTP 429 / a QpsLimit code on the OpenAPI, errcode
   130101 "send too fast" on a session webhook, a user in `flowControlledStaffIdList`): the
   wait is 1 s, doubling while the chat stays throttled, at most 60 s, and waited out in place
@@ -45,6 +50,7 @@ from chatfn.channels.dingtalk.parse import ChatRef, parse_chat_id
 from chatfn.channels.dingtalk.render import title_of, to_dingtalk_markdown
 from chatfn.channels.dingtalk.settings import DingTalkSettings
 from chatfn.channels.split import split_message
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["DingTalkSender", "Sessions"]
@@ -53,6 +59,9 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024  # media/upload takes images up to 20 MB
 # Bytes of Markdown per message: msgParam holds at most 15,000 (the title and JSON's escapes
 # take the rest), whatever the characters (CJK takes 3 bytes, an emoji 4).
 MAX_TEXT_BYTES = 12000
+#: Seconds of one voice message: media/upload takes at most 60 s of voice (a margin for the
+#: encoder's last frame).
+VOICE_CLIP = 59.0
 SESSION_MARGIN = 60.0  # seconds before its expiry a session webhook is no longer used
 
 
@@ -145,7 +154,24 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
             upload = functools.partial(self.api.upload_image, data, kit.image_name(data), mime)
             media = await self._call(out.chat_id, upload)
             await self._api_send(ref, out.chat_id, "sampleImageMsg", {"photoURL": media})
+        for voice_ref in out.audio:  # the reply spoken (voice.tts)
+            await self._send_voice(ref, out.chat_id, voice_ref)
         return owed.sent
+
+    async def _send_voice(self, ref: ChatRef, key: str, voice_ref: str) -> None:
+        """A spoken reply as `sampleAudio` messages (module docstring); one that cannot be
+        converted or is refused is logged, the text being the answer."""
+        try:
+            spoken = audio.decode_audio_uri(voice_ref)
+            if spoken is None:
+                raise ValueError("not an audio data URI (DingTalk plays only uploaded voice)")
+            for wav, seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+                amr = await audio.to_amr(wav)
+                media = await self._call(key, functools.partial(self.api.upload_voice, amr))
+                param = {"mediaId": media, "duration": str(max(round(seconds * 1000), 1))}
+                await self._api_send(ref, key, "sampleAudio", param)
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            self.log.warning("DingTalk voice reply to {} not sent: {}", key, exc)
 
     async def _call(self, key: str, call: Callable[[], Any]) -> Any:
         result = await self.call(key, call)

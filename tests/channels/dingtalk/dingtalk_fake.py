@@ -29,7 +29,10 @@ Shapes are those of DingTalk's official references (open.dingtalk.com/document/.
   send (errcode 130101 "send too fast", a message over 20,000 bytes refused).
 - files: orgapp/download-the-file-content-of-the-robot-receiving-message
   (/v1.0/robot/messageFiles/download -> {"downloadUrl"}); OAPI media/upload (multipart
-  `media`, `type=image` -> {"errcode": 0, "media_id"}; errcode 40014 for a bad token).
+  `media`, `type=image` or `type=voice` -> {"errcode": 0, "media_id"}; errcode 40014 for a
+  bad token; orgapp/upload-media-files: a voice is AMR, at most 2 MB and 60 s, decoded here
+  with ffmpeg and refused otherwise); the robot's `sampleAudio` {"mediaId" of an uploaded
+  voice, "duration" in ms as a string}.
 What DingTalk's references do not spell out (the exact code of a refused secret on the
 token call, of an over-long message) is a 400 with a code named here; the channel depends
 only on the HTTP status for those.
@@ -53,12 +56,15 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType, web
 
+from tests.fakes.audio_api import voice_upload
 from tests.kit import serve
 
 ROBOT_TOPIC = "/v1.0/im/bot/messages/get"
 BOT_USER = "$:LWCP_v1:$botuser0000000000"
 MAX_PARAM_BYTES = 15000
 MAX_SESSION_BYTES = 20000
+MAX_VOICE_BYTES = 2 * 1024 * 1024
+MAX_VOICE_SECONDS = 60.0
 
 
 @dataclass
@@ -68,11 +74,13 @@ class Posted:
     target: str  # a group's openConversationId or a user's staff id
     is_group: bool
     way: str  # "session" or "api"
-    msgtype: str  # markdown / sampleMarkdown / sampleImageMsg / text
+    msgtype: str  # markdown / sampleMarkdown / sampleImageMsg / sampleAudio / text
     title: str = ""
     text: str = ""
     at: list[str] = field(default_factory=list)
     image: bytes | None = None
+    voice: bytes | None = None  # sampleAudio: the uploaded AMR
+    duration: int = 0  # sampleAudio: the length it was given, ms
 
 
 @dataclass
@@ -102,6 +110,7 @@ class FakeDingTalk:
         self.sessions: dict[str, tuple[str, bool, float]] = {}  # session -> (target, group, expiry)
         self.files: dict[str, bytes] = {}
         self.media: dict[str, bytes] = {}
+        self.voices: dict[str, tuple[bytes, float]] = {}  # media_id -> (AMR, seconds)
         self.throttled: dict[str, float] = {}  # target -> monotonic time the window ends
         self.groups: set[str] = set()  # groups the robot is in
         self.refused: list[tuple[str, int, str]] = []  # (path, status, code) of refusals
@@ -406,6 +415,15 @@ class FakeDingTalk:
             return Posted(target, group, way, key, "", param["content"])
         if key == "sampleImageMsg" and str(param.get("photoURL") or "") in self.media:
             return Posted(target, group, way, key, image=self.media[param["photoURL"]])
+        duration = param.get("duration")
+        if (
+            key == "sampleAudio"
+            and str(param.get("mediaId") or "") in self.voices
+            and isinstance(duration, str)
+            and duration.isdigit()
+        ):
+            voice = self.voices[param["mediaId"]][0]
+            return Posted(target, group, way, key, voice=voice, duration=int(duration))
         return web.json_response(
             {"code": "InvalidParameter.msgParam", "message": f"{key} {param}"}, status=400
         )
@@ -475,22 +493,30 @@ class FakeDingTalk:
             return web.json_response({"errcode": 40014, "errmsg": "不合法的access_token"})
         form = await request.post()
         media = form.get("media")
-        if (
-            not isinstance(media, web.FileField)
-            or request.query.get("type", form.get("type")) != "image"
-        ):
+        kind = request.query.get("type", form.get("type"))
+        if not isinstance(media, web.FileField) or kind not in ("image", "voice"):
             return web.json_response({"errcode": 40004, "errmsg": "不合法的媒体文件类型"})
         data = media.file.read()
         if not data:
             return web.json_response({"errcode": 40005, "errmsg": "不合法的文件"})
         media_id = f"@lADP{uuid.uuid4().hex}"
-        self.media[media_id] = data
+        if kind == "voice":
+            try:
+                seconds = await asyncio.to_thread(
+                    voice_upload, data, ("amr",), MAX_VOICE_BYTES, MAX_VOICE_SECONDS
+                )
+            except ValueError as exc:
+                self.refused.append(("/media/upload", 200, f"40005 {exc}"))
+                return web.json_response({"errcode": 40005, "errmsg": f"不合法的文件类型: {exc}"})
+            self.voices[media_id] = (data, seconds)
+        else:
+            self.media[media_id] = data
         return web.json_response(
             {
                 "errcode": 0,
                 "errmsg": "ok",
                 "media_id": media_id,
-                "type": "image",
+                "type": kind,
                 "created_at": int(time.time() * 1000),
             }
         )

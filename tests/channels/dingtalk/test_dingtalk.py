@@ -417,3 +417,46 @@ async def test_a_voice_message_is_heard(
     else:
         [req] = api.transcriptions
         assert 1.9 < req.seconds < 2.1
+
+
+@pytest.mark.parametrize("seconds", [None, 70.0])
+async def test_a_spoken_reply_goes_as_sample_audio(
+    fake: FakeDingTalk, tmp_path: Path, seconds: float | None
+) -> None:
+    """`/tts on` in a DingTalk chat (issue 43, voice out): the reply's Markdown through the
+    session webhook, then its voice through the robot API as `sampleAudio`: AMR uploaded to
+    media/upload type=voice (the fake decodes it with ffmpeg and refuses anything else, over
+    2 MB or over 60 s) and its mediaId with the length in ms as a string. A reply spoken for
+    70 s goes as two clips, each within the 60 s the upload takes."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with AudioApi() as api:
+        if seconds is not None:
+            api.speech_seconds = seconds
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        voice = {"tts": tts}
+        async with running(
+            DingTalkDriver(fake), tmp_path, voice=voice, chats=[{"voice": {"tts": "on"}}]
+        ):
+            await fake.push(fake.robot_message(group=None, sender="u8", text="read this aloud"))
+            clips = 1 if seconds is None else 2
+            posted = await fake.wait_sent("u8", 1 + clips, 30)
+    text, *voices = posted
+    assert text.way == "session" and read_markdown(text.text, text.at)[0].endswith(
+        "read this aloud"
+    )
+    assert [v.msgtype for v in voices] == ["sampleAudio"] * clips and fake.refused == []
+    lengths = []
+    for v in voices:
+        assert v.voice is not None and v.voice.startswith(b"#!AMR\n") and v.way == "api"
+        fmt, length = probe(v.voice)
+        assert fmt == "amr" and 0.5 < length <= 60
+        assert abs(v.duration - length * 1000) < 100  # the length it was given, in ms
+        lengths.append(length)
+    if seconds is not None:
+        assert abs(sum(lengths) - seconds) < 0.5
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")
