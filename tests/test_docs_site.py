@@ -15,6 +15,7 @@ import yaml
 
 pytest.importorskip("mkdocs")
 pytest.importorskip("material")
+pytest.importorskip("mkdocs_static_i18n")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +46,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     telegram = (tmp_path / "site" / "channels" / "telegram" / "index.html").read_text("utf-8")
     assert "BotFather" in telegram and "channels.telegram.poll_timeout" in telegram
     assert "confirm once stored" in telegram and "<!-- chatfn:" not in telegram
+    # The Chinese pages are under /zh/, each linked to its English page by the language switch.
+    zh = (tmp_path / "site" / "zh" / "troubleshooting" / "index.html").read_text("utf-8")
+    assert "故障排查" in zh and 'href="../../troubleshooting/" hreflang="en"' in zh
 
 
 def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
@@ -129,18 +133,19 @@ def _quoted(page: str) -> list[str]:
 
 
 def _not_in_code(lines: list[str], code: str) -> list[str]:
-    """Lines with a fixed part (between `…`, 8 characters or more) the code does not hold, or
-    with no fixed part long enough to check."""
+    """Lines with a fixed part (between `…`, 8 bytes of UTF-8 or more: 8 letters, or 3 Chinese
+    characters) the code does not hold, or with no fixed part long enough to check."""
     wrong = []
     for line in lines:
-        fixed = [part.strip() for part in line.split("…") if len(part.strip()) >= 8]
+        fixed = [p.strip() for p in line.split("…") if len(p.strip().encode("utf-8")) >= 8]
         if not fixed or any(part not in code for part in fixed):
             wrong.append(line)
     return wrong
 
 
-def test_troubleshooting_quotes_what_the_code_prints() -> None:
-    page = (ROOT / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", ["troubleshooting.md", "troubleshooting.zh.md"])
+def test_troubleshooting_quotes_what_the_code_prints(name: str) -> None:
+    page = (ROOT / "docs" / name).read_text(encoding="utf-8")
     lines = _quoted(page)
     assert len(lines) >= 15
     code = _code_text()
