@@ -5,6 +5,12 @@ It answers every `POST .../chat/completions` with one of two canned bodies:
 - a request with no `tool` role message (request 1 of a message) gets a tool call,
 - a request that carries a `tool` result (request 2) gets the final text.
 
+A request with `"stream": true` gets the same answer as Server-Sent Events, in the chunks OpenAI
+sends (the call's name and id first, its arguments in five fragments, then `finish_reason`; the
+text in ten word-sized deltas), each chunk its own write, then the usage chunk when
+`stream_options.include_usage` asks for it, then `data: [DONE]`. Every streaming contender gets
+the same chunks.
+
 Why a separate process: the benchmark measures the *client's* CPU time with
 `time.process_time()`. A server in the same process would charge its own JSON parsing and HTTP
 handling to whichever contender happens to be running, and would compete for the same event loop.
@@ -52,6 +58,69 @@ CALL_BODY = json.dumps(
 FINAL_BODY = json.dumps(openai_chat_response(content=FINAL_TEXT)).encode()
 
 
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "gpt-4o-mini",
+        "system_fingerprint": "fp_bench",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def _sse(chunks: list[dict[str, Any]]) -> list[bytes]:
+    return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks]
+
+
+_ARGUMENTS = json.dumps(TOOL_ARGUMENTS, separators=(",", ":"))  # '{"city":"Paris"}'
+_ARGUMENT_PARTS = ['{"', "city", '":"', "Paris", '"}']
+assert "".join(_ARGUMENT_PARTS) == _ARGUMENTS
+_TEXT_PARTS = ["It", " is", " 18", " °C", " and", " sunny", " in", " Paris", " today", "."]
+assert "".join(_TEXT_PARTS) == FINAL_TEXT
+CALL_CHUNKS = _sse(
+    [
+        _chunk(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": CALL_ID,
+                        "type": "function",
+                        "function": {"name": TOOL_NAME, "arguments": ""},
+                    }
+                ],
+                "refusal": None,
+            }
+        ),
+        *(
+            _chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+            for part in _ARGUMENT_PARTS
+        ),
+        _chunk({}, "tool_calls"),
+    ]
+)
+FINAL_CHUNKS = _sse(
+    [
+        _chunk({"role": "assistant", "content": "", "refusal": None}),
+        *(_chunk({"content": part}) for part in _TEXT_PARTS),
+        _chunk({}, "stop"),
+    ]
+)
+USAGE_CHUNK = _sse(
+    [
+        {
+            **_chunk({}),
+            "choices": [],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    ]
+)[0]
+DONE = b"data: [DONE]\n\n"
+
+
 class FakeOpenAI:
     """The aiohttp application: two canned answers, a latency knob and counters."""
 
@@ -62,6 +131,7 @@ class FakeOpenAI:
             "first": 0,
             "second": 0,
             "with_tools": 0,
+            "streamed": 0,
             "bad": 0,
         }
 
@@ -74,7 +144,7 @@ class FakeOpenAI:
         app.router.add_post("/{prefix:.*}chat/completions", self.chat)
         return app
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body: Any = json.loads(await request.read())
             messages = body["messages"]
@@ -88,9 +158,28 @@ class FakeOpenAI:
         self.stats["second" if second else "first"] += 1
         if self.latency:
             await asyncio.sleep(self.latency)
+        if body.get("stream"):
+            self.stats["streamed"] += 1
+            return await self._stream(request, second, body)
         return web.Response(
             body=FINAL_BODY if second else CALL_BODY, content_type="application/json"
         )
+
+    async def _stream(
+        self, request: web.Request, second: bool, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        for data in FINAL_CHUNKS if second else CALL_CHUNKS:
+            await resp.write(data)
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            await resp.write(USAGE_CHUNK)
+        await resp.write(DONE)
+        await resp.write_eof()
+        return resp
 
     async def set_latency(self, request: web.Request) -> web.Response:
         data = await request.json()
