@@ -87,21 +87,31 @@ def probe(data: bytes) -> tuple[str, float]:
     return kind, len(run.stdout) / 2 / 16000
 
 
+class VoiceRefused(ValueError):
+    """A voice upload a platform refuses; `what` is "size", "format" or "length" (each
+    platform answers those with its own code)."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(why)
+        self.what = what
+
+
 def voice_upload(
     data: bytes, formats: tuple[str, ...], max_bytes: int, max_seconds: float
 ) -> float:
-    """The length of a voice file a platform's upload takes, decoded by ffmpeg; ValueError
+    """The length of a voice file a platform's upload takes, decoded by ffmpeg; VoiceRefused
     naming why it refuses one that is empty, over `max_bytes`, not in one of `formats`
     (ffmpeg's names: "amr", "mp3", "ogg"...) or longer than `max_seconds`."""
-    if len(data) <= 5:
-        raise ValueError("the file is empty")
-    if len(data) > max_bytes:
-        raise ValueError(f"{len(data)} bytes, over {max_bytes}")
-    kind, seconds = probe(data)  # ValueError: not audio
+    if len(data) <= 5 or len(data) > max_bytes:
+        raise VoiceRefused("size", f"{len(data)} bytes, not within 6 to {max_bytes}")
+    try:
+        kind, seconds = probe(data)
+    except ValueError as exc:
+        raise VoiceRefused("format", f"not audio: {exc}") from None
     if kind not in formats:
-        raise ValueError(f"{kind} audio, not {' or '.join(formats)}")
+        raise VoiceRefused("format", f"{kind} audio, not {' or '.join(formats)}")
     if seconds > max_seconds:
-        raise ValueError(f"{seconds:.1f} s, over {max_seconds:g} s")
+        raise VoiceRefused("length", f"{seconds:.1f} s, over {max_seconds:g} s")
     return seconds
 
 

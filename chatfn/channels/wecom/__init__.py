@@ -84,6 +84,7 @@ SPEC = ChannelSpec(
         images_in=True,  # app mode
         images_out=True,  # app mode
         voice_in=True,  # app mode
+        voice_out=True,  # app mode (the robot's stream carries no voice)
         markdown="plain (app), Markdown (robot)",
         edits=True,  # the robot's stream grows as the model writes
         confirm_stored=True,

@@ -193,11 +193,17 @@ class WecomApi:
 
     async def upload_image(self, data: bytes, name: str, mime: str) -> str:
         """media/upload?type=image (at most 2 MB, jpg/png): a media_id valid three days."""
+        return await self._upload("image", data, name, mime)
+
+    async def upload_voice(self, amr: bytes) -> str:
+        """media/upload?type=voice (AMR only, at most 2 MB and 60 s): a media_id valid three
+        days, for a `voice` message."""
+        return await self._upload("voice", amr, "voice.amr", "audio/amr")
+
+    async def _upload(self, kind: str, data: bytes, name: str, mime: str) -> str:
         form = aiohttp.FormData()
         form.add_field("media", data, filename=name, content_type=mime)
-        answer = await self.call(
-            "POST", "/cgi-bin/media/upload", params={"type": "image"}, form=form
-        )
+        answer = await self.call("POST", "/cgi-bin/media/upload", params={"type": kind}, form=form)
         media_id = str(answer.get("media_id") or "")
         if not media_id:
             raise Unavailable("media/upload answered without a media_id")

@@ -2,7 +2,11 @@
 Markdown as plain text (the `text` message shows in WeCom and in WeChat alike; WeCom's own
 `markdown` message is not shown to members who use WeChat), long replies split within
 `max_message_length` bytes of UTF-8 (message/send takes at most 2048), images uploaded
-(media/upload, at most 2 MB) and sent as image messages before the text.
+(media/upload, at most 2 MB) and sent as image messages before the text. A spoken reply
+(voice.tts) follows the text as `voice` messages: converted to AMR (the only voice format
+media/upload takes; chatfn.common.audio.to_amr), uploaded with type=voice (at most 2 MB and
+60 s: a longer reply goes as clips of `VOICE_CLIP` seconds); one that cannot be converted or
+is refused is logged, the text being the answer.
 
 - `private:<userid>`: message/send to the member, as the app (`agentid`).
 - `group:<chatid>`: appchat/send, to a group chat the app made (appchat/create). WeCom does
@@ -35,11 +39,15 @@ from chatfn.channels.wecom.api import (
     WecomError,
 )
 from chatfn.channels.wecom.settings import WecomSettings
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["MAX_IMAGE_OUT", "ChatRef", "WecomSender", "parse_chat_id", "utf8_len"]
 
 MAX_IMAGE_OUT = 2 * 1024 * 1024  # media/upload type=image: at most 2 MB
+#: Seconds of one voice message: media/upload type=voice takes at most 60 s (a margin for the
+#: encoder's last frame).
+VOICE_CLIP = 59.0
 _USER = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
 _CHAT = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
 SHAPES = "private:<userid> or group:<chatid>"
@@ -112,6 +120,28 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
             body = {"text": {"content": to_plain(part)}}
             ids.append(await self.call(ref.key, functools.partial(self._post, ref, "text", body)))
             owed.sent += 1
+        for voice_ref in out.audio:  # the reply spoken (voice.tts), after its text
+            ids += await self._send_voice(ref, voice_ref)
+        return ids
+
+    async def _send_voice(self, ref: ChatRef, voice_ref: str) -> list[str]:
+        """A spoken reply as `voice` messages (module docstring); one that cannot be converted
+        or is refused is logged, the text being the answer."""
+        ids: list[str] = []
+        try:
+            spoken = audio.decode_audio_uri(voice_ref)
+            if spoken is None:
+                raise ValueError("not an audio data URI (WeCom plays only uploaded voice)")
+            for wav, _seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+                amr = await audio.to_amr(wav)
+                media_id = await self.call(
+                    ref.key, functools.partial(self.client.upload_voice, amr)
+                )
+                body = {"voice": {"media_id": media_id}}
+                post = functools.partial(self._post, ref, "voice", body)
+                ids.append(await self.call(ref.key, post))
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            self.log.warning("WeCom voice reply to {} not sent: {}", ref.key, exc)
         return ids
 
     async def _post(self, ref: ChatRef, msgtype: str, body: dict[str, Any]) -> str:

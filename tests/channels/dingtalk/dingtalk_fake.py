@@ -56,7 +56,7 @@ from typing import Any
 import aiohttp
 from aiohttp import WSMsgType, web
 
-from tests.fakes.audio_api import voice_upload
+from tests.fakes.audio_api import VoiceRefused, voice_upload
 from tests.kit import serve
 
 ROBOT_TOPIC = "/v1.0/im/bot/messages/get"
@@ -505,9 +505,10 @@ class FakeDingTalk:
                 seconds = await asyncio.to_thread(
                     voice_upload, data, ("amr",), MAX_VOICE_BYTES, MAX_VOICE_SECONDS
                 )
-            except ValueError as exc:
-                self.refused.append(("/media/upload", 200, f"40005 {exc}"))
-                return web.json_response({"errcode": 40005, "errmsg": f"不合法的文件类型: {exc}"})
+            except VoiceRefused as exc:
+                code = 40005 if exc.what == "format" else 40006
+                self.refused.append(("/media/upload", 200, f"{code} {exc}"))
+                return web.json_response({"errcode": code, "errmsg": f"不合法的语音文件: {exc}"})
             self.voices[media_id] = (data, seconds)
         else:
             self.media[media_id] = data

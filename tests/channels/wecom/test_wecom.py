@@ -228,3 +228,28 @@ async def test_a_voice_message_is_transcribed(tmp_path: Path) -> None:
     assert texts(fake, "zhangsan") == ["echo: 明天请假"]
     [req] = api.transcriptions
     assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_as_a_voice_message(tmp_path: Path) -> None:
+    """`/tts on` (issue 43, voice out): the reply's text, then its voice as WeCom takes it:
+    media/upload type=voice of AMR (the fake decodes it with ffmpeg and refuses anything
+    else, over 2 MB or over 60 s) and a message/send `voice` with that media_id."""
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeWecom() as fake, AudioApi() as api:
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        more = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with _running(fake, tmp_path, more=more):
+            await fake.deliver(fake.message_xml("lisi", fake.next_id(), "read this aloud"))
+            text, voice = await fake.wait_sent("lisi", 2, 30)
+    assert text.msgtype == "text" and text.content.endswith("read this aloud")
+    assert voice.msgtype == "voice" and voice.body["agentid"] == fake.agent_id
+    assert voice.voice is not None and voice.voice.startswith(b"#!AMR\n")
+    fmt, seconds = probe(voice.voice)
+    assert fmt == "amr" and seconds > 0.5
+    assert fake.refusals == []
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")

@@ -8,7 +8,9 @@ It refuses what WeCom refuses: a wrong corp id or secret (40013 / 40001), a miss
 or expired access_token (40014 / 42001), another agent id (40056), a body that is not JSON
 (47001), an empty text (44004), a text over 2048 bytes (45002: WeCom documents that it cuts
 such a text; refusing it here proves the channel never sends one), an unknown media_id
-(40007), an image upload over 2 MB or not an image (40009 / 40005), and, when told, one
+(40007), an image upload over 2 MB or not an image (40009 / 40005), a voice upload that
+is not AMR (40005: decoded with ffmpeg) or over 2 MB or 60 s (40010), a voice message whose
+media_id is no uploaded voice (40007), and, when told, one
 rate-limit answer (45009). Callbacks are encrypted and signed with the platform-side crypto
 of wx_platform.py and redelivered the way WeCom does: a delivery not answered 200 in time is
 made again, three tries in all."""
@@ -27,10 +29,13 @@ import aiohttp
 from aiohttp import web
 
 from tests.channels.wecom.wx_platform import PlatformCrypt, new_aes_key
+from tests.fakes.audio_api import VoiceRefused, voice_upload
 from tests.kit import serve
 
 MAX_TEXT_BYTES = 2048
 MAX_IMAGE = 2 * 1024 * 1024
+MAX_VOICE = 2 * 1024 * 1024
+MAX_VOICE_SECONDS = 60.0
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Posted:
     msgtype: str
     content: str = ""  # text / markdown
     image: bytes | None = None
+    voice: bytes | None = None  # a voice message: the uploaded AMR
     msgid: str = ""
     body: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +70,7 @@ class FakeWecom:
         self.token_fetches = 0
         self.sent: dict[str, list[Posted]] = {}
         self.media: dict[str, bytes] = {}
+        self.voices: dict[str, tuple[bytes, float]] = {}  # media_id -> (AMR, seconds)
         self.rate_limited: dict[str, float] = {}
         self.refusals: list[tuple[str, int]] = []  # (path, errcode) of each refusal
         self.callback_url = ""
@@ -172,6 +179,11 @@ class FakeWecom:
             if media_id not in self.media:
                 return self._refuse(request, 40007, "invalid media_id")
             return Posted(target, "image", image=self.media[media_id], body=body)
+        if msgtype == "voice":
+            media_id = (body.get("voice") or {}).get("media_id")
+            if media_id not in self.voices:
+                return self._refuse(request, 40007, "invalid media_id")
+            return Posted(target, "voice", voice=self.voices[media_id][0], body=body)
         return self._refuse(request, 40008, "invalid message type")
 
     async def _record(self, posted: Posted) -> None:
@@ -207,12 +219,15 @@ class FakeWecom:
     async def _upload(self, request: web.Request) -> web.Response:
         if (bad := self._token_ok(request)) is not None:
             return bad
-        if request.query.get("type") != "image":
+        kind = request.query.get("type")
+        if kind not in ("image", "voice"):
             return self._refuse(request, 40004, "invalid media type")
         data = b""
         async for part in await request.multipart():
             if getattr(part, "name", None) == "media":
                 data = await part.read()  # type: ignore[union-attr]
+        if kind == "voice":
+            return await self._upload_voice(request, data)
         if not data or len(data) > MAX_IMAGE:
             return self._refuse(request, 40009, "invalid image size")
         if not data.startswith((b"\x89PNG", b"\xff\xd8")):
@@ -224,6 +239,27 @@ class FakeWecom:
                 "errcode": 0,
                 "errmsg": "ok",
                 "type": "image",
+                "media_id": media_id,
+                "created_at": str(int(time.time())),
+            }
+        )
+
+    async def _upload_voice(self, request: web.Request, data: bytes) -> web.Response:
+        """type=voice: AMR only, at most 2 MB and 60 s (media/upload's limits)."""
+        try:
+            seconds = await asyncio.to_thread(
+                voice_upload, data, ("amr",), MAX_VOICE, MAX_VOICE_SECONDS
+            )
+        except VoiceRefused as exc:
+            code = 40005 if exc.what == "format" else 40010
+            return self._refuse(request, code, f"invalid voice: {exc}")
+        media_id = f"media{next(self._ids)}"
+        self.voices[media_id] = (data, seconds)
+        return web.json_response(
+            {
+                "errcode": 0,
+                "errmsg": "ok",
+                "type": "voice",
                 "media_id": media_id,
                 "created_at": str(int(time.time())),
             }
