@@ -81,6 +81,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,  # customer-service messages (customer_service: true)
         markdown="plain",
         confirm_stored=True,
         connection=("webhook",),

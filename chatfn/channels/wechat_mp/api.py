@@ -188,9 +188,16 @@ class MpApi:
 
     async def upload_image(self, data: bytes, name: str, mime: str) -> str:
         """media/upload?type=image (temporary, 3 days; at most 10 MB, png/jpeg/gif)."""
+        return await self._upload("image", data, name, mime)
+
+    async def upload_voice(self, mp3: bytes) -> str:
+        """media/upload?type=voice (temporary, 3 days; AMR or MP3, at most 2 MB and 60 s)."""
+        return await self._upload("voice", mp3, "voice.mp3", "audio/mpeg")
+
+    async def _upload(self, kind: str, data: bytes, name: str, mime: str) -> str:
         form = aiohttp.FormData()
         form.add_field("media", data, filename=name, content_type=mime)
-        answer = await self.call("/cgi-bin/media/upload", params={"type": "image"}, form=form)
+        answer = await self.call("/cgi-bin/media/upload", params={"type": kind}, form=form)
         media_id = str(answer.get("media_id") or "")
         if not media_id:
             raise Unavailable("media/upload answered without a media_id")

@@ -14,11 +14,16 @@ refused for good with one log line saying why.
 
 Text is plain (WeChat renders no Markdown): the model's Markdown made readable, split within
 `max_message_length` bytes of UTF-8. Images are uploaded (media/upload) and sent as image
-messages before the text. Rate limits (45009) wait in the chat's order; 45015 (the user
-spoke more than 48 hours ago), 45047 (the quota of messages to the user is used up) and
-48001 (the account lacks the API) are refusals. message/custom/send has no idempotency key
-and the account cannot read a chat's history: after a crash between a send and its mark the
-message is sent again (at least once).
+messages before the text. A spoken reply (voice.tts) follows the text as customer-service
+`voice` messages: converted to MP3 (media/upload type=voice takes AMR or MP3, at most 2 MB
+and 60 s; a longer reply goes as clips of `VOICE_CLIP` seconds); the passive reply holds the
+text, so an account without the customer-service API (`customer_service: false`) sends the
+text alone, and a voice that cannot be converted or is refused is logged. Rate limits
+(45009) wait in the chat's order; 45015 (the user spoke more than 48 hours ago), 45047 (the
+quota of messages to the user is used up) and 48001 (the account lacks the API) are
+refusals. message/custom/send has no idempotency key and the account cannot read a chat's
+history: after a crash between a send and its mark the message is sent again (at least
+once).
 """
 
 from __future__ import annotations
@@ -42,11 +47,15 @@ from chatfn.channels.wechat_mp.api import (
     RateLimited,
 )
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["ChatRef", "MpSender", "Passive", "parse_chat_id"]
 
 MAX_IMAGE_OUT = 10 * 1024 * 1024  # media/upload type=image
+#: Seconds of one voice message: media/upload type=voice takes at most 60 s (a margin for
+#: the MP3 encoder's padding).
+VOICE_CLIP = 59.0
 _OPENID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 CREDENTIALS = "channels.wechat_mp.app_id / app_secret"
 #: Seconds the sender waits for a passive reply to be written before sending the rest.
@@ -167,6 +176,32 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
             body = {"text": {"content": to_plain(part)}}
             await self.call(ref.key, functools.partial(self._custom, ref, "text", body))
             owed.sent += 1
+        if out.audio and not self.cfg.customer_service:
+            self.log.warning(
+                "WeChat: the spoken reply to {} not sent: the passive reply holds the text "
+                "(customer_service: false)",
+                ref.key,
+            )
+        elif out.audio:  # the reply spoken (voice.tts), after its text
+            for voice_ref in out.audio:
+                await self._voice(ref, voice_ref)
+
+    async def _voice(self, ref: ChatRef, voice_ref: str) -> None:
+        """A spoken reply as customer-service `voice` messages (module docstring); one that
+        cannot be converted or is refused is logged, the text being the answer."""
+        try:
+            spoken = audio.decode_audio_uri(voice_ref)
+            if spoken is None:
+                raise ValueError("not an audio data URI (WeChat plays only uploaded voice)")
+            for wav, _seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+                mp3 = await audio.to_mp3(wav)
+                media_id = await self.call(
+                    ref.key, functools.partial(self.client.upload_voice, mp3)
+                )
+                body = {"voice": {"media_id": media_id}}
+                await self.call(ref.key, functools.partial(self._custom, ref, "voice", body))
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            self.log.warning("WeChat voice reply to {} not sent: {}", ref.key, exc)
 
     async def _image(self, ref: ChatRef, data: bytes) -> None:
         mime = kit.image_mime(data) or "image/jpeg"

@@ -234,3 +234,47 @@ async def test_check_offline_and_online() -> None:
         *_, bad = await check(refused, True)
         assert bad.status == "fail" and "channels.wechat_mp.app_id / app_secret" in bad.detail
         assert [p.status for p in await check(WechatMpSettings(), True)] == ["fail"]
+
+
+@pytest.mark.parametrize("customer_service", [True, False])
+async def test_a_spoken_reply_goes_as_a_voice_message(
+    tmp_path: Path, customer_service: bool
+) -> None:
+    """`/tts on` (issue 43, voice out): the text in the passive reply, then its voice as a
+    customer-service `voice` message: media/upload type=voice of MP3 (the fake decodes it with
+    ffmpeg and refuses what is not AMR or MP3, over 2 MB or over 60 s) and its media_id. An
+    account without the customer-service API gets the text alone."""
+    from loguru import logger
+
+    from tests.fakes.audio_api import FFMPEG, AudioApi, probe
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    async with FakeWechatMp() as fake, AudioApi() as api:
+        fake.customer_service = customer_service
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}]}
+        async with running(fake, tmp_path, bot_config=config, customer_service=customer_service):
+            await fake.deliver("u10", fake.message_xml("u10", fake.next_id(), "read this aloud"))
+            await fake.wait_sent("u10", 2 if customer_service else 1, 30)
+            if not customer_service:
+                await until(lambda: any("spoken reply" in w for w in warnings), 10)
+    logger.remove(sink)
+    assert said(fake, "u10")[0][0] == "passive"
+    assert said(fake, "u10")[0][1].endswith("read this aloud")
+    voices = [p for p in fake.sent.get("u10", []) if p.msgtype == "voice"]
+    assert fake.refusals == []
+    if not customer_service:  # one line says why there is no voice
+        assert voices == [] and fake.voices == {} and len(api.speeches) == 1
+        [why] = [w for w in warnings if "spoken reply" in w]
+        assert "customer_service: false" in why
+        return
+    [voice] = voices
+    assert voice.via == "custom" and voice.voice is not None
+    fmt, seconds = probe(voice.voice)
+    assert fmt == "mp3" and seconds > 0.5
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")

@@ -9,13 +9,15 @@ reply), Message_encryption_and_decryption_instructions.html (safe mode); error c
 Getting_Started/Global_Return_Code.html).
 
 It refuses what WeChat refuses: a wrong AppID / AppSecret (40013 / 40125), a revoked or
-expired access_token (40001 / 42001), a body that is not JSON (47001), an empty text (44004)
-or one over 2048 bytes (45002), a customer-service message to a user who has not spoken in
-48 hours (45015) or from an account without the API (48001), an unknown media_id (40007), an
-upload that is not an image (40005); once, when told, 45009. A passive reply is read the way
-WeChat reads it: only within `answer_within` seconds (5), only XML for this user from this
-account, its `MsgSignature` checked in safe mode; a callback not answered in time (or not
-200) is sent again, three tries in all."""
+expired access_token (40001 / 42001), a body that is not JSON (47001), an empty text
+(44004) or one over 2048 bytes (45002), a customer-service message to a user who has not
+spoken in 48 hours (45015) or from an account without the API (48001), an unknown media_id
+(40007), an image upload that is not an image (40005), a voice upload that is not AMR or
+MP3 (40005: decoded with ffmpeg) or over 2 MB or 60 s (40010), a voice message whose
+media_id is no uploaded voice (40007), an upload of another type (40004); once, when told,
+45009. A passive reply is read the way WeChat reads it: only within `answer_within` seconds
+(5), only XML for this user from this account, its `MsgSignature` checked in safe mode; a
+callback not answered in time (or not 200) is sent again, three tries in all."""
 
 from __future__ import annotations
 
@@ -33,10 +35,13 @@ import aiohttp
 from aiohttp import web
 
 from tests.channels.wecom.wx_platform import PlatformCrypt, new_aes_key, signature
+from tests.fakes.audio_api import VoiceRefused, voice_upload
 from tests.kit import serve
 
 MAX_TEXT_BYTES = 2048
 MAX_IMAGE = 10 * 1024 * 1024
+MAX_VOICE = 2 * 1024 * 1024
+MAX_VOICE_SECONDS = 60.0
 
 
 @dataclass
@@ -48,6 +53,7 @@ class Posted:
     via: str
     content: str = ""
     image: bytes | None = None
+    voice: bytes | None = None  # a voice message: the uploaded file
 
 
 def _err(code: int, msg: str) -> web.Response:
@@ -68,6 +74,7 @@ class FakeWechatMp:
         self.followers: dict[str, float] = {}  # openid -> when they last spoke
         self.sent: dict[str, list[Posted]] = {}
         self.media: dict[str, bytes] = {}
+        self.voices: dict[str, tuple[bytes, float]] = {}  # media_id -> (file, seconds)
         self.rate_limited: dict[str, float] = {}
         self.refusals: list[tuple[str, int]] = []
         self.callback_url = ""
@@ -159,6 +166,11 @@ class FakeWechatMp:
             if media_id not in self.media:
                 return self._refuse(request, 40007, "invalid media_id")
             return Posted(user, "image", "custom", image=self.media[media_id])
+        if msgtype == "voice":
+            media_id = (body.get("voice") or {}).get("media_id")
+            if media_id not in self.voices:
+                return self._refuse(request, 40007, "invalid media_id")
+            return Posted(user, "voice", "custom", voice=self.voices[media_id][0])
         return self._refuse(request, 40008, "invalid message type")
 
     async def _custom(self, request: web.Request) -> web.Response:
@@ -188,16 +200,34 @@ class FakeWechatMp:
     async def _upload(self, request: web.Request) -> web.Response:
         if (bad := self._token_ok(request)) is not None:
             return bad
+        kind = request.query.get("type")
+        if kind not in ("image", "voice"):
+            return self._refuse(request, 40004, "invalid media type")
         data = b""
         async for part in await request.multipart():
             if getattr(part, "name", None) == "media":
                 data = await part.read()  # type: ignore[union-attr]
+        if kind == "voice":
+            return await self._upload_voice(request, data)
         if not data or len(data) > MAX_IMAGE:
             return self._refuse(request, 40009, "invalid image size")
         if not data.startswith((b"\x89PNG", b"\xff\xd8", b"GIF8")):
             return self._refuse(request, 40005, "invalid file type")
         media_id = self.add_media(data)
         return web.json_response({"type": "image", "media_id": media_id, "created_at": 1})
+
+    async def _upload_voice(self, request: web.Request, data: bytes) -> web.Response:
+        """type=voice: AMR or MP3, at most 2 MB and 60 s (New_temporary_materials)."""
+        try:
+            seconds = await asyncio.to_thread(
+                voice_upload, data, ("amr", "mp3"), MAX_VOICE, MAX_VOICE_SECONDS
+            )
+        except VoiceRefused as exc:
+            code = 40005 if exc.what == "format" else 40010
+            return self._refuse(request, code, f"invalid voice: {exc}")
+        media_id = f"mpvoice{next(self._ids)}"
+        self.voices[media_id] = (data, seconds)
+        return web.json_response({"type": "voice", "media_id": media_id, "created_at": 1})
 
     async def _media_get(self, request: web.Request) -> web.Response:
         if (bad := self._token_ok(request)) is not None:
