@@ -524,12 +524,14 @@ def check_console(report: Report, settings: Settings) -> None:
 
 
 def check_voice(report: Report, settings: Settings) -> None:
-    """The audio tools `voice:` needs (ffmpeg, the SILK codec, espeak-ng), each missing one
-    named with what to install (chatfn/common/audio.py)."""
-    from chatfn.common.audio import voice_tools
+    """The audio tools `voice:` needs (ffmpeg, the SILK codec, espeak-ng, the AMR encoder for
+    WeCom's and DingTalk's spoken replies), each missing one named with what to install
+    (chatfn/common/audio.py)."""
+    from chatfn.common.audio import AMR_CHANNELS, voice_tools
 
     stt, tts = settings.voice.stt, settings.voice.tts
-    lines = voice_tools(stt.enabled, tts.provider, tts.fallback)
+    amr = bool(AMR_CHANNELS & settings.channels.model_fields_set)
+    lines = voice_tools(stt.enabled, tts.provider, tts.fallback, amr=amr)
     for status, line in lines:
         report.add("voice", "fail" if status == "fail" else "warn", line)
     if not lines and (stt.enabled or tts.provider):

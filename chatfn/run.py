@@ -132,10 +132,13 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     await cluster.start()
     role_name = role or ("gateway+worker" if cluster.broker else "single process")
     logger.info(startup_line(bot, role_name, names))
-    from chatfn.common.audio import voice_tools
+    from chatfn.common.audio import AMR_CHANNELS, voice_tools
 
     voice = settings.voice
-    for _status, line in voice_tools(voice.stt.enabled, voice.tts.provider, voice.tts.fallback):
+    amr = bool(AMR_CHANNELS & set(names))
+    for _status, line in voice_tools(
+        voice.stt.enabled, voice.tts.provider, voice.tts.fallback, amr=amr
+    ):
         logger.warning("voice: {}", line)  # one line per missing tool, naming what to install
     # Freed native memory goes back to the system every TRIM_EVERY s (chatfn/runtime/memory.py).
     from chatfn.runtime.memory import Trimmer

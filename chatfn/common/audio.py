@@ -30,6 +30,7 @@ import wave
 from typing import Any
 
 __all__ = [
+    "AMR_CHANNELS",
     "SAMPLE_RATE",
     "voice_tools",
     "AudioError",
@@ -46,6 +47,8 @@ __all__ = [
     "wav_seconds",
 ]
 
+#: The channels whose spoken replies are AMR (voice_tools' `amr`).
+AMR_CHANNELS = frozenset({"dingtalk", "wecom"})
 #: The sample rate of the WAV given to speech to text (what Whisper models use).
 SAMPLE_RATE = 16000
 #: Seconds one ffmpeg run may take.
@@ -87,10 +90,13 @@ def missing_tools(silk: bool = True) -> list[str]:
 _ESPEAK_HINT = "espeak-ng is not installed: install it (Debian/Ubuntu: apt install espeak-ng)"
 
 
-def voice_tools(stt: bool, tts: str | None, fallback: str | None) -> list[tuple[str, str]]:
+def voice_tools(
+    stt: bool, tts: str | None, fallback: str | None, *, amr: bool = False
+) -> list[tuple[str, str]]:
     """(status, line) per conversion tool the `voice:` settings need and lack: "fail" where
-    voice cannot work without it, "warn" where only part of it (SILK voice, a fallback).
-    `stt`: voice.stt has a model; `tts`, `fallback`: voice.tts's providers."""
+    voice cannot work without it, "warn" where only part of it (SILK voice, a fallback, AMR).
+    `stt`: voice.stt has a model; `tts`, `fallback`: voice.tts's providers; `amr`: a channel
+    whose spoken replies are AMR (WeCom, DingTalk) is configured."""
     if not stt and tts is None:
         return []
     found: list[tuple[str, str]] = []
@@ -100,6 +106,8 @@ def voice_tools(stt: bool, tts: str | None, fallback: str | None) -> list[tuple[
         found.append(("warn", _SILK_HINT + " (QQ and WeChat voice messages)"))
     if "local" in (tts, fallback) and shutil.which("espeak-ng") is None:
         found.append(("fail" if tts == "local" else "warn", _ESPEAK_HINT))
+    if amr and tts is not None and ctypes.util.find_library("opencore-amrnb") is None:
+        found.append(("warn", _AMR_HINT + " (spoken replies on WeCom and DingTalk)"))
     return found
 
 
