@@ -1,12 +1,15 @@
-"""Images through iLink's CDN, encrypted with AES-128-ECB and PKCS#7 padding (openclaw-weixin
-docs/protocol.md "CDN media flow", src/cdn/upload.ts, src/cdn/pic-decrypt.ts; AstrBot's
-weixin_oc client).
+"""Images and voice through iLink's CDN, encrypted with AES-128-ECB and PKCS#7 padding
+(openclaw-weixin docs/protocol.md "CDN media flow", src/cdn/upload.ts, src/cdn/pic-decrypt.ts;
+AstrBot's weixin_oc client).
 
-Out: a random 16-byte key and file key; `getuploadurl` (media_type 1 for an image, the
-plaintext's size and MD5, the ciphertext's size, the key in hex) names where to POST the
-ciphertext (`upload_full_url`, else `{cdn}/upload?encrypted_query_param=..&filekey=..`); the
-CDN's `x-encrypted-param` header is the download parameter the image item carries, with the
-key as base64 (of its hex, as the peers send it).
+Out: a random 16-byte key and file key; `getuploadurl` (media_type 1 for an image, 4 for a
+voice; the plaintext's size and MD5, the ciphertext's size, the key in hex) names where to
+POST the ciphertext (`upload_full_url`, else `{cdn}/upload?encrypted_query_param=..&filekey=..`);
+the CDN's `x-encrypted-param` header is the download parameter the image or voice item
+carries, with the key as base64 (of its hex, as the peers send it). A voice item says its
+encoding as openclaw-weixin's src/api/types.ts `VoiceItem` lists them (6: SILK, at 24 kHz,
+16-bit) and its length in milliseconds (`playtime`), as its src/messaging/send.ts
+`sendVoiceMessageWeixin` sends them.
 
 In: the item's `media` gives `full_url` or `encrypt_query_param` (download from
 `{cdn}/download?encrypted_query_param=..`) and `aes_key`: base64 of the 16 raw bytes, or of
@@ -31,6 +34,8 @@ from chatfn.channels.weixin.api import IlinkApi
 
 __all__ = [
     "IMAGE",
+    "SILK",
+    "VOICE",
     "Uploaded",
     "decrypt",
     "download_url",
@@ -38,9 +43,12 @@ __all__ = [
     "media_key",
     "padded_size",
     "upload_image",
+    "upload_media",
 ]
 
-IMAGE = 1  # getuploadurl's media_type of an image
+IMAGE, VOICE = 1, 4  # getuploadurl's media_type of an image, of a voice
+SILK = 6  # VoiceItem.encode_type of SILK (1 pcm, 2 adpcm, 3 feature, 4 speex, 5 amr, 7 mp3)
+SILK_RATE = 24000  # the sample rate chatfn.common.audio.to_silk encodes at
 
 
 def encrypt(data: bytes, key: bytes) -> bytes:
@@ -101,33 +109,59 @@ def download_url(media: dict[str, Any], cdn_base_url: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Uploaded:
-    """An image on the CDN: what the image item of sendmessage carries."""
+    """A file on the CDN: what the image or voice item of sendmessage carries."""
 
     download_param: str
     key: bytes
     cipher_size: int
 
-    def item(self) -> dict[str, Any]:
-        media = {
+    def media(self) -> dict[str, Any]:
+        return {
             "encrypt_query_param": self.download_param,
             "aes_key": base64.b64encode(self.key.hex().encode()).decode(),
             "encrypt_type": 1,
         }
-        return {"type": 2, "image_item": {"media": media, "mid_size": self.cipher_size}}
+
+    def item(self) -> dict[str, Any]:
+        return {"type": 2, "image_item": {"media": self.media(), "mid_size": self.cipher_size}}
+
+    def voice_item(self, playtime_ms: int) -> dict[str, Any]:
+        """A SILK voice (24 kHz, 16-bit) of `playtime_ms` milliseconds."""
+        voice = {
+            "media": self.media(),
+            "encode_type": SILK,
+            "bits_per_sample": 16,
+            "sample_rate": SILK_RATE,
+            "playtime": playtime_ms,
+        }
+        return {"type": 3, "voice_item": voice}
 
 
 async def upload_image(
     api: IlinkApi, session: aiohttp.ClientSession, cdn_base_url: str, to_user: str, data: bytes
 ) -> Uploaded:
-    """Encrypt `data` and put it on the CDN for `to_user`; IlinkError, aiohttp's errors, or
-    ValueError when the CDN's answer names no download parameter."""
+    """Encrypt the image `data` and put it on the CDN for `to_user` (upload_media)."""
+    return await upload_media(api, session, cdn_base_url, to_user, data, IMAGE)
+
+
+async def upload_media(
+    api: IlinkApi,
+    session: aiohttp.ClientSession,
+    cdn_base_url: str,
+    to_user: str,
+    data: bytes,
+    media_type: int,
+) -> Uploaded:
+    """Encrypt `data` and put it on the CDN for `to_user` as `media_type` (IMAGE, VOICE);
+    IlinkError, aiohttp's errors, or ValueError when the CDN's answer names no download
+    parameter."""
     key = secrets.token_bytes(16)
     filekey = secrets.token_hex(16)
     answer = await api.post(
         "getuploadurl",
         {
             "filekey": filekey,
-            "media_type": IMAGE,
+            "media_type": media_type,
             "to_user_id": to_user,
             "rawsize": len(data),
             "rawfilemd5": hashlib.md5(data).hexdigest(),  # noqa: S324 - the protocol's field

@@ -7,6 +7,10 @@ iLink no longer takes, is refused: the user has to write to the bot first).
   (`to_plain`), split within `max_message_length` characters.
 - `client_id` names the outbox row, the part and a hash of the text (the same on every try).
 - Images: uploaded to the CDN encrypted (media.py), sent after the text.
+- Voice: a spoken reply (voice.tts) goes last, as a voice item: converted to SILK (what
+  WeChat plays), uploaded to the CDN as media_type 4 with its length (openclaw-weixin
+  src/messaging/send-media.ts and send.ts `sendVoiceMessageWeixin`). One that cannot be
+  converted or that iLink refuses is logged and left out: the text is the answer.
 - Errors: -14 (session timed out) or a 401/403 is CredentialsRefused (log in again); -2
   (frequency limit) or a 429 RateLimited; network and 5xx Unreachable; any other refusal
   DeliveryRefused.
@@ -19,14 +23,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.weixin.api import IlinkApi, IlinkError
-from chatfn.channels.weixin.media import upload_image
+from chatfn.channels.weixin.media import VOICE, upload_image, upload_media
 from chatfn.channels.weixin.parse import ChatRef, parse_chat_id
 from chatfn.channels.weixin.settings import WeixinSettings
+from chatfn.common import audio
 from chatfn.common.fetch import FetchError, FetchRefused, FetchTooLarge, FetchWrongType, fetch
 from chatfn.common.messages import OutgoingMessage
 
@@ -120,7 +126,35 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
             )
             name = f"image{index}-{hashlib.sha256(data).hexdigest()[:12]}"
             ids.append(await self.post(ref, token, uploaded.item(), self.client_id(out, 0, name)))
+        for number, voice_ref in enumerate(out.audio):  # the reply spoken (voice.tts)
+            sent = await self._send_voice(ref, token, out, number, voice_ref)
+            if sent is not None:
+                ids.append(sent)
         return ids
+
+    async def _send_voice(
+        self, ref: ChatRef, token: str, out: OutgoingMessage, number: int, voice_ref: str
+    ) -> str | None:
+        """A spoken reply as a WeChat voice after its text: SILK on the CDN, with its length;
+        None (one log line) when it cannot be converted or WeChat refuses it."""
+        try:
+            spoken = audio.decode_audio_uri(voice_ref)
+            if spoken is None:
+                raise ValueError("not an audio data URI (WeChat plays only SILK on its CDN)")
+            _wav, seconds = await audio.to_wav(spoken[1], max_seconds=3600)
+            silk = await audio.to_silk(spoken[1])
+            uploaded = await self.call(
+                ref.key,
+                lambda: upload_media(
+                    self.client, self.session, self.cfg.cdn_base_url, ref.target, silk, VOICE
+                ),
+            )
+            item = uploaded.voice_item(max(1, round(seconds * 1000)))
+            name = f"voice{number}-{hashlib.sha256(silk).hexdigest()[:12]}"
+            return await self.post(ref, token, item, self.client_id(out, 0, name))
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            logger.warning("WeChat voice reply to {} not sent: {}", ref.key, exc)
+            return None
 
     @staticmethod
     def client_id(out: OutgoingMessage, index: int, content: str) -> str:

@@ -448,3 +448,34 @@ async def test_a_voice_message_is_heard(tmp_path: Path, ilink_heard: str) -> Non
     else:
         [req] = api.transcriptions
         assert 1.9 < req.seconds < 2.1
+
+
+async def test_a_spoken_reply_goes_to_wechat_as_a_silk_voice(tmp_path: Path) -> None:
+    """`/tts on` in a WeChat chat: the reply's text, then its voice as openclaw-weixin sends
+    one: SILK uploaded to the CDN as media_type 4 and a voice item (type 3, encode_type 6)
+    with its length. The fake refuses any other form; the voice decodes to audio of the
+    spoken length."""
+    from chatfn.common.audio import _silk_to_pcm
+    from tests.fakes.audio_api import FFMPEG, AudioApi
+
+    if FFMPEG is None:
+        pytest.skip("ffmpeg is not installed")
+    async with FakeIlink() as fake, AudioApi(speech_seconds=2.0) as api:
+        driver = WeixinDriver(fake)
+        tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
+        tts |= {"model": "tts-1", "voice": "nova"}
+        config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}], "bot": LOCAL_MEDIA}
+        async with running(driver, tmp_path, **config):
+            await fake.say(user("1010"), "read this aloud")
+            text, voice = await fake.wait_for(
+                lambda: len(got := fake.sent_to("private:1010@im.wechat")) >= 2 and got
+            )
+    assert text.text.endswith("read this aloud") and voice.voice is not None
+    assert fake.bad_requests == []
+    pcm = _silk_to_pcm(voice.voice)  # SILK that decodes: 24 kHz 16-bit mono
+    assert 1.8 < len(pcm) / 2 / 24000 < 2.2
+    item = voice.body["item_list"][0]["voice_item"]
+    assert item["sample_rate"] == 24000 and 1900 <= item["playtime"] <= 2100
+    assert voice.body["context_token"] == text.body["context_token"]
+    [speech] = api.speeches
+    assert speech["input"].endswith("read this aloud")

@@ -21,8 +21,11 @@ What it refuses, as iLink does or as those clients expect it to: a request witho
 `AuthorizationType: ilink_bot_token` or with an `X-WECHAT-UIN` that is not base64 of a
 decimal uint32 (ret -1); a bot call with a token it did not issue or revoked (ret/errcode
 -14, "session timeout"); a sendmessage without the conversation's `context_token`, with one
-never issued for that chat or made stale (ret -1), with an item other than one text or image,
-or a text over `max_text` characters (ret -1); a CDN upload whose size or MD5 does not match
+never issued for that chat or made stale (ret -1), with an item other than one text, image or
+voice, or a text over `max_text` characters (ret -1); a voice item whose file was not uploaded
+as a voice (media_type 4), that is not SILK (Tencent's form, `encode_type` 6, as
+src/api/types.ts `VoiceItem` names the encodings) or whose `playtime` (ms) is not a positive
+number (ret -1); a CDN upload whose size or MD5 does not match
 what getuploadurl announced, or that does not decrypt with the announced key (HTTP 400).
 `rate_limit(chat)` answers the chat's next send with -2. The QR login: `scan(code)` and
 `confirm(code)` are the phone.
@@ -82,6 +85,7 @@ class Posted:
     body: dict[str, Any]
     text: str = ""
     image: bytes | None = None
+    voice: bytes | None = None  # a voice item's file, decrypted
     message_id: str = ""
 
 
@@ -105,6 +109,7 @@ class FakeIlink(FakePlatform):
         self.rate_limited: set[str] = set()  # chats whose next send answers -2
         self.uploads: dict[str, dict[str, Any]] = {}  # filekey -> getuploadurl's body
         self.cdn: dict[str, bytes] = {}  # download param -> ciphertext
+        self.media_types: dict[str, int] = {}  # download param -> getuploadurl's media_type
         self.codes: dict[str, QrCode] = {}
         self.qr_requests = 0
         self.answered: list[str] = []  # the QR statuses answered, in order
@@ -353,7 +358,28 @@ class FakeIlink(FakePlatform):
             except (ValueError, binascii.Error):
                 return "image does not decrypt with aes_key"
             return Posted(chat, msg, image=image, message_id=ident)
+        if item.get("type") == 3:
+            return self._voice(chat, msg, item.get("voice_item") or {}, ident)
         return f"item type {item.get('type')}"
+
+    def _voice(
+        self, chat: str, msg: dict[str, Any], voice: dict[str, Any], ident: str
+    ) -> Posted | str:
+        media = voice.get("media") or {}
+        param = str(media.get("encrypt_query_param") or "")
+        data = self.cdn.get(param)
+        if data is None or self.media_types.get(param) != 4:
+            return "voice not uploaded as media_type 4"
+        try:
+            plain = decrypt(data, key_of(str(media.get("aes_key") or "")))
+        except (ValueError, binascii.Error):
+            return "voice does not decrypt with aes_key"
+        if voice.get("encode_type") != 6 or not plain.startswith(b"\x02#!SILK_V3"):
+            return f"voice of encode_type {voice.get('encode_type')} is not SILK"
+        playtime = voice.get("playtime")
+        if not isinstance(playtime, int) or playtime <= 0:
+            return f"voice playtime {playtime!r}"
+        return Posted(chat, msg, voice=plain, message_id=ident)
 
     def sent_to(self, chat: str) -> list[Posted]:
         return [p for p in self.posted if p.chat == chat]
@@ -384,6 +410,7 @@ class FakeIlink(FakePlatform):
             return web.Response(status=400, headers={"x-error-message": "md5"})
         param = "dl-" + secrets.token_hex(16)
         self.cdn[param] = data
+        self.media_types[param] = int(announced["media_type"])
         return web.Response(status=200, headers={"x-encrypted-param": param})
 
     async def cdn_download(self, request: web.Request) -> web.Response:
