@@ -165,7 +165,7 @@ async def compact(ctx: MessageContext, window: Window, previous: Summary | None)
 
 def _summary_model(ctx: MessageContext) -> ChatModel:
     name = ctx.config.bot.summary_model
-    chosen = ctx.model_named(name) if name is not None else None
+    chosen = ctx.turn.model_named(name) if name is not None else None
     model = chosen or ctx.model
     assert model is not None  # conversation() checked
     return model

@@ -60,7 +60,10 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class TurnState:
-    """Bookkeeping of one message's model requests (limits reserve the first call)."""
+    """The core's state of one message's turn (`ctx.turn`): its model requests and limit
+    bookkeeping, where its rows go, its fate, and what the runtime wires in (the stream
+    observer, metrics, clock, images, model resolution). Not the plugin's view: a plugin reads
+    `MessageContext`'s own members (issue 37 §2); this is the router's and the runtime's."""
 
     requests: int = 0
     reserved_calls: int = 0
@@ -88,6 +91,22 @@ class TurnState:
     # What became of the message (function_calls/fates.py), set on each of the router's paths
     # and recorded by the runtime when the turn ends.
     fate: Fate | None = None
+    # Set by channels that can show text as it arrives (console, HTTP streaming).
+    on_stream: StreamObserver | None = None
+    # The bot's metrics (None in a bare context): fallbacks, tool calls, limit refusals.
+    metrics: Metrics | None = None
+    # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
+    # benchmark, a test or a replay can run a conversation over minutes of the bot's time.
+    clock: Callable[[], float] = time.time
+    # The message's images, fetched for a model with vision (providers.types.ImagePart).
+    images: list[Any] = field(default_factory=list)
+    # `bot.vision_model`: describes the images for a chat model without vision.
+    vision_model: ChatModel | None = None
+    # What the vision model saw in each image (None: it could not say).
+    image_descriptions: list[str | None] = field(default_factory=list)
+    # The configured model of a name (built on first use), None when there is none: the
+    # downgrade model of `limits.on_exceed`, `bot.summary_model`.
+    model_named: Callable[[str], ChatModel | None] = lambda _name: None
 
 
 @dataclass(slots=True)
@@ -141,16 +160,9 @@ class MessageContext:
         "services",
         "stored_id",
         "registry",
-        "on_stream",
         "chat",
         "turn",
-        "metrics",
         "model_names",
-        "clock",
-        "images",
-        "vision_model",
-        "image_descriptions",
-        "model_named",
     )
 
     def __init__(
@@ -178,9 +190,6 @@ class MessageContext:
         # The accounted way to a model (function_calls/model_access.py's `DOOR`, given by the
         # runtime): that module imports this one, so this one is handed it, never imports it.
         self._door = model_door
-        # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
-        # benchmark or test can run a conversation over minutes of the bot's time.
-        self.clock = clock
         self.is_admin = is_admin
         self.config = config
         self.storage = storage
@@ -193,23 +202,17 @@ class MessageContext:
         self.stored_id = stored_id
         # The functions of this bot (the `help` built-in lists them).
         self.registry = registry
-        # Set by channels that can show text as it arrives (console, HTTP streaming).
-        self.on_stream = on_stream
         # This chat's effective settings: model, persona, history size, reply mode, functions.
         self.chat = chat if chat is not None else resolve(config, message)
-        self.turn = TurnState()
-        self.metrics = metrics
+        self.turn = TurnState(
+            on_stream=on_stream,
+            metrics=metrics,
+            clock=clock,
+            vision_model=vision_model,
+            model_named=model_named or (lambda _name: None),
+        )
         # The names under `models:` this bot can use (`/model` lists them).
         self.model_names = model_names if model_names is not None else []
-        # The message's images, fetched for a model with vision (providers.types.ImagePart).
-        self.images: list[Any] = []
-        # `bot.vision_model`: describes the images for a chat model without vision.
-        self.vision_model = vision_model
-        # What the vision model saw in each image (None: it could not say).
-        self.image_descriptions: list[str | None] = []
-        # The configured model of a name (built on first use), None when there is none: the
-        # downgrade model of `limits.on_exceed`, `bot.summary_model`.
-        self.model_named = model_named or (lambda _name: None)
         self.logger: Logger = _root_logger.bind(
             chat_id=message.chat_id, message_id=message.message_id, sender_id=message.sender_id
         )
@@ -275,9 +278,9 @@ class MessageContext:
     def counter(self, name: str) -> Counter:
         """A counter a plugin declared (`Plugin(metrics=[Metric(name, ...)])`); a context made
         without the bot's metrics (a unit test) counts into a counter of its own, unlabelled."""
-        if self.metrics is None:
+        if self.turn.metrics is None:
             return Counter(name, "", [])
-        return self.metrics.declared(name)
+        return self.turn.metrics.declared(name)
 
     def usable_functions(self, *, via_command: bool = True) -> list[FunctionSpec]:
         """The functions this sender may use in this chat now (scope, admin, per-chat lists and

@@ -86,7 +86,7 @@ def now(ctx: MessageContext) -> datetime:
     the model works out ("in 2 hours" -> 15:30) match what reminder_set reads; else the
     machine's zone."""
     zone = ctx.config.bot.timezone
-    instant = ctx.clock()
+    instant = ctx.turn.clock()
     return (
         datetime.fromtimestamp(instant, ZoneInfo(zone))
         if zone
@@ -183,7 +183,7 @@ def _from_user_turn(rows: list[StoredMessage]) -> list[StoredMessage]:
 
 def _image_notes(ctx: MessageContext) -> list[str]:
     """Per image: what `bot.vision_model` saw in it, else the short "[image]" note."""
-    described = ctx.image_descriptions
+    described = ctx.turn.image_descriptions
     return [
         ctx.t("image.described", description=described[i])
         if i < len(described) and described[i]
@@ -199,7 +199,7 @@ def current_message(ctx: MessageContext, note: bool = True, ambient: str = "") -
     text = msg.text
     if msg.quoted_text:
         text = f"(quoting: {msg.quoted_text[:500]})\n{text}"
-    if msg.images and not ctx.images:  # a model without vision: it learns an image was there
+    if msg.images and not ctx.turn.images:  # a model without vision: it learns an image was there
         notes = " ".join(_image_notes(ctx))
         text = f"{text}\n{notes}" if text else notes
     if msg.audio and not msg.spoken:  # not transcribed: it learns a voice message came
@@ -211,7 +211,7 @@ def current_message(ctx: MessageContext, note: bool = True, ambient: str = "") -
         text = f"{ambient}\n{text}"
     if note:
         text = f"{turn_note(ctx)}\n{text}"
-    return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.images)
+    return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.turn.images)
 
 
 # ------------------------------------------------------------------------ the history window

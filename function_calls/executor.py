@@ -140,8 +140,8 @@ class FunctionExecutor:
             await journal.write(tool_call=row)
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
-        if ctx.metrics is not None:
-            ctx.metrics.tool_calls.labels(name, execution.outcome).inc()
+        if ctx.turn.metrics is not None:
+            ctx.turn.metrics.tool_calls.labels(name, execution.outcome).inc()
         level = "INFO" if execution.ok else "WARNING"
         ctx.logger.log(
             level,

@@ -102,7 +102,7 @@ async def ask(
     *,
     stream: bool = True,
 ) -> LLMResponse:
-    """One model request for `ctx`, streamed to `ctx.on_stream` when there is one (and
+    """One model request for `ctx`, streamed to `ctx.turn.on_stream` when there is one (and
     `stream`), recorded whatever its outcome. Provider errors propagate after recording; a
     context-length error first costs one retry with the messages cut to fit.
 
@@ -136,8 +136,10 @@ async def ask(
                 exc,
                 candidates[index + 1].name,
             )
-            if ctx.metrics is not None:
-                ctx.metrics.model_fallbacks.labels(current.name, candidates[index + 1].name).inc()
+            if ctx.turn.metrics is not None:
+                ctx.turn.metrics.model_fallbacks.labels(
+                    current.name, candidates[index + 1].name
+                ).inc()
             continue
         chain.cooldowns.succeeded(current.name)
         return response
@@ -204,7 +206,7 @@ async def _ask_once(
         lambda: len(_body_text(messages, tools).encode()),
     )
     ctx.logger.opt(lazy=True).trace("model request body: {}", lambda: _body_text(messages, tools))
-    wanted = stream and ctx.on_stream is not None and model.capabilities.streaming
+    wanted = stream and ctx.turn.on_stream is not None and model.capabilities.streaming
     streamed = wanted and not _LOCAL.streams_empty(model)
     started = time.perf_counter()
     response: LLMResponse | None = None
@@ -283,12 +285,12 @@ def _without_note(response: LLMResponse) -> LLMResponse:
 
 async def _replay(ctx: MessageContext, response: LLMResponse) -> None:
     """A whole answer to a streaming client, as the events a stream would have brought."""
-    assert ctx.on_stream is not None
+    assert ctx.turn.on_stream is not None
     if response.content:
-        await ctx.on_stream(StreamEvent(type="text", text=response.content))
+        await ctx.turn.on_stream(StreamEvent(type="text", text=response.content))
     for index, call in enumerate(response.tool_calls):
-        await ctx.on_stream(StreamEvent(type="tool_call_start", index=index, tool_call=call))
-        await ctx.on_stream(StreamEvent(type="tool_call_end", index=index, tool_call=call))
+        await ctx.turn.on_stream(StreamEvent(type="tool_call_start", index=index, tool_call=call))
+        await ctx.turn.on_stream(StreamEvent(type="tool_call_end", index=index, tool_call=call))
 
 
 async def _stream(
@@ -301,7 +303,7 @@ async def _stream(
 ) -> tuple[LLMResponse, bool]:
     """The answer, and whether it came streamed (False: the stream was empty and the answer
     was asked for again whole). `text` gets the answer's text as the channel was shown it."""
-    assert ctx.on_stream is not None
+    assert ctx.turn.on_stream is not None
     final: LLMResponse | None = None
     received = False
     # Native mode: a call the model wrote as text is held back, never streamed (text_calls.py).
@@ -350,26 +352,26 @@ class _Shown:
         self.text = text  # the text the channel got (a stopped reply is that)
 
     async def send(self, event: StreamEvent) -> None:
-        assert self.ctx.on_stream is not None
+        assert self.ctx.turn.on_stream is not None
         if event.type == "text":
             text = self.echo.feed(event.text)
             if text:
                 self.progress.append(1)
                 self.text.append(text)
-                await self.ctx.on_stream(replace(event, text=text))
+                await self.ctx.turn.on_stream(replace(event, text=text))
             return
         await self.flush()
         self.progress.append(1)
-        await self.ctx.on_stream(event)
+        await self.ctx.turn.on_stream(event)
 
     async def flush(self) -> None:
-        assert self.ctx.on_stream is not None
+        assert self.ctx.turn.on_stream is not None
         text = self.echo.finish()
         self.echo = NoteEchoFilter()
         if text:
             self.progress.append(1)
             self.text.append(text)
-            await self.ctx.on_stream(StreamEvent(type="text", text=text))
+            await self.ctx.turn.on_stream(StreamEvent(type="text", text=text))
 
 
 class _LocalServerState:
@@ -510,7 +512,7 @@ def _record(
         record_usage(ctx, row, usage.input_tokens + usage.output_tokens, cost)
     except Exception as exc:  # the record must never take the reply down with it
         ctx.logger.error("usage row for {} not written: {}", model.name, exc)
-    metrics = ctx.metrics
+    metrics = ctx.turn.metrics
     if metrics is not None:
         metrics.model_requests.labels(model.name, outcome).inc()
         metrics.model_latency.labels(model.name).observe(latency)

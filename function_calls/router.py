@@ -217,7 +217,7 @@ class FunctionCallRouter:
         if msg.sender_is_bot and not ctx.chat.get(ANSWER_BOTS):
             ctx.turn.fate = Fate("ignored", "bot_sender")
             return False
-        verdict = self.loop_guard.check(msg, ctx.clock())
+        verdict = self.loop_guard.check(msg, ctx.turn.clock())
         if verdict == "pass":
             return True
         if verdict == "trip":
@@ -248,8 +248,8 @@ class FunctionCallRouter:
             await self._downgrade(ctx, refusal)
         elif refusal is not None:
             ctx.logger.info("limit {} reached", refusal.limit)
-            if ctx.metrics is not None:
-                ctx.metrics.limit_refusals.labels(refusal.limit).inc()
+            if ctx.turn.metrics is not None:
+                ctx.turn.metrics.limit_refusals.labels(refusal.limit).inc()
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
             budget = refusal.limit.rpartition(".")[2] in limits.BUDGETS
@@ -261,7 +261,7 @@ class FunctionCallRouter:
     async def _downgrade(self, ctx: MessageContext, downgrade: limits.Downgrade) -> None:
         """Over a budget with `on_exceed: {downgrade_to}`: the turn goes on with the cheaper
         model; the chat hears it once per window."""
-        model = ctx.model_named(downgrade.model)
+        model = ctx.turn.model_named(downgrade.model)
         if model is None:  # checked at start; a model removed since is a config change
             ctx.logger.error("downgrade model {!r} is not configured", downgrade.model)
             return
@@ -271,8 +271,8 @@ class FunctionCallRouter:
             model.name,
             ctx.model.name if ctx.model else None,
         )
-        if ctx.metrics is not None:
-            ctx.metrics.limit_downgrades.labels(downgrade.limit).inc()
+        if ctx.turn.metrics is not None:
+            ctx.turn.metrics.limit_downgrades.labels(downgrade.limit).inc()
         ctx.model = model
         if downgrade.notify:
             await ctx.reply(downgrade.text, notice=True)
@@ -282,7 +282,7 @@ class FunctionCallRouter:
         describe them to one that does not; False when one was refused (the user was told).
         With neither, nothing is downloaded: the model gets a short "[image]" note."""
         sees = ctx.model is not None and ctx.model.capabilities.vision
-        describer = None if sees else ctx.vision_model
+        describer = None if sees else ctx.turn.vision_model
         if not sees and describer is None:
             return True
         try:
@@ -292,9 +292,9 @@ class FunctionCallRouter:
             await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
             return False
         if describer is None:
-            ctx.images = images
+            ctx.turn.images = images
         else:
-            ctx.image_descriptions = await describe_images(ctx, describer, images)
+            ctx.turn.image_descriptions = await describe_images(ctx, describer, images)
         return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:

@@ -205,7 +205,7 @@ class Rehearsal:
             prompt = self.host.settings.personas[persona]
             ctx.chat = replace(ctx.chat, system_prompt=prompt, persona=persona)
         at = turn.created_at.timestamp()
-        ctx.clock = lambda: at  # the time note says when the message came, as it did then
+        ctx.turn.clock = lambda: at  # the time note says when the message came, as it did then
         return ctx
 
     async def _loop(
