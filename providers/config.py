@@ -32,6 +32,7 @@ class ThinkingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # Let the model think before it answers (reasoning), where its API can.
     enabled: bool = False
     # Anthropic and Gemini: tokens the model may spend thinking.
     budget_tokens: int = Field(default=2048, ge=1024)
@@ -49,7 +50,9 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # Uncached prompt tokens, per million.
     input: float = Field(ge=0)
+    # Completion tokens (reasoning included), per million.
     output: float = Field(ge=0)
     # Cached prompt tokens (OpenAI `cached_tokens`, Anthropic cache reads, DeepSeek cache
     # hits); None: billed as `input`.
@@ -71,14 +74,24 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # The API it speaks: "openai" (OpenAI and every OpenAI-compatible server: DeepSeek,
+    # Qwen, Ollama, vLLM, llama.cpp...), "anthropic" or "gemini" (their extras).
     provider: ProviderName = "openai"
+    # The model id the API knows ("gpt-5-mini", "deepseek-chat", "claude-sonnet-4-5").
     model: str
+    # The API key; `${VAR}` keeps it out of the file. None: the provider's environment variable
+    # (OPENAI_API_KEY, ...) or, for a local server, none.
     api_key: SecretStr | None = None
+    # The API's base URL for an OpenAI-compatible server ("http://127.0.0.1:11434/v1");
+    # None: the provider's own.
     base_url: str | None = None
     # True: send `tools`. False: prompt-based tool calling. "auto": native, downgraded to prompt
     # mode if the endpoint says it does not support tools. None: the provider's default.
     native_tools: NativeTools | None = None
+    # How tools are written into the prompt when they are not sent natively (`native_tools`
+    # false or downgraded): the format the model was trained on.
     prompt_format: PromptFormat = "hermes"
+    # Ask for the answer as a stream (channels that can show it grow, e.g. the web page).
     streaming: bool = False
     # The model reads images: users' pictures go to it in its provider's form.
     vision: bool = False
@@ -92,9 +105,13 @@ class ModelConfig(BaseModel):
     # OpenAI strict function calling (`"strict": true` on tools whose schema allows it). None:
     # on for api.openai.com only, since many compatible servers reject the field.
     strict_tools: bool | None = None
+    # Sampling temperature (0-2); None: the server's default.
     temperature: float | None = Field(default=None, ge=0, le=2)
+    # The most tokens one answer may have; None: the server's default.
     max_tokens: int | None = Field(default=None, ge=1)
+    # Seconds one request may take before it fails (and the fallback, if any, answers).
     timeout: float = Field(default=60.0, gt=0)
+    # Retries of a request that failed for a passing reason (429, 5xx, a dropped connection).
     max_retries: int = Field(default=2, ge=0, le=10)
     # The HTTP stack under the openai and anthropic SDKs: "aiohttp", the SDK's own aiohttp
     # transport (less CPU per request; providers/sdk_http.py), or "httpx", the SDK's default.

@@ -143,7 +143,9 @@ class VoiceChat(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Transcribe the voice messages members send (when `voice.stt` has a model).
     stt: bool = True
+    # Speak the bot's replies: "off", "on" (every reply) or "auto" (a reply to a voice message).
     tts: Literal["off", "on", "auto"] = "off"
 
 
@@ -182,8 +184,11 @@ class AmbientChat(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Show the model what members said without addressing the bot.
     enabled: bool = True
+    # At most this many of the newest such messages, from the history window the turn reads.
     messages: int = Field(default=20, ge=1, le=500)
+    # And at most about this many tokens of them (the newest kept).
     tokens: int = Field(default=1000, ge=50)
 
     def __str__(self) -> str:  # how /settings shows it

@@ -103,14 +103,26 @@ class LoopGuardSettings(Section):
     there for `cooldown` seconds. A burst of messages is not an exchange (function_calls/
     loop_guard.py). `messages: 0` turns it off."""
 
+    # Rounds of an exchange with one sender, within `window`, that stop it (0: off).
     messages: int = Field(default=20, ge=0)
+    # Seconds over which the rounds are counted.
     window: float = Field(default=60.0, gt=0)
+    # Seconds that sender is not answered in that chat once the guard stopped the exchange.
     cooldown: float = Field(default=300.0, ge=0)
 
 
 class BotSettings(Section):
+    """`bot:`: who the bot is and how it answers, in every chat a `chats:` rule does not
+    change."""
+
+    # The bot's name: `{bot_name}` in the system prompt, and how members mention it where the
+    # platform has no mention of its own.
     name: str = "chatfn"
+    # Sender ids (as the platform gives them: QQ numbers, Telegram user ids, ...) that may use
+    # admin commands and admin_only functions in every chat.
     admins: list[str] = Field(default_factory=list)
+    # The instructions every model request starts with (`{bot_name}` is replaced); a chat's
+    # `persona` or `system_prompt` replaces it.
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     # A name under `personas:`; when set it replaces `system_prompt`.
     persona: str | None = None
@@ -173,16 +185,21 @@ class BotSettings(Section):
 class ChatFunctionRules(Section):
     """Per-chat override: which functions this chat may use."""
 
+    # Names or fnmatch patterns allowed here (None or empty: every function the top-level
+    # lists allow).
     enabled: list[str] | None = None
+    # Names or fnmatch patterns not allowed here; wins over `enabled`.
     disabled: list[str] = Field(default_factory=list)
 
 
 class ChatMatch(Section):
     """Which chats a `chats:` rule applies to; every key given must fit (none given: all)."""
 
+    # The channel's platform name ("onebot", "telegram", "qq", ...).
     platform: str | None = None
     # Exact ("group:123456") or with * wildcards ("group:*").
     chat_id: str | None = None
+    # true: group chats only; false: private chats only.
     is_group: bool | None = None
 
     def fits(self, platform: str, chat_id: str, is_group: bool) -> bool:
@@ -202,6 +219,7 @@ class DowngradeTo(Section):
     """`on_exceed: {downgrade_to: MODEL}`: over a cost or token budget, the chat goes on with
     the cheaper MODEL instead of being refused."""
 
+    # The `models:` entry that answers while the chat is over its budget.
     downgrade_to: str
 
 
@@ -215,13 +233,21 @@ class ChatRule(Section):
     leaves out falls through to the next matching rule, then to `bot:`."""
 
     match: ChatMatch = Field(default_factory=ChatMatch)
+    # A `models:` entry answering in these chats (else `bot.model`).
     model: str | None = None
+    # A name under `personas:` used as the system prompt here (not with `system_prompt`).
     persona: str | None = None
+    # The system prompt in these chats, as free text (not with `persona`).
     system_prompt: str | None = None
+    # Earlier messages a model sees in these chats (else `bot.history_size`).
     history_size: int | None = Field(default=None, ge=0, le=500)
+    # In these groups: answer when mentioned ("at"), every message, or never.
     respond_in_groups: Literal["at", "always", "never"] | None = None
+    # In these groups: @-mention the sender in the bot's answers.
     reply_with_mention: bool | None = None
+    # Quote the message being answered (where the platform can).
     reply_with_quote: bool | None = None
+    # Which functions these chats may use (narrows `function_calls.enabled` / `disabled`).
     functions: ChatFunctionRules | None = None
     # The language of built-in strings in these chats (else `bot.language`).
     language: Literal["en", "zh"] | None = None
@@ -255,6 +281,7 @@ class SttSettings(Section):
 
     # The API's base URL ("https://api.openai.com/v1", "http://127.0.0.1:8000/v1").
     base_url: str | None = None
+    # The API's key (`${VAR}` keeps it out of the file); None for a local server.
     api_key: SecretStr | None = None
     # The transcription model ("whisper-1", "whisper-large-v3"); None: no STT.
     model: str | None = None
@@ -280,18 +307,24 @@ class TtsSettings(Section):
     (`base_url`, `api_key`, `model`, `voice`); `local`: espeak-ng from the system, no key.
     No `provider`: no spoken replies."""
 
+    # `openai` (an OpenAI-compatible speech API) or `local` (espeak-ng); None: no spoken replies.
     provider: Literal["openai", "local"] | None = None
+    # The speech API's base URL (`openai`); None: OpenAI's.
     base_url: str | None = None
+    # The speech API's key (`openai`).
     api_key: SecretStr | None = None
     # The speech model ("tts-1", "gpt-4o-mini-tts") and its voice ("alloy"); for `local`,
     # `voice` is an espeak-ng voice ("en", "zh", "en-us+f3").
     model: str | None = None
+    # The voice: the API's ("alloy") or an espeak-ng voice for `local`.
     voice: str | None = None
     # Another provider tried when this one fails ("local").
     fallback: Literal["openai", "local"] | None = None
     # A longer reply is sent as text only, or (`over_max_chars: summarise`) the chat's model
     # shortens it to `max_chars` for speaking and the text says so.
     max_chars: int = Field(default=500, ge=1)
+    # Over `max_chars`: send the text alone ("text"), or speak a shortened version
+    # ("summarise").
     over_max_chars: Literal["text", "summarise"] = "text"
     # Currency units per million characters spoken: the cost of its usage rows (model_name
     # "voice.tts"), counted against `limits` cost_per_day. None: no cost.
@@ -316,15 +349,23 @@ class VoiceSettings(Section):
 class LimitValues(Section):
     """Counts one user (or one chat) may reach; None: no limit."""
 
+    # Messages that reach a model, per minute.
     messages_per_minute: int | None = Field(default=None, ge=1)
+    # Model requests per day (in `bot.timezone`), function-made ones included.
     model_calls_per_day: int | None = Field(default=None, ge=1)
+    # Prompt plus completion tokens per day, as the provider reports them.
     tokens_per_day: int | None = Field(default=None, ge=1)
     # Money per day (currency units, as `models.<name>.price`): the cost of the usage rows.
     cost_per_day: float | None = Field(default=None, gt=0)
 
 
 class LimitSettings(Section):
+    """`limits:`: how much one user and one chat may use (all off by default); counted in the
+    database, in fixed windows."""
+
+    # What each sender may use (across chats).
     per_user: LimitValues = Field(default_factory=LimitValues)
+    # What each chat may use (all its members together).
     per_chat: LimitValues = Field(default_factory=LimitValues)
     # Over `tokens_per_day` or `cost_per_day`: refuse, or go on with a cheaper model
     # (`{downgrade_to: MODEL}`); a `chats:` rule's `on_exceed` overrides it.
@@ -334,12 +375,18 @@ class LimitSettings(Section):
 
 
 class FunctionCallSettings(Section):
+    """`function_calls:`: which functions the bot offers, and the bounds of one message's tool
+    loop."""
+
     # None: every registered function; a list: only these.
     enabled: list[str] | None = None
+    # Names or fnmatch patterns never offered; wins over `enabled`.
     disabled: list[str] = Field(default_factory=list)
     # Keyed by chat id. Deprecated: `chats: [{match: {chat_id: ...}, functions: ...}]`.
     chats: dict[str, ChatFunctionRules] = Field(default_factory=dict, json_schema_extra=DEPRECATED)
+    # Model requests one message may make in its tool loop (each may call functions).
     max_rounds: int = Field(default=5, ge=1, le=50)
+    # Function calls one message may make in all.
     max_calls_per_message: int = Field(default=10, ge=1, le=100)
     # Failed attempts (invalid arguments, errors) one function may have per message.
     retries_per_call: int = Field(default=2, ge=0, le=10)
@@ -371,6 +418,10 @@ class OutboxSettings(Section):
 
 
 class StorageSettings(Section):
+    """`storage:`: the database of history, usage, reminders and the outbox."""
+
+    # SQLAlchemy URL: sqlite:///FILE (relative: to the config file's folder) or
+    # postgresql+psycopg://user:password@host/db (the `postgres` extra).
     url: str = "sqlite:///data/chatfn.db"
     # Seconds a write keeps retrying while another process holds the database lock.
     busy_retry: float = Field(default=30.0, ge=0)
@@ -405,10 +456,15 @@ class BrokerSettings(Section):
 
 
 class BreakerSettings(Section):
+    """`plugins.breaker`: a plugin that keeps failing is switched off for a while, so it does
+    not fail every message."""
+
     # A plugin whose functions or hooks fail (raise, time out) `failures` times within
     # `window` seconds is switched off for `cooldown` seconds (chatfn/runtime/plugin_breaker.py).
     failures: int = Field(default=5, ge=1)
+    # Seconds over which the failures are counted.
     window: float = Field(default=60.0, gt=0)
+    # Seconds a plugin stays switched off before it is tried again.
     cooldown: float = Field(default=300.0, gt=0)
     # Chats told when a plugin is switched off ("platform:chat_id", e.g. "telegram:12345").
     notify: list[str] = Field(default_factory=list)
@@ -424,11 +480,14 @@ class BreakerSettings(Section):
 
 
 class PluginSettings(Section):
+    """`plugins:`: where plugin files are, which installed plugin packages load, and how."""
+
     # Folders (every *.py not starting with _) or single files; relative: to the config file.
     paths: list[ConfigPath] = Field(default_factory=lambda: ["plugins"])
     # Installed plugin packages (entry-point group `chatfn.plugins`) to load, by entry-point
     # or distribution name, globs allowed; `disabled` wins over `enabled`.
     enabled: list[str] = Field(default_factory=lambda: ["*"])
+    # Installed plugin packages not to load (names or globs).
     disabled: list[str] = Field(default_factory=list)
     # How long a plugin's start-up hook may take; one that raises or overruns is switched off.
     startup_timeout: float = Field(default=30.0, gt=0)
@@ -445,6 +504,9 @@ class PluginSettings(Section):
 
 
 class LoggingSettings(Section):
+    """`logging:`: the log's level, file and format (secrets are always masked)."""
+
+    # The lowest level logged; DEBUG logs each model request in a line, TRACE their bodies.
     level: Literal["TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR"] = "INFO"
     # Also log to this file; relative: to the config file's folder.
     file: ConfigPath | None = None

@@ -87,7 +87,7 @@ class Settings(CoreSettings):
 
 
 Fields = tuple[tuple[str, type[BaseModel]], ...]
-Keys = tuple[tuple[str, Any], ...]
+Keys = tuple[tuple[str, Any, str], ...]  # name, type, description
 
 
 class ChannelSections(Section):
@@ -95,6 +95,8 @@ class ChannelSections(Section):
     `run`, the channels `chatfn run` starts when no `--channel` is given (the flag overrides it;
     unset: the console)."""
 
+    # The channels `chatfn run` starts without `--channel` (["onebot", "http"]); unset: the
+    # console.
     run: list[str] | None = None
 
     @field_validator("run")
@@ -117,7 +119,11 @@ def _settings_class(sections: Fields, channels: Fields, keys: Keys = ()) -> type
         name: (model, Field(default_factory=model)) for name, model in sections
     }
     if keys:  # each plugin's per-chat keys: fields of a `chats:` rule, validated as declared
-        optional: dict[str, Any] = {name: (Optional[kind], None) for name, kind in keys}  # noqa: UP045
+        # The key's description is the field's: the configuration reference shows it.
+        optional: dict[str, Any] = {
+            name: (Optional[kind], Field(None, description=text or None))  # noqa: UP045
+            for name, kind, text in keys
+        }
         rule = create_model("ChatRule", __base__=ChatRule, **optional)
         fields["chats"] = (list[rule], Field(default_factory=list))  # type: ignore[valid-type]
     if channels:
@@ -143,7 +149,7 @@ def settings_class(plugins: list[LoadedPlugin], channels: Channels | None = None
         if loaded.plugin is not None and loaded.plugin.settings is not None
     )
     found = channels if channels is not None else installed_channels()
-    keys = tuple((k.name, k.type) for k in plugin_chat_keys(plugins) if k.rule)
+    keys = tuple((k.name, k.type, k.description) for k in plugin_chat_keys(plugins) if k.rule)
     channel_fields = tuple((n, s.settings) for n, s in sorted(found.specs.items()))
     return _settings_class(key, channel_fields, keys)
 

@@ -14,10 +14,12 @@ GATEWAY_URL = "wss://gateway.discord.gg/"
 class DiscordSettings(Section):
     """A Discord bot account (discord.com/developers/applications -> Bot -> Token)."""
 
+    # The bot's token (developer portal -> Bot -> Reset Token).
     token: str | None = None
     # REST root and Gateway URL: Discord's own unless a proxy or a local server (the tests)
     # stands in. `api_base` replaces `https://discord.com/api/v10` in every REST URL.
     api_base: str = API_BASE
+    # The Gateway's WebSocket URL (Discord's unless a proxy or a local server stands in).
     gateway_url: str = GATEWAY_URL
     # Discord's limit is 2000 characters a message; replies are split below it.
     max_message_length: int = Field(default=2000, ge=50, le=2000)

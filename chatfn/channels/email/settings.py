@@ -27,17 +27,26 @@ class EmailSettings(PlatformSettings):
     one login (`username`, `password`) for both, mail sent as `address`, answered only when
     from `allowed_senders` (addresses, or domains as `example.org` / `@example.org`)."""
 
+    # Where mail is read: imaps://host[:993] (or imap:// on the same machine).
     imap_url: str = ""
+    # Where mail is sent: smtps://host[:465], smtp://host[:587] (STARTTLS) or smtp+plain://.
     smtp_url: str = ""
+    # The login for both IMAP and SMTP.
     username: str = ""
+    # Its password (`${VAR}` keeps it out of the file).
     password: SecretStr | None = None
+    # The bot's address: the From of its mail.
     address: str = ""
+    # Senders answered: addresses, or domains (`example.org` / `@example.org`); others' mail
+    # is left alone.
     allowed_senders: list[str] = Field(default_factory=list)
+    # The IMAP folder read.
     mailbox: str = "INBOX"
     # Seconds an IMAP IDLE lasts before it is renewed (RFC 2177: under 29 minutes).
     idle_timeout: float = Field(default=600.0, ge=5, le=1740)
     # The name shown in From.
     display_name: str = ""
+    # Seconds to connect and log in to either server.
     connect_timeout: float = Field(default=30.0, gt=0)
     send_rate: float = Field(default=0.5, ge=0)
 

@@ -10,9 +10,14 @@ from chatfn.common.config import Section
 class HttpSettings(Section):
     """Where the HTTP channel listens and who may use it."""
 
+    # The address it listens on (`--host`); 0.0.0.0 only in a container or behind a firewall.
     host: str = "127.0.0.1"
+    # Its port (`--port`); webhook channels and the admin console are served on it too.
     port: int = Field(default=8080, ge=0, le=65535)
+    # The bearer token every /v1 route (and /metrics, /mcp) needs; set it whenever the port
+    # is reachable beyond localhost.
     token: str | None = None
+    # Every message the bot sends is also POSTed here (signed with `webhook_secret`).
     webhook_url: str | None = None
     # Signs every webhook POST (HMAC-SHA256, chatfn/channels/http/signature.py); never sent itself.
     webhook_secret: SecretStr | None = None

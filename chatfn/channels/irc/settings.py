@@ -23,20 +23,29 @@ class IrcSettings(PlatformSettings):
     PLAIN, as Libera.Chat and OFTC want), and the `channels` it joins (a channel with a key:
     `"#room key"`). Private messages (queries) reach it without joining anything."""
 
+    # The IRC server's host name ("irc.libera.chat").
     server: str = ""
+    # Its port: 6697 for TLS, 6667 for plain text.
     port: int = Field(default=6697, ge=1, le=65535)
+    # Connect over TLS.
     tls: bool = True
+    # The bot's nick (one in use is tried again with `_` after it).
     nick: str = "chatfn"
+    # The server password, or with `sasl` the account's password.
     password: SecretStr | None = None
+    # Log in with SASL PLAIN (Libera.Chat, OFTC) instead of a server password.
     sasl: bool = False
+    # The channels joined ("#room", or "#room key" for one with a key).
     channels: list[str] = Field(default_factory=list)
     # The account name for SASL (default: `nick`) and the real name shown by WHOIS.
     username: str = ""
+    # The real name shown by WHOIS.
     realname: str = "chatfn bot"
     # Flood control: lines a second after a burst of `flood_burst`, for the whole connection
     # (a server counts lines per client, not per chat). Libera.Chat and most ircds keep a
     # client that sends about one line a second after a few at once.
     flood_rate: float = Field(default=1.0, ge=0)
+    # Lines sent at once before `flood_rate` paces them.
     flood_burst: int = Field(default=4, ge=1)
     # A reply's lines per message at most (IRC has no long messages: the rest is cut with a
     # note, so one answer cannot fill a channel). 0: no limit.

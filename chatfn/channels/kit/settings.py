@@ -35,8 +35,13 @@ def http_url(v: str, example: str) -> str:
 class PlatformSettings(Section):
     """The keys every platform channel has (module docstring)."""
 
+    # Per chat: messages per second sent after a burst of `send_burst` (0: no limit).
     send_rate: float = Field(default=1.0, ge=0)
+    # Per chat: messages sent at once before `send_rate` paces them.
     send_burst: int = Field(default=3, ge=1)
+    # The longest rate-limit wait (a 429's retry-after) waited out in the chat's order; a
+    # longer one leaves the message in the outbox until it passed. None:
+    # `storage.outbox.max_retry_after`.
     max_retry_after: float | None = Field(default=None, ge=0)
 
     @field_validator("*")

@@ -20,7 +20,9 @@ class KookSettings(PlatformSettings):
     Token), sent as `Authorization: Bot <token>`; events by the WebSocket gateway (the bot's
     connection mode must be WebSocket, not Webhook: KOOK sends events one way only)."""
 
+    # The bot's token (developer centre -> the application -> Bot -> Token).
     token: SecretStr | None = None
+    # KOOK's API root (a proxy, or a local server in tests).
     api_base: str = DEFAULT_API_BASE
     # The gateway's frames zlib-compressed (GET /v3/gateway/index?compress=1, KOOK's default).
     compress: bool = True

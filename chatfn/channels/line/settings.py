@@ -22,17 +22,21 @@ class LineSettings(PlatformSettings):
     (`X-Line-Signature`); answers go by the event's reply token while it is good, else by the
     push API, with `channel_access_token`."""
 
-    channel_secret: SecretStr | None = None  # Basic settings -> Channel secret
-    channel_access_token: SecretStr | None = None  # Messaging API -> Channel access token
+    # Checks the webhook's signatures (Basic settings -> Channel secret).
+    channel_secret: SecretStr | None = None
+    # Sends the answers (Messaging API -> Channel access token, long-lived).
+    channel_access_token: SecretStr | None = None
     # The Messaging API's root. The content of users' images comes from api-data.line.me;
     # with `api_base` set elsewhere (a proxy, a local server in tests) that serves both.
     api_base: str = DEFAULT_API_BASE
+    # The webhook's path on the HTTP channel's port (LINE's console: Webhook URL).
     webhook_path: str = "/line/webhook"
     # The https address at which LINE's servers reach the bot's web server: a picture the
     # model made is offered to LINE at {public_url}/line/media/<random token> (LINE's image
     # message takes only https URLs). Not set: such pictures are not sent (a warning).
     public_url: str | None = None
-    media_ttl: float = Field(default=600.0, gt=0, le=86400)  # seconds a picture is served
+    # Seconds a picture is served at its media URL.
+    media_ttl: float = Field(default=600.0, gt=0, le=86400)
     # Seconds a reply token is used after its event came (LINE: about a minute, once);
     # later answers go by the push API.
     reply_token_ttl: float = Field(default=50.0, gt=0, le=60)

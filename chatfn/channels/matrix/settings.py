@@ -21,10 +21,15 @@ class MatrixSettings(PlatformSettings):
     `store_path`); `device_id` names the device, so a restart keeps it (and with it the
     transaction ids Matrix deduplicates sends by)."""
 
+    # The homeserver's client-server API base URL (https://matrix.example.org).
     homeserver: str | None = None
-    user_id: str | None = None  # @bot:example.org
+    # The bot's Matrix id (@bot:example.org).
+    user_id: str | None = None
+    # An access token of a device logged in once (or `password` instead).
     access_token: SecretStr | None = None
+    # The account's password: the channel logs in itself and keeps the token in `store_path`.
     password: SecretStr | None = None
+    # The device's id, kept across restarts (sends are deduplicated per device).
     device_id: str | None = None
     # Where the sync position (`since` token) and a password login's access token are kept
     # between runs (one small JSON file per account): a restart catches up from there,

@@ -15,9 +15,12 @@ class MattermostSettings(PlatformSettings):
     (`{url}/api/v4/websocket`) with the bot's access `token`; the bot answers in `team`'s
     channels and in direct messages."""
 
-    url: str = ""  # the server's address, e.g. https://chat.example.com
-    token: SecretStr | None = None  # the bot account's access token
-    team: str = ""  # the team's name as in its URL (chat.example.com/<team>/...)
+    # The server's address, e.g. https://chat.example.com.
+    url: str = ""
+    # The bot account's access token.
+    token: SecretStr | None = None
+    # The team's name as in its URL (chat.example.com/<team>/...).
+    team: str = ""
     # Characters per post (Mattermost's MaxPostSize: 16383 by default).
     max_message_length: int = Field(default=16383, ge=100, le=65535)
     send_rate: float = Field(default=5.0, ge=0)

@@ -24,13 +24,19 @@ class QQSettings(PlatformSettings):
     webhook: Tencent is withdrawing WebSocket delivery (new bots cannot use it; the docs mark it
     as going, tencent-connect/bot-docs#278/#279); a bot that has it keeps `mode: websocket`."""
 
+    # The bot's AppID (q.qq.com -> Development -> Settings).
     app_id: str = ""
-    secret: SecretStr | None = None  # the AppSecret (clientSecret)
+    # The AppSecret (clientSecret): buys access tokens and signs the webhook.
+    secret: SecretStr | None = None
+    # Call the sandbox API root (a bot not yet published works only in its sandbox).
     sandbox: bool = False
     # None: https://api.sgroup.qq.com, or https://sandbox.api.sgroup.qq.com with sandbox.
     api_base: str | None = None
+    # Where the AppSecret buys an access token.
     token_url: str = DEFAULT_TOKEN_URL
+    # How events arrive: HTTP callbacks (`webhook`, the default) or the WebSocket gateway.
     mode: Literal["websocket", "webhook"] = "webhook"
+    # The callbacks' path on the HTTP channel's port (webhook mode).
     webhook_path: str = WEBHOOK_PATH
     # Gateway intents (WebSocket mode). None: GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE |
     # GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES (1 | 1<<1 | 1<<12 | 1<<25 | 1<<30): every
@@ -48,12 +54,14 @@ class QQSettings(PlatformSettings):
     # message (which QQ stopped allowing for groups and C2C in April 2025: it is refused,
     # and the log says why).
     group_reply_window: float = Field(default=300.0, ge=0)
+    # The same for C2C (private) chats.
     c2c_reply_window: float = Field(default=3600.0, ge=0)
     # Where QQ's servers reach the bot's web server (e.g. https://bot.example.com): pictures
     # the bot sends in groups and C2C chats are then uploaded by URL, served under an
     # unguessable path for `media_ttl` seconds (media.py). Unset: uploaded as `file_data`,
     # which QQ's documentation marks "not yet supported".
     public_url: str | None = None
+    # Seconds a picture is served at its media URL.
     media_ttl: float = Field(default=600.0, ge=30, le=86400)
 
     @field_validator("app_id", mode="before")

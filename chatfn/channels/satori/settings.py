@@ -14,9 +14,12 @@ class SatoriSettings(PlatformSettings):
     `{endpoint}/v1/events`, with the server's `token` when it has one. Every login (platform
     account) the server serves is answered, or only those of `platform` when it is set."""
 
-    endpoint: str = ""  # the server's address with its path, e.g. http://127.0.0.1:5500/satori
-    token: SecretStr | None = None  # the server's token (none when it has no authentication)
-    platform: str = ""  # answer only this platform's logins (e.g. discord, chronocat); "": all
+    # The server's address with its path, e.g. http://127.0.0.1:5500/satori.
+    endpoint: str = ""
+    # The server's token (none when it has no authentication).
+    token: SecretStr | None = None
+    # Answer only this platform's logins (e.g. discord, chronocat); "": all.
+    platform: str = ""
     # Characters per message: Satori has no limit of its own, the platforms behind it have.
     max_message_length: int = Field(default=2000, ge=100, le=100000)
     send_rate: float = Field(default=2.0, ge=0)

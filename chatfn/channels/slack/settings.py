@@ -15,9 +15,13 @@ class SlackSettings(PlatformSettings):
     `connections:write`) or by the Events API (`signing_secret`: Slack POSTs to
     `/slack/events` on the HTTP channel's port); Web API calls go to `{api_base}/METHOD`."""
 
-    bot_token: SecretStr | None = None  # xoxb-...
-    app_token: SecretStr | None = None  # xapp-... (Socket Mode)
-    signing_secret: SecretStr | None = None  # Events API request signatures
+    # The bot user's token (xoxb-...: OAuth & Permissions).
+    bot_token: SecretStr | None = None
+    # The app-level token for Socket Mode (xapp-..., with connections:write).
+    app_token: SecretStr | None = None
+    # Checks the Events API's request signatures (Basic Information -> Signing Secret).
+    signing_secret: SecretStr | None = None
+    # The Web API root (Slack's unless a proxy or a local server stands in).
     api_base: str = DEFAULT_API_BASE
     # Slack truncates a message's text past 40000 characters and advises staying within 4000.
     max_message_length: int = Field(default=4000, ge=100, le=40000)

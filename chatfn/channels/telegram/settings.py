@@ -18,11 +18,14 @@ class TelegramSettings(PlatformSettings):
     `{base_url}/bot{token}/METHOD` and files come from `{base_url}/file/bot{token}/PATH`, the
     layout of api.telegram.org and of a self-hosted Bot API server alike."""
 
+    # The bot's token from @BotFather ("123456:ABC...").
     token: SecretStr | None = None
+    # The Bot API server: api.telegram.org, or a self-hosted one.
     base_url: str = DEFAULT_BASE_URL
     # polling: getUpdates long polling (no public address needed). webhook: Telegram POSTs
     # updates to `webhook_url`, whose path is served on the HTTP channel's port.
     mode: Literal["polling", "webhook"] = "polling"
+    # Webhook mode: the public https URL registered with setWebhook (its path is served).
     webhook_url: str | None = None
     # Sent by Telegram in X-Telegram-Bot-Api-Secret-Token with every webhook POST (setWebhook's
     # secret_token: 1-256 characters of A-Z a-z 0-9 _ -); a POST without it is refused.

@@ -22,19 +22,25 @@ class WhatsAppSettings(PlatformSettings):
     channel's port, signed with `app_secret` (`X-Hub-Signature-256`); messages go to
     `{api_base}/{api_version}/{phone_number_id}/messages` with `access_token`."""
 
-    phone_number_id: str = ""  # API Setup -> Phone number ID (not the phone number)
-    access_token: SecretStr | None = (
-        None  # a System User's permanent token (whatsapp_business_messaging)
-    )
-    app_secret: SecretStr | None = None  # App settings -> Basic -> App secret
-    verify_token: SecretStr | None = None  # any string, typed also in Webhooks -> Verify token
+    # API Setup -> Phone number ID (not the phone number).
+    phone_number_id: str = ""
+    # A System User's permanent token (whatsapp_business_messaging).
+    access_token: SecretStr | None = None
+    # Checks the webhook's signatures (App settings -> Basic -> App secret).
+    app_secret: SecretStr | None = None
+    # Any string, typed also in Webhooks -> Verify token (Meta's GET check of the URL).
+    verify_token: SecretStr | None = None
+    # The Graph API root (Meta's unless a proxy or a local server stands in).
     api_base: str = DEFAULT_API_BASE
+    # The Graph API version in every URL.
     api_version: str = "v23.0"
+    # The webhook's path on the HTTP channel's port.
     webhook_path: str = "/whatsapp/webhook"
     # A message template (approved in WhatsApp Manager, no parameters) sent instead of an
     # answer when the user last wrote more than 24 hours ago (WhatsApp allows free-form
     # messages only within that window). Not set: such an answer is refused with a log line.
     template: str | None = None
+    # The template's language code, as approved ("en_US", "zh_CN").
     template_language: str = "en_US"
     # Seconds the webhook waits for its messages to be stored before answering 200 (not
     # stored in time: 500, and Meta sends the event again).

@@ -6,6 +6,8 @@ from function_calls import Section
 
 
 class HelpSettings(Section):
+    """`help:`: `/help`, the list of what the bot can do in this chat."""
+
     # Offer `help` to the model as a function. Off: `/help` is a command for people, and its
     # definition would be sent (and paid for) with every model request.
     offer_to_model: bool = False

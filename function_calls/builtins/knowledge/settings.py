@@ -50,7 +50,12 @@ class BaseSettings(Section):
 
 
 class KnowledgeSettings(Section):
+    """`knowledge:`: knowledge bases the model searches (files, folders, URLs), indexed in the
+    bot's database; a `chats:` rule's `knowledge` names the bases a chat may search."""
+
+    # Off: no base is indexed and the search function is not offered.
     enabled: bool = True
+    # The bases, by name (lowercase letters, digits and _).
     bases: dict[str, BaseSettings] = Field(default_factory=dict)
     # Passages one search returns (to the model and to `/kb search`).
     top_k: int = Field(default=5, ge=1, le=20)

@@ -8,6 +8,10 @@ from function_calls import Section, zone_named
 
 
 class ReminderSettings(Section):
+    """`reminders:`: reminders users set in chat (`/reminder_set`, or by asking the model),
+    kept in the database and delivered even after a restart."""
+
+    # Off: the reminder functions and commands are not offered.
     enabled: bool = True
     # IANA zone for times users and the model write ("Europe/Berlin"); None: bot.timezone, else
     # the machine's.

@@ -8,6 +8,9 @@ from function_calls import Section
 
 
 class WelcomeSettings(Section):
+    """`welcome:`: a greeting when a member joins a group (where the platform tells the bot)."""
+
+    # Off: nobody is greeted.
     enabled: bool = True
     # Per group chat id; `{name}` is replaced by the new member's name.
     messages: dict[str, str] = Field(default_factory=dict)
