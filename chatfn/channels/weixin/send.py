@@ -7,10 +7,11 @@ iLink no longer takes, is refused: the user has to write to the bot first).
   (`to_plain`), split within `max_message_length` characters.
 - `client_id` names the outbox row, the part and a hash of the text (the same on every try).
 - Images: uploaded to the CDN encrypted (media.py), sent after the text.
-- Voice: a spoken reply (voice.tts) goes last, as a voice item: converted to SILK (what
+- Voice: a spoken reply (voice.tts) goes last, as voice items: converted to SILK (what
   WeChat plays), uploaded to the CDN as media_type 4 with its length (openclaw-weixin
-  src/messaging/send-media.ts and send.ts `sendVoiceMessageWeixin`). One that cannot be
-  converted or that iLink refuses is logged and left out: the text is the answer.
+  src/messaging/send-media.ts and send.ts `sendVoiceMessageWeixin`); WeChat's voice messages
+  last at most 60 s, so a longer reply goes as clips of `VOICE_CLIP` seconds. One that cannot
+  be converted or that iLink refuses is logged and left out: the text is the answer.
 - Errors: -14 (session timed out) or a 401/403 is CredentialsRefused (log in again); -2
   (frequency limit) or a 429 RateLimited; network and 5xx Unreachable; any other refusal
   DeliveryRefused.
@@ -44,6 +45,8 @@ BOT_MESSAGE, FINISHED = 2, 2
 #: Seconds waited after iLink's frequency limit (-2), which names no wait (Hermes Agent waits
 #: 1 s between its tries).
 RATE_LIMIT_WAIT = 1.0
+#: Seconds of one voice message (WeChat's voice messages last at most 60 s).
+VOICE_CLIP = 59.0
 
 ContextToken = Callable[[ChatRef], Awaitable[str | None]]
 
@@ -127,34 +130,34 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
             name = f"image{index}-{hashlib.sha256(data).hexdigest()[:12]}"
             ids.append(await self.post(ref, token, uploaded.item(), self.client_id(out, 0, name)))
         for number, voice_ref in enumerate(out.audio):  # the reply spoken (voice.tts)
-            sent = await self._send_voice(ref, token, out, number, voice_ref)
-            if sent is not None:
-                ids.append(sent)
+            ids += await self._send_voice(ref, token, out, number, voice_ref)
         return ids
 
     async def _send_voice(
         self, ref: ChatRef, token: str, out: OutgoingMessage, number: int, voice_ref: str
-    ) -> str | None:
-        """A spoken reply as a WeChat voice after its text: SILK on the CDN, with its length;
-        None (one log line) when it cannot be converted or WeChat refuses it."""
+    ) -> list[str]:
+        """A spoken reply as WeChat voices after its text: SILK on the CDN, with their
+        lengths, in clips of VOICE_CLIP seconds; what went (one log line when it cannot be
+        converted or WeChat refuses it)."""
+        ids: list[str] = []
         try:
             spoken = audio.decode_audio_uri(voice_ref)
             if spoken is None:
                 raise ValueError("not an audio data URI (WeChat plays only SILK on its CDN)")
-            _wav, seconds = await audio.to_wav(spoken[1], max_seconds=3600)
-            silk = await audio.to_silk(spoken[1])
-            uploaded = await self.call(
-                ref.key,
-                lambda: upload_media(
-                    self.client, self.session, self.cfg.cdn_base_url, ref.target, silk, VOICE
-                ),
-            )
-            item = uploaded.voice_item(max(1, round(seconds * 1000)))
-            name = f"voice{number}-{hashlib.sha256(silk).hexdigest()[:12]}"
-            return await self.post(ref, token, item, self.client_id(out, 0, name))
+            for clip, (wav, seconds) in enumerate(await audio.split_clips(spoken[1], VOICE_CLIP)):
+                silk = await audio.to_silk(wav)
+                uploaded = await self.call(
+                    ref.key,
+                    lambda silk=silk: upload_media(  # type: ignore[misc]
+                        self.client, self.session, self.cfg.cdn_base_url, ref.target, silk, VOICE
+                    ),
+                )
+                item = uploaded.voice_item(max(1, round(seconds * 1000)))
+                name = f"voice{number}.{clip}-{hashlib.sha256(silk).hexdigest()[:12]}"
+                ids.append(await self.post(ref, token, item, self.client_id(out, 0, name)))
         except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
             logger.warning("WeChat voice reply to {} not sent: {}", ref.key, exc)
-            return None
+        return ids
 
     @staticmethod
     def client_id(out: OutgoingMessage, index: int, content: str) -> str:

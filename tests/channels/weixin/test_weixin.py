@@ -450,32 +450,37 @@ async def test_a_voice_message_is_heard(tmp_path: Path, ilink_heard: str) -> Non
         assert 1.9 < req.seconds < 2.1
 
 
-async def test_a_spoken_reply_goes_to_wechat_as_a_silk_voice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("spoken", [2.0, 62.0])
+async def test_a_spoken_reply_goes_to_wechat_as_a_silk_voice(tmp_path: Path, spoken: float) -> None:
     """`/tts on` in a WeChat chat: the reply's text, then its voice as openclaw-weixin sends
     one: SILK uploaded to the CDN as media_type 4 and a voice item (type 3, encode_type 6)
     with its length. The fake refuses any other form; the voice decodes to audio of the
-    spoken length."""
+    spoken length. WeChat's voices last at most 60 s: 62 s go as a 59 s and a 3 s voice."""
     from chatfn.common.audio import _silk_to_pcm
     from tests.fakes.audio_api import FFMPEG, AudioApi
 
     if FFMPEG is None:
         pytest.skip("ffmpeg is not installed")
-    async with FakeIlink() as fake, AudioApi(speech_seconds=2.0) as api:
+    lengths = [2.0] if spoken < 59 else [59.0, 3.0]
+    chat = "private:1010@im.wechat"
+    async with FakeIlink() as fake, AudioApi(speech_seconds=spoken) as api:
         driver = WeixinDriver(fake)
         tts = {"provider": "openai", "base_url": api.base_url, "api_key": api.key}
         tts |= {"model": "tts-1", "voice": "nova"}
         config = {"voice": {"tts": tts}, "chats": [{"voice": {"tts": "on"}}], "bot": LOCAL_MEDIA}
         async with running(driver, tmp_path, **config):
             await fake.say(user("1010"), "read this aloud")
-            text, voice = await fake.wait_for(
-                lambda: len(got := fake.sent_to("private:1010@im.wechat")) >= 2 and got
+            text, *voices = await fake.wait_for(
+                lambda: len(got := fake.sent_to(chat)) >= 1 + len(lengths) and got, 60
             )
-    assert text.text.endswith("read this aloud") and voice.voice is not None
-    assert fake.bad_requests == []
-    pcm = _silk_to_pcm(voice.voice)  # SILK that decodes: 24 kHz 16-bit mono
-    assert 1.8 < len(pcm) / 2 / 24000 < 2.2
-    item = voice.body["item_list"][0]["voice_item"]
-    assert item["sample_rate"] == 24000 and 1900 <= item["playtime"] <= 2100
-    assert voice.body["context_token"] == text.body["context_token"]
+    assert text.text.endswith("read this aloud") and fake.bad_requests == []
+    assert len(voices) == len(lengths)
+    for voice, length in zip(voices, lengths, strict=True):
+        assert voice.voice is not None
+        pcm = _silk_to_pcm(voice.voice)  # SILK that decodes: 24 kHz 16-bit mono
+        assert abs(len(pcm) / 2 / 24000 - length) < 0.2
+        item = voice.body["item_list"][0]["voice_item"]
+        assert item["sample_rate"] == 24000 and abs(item["playtime"] - length * 1000) < 100
+        assert voice.body["context_token"] == text.body["context_token"]
     [speech] = api.speeches
     assert speech["input"].endswith("read this aloud")
