@@ -103,6 +103,7 @@ SPEC = ChannelSpec(
         images_in=True,
         images_out=True,
         voice_in=True,
+        voice_out=True,
         markdown="plain",
         confirm_stored=True,
         connection=("long connection",),

@@ -65,6 +65,8 @@ SPEC = ChannelSpec(
         dms=True,
         mentions=True,
         images_out=True,
+        voice_in=True,
+        voice_out=True,
         connection=("long connection",),
     ),
 )

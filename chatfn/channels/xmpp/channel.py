@@ -13,6 +13,13 @@ multi-user chat rooms, through slixmpp (kept up, asyncio-native).
   so one the server gives again (after a reconnect) is handled once; a room's owners and
   admins (affiliation) and moderators (role) are its admins; an occupant who comes in after
   the bot is the member-joined event;
+- voice in: a message that is only a link to an audio file (by its name: .m4a, .ogg, .opus,
+  ...) is a voice message, as Conversations and Dino send one: an XEP-0066 out-of-band link
+  with the URL as the body after an XEP-0363 HTTP upload, or an `aesgcm://` link (XEP-0454,
+  a file encrypted for OMEMO: fetched over https, decrypted with AES-256-GCM, the IV and key
+  in the link's fragment). It is downloaded within `bot.fetch`'s bounds
+  (chatfn.common.fetch) and handed on as the message's audio for voice.stt; one that cannot
+  be fetched or decrypted is one log line and the link stays the message's text;
 - out: send.py.
 """
 
@@ -22,17 +29,50 @@ import asyncio
 import contextlib
 import io
 import re
+from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import slixmpp
 
 from chatfn.channels import kit
 from chatfn.channels.xmpp.send import ChatRef, XmppSender
 from chatfn.channels.xmpp.settings import XmppSettings
+from chatfn.common import audio
+from chatfn.common.fetch import FetchError, fetch
 from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.channel_host import ChannelHost
 
-__all__ = ["XmppChannel", "make_client"]
+__all__ = [
+    "AUDIO_FILES",
+    "XmppChannel",
+    "aesgcm_link",
+    "decrypt_aesgcm",
+    "make_client",
+    "voice_link",
+]
+
+#: The file names a link to a voice message ends in (Conversations records .m4a or .oga/.opus,
+#: Dino and Gajim send what they recorded or were given).
+AUDIO_FILES = frozenset(
+    {
+        ".m4a",
+        ".mp4a",
+        ".aac",
+        ".ogg",
+        ".oga",
+        ".opus",
+        ".mp3",
+        ".wav",
+        ".flac",
+        ".amr",
+        ".3gp",
+        ".webm",
+    }
+)
+#: The largest voice file downloaded (voice.stt refuses longer speech anyway).
+MAX_VOICE_IN = 20 * 1024 * 1024
+_OOB_URL = "{jabber:x:oob}x/{jabber:x:oob}url"
 
 _PLUGINS = (
     "xep_0030",
@@ -193,16 +233,19 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
             return
         ident = self._stanza_id(msg, sender=self.client_jid())
         chat = f"private:{sender}"
+        link = voice_link(body, _oob_url(msg))
 
         async def read() -> IncomingMessage | None:
+            voices = await self._voice(link, chat)
             return self.incoming(
                 chat,
                 sender,
-                body,
+                "" if voices else body,
                 is_group=False,
                 sender_name=sender.split("@", 1)[0],
                 message_id=ident or None,
                 time=_sent_at(msg),
+                audio=voices,
             )
 
         self.inbound.message(chat, ident, read)
@@ -217,12 +260,15 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
         ident = self._stanza_id(msg, sender=room)
         chat = f"group:{room}"
         roles = self._roles(room, nick)
+        link = voice_link(body, _oob_url(msg))
 
         async def read() -> IncomingMessage | None:
+            voices = await self._voice(link, chat)
             return self.incoming(
                 chat,
                 f"{room}/{nick}",
-                text,
+                "" if voices else text,
+                audio=voices,
                 is_group=True,
                 sender_name=nick,
                 chat_name=room,
@@ -233,6 +279,33 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
             )
 
         self.inbound.message(chat, ident, read)
+
+    async def _voice(self, link: str | None, chat: str) -> list[str]:
+        """The voice message `link` names, downloaded (and decrypted) as an audio data URI for
+        voice.stt; [] when there is none or it cannot be had (one log line)."""
+        if link is None:
+            return []
+        url, secret = link, None
+        if link.startswith("aesgcm://"):
+            found = aesgcm_link(link)
+            if found is None:
+                self.log.warning("XMPP voice in {}: an aesgcm link without its key", chat)
+                return []
+            url, secret = found[0], found[1:]
+        allow = getattr(getattr(self.host.settings, "bot", None), "fetch", None)
+        try:
+            got = await fetch(
+                url,
+                allow=allow,
+                max_bytes=MAX_VOICE_IN,
+                timeout=30,
+                accept=lambda kind: not kind.startswith("text/"),
+            )
+            data = got.data if secret is None else decrypt_aesgcm(got.data, *secret)
+        except (FetchError, ValueError) as exc:
+            self.log.warning("XMPP voice in {} not downloaded: {}", chat, exc)
+            return []
+        return [kit.data_uri(data, audio.audio_mime(data))]
 
     def _stanza_id(self, msg: Any, *, sender: str) -> str:
         """The XEP-0359 stanza-id the server (1:1) or the room (MUC) gave; "" when none."""
@@ -276,17 +349,18 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
             msg["oob"]["url"] = oob
         msg.send()
 
-    async def upload(self, data: bytes) -> str:
-        """`data` (an image) through the server's HTTP upload (XEP-0363): its URL.
-        DeliveryRefused when the server offers none or refuses the size."""
+    async def upload(self, data: bytes, name: str = "", content_type: str = "") -> str:
+        """`data` (an image, or the file `name` of `content_type`) through the server's HTTP
+        upload (XEP-0363): its URL. DeliveryRefused when the server offers none or refuses
+        the size."""
         client = self.client
         if client is None or self._gone.is_set():
             raise kit.Unreachable("the XMPP channel is not connected")
-        kind = kit.image_mime(data) or "image/png"
+        kind = content_type or kit.image_mime(data) or "image/png"
         try:
             return str(
                 await client.plugin["xep_0363"].upload_file(
-                    kit.image_name(data),
+                    name or kit.image_name(data),
                     size=len(data),
                     content_type=kind,
                     input_file=io.BytesIO(data),
@@ -296,7 +370,7 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
         except (OSError, TimeoutError) as exc:
             raise kit.Unreachable(f"XMPP HTTP upload failed ({exc!r})") from None
         except Exception as exc:  # noqa: BLE001 - slixmpp's UploadServiceNotFound, FileTooBig
-            raise kit.DeliveryRefused(f"XMPP server took no image ({exc!r})") from None
+            raise kit.DeliveryRefused(f"XMPP server took no {kind} file ({exc!r})") from None
 
     # -- close and tests -------------------------------------------------------------------
     async def close(self) -> None:
@@ -315,3 +389,50 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
 def _sent_at(msg: Any) -> Any:
     stamp = msg["delay"]["stamp"] if msg.xml.find("{urn:xmpp:delay}delay") is not None else None
     return kit.sent_at(stamp.isoformat()) if stamp is not None else kit.sent_at(None)
+
+
+def _oob_url(msg: Any) -> str:
+    found = msg.xml.find(_OOB_URL)
+    return str(found.text or "").strip() if found is not None else ""
+
+
+def voice_link(body: str, oob: str) -> str | None:
+    """The link to a voice message a stanza is: its XEP-0066 URL when the body is that URL
+    (or empty), else a body that is one http(s) or aesgcm link; either naming an audio file
+    (AUDIO_FILES). None for anything else (text, an image, a page)."""
+    text = body.strip()
+    link = oob if oob and text in ("", oob) else text
+    if not link or any(c.isspace() for c in link):
+        return None
+    parts = urlsplit(link)
+    if parts.scheme not in ("http", "https", "aesgcm") or not parts.netloc:
+        return None
+    return link if PurePosixPath(unquote(parts.path)).suffix.lower() in AUDIO_FILES else None
+
+
+def aesgcm_link(link: str) -> tuple[str, bytes, bytes] | None:
+    """(the https URL, the IV, the key) of an XEP-0454 `aesgcm://` link: its fragment is the
+    IV (12 bytes, or 16 as older clients made it) then the 32-byte key, in hex; None when the
+    fragment is not that."""
+    url, _, fragment = link.partition("#")
+    try:
+        secret = bytes.fromhex(fragment)
+    except ValueError:
+        return None
+    if len(secret) not in (44, 48):
+        return None
+    return "https://" + url.removeprefix("aesgcm://"), secret[:-32], secret[-32:]
+
+
+def decrypt_aesgcm(data: bytes, iv: bytes, key: bytes) -> bytes:
+    """An XEP-0454 file (AES-256-GCM, the 16-byte tag after the ciphertext) decrypted;
+    ValueError when it does not decrypt with `key` (or `cryptography` is missing)."""
+    try:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        raise ValueError('an aesgcm file needs cryptography: pip install "chatfn[xmpp]"') from None
+    try:
+        return AESGCM(key).decrypt(iv, data, None)
+    except InvalidTag:
+        raise ValueError("the aesgcm file does not decrypt with its link's key") from None

@@ -6,18 +6,25 @@ Every stanza carries an XEP-0359 `<origin-id>` naming the outbox row and the par
 addresses its user as XMPP clients do: `nick: ` before the first part. An image is put on
 the server's HTTP upload service (XEP-0363) and its URL sent as an XEP-0066 out-of-band link
 with the URL as the body, as Conversations and Dino send images (an image given as a URL is
-sent so directly).
+sent so directly). A spoken reply (voice.tts) goes last the same way: converted to OGG/Opus
+(which Conversations, Dino and Gajim play), uploaded as `voice-<hash>.ogg` of type
+audio/ogg and sent as an out-of-band link; one that cannot be converted or that the server
+refuses is one log line (the text has gone).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.xmpp.settings import XmppSettings
+from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["MAX_IMAGE_OUT", "ChatRef", "XmppSender", "parse_chat_id", "parts_of"]
@@ -64,7 +71,7 @@ class _Client(Protocol):
         self, ref: ChatRef, body: str, origin: str, oob: str | None = None
     ) -> None: ...
 
-    async def upload(self, data: bytes) -> str: ...
+    async def upload(self, data: bytes, name: str = "", content_type: str = "") -> str: ...
 
 
 class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
@@ -95,4 +102,20 @@ class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
                 url = data
             origin = f"chatfn-{row}-image{index}"
             await self.call(ref.key, lambda u=url, o=origin: self.client.send_body(ref, u, o, u))  # type: ignore[misc]
+        for index, voice in enumerate(out.audio):  # the reply spoken (voice.tts)
+            await self._send_voice(ref, f"chatfn-{row}-voice{index}", voice)
         return None
+
+    async def _send_voice(self, ref: ChatRef, origin: str, voice: str) -> None:
+        """A spoken reply as OGG/Opus on the server's HTTP upload, sent as an XEP-0066 link
+        after its text; one log line when it cannot be converted or the server refuses it."""
+        try:
+            spoken = audio.decode_audio_uri(voice)
+            if spoken is None:
+                raise ValueError("not an audio data URI (XMPP needs a file to upload)")
+            ogg = await audio.to_ogg_opus(spoken[1])
+            name = f"voice-{hashlib.sha256(ogg).hexdigest()[:12]}.ogg"
+            url = await self.call(ref.key, lambda: self.client.upload(ogg, name, "audio/ogg"))
+            await self.call(ref.key, lambda: self.client.send_body(ref, url, origin, url))
+        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
+            logger.warning("XMPP voice reply to {} not sent: {}", ref.key, exc)

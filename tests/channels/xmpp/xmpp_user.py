@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ class XmppUser:
         self.nick = nick or user
         self.got: list[Got] = []
         self.client = slixmpp.ClientXMPP(f"{self.jid}/test", server.accounts[self.jid])
-        for plugin in ("xep_0030", "xep_0045", "xep_0203", "xep_0359"):
+        for plugin in ("xep_0030", "xep_0045", "xep_0066", "xep_0203", "xep_0359", "xep_0363"):
             self.client.register_plugin(plugin)
         self.client.enable_starttls = False
         self.client.enable_direct_tls = False
@@ -76,6 +77,23 @@ class XmppUser:
         self.client.send_message(
             mto=slixmpp.JID(to), mbody=body, mtype="groupchat" if group else "chat"
         )
+
+    async def upload(self, data: bytes, name: str, content_type: str) -> str:
+        """`data` on the server's HTTP upload (XEP-0363), as Conversations puts a recording:
+        its URL."""
+        return str(
+            await self.client.plugin["xep_0363"].upload_file(
+                name, size=len(data), content_type=content_type, input_file=io.BytesIO(data)
+            )
+        )
+
+    def send_file(self, to: str, url: str, *, oob: bool = True) -> None:
+        """A file message as Conversations sends one: the URL as the body and, unless `oob`
+        is false (an OMEMO file's aesgcm link), the same URL as an XEP-0066 link."""
+        msg = self.client.make_message(mto=slixmpp.JID(to), mbody=url, mtype="chat")
+        if oob:
+            msg["oob"]["url"] = url
+        msg.send()
 
     async def set_affiliation(self, room: str, jid: str, affiliation: str) -> None:
         await self.client.plugin["xep_0045"].set_affiliation(
