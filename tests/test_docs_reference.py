@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from chatfn.common.config import DEPRECATED, Section
 from chatfn.docs_reference import (
+    Entry,
     entries,
     main,
     render,
@@ -156,3 +157,19 @@ def test_the_metrics_page_is_the_generated_one_and_lists_what_metrics_serves() -
     assert names, served
     for name in names:  # every family /metrics serves has its row
         assert f"`{name}" in page, name
+
+
+def _unexplained(items: list[Entry]) -> list[str]:
+    """Keys the page shows with no meaning, outside `channels.*` (a few channels' keys are
+    still unexplained)."""
+    return [e.path for e in items if not e.meaning and not e.path.startswith("channels.")]
+
+
+def test_every_core_and_plugin_key_has_a_meaning() -> None:
+    """The page is read for what a key does: a key of the core's sections, `models:` or a
+    built-in plugin without a comment above it (or a description) would show an empty cell."""
+    assert _unexplained(entries()) == [], (
+        "write a comment line above each of these fields (docs_reference reads it), then " + HINT
+    )
+    blank = Entry("bot.new_key", "int", "1", "", deprecated=False, section=False)
+    assert _unexplained([blank]) == ["bot.new_key"]
