@@ -53,6 +53,7 @@ import json
 import os
 import platform
 import pstats
+import shutil
 import statistics
 import subprocess
 import sys
@@ -546,33 +547,47 @@ def run_rss(args: argparse.Namespace) -> dict[str, Any]:
         # the test extras bring and httpcore2 imports whenever it can: ~13 MB) are hidden
         # from every child, so the SDK loads the same modules in all three.
         env = {**os.environ, **hiding(Path(tmp), hidden)}
-        for _ in range(args.rss_repeats):
+
+        def child(label: str, name: str, python: str, messages: int, db_dir: Path) -> Any:
+            out = subprocess.run(
+                [
+                    python,
+                    str(CHILD),
+                    name,
+                    server.url,
+                    str(messages),
+                    str(args.concurrency),
+                    json.dumps({**setup, "db_dir": str(db_dir)}),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+            )
+            if out.returncode != 0:
+                raise RuntimeError(f"{label} failed:\n{out.stderr[-3000:]}")
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        # The chatfn child opens a database migrated by an earlier process, copied fresh for
+        # each run: Alembic's first run in a process costs ~13 MB that stays (measured
+        # 2026-11-28), and a bot migrates once, not at every start.
+        template = Path(tmp) / "migrated"
+        template.mkdir()
+        if not args.rss_fresh_db:
+            child("chatfn (migrations)", "chatfn", sys.executable, 0, template)
+        for k in range(args.rss_repeats):
             for label, name, python in children:
                 if python is None:
                     continue
+                db_dir = Path(tmp) / f"{label}-{k}"
+                shutil.copytree(template, db_dir)
                 _control(server.root, "/_bench/reset", {})
-                out = subprocess.run(
-                    [
-                        python,
-                        str(CHILD),
-                        name,
-                        server.url,
-                        str(args.messages),
-                        str(args.concurrency),
-                        json.dumps(setup),
-                    ],
-                    capture_output=True,
-                    text=True,
-                    cwd=ROOT,
-                    env=env,
-                )
-                if out.returncode != 0:
-                    raise RuntimeError(f"{label} failed:\n{out.stderr[-3000:]}")
+                result = child(label, name, python, args.messages, db_dir)
                 stats = _control(server.root, "/_bench/stats")
                 want = 2 * args.messages
                 if stats["requests"] != want or stats["with_tools"] != want:
                     raise RuntimeError(f"{label}: expected {want} requests with tools, {stats}")
-                results[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                results[label].append(result)
     peaks = {n: statistics.median(r["peak_rss_mb"] for r in rs) for n, rs in results.items() if rs}
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -583,6 +598,7 @@ def run_rss(args: argparse.Namespace) -> dict[str, Any]:
             "latency_ms": args.latency_ms,
             "rss_repeats": args.rss_repeats,
             "without": hidden,
+            "fresh_db": args.rss_fresh_db,
         },
         "pydantic_ai": compare_note if compare is None else f"pydantic-ai {compare_note}",
         "pydantic_ai_available": compare is not None,
@@ -605,7 +621,8 @@ def print_rss(report: dict[str, Any]) -> None:
     print(
         f"peak RSS, each contender in its own process: {s['messages']} msgs, "
         f"{s['concurrency']} in flight, {s['latency_ms']:g} ms latency, "
-        f"{s['rss_repeats']} run(s) (median), hidden: {', '.join(s['without']) or '-'} | "
+        f"{s['rss_repeats']} run(s) (median), hidden: {', '.join(s['without']) or '-'}, "
+        f"chatfn database: {'empty (migrated in the process)' if s['fresh_db'] else 'migrated'} | "
         f"load {report['loadavg_1m']}"
     )
     print(f"{'contender':<12} {'peak RSS MB':>12} {'msgs/s':>9} {'CPU ms/msg':>11}")
@@ -809,6 +826,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--latency-ms)",
     )
     p.add_argument("--rss-repeats", type=int, default=1, help="--rss: runs per contender")
+    p.add_argument(
+        "--rss-fresh-db",
+        action="store_true",
+        help="--rss: chatfn starts on an empty database and runs the migrations in its process "
+        "(a first start); by default it opens one an earlier process migrated (a restart)",
+    )
     p.add_argument(
         "--rss-without",
         default="trio",

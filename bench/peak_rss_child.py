@@ -80,7 +80,9 @@ async def _raw(url: str, setup: dict[str, Any]) -> tuple[Runner, Any]:
 async def _chatfn(url: str, setup: dict[str, Any]) -> tuple[Runner, Any]:
     from bench.bench_pipeline import ChatfnContender
 
-    folder = tempfile.mkdtemp(prefix="bench-rss-")
+    # The parent's folder: a database it had migrated in an earlier process (a restart, as a
+    # bot serves), unless --rss-fresh-db (a first start: Alembic runs in this process).
+    folder = setup.get("db_dir") or tempfile.mkdtemp(prefix="bench-rss-")
     chatfn = ChatfnContender(url, Path(folder))
     return chatfn.message, chatfn.aclose
 
@@ -116,8 +118,8 @@ async def main(name: str, url: str, messages: int, concurrency: int, setup: dict
                 "contender": name,
                 "peak_rss_mb": round(_vm_hwm_kb() / 1024, 1),
                 "ru_maxrss_mb": round(maxrss_kb / 1024, 1),
-                "msgs_per_s": round(messages / (w1 - w0), 1),
-                "cpu_ms_per_msg": round((c1 - c0) * 1000 / messages, 3),
+                "msgs_per_s": round(messages / (w1 - w0), 1) if messages else 0.0,
+                "cpu_ms_per_msg": round((c1 - c0) * 1000 / max(messages, 1), 3),
                 "python": sys.executable,
             }
         )
