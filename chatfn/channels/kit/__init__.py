@@ -30,7 +30,7 @@ from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import chat_parts, sent_at
 from chatfn.channels.kit.sender import Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
-from chatfn.channels.kit.wire import json_frames, json_object
+from chatfn.channels.kit.wire import json_frames, json_object, webhook_body
 from chatfn.channels.outbound import Backoff
 from chatfn.runtime.channel_host import Capabilities
 
@@ -60,6 +60,7 @@ __all__ = [
     "image_name",
     "json_frames",
     "json_object",
+    "webhook_body",
     "member_joined",
     "readme",
     "sent_at",

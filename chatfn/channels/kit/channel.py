@@ -44,6 +44,7 @@ from chatfn.common.messages import (
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
+    Unreachable,
 )
 from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
 
@@ -101,10 +102,29 @@ class PlatformChannel(Channel, Generic[S]):
         """Log in and learn who the bot is (what it says, logged: "@bot (id 7), polling");
         raise CredentialsRefused or Unreachable."""
 
+    #: Events by webhook: seconds between credential checks while serving (None: none). A
+    #: webhook channel has no connection that fails when its token is revoked, so it calls
+    #: `connect` again every `keepalive` seconds: refused credentials end `serve` (the connect
+    #: loop takes over, the channel shown down), an unreachable platform marks it down until
+    #: the next check answers.
+    keepalive: float | None = None
+
     async def serve(self) -> None:
-        """Read events until the channel stops. By default (events by webhook): up, and wait."""
+        """Read events until the channel stops. By default (events by webhook, served by the
+        web server): up, then the `keepalive` checks, or wait."""
         self.up()
-        await self._stopping.wait()
+        if self.keepalive is None:
+            await self._stopping.wait()
+            return
+        while await self.pause(self.keepalive):
+            try:
+                await self.connect()
+            except CredentialsRefused:
+                raise
+            except Unreachable as exc:
+                self.down(exc)
+                continue
+            self.up()
 
     async def deliver(self, message: OutgoingMessage) -> None:
         """Send one message (an outbox delivery or a reply): by default through `sender`."""

@@ -1,6 +1,6 @@
 """What comes over the wire from a platform, read the same way everywhere: a webhook's body
-and a socket's text frames, as JSON objects; anything else is skipped with a warning (a
-hostile or broken frame never ends the connection)."""
+(whole, within a limit) and a socket's text frames, as JSON objects; anything else is skipped
+with a warning (a hostile or broken frame never ends the connection)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from loguru import logger
 
-__all__ = ["json_frames", "json_object"]
+__all__ = ["json_frames", "json_object", "webhook_body"]
+
+
+async def webhook_body(request: web.Request, limit: int) -> bytes | None:
+    """A webhook request's whole body; None once it passes `limit` bytes (declared or sent:
+    answer 413). Read to its end: `request.content.read(n)` returns only what has arrived so
+    far, and a body sent in several TCP segments (any over about 1.4 KB on a real network)
+    would be cut short, fail its signature and be refused."""
+    if request.content_length is not None and request.content_length > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def json_object(body: bytes | str) -> dict[str, Any] | None:

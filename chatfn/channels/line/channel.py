@@ -112,32 +112,16 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
             raise kit.Unreachable(f"LINE not reachable at {self.cfg.api_base} ({exc!r})") from None
         return f"{name} ({self.bot_id}), webhook at {self.cfg.webhook_path}"
 
-    #: Seconds between the credential checks while serving (serve()).
-    keepalive: float = 300.0
-
-    async def serve(self) -> None:
-        """Up (the webhook is served by the web server); every `keepalive` seconds the token
-        is checked (GET /v2/bot/info), so a token revoked while no one writes shows the
-        channel down (refused: the kit's connect loop takes over) rather than at the next
-        send."""
-        self.up()
-        while await self.pause(self.keepalive):
-            try:
-                await self.connect()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.down(exc)
-                continue
-            self.up()
+    #: Seconds between the credential checks while serving (GET /v2/bot/info; the kit's serve).
+    keepalive: float | None = 300.0
 
     async def close(self) -> None:
         await self.api.aclose()
 
     # -- the webhook -------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await request.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
+        body = await kit.webhook_body(request, MAX_BODY)
+        if body is None:
             return web.Response(status=413, text="too large")
         signature = request.headers.get("X-Line-Signature", "")
         try:

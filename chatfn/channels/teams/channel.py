@@ -56,8 +56,8 @@ def _origin(url: str) -> str:
 
 
 class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="Teams"):
-    #: Seconds between the credential checks while serving (serve()).
-    keepalive: float = 300.0
+    #: Seconds between the credential checks while serving (a fresh token; the kit's serve).
+    keepalive: float | None = 300.0
 
     def __init__(self, host: ChannelHost, settings: TeamsSettings) -> None:
         super().__init__(host, settings)
@@ -86,27 +86,13 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
             ) from None
         return f"app {self.cfg.app_id}, messaging endpoint {self.cfg.webhook_path}"
 
-    async def serve(self) -> None:
-        """Up (the webhook is served by the web server); every `keepalive` seconds a fresh
-        token is asked for, so a revoked secret shows the channel down."""
-        self.up()
-        while await self.pause(self.keepalive):
-            try:
-                await self.connect()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.down(exc)
-                continue
-            self.up()
-
     async def close(self) -> None:
         await self.api.aclose()
 
     # -- the messaging endpoint ---------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await request.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
+        body = await kit.webhook_body(request, MAX_BODY)
+        if body is None:
             return web.Response(status=413, text="too large")
         activity = kit.json_object(body)
         if activity is None or not activity.get("type"):

@@ -72,8 +72,8 @@ class WechatMpChannel(
         host.add_web_route("GET", settings.webhook_path, self._verify)
         host.add_web_route("POST", settings.webhook_path, self._callback)
 
-    #: Seconds between the credential checks while serving (serve()).
-    keepalive: float = 300.0
+    #: Seconds between the credential checks (the access token fetched again; the kit's serve).
+    keepalive: float | None = 300.0
 
     async def connect(self) -> str:
         try:
@@ -87,22 +87,6 @@ class WechatMpChannel(
             raise kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})") from None
         mode = "safe mode" if self.crypt is not None else "plain mode"
         return f"account {self.cfg.app_id} ({mode}), callback at {self.cfg.webhook_path}"
-
-    async def serve(self) -> None:
-        """Up (the callback is served by the web server); every `keepalive` seconds the
-        credentials are checked, so an AppSecret rotated while no one writes shows the
-        channel down (refused: the kit's connect loop takes over) rather than at the next
-        send."""
-        self.up()
-        while await self.pause(self.keepalive):
-            try:
-                await self.connect()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.down(exc)
-                continue
-            self.up()
 
     async def close(self) -> None:
         for slot in self.slots.values():
@@ -133,7 +117,9 @@ class WechatMpChannel(
     async def _opened(self, request: web.Request) -> tuple[dict[str, str], bool]:
         """The message's fields, and whether it came encrypted (the answer goes so too)."""
         self._signed(request)
-        body = await request.content.read(MAX_BODY + 1)
+        body = await kit.webhook_body(request, MAX_BODY)
+        if body is None:
+            raise CryptError("body too large", 413)
         outer = read_xml(body)
         q = request.query
         if q.get("encrypt_type") == "aes" or "Encrypt" in outer:

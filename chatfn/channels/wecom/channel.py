@@ -53,15 +53,15 @@ _HINT = "check the app's Secret and AgentId and the corp id (我的企业 -> 企
 
 async def read_body(request: web.Request) -> bytes:
     """The request's body, at most MAX_BODY (CryptError past it)."""
-    body = await request.content.read(MAX_BODY + 1)
-    if len(body) > MAX_BODY:
+    body = await kit.webhook_body(request, MAX_BODY)
+    if body is None:
         raise CryptError("body too large", 413)
     return body
 
 
 class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="WeCom"):
-    #: Seconds between the credential checks while serving (serve()).
-    keepalive: float = 300.0
+    #: Seconds between the credential checks while serving (agent/get; the kit's serve).
+    keepalive: float | None = 300.0
 
     def __init__(self, host: ChannelHost, settings: WecomSettings) -> None:
         super().__init__(host, settings)
@@ -95,22 +95,6 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             raise kit.Unreachable(f"WeCom not reachable at {self.cfg.api_base} ({exc})") from None
         name = agent.get("name") or "?"
         return f"app {name} (agent {self.cfg.agent_id}), callback at {self.cfg.webhook_path}"
-
-    async def serve(self) -> None:
-        """Up (the callback is served by the web server); every `keepalive` seconds agent/get
-        checks the credentials still work, so a secret revoked while no one writes shows the
-        channel down (refused: the kit's connect loop takes over) rather than at the next
-        send."""
-        self.up()
-        while await self.pause(self.keepalive):
-            try:
-                await self.connect()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.down(exc)
-                continue
-            self.up()
 
     async def close(self) -> None:
         await self.api.aclose()

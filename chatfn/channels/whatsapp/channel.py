@@ -78,8 +78,8 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         host.add_web_route("GET", settings.webhook_path, self._verify)
         host.add_web_route("POST", settings.webhook_path, self._webhook)
 
-    #: Seconds between the credential checks while serving (serve()).
-    keepalive: float = 300.0
+    #: Seconds between the credential checks while serving (the token checked; the kit's serve).
+    keepalive: float | None = 300.0
 
     async def connect(self) -> str:
         try:
@@ -97,20 +97,6 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         self.number = "".join(c for c in number if c.isdigit())
         return f"{name or 'business'} ({number}), webhook at {self.cfg.webhook_path}"
 
-    async def serve(self) -> None:
-        """Up (the webhook is served by the web server); every `keepalive` seconds the token
-        is checked, so one revoked while no one writes shows the channel down."""
-        self.up()
-        while await self.pause(self.keepalive):
-            try:
-                await self.connect()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.down(exc)
-                continue
-            self.up()
-
     async def close(self) -> None:
         await self.api.aclose()
 
@@ -127,8 +113,8 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         return web.Response(text=q.get("hub.challenge", ""), content_type="text/plain")
 
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await request.content.read(MAX_BODY + 1)
-        if len(body) > MAX_BODY:
+        body = await kit.webhook_body(request, MAX_BODY)
+        if body is None:
             return web.Response(status=413, text="too large")
         given = request.headers.get("X-Hub-Signature-256", "")
         expected = signature_of(self.cfg.secret_text("app_secret"), body)

@@ -7,6 +7,7 @@ a redelivered event taken once, settings and `chatfn check`."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -102,6 +103,37 @@ async def test_bad_missing_and_malformed_webhooks_are_refused(tmp_path: Path) ->
         assert fake.sent == {}  # nothing refused reached the bot
         assert await fake.deliver(event) == 200
         await fake.wait_sent(chat_native(ALICE), 1)
+
+
+async def test_a_webhook_body_in_two_tcp_segments_is_read_whole(tmp_path: Path) -> None:
+    """A body larger than one segment arrives in pieces on a real network: the channel reads
+    it to its end (kit.webhook_body), so its signature holds and the event is answered
+    (`request.content.read(n)` returned the first piece only, and LINE's event was refused)."""
+    from urllib.parse import urlsplit
+
+    async with FakeLine() as fake, running(fake, tmp_path) as driver:
+        fake.redeliveries = 0
+        event = fake.message_event(driver.source(ALICE, "1001"), fake.text_message("x" * 3000))
+        body = json.dumps({"destination": fake.bot_id, "events": [event]}).encode()
+        url = urlsplit(fake.callback_url)
+        head = (
+            f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            "Content-Type: application/json\r\n"
+            f"X-Line-Signature: {sign(fake.secret, body)}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        reader, writer = await asyncio.open_connection(url.hostname, url.port)
+        writer.write(head + body[:1000])
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the handler is running with the first piece only
+        writer.write(body[1000:])
+        await writer.drain()
+        status = (await reader.readline()).decode()
+        writer.close()
+        assert " 200 " in status, status
+        await fake.wait_sent(chat_native(ALICE), 1)
+        sent = "".join(t for _, t in texts(fake, chat_native(ALICE)))
+        assert sent.startswith("echo:") and sent.count("x") == 3000
 
 
 async def test_a_redelivered_event_is_answered_once(tmp_path: Path) -> None:
