@@ -96,6 +96,7 @@ SPEC = ChannelSpec(
         images_out=True,
         voice_in=True,
         voice_out=True,
+        buttons=True,
         markdown="post (rich text)",
         delivery_ids=True,
         confirm_stored=True,

@@ -23,6 +23,22 @@ turn is running) is answered as failed (a 500 frame, a 503), so the platform pus
 (after 5-15 s, then minutes) and it is acknowledged then; a process that dies before storing
 a message gets it again.
 
+Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny; send.py, render.py):
+a click comes as the `card.action.trigger` callback, over the long connection (ws.py) or
+POSTed to the webhook's URL (the app's callback request URL, encrypted and signed like
+events), and wants its answer within 3 seconds: a toast for the clicker and, optionally, the
+card shown instead (https://open.feishu.cn/document/uAjLw4CM/ukzMukzMukzM/feishu-cards/
+card-callback-communication). The button's value names the text a press sends ("/approve
+K3F9QX") and the chat the card was sent to (refused when the click comes from another chat);
+that text becomes the clicker's own message in the chat, so a click answers exactly as the
+command would, with the same checks (the approver's roles below, stale and already-answered
+requests refused and audited by function_calls/approvals.py). For `/approve` and `/deny` the
+command's answer is the toast instead of a chat message: a refusal ("You may not answer
+request K3F9QX.") is seen by the clicker only and leaves the card as it was; a decision
+("Approved K3F9QX: transfer runs now.") shows the card again without its buttons, with the
+decision and who took it. An answer not ready within `PRESS_WAIT` (the chat's turn is
+running) is a "being handled" toast and follows as a message.
+
 Roles for `bot.trust_group_admins`: the group's owner ("owner") and its managers ("admin"),
 from im/v1/chats/{chat_id} (`owner_id`, `user_manager_id_list`, as open_ids); senders' names
 from the chat's members list (message events carry only ids); both cached
@@ -31,7 +47,11 @@ from the chat's members list (message events carry only ids); both cached
 
 from __future__ import annotations
 
+import asyncio
+import json
+import re
 import time
+from collections import OrderedDict
 from typing import Any
 
 from aiohttp import web
@@ -39,14 +59,16 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
-from chatfn.channels.feishu.parse import ChatRef, chat_ref, read_message
+from chatfn.channels.feishu.parse import ChatRef, chat_ref, parse_chat_id, read_message
+from chatfn.channels.feishu.render import PRESS, card, mention, to_feishu_markdown
 from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
-from chatfn.channels.feishu.ws import WsLink
-from chatfn.common import audio
+from chatfn.channels.feishu.ws import CARD_ACTION, Answer, WsLink
+from chatfn.common import audio, i18n
 from chatfn.common.messages import (
     IncomingMessage,
+    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.common.payload import object_at
@@ -56,6 +78,10 @@ __all__ = ["FeishuChannel"]
 
 MAX_AUDIO_BYTES = 20 * 1024 * 1024  # a voice message downloaded at most
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
+PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
+TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
+# A press that answers an approval request: its answer is a toast (module docstring).
+_ANSWERING = re.compile(r"^/(?:approve|deny)\s+([A-Za-z0-9]{1,32})(?:\s|$)")
 _CREDENTIALS = "channels.feishu.app_id / app_secret"
 # A Feishu API call that failed: the platform's answer or the network.
 _API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
@@ -70,6 +96,9 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         self.bot_name = ""
         self._chats: dict[str, tuple[float, dict[str, Any]]] = {}
         self._link: WsLink | None = None
+        # Clicks being answered or answered lately, by event id: a resent callback gets the
+        # first one's answer (the command runs once).
+        self._presses: OrderedDict[str, asyncio.Future[dict[str, Any]]] = OrderedDict()
         if settings.mode == "webhook":
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
@@ -98,7 +127,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if self.cfg.mode != "websocket":
             await super().serve()
             return
-        self._link = WsLink(self.cfg, self._stored, self._link_state)
+        self._link = WsLink(self.cfg, self._linked, self._link_state)
         self._link.start()
         await self._stopping.wait()
 
@@ -139,11 +168,19 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             return web.json_response({"challenge": opened.challenge})
         if self.bot_open_id is None or self.stopping:
             return web.json_response({"msg": "not ready"}, status=503)  # the platform resends
+        if _kind(opened.payload) == CARD_ACTION:
+            return web.json_response(await self._clicked(opened.payload))
         if not await self._stored(opened.payload):
             return web.json_response({"msg": "not stored yet"}, status=503)
         return web.json_response({"msg": "success"})
 
     # -- events --------------------------------------------------------------------------------
+    async def _linked(self, payload: dict[str, Any]) -> Answer:
+        """An event or a card's callback from the long connection: its answer."""
+        if _kind(payload) == CARD_ACTION:
+            return await self._clicked(payload)
+        return await self._stored(payload)
+
     async def _stored(self, payload: dict[str, Any]) -> bool:
         """Take one event (from either way in); whether it may be acknowledged: its message
         stored (or nothing to store) within ACK_WAIT."""
@@ -187,6 +224,95 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if kind == "im.chat.member.bot.added_v1":
             logger.info("Feishu bot added to group:{}", event.get("chat_id"))
         return kit.settled()
+
+    # -- card buttons --------------------------------------------------------------------------
+    async def _clicked(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A `card.action.trigger` callback: the answer the platform shows the clicker (module
+        docstring). A resent callback (the same event id) gets the first one's answer."""
+        if self.stopping:
+            return {}
+        event_id = str(object_at(payload, "header").get("event_id") or "")
+        if event_id and (first := self._presses.get(event_id)) is not None:
+            try:
+                async with asyncio.timeout(PRESS_WAIT):
+                    return dict(await asyncio.shield(first))
+            except TimeoutError:
+                return {}  # the first is still waiting: it gives the toast
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if event_id:
+            self._presses[event_id] = answer
+            while len(self._presses) > 1000:
+                self._presses.popitem(last=False)
+        try:
+            result = await self._press(object_at(payload, "event"), event_id)
+        except BaseException:
+            answer.set_result({})  # a resend waiting for it gets no toast, not an error
+            raise
+        answer.set_result(result)
+        return result
+
+    async def _press(self, event: dict[str, Any], event_id: str) -> dict[str, Any]:
+        user = str(object_at(event, "operator").get("open_id") or "")
+        context = object_at(event, "context")
+        value = object_at(event, "action").get("value")
+        if not isinstance(value, dict) or not isinstance(value.get(PRESS), str) or not user:
+            return {}  # not one of the bot's buttons
+        text = str(value[PRESS])
+        try:
+            ref = parse_chat_id(str(value.get("chat") or ""))
+        except ValueError:
+            return {}
+        if ref.chat != str(context.get("open_chat_id") or ""):
+            logger.warning(
+                "Feishu click on a card of {} in chat {}: refused",
+                ref.key,
+                context.get("open_chat_id"),
+            )
+            return {}
+        ident = f"press:{event_id or user + ':' + str(time.time_ns())}"
+        found = _ANSWERING.match(text)
+        press = _Press(self, toasts=found is not None)
+        job = self.inbound.message(
+            ref.key, ident, lambda: self._pressed(ref, user, text, ident), sink=press.sink
+        )
+        if found is None:  # another button: its answer is a message, as a command's
+            return {}
+        approval = found.group(1).upper()
+        try:
+            async with asyncio.timeout(PRESS_WAIT):
+                await asyncio.shield(job)
+        except TimeoutError:
+            if not press.replies:
+                press.toasts = False  # what comes later goes to the chat
+                language = i18n.language_of(self.host.settings, self.platform, ref.key)
+                pending = i18n.translate(language, "core.approval.press_pending", id=approval)
+                return _toast("info", pending)
+        press.toasts = False
+        said = "\n".join(r.text for r in press.replies if r.text).strip()
+        if not said:
+            return {}
+        if not _decided(said, approval):  # refused: the clicker sees why, the card stays
+            return _toast("error", said)
+        kept = str(value.get("markdown") or "")
+        outcome = f"{to_feishu_markdown(said)} {mention(user)}".strip()
+        shown = json.loads(card(f"{kept}\n\n{outcome}".strip()))
+        return {**_toast("success", said), "card": {"type": "raw", "data": shown}}
+
+    async def _pressed(
+        self, ref: ChatRef, user: str, text: str, ident: str
+    ) -> IncomingMessage | None:
+        """A click as the clicker's own message in the chat (addressed to the bot)."""
+        name, roles = await self._person(ref.chat, user, ref.is_group)
+        return self.incoming(
+            ref.key,
+            user,
+            text,
+            is_group=ref.is_group,
+            sender_name=name,
+            is_at_bot=True,
+            message_id=ident,
+            sender_roles=roles,
+        )
 
     async def _incoming(
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
@@ -281,3 +407,46 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
                 name = str(user.get("name") or "")[:128]
                 events.append(kit.member_joined(self.platform, key, open_id, name, added_by=by))
         return events
+
+
+class _Press:
+    """Where the answer to one click goes: while `toasts`, into `replies` (the toast);
+    afterwards, and for a button that is not an approval's, to the chat."""
+
+    def __init__(self, channel: FeishuChannel, toasts: bool) -> None:
+        self.channel = channel
+        self.toasts = toasts
+        self.replies: list[OutgoingMessage] = []
+
+    async def sink(self, out: OutgoingMessage) -> None:
+        if self.toasts:
+            self.replies.append(out)
+        else:
+            await self.channel.deliver(out)
+
+
+def _kind(payload: dict[str, Any]) -> str:
+    return str(object_at(payload, "header").get("event_type") or "")
+
+
+def _toast(kind: str, text: str) -> dict[str, Any]:
+    return {"toast": {"type": kind, "content": text[:TOAST_LIMIT]}}
+
+
+def _decided(said: str, approval: str) -> bool:
+    """Whether the answer to `/approve ID` or `/deny ID` decided the request: it is the
+    approved or denied sentence of some language's catalogue (core.approval.approved /
+    denied), whatever the function's name; a refusal is any other sentence."""
+    for texts in i18n.CATALOGUES.values():
+        for key in ("core.approval.approved", "core.approval.denied"):
+            template = texts.get(key, "")
+            head, found, tail = template.partition("{function}")
+            if not found:
+                continue
+            try:
+                head, tail = head.format(id=approval), tail.format(id=approval)
+            except (KeyError, IndexError, ValueError):
+                continue
+            if said.startswith(head) and said.endswith(tail) and len(said) > len(head + tail):
+                return True
+    return False

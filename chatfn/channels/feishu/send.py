@@ -21,6 +21,9 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
   platform shows only uploaded images, and the bot does not fetch URLs a model wrote). An
   upload is not idempotent: after a crash an image may be uploaded again, but the message
   showing it is still sent once.
+- Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny): `button`
+  elements in the card of the last part (render.py), each with a callback value naming the
+  text a press sends and the chat; a click comes back as `card.action.trigger` (channel.py).
 - Voice: a spoken reply (voice.tts) goes after the text as an `audio` message: converted to
   OGG/Opus (the only audio Feishu plays), uploaded to im/v1/files (`file_type` opus, with its
   length); one that cannot be converted or is refused is logged, the text being the answer.
@@ -48,7 +51,7 @@ from chatfn.channels.feishu.api import (
     Sent,
 )
 from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
-from chatfn.channels.feishu.render import card, mention, to_feishu_markdown
+from chatfn.channels.feishu.render import card, mention, press_value, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.split import split_message
 from chatfn.common import audio
@@ -120,13 +123,17 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
             await self.call(out.chat_id, functools.partial(self.api.upload_image, data))
             for data in uploads
         ]
-        if keys and not parts:
+        if (keys or out.buttons) and not parts:
             parts = [""]
         sent: list[Sent] = []
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
             markdown = (at if index == 0 else "") + to_feishu_markdown(part)
-            content = card(markdown.strip(), keys if last else None)
+            buttons = None
+            if last and out.buttons:
+                shown = markdown.strip()
+                buttons = [(b[0], press_value(b[1], out.chat_id, shown)) for b in out.buttons]
+            content = card(markdown.strip(), keys if last else None, buttons)
             key = uuid_of(out.event_id, str(index), content)
             reply_to = quote if index == 0 else None
             sent.append(

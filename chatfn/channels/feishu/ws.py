@@ -19,11 +19,18 @@ result): the SDK handles each frame in a task of its own, calls the handler, the
 response frame; the handler leaves the channel's answer in a context variable of that task,
 and the link's `_write_message` waits for it (without blocking the SDK's loop) and answers a
 message not stored in time with code 500, which the platform pushes again.
+
+A card's button click (`card.action.trigger`, a callback the platform sends over the same
+connection as an event frame) wants an answer, not only "handled": the toast shown to the
+clicker and the card to show instead (within 3 s). The channel's answer to it is that object,
+which `_write_message` writes as the response frame's `data` (base64 of its JSON), where the
+SDK would put a callback handler's return value.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextlib
 import contextvars
@@ -38,18 +45,22 @@ from chatfn.channels import kit
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import channel as kit_channel
 
-__all__ = ["EVENTS", "WsLink"]
+__all__ = ["CARD_ACTION", "EVENTS", "WsLink"]
 
 #: The events the channel handles (registered with the SDK's dispatcher).
 EVENTS = ("im.message.receive_v1", "im.chat.member.user.added_v1", "im.chat.member.bot.added_v1")
+#: The callback of a click on a card's button (registered as the SDK's card action handler).
+CARD_ACTION = "card.action.trigger"
 
-# True: stored, answer "handled". A coroutine: it runs on the bot's loop from the SDK's thread.
-OnEvent = Callable[[dict[str, Any]], Coroutine[Any, Any, bool]]
+# True: stored, answer "handled"; a dict: a callback's answer (module docstring). A coroutine:
+# it runs on the bot's loop from the SDK's thread.
+Answer = bool | dict[str, Any]
+OnEvent = Callable[[dict[str, Any]], Coroutine[Any, Any, Answer]]
 OnState = Callable[[str, str], None]  # ("connected" | "lost" | "refused" | "failing", detail)
 
 
 # The channel's answer to the event frame being handled, in the SDK's task for that frame.
-_ANSWER: contextvars.ContextVar[concurrent.futures.Future[bool] | None] = contextvars.ContextVar(
+_ANSWER: contextvars.ContextVar[concurrent.futures.Future[Answer] | None] = contextvars.ContextVar(
     "feishu_answer", default=None
 )
 
@@ -62,6 +73,26 @@ def answered_failed(data: bytes) -> bytes:
     frame.ParseFromString(data)
     frame.payload = json.dumps({"code": 500}).encode()
     return bytes(frame.SerializeToString())
+
+
+def answered_with(data: bytes, answer: dict[str, Any]) -> bytes:
+    """A response frame carrying a callback's answer: `data` is base64 of its JSON, as the
+    SDK writes a callback handler's result."""
+    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+    frame = Frame()
+    frame.ParseFromString(data)
+    body = base64.b64encode(json.dumps(answer, ensure_ascii=False).encode()).decode()
+    frame.payload = json.dumps({"code": 200, "data": body}).encode()
+    return bytes(frame.SerializeToString())
+
+
+def card_payload(data: Any) -> dict[str, Any]:
+    """The SDK's P2CardActionTrigger back as the callback's JSON shape (schema 2.0)."""
+    from lark_oapi.core.json import JSON
+
+    payload = json.loads(JSON.marshal(data))
+    return payload if isinstance(payload, dict) else {}
 
 
 def as_payload(data: Any) -> dict[str, Any]:
@@ -121,6 +152,14 @@ class WsLink:
             raise RuntimeError("the bot's loop is gone")
         _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
 
+    def _card(self, data: Any) -> None:
+        """The SDK's card action handler: like `_event`; the channel's answer (the toast and
+        card for the clicker) is written by `_write_message`, so the SDK's is None."""
+        payload = card_payload(data)
+        if self._home is None or self._home.is_closed():
+            raise RuntimeError("the bot's loop is gone")
+        _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+
     @staticmethod
     def _answering(write: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
         """The client's `_write_message`, waiting for the channel's answer to an event frame
@@ -130,11 +169,14 @@ class WsLink:
             answer = _ANSWER.get()
             if answer is not None:
                 _ANSWER.set(None)
+                stored: Answer
                 try:
                     stored = await asyncio.wrap_future(answer)
                 except Exception:  # noqa: BLE001 - the bot stopping: not stored
                     stored = False
-                if not stored:
+                if isinstance(stored, dict):
+                    data = answered_with(data, stored)
+                elif not stored:
                     data = answered_failed(data)
             await write(data)
 
@@ -175,6 +217,7 @@ class WsLink:
         builder = lark.EventDispatcherHandler.builder("", "")
         for kind in EVENTS:
             builder = builder.register_p2_customized_event(kind, self._event)
+        builder = builder.register_p2_card_action_trigger(self._card)
         handler = builder.build()
         backoff = kit.Backoff(0.5, 60.0)
         while not self._stop.is_set():

@@ -84,6 +84,9 @@ MESSAGES: dict[str, str] = {
     "core.approval.stale.expired": "Request {id} has expired.",
     "core.approval.stale.other_chat": "Request {id} belongs to another chat: answer it there.",
     "core.approval.stale.not_allowed": "You may not answer request {id}.",
+    # A button press whose answer did not come in time for the platform's reply to the press
+    # (Feishu's card callback: 3 s): the answer follows as a message.
+    "core.approval.press_pending": "Your answer to {id} is being handled: see the chat.",
     "fate.held_approval": "held: a call waits for approval {detail}",
     "fate.reason.approval": "the call was not approved",
     "core.sentence": "{text}.",

@@ -71,6 +71,7 @@ MESSAGES: dict[str, str] = {
     "core.approval.stale.expired": "请求 {id} 已过期。",
     "core.approval.stale.other_chat": "请求 {id} 属于另一个聊天：请在那里回复。",
     "core.approval.stale.not_allowed": "你不能回复请求 {id}。",
+    "core.approval.press_pending": "正在处理你对 {id} 的回复：结果见聊天。",
     "fate.held_approval": "等待中：一个调用在等待审批 {detail}",
     "fate.reason.approval": "调用未获批准",
     "core.sentence": "{text}。",

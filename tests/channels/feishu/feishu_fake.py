@@ -19,6 +19,18 @@ Shapes are those of the official reference at open.feishu.cn (open.larksuite.com
 - webhook: .../event-subscription-guide/event-subscription-configure-/encrypt-key-encryption-
   configuration-case (AES-256-CBC with SHA-256(encrypt_key), base64(iv + ciphertext);
   X-Lark-Signature = sha256(timestamp + nonce + encrypt_key + body))
+- cards (msg_type interactive): card JSON 2.0 (.../feishu-cards/card-json-v2-structure): a
+  `body.elements` list; 2.0 has no `action` element (buttons go in `elements`); a `button`
+  has a plain_text `text` of 1..100 characters, a `type` of the documented set and
+  `behaviors` (`callback` with an object `value`, or `open_url` with a `default_url`)
+  (.../card-json-v2-components/interactive-components/button). A card that breaks these is
+  refused with 230099 "Failed to create card content", as the real one is (`card_problem`).
+- card callbacks: a click is `card.action.trigger` (.../feishu-cards/card-callback-
+  communication: `operator`, `token`, `action.value` / `tag`, `context.open_message_id` /
+  `open_chat_id`), sent like an event (an event frame on the long connection, or POSTed,
+  encrypted and signed, to the request URL), and answered within 3 s with `{"toast": {"type",
+  "content"}, "card": {"type": "raw", "data": card}}`: the toast is shown to the clicker, the
+  card (checked like a sent one) replaces the message's (`click`).
 - long connection: the endpoint POST /callback/ws/endpoint ({"AppID", "AppSecret"} ->
   `data.URL`, `data.ClientConfig`) and the `pbbp2.Frame` protobuf (SeqID=1, LogID=2,
   service=3, method=4 [0 control, 1 data], headers=5 {key=1, value=2}, payload=8), as the
@@ -27,6 +39,7 @@ Shapes are those of the official reference at open.feishu.cn (open.larksuite.com
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -49,6 +62,76 @@ BOT_OPEN_ID = "ou_bot0000000000000000000000000001"
 BOT_NAME = "chatfnbot"
 TENANT = "2ca1d211f64f6438"
 MAX_CARD_BYTES = 30 * 1024
+CARD_ANSWER_WAIT = 3.0  # the platform waits this long for a card callback's answer
+#: Card JSON 2.0 elements the fake renders (the ones chatfn sends, and a few common ones).
+CARD_TAGS = {"markdown", "img", "button", "div", "hr", "column_set", "plain_text"}
+BUTTON_TYPES = {
+    "default",
+    "primary",
+    "danger",
+    "text",
+    "primary_text",
+    "danger_text",
+    "primary_filled",
+    "danger_filled",
+    "laser",
+}
+
+
+def _button_problem(e: dict[str, Any]) -> str | None:
+    text = e.get("text")
+    if not isinstance(text, dict) or text.get("tag") not in ("plain_text", "lark_md"):
+        return "button text must be a plain_text object"
+    label = text.get("content")
+    if not isinstance(label, str) or not label or len(label) > 100:
+        return "button text content must have 1 to 100 characters"
+    if e.get("type", "default") not in BUTTON_TYPES:
+        return f"button type {e.get('type')!r} is not supported"
+    behaviors = e.get("behaviors")
+    if "value" in e and behaviors is None:
+        return "JSON 2.0 button interactions go in behaviors, not value"
+    if not isinstance(behaviors, list) or not behaviors:
+        return "button behaviors must be a non-empty list"
+    for b in behaviors:
+        if not isinstance(b, dict):
+            return "behavior must be an object"
+        if b.get("type") == "callback":
+            if not isinstance(b.get("value"), dict):
+                return "callback behavior value must be an object"
+        elif b.get("type") == "open_url":
+            if not isinstance(b.get("default_url"), str):
+                return "open_url behavior needs default_url"
+        else:
+            return f"behavior type {b.get('type')!r} is not supported"
+    return None
+
+
+def card_problem(card: Any) -> str | None:
+    """Why the platform would refuse this card JSON (module docstring), or None."""
+    if not isinstance(card, dict):
+        return "card is not a JSON object"
+    if card.get("schema") != "2.0":
+        elements = card.get("elements")
+        return None if isinstance(elements, list) else "card JSON 1.0 needs an elements list"
+    body = card.get("body")
+    elements = body.get("elements") if isinstance(body, dict) else None
+    if not isinstance(elements, list):
+        return "card JSON 2.0 needs body.elements"
+    for e in elements:
+        if not isinstance(e, dict) or not isinstance(e.get("tag"), str):
+            return "element without a tag"
+        tag = e["tag"]
+        if tag == "action":
+            return "card JSON 2.0 does not support the action element"
+        if tag not in CARD_TAGS:
+            return f"unknown element tag {tag!r}"
+        if tag == "markdown" and not isinstance(e.get("content"), str):
+            return "markdown content must be a string"
+        if tag == "img" and not isinstance(e.get("img_key"), str):
+            return "img needs img_key"
+        if tag == "button" and (problem := _button_problem(e)) is not None:
+            return problem
+    return None
 
 
 @dataclass
@@ -191,6 +274,10 @@ class FakeFeishu(FakePlatform):
         self.names: dict[str, str] = {}  # open_id -> the user's name
         self.acked: list[str] = []  # message_id headers of event frames answered
         self.answers: dict[str, int] = {}  # message_id header -> the answer's code (200, 500)
+        # message_id header -> a callback answer frame's `data` (its JSON, decoded).
+        self.answer_data: dict[str, Any] = {}
+        # Card callbacks: what each click's clicker was shown (open_id, toast or None).
+        self.toasts: list[tuple[str, dict[str, Any] | None]] = []
         self.connections = 0
         self.pings = 0
         self.link_down = False
@@ -329,6 +416,8 @@ class FakeFeishu(FakePlatform):
                 return _err(1000004, "internal error, please retry", 500)
             return web.Response(status=status, text="upstream connect error")
         if msg_type == "interactive":
+            if (problem := card_problem(content)) is not None:
+                return _err(230099, f"Failed to create card content: {problem}", 400)
             elements = (content.get("body") or {}).get("elements") or []
             for e in elements:
                 if (
@@ -559,7 +648,11 @@ class FakeFeishu(FakePlatform):
                     message_id = frame["headers"].get("message_id", "")
                     self.acked.append(message_id)
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
-                        self.answers[message_id] = int(json.loads(frame["payload"])["code"])
+                        answer = json.loads(frame["payload"])
+                        if answer.get("data"):
+                            data = base64.b64decode(answer["data"])
+                            self.answer_data[message_id] = json.loads(data)
+                        self.answers[message_id] = int(answer["code"])
                     await self.notify()
         finally:
             if ws in self._sockets:
@@ -685,6 +778,72 @@ class FakeFeishu(FakePlatform):
                 "i18n_names": {"zh_cn": "群", "en_us": "group", "ja_jp": ""},
             },
         )
+
+    def card_action_event(
+        self, user: str, posted: Posted, value: dict[str, Any], event_id: str = ""
+    ) -> dict[str, Any]:
+        """card.action.trigger: `user` clicked a button of `posted` whose value is `value`."""
+        return self.envelope(
+            "card.action.trigger",
+            {
+                "operator": {
+                    "tenant_key": TENANT,
+                    "user_id": user[3:],
+                    "open_id": user,
+                    "union_id": "on_" + user[3:],
+                },
+                "token": "c-" + uuid.uuid4().hex,
+                "action": {"value": value, "tag": "button"},
+                "host": "im_message",
+                "context": {"open_message_id": posted.message_id, "open_chat_id": posted.chat_id},
+            },
+            event_id,
+        )
+
+    async def click(
+        self,
+        user: str,
+        posted: Posted,
+        label: str,
+        *,
+        card: dict[str, Any] | None = None,
+        event_id: str = "",
+    ) -> dict[str, Any]:
+        """`user` clicks the button labelled `label` of the message `posted` (as it shows now,
+        or as `card` showed it: a client that had not yet seen an update). The callback goes
+        the way events go; the answer must come within 3 s (TimeoutError otherwise, as the
+        client then shows an error). Its card, when there is one, must be one the platform
+        takes (AssertionError otherwise) and replaces the message's for everyone. Returns the
+        answer; its toast is also kept in `toasts`."""
+        shown = card if card is not None else posted.content
+        elements = (shown.get("body") or {}).get("elements") or []
+        [button] = [
+            e
+            for e in elements
+            if e.get("tag") == "button" and (e.get("text") or {}).get("content") == label
+        ]
+        [value] = [b["value"] for b in button["behaviors"] if b.get("type") == "callback"]
+        payload = self.card_action_event(user, posted, value, event_id)
+        if self.webhook_url:
+            async with asyncio.timeout(CARD_ANSWER_WAIT):
+                status, answer = await self.post_webhook(payload)
+            assert status == 200, (status, answer)
+        else:
+            frame_id = await self.push(payload)
+            await self.wait_for(lambda: frame_id in self.answers, CARD_ANSWER_WAIT)
+            assert self.answers[frame_id] == 200, self.answers[frame_id]
+            answer = self.answer_data.get(frame_id, {})
+        assert isinstance(answer, dict), answer
+        toast = answer.get("toast")
+        self.toasts.append((user, toast if isinstance(toast, dict) else None))
+        if "card" in answer:
+            update = answer["card"]
+            assert isinstance(update, dict) and update.get("type") == "raw", update
+            problem = card_problem(update.get("data"))
+            assert problem is None, f"the platform refuses the card update: {problem}"
+            posted.content = update["data"]
+        await self.notify()
+        return answer
 
     async def push(self, payload: dict[str, Any], timeout: float = 15.0) -> str:
         """Deliver an event: POSTed to `webhook_url` (encrypted and signed when the fake has an
