@@ -24,9 +24,11 @@ class DingTalkSettings(PlatformSettings):
     DingTalk's own address by default and covers the OpenAPI, the Stream connection endpoint
     and OAPI (oapi.dingtalk.com) alike: pointed elsewhere, all three go there."""
 
+    # The app's Client ID (AppKey), from the developer console's 凭证与基础信息.
     client_id: str = ""
     client_secret: SecretStr | None = None
     mode: Literal["stream", "webhook"] = "stream"
+    # DingTalk's API (api.dingtalk.com); the OAPI calls follow it when pointed elsewhere.
     api_base: str = API_BASE
     # The robot's code; for an internal app's robot it is the app's Client ID (the default).
     robot_code: str = ""

@@ -19,13 +19,17 @@ class TeamsSettings(PlatformSettings):
     answers go to the activity's service URL with a token of `app_id` / `app_password` from
     `{api_base}/{tenant_id}/oauth2/v2.0/token`."""
 
-    app_id: str = ""  # the Microsoft App ID (a GUID)
+    # The bot's Microsoft App ID (a GUID), from its Azure Bot resource.
+    app_id: str = ""
     app_password: SecretStr | None = None  # its client secret
     # The bot's tenant (single-tenant bots); "" = botframework.com (multi-tenant bots).
     tenant_id: str = ""
-    api_base: str = "https://login.microsoftonline.com"  # where the token comes from
-    openid_metadata_url: str = OPENID  # the Bot Framework's OpenID metadata (its keys)
-    webhook_path: str = "/api/messages"  # the messaging endpoint's path
+    # Where the bot's access token comes from (Microsoft Entra ID).
+    api_base: str = "https://login.microsoftonline.com"
+    # The Bot Framework's OpenID metadata: the keys incoming activities are checked with.
+    openid_metadata_url: str = OPENID
+    # The messaging endpoint's path (on the HTTP channel's port), as set in the Azure Bot.
+    webhook_path: str = "/api/messages"
     # Characters per message (Teams refuses a message over about 28 KB).
     max_message_length: int = Field(default=20000, ge=100, le=28000)
     send_rate: float = Field(default=1.0, ge=0)

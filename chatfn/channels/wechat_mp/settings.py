@@ -21,13 +21,16 @@ class WechatMpSettings(PlatformSettings):
     API calls go to `{api_base}/cgi-bin/...` with an access_token from `app_id` +
     `app_secret`."""
 
-    app_id: str = ""  # wx...
+    # The account's AppID (wx...), from 设置与开发 -> 基本配置.
+    app_id: str = ""
     app_secret: SecretStr | None = None
     token: SecretStr | None = None  # 服务器配置 -> 令牌(Token)
     # 服务器配置 -> 消息加解密密钥: set it for safe mode (安全模式, recommended); not set, the
     # account must be in plain mode (明文模式) and an encrypted callback is refused.
     encoding_aes_key: SecretStr | None = None
+    # WeChat's API (api.weixin.qq.com); another address for a proxy or a test server.
     api_base: str = DEFAULT_API_BASE
+    # Where WeChat POSTs messages (the server URL's path, on the HTTP channel's port).
     webhook_path: str = "/wechat_mp/callback"
     # Whether the account may send customer-service messages (客服消息: verified
     # subscription and service accounts). Without it every answer must fit the passive reply.

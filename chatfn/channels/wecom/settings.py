@@ -20,12 +20,14 @@ class WecomSettings(PlatformSettings):
     and the streaming reply, `token` and `encoding_aes_key` only). The callback is served at
     `webhook_path` on the HTTP channel's port; API calls go to `{api_base}/cgi-bin/...`."""
 
-    corp_id: str = ""  # 我的企业 -> 企业信息 -> 企业ID (ww...)
+    # The company's CorpID (ww...), from 我的企业 -> 企业信息 -> 企业ID.
+    corp_id: str = ""
     secret: SecretStr | None = None  # the app's Secret
     agent_id: int | None = None  # the app's AgentId
     token: SecretStr | None = None  # the callback's Token
     encoding_aes_key: SecretStr | None = None  # the callback's EncodingAESKey (43 characters)
     mode: Literal["app", "aibot"] = "app"
+    # WeCom's API (qyapi.weixin.qq.com); another address for a proxy or a test server.
     api_base: str = DEFAULT_API_BASE
     # Where WeCom sends the callback (on the HTTP channel's port).
     webhook_path: str = "/wecom/callback"

@@ -25,8 +25,10 @@ WEIXIN_MAX_TEXT = 2000
 class WeixinSettings(PlatformSettings):
     """A personal WeChat account logged in to iLink as a bot (README.md)."""
 
+    # Tencent's iLink bot API (the QR login and the message calls).
     base_url: str = DEFAULT_BASE_URL
     token: SecretStr | None = None
+    # The CDN that pictures, files and voice are uploaded to and downloaded from.
     cdn_base_url: str = DEFAULT_CDN_BASE_URL
     # Characters of one text message; longer replies are split.
     max_message_length: int = Field(default=WEIXIN_MAX_TEXT, ge=100, le=4000)

@@ -24,15 +24,20 @@ class XmppSettings(PlatformSettings):
     found from the JID's domain (`server`: `host` or `host:port`), and the group chats
     (XEP-0045 multi-user chat `rooms`, by their JIDs) it joins as `nick`."""
 
+    # The bot's account, name@example.org.
     jid: str = ""
     password: SecretStr | None = None
+    # host or host:port to connect to; empty: found from the JID's domain (DNS SRV).
     server: str = ""
+    # Multi-user chat rooms to join at start (room@conference.domain).
     rooms: list[str] = Field(default_factory=list)
     # The bot's nick in rooms (default: the JID's local part).
     nick: str = ""
     # STARTTLS required (false: a plain connection allowed, for a server on localhost only).
     tls: bool = True
+    # Characters per message; longer replies are split.
     max_message_length: int = Field(default=DEFAULT_MAX_LENGTH, ge=100, le=200_000)
+    # Seconds to connect and log in before it counts as unreachable (then retried).
     connect_timeout: float = Field(default=30.0, gt=0)
 
     @field_validator("jid")
