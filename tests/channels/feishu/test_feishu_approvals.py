@@ -214,3 +214,69 @@ async def test_a_deny_click_over_the_webhook_does_not_run_the_call(tmp_path: Pat
             await driver.detach()
             await http.stop()
             await bot.aclose()
+
+
+async def test_a_resent_click_a_forwarded_card_and_a_slow_answer(
+    fake: FakeFeishu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same callback delivered twice gets the first one's answer (the command runs once,
+    not 'already answered'); a card clicked in another chat than it was sent to does
+    nothing; an answer not ready within PRESS_WAIT is a 'being handled' toast and comes as a
+    message."""
+    from chatfn.channels.feishu import channel as feishu_channel
+
+    driver = FeishuDriver(fake)
+    settings = parse_settings(config(tmp_path, driver.channel_settings()), base_dir=tmp_path)
+    model = ScriptedModel([call("transfer", amount=5), say("Moved 5.")] * 2)
+    bot = Bot(settings, model=model)
+    await driver.attach(bot.channel_host, settings.channels.feishu)
+    await bot.start()
+    try:
+        request, approval = await ask(fake)
+        elsewhere = copy.deepcopy(request)
+        elsewhere.chat_id = "oc_gother"
+        assert await fake.click(MANAGER, elsewhere, "Approve") == {}
+
+        before = copy.deepcopy(request.content)
+        first = await fake.click(MANAGER, request, "Approve", event_id="ev-click-1")
+        again = await fake.click(MANAGER, request, "Approve", event_id="ev-click-1", card=before)
+        assert first["toast"]["type"] == "success" and again == first
+        sent = await fake.wait_sent(GROUP, 2)
+        await asyncio.sleep(0.3)
+        assert len(fake.sent_to(GROUP)) == 2 and "Moved 5." in shown(sent[-1])
+
+        monkeypatch.setattr(feishu_channel, "PRESS_WAIT", 0.0)
+        request, approval = await ask_again(fake)
+        answer = await fake.click(MANAGER, request, "Approve")
+        assert answer == {
+            "toast": {
+                "type": "info",
+                "content": f"Your answer to {approval} is being handled: see the chat.",
+            }
+        }
+        sent = await fake.wait_sent(GROUP, 5)
+        said = [shown(p) for p in sent[3:]]
+        assert f"Approved {approval}: transfer runs now." in said[0]
+        assert "Moved 5." in said[-1]
+        assert len(buttons(request)) == 2  # not updated: the answer came as a message
+    finally:
+        await driver.detach()
+        await bot.aclose()
+
+
+async def ask_again(fake: FakeFeishu) -> tuple[Posted, str]:
+    """`ask` once more in the same group: the newest request card and its ID."""
+    before = len(fake.sent_to(GROUP))
+    mention = {
+        "key": "@_user_1",
+        "id": {"union_id": "on_bot", "user_id": "", "open_id": BOT_OPEN_ID},
+        "name": "chatfnbot",
+        "tenant_key": "2ca1d211f64f6438",
+    }
+    await fake.push(
+        fake.message_event(GROUP, ASKER, group=True, text="@_user_1 move 5", mentions=[mention])
+    )
+    request = (await fake.wait_sent(GROUP, before + 1))[-1]
+    found = re.search(r"Approval needed \(([A-Z0-9]{6})\)", shown(request))
+    assert found, shown(request)
+    return request, found.group(1)
