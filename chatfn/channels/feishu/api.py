@@ -59,6 +59,9 @@ from lark_oapi.api.im.v1 import (
     GetChatMembersResponse,
     GetChatRequest,
     GetMessageResourceRequest,
+    PatchMessageRequest,
+    PatchMessageRequestBody,
+    PatchMessageResponse,
     ReplyMessageRequest,
     ReplyMessageRequestBody,
     ReplyMessageResponse,
@@ -372,6 +375,22 @@ class FeishuApi:
 
         response = await self.call(do)
         return Sent(str(response.data.message_id), str(response.data.chat_id or ""))
+
+    async def update_card(self, message_id: str, content: str) -> None:
+        """PATCH im/v1/messages/{message_id}: a card the bot sent shown as `content` instead,
+        for everyone (a JSON 2.0 card is a shared one;
+        https://open.feishu.cn/document/server-docs/im-v1/message-card/patch)."""
+
+        def do(option: RequestOption) -> Awaitable[Any]:
+            request = (
+                PatchMessageRequest.builder()
+                .message_id(message_id)
+                .request_body(PatchMessageRequestBody.builder().content(content).build())
+                .build()
+            )
+            return self._model(request, option, PatchMessageResponse)
+
+        await self.call(do)
 
     async def upload_image(self, data: bytes) -> str:
         """im/v1/images (image_type=message): the image_key an image message shows."""

@@ -37,7 +37,8 @@ command's answer is the toast instead of a chat message: a refusal ("You may not
 request K3F9QX.") is seen by the clicker only and leaves the card as it was; a decision
 ("Approved K3F9QX: transfer runs now.") shows the card again without its buttons, with the
 decision and who took it. An answer not ready within `PRESS_WAIT` (the chat's turn is
-running) is a "being handled" toast and follows as a message.
+running) is a "being handled" toast and follows as a message; a decision then updates the
+card through the API (api.py `update_card`, PATCH im/v1/messages/{message_id}).
 
 Roles for `bot.trust_group_admins`: the group's owner ("owner") and its managers ("admin"),
 from im/v1/chats/{chat_id} (`owner_id`, `user_manager_id_list`, as open_ids); senders' names
@@ -272,6 +273,10 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         ident = f"press:{event_id or user + ':' + str(time.time_ns())}"
         found = _ANSWERING.match(text)
         press = _Press(self, toasts=found is not None)
+        if found is not None:
+            press.approval = found.group(1).upper()
+            if clicked := str(context.get("open_message_id") or ""):
+                press.card = (clicked, user, value)
         job = self.inbound.message(
             ref.key, ident, lambda: self._pressed(ref, user, text, ident), sink=press.sink
         )
@@ -293,9 +298,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             return {}
         if not _decided(said, approval):  # refused: the clicker sees why, the card stays
             return _toast("error", said)
-        kept = str(value.get("markdown") or "")
-        outcome = f"{to_feishu_markdown(said)} {mention(user)}".strip()
-        shown = json.loads(card(f"{kept}\n\n{outcome}".strip()))
+        shown = json.loads(_decided_card(said, user, value))
         return {**_toast("success", said), "card": {"type": "raw", "data": shown}}
 
     async def _pressed(
@@ -417,12 +420,24 @@ class _Press:
         self.channel = channel
         self.toasts = toasts
         self.replies: list[OutgoingMessage] = []
+        self.approval = ""  # the request an approval's button answers
+        # (message_id, clicker, button value) of the card clicked: updated through the API
+        # when the decision comes after the click's answer (`PRESS_WAIT` passed).
+        self.card: tuple[str, str, dict[str, Any]] | None = None
 
     async def sink(self, out: OutgoingMessage) -> None:
         if self.toasts:
             self.replies.append(out)
-        else:
-            await self.channel.deliver(out)
+            return
+        await self.channel.deliver(out)
+        if self.card is None or not self.approval or not _decided(out.text, self.approval):
+            return
+        message_id, user, value = self.card
+        self.card = None
+        try:
+            await self.channel.api.update_card(message_id, _decided_card(out.text, user, value))
+        except _API_ERRORS as exc:  # the decision was said in the chat: the card keeps buttons
+            logger.warning("Feishu card {} not updated: {}", message_id, exc)
 
 
 def _kind(payload: dict[str, Any]) -> str:
@@ -431,6 +446,14 @@ def _kind(payload: dict[str, Any]) -> str:
 
 def _toast(kind: str, text: str) -> dict[str, Any]:
     return {"toast": {"type": kind, "content": text[:TOAST_LIMIT]}}
+
+
+def _decided_card(said: str, user: str, value: dict[str, Any]) -> str:
+    """The clicked card shown again after a decision: its markdown (kept in the button's
+    value), then the decision and who took it; no buttons."""
+    kept = str(value.get("markdown") or "")
+    outcome = f"{to_feishu_markdown(said)} {mention(user)}".strip()
+    return card(f"{kept}\n\n{outcome}".strip())
 
 
 def _decided(said: str, approval: str) -> bool:

@@ -30,7 +30,9 @@ Shapes are those of the official reference at open.feishu.cn (open.larksuite.com
   `open_chat_id`), sent like an event (an event frame on the long connection, or POSTed,
   encrypted and signed, to the request URL), and answered within 3 s with `{"toast": {"type",
   "content"}, "card": {"type": "raw", "data": card}}`: the toast is shown to the clicker, the
-  card (checked like a sent one) replaces the message's (`click`).
+  card (checked like a sent one) replaces the message's (`click`). PATCH
+  im/v1/messages/{message_id} (.../im-v1/message-card/patch) updates a card later, checked
+  the same way.
 - long connection: the endpoint POST /callback/ws/endpoint ({"AppID", "AppSecret"} ->
   `data.URL`, `data.ClientConfig`) and the `pbbp2.Frame` protobuf (SeqID=1, LogID=2,
   service=3, method=4 [0 control, 1 data], headers=5 {key=1, value=2}, payload=8), as the
@@ -292,6 +294,7 @@ class FakeFeishu(FakePlatform):
         r.add_get("/open-apis/bot/v3/info", self._bot_info)
         r.add_post("/open-apis/im/v1/messages", self._create)
         r.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
+        r.add_patch("/open-apis/im/v1/messages/{message_id}", self._patch)
         r.add_post("/open-apis/im/v1/images", self._upload)
         r.add_post("/open-apis/im/v1/files", self._upload_file)
         r.add_get("/open-apis/im/v1/messages/{message_id}/resources/{key}", self._resource)
@@ -453,6 +456,28 @@ class FakeFeishu(FakePlatform):
         if chat_id not in self.chats:
             return _err(230002, "Bot/User can NOT be out of the chat.", 400)
         return await self._post(chat_id, body)
+
+    async def _patch(self, request: web.Request) -> web.Response:
+        """Update a card the bot sent (.../im-v1/message-card/patch): only an interactive
+        message of this app, with a card the platform takes; shown to everyone."""
+        self.calls.append("messages.patch")
+        if (refused := self._authorized(request)) is not None:
+            return refused
+        message_id = request.match_info["message_id"]
+        posted = next((p for p in self.posted if p.message_id == message_id), None)
+        if posted is None:
+            return _err(230001, "invalid message_id", 400)
+        if posted.msg_type != "interactive":
+            return _err(230001, "only a card message can be updated", 400)
+        try:
+            content = json.loads(str((await request.json()).get("content") or ""))
+        except ValueError:
+            return _err(230001, "content is not valid JSON", 400)
+        if (problem := card_problem(content)) is not None:
+            return _err(230099, f"Failed to create card content: {problem}", 400)
+        posted.content = content
+        await self.notify()
+        return web.json_response({"code": 0, "msg": "success", "data": {}})
 
     async def _reply(self, request: web.Request) -> web.Response:
         self.calls.append("messages.reply")

@@ -222,7 +222,7 @@ async def test_a_resent_click_a_forwarded_card_and_a_slow_answer(
     """The same callback delivered twice gets the first one's answer (the command runs once,
     not 'already answered'); a card clicked in another chat than it was sent to does
     nothing; an answer not ready within PRESS_WAIT is a 'being handled' toast and comes as a
-    message."""
+    message, the card then updated through the API (PATCH im/v1/messages)."""
     from chatfn.channels.feishu import channel as feishu_channel
 
     driver = FeishuDriver(fake)
@@ -258,7 +258,10 @@ async def test_a_resent_click_a_forwarded_card_and_a_slow_answer(
         said = [shown(p) for p in sent[3:]]
         assert f"Approved {approval}: transfer runs now." in said[0]
         assert "Moved 5." in said[-1]
-        assert len(buttons(request)) == 2  # not updated: the answer came as a message
+        # The decision came after the click's answer: the card is updated through the API.
+        await fake.wait_for(lambda: not buttons(request))
+        assert f"Approved {approval}: transfer runs now." in shown(request)
+        assert "messages.patch" in fake.calls
     finally:
         await driver.detach()
         await bot.aclose()
