@@ -9,6 +9,10 @@
 #               (default: the official slim Python image; CI passes one made with debootstrap)
 #   EXTRAS      the extras installed with the wheel (default: what compose.yaml's scale-out
 #               stack needs: PostgreSQL and RabbitMQ; e.g. "all", or "" for the base install)
+#   SYSTEM_PACKAGES  Debian packages added to the image (default none). For voice messages:
+#               "ffmpeg espeak-ng libopencore-amrnb0" (conversion, the offline voice, the AMR
+#               encoder WeCom and DingTalk voice needs; ffmpeg adds about 250 MB), with EXTRAS
+#               naming `voice` (the SILK codec for QQ and WeChat)
 ARG BASE_IMAGE=python:3.12-slim-bookworm
 
 # --- builder: the wheel of this tree, installed with its extras into /opt/chatfn (a venv) ---
@@ -40,6 +44,13 @@ LABEL org.opencontainers.image.title="chatfn" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.licenses="MIT"
+ARG SYSTEM_PACKAGES=""
+RUN if [ -n "$SYSTEM_PACKAGES" ]; then \
+      apt-get update -q \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+           $SYSTEM_PACKAGES \
+      && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb; \
+    fi
 RUN groupadd --system --gid 10001 chatfn \
  && useradd --uid 10001 --gid chatfn --home-dir /data --no-create-home \
       --shell /usr/sbin/nologin chatfn \
