@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from providers.text_tools import dialects
-from providers.text_tools.markers import FIXED, Markers, Spec, random_id
+from providers.text_tools.markers import FIXED, Spec, markers_for, random_id
 from providers.text_tools.result import ParsedText, Segment, SegmentKind
 from providers.text_tools.scan import ArgumentStrings, BracketScanner
 from providers.types import StreamEvent, ToolCall
@@ -42,7 +42,7 @@ class ParserCore:
         self._harmony_to = ""
         self._channel = ""
         self._new_id = id_factory or random_id
-        self._markers = Markers(self._allowed)
+        self._markers = markers_for(self._allowed)
         self._buf = ""
         self._pos = 0
         self._prev = "\n"  # the start of the reply counts as the start of a line
