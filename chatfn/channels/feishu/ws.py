@@ -24,7 +24,10 @@ A card's button click (`card.action.trigger`, a callback the platform sends over
 connection as an event frame) wants an answer, not only "handled": the toast shown to the
 clicker and the card to show instead (within 3 s). The channel's answer to it is that object,
 which `_write_message` writes as the response frame's `data` (base64 of its JSON), where the
-SDK would put a callback handler's return value.
+SDK would put a callback handler's return value. The platform has been seen to send that
+callback in a frame of type "card" as well as "event", and lark-oapi drops "card" frames
+unanswered (oapi-sdk-python issue 126: the clicker sees error 200340), so `_handle_data_frame`
+hands such a frame to the dispatcher as an event, and its response frame keeps type "card".
 """
 
 from __future__ import annotations
@@ -65,6 +68,21 @@ _ANSWER: contextvars.ContextVar[concurrent.futures.Future[Answer] | None] = cont
 )
 
 
+# Whether the frame being handled (in the SDK's task for it) came as type "card".
+_CARD_FRAME: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "feishu_card_frame", default=False
+)
+
+
+def _set_type(frame: Any, old: str, new: str) -> bool:
+    """Rename the frame's `type` header from `old` to `new`; whether it was `old`."""
+    for header in frame.headers:
+        if header.key == "type" and header.value == old:
+            header.value = new
+            return True
+    return False
+
+
 def answered_failed(data: bytes) -> bytes:
     """A response frame saying the event failed (code 500): the platform pushes it again."""
     from lark_oapi.ws.pb.pbbp2_pb2 import Frame
@@ -84,6 +102,8 @@ def answered_with(data: bytes, answer: dict[str, Any]) -> bytes:
     frame.ParseFromString(data)
     body = base64.b64encode(json.dumps(answer, ensure_ascii=False).encode()).decode()
     frame.payload = json.dumps({"code": 200, "data": body}).encode()
+    if _CARD_FRAME.get():
+        _set_type(frame, "event", "card")  # answered as the frame came
     return bytes(frame.SerializeToString())
 
 
@@ -159,6 +179,18 @@ class WsLink:
         if self._home is None or self._home.is_closed():
             raise RuntimeError("the bot's loop is gone")
         _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+
+    @staticmethod
+    def _cards_too(handle: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        """The client's `_handle_data_frame`, taking a "card" frame as an event (module
+        docstring) instead of dropping it."""
+
+        async def handle_data_frame(frame: Any) -> None:
+            if _set_type(frame, "card", "event"):
+                _CARD_FRAME.set(True)
+            await handle(frame)
+
+        return handle_data_frame
 
     @staticmethod
     def _answering(write: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
@@ -244,6 +276,7 @@ class WsLink:
 
             client._reconnect = reconnect_or_give_up
             client._write_message = self._answering(client._write_message)
+            client._handle_data_frame = self._cards_too(client._handle_data_frame)
             client.on_reconnecting = lambda: self._tell("lost", "connection closed")
             client.on_reconnected = lambda: self._tell("connected", "again")
             refused = False

@@ -27,7 +27,8 @@ Shapes are those of the official reference at open.feishu.cn (open.larksuite.com
   refused with 230099 "Failed to create card content", as the real one is (`card_problem`).
 - card callbacks: a click is `card.action.trigger` (.../feishu-cards/card-callback-
   communication: `operator`, `token`, `action.value` / `tag`, `context.open_message_id` /
-  `open_chat_id`), sent like an event (an event frame on the long connection, or POSTed,
+  `open_chat_id`), sent like an event (a data frame of type "event", or "card" as the
+  platform has been seen to send it, on the long connection; or POSTed,
   encrypted and signed, to the request URL), and answered within 3 s with `{"toast": {"type",
   "content"}, "card": {"type": "raw", "data": card}}`: the toast is shown to the clicker, the
   card (checked like a sent one) replaces the message's (`click`). PATCH
@@ -276,6 +277,8 @@ class FakeFeishu(FakePlatform):
         self.names: dict[str, str] = {}  # open_id -> the user's name
         self.acked: list[str] = []  # message_id headers of event frames answered
         self.answers: dict[str, int] = {}  # message_id header -> the answer's code (200, 500)
+        # message_id header -> the answer frame's `type` header (it answers as it was sent).
+        self.answer_types: dict[str, str] = {}
         # message_id header -> a callback answer frame's `data` (its JSON, decoded).
         self.answer_data: dict[str, Any] = {}
         # Card callbacks: what each click's clicker was shown (open_id, toast or None).
@@ -672,6 +675,7 @@ class FakeFeishu(FakePlatform):
                 elif frame.get("method") == 1:
                     message_id = frame["headers"].get("message_id", "")
                     self.acked.append(message_id)
+                    self.answer_types[message_id] = frame["headers"].get("type", "")
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
                         answer = json.loads(frame["payload"])
                         if answer.get("data"):
@@ -833,6 +837,7 @@ class FakeFeishu(FakePlatform):
         *,
         card: dict[str, Any] | None = None,
         event_id: str = "",
+        frame_type: str = "event",
     ) -> dict[str, Any]:
         """`user` clicks the button labelled `label` of the message `posted` (as it shows now,
         or as `card` showed it: a client that had not yet seen an update). The callback goes
@@ -854,8 +859,9 @@ class FakeFeishu(FakePlatform):
                 status, answer = await self.post_webhook(payload)
             assert status == 200, (status, answer)
         else:
-            frame_id = await self.push(payload)
+            frame_id = await self.push(payload, frame_type=frame_type)
             await self.wait_for(lambda: frame_id in self.answers, CARD_ANSWER_WAIT)
+            assert self.answer_types[frame_id] == frame_type, self.answer_types[frame_id]
             assert self.answers[frame_id] == 200, self.answers[frame_id]
             answer = self.answer_data.get(frame_id, {})
         assert isinstance(answer, dict), answer
@@ -870,7 +876,9 @@ class FakeFeishu(FakePlatform):
         await self.notify()
         return answer
 
-    async def push(self, payload: dict[str, Any], timeout: float = 15.0) -> str:
+    async def push(
+        self, payload: dict[str, Any], timeout: float = 15.0, *, frame_type: str = "event"
+    ) -> str:
         """Deliver an event: POSTed to `webhook_url` (encrypted and signed when the fake has an
         encrypt_key), or as a data frame on the long connection (waiting for one). Returns
         the frame's message_id header (the key of `answers`; "" for a webhook)."""
@@ -887,7 +895,7 @@ class FakeFeishu(FakePlatform):
             seq=next(self._ids),
             log=next(self._ids),
             headers=[
-                ("type", "event"),
+                ("type", frame_type),
                 ("message_id", frame_id),
                 ("trace_id", uuid.uuid4().hex),
                 ("sum", "1"),

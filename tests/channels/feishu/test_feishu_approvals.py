@@ -137,8 +137,9 @@ async def test_card_buttons_approve_a_held_call(fake: FakeFeishu, tmp_path: Path
         ]
         before = copy.deepcopy(request.content)
 
-        # A member's click: refused with a toast only the clicker sees; the card stays.
-        answer = await fake.click(MEMBER, request, "Approve")
+        # A member's click: refused with a toast only the clicker sees; the card stays. (It
+        # comes in a frame of type "card", which lark-oapi alone would drop unanswered.)
+        answer = await fake.click(MEMBER, request, "Approve", frame_type="card")
         assert answer == {
             "toast": {"type": "error", "content": f"You may not answer request {approval}."}
         }
