@@ -36,9 +36,10 @@ requests refused and audited by function_calls/approvals.py). For `/approve` and
 command's answer is the toast instead of a chat message: a refusal ("You may not answer
 request K3F9QX.") is seen by the clicker only and leaves the card as it was; a decision
 ("Approved K3F9QX: transfer runs now.") shows the card again without its buttons, with the
-decision and who took it. An answer not ready within `PRESS_WAIT` (the chat's turn is
-running) is a "being handled" toast and follows as a message; a decision then updates the
-card through the API (api.py `update_card`, PATCH im/v1/messages/{message_id}).
+decision and who took it; so does a click on an expired request, with its expiry. An answer
+not ready within `PRESS_WAIT` (the chat's turn is running) is a "being handled" toast and
+follows as a message; a decision then updates the card through the API (api.py
+`update_card`, PATCH im/v1/messages/{message_id}).
 
 Roles for `bot.trust_group_admins`: the group's owner ("owner") and its managers ("admin"),
 from im/v1/chats/{chat_id} (`owner_id`, `user_manager_id_list`, as open_ids); senders' names
@@ -296,6 +297,9 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         said = "\n".join(r.text for r in press.replies if r.text).strip()
         if not said:
             return {}
+        if _expired(said, approval):  # nobody can answer it now: the card says so
+            shown = json.loads(_decided_card(said, "", value))
+            return {**_toast("error", said), "card": {"type": "raw", "data": shown}}
         if not _decided(said, approval):  # refused: the clicker sees why, the card stays
             return _toast("error", said)
         shown = json.loads(_decided_card(said, user, value))
@@ -452,8 +456,17 @@ def _decided_card(said: str, user: str, value: dict[str, Any]) -> str:
     """The clicked card shown again after a decision: its markdown (kept in the button's
     value), then the decision and who took it; no buttons."""
     kept = str(value.get("markdown") or "")
-    outcome = f"{to_feishu_markdown(said)} {mention(user)}".strip()
+    outcome = f"{to_feishu_markdown(said)} {mention(user) if user else ''}".strip()
     return card(f"{kept}\n\n{outcome}".strip())
+
+
+def _expired(said: str, approval: str) -> bool:
+    """Whether the answer is some language's "request ... has expired" for `approval`."""
+    return any(
+        said == texts["core.approval.stale.expired"].format(id=approval)
+        for texts in i18n.CATALOGUES.values()
+        if "core.approval.stale.expired" in texts
+    )
 
 
 def _decided(said: str, approval: str) -> bool:

@@ -284,3 +284,27 @@ async def ask_again(fake: FakeFeishu) -> tuple[Posted, str]:
     found = re.search(r"Approval needed \(([A-Z0-9]{6})\)", shown(request))
     assert found, shown(request)
     return request, found.group(1)
+
+
+async def test_a_click_on_an_expired_request(fake: FakeFeishu, tmp_path: Path) -> None:
+    """A request past its time: the approver's click is refused (audited by the core) with a
+    toast, and the card says it expired instead of offering buttons nobody can use."""
+    driver = FeishuDriver(fake)
+    data = config(tmp_path, driver.channel_settings())
+    data["bot"]["approval_timeout"] = 0.5
+    settings = parse_settings(data, base_dir=tmp_path)
+    model = ScriptedModel([call("transfer", amount=5), say("Too late.")])
+    bot = Bot(settings, model=model)
+    await driver.attach(bot.channel_host, settings.channels.feishu)
+    await bot.start()
+    try:
+        request, approval = await ask(fake)
+        await asyncio.sleep(0.8)
+        answer = await fake.click(MANAGER, request, "Approve")
+        assert answer["toast"] == {"type": "error", "content": f"Request {approval} has expired."}
+        assert buttons(request) == []
+        assert approval in shown(request) and f"Request {approval} has expired." in shown(request)
+        assert "moved 5" not in json.dumps([m.content for r in model.requests for m in r.messages])
+    finally:
+        await driver.detach()
+        await bot.aclose()
