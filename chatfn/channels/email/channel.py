@@ -88,20 +88,7 @@ class EmailChannel(kit.PlatformChannel[EmailSettings], platform="email", label="
 
     # -- serve -----------------------------------------------------------------------------
     async def serve(self) -> None:
-        backoff = kit.Backoff(0.5, 60.0)
-        while True:
-            why = await self._session(backoff)
-            if self.stopping or not await self.failed(why, backoff):
-                return
-            while True:
-                try:
-                    await self.connect()
-                    break
-                except kit.CredentialsRefused:
-                    raise
-                except kit.NotDelivered as exc:
-                    if not await self.failed(exc, backoff):
-                        return
+        await self.serve_sessions(self._session)
 
     async def _session(self, backoff: kit.Backoff) -> Exception:
         imap = self.imap

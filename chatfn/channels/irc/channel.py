@@ -164,20 +164,7 @@ class IrcChannel(kit.PlatformChannel[IrcSettings], platform="irc", label="IRC"):
 
     # -- serve -----------------------------------------------------------------------------
     async def serve(self) -> None:
-        backoff = kit.Backoff(0.5, 60.0)
-        while True:
-            why = await self._session(backoff)
-            if self.stopping or not await self.failed(why, backoff):
-                return
-            while True:  # reconnect (refused credentials: the kit's connect loop)
-                try:
-                    await self.connect()
-                    break
-                except kit.CredentialsRefused:
-                    raise
-                except kit.NotDelivered as exc:
-                    if not await self.failed(exc, backoff):
-                        return
+        await self.serve_sessions(self._session)
 
     async def _session(self, backoff: kit.Backoff) -> Exception:
         """Join, then read until the connection ends; what ended it."""

@@ -5,8 +5,10 @@ A platform writes what is its own:
 - `connect()`: log in / "who am I"; raise `CredentialsRefused` (its text is the operator's one
   line, naming the setting) or `Unreachable`;
 - `serve()`: read events until the channel stops (the default, for a platform whose events
-  come by webhook: say it is up, then wait); raise `CredentialsRefused` when the platform
-  refuses the credentials while serving (a token revoked);
+  come by webhook: say it is up, then wait; for one connection that `connect` opens,
+  `serve_sessions`: read it, and connect again in place when it ends); raise
+  `CredentialsRefused` when the platform refuses the credentials while serving (a token
+  revoked);
 - parse: turn an event into an `IncomingMessage` or a system event, handed to `self.inbound`
   (inbound.py: per-chat order, confirm once stored);
 - `deliver(message)`: send one outbox delivery (a `PlatformSender`, sender.py), raising the
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from loguru import logger
@@ -125,6 +127,27 @@ class PlatformChannel(Channel, Generic[S]):
                 self.down(exc)
                 continue
             self.up()
+
+    async def serve_sessions(self, session: Callable[[Backoff], Awaitable[Exception]]) -> None:
+        """A `serve` for a platform read over one connection that `connect` opens (IMAP, an
+        IRC or XMPP stream): `session(backoff)` reads until that connection ends and returns
+        why (resetting `backoff` once it is up); then the channel is down for the backoff's
+        delay and connects again in place, until it stops. Refused credentials on the way
+        back are raised: the kit's connect loop takes over."""
+        backoff = Backoff(0.5, 60.0)
+        while True:
+            why = await session(backoff)
+            if self.stopping or not await self.failed(why, backoff):
+                return
+            while True:
+                try:
+                    await self.connect()
+                    break
+                except CredentialsRefused:
+                    raise
+                except NotDelivered as exc:
+                    if not await self.failed(exc, backoff):
+                        return
 
     async def deliver(self, message: OutgoingMessage) -> None:
         """Send one message (an outbox delivery or a reply): by default through `sender`."""

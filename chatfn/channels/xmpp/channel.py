@@ -161,24 +161,9 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
 
     # -- serve -----------------------------------------------------------------------------
     async def serve(self) -> None:
-        backoff = kit.Backoff(0.5, 60.0)
-        while True:
-            await self._session(backoff)
-            if self.stopping or not await self.failed(
-                kit.Unreachable("XMPP connection lost"), backoff
-            ):
-                return
-            while True:
-                try:
-                    await self.connect()
-                    break
-                except kit.CredentialsRefused:
-                    raise
-                except kit.NotDelivered as exc:
-                    if not await self.failed(exc, backoff):
-                        return
+        await self.serve_sessions(self._session)
 
-    async def _session(self, backoff: kit.Backoff) -> None:
+    async def _session(self, backoff: kit.Backoff) -> Exception:
         client = self.client
         assert client is not None
         client.send_presence()
@@ -188,6 +173,7 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
         backoff.reset()
         self.up()
         await self._gone.wait()
+        return kit.Unreachable("XMPP connection lost")
 
     async def _join(self, client: slixmpp.ClientXMPP, room: str) -> None:
         muc = client.plugin["xep_0045"]
