@@ -6,7 +6,8 @@ A platform writes what is its own:
   line, naming the setting) or `Unreachable`;
 - `serve()`: read events until the channel stops (the default, for a platform whose events
   come by webhook: say it is up, then wait; for one connection that `connect` opens,
-  `serve_sessions`: read it, and connect again in place when it ends); raise
+  `serve_sessions`: read it, and connect again in place when it ends; for a socket of its
+  own after logging in, `serve_socket`: read it, and open it again when it drops); raise
   `CredentialsRefused` when the platform refuses the credentials while serving (a token
   revoked);
 - parse: turn an event into an `IncomingMessage` or a system event, handed to `self.inbound`
@@ -148,6 +149,29 @@ class PlatformChannel(Channel, Generic[S]):
                 except NotDelivered as exc:
                     if not await self.failed(exc, backoff):
                         return
+
+    async def serve_socket(
+        self,
+        socket: Callable[[], Awaitable[None]],
+        errors: tuple[type[BaseException], ...],
+        where: str,
+    ) -> None:
+        """A `serve` for a platform whose events come over a socket the channel opens itself
+        after `connect` logged in (a WebSocket): `socket()` reads one until it closes; one
+        that fails with one of `errors` marks the channel down (`where` and the error), and
+        the socket is opened again after the backoff (reset by a socket that ended cleanly)
+        until the channel stops. Refused credentials go back to the kit's connect loop."""
+        backoff = Backoff(0.5, 60.0)
+        while not self.stopping:
+            try:
+                await socket()
+                backoff.reset()
+            except CredentialsRefused:
+                raise
+            except errors as exc:
+                self.down(Unreachable(f"{where}: {exc!r}"))
+            if not await self.pause(backoff.next_delay()):
+                return
 
     async def deliver(self, message: OutgoingMessage) -> None:
         """Send one message (an outbox delivery or a reply): by default through `sender`."""

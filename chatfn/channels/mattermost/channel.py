@@ -79,17 +79,8 @@ class MattermostChannel(
     async def serve(self) -> None:
         """Read the WebSocket's events until the channel stops; a dropped socket is opened
         again after the backoff (a refused token: back to the kit's connect loop)."""
-        backoff = kit.Backoff(0.5, 60.0)
-        while not self.stopping:
-            try:
-                await self._socket()
-                backoff.reset()
-            except kit.CredentialsRefused:
-                raise
-            except _SOCKET_ERRORS as exc:
-                self.down(kit.Unreachable(f"Mattermost WebSocket at {self.cfg.websocket}: {exc!r}"))
-            if not await self.pause(backoff.next_delay()):
-                return
+        where = f"Mattermost WebSocket at {self.cfg.websocket}"
+        await self.serve_socket(self._socket, _SOCKET_ERRORS, where)
 
     def _socket_url(self) -> str:
         """The WebSocket's URL; after a drop, with the connection's id and the next sequence

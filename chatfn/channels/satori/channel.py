@@ -103,17 +103,8 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
         return ", ".join("{}:{}".format(*login_of(_dict(x))) for x in logins)
 
     async def serve(self) -> None:
-        backoff = kit.Backoff(0.5, 60.0)
-        while not self.stopping:
-            try:
-                await self._socket()
-                backoff.reset()
-            except kit.CredentialsRefused:
-                raise
-            except _SOCKET_ERRORS as exc:
-                self.down(kit.Unreachable(f"Satori events at {self.cfg.events}: {exc!r}"))
-            if not await self.pause(backoff.next_delay()):
-                return
+        where = f"Satori events at {self.cfg.events}"
+        await self.serve_socket(self._socket, _SOCKET_ERRORS, where)
 
     async def _socket(self) -> None:
         session = self.api.session()
