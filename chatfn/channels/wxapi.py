@@ -32,6 +32,9 @@ from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 
+from chatfn.channels.kit import rest
+from chatfn.channels.kit.rest import ApiSession
+
 __all__ = [
     "NETWORK_ERRORS",
     "RATE_WAIT",
@@ -81,12 +84,7 @@ class Unavailable(Exception):
     """HTTP 5xx, system busy, or an answer that is not the platform's: try again later."""
 
 
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,
-    Unavailable,
-    OSError,
-    TimeoutError,
-)
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
 
 
 @dataclass(frozen=True)
@@ -131,17 +129,18 @@ class Dialect:
         raise WxError(code, msg or f"HTTP {status}")
 
 
-class WxApi:
+class WxApi(ApiSession):
     """One app's session and access_token (module docstring); a platform's API subclasses
     it with its `dialect`, `token_path`, `token_params` and its calls."""
 
+    timeout = CALL_TIMEOUT
     dialect: ClassVar[Dialect]
     #: The GET that hands out an access_token ("/cgi-bin/token", "/cgi-bin/gettoken").
     token_path: ClassVar[str]
 
     def __init__(self, base: str) -> None:
+        super().__init__()
         self.base = base
-        self._session: aiohttp.ClientSession | None = None
         self._token = ""
         self._renew_at = 0.0
         self._lock = asyncio.Lock()
@@ -150,16 +149,6 @@ class WxApi:
     def token_params(self) -> dict[str, str]:
         """The query of the token request: the app's id and secret."""
         raise NotImplementedError
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def token(self) -> str:
         if self._token and time.monotonic() < self._renew_at:

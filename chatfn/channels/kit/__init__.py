@@ -4,7 +4,8 @@ A platform writes connect, serve, parse and send; the kit owns the lifecycle and
 loop (channel.py), per-chat order and intake with confirm-once-stored (inbound.py; its
 primitives chatfn/channels/intake.py and outbound.py), the way out under one delivery policy
 (sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
-events' names (events.py) and images in and out (images.py). Nothing here names a platform.
+events' names (events.py), images in and out (images.py) and a REST client's session and
+Retry-After (rest.py). Nothing here names a platform.
 """
 
 from chatfn.channels.intake import Taken, settled

@@ -13,13 +13,11 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "MattermostApi"]
-
-CALL_TIMEOUT = 20.0
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class ApiError(Exception):
@@ -34,14 +32,7 @@ class ApiError(Exception):
 
 
 def _wait(headers: Any) -> float | None:
-    for name in ("Retry-After", "X-Ratelimit-Reset"):
-        raw = headers.get(name)
-        if raw:
-            try:
-                return max(0.0, float(raw))
-            except ValueError:
-                continue
-    return None
+    return retry_after(headers, ("Retry-After", "X-Ratelimit-Reset"))
 
 
 def _error(status: int, body: bytes, headers: Any) -> ApiError:
@@ -56,24 +47,14 @@ def _error(status: int, body: bytes, headers: Any) -> ApiError:
     )
 
 
-class MattermostApi:
+class MattermostApi(ApiSession):
     def __init__(self, settings: MattermostSettings) -> None:
+        super().__init__()
         self.cfg = settings
-        self._session: aiohttp.ClientSession | None = None
 
     @property
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.secret_text('token')}"}
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
         url = f"{self.cfg.api}{path}"

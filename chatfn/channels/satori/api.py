@@ -13,15 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
-
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "SatoriApi"]
-
-CALL_TIMEOUT = 20.0
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class ApiError(Exception):
@@ -32,18 +28,10 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
-def _wait(headers: Any) -> float | None:
-    raw = headers.get("Retry-After")
-    try:
-        return max(0.0, float(raw)) if raw else None
-    except ValueError:
-        return None
-
-
-class SatoriApi:
+class SatoriApi(ApiSession):
     def __init__(self, settings: SatoriSettings) -> None:
+        super().__init__()
         self.cfg = settings
-        self._session: aiohttp.ClientSession | None = None
 
     def headers(self, platform: str = "", self_id: str = "") -> dict[str, str]:
         got = {"Content-Type": "application/json"}
@@ -56,16 +44,6 @@ class SatoriApi:
             got.update({"Satori-User-ID": self_id, "X-Self-ID": self_id})
         return got
 
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
     async def call(
         self, name: str, body: dict[str, Any], platform: str = "", self_id: str = ""
     ) -> Any:
@@ -76,7 +54,7 @@ class SatoriApi:
             raw = await r.read()
             if not 200 <= r.status < 300:
                 text = raw[:200].decode(errors="replace")
-                raise ApiError(r.status, text, _wait(r.headers))
+                raise ApiError(r.status, text, retry_after(r.headers))
         try:
             return json.loads(raw) if raw else None
         except ValueError:

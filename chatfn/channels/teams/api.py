@@ -14,14 +14,12 @@ from urllib.parse import quote
 
 import aiohttp
 
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.teams.auth import Keys, Tokens
 from chatfn.channels.teams.settings import TeamsSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "TeamsApi"]
-
-CALL_TIMEOUT = 20.0
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class ApiError(Exception):
@@ -38,34 +36,25 @@ def _error(status: int, body: bytes, headers: Any) -> ApiError:
     except ValueError:
         data = None
     error = data.get("error") if isinstance(data, dict) else None
-    raw = headers.get("Retry-After")
-    try:
-        wait = max(0.0, float(raw)) if raw else None
-    except ValueError:
-        wait = None
+    wait = retry_after(headers)
     if not isinstance(error, dict):
         return ApiError(status, "", body[:120].decode(errors="replace"), wait)
     return ApiError(status, str(error.get("code") or ""), str(error.get("message") or ""), wait)
 
 
-class TeamsApi:
+class TeamsApi(ApiSession):
     def __init__(self, settings: TeamsSettings) -> None:
+        super().__init__()
         self.cfg = settings
-        self._session: aiohttp.ClientSession | None = None
         self.tokens = Tokens(settings, self.session())
         self.keys = Keys(settings, self.session())
 
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
-            if hasattr(self, "tokens"):
-                self.tokens.session = self.keys.session = self._session
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """The session, shared with the token and key fetchers (a new one given to them)."""
+        session = super().session()
+        if hasattr(self, "tokens") and self.tokens.session is not session:
+            self.tokens.session = self.keys.session = session
+        return session
 
     async def send(
         self, service_url: str, conversation: str, activity: dict[str, Any], reply_to: str | None

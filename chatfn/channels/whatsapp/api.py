@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "GraphError",
 ]
 
-CALL_TIMEOUT = 20.0
 #: Throughput (130429), pair rate (131056: too many to one user), account (80007), app (4),
 #: WABA (80008) rate limits (https://developers.facebook.com/docs/whatsapp/cloud-api/support/
 #: error-codes).
@@ -39,7 +39,6 @@ RATE_CODES = frozenset({4, 80007, 80008, 130429, 131056})
 AUTH_CODES = frozenset({190, 102})
 #: "Re-engagement message": more than 24 hours since the user last wrote.
 WINDOW_CODE = 131047
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class GraphError(Exception):
@@ -59,38 +58,23 @@ def _error(status: int, body: bytes, headers: Any) -> GraphError:
     error = data.get("error") if isinstance(data, dict) else None
     if not isinstance(error, dict):
         return GraphError(status, 0, f"an answer that is not Graph's ({body[:100]!r})")
-    retry = headers.get("Retry-After") if headers is not None else None
-    try:
-        retry_after = float(retry) if retry else None
-    except ValueError:
-        retry_after = None
     code = error.get("code")
     return GraphError(
         status,
         int(code) if isinstance(code, int | str) and str(code).isdigit() else 0,
         str(error.get("message") or ""),
-        retry_after,
+        retry_after(headers),
     )
 
 
-class GraphApi:
+class GraphApi(ApiSession):
     def __init__(self, settings: WhatsAppSettings) -> None:
+        super().__init__()
         self.cfg = settings
-        self._session: aiohttp.ClientSession | None = None
 
     @property
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.secret_text('access_token')}"}
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         url = f"{self.cfg.graph}/{path}"

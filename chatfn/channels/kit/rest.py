@@ -1,0 +1,51 @@
+"""A platform's REST client, the parts every one of them wrote the same: one aiohttp session
+opened when first needed (and again after it closed) and closed once, the errors that mean
+"the network, not the platform", and the wait a rate-limited answer names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import aiohttp
+
+__all__ = ["NETWORK_ERRORS", "ApiSession", "retry_after"]
+
+#: The network failed, not the platform: the outbox tries again later.
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class ApiSession:
+    """One aiohttp session for a platform's calls, each at most `timeout` seconds; a REST
+    client subclasses it and calls `self.session()`."""
+
+    timeout: ClassVar[float] = 20.0
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session, opened now if it is not open (first call, or closed since)."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def retry_after(
+    headers: Mapping[str, str] | None, names: tuple[str, ...] = ("Retry-After",)
+) -> float | None:
+    """Seconds to wait, from the first of `names` that holds a number (a negative one is
+    0); None when none does."""
+    for name in names:
+        raw = headers.get(name) if headers is not None else None
+        if raw:
+            try:
+                return max(0.0, float(raw))
+            except ValueError:
+                continue
+    return None
