@@ -46,6 +46,7 @@ from function_calls.fates import MessageFate, MessageFates
 from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
 from function_calls.plugin import CheckLine, Metric, Plugin, PluginHost, Status
+from function_calls.plugin_data import PluginConnection, PluginDatabase, TableRefused
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from function_calls.tables import Tables
@@ -81,6 +82,8 @@ __all__ = [
     "ModelRequest",
     "OutgoingMessage",
     "Plugin",
+    "PluginConnection",
+    "PluginDatabase",
     "PluginHost",
     "ProviderError",
     "ConfigError",
@@ -100,6 +103,7 @@ __all__ = [
     "Status",
     "Storage",
     "Tables",
+    "TableRefused",
     "StorageError",
     "ask_model",
     "budget_today",

@@ -37,6 +37,7 @@ from function_calls.tables import Tables
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
+    from function_calls.plugin_data import PluginDatabase
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
 
@@ -305,6 +306,15 @@ class Plugin(Generic[S]):
             return self.tables
         section = settings.section(self.settings) if self.settings is not None else None
         return self.tables(section)
+
+    def database(self, source: Any) -> PluginDatabase:
+        """This plugin's tables in the bot's database (function_calls/plugin_data.py): what a
+        plugin reads and writes its rows through, instead of the whole `Storage`. `source`
+        is the `PluginHost` its hooks get or the `MessageContext` of a handler."""
+        from function_calls.plugin_data import PluginDatabase
+
+        core = source.config if hasattr(source, "message") else source.settings
+        return PluginDatabase(source.storage, self.name, self.tables_for(core))
 
     def health_of(self, host: PluginHost, detail: bool = False) -> dict[str, Any]:
         return self._health(host, detail) if self._health is not None else {}

@@ -47,7 +47,7 @@ def zone_for_the_bot(settings: CoreSettings, cfg: ReminderSettings) -> None:
 def create_service(host: PluginHost) -> None:
     """The service exists from the start (handlers may run before `start`); its scheduler is
     made on first need and runs once the bot started, because it needs a running event loop."""
-    host.provide(ReminderService(host, host.section(ReminderSettings)))
+    host.provide(ReminderService(host, host.section(ReminderSettings), plugin.database(host)))
 
 
 @plugin.on_startup

@@ -11,8 +11,15 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from function_calls import ConsoleCall, ConsoleRefused, ConsoleRoute, ConsoleScope, ConsoleView
-from function_calls.builtins.reminders.service import ReminderService, reminders_table
+from function_calls import (
+    ConsoleCall,
+    ConsoleRefused,
+    ConsoleRoute,
+    ConsoleScope,
+    ConsoleView,
+    PluginDatabase,
+)
+from function_calls.builtins.reminders.service import TABLES, ReminderService, reminders_table
 
 R = reminders_table
 
@@ -25,12 +32,12 @@ def _iso(value: datetime | None) -> str | None:
     return aware.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _rows(engine: Any, scope: ConsoleScope, active_only: bool) -> list[dict[str, Any]]:
+def _rows(db: PluginDatabase, scope: ConsoleScope, active_only: bool) -> list[dict[str, Any]]:
     q = select(R).order_by(R.c.next_run, R.c.id)
     if active_only:
         q = q.where(R.c.status == "active")
     q = q.where(scope.clause(R.c.platform, R.c.chat_id))
-    with engine.connect() as conn:
+    with db.connect() as conn:
         rows = conn.execute(q).all()
     return [
         {
@@ -56,10 +63,19 @@ def _rows(engine: Any, scope: ConsoleScope, active_only: bool) -> list[dict[str,
     ]
 
 
+def _database(call: ConsoleCall) -> PluginDatabase:
+    """The plugin's tables (function_calls/plugin_data.py): its service's view, or one made
+    for a console whose bot has the plugin switched off."""
+    service: ReminderService | None = call.host.service(ReminderService)
+    if service is not None:
+        return service.db
+    return PluginDatabase(call.host.storage, "reminders", TABLES)
+
+
 async def listing(call: ConsoleCall) -> dict[str, Any]:
     status = call.choice("status", ("active", "all"), "active")
-    storage = call.host.storage
-    rows = await storage.run_aside(_rows, storage.engine, call.scope, status != "all")
+    db = _database(call)
+    rows = await db.run_aside(_rows, db, call.scope, status != "all")
     platform, chat_id = call.query.get("platform"), call.query.get("chat_id")
     return {
         "reminders": [
@@ -71,15 +87,15 @@ async def listing(call: ConsoleCall) -> dict[str, Any]:
     }
 
 
-def _one(engine: Any, reminder_id: str) -> Any:
-    with engine.connect() as conn:
+def _one(db: PluginDatabase, reminder_id: str) -> Any:
+    with db.connect() as conn:
         return conn.execute(
             select(R.c.id, R.c.platform, R.c.chat_id, R.c.status).where(R.c.id == reminder_id)
         ).first()
 
 
-def _deactivate(engine: Any, reminder_id: str, note: str) -> bool:
-    with engine.begin() as conn:
+def _deactivate(db: PluginDatabase, reminder_id: str, note: str) -> bool:
+    with db.begin() as conn:
         done = conn.execute(
             update(R)
             .where(R.c.id == reminder_id, R.c.status == "active")
@@ -92,12 +108,12 @@ async def cancel(call: ConsoleCall) -> dict[str, Any]:
     """As `/reminder_delete`: the row `deleted` (a worker about to fire it re-reads the row and
     does not), and this process's scheduler job removed when it runs the reminders."""
     rid = call.params["id"]
-    storage = call.host.storage
-    found = await storage.run_aside(_one, storage.engine, rid)
+    db = _database(call)
+    found = await db.run_aside(_one, db, rid)
     if found is None or not call.scope.allows(found.platform, found.chat_id):
         raise ConsoleRefused(404, f"no reminder {rid}")
     note = f"deleted in the admin console by {call.user}"
-    if not await storage.run_aside(_deactivate, storage.engine, rid, note):
+    if not await db.run_aside(_deactivate, db, rid, note):
         raise ConsoleRefused(409, f"reminder {rid} is not active ({found.status})")
     service = call.host.service(ReminderService)
     if service is not None and service._scheduler is not None and service._job_exists(rid):

@@ -50,6 +50,7 @@ from sqlalchemy import (
 from function_calls import (
     IncomingMessage,
     OutgoingMessage,
+    PluginDatabase,
     PluginHost,
     Tables,
     translate,
@@ -215,12 +216,15 @@ async def run_job(service_key: str, reminder_id: str) -> None:
 class ReminderService:
     """Creates, lists, deletes and fires reminders for one bot."""
 
-    def __init__(self, host: PluginHost, settings: ReminderSettings) -> None:
+    def __init__(
+        self, host: PluginHost, settings: ReminderSettings, db: PluginDatabase | None = None
+    ) -> None:
         self.host = host
         self.settings = settings
         self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
-        self.storage = host.storage
-        self.key = host.storage.url
+        # The plugin's own tables only (function_calls/plugin_data.py), not the whole Storage.
+        self.db = db if db is not None else PluginDatabase(host.storage, "reminders", TABLES)
+        self.key = self.db.url
         # The table is the plugin's declared one (`Plugin(tables=TABLES)`): the runtime made it
         # before this setup ran.
         # Made on first need (an active reminder at start, or a new one): a bot without
@@ -242,7 +246,7 @@ class ReminderService:
 
             self._scheduler = make_scheduler(self.tz)
         if self._started and not self._scheduler.running:
-            active = await self.storage.run(self._rows, _R.status == "active")
+            active = await self.db.run(self._rows, _R.status == "active")
             if not self._scheduler.running:
                 self._run_scheduler(self._scheduler, active)
         return self._scheduler
@@ -258,7 +262,7 @@ class ReminderService:
         self._started = True
         wanted = self._scheduler is not None
         if not wanted:
-            wanted = bool(await self.storage.run(self._rows, _R.status == "active"))
+            wanted = bool(await self.db.run(self._rows, _R.status == "active"))
         if wanted:
             await self.scheduler()
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="reminder-sweep")
@@ -274,7 +278,7 @@ class ReminderService:
         while True:
             await asyncio.sleep(self.settings.sweep_interval)
             try:
-                due = await self.storage.run(self._due_ids, utcnow())
+                due = await self.db.run(self._due_ids, utcnow())
                 for reminder_id in due:
                     await self.fire(reminder_id)
             except asyncio.CancelledError:
@@ -289,7 +293,7 @@ class ReminderService:
             .order_by(_R.next_run)
             .limit(SWEEP_BATCH)
         )
-        with self.storage.engine.connect() as conn:
+        with self.db.connect() as conn:
             return list(conn.execute(q).scalars())
 
     def _run_scheduler(self, scheduler: AsyncIOScheduler, rows: list[ReminderRow]) -> None:
@@ -350,12 +354,12 @@ class ReminderService:
     # -- queries (synchronous: run through `Storage.run`, off the event loop) ---------------
     def _rows(self, *where: Any) -> list[ReminderRow]:
         q = select(reminders_table).where(*where).order_by(_R.next_run, _R.id)
-        with self.storage.engine.connect() as conn:
+        with self.db.connect() as conn:
             return [ReminderRow(**row._mapping) for row in conn.execute(q)]
 
     def get(self, reminder_id: str) -> ReminderRow | None:
         q = select(reminders_table).where(_R.id == reminder_id)
-        with self.storage.engine.connect() as conn:
+        with self.db.connect() as conn:
             row = conn.execute(q).first()
         return ReminderRow(**row._mapping) if row is not None else None
 
@@ -365,7 +369,7 @@ class ReminderService:
             .select_from(reminders_table)
             .where(_R.platform == platform, _R.creator_id == user_id, _R.status == "active")
         )
-        with self.storage.engine.connect() as conn:
+        with self.db.connect() as conn:
             return conn.execute(q).scalar() or 0
 
     async def visible_to(
@@ -374,8 +378,8 @@ class ReminderService:
         """A group sees its own reminders; a private chat sees all its user's reminders."""
         base = [_R.platform == platform, _R.status == "active"]
         if is_group:
-            return await self.storage.run(self._rows, *base, _R.chat_id == chat_id)
-        return await self.storage.run(self._rows, *base, _R.creator_id == user_id)
+            return await self.db.run(self._rows, *base, _R.chat_id == chat_id)
+        return await self.db.run(self._rows, *base, _R.creator_id == user_id)
 
     def resolve(self, prefix: str, candidates: list[ReminderRow]) -> ReminderRow:
         """Find a reminder by a unique id prefix among the ones the caller can see."""
@@ -398,7 +402,7 @@ class ReminderService:
         return build_schedule(kind, at, weekday, cron, utcnow(), self.tz)  # type: ignore[arg-type]
 
     async def create(self, who: Creator, text: str, schedule: Schedule) -> ReminderRow:
-        count = await self.storage.run(self.active_count, who.platform, who.user_id)
+        count = await self.db.run(self.active_count, who.platform, who.user_id)
         if count >= self.settings.max_per_user:
             raise ReminderError("reminder.max_per_user", max=self.settings.max_per_user)
         at: str | None = None
@@ -430,7 +434,7 @@ class ReminderService:
         )
         # Made (and started) before the row exists, so its start finds nothing to repair.
         scheduler = await self.scheduler()
-        await self.storage.run(self._insert, row)
+        await self.db.run(self._insert, row)
         self._add_job(row, scheduler)
         logger.bind(chat_id=who.chat_id).info(
             "reminder {} set by {} for {}", row.short_id, who.user_id, row.next_run
@@ -438,16 +442,16 @@ class ReminderService:
         return row
 
     async def delete(self, row: ReminderRow) -> None:
-        await self.storage.run(self._set_status, row.id, "deleted", "deleted by a user")
+        await self.db.run(self._set_status, row.id, "deleted", "deleted by a user")
         if self._job_exists(row.id) and self._scheduler is not None:
             self._scheduler.remove_job(row.id)
 
     def _insert(self, row: ReminderRow) -> None:
-        with self.storage.engine.begin() as conn:
+        with self.db.begin() as conn:
             conn.execute(reminders_table.insert().values(**asdict(row)))
 
     def _set_status(self, reminder_id: str, status: str, note: str) -> None:
-        with self.storage.engine.begin() as conn:
+        with self.db.begin() as conn:
             conn.execute(
                 update(reminders_table).where(_R.id == reminder_id).values(status=status, note=note)
             )
@@ -456,7 +460,7 @@ class ReminderService:
     async def fire(self, reminder_id: str) -> OutgoingMessage | None:
         """Deliver the reminder's due occurrence once: claim it, re-check, send."""
         now = utcnow()
-        row = await self.storage.run(self.get, reminder_id)
+        row = await self.db.run(self.get, reminder_id)
         if row is None or row.status != "active" or row.next_run is None:
             return None
         due = _aware(row.next_run)
@@ -464,11 +468,11 @@ class ReminderService:
             logger.info("reminder {} woke at {} but is due {}; ignored", row.short_id, now, due)
             return None
         nxt = None if row.kind == "once" else self._next_after(row, max(now, due))
-        if not await self.storage.run(self._claim, row, nxt, now):
+        if not await self.db.run(self._claim, row, nxt, now):
             return None  # another wake-up already delivered this occurrence
         reason = await self._refusal(row)
         if reason is not None:
-            await self.storage.run(self._set_status, row.id, "refused", reason)
+            await self.db.run(self._set_status, row.id, "refused", reason)
             if self._job_exists(row.id) and self._scheduler is not None:
                 self._scheduler.remove_job(row.id)
             logger.bind(chat_id=row.chat_id).warning(
@@ -481,7 +485,7 @@ class ReminderService:
         self._offline.discard(row.id)
         text, status = self._text(row, due, nxt, lateness, offline)
         if status == "missed" and nxt is None:
-            await self.storage.run(self._set_status, row.id, "missed", text)
+            await self.db.run(self._set_status, row.id, "missed", text)
         out = OutgoingMessage(
             platform=row.platform,
             chat_id=row.chat_id,
@@ -517,7 +521,7 @@ class ReminderService:
         moves on at once instead of queueing behind the lock; the compare-and-set on next_run
         then decides (and is the whole claim on SQLite, where one writer holds the file)."""
         same = (_R.id == row.id, _R.status == "active", _R.next_run == row.next_run)
-        with self.storage.engine.begin() as conn:
+        with self.db.begin() as conn:
             locked = conn.execute(
                 select(_R.id).where(*same).with_for_update(skip_locked=True)
             ).scalar()
@@ -582,8 +586,7 @@ class ReminderService:
 
     async def _audit(self, row: ReminderRow, outcome: str, detail: str) -> None:
         try:
-            await self.storage.run(
-                self.storage.add_tool_call,
+            await self.db.audit(
                 platform=row.platform,
                 chat_id=row.chat_id,
                 sender_id=row.creator_id,

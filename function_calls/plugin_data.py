@@ -1,0 +1,186 @@
+"""A plugin's way to the database: the tables it declared, not the whole `Storage`.
+
+    plugin = Plugin("notes", tables=Tables(metadata))
+
+    class NoteService:
+        def __init__(self, host: PluginHost) -> None:
+            self.db = plugin.database(host)          # or plugin.database(ctx) in a handler
+
+        def _add(self, text: str) -> None:          # runs on a storage thread
+            with self.db.begin() as conn:
+                conn.execute(insert(notes).values(text=text))
+
+        async def add(self, text: str) -> None:
+            await self.db.run(self._add, text)
+
+`connect()` / `begin()` give a connection whose `execute` takes SQLAlchemy Core statements
+that name only the plugin's own tables (`Plugin(tables=...)`): a statement that reads or writes
+another table (the bot's history, another plugin's rows) raises `TableRefused` before it
+reaches the database, and plain SQL text is refused (it could name any table). `run` and
+`run_aside` are the storage's: blocking work off the event loop, retried while the database is
+busy. `audit` writes a row to the bot's audit log (the one core table a plugin may add to),
+as a function call of the plugin's would be.
+
+This is the plugin API's boundary, not a sandbox: a plugin is Python code in the bot's
+process. It keeps a plugin's data where its declaration says, so that a plugin cannot come to
+depend on (or damage) the core's tables by accident, and an operator reading a plugin's
+`tables` knows what it touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from sqlalchemy import Table
+from sqlalchemy.engine import Connection, CursorResult, Dialect
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.util import find_tables
+
+if TYPE_CHECKING:
+    from chatfn.storage.db import Storage
+    from function_calls.tables import Tables
+
+__all__ = ["PluginConnection", "PluginDatabase", "TableRefused"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TableRefused(PermissionError):
+    """A plugin's statement named a table the plugin did not declare (or was plain SQL)."""
+
+
+def tables_named(statement: ClauseElement) -> set[str]:
+    """The names of every table `statement` reads or writes (joins, subqueries, the target of
+    an INSERT / UPDATE / DELETE included)."""
+    found = find_tables(statement, include_aliases=True, include_joins=True, include_crud=True)
+    names: set[str] = set()
+    for item in found:
+        table = getattr(item, "element", item)  # an alias: the table behind it
+        if isinstance(table, Table):
+            names.add(table.name)
+    return names
+
+
+class PluginConnection:
+    """A database connection that executes only statements on the plugin's own tables."""
+
+    def __init__(self, conn: Connection, plugin: str, allowed: frozenset[str]) -> None:
+        self._conn = conn
+        self.plugin = plugin
+        self.allowed = allowed
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._conn.dialect
+
+    def check(self, statement: Any) -> None:
+        """TableRefused unless `statement` is a Core statement on the plugin's tables only."""
+        if isinstance(statement, (str, TextClause)):
+            raise TableRefused(
+                f"plugin {self.plugin}: plain SQL is not accepted (it could name any table); "
+                "build the statement with SQLAlchemy Core on the plugin's declared tables"
+            )
+        if not isinstance(statement, ClauseElement):
+            raise TableRefused(f"plugin {self.plugin}: not a SQL statement: {statement!r}")
+        others = tables_named(statement) - self.allowed
+        if others:
+            declared = ", ".join(sorted(self.allowed)) or "none"
+            raise TableRefused(
+                f"plugin {self.plugin} may use only the tables it declared ({declared}); "
+                f"the statement uses {', '.join(sorted(others))}"
+            )
+
+    def execute(
+        self, statement: Any, parameters: Mapping[str, Any] | list[Any] | None = None
+    ) -> CursorResult[Any]:
+        self.check(statement)
+        return self._conn.execute(statement, parameters)
+
+    def scalar(self, statement: Any, parameters: Mapping[str, Any] | None = None) -> Any:
+        self.check(statement)
+        return self._conn.scalar(statement, parameters)
+
+
+@contextmanager
+def _refusal_unwrapped() -> Iterator[None]:
+    """The storage reports whatever a call raised as a StorageError; a refusal is not one."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc.__cause__, TableRefused):
+            raise exc.__cause__ from None
+        raise
+
+
+class PluginDatabase:
+    """The plugin's tables in the bot's database (module docstring)."""
+
+    def __init__(self, storage: Storage, plugin: str, tables: Tables | None) -> None:
+        self._storage = storage
+        self.plugin = plugin
+        self.allowed = frozenset(tables.metadata.tables) if tables is not None else frozenset()
+
+    @property
+    def url(self) -> str:
+        """The database's URL without its password (a key for per-database state)."""
+        return self._storage.url
+
+    @property
+    def dialect_name(self) -> str:
+        return self._storage.engine.dialect.name
+
+    @contextmanager
+    def connect(self) -> Iterator[PluginConnection]:
+        """A connection for reads (blocking: inside a function given to `run`)."""
+        with self._storage.engine.connect() as conn:
+            yield PluginConnection(conn, self.plugin, self.allowed)
+
+    @contextmanager
+    def begin(self) -> Iterator[PluginConnection]:
+        """A transaction, committed when the block ends (blocking: inside `run`)."""
+        with self._storage.engine.begin() as conn:
+            yield PluginConnection(conn, self.plugin, self.allowed)
+
+    async def run(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """`fn(*args, **kwargs)` on a storage thread, retried while the database is busy;
+        StorageError when the database failed, TableRefused as itself (a bug of the
+        plugin's, not the database's)."""
+        with _refusal_unwrapped():
+            return await self._storage.run(fn, *args, **kwargs)
+
+    async def run_aside(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """`run` for long reads no turn waits on (a console page): the storage's aside threads."""
+        with _refusal_unwrapped():
+            return await self._storage.run_aside(fn, *args, **kwargs)
+
+    async def audit(
+        self,
+        *,
+        platform: str,
+        chat_id: str,
+        sender_id: str,
+        message_id: str,
+        function: str,
+        arguments: dict[str, Any],
+        source: str,
+        outcome: str,
+        detail: str = "",
+    ) -> None:
+        """A row in the bot's audit log for work the plugin did on someone's behalf outside a
+        function call (a reminder fired by the scheduler)."""
+        await self._storage.run(
+            self._storage.add_tool_call,
+            platform=platform,
+            chat_id=chat_id,
+            sender_id=sender_id,
+            message_id=message_id,
+            function=function,
+            arguments=arguments,
+            source=source,
+            outcome=outcome,
+            detail=detail,
+        )
