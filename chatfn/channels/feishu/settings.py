@@ -22,7 +22,8 @@ class FeishuSettings(PlatformSettings):
     `webhook_path` on the HTTP channel's port (`mode: webhook`, checked with
     `verification_token` and, when set, decrypted and signature-checked with `encrypt_key`)."""
 
-    app_id: str = ""  # cli_...
+    # The app's App ID (cli_...), from the developer console's 凭证与基础信息.
+    app_id: str = ""
     app_secret: SecretStr | None = None
     # "feishu" (open.feishu.cn), "lark" (open.larksuite.com) or an origin such as
     # https://open.feishu.cn (tests: http://127.0.0.1:PORT).
