@@ -4,8 +4,9 @@ A platform writes connect, serve, parse and send; the kit owns the lifecycle and
 loop (channel.py), per-chat order and intake with confirm-once-stored (inbound.py; its
 primitives chatfn/channels/intake.py and outbound.py), the way out under one delivery policy
 (sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
-events' names (events.py), images in and out (images.py) and a REST client's session and
-Retry-After (rest.py). Nothing here names a platform.
+events' names (events.py), images in and out (images.py), files served for a platform to
+fetch (shelf.py) and a REST client's session and Retry-After (rest.py). Nothing here names a
+platform.
 """
 
 from chatfn.channels.intake import Taken, settled
@@ -31,6 +32,7 @@ from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import chat_parts, sent_at
 from chatfn.channels.kit.sender import Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
+from chatfn.channels.kit.shelf import MAX_SHELF_BYTES, MediaShelf
 from chatfn.channels.kit.wire import json_frames, json_object, webhook_body
 from chatfn.channels.outbound import Backoff
 from chatfn.runtime.channel_host import Capabilities
@@ -38,6 +40,7 @@ from chatfn.runtime.channel_host import Capabilities
 __all__ = [
     "FRIEND_REQUEST",
     "MAX_IMAGE_IN",
+    "MAX_SHELF_BYTES",
     "MEMBER_JOINED",
     "REFUSED_RETRY",
     "Backoff",
@@ -45,6 +48,7 @@ __all__ = [
     "CredentialsRefused",
     "DeliveryRefused",
     "Inbound",
+    "MediaShelf",
     "NotDelivered",
     "Owed",
     "PlatformChannel",

@@ -130,8 +130,8 @@ class PlatformChannel(Channel, Generic[S]):
             self.up()
 
     async def serve_sessions(self, session: Callable[[Backoff], Awaitable[Exception]]) -> None:
-        """A `serve` for a platform read over one connection that `connect` opens (IMAP, an
-        IRC or XMPP stream): `session(backoff)` reads until that connection ends and returns
+        """A `serve` for a platform read over one connection that `connect` opens (a mailbox,
+        a chat protocol's stream): `session(backoff)` reads until that connection ends and returns
         why (resetting `backoff` once it is up); then the channel is down for the backoff's
         delay and connects again in place, until it stops. Refused credentials on the way
         back are raised: the kit's connect loop takes over."""
