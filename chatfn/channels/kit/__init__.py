@@ -10,7 +10,7 @@ platform.
 """
 
 from chatfn.channels.intake import Taken, settled
-from chatfn.channels.kit.channel import REFUSED_RETRY, PlatformChannel
+from chatfn.channels.kit.channel import REFUSED_RETRY, Lifecycle, PlatformChannel
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.kit.errors import (
     CredentialsRefused,
@@ -48,6 +48,7 @@ __all__ = [
     "CredentialsRefused",
     "DeliveryRefused",
     "Inbound",
+    "Lifecycle",
     "MediaShelf",
     "NotDelivered",
     "Owed",

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel
@@ -51,13 +51,29 @@ from chatfn.common.messages import (
 )
 from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
 
-__all__ = ["REFUSED_RETRY", "PlatformChannel"]
+__all__ = ["REFUSED_RETRY", "Lifecycle", "PlatformChannel"]
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
 
 #: Seconds between tries while the platform refuses the credentials (they may be fixed).
 REFUSED_RETRY = 60.0
+
+
+class Lifecycle(Protocol):
+    """What a connection the channel hands its reading to (a gateway's socket) tells the
+    channel: a `PlatformChannel` is one; a test may give a stand-in."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def up(self) -> None: ...
+
+    def down(self, why: Exception) -> None: ...
+
+    async def failed(self, why: Exception, backoff: Backoff) -> bool: ...
+
+    async def pause(self, seconds: float) -> bool: ...
 
 
 class PlatformChannel(Channel, Generic[S]):

@@ -31,7 +31,7 @@ import json
 import random
 import zlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
@@ -63,19 +63,6 @@ _CLOSED = (
     aiohttp.WSMsgType.CLOSED,
     aiohttp.WSMsgType.ERROR,
 )
-
-
-class Channel(Protocol):
-    @property
-    def stopping(self) -> bool: ...
-
-    def up(self) -> None: ...
-
-    def down(self, why: Exception) -> None: ...
-
-    async def failed(self, why: Exception, backoff: kit.Backoff) -> bool: ...
-
-    async def pause(self, seconds: float) -> bool: ...
 
 
 class Refused(Exception):
@@ -120,7 +107,7 @@ class Gateway:
         settings: KookSettings,
         session: aiohttp.ClientSession,
         dispatch: Dispatch,
-        channel: Channel,
+        channel: kit.Lifecycle,
     ) -> None:
         self.api = api
         self.cfg = settings

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from loguru import logger
@@ -30,21 +30,6 @@ from chatfn.channels.qq.settings import QQSettings
 __all__ = ["Gateway"]
 
 Dispatch = Callable[[str, dict[str, Any], str], None]
-
-
-class Channel(Protocol):
-    """What the gateway tells its channel (a kit `PlatformChannel`)."""
-
-    @property
-    def stopping(self) -> bool: ...
-
-    def up(self) -> None: ...
-
-    def down(self, why: Exception) -> None: ...
-
-    async def failed(self, why: Exception, backoff: kit.Backoff) -> bool: ...
-
-    async def pause(self, seconds: float) -> bool: ...
 
 
 #: What a close code allows, from QQ's table (bot-docs dev-prepare/error-trace/websocket.md):
@@ -95,7 +80,7 @@ class Gateway:
         settings: QQSettings,
         session: aiohttp.ClientSession,
         dispatch: Dispatch,
-        channel: Channel,
+        channel: kit.Lifecycle,
     ) -> None:
         self.api = api
         self.cfg = settings
