@@ -5,8 +5,8 @@ loop (channel.py), per-chat order and intake with confirm-once-stored (inbound.p
 primitives chatfn/channels/intake.py and outbound.py), the way out under one delivery policy
 (sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
 events' names (events.py), images in and out (images.py), files served for a platform to
-fetch (shelf.py) and a REST client's session and Retry-After (rest.py). Nothing here names a
-platform.
+fetch (shelf.py), a REST client's session and Retry-After (rest.py) and a state file
+written whole (files.py). Nothing here names a platform.
 """
 
 from chatfn.channels.intake import Taken, settled
@@ -20,6 +20,7 @@ from chatfn.channels.kit.errors import (
     Unreachable,
 )
 from chatfn.channels.kit.events import FRIEND_REQUEST, MEMBER_JOINED, member_joined
+from chatfn.channels.kit.files import write_private_json
 from chatfn.channels.kit.images import (
     MAX_IMAGE_IN,
     data_uri,
@@ -67,6 +68,7 @@ __all__ = [
     "json_frames",
     "json_object",
     "webhook_body",
+    "write_private_json",
     "member_joined",
     "readme",
     "sent_at",

@@ -11,15 +11,14 @@ the event loop never waits on the disk.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
+
+from chatfn.channels import kit
 
 __all__ = ["SyncStore"]
 
@@ -58,16 +57,4 @@ class SyncStore:
             await asyncio.to_thread(self._write, dict(self.data))
 
     def _write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(data, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        kit.write_private_json(self.path, data)
