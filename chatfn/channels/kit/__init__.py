@@ -31,7 +31,7 @@ from chatfn.channels.kit.images import (
 )
 from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import chat_parts, sent_at
-from chatfn.channels.kit.sender import Owed, PlatformSender
+from chatfn.channels.kit.sender import ChatTarget, Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.kit.shelf import MAX_SHELF_BYTES, MediaShelf
 from chatfn.channels.kit.wire import json_frames, json_object, webhook_body
@@ -46,6 +46,7 @@ __all__ = [
     "REFUSED_RETRY",
     "Backoff",
     "Capabilities",
+    "ChatTarget",
     "CredentialsRefused",
     "DeliveryRefused",
     "Inbound",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from loguru import logger
@@ -35,7 +36,7 @@ from chatfn.common.messages import (
 )
 from chatfn.runtime.channel_host import DeliveryPolicy
 
-__all__ = ["Owed", "PlatformSender"]
+__all__ = ["ChatTarget", "Owed", "PlatformSender"]
 
 T = TypeVar("T")
 
@@ -46,6 +47,19 @@ class ChatRef(Protocol):
 
 
 R = TypeVar("R", bound=ChatRef)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTarget:
+    """Where a message goes on a platform whose chats are a group or a user, each one id
+    (`group:<id>`, `private:<id>`): a sender's chat reference when it needs nothing more."""
+
+    is_group: bool
+    target: str
+
+    @property
+    def key(self) -> str:
+        return f"{'group' if self.is_group else 'private'}:{self.target}"
 
 
 class Owed:

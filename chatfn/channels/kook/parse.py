@@ -20,8 +20,9 @@ Roles for `bot.trust_group_admins`: the guild's owner (`/v3/guild/view`'s `user_
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from chatfn.channels import kit
 
 __all__ = ["ADMINISTRATOR", "ChatRef", "parse_chat_id", "read_text", "roles_of"]
 
@@ -32,16 +33,8 @@ _TAG = re.compile(r"\((met|rol|chn)\)([^()\s]{1,64})\(\1\)")
 _ESCAPE = re.compile(r"\\(.)", re.S)
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    """Where a message goes: a channel (`group`) or a user's DMs (`private`)."""
-
-    is_group: bool
-    target: str
-
-    @property
-    def key(self) -> str:
-        return f"{'group' if self.is_group else 'private'}:{self.target}"
+#: Where a message goes: a channel (`group`) or a user's DMs (`private`).
+ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:

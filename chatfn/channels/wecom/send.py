@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from chatfn.channels import kit
@@ -58,14 +57,8 @@ def utf8_len(text: str) -> int:
     return len(text.encode())
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    is_group: bool
-    target: str
-
-    @property
-    def key(self) -> str:
-        return f"{'group' if self.is_group else 'private'}:{self.target}"
+#: A member (private, message/send) or a group chat the app made (appchat/send).
+ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:

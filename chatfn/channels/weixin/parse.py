@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatfn.channels import kit
 from chatfn.channels.kit import chat_parts
 
 __all__ = ["ChatRef", "Parsed", "parse_chat_id", "parse_message"]
@@ -29,16 +30,8 @@ TEXT, IMAGE, VOICE, FILE, VIDEO = 1, 2, 3, 4, 5
 BOT_MESSAGE = 2
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    """Where a reply goes: the user (private) or the group."""
-
-    is_group: bool
-    target: str
-
-    @property
-    def key(self) -> str:
-        return f"{'group' if self.is_group else 'private'}:{self.target}"
+#: Where a reply goes: the user (private) or the group.
+ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
