@@ -162,10 +162,8 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
         """A spoken reply as `sampleAudio` messages (module docstring); one that cannot be
         converted or is refused is logged, the text being the answer."""
         try:
-            spoken = audio.decode_audio_uri(voice_ref)
-            if spoken is None:
-                raise ValueError("not an audio data URI (DingTalk plays only uploaded voice)")
-            for wav, seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+            plays = "DingTalk plays only uploaded voice"
+            for wav, seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
                 amr = await audio.to_amr(wav)
                 media = await self._call(key, functools.partial(self.api.upload_voice, amr))
                 param = {"mediaId": media, "duration": str(max(round(seconds * 1000), 1))}

@@ -5,8 +5,9 @@ loop (channel.py), per-chat order and intake with confirm-once-stored (inbound.p
 primitives chatfn/channels/intake.py and outbound.py), the way out under one delivery policy
 (sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
 events' names (events.py), images in and out (images.py), files served for a platform to
-fetch (shelf.py), a REST client's session and Retry-After (rest.py) and a state file
-written whole (files.py). Nothing here names a platform.
+fetch (shelf.py), a REST client's session and Retry-After (rest.py), a state file written
+whole (files.py) and a spoken reply cut into voice clips (voice.py). Nothing here names a
+platform.
 """
 
 from chatfn.channels.intake import Taken, settled
@@ -34,6 +35,7 @@ from chatfn.channels.kit.incoming import chat_parts, sent_at
 from chatfn.channels.kit.sender import ChatTarget, Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.kit.shelf import MAX_SHELF_BYTES, MediaShelf
+from chatfn.channels.kit.voice import voice_clips
 from chatfn.channels.kit.wire import json_frames, json_object, webhook_body
 from chatfn.channels.outbound import Backoff
 from chatfn.runtime.channel_host import Capabilities
@@ -68,6 +70,7 @@ __all__ = [
     "image_name",
     "json_frames",
     "json_object",
+    "voice_clips",
     "webhook_body",
     "write_private_json",
     "member_joined",

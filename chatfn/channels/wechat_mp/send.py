@@ -190,10 +190,8 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         """A spoken reply as customer-service `voice` messages (module docstring); one that
         cannot be converted or is refused is logged, the text being the answer."""
         try:
-            spoken = audio.decode_audio_uri(voice_ref)
-            if spoken is None:
-                raise ValueError("not an audio data URI (WeChat plays only uploaded voice)")
-            for wav, _seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+            plays = "WeChat plays only uploaded voice"
+            for wav, _seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
                 mp3 = await audio.to_mp3(wav)
                 media_id = await self.call(
                     ref.key, functools.partial(self.client.upload_voice, mp3)

@@ -122,10 +122,8 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         or is refused is logged, the text being the answer."""
         ids: list[str] = []
         try:
-            spoken = audio.decode_audio_uri(voice_ref)
-            if spoken is None:
-                raise ValueError("not an audio data URI (WeCom plays only uploaded voice)")
-            for wav, _seconds in await audio.split_clips(spoken[1], VOICE_CLIP):
+            plays = "WeCom plays only uploaded voice"
+            for wav, _seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
                 amr = await audio.to_amr(wav)
                 media_id = await self.call(
                     ref.key, functools.partial(self.client.upload_voice, amr)

@@ -141,10 +141,10 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
         converted or WeChat refuses it)."""
         ids: list[str] = []
         try:
-            spoken = audio.decode_audio_uri(voice_ref)
-            if spoken is None:
-                raise ValueError("not an audio data URI (WeChat plays only SILK on its CDN)")
-            for clip, (wav, seconds) in enumerate(await audio.split_clips(spoken[1], VOICE_CLIP)):
+            clips = await kit.voice_clips(
+                voice_ref, VOICE_CLIP, "WeChat plays only SILK on its CDN"
+            )
+            for clip, (wav, seconds) in enumerate(clips):
                 silk = await audio.to_silk(wav)
                 uploaded = await self.call(
                     ref.key,
