@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings
+from chatfn.channels.kit.settings import PlatformSettings, web_path
 
 #: DingTalk's OpenAPI (and the Stream connection endpoint); its older API lives on OAPI.
 API_BASE = "https://api.dingtalk.com"
@@ -58,9 +58,7 @@ class DingTalkSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /dingtalk/callback, got {v!r}")
-        return v
+        return web_path(v, "/dingtalk/callback")
 
     @property
     def oapi_base(self) -> str:

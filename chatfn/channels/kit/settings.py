@@ -18,7 +18,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from chatfn.common.config import Section
 
-__all__ = ["PlatformSettings", "http_url"]
+__all__ = ["PlatformSettings", "http_url", "web_path"]
 
 
 def http_url(v: str, example: str) -> str:
@@ -30,6 +30,14 @@ def http_url(v: str, example: str) -> str:
     if parts.query or parts.fragment:
         raise ValueError("expected a URL without a query or fragment")
     return v.rstrip("/")
+
+
+def web_path(v: str, example: str) -> str:
+    """`v` as a path on the bot's web server (a webhook's): it starts with "/" and has no
+    query or fragment; ValueError naming the shape expected (`example`)."""
+    if not v.startswith("/") or "?" in v or "#" in v:
+        raise ValueError(f"expected a path such as {example}, got {v!r}")
+    return v
 
 
 class PlatformSettings(Section):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 #: The Messaging API's root (https://developers.line.biz/en/reference/messaging-api/).
 DEFAULT_API_BASE = "https://api.line.me"
@@ -63,9 +63,7 @@ class LineSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /line/webhook, got {v!r}")
-        return v
+        return web_path(v, "/line/webhook")
 
     @property
     def data_base(self) -> str:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 DEFAULT_API_BASE = "https://api.sgroup.qq.com"
 SANDBOX_API_BASE = "https://sandbox.api.sgroup.qq.com"
@@ -90,9 +90,7 @@ class QQSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _webhook_path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path like {WEBHOOK_PATH}, got {v!r}")
-        return v
+        return web_path(v, WEBHOOK_PATH)
 
     @property
     def api_root(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 _WHERE = "(Azure portal -> the Azure Bot resource -> Configuration)"
 OPENID = "https://login.botframework.com/v1/.well-known/openidconfiguration"
@@ -50,9 +50,7 @@ class TeamsSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /api/messages, got {v!r}")
-        return v
+        return web_path(v, "/api/messages")
 
     @property
     def token_url(self) -> str:

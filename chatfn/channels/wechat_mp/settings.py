@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 DEFAULT_API_BASE = "https://api.weixin.qq.com"
 _WHERE = "(the account's 设置与开发 -> 基本配置 page)"
@@ -60,9 +60,7 @@ class WechatMpSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /wechat_mp/callback, got {v!r}")
-        return v
+        return web_path(v, "/wechat_mp/callback")
 
     def problem(self) -> str | None:
         missing = [k for k in ("app_id", "app_secret", "token") if getattr(self, k) in (None, "")]

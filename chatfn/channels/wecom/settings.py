@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 DEFAULT_API_BASE = "https://qyapi.weixin.qq.com"
 _WHERE = "(the app's page in the admin console: 应用管理 -> the app -> 接收消息 -> 设置API接收)"
@@ -57,9 +57,7 @@ class WecomSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /wecom/callback, got {v!r}")
-        return v
+        return web_path(v, "/wecom/callback")
 
     def missing(self) -> list[str]:
         """The keys this mode needs that are not set."""

@@ -9,7 +9,7 @@ import re
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
 
 DEFAULT_API_BASE = "https://graph.facebook.com"
 _WHERE = "(Meta App Dashboard -> WhatsApp -> API Setup, and App settings -> Basic)"
@@ -72,9 +72,7 @@ class WhatsAppSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /whatsapp/webhook, got {v!r}")
-        return v
+        return web_path(v, "/whatsapp/webhook")
 
     @property
     def graph(self) -> str:
