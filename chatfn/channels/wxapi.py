@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 
+from chatfn.channels import kit
 from chatfn.channels.kit import rest
 from chatfn.channels.kit.rest import ApiSession
 
@@ -45,6 +46,7 @@ __all__ = [
     "Unavailable",
     "WxApi",
     "WxError",
+    "classify",
 ]
 
 #: Seconds waited after a rate-limit code: neither platform names one.
@@ -233,3 +235,20 @@ class WxApi(ApiSession):
                 return data
 
         return await self.with_token(attempt)
+
+
+def classify(
+    exc: Exception, key: str, name: str, credentials: str, api_base: str
+) -> Exception | None:
+    """A send's failure as the kit's error (kit/errors.py): a rate limit waits `wait` in the
+    chat's order, refused `credentials` wait in the outbox, any other refusal drops the
+    message, the network and 5xx are tried again; None for what is not the API's."""
+    if isinstance(exc, RateLimited):
+        return kit.RateLimited(f"{name} rate limit sending to {key} ({exc})", exc.wait)
+    if isinstance(exc, AuthRefused):
+        return kit.CredentialsRefused(f"{name} refused {credentials} ({exc})")
+    if isinstance(exc, WxError):
+        return kit.DeliveryRefused(f"{name} refused the message to {key}: {exc}")
+    if isinstance(exc, NETWORK_ERRORS):
+        return kit.Unreachable(f"{name} not reachable at {api_base} ({exc})")
+    return None

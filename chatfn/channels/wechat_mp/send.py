@@ -35,17 +35,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatfn.channels import kit
+from chatfn.channels import kit, wxapi
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
-from chatfn.channels.wechat_mp.api import (
-    NETWORK_ERRORS,
-    AuthRefused,
-    MpApi,
-    MpError,
-    NotPermitted,
-    RateLimited,
-)
+from chatfn.channels.wechat_mp.api import MpApi, NotPermitted
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -127,20 +120,12 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, RateLimited):
-            return kit.RateLimited(f"WeChat rate limit sending to {key} ({exc})", exc.wait)
-        if isinstance(exc, AuthRefused):
-            return kit.CredentialsRefused(f"WeChat refused {CREDENTIALS} ({exc})")
         if isinstance(exc, NotPermitted):
             return kit.DeliveryRefused(
                 f"WeChat refused the customer-service message to {key} ({exc}): the account "
                 "may not use it (unverified); set channels.wechat_mp.customer_service: false"
             )
-        if isinstance(exc, MpError):
-            return kit.DeliveryRefused(f"WeChat refused the message to {key}: {exc}")
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})")
-        return None
+        return wxapi.classify(exc, key, "WeChat", CREDENTIALS, self.cfg.api_base)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         images = [kit.decode_image(i, MAX_IMAGE_OUT, "WeChat") for i in out.images]

@@ -27,16 +27,10 @@ import functools
 import re
 from typing import Any
 
-from chatfn.channels import kit
+from chatfn.channels import kit, wxapi
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
-from chatfn.channels.wecom.api import (
-    NETWORK_ERRORS,
-    AuthRefused,
-    RateLimited,
-    WecomApi,
-    WecomError,
-)
+from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.settings import WecomSettings
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -80,15 +74,7 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, RateLimited):
-            return kit.RateLimited(f"WeCom rate limit sending to {key} ({exc})", exc.wait)
-        if isinstance(exc, AuthRefused):
-            return kit.CredentialsRefused(f"WeCom refused {CREDENTIALS} ({exc})")
-        if isinstance(exc, WecomError):
-            return kit.DeliveryRefused(f"WeCom refused the message to {key}: {exc}")
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"WeCom not reachable at {self.cfg.api_base} ({exc})")
-        return None
+        return wxapi.classify(exc, key, "WeCom", CREDENTIALS, self.cfg.api_base)
 
     def split(self, text: str) -> list[str]:
         limit = self.cfg.max_message_length
