@@ -117,12 +117,7 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         if read.webhook and self._ours(read.webhook):
             self.sessions.remember(chat.key, read.webhook, read.webhook_expires)
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            self.inbound.message(chat.key, read.message_id, lambda: self._incoming(read), taken)
-            return taken
-
-        return self.inbound.once(read.message_id, take)
+        return self.inbound.message_once(chat.key, read.message_id, lambda: self._incoming(read))
 
     def _ours(self, url: str) -> bool:
         """Whether a session webhook is DingTalk's (OAPI's origin): a reply never goes to an

@@ -76,6 +76,21 @@ class Inbound:
         self.note(key, taken)
         return taken
 
+    def message_once(
+        self, chat: Hashable, ident: str, read: Read, key: Hashable | None = None
+    ) -> Taken:
+        """`message` for an event the platform may deliver again (a webhook retried, events
+        read again after a restart): queued the first time `key` (default: `ident`) is seen
+        or when the take before it was released, settled once stored; a repeat gets what the
+        first came to."""
+
+        def take(previous: Taken | None) -> Taken:
+            taken = Taken(previous)
+            self.message(chat, ident, read, taken)
+            return taken
+
+        return self.once(ident if key is None else key, take)
+
     def first_sight(self, key: Hashable) -> bool:
         """Whether `key` is new (then remembered): a platform that does not confirm."""
         if key in self.seen:

@@ -139,12 +139,8 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         if ref is None:
             return None
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            self.inbound.message(ref.key, msg_id, lambda: self._incoming(ref, d), taken)
-            return taken
-
-        return self.inbound.once(f"message:{msg_id}", take)
+        read = lambda: self._incoming(ref, d)  # noqa: E731
+        return self.inbound.message_once(ref.key, msg_id, read, f"message:{msg_id}")
 
     def _chat_of(self, d: dict[str, Any], extra: dict[str, Any]) -> ChatRef | None:
         """The chat of a user's text, KMarkdown, image or audio message; None for anything

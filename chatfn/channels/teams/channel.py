@@ -134,13 +134,7 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
         if sender.get("id") and sender.get("name"):
             self.sender.names[str(sender["id"])] = str(sender["name"])
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            read = lambda: self._incoming(chat, group, activity)  # noqa: E731
-            self.inbound.message(chat, ident, read, taken)
-            return taken
-
-        return self.inbound.once(ident, take)
+        return self.inbound.message_once(chat, ident, lambda: self._incoming(chat, group, activity))
 
     async def _incoming(
         self, chat: str, group: bool, activity: dict[str, Any]

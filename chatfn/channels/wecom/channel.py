@@ -153,12 +153,7 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             return kit.settled()  # events (enter_agent, subscribe ...), video, location
         chat = f"private:{user}"
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            self.inbound.message(chat, msg_id, lambda: self._incoming(chat, fields), taken)
-            return taken
-
-        return self.inbound.once(msg_id, take)
+        return self.inbound.message_once(chat, msg_id, lambda: self._incoming(chat, fields))
 
     async def _incoming(self, chat: str, fields: dict[str, str]) -> IncomingMessage | None:
         images = []

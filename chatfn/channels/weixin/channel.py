@@ -163,12 +163,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         ident = parsed.message_id
         key = (chat, ident) if ident else (chat, object())
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            self.inbound.message(chat, ident, lambda: self.read(parsed), taken)
-            return taken
-
-        return self.inbound.once(key, take)
+        return self.inbound.message_once(chat, ident, lambda: self.read(parsed), key)
 
     async def confirm(
         self, previous: Awaitable[bool] | None, buf: str, takes: list[kit.Taken], generation: int

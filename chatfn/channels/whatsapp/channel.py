@@ -154,13 +154,7 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         chat = f"group:{group}" if group else f"private:{sender}"
         self.windows.saw(chat, _seconds(message.get("timestamp")))
 
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            read = lambda: self._incoming(chat, value, message)  # noqa: E731
-            self.inbound.message(chat, ident, read, taken)
-            return taken
-
-        return self.inbound.once(ident, take)
+        return self.inbound.message_once(chat, ident, lambda: self._incoming(chat, value, message))
 
     async def _incoming(
         self, chat: str, value: dict[str, Any], message: dict[str, Any]
