@@ -37,6 +37,7 @@ from chatfn.channels.kit import rest
 from chatfn.channels.kit.rest import ApiSession
 
 __all__ = [
+    "API_ERRORS",
     "NETWORK_ERRORS",
     "RATE_WAIT",
     "AuthRefused",
@@ -87,6 +88,8 @@ class Unavailable(Exception):
 
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
+#: Any failure of a call: the platform's refusal or the network.
+API_ERRORS: tuple[type[BaseException], ...] = (WxError, *NETWORK_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,16 @@ class WxApi(ApiSession):
         if not media_id:
             raise Unavailable("media/upload answered without a media_id")
         return media_id
+
+    async def received(self, media_id: str, what: str, log: Any) -> bytes | None:
+        """A file a user sent (media/get, within the kit's image limit); None, with a warning
+        on `log` naming `what` ("image", "voice"), when it cannot be had: the message goes
+        on without it."""
+        try:
+            return await self.media(media_id, kit.MAX_IMAGE_IN)
+        except API_ERRORS as exc:
+            log.warning("{} {} {} not downloaded: {}", self.dialect.name, what, media_id, exc)
+            return None
 
     async def media(self, media_id: str, max_bytes: int) -> bytes:
         """media/get: a file a user sent (an image), at most `max_bytes`."""

@@ -204,13 +204,9 @@ class WechatMpChannel(
     async def _incoming(self, chat: str, fields: dict[str, str]) -> IncomingMessage | None:
         images = []
         if fields.get("MsgType") == "image" and (media := fields.get("MediaId")):
-            try:
-                data = await self.api.media(media, kit.MAX_IMAGE_IN)
-            except _API_ERRORS as exc:
-                self.log.warning("WeChat image {} not downloaded: {}", media, exc)
-            else:
-                if (mime := kit.image_mime(data)) is not None:
-                    images.append(kit.data_uri(data, mime))
+            data = await self.api.received(media, "image", self.log)
+            if data is not None and (mime := kit.image_mime(data)) is not None:
+                images.append(kit.data_uri(data, mime))
         audio_in, transcript = await self._voice(fields)
         return self.incoming(
             chat,
@@ -235,9 +231,6 @@ class WechatMpChannel(
         media = fields.get("MediaId")
         if not media:
             return [], None
-        try:
-            data = await self.api.media(media, kit.MAX_IMAGE_IN)
-        except _API_ERRORS as exc:
-            self.log.warning("WeChat voice {} not downloaded: {}", media, exc)
+        if (data := await self.api.received(media, "voice", self.log)) is None:
             return [], None
         return [kit.data_uri(data, audio.audio_mime(data))], None

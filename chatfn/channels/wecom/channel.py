@@ -46,8 +46,6 @@ __all__ = ["ACK_WAIT", "WecomChannel", "read_body"]
 
 #: Seconds a callback's answer waits for its message to be stored (WeCom waits 5).
 ACK_WAIT = 4.0
-#: A call that failed: WeCom's answer or the network.
-_API_ERRORS: tuple[type[BaseException], ...] = (WecomError, *NETWORK_ERRORS)
 _HINT = "check the app's Secret and AgentId and the corp id (我的企业 -> 企业信息)"
 
 
@@ -175,18 +173,12 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
         media = fields.get("MediaId")
         if fields.get("MsgType") != "voice" or not media:
             return []
-        try:
-            data = await self.api.media(media, kit.MAX_IMAGE_IN)
-        except _API_ERRORS as exc:
-            self.log.warning("WeCom voice {} not downloaded: {}", media, exc)
+        if (data := await self.api.received(media, "voice", self.log)) is None:
             return []
         return [kit.data_uri(data, audio.audio_mime(data))]
 
     async def _image(self, media_id: str) -> str | None:
-        try:
-            data = await self.api.media(media_id, kit.MAX_IMAGE_IN)
-        except _API_ERRORS as exc:
-            self.log.warning("WeCom image {} not downloaded: {}", media_id, exc)
+        if (data := await self.api.received(media_id, "image", self.log)) is None:
             return None
         mime = kit.image_mime(data)
         return None if mime is None else kit.data_uri(data, mime)
