@@ -36,7 +36,7 @@ from chatfn.channels.kit.sender import ChatTarget, Owed, PlatformSender
 from chatfn.channels.kit.settings import PlatformSettings
 from chatfn.channels.kit.shelf import MAX_SHELF_BYTES, MediaShelf
 from chatfn.channels.kit.voice import voice_clips
-from chatfn.channels.kit.wire import json_frames, json_object, webhook_body
+from chatfn.channels.kit.wire import HeldSocket, json_frames, json_object, webhook_body
 from chatfn.channels.outbound import Backoff
 from chatfn.runtime.channel_host import Capabilities
 
@@ -51,6 +51,7 @@ __all__ = [
     "ChatTarget",
     "CredentialsRefused",
     "DeliveryRefused",
+    "HeldSocket",
     "Inbound",
     "Lifecycle",
     "MediaShelf",

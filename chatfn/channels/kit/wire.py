@@ -4,6 +4,7 @@ with a warning (a hostile or broken frame never ends the connection)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +13,7 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
-__all__ = ["json_frames", "json_object", "webhook_body"]
+__all__ = ["HeldSocket", "json_frames", "json_object", "webhook_body"]
 
 
 async def webhook_body(request: web.Request, limit: int) -> bytes | None:
@@ -54,3 +55,21 @@ async def json_frames(
             logger.warning("{} frame that is not a JSON object ignored", what)
             continue
         yield payload
+
+
+class HeldSocket:
+    """The WebSocket a gateway reads now (`_ws`, set while it is open): closed when the
+    channel stops, or dropped as a network failure would drop it (tests: the gateway then
+    connects again and resumes its session)."""
+
+    _ws: aiohttp.ClientWebSocketResponse | None = None
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+
+    async def drop(self) -> None:
+        """Close the socket with 4000 (no close code of a platform's), as a drop would."""
+        if self._ws is not None:
+            await self._ws.close(code=4000)

@@ -90,7 +90,7 @@ def decode(frame: aiohttp.WSMessage) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class Gateway:
+class Gateway(kit.HeldSocket):
     """One gateway session; `run()` until the channel stops (module docstring)."""
 
     #: Seconds: HELLO's deadline, the ping interval (+-5 s of jitter), the pong's deadline and
@@ -127,16 +127,6 @@ class Gateway:
         self._pong = asyncio.Event()
         self._opened = False  # the current connection got past HELLO
         self._ws: aiohttp.ClientWebSocketResponse | None = None
-
-    async def close(self) -> None:
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.close()
-
-    async def drop(self) -> None:
-        """Close the socket as a network drop would (tests): the session is resumed."""
-        if self._ws is not None:
-            await self._ws.close(code=4000)
 
     def forget(self) -> None:
         """Drop the session, its `sn` and what waits in the buffer (RECONNECT)."""

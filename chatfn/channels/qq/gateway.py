@@ -70,7 +70,7 @@ class GatewayStopped(Exception):
     """A close code that names something to fix: the gateway stops connecting."""
 
 
-class Gateway:
+class Gateway(kit.HeldSocket):
     """Holds one gateway session; `run()` until the channel stops, reconnecting with backoff
     (the channel's: one line per outage) and resuming where it can."""
 
@@ -95,16 +95,6 @@ class Gateway:
         self.identifies = 0
         self.resumes = 0
         self._ws: aiohttp.ClientWebSocketResponse | None = None
-
-    async def close(self) -> None:
-        if self._ws is not None:
-            with contextlib.suppress(Exception):
-                await self._ws.close()
-
-    async def drop(self) -> None:
-        """Close the socket as a network drop would (tests): the session stays resumable."""
-        if self._ws is not None:
-            await self._ws.close(code=4000)
 
     async def run(self) -> None:
         backoff, first_loss = kit.Backoff(0.5, 60.0), True
