@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 from linebot.v3.messaging import (
     AsyncApiClient,
     AsyncMessagingApi,
@@ -32,13 +31,13 @@ from linebot.v3.messaging import (
 )
 from linebot.v3.messaging.exceptions import ApiException
 
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession
 from chatfn.channels.line.settings import LineSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["CALL_TIMEOUT", "NETWORK_ERRORS", "LineApi", "LineError"]
 
 CALL_TIMEOUT = 20.0
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
 
 
 class LineError(Exception):
@@ -94,15 +93,15 @@ def from_api(exc: ApiException) -> LineError:
     return LineError(int(exc.status or 0), message, retry_after, accepted)
 
 
-class LineApi:
+class LineApi(ApiSession):
     """One SDK client for the API and one for its content host, made on first use (the SDK's
     aiohttp session needs a running loop)."""
 
     def __init__(self, settings: LineSettings) -> None:
+        super().__init__()
         self.cfg = settings
         self._clients: list[AsyncApiClient] = []
         self._api: AsyncMessagingApi | None = None
-        self._session: aiohttp.ClientSession | None = None
 
     def _client(self, host: str) -> AsyncApiClient:
         config = Configuration(host=host, access_token=self.cfg.secret_text("channel_access_token"))
@@ -122,9 +121,7 @@ class LineApi:
         self._api = None
         for client in clients:
             await client.close()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await super().aclose()
 
     async def bot_info(self) -> tuple[str, str]:
         """(user id, display name) of the bot."""
@@ -158,11 +155,9 @@ class LineApi:
         """The content of a user's message (an image), at most `max_bytes`. Read with aiohttp,
         not the SDK: its blob call reads the whole body with no limit, and its raw mode
         (`_preload_content=False`) fails on aiohttp's response (no `getheaders`)."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT))
         url = f"{self.cfg.data_base}/v2/bot/message/{message_id}/content"
         token = self.cfg.secret_text("channel_access_token")
-        async with self._session.get(url, headers={"Authorization": f"Bearer {token}"}) as r:
+        async with self.session().get(url, headers={"Authorization": f"Bearer {token}"}) as r:
             if r.status != 200:
                 raise LineError(r.status, (await r.text())[:200])
             try:
