@@ -1,6 +1,7 @@
 """A platform's REST client, the parts every one of them wrote the same: one aiohttp session
 opened when first needed (and again after it closed) and closed once, the errors that mean
-"the network, not the platform", and the wait a rate-limited answer names."""
+"the network, not the platform", the wait a rate-limited answer names, and what an HTTP error
+status means for a send (`by_status`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from typing import ClassVar
 
 import aiohttp
 
-__all__ = ["NETWORK_ERRORS", "ApiSession", "retry_after"]
+from chatfn.common.messages import (
+    CredentialsRefused,
+    DeliveryRefused,
+    RateLimited,
+    Unreachable,
+)
+
+__all__ = ["NETWORK_ERRORS", "ApiSession", "by_status", "retry_after"]
 
 #: The network failed, not the platform: the outbox tries again later.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
@@ -49,3 +57,25 @@ def retry_after(
             except ValueError:
                 continue
     return None
+
+
+def by_status(
+    status: int,
+    retry_after: float | None,
+    *,
+    rate: str,
+    refused: str,
+    failing: str,
+    rejected: str,
+) -> Exception:
+    """A REST platform's error answer to a send as the kit's error, by its HTTP status: 429 a
+    rate limit (waiting `retry_after`), 401 refused credentials, 5xx or no answer at all (0)
+    the platform failing (tried again), anything else the message refused for good. The
+    texts are the platform's own, for each case."""
+    if status == 429:
+        return RateLimited(rate, retry_after)
+    if status == 401:
+        return CredentialsRefused(refused)
+    if status >= 500 or status == 0:
+        return Unreachable(failing)
+    return DeliveryRefused(rejected)

@@ -46,6 +46,7 @@ from linebot.v3.messaging import (
 )
 
 from chatfn.channels import kit
+from chatfn.channels.kit.rest import by_status
 from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 from chatfn.channels.line.media import MediaShelf
 from chatfn.channels.line.settings import LineSettings
@@ -156,18 +157,19 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, LineError):
-            if exc.status == 401:
-                return kit.CredentialsRefused(f"LINE refused {CREDENTIALS} ({exc.message})")
             if exc.status == 429 and "monthly limit" in exc.message.lower():
                 return kit.DeliveryRefused(
                     f"LINE: the account's monthly message quota is used up ({exc.message}); "
                     f"the message to {key} is not sent"
                 )
-            if exc.status == 429:
-                return kit.RateLimited(f"LINE rate limit sending to {key}", exc.retry_after)
-            if exc.status >= 500 or exc.status == 0:
-                return kit.Unreachable(f"LINE answered {exc} sending to {key}")
-            return kit.DeliveryRefused(f"LINE refused the message to {key}: {exc}")
+            return by_status(
+                exc.status,
+                exc.retry_after,
+                rate=f"LINE rate limit sending to {key}",
+                refused=f"LINE refused {CREDENTIALS} ({exc.message})",
+                failing=f"LINE answered {exc} sending to {key}",
+                rejected=f"LINE refused the message to {key}: {exc}",
+            )
         if isinstance(exc, NETWORK_ERRORS):
             return kit.Unreachable(f"LINE not reachable at {self.cfg.api_base} ({exc!r})")
         return None

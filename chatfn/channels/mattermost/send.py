@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.rest import by_status
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.channels.split import split_message
@@ -74,13 +75,14 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, ApiError):
-            if exc.status == 429:
-                return kit.RateLimited(f"Mattermost rate limit sending to {key}", exc.retry_after)
-            if exc.status == 401:
-                return kit.CredentialsRefused(f"Mattermost refused {CREDENTIALS} ({exc.message})")
-            if exc.status >= 500 or exc.status == 0:
-                return kit.Unreachable(f"Mattermost answered {exc} sending to {key}")
-            return kit.DeliveryRefused(f"Mattermost refused the post to {key}: {exc}")
+            return by_status(
+                exc.status,
+                exc.retry_after,
+                rate=f"Mattermost rate limit sending to {key}",
+                refused=f"Mattermost refused {CREDENTIALS} ({exc.message})",
+                failing=f"Mattermost answered {exc} sending to {key}",
+                rejected=f"Mattermost refused the post to {key}: {exc}",
+            )
         if isinstance(exc, NETWORK_ERRORS):
             return kit.Unreachable(f"Mattermost not reachable at {self.cfg.url} ({exc!r})")
         return None

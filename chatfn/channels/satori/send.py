@@ -15,6 +15,7 @@ import functools
 import re
 
 from chatfn.channels import kit
+from chatfn.channels.kit.rest import by_status
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.satori import elements
 from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
@@ -93,13 +94,14 @@ class SatoriSender(kit.PlatformSender[ChatRef], platform="satori", label="Satori
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, ApiError):
-            if exc.status == 429:
-                return kit.RateLimited(f"Satori rate limit sending to {key}", exc.retry_after)
-            if exc.status == 401:
-                return kit.CredentialsRefused(f"the Satori server refused {CREDENTIALS} ({exc})")
-            if exc.status >= 500 or exc.status == 0:
-                return kit.Unreachable(f"the Satori server answered {exc} sending to {key}")
-            return kit.DeliveryRefused(f"the Satori server refused the message to {key}: {exc}")
+            return by_status(
+                exc.status,
+                exc.retry_after,
+                rate=f"Satori rate limit sending to {key}",
+                refused=f"the Satori server refused {CREDENTIALS} ({exc})",
+                failing=f"the Satori server answered {exc} sending to {key}",
+                rejected=f"the Satori server refused the message to {key}: {exc}",
+            )
         if isinstance(exc, NETWORK_ERRORS):
             return kit.Unreachable(f"Satori server not reachable at {self.cfg.endpoint} ({exc!r})")
         return None

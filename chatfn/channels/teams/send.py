@@ -19,6 +19,7 @@ import html
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.rest import by_status
 from chatfn.channels.split import split_message
 from chatfn.channels.teams.api import NETWORK_ERRORS, ApiError, TeamsApi
 from chatfn.channels.teams.auth import TokenError
@@ -72,13 +73,14 @@ class TeamsSender(kit.PlatformSender[ChatRef], platform="teams", label="Teams"):
                 return kit.Unreachable(f"the Microsoft login endpoint answered {exc}")
             return kit.CredentialsRefused(f"Microsoft refused {CREDENTIALS} ({exc.error})")
         if isinstance(exc, ApiError):
-            if exc.status == 429:
-                return kit.RateLimited(f"Teams rate limit sending to {key}", exc.retry_after)
-            if exc.status == 401:
-                return kit.CredentialsRefused(f"the Bot Connector refused the bot's token ({exc})")
-            if exc.status >= 500 or exc.status == 0:
-                return kit.Unreachable(f"Teams answered {exc} sending to {key}")
-            return kit.DeliveryRefused(f"Teams refused the message to {key}: {exc}")
+            return by_status(
+                exc.status,
+                exc.retry_after,
+                rate=f"Teams rate limit sending to {key}",
+                refused=f"the Bot Connector refused the bot's token ({exc})",
+                failing=f"Teams answered {exc} sending to {key}",
+                rejected=f"Teams refused the message to {key}: {exc}",
+            )
         if isinstance(exc, NETWORK_ERRORS):
             return kit.Unreachable(f"Teams not reachable ({exc!r})")
         return None
