@@ -35,6 +35,7 @@ import aiohttp
 from chatfn.channels import kit
 from chatfn.channels.kit import rest
 from chatfn.channels.kit.rest import ApiSession
+from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = [
     "API_ERRORS",
@@ -240,12 +241,10 @@ class WxApi(ApiSession):
                 if r.status != 200 or r.content_type in ("application/json", "text/plain"):
                     self.dialect.checked(r.status, await r.read())
                     raise Unavailable("media/get answered JSON without a file")
-                if (r.content_length or 0) > max_bytes:
-                    raise WxError(0, f"image larger than {max_bytes} bytes")
-                data = await r.content.read(max_bytes + 1)
-                if len(data) > max_bytes:
-                    raise WxError(0, f"image larger than {max_bytes} bytes")
-                return data
+                try:  # to its end: content.read(n) returns only what has arrived so far
+                    return await read_limited(r, max_bytes)
+                except FetchTooLarge:
+                    raise WxError(0, f"file larger than {max_bytes} bytes") from None
 
         return await self.with_token(attempt)
 

@@ -10,6 +10,7 @@ letting such a program bind port 0 and report it, where it can.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -42,3 +43,19 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+async def send_in_pieces(
+    request: web.Request, data: bytes, content_type: str, piece: int = 1024
+) -> web.StreamResponse:
+    """Answer `data` (its length declared) in `piece`-byte writes with a pause between, as a
+    file arrives over a real network: a client that reads only what has arrived so far
+    (`response.content.read(n)`) gets it cut short."""
+    response = web.StreamResponse(headers={"Content-Type": content_type})
+    response.content_length = len(data)
+    await response.prepare(request)
+    for at in range(0, len(data), piece):
+        await response.write(data[at : at + piece])
+        await asyncio.sleep(0.005)
+    await response.write_eof()
+    return response

@@ -36,7 +36,7 @@ from aiohttp import web
 
 from tests.channels.wecom.wx_platform import PlatformCrypt, new_aes_key, signature
 from tests.fakes.audio_api import VoiceRefused, voice_upload
-from tests.kit import serve
+from tests.kit import send_in_pieces, serve
 
 MAX_TEXT_BYTES = 2048
 MAX_IMAGE = 10 * 1024 * 1024
@@ -229,13 +229,15 @@ class FakeWechatMp:
         self.voices[media_id] = (data, seconds)
         return web.json_response({"type": "voice", "media_id": media_id, "created_at": 1})
 
-    async def _media_get(self, request: web.Request) -> web.Response:
+    async def _media_get(self, request: web.Request) -> web.StreamResponse:
         if (bad := self._token_ok(request)) is not None:
             return bad
         data = self.media.get(request.query.get("media_id", ""))
         if data is None:
             return self._refuse(request, 40007, "invalid media_id")
-        return web.Response(body=data, content_type="image/png")
+        # In pieces, as a file comes over a real network: a reader that takes only what has
+        # arrived gets a cut file.
+        return await send_in_pieces(request, data, "image/png")
 
     def add_media(self, data: bytes) -> str:
         media_id = f"mpmedia{next(self._ids)}"

@@ -30,7 +30,7 @@ from aiohttp import web
 
 from tests.channels.wecom.wx_platform import PlatformCrypt, new_aes_key
 from tests.fakes.audio_api import VoiceRefused, voice_upload
-from tests.kit import serve
+from tests.kit import send_in_pieces, serve
 
 MAX_TEXT_BYTES = 2048
 MAX_IMAGE = 2 * 1024 * 1024
@@ -265,13 +265,15 @@ class FakeWecom:
             }
         )
 
-    async def _media_get(self, request: web.Request) -> web.Response:
+    async def _media_get(self, request: web.Request) -> web.StreamResponse:
         if (bad := self._token_ok(request)) is not None:
             return bad
         data = self.media.get(request.query.get("media_id", ""))
         if data is None:
             return self._refuse(request, 40007, "invalid media_id")
-        return web.Response(body=data, content_type="image/png")
+        # In pieces, as a file comes over a real network: a reader that takes only what has
+        # arrived gets a cut file.
+        return await send_in_pieces(request, data, "image/png")
 
     async def wait_sent(self, target: str, count: int, timeout: float = 15.0) -> list[Posted]:
         async with asyncio.timeout(timeout), self._changed:
