@@ -43,6 +43,7 @@ from yarl import URL
 from chatfn.common.blocking import getaddrinfo
 
 if TYPE_CHECKING:  # a TypedDict from aiohttp 3.10 on; at run time these are plain dicts
+    from aiohttp import web
     from aiohttp.abc import ResolveResult
 
 __all__ = [
@@ -244,10 +245,11 @@ def _check_url(url: URL, allow: _Allowance) -> None:
         raise FetchRefused(str(url), f"{literal} is internal")
 
 
-async def read_limited(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
-    """The whole body, to its end, refused as soon as it passes `max_bytes` (what the server
-    declares is checked first). `response.content.read(n)` returns only what has arrived so
-    far: a body sent in several writes would be cut short."""
+async def read_limited(response: aiohttp.ClientResponse | web.BaseRequest, max_bytes: int) -> bytes:
+    """The whole body, to its end, refused as soon as it passes `max_bytes` (what the sender
+    declares is checked first): a response the bot fetched, or a request a platform POSTed
+    (a webhook). `.content.read(n)` returns only what has arrived so far: a body sent in
+    several writes would be cut short."""
     declared = response.content_length
     if declared is not None and declared > max_bytes:
         raise FetchTooLarge(str(response.url), f"declared {declared} bytes > {max_bytes}")

@@ -13,24 +13,19 @@ import aiohttp
 from aiohttp import web
 from loguru import logger
 
+from chatfn.common.fetch import FetchTooLarge, read_limited
+
 __all__ = ["HeldSocket", "json_frames", "json_object", "webhook_body"]
 
 
 async def webhook_body(request: web.Request, limit: int) -> bytes | None:
-    """A webhook request's whole body; None once it passes `limit` bytes (declared or sent:
-    answer 413). Read to its end: `request.content.read(n)` returns only what has arrived so
-    far, and a body sent in several TCP segments (any over about 1.4 KB on a real network)
-    would be cut short, fail its signature and be refused."""
-    if request.content_length is not None and request.content_length > limit:
+    """A webhook request's whole body (`common.fetch.read_limited`: to its end, so a body in
+    several TCP segments is not cut short and refused for its signature); None once it passes
+    `limit` bytes, declared or sent (answer 413)."""
+    try:
+        return await read_limited(request, limit)
+    except FetchTooLarge:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def json_object(body: bytes | str) -> dict[str, Any] | None:
