@@ -216,14 +216,12 @@ async def run_job(service_key: str, reminder_id: str) -> None:
 class ReminderService:
     """Creates, lists, deletes and fires reminders for one bot."""
 
-    def __init__(
-        self, host: PluginHost, settings: ReminderSettings, db: PluginDatabase | None = None
-    ) -> None:
+    def __init__(self, host: PluginHost, settings: ReminderSettings, db: PluginDatabase) -> None:
         self.host = host
         self.settings = settings
         self.tz = zone_named(settings.timezone or host.settings.bot.timezone)
         # The plugin's own tables only (function_calls/plugin_data.py), not the whole Storage.
-        self.db = db if db is not None else PluginDatabase(host.storage, "reminders", TABLES)
+        self.db = db
         self.key = self.db.url
         # The table is the plugin's declared one (`Plugin(tables=TABLES)`): the runtime made it
         # before this setup ran.
