@@ -4,9 +4,10 @@ A RESUME replays what the session missed (discord.py does it), but a new session
 an invalid session, a resume refused) starts with nothing: what a chat said meanwhile never
 arrives as an event. At each READY the chats with a user message stored within
 `bot.resume_window` get one history read each (`GET /channels/{id}/messages?after=`, up to
-HISTORY messages after the chat's newest stored one); messages in it that are not the bot's or
-another bot's and not stored yet are handled like live ones, in order. A message that also
-arrives live is handled once (the channel's `inbound.first_sight`, by message id).
+HISTORY messages after the chat's newest stored one); messages in it that are not the bot's
+and not stored yet are handled like live ones, in order (the kit's catch-up,
+chatfn/channels/kit/catchup.py). A message that also arrives live is handled once (the
+channel's `inbound.first_sight`, by message id).
 
 Not covered: a chat with no user message stored within the window (the bot cannot know it
 was spoken in), and more than HISTORY messages of one chat.
@@ -15,13 +16,14 @@ was spoken in), and more than HISTORY messages of one chat.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import discord
 from loguru import logger
 
 from chatfn.channels.discord.message import Target, target_of
+from chatfn.channels.kit.catchup import missed_window, unstored
 from chatfn.runtime.channel_host import ChannelHost
 
 HISTORY = 50
@@ -45,23 +47,19 @@ async def catch_up(
     host, client = channel.host, channel.client
     if client is None or client.user is None:
         return 0
-    window = host.settings.bot.resume_window
-    if window <= 0:
-        return 0
-    since = datetime.now(UTC) - timedelta(seconds=window)
+    window = await missed_window(host, channel.platform, datetime.now(UTC))
     found = 0
-    for chat_id, newest in await host.recent_chats(channel.platform, since):
+    for chat_id, after in window.chats.items() if window is not None else ():
         target = target_of(chat_id)
         if target is None:
             continue
         try:
             where = await channel.messageable(target)
-            after = newest if newest.tzinfo else newest.replace(tzinfo=UTC)
-            async for seen in where.history(limit=HISTORY, after=after, oldest_first=True):
-                if seen.author.id == client.user.id:
-                    continue
-                if await host.was_stored(channel.platform, chat_id, str(seen.id)):
-                    continue
+            read = where.history(limit=HISTORY, after=after, oldest_first=True)
+            theirs = (seen async for seen in read if seen.author.id != client.user.id)
+            async for seen in unstored(
+                host, channel.platform, chat_id, theirs, lambda m: str(m.id)
+            ):
                 found += 1
                 await hand_on(seen, chat_id)
         except discord.HTTPException as exc:

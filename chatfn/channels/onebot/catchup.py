@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
-from chatfn.channels.onebot.history import history_request
-from chatfn.channels.onebot.link import ActionError, ActionTimeout, NotConnected, _Connection
+from chatfn.channels.kit.catchup import missed_window, unstored
+from chatfn.channels.onebot.history import HistoryReader, is_own
+from chatfn.channels.onebot.link import ActionError, ActionTimeout, NotConnected, _Connection, _int
 
 if TYPE_CHECKING:
     from chatfn.channels.onebot.link import OneBotLink
@@ -52,40 +53,30 @@ class CatchUp:
         that message id was seen already (it arrived live meanwhile)."""
         self.link = link
         self._on_missed = on_missed
-        self._unsupported: set[tuple[str, str]] = set()
+        self.history = HistoryReader(link.call_action)
+        self._unsupported = self.history.unsupported  # get_recent_contact's, too
         self.calls = 0
         self.found = 0
 
     async def run(self, conn: _Connection) -> int:
         """Catch up the recently active chats for the account of `conn`; returns how many
         missed messages were handed on."""
-        window = self.link.host.settings.bot.resume_window
-        if not window:
-            return 0
         connected = datetime.now(UTC)
-        since = connected - timedelta(seconds=window)
-        stored = await self.link.host.recent_chats(self.link.platform, since)
-        chats: dict[str, datetime] = {}
-        for chat_id, last in stored:
-            if last.timestamp() >= int(connected.timestamp()):
-                # Its newest message arrived live on this connection (stored times are the
-                # event's whole seconds): what it missed is older, so nothing newer is missing.
-                continue
-            chats[chat_id] = max(last, since)
-        known = {chat_id for chat_id, _ in stored}
+        window = await missed_window(self.link.host, self.link.platform, connected)
+        if window is None:
+            return 0
         found = 0
         try:
-            recent = [c for c in await self._recent(conn, since, connected) if c not in known]
-            for chat_id in recent:
-                chats.setdefault(chat_id, since)
-            if chats:
+            recent = await self._recent(conn, window.since, connected)
+            window.add(recent := [c for c in recent if c not in window.known])
+            if window.chats:
                 logger.info(
                     "OneBot account {}: catching up {} chat(s) ({} from get_recent_contact)",
                     conn.self_id,
-                    len(chats),
+                    len(window.chats),
                     len(recent),
                 )
-            for chat_id, after in chats.items():
+            for chat_id, after in window.chats.items():
                 found += await self._chat(conn, chat_id, after)
         except NotConnected:
             pass
@@ -138,75 +129,52 @@ class CatchUp:
                 when = float(item.get("msgTime") or 0)
             peer = str(item.get("peerUin") or "")
             if kind and peer.isdigit() and peer != "0" and floor <= when < live:
-                if not _own(item.get("lastestMsg"), conn.self_id):
+                if not is_own(item.get("lastestMsg"), conn.self_id):
                     chats.append(f"{kind}:{peer}")
         return chats
 
     async def _chat(self, conn: _Connection, chat_id: str, after: datetime) -> int:
-        request = history_request(chat_id)
-        if request is None:
-            return 0
-        action, params = request
-        kind = chat_id.partition(":")[0]
-        if (conn.self_id, action) in self._unsupported:
-            return 0
-        self.calls += 1
         try:
-            data = await self.link.call_action(conn.self_id, action, params, wait=0)
+            messages = await self.history.messages(conn.self_id, chat_id)
         except NotConnected:
             raise
         except ActionError as exc:
             if exc.retcode == 1404:
-                self._unsupported.add((conn.self_id, action))
                 logger.warning(
                     "OneBot account {} has no {}: messages posted while the bot was away are "
                     "not caught up",
                     conn.self_id,
-                    action,
+                    exc.action,
                 )
             else:
                 logger.debug("catch-up of {} failed: {}", chat_id, exc)
             return 0
-        messages = data.get("messages")
-        found = 0
         # Stored times are whole seconds (the event's `time`): the same second counts as
-        # newer, and the stored check below drops what was stored already.
+        # newer, and `unstored` drops what was stored already.
         floor = after.timestamp() - 1
-        for item in messages if isinstance(messages, list) else []:
-            if not isinstance(item, dict) or item.get("post_type") == "message_sent":
-                continue
-            if str(item.get("user_id", "")) == conn.self_id or not item.get("message_id"):
-                continue
-            when = 0.0
-            with contextlib.suppress(TypeError, ValueError):
-                when = float(item.get("time") or 0)
-            if when < floor:
-                continue
-            message_id = str(item["message_id"])
-            if await self.link.host.was_stored(self.link.platform, chat_id, message_id):
-                continue
-            event = {
-                **item,
-                "post_type": "message",
-                "message_type": kind,
-                "self_id": conn.self_id,
-            }
+        theirs = [m for m in messages or () if _theirs(m, conn.self_id, floor)]
+        kind, _, target = chat_id.partition(":")
+        found = 0
+        host, platform = self.link.host, self.link.platform
+        async for item in unstored(host, platform, chat_id, theirs, _message_id):
+            event = {**item, "post_type": "message", "message_type": kind}
+            event["self_id"] = conn.self_id
             if kind == "group":
-                event["group_id"] = item.get("group_id", params["group_id"])
+                event["group_id"] = item.get("group_id", _int(target))
             found += self._on_missed(conn, event)
         return found
 
 
-def _own(message: Any, self_id: str) -> bool:
-    """The latest message of a recent chat is the account's own send: the bot spoke last
-    there (an answer, a reminder, a welcome from the outbox), so nothing said before it is
-    looked for. NapCat marks it `message_sent`; the sender is the account either way."""
-    if not isinstance(message, dict):
+def _theirs(item: Any, self_id: str, floor: float) -> bool:
+    """A message of a history answer to catch up: a user's (not the account's own), with an
+    id, not older than `floor`."""
+    if is_own(item, self_id) or not item.get("message_id"):
         return False
-    sender = message.get("sender")
-    sender_id = sender.get("user_id") if isinstance(sender, dict) else None
-    return (
-        message.get("post_type") == "message_sent"
-        or str(message.get("user_id", "")) == self_id
-        or str(sender_id) == self_id
-    )
+    when = 0.0
+    with contextlib.suppress(TypeError, ValueError):
+        when = float(item.get("time") or 0)
+    return when >= floor
+
+
+def _message_id(item: dict[str, Any]) -> str:
+    return str(item["message_id"])

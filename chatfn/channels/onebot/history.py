@@ -64,18 +64,26 @@ def _plain(text: str) -> str:
     return " ".join(text.split())
 
 
+def is_own(message: Any, self_id: str) -> bool:
+    """Whether a message of a history answer is the account's own send. NapCat marks it
+    `message_sent`; the sender (`user_id`, or `sender.user_id`) is the account either way."""
+    if not isinstance(message, dict):
+        return False
+    sender = message.get("sender")
+    sender_id = sender.get("user_id") if isinstance(sender, dict) else None
+    return (
+        message.get("post_type") == "message_sent"
+        or str(message.get("user_id", "")) == self_id
+        or str(sender_id) == self_id
+    )
+
+
 def own_texts(messages: Any, self_id: str) -> list[tuple[float, str]]:
     """(time, plain text) of the account's own messages in a history answer, oldest first;
     entries that are not usable messages are skipped."""
     out: list[tuple[float, str]] = []
     for item in messages if isinstance(messages, list) else []:
-        if not isinstance(item, dict):
-            continue
-        sender = item.get("sender")
-        user = item.get("user_id")
-        if user is None and isinstance(sender, dict):
-            user = sender.get("user_id")
-        if str(user) != self_id and item.get("post_type") != "message_sent":
+        if not is_own(item, self_id):
             continue
         try:
             when = float(item.get("time") or 0)
@@ -108,40 +116,55 @@ def match_sent(owed: Sequence[Owed], own: Sequence[tuple[float, str]]) -> set[in
     return found
 
 
-class SentCheck:
-    """Reads a chat's history through `call_action` and says which owed messages are there."""
+class HistoryReader:
+    """Reads a chat's latest messages back through `call_action`; an account whose
+    implementation lacks the action (1404) is not asked again."""
 
     def __init__(self, call_action: CallAction) -> None:
         self._call = call_action
-        self._unsupported: set[tuple[str, str]] = set()  # logged once per account and action
-        self.calls = 0  # history actions made (for tests and the soak's figures)
+        self.unsupported: set[tuple[str, str]] = set()  # (account, action) answered 1404
+        self.calls = 0  # actions made (for tests and the soak's figures)
 
-    async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
-        """The account's recent own messages in `chat_id`, or None when the implementation
-        cannot tell (the action is missing or failed). Raises NotConnected."""
+    async def messages(self, self_id: str, chat_id: str) -> list[Any] | None:
+        """The latest messages of `chat_id` (oldest first); None for a chat id of another
+        kind or an action the account lacks. Raises NotConnected, and ActionError (a 1404 is
+        remembered)."""
         request = history_request(chat_id)
-        if request is None:
-            return None
-        action, params = request
-        if (self_id, action) in self._unsupported:
+        if request is None or (self_id, request[0]) in self.unsupported:
             return None
         self.calls += 1
         try:
-            data = await self._call(self_id, action, params, wait=0)
+            data = await self._call(self_id, *request, wait=0)
         except NotConnected:
             raise
         except ActionError as exc:
             if exc.retcode == 1404:  # API_NOT_FOUND: not asked again
-                self._unsupported.add((self_id, action))
+                self.unsupported.add((self_id, request[0]))
+            raise
+        messages = data.get("messages")
+        return messages if isinstance(messages, list) else []
+
+
+class SentCheck(HistoryReader):
+    """Says which owed messages a chat's history holds (the account's own messages)."""
+
+    async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
+        """The account's recent own messages in `chat_id`, or None when the implementation
+        cannot tell (the action is missing or failed). Raises NotConnected."""
+        try:
+            messages = await self.messages(self_id, chat_id)
+        except NotConnected:
+            raise
+        except ActionError as exc:
             logger.warning(
                 "OneBot account {}: {} failed ({}): messages that may have been sent before "
                 "are sent again (at least once)",
                 self_id,
-                action,
+                exc.action,
                 exc,
             )
             return None
-        return own_texts(data.get("messages"), self_id)
+        return None if messages is None else own_texts(messages, self_id)
 
     async def sent(self, self_id: str, chat_id: str, owed: Sequence[Owed]) -> dict[int, bool]:
         """For each owed message of one chat: True when the history shows it sent, False when
