@@ -13,6 +13,7 @@ import asyncio
 import copy
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,14 @@ MEMBER, MANAGER, ASKER = "ou_1002", "ou_1003", "ou_1001"
 async def fake() -> AsyncIterator[FakeFeishu]:
     async with FakeFeishu() as server:
         yield server
+
+
+async def settled(bot: Bot) -> None:
+    """The turns decided requests started have run and what they said is delivered: after
+    it, a message or model request that is not there was not caused (a wait for something
+    that must not happen, without a fixed sleep)."""
+    await bot.approvals.settled()
+    await bot.outbox.drain()
 
 
 def shown(p: Posted) -> str:
@@ -165,7 +174,7 @@ async def test_card_buttons_approve_a_held_call(fake: FakeFeishu, tmp_path: Path
         assert answer == {
             "toast": {"type": "error", "content": f"Request {approval} was already answered."}
         }
-        await asyncio.sleep(0.3)
+        await settled(bot)  # a turn the refused click started, had it started one, has run
         assert len(fake.sent_to(GROUP)) == 2 and len(model.requests) == 2
     finally:
         await driver.detach()
@@ -243,7 +252,7 @@ async def test_a_resent_click_a_forwarded_card_and_a_slow_answer(
         again = await fake.click(MANAGER, request, "Approve", event_id="ev-click-1", card=before)
         assert first["toast"]["type"] == "success" and again == first
         sent = await fake.wait_sent(GROUP, 2)
-        await asyncio.sleep(0.3)
+        await settled(bot)  # a second run of the resent click's command would have sent by now
         assert len(fake.sent_to(GROUP)) == 2 and "Moved 5." in shown(sent[-1])
 
         monkeypatch.setattr(feishu_channel, "PRESS_WAIT", 0.0)
@@ -291,19 +300,21 @@ async def test_a_click_on_an_expired_request(fake: FakeFeishu, tmp_path: Path) -
     toast, and the card says it expired instead of offering buttons nobody can use."""
     driver = FeishuDriver(fake)
     data = config(tmp_path, driver.channel_settings())
-    data["bot"]["approval_timeout"] = 0.5
+    data["bot"]["approval_timeout"] = 60
     settings = parse_settings(data, base_dir=tmp_path)
     model = ScriptedModel([call("transfer", amount=5), say("Too late.")])
-    bot = Bot(settings, model=model)
+    later = 0.0  # the bot's clock runs this far ahead of the real one
+    bot = Bot(settings, model=model, clock=lambda: time.time() + later)
     await driver.attach(bot.channel_host, settings.channels.feishu)
     await bot.start()
     try:
         request, approval = await ask(fake)
-        await asyncio.sleep(0.8)
+        later = 61.0  # the request's minute is over
         answer = await fake.click(MANAGER, request, "Approve")
         assert answer["toast"] == {"type": "error", "content": f"Request {approval} has expired."}
         assert buttons(request) == []
         assert approval in shown(request) and f"Request {approval} has expired." in shown(request)
+        await bot.approvals.settled()
         assert "moved 5" not in json.dumps([m.content for r in model.requests for m in r.messages])
     finally:
         await driver.detach()
