@@ -47,6 +47,7 @@ from function_calls.limits import Budget, LimitReached, budget_today
 from function_calls.model_access import ask_model
 from function_calls.plugin import CheckLine, Metric, Plugin, PluginHost, Status
 from function_calls.plugin_data import PluginConnection, PluginDatabase, TableRefused
+from function_calls.plugin_ddl import Fts5, Fts5Vocab, Vec0
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from function_calls.tables import Tables
@@ -67,6 +68,8 @@ __all__ = [
     "ConsoleView",
     "ChatModel",
     "FunctionDefinitionError",
+    "Fts5",
+    "Fts5Vocab",
     "ChatSettings",
     "FunctionResult",
     "FunctionSpec",
@@ -104,6 +107,7 @@ __all__ = [
     "Storage",
     "Tables",
     "TableRefused",
+    "Vec0",
     "StorageError",
     "ask_model",
     "budget_today",

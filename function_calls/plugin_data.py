@@ -18,8 +18,17 @@ that name only the plugin's own tables (`Plugin(tables=...)`): a statement that 
 another table (the bot's history, another plugin's rows) raises `TableRefused` before it
 reaches the database, and plain SQL text is refused (it could name any table). `run` and
 `run_aside` are the storage's: blocking work off the event loop, retried while the database is
-busy. `audit` writes a row to the bot's audit log (the one core table a plugin may add to),
-as a function call of the plugin's would be.
+busy.
+
+What a `MetaData` cannot create, a plugin declares too (`Tables(on_demand=[...])`) and makes
+through typed doors that name the declared table: `create(table)` (a table whose shape is known
+only at run time: a vector's dimension), `create_virtual(table, Fts5(...) | Fts5Vocab(...) |
+Vec0(...))` (function_calls/plugin_ddl.py) and `drop(table)`. `sqlite_extension(load)` is the
+same view over a second engine on the same SQLite file whose connections load an extension
+(sqlite-vec): the plugin never builds an engine of its own.
+
+`audit` writes a row to the bot's audit log (the one core table a plugin may add to), as a
+function call of the plugin's would be.
 
 This is the plugin API's boundary, not a sandbox: a plugin is Python code in the bot's
 process. It keeps a plugin's data where its declaration says, so that a plugin cannot come to
@@ -33,11 +42,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sqlalchemy import Table
-from sqlalchemy.engine import Connection, CursorResult, Dialect
+from sqlalchemy import Table, create_engine, event, text
+from sqlalchemy.engine import Connection, CursorResult, Dialect, Engine
+from sqlalchemy.schema import CreateIndex, CreateTable, DropTable
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.util import find_tables
+
+from function_calls.plugin_ddl import VirtualModule, virtual_table_sql
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
@@ -61,7 +73,7 @@ def tables_named(statement: ClauseElement) -> set[str]:
     for item in found:
         table = getattr(item, "element", item)  # an alias: the table behind it
         if isinstance(table, Table):
-            names.add(table.name)
+            names.add(table.fullname)
     return names
 
 
@@ -94,9 +106,36 @@ class PluginConnection:
                 f"the statement uses {', '.join(sorted(others))}"
             )
 
+    def _declared(self, tables: tuple[Table, ...]) -> None:
+        others = {t.fullname for t in tables} - self.allowed
+        if others:
+            declared = ", ".join(sorted(self.allowed)) or "none"
+            raise TableRefused(
+                f"plugin {self.plugin} may make or drop only the tables it declared "
+                f"({declared}), not {', '.join(sorted(others))}"
+            )
+
+    def create(self, table: Table) -> None:
+        """CREATE TABLE IF NOT EXISTS `table` (a declared one) and its indexes."""
+        self._declared((table,))
+        self._conn.execute(CreateTable(table, if_not_exists=True))
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            self._conn.execute(CreateIndex(index, if_not_exists=True))
+
+    def create_virtual(self, table: Table, module: VirtualModule) -> None:
+        """CREATE VIRTUAL TABLE IF NOT EXISTS `table` USING `module` (SQLite), both the table
+        and what the module reads from (an fts5vocab's source) declared ones."""
+        self._declared((table, *module.sources()))
+        self._conn.execute(text(virtual_table_sql(table, module)))
+
+    def drop(self, table: Table) -> None:
+        """DROP TABLE IF EXISTS `table` (a declared one): a vector table of another dimension."""
+        self._declared((table,))
+        self._conn.execute(DropTable(table, if_exists=True))
+
     def execute(
         self, statement: Any, parameters: Mapping[str, Any] | list[Any] | None = None
-    ) -> CursorResult[Any]:
+    ) -> CursorResult[*tuple[Any, ...]]:
         self.check(statement)
         return self._conn.execute(statement, parameters)
 
@@ -119,10 +158,24 @@ def _refusal_unwrapped() -> Iterator[None]:
 class PluginDatabase:
     """The plugin's tables in the bot's database (module docstring)."""
 
-    def __init__(self, storage: Storage, plugin: str, tables: Tables | None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        plugin: str,
+        tables: Tables | None,
+        *,
+        engine: Engine | None = None,
+    ) -> None:
         self._storage = storage
         self.plugin = plugin
-        self.allowed = frozenset(tables.metadata.tables) if tables is not None else frozenset()
+        self.allowed = tables.names() if tables is not None else frozenset()
+        self._tables = tables
+        # A second engine of this view's own (`sqlite_extension`), disposed by `close`.
+        self._own_engine = engine
+
+    @property
+    def _engine(self) -> Engine:
+        return self._own_engine if self._own_engine is not None else self._storage.engine
 
     @property
     def url(self) -> str:
@@ -131,19 +184,52 @@ class PluginDatabase:
 
     @property
     def dialect_name(self) -> str:
-        return self._storage.engine.dialect.name
+        return self._engine.dialect.name
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the database lives in this process's memory (a second connection to it
+        would see another, empty database)."""
+        url = self._storage.engine.url
+        return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
     @contextmanager
     def connect(self) -> Iterator[PluginConnection]:
         """A connection for reads (blocking: inside a function given to `run`)."""
-        with self._storage.engine.connect() as conn:
+        with self._engine.connect() as conn:
             yield PluginConnection(conn, self.plugin, self.allowed)
 
     @contextmanager
     def begin(self) -> Iterator[PluginConnection]:
         """A transaction, committed when the block ends (blocking: inside `run`)."""
-        with self._storage.engine.begin() as conn:
+        with self._engine.begin() as conn:
             yield PluginConnection(conn, self.plugin, self.allowed)
+
+    def sqlite_extension(self, module: Any, load: Callable[[Any], None]) -> PluginDatabase:
+        """This view over a second engine on the same SQLite file, built on the DB-API
+        `module` (one whose connections can load extensions: `sqlite3` where built so, else
+        `pysqlite3`), with `load(dbapi_connection)` run on each new connection (sqlite-vec's
+        `load`). Same tables, same checks; `close` disposes the engine. ValueError on another
+        database or one in memory (blocking: inside `run`)."""
+        if self.dialect_name != "sqlite" or self.in_memory:
+            raise ValueError("a loaded extension needs the bot's database to be a SQLite file")
+        url = self._storage.engine.url
+        engine = create_engine(url, module=module)
+
+        @event.listens_for(engine, "connect")
+        def _load(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.enable_load_extension(True)
+            load(dbapi_conn)
+            dbapi_conn.enable_load_extension(False)
+            dbapi_conn.execute("PRAGMA busy_timeout=2000")
+
+        return PluginDatabase(self._storage, self.plugin, self._tables, engine=engine)
+
+    def close(self) -> None:
+        """Dispose the engine of a `sqlite_extension` view (the bot's own is not this
+        view's to close)."""
+        if self._own_engine is not None:
+            self._own_engine.dispose()
 
     async def run(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """`fn(*args, **kwargs)` on a storage thread, retried while the database is busy;

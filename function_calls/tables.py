@@ -14,6 +14,12 @@ database has it); `after` adds what a `MetaData` cannot say (a full-text index, 
 column); the version is recorded. Several processes starting at once (a cluster's workers)
 may race; a loser that trips over the winner's rows looks again.
 
+Some tables a `MetaData` cannot create: a SQLite virtual table (a full-text index), a table
+whose column type is known only at run time (a vector's dimension). The plugin declares them in
+`on_demand` (`Table` objects of a `MetaData` of their own, with the columns it uses) and makes
+them in `after` or through its database view's `create` / `create_virtual` (plugin_data.py):
+declared, they are tables its statements may name, as the metadata's are.
+
 `tables` may also be a function of the plugin's settings section returning `Tables` or None:
 a plugin that needs no table in this configuration (knowledge without bases) creates none,
 and its table module is imported only when it does.
@@ -21,7 +27,7 @@ and its table module is imported only when it does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, select
@@ -46,12 +52,18 @@ plugin_schema = Table(
 class Tables:
     """`metadata`: the plugin's tables (SQLAlchemy Core). `version`: its schema's version;
     `migrations`: `{n: step}` brings a database from version n-1 to n (run before the missing
-    tables are created, each on the transaction's connection). `after`: run after they are."""
+    tables are created, each on the transaction's connection). `after`: run after they are.
+    `on_demand`: declared tables the runtime does not create (module docstring)."""
 
     metadata: MetaData
     version: int = 1
     migrations: Mapping[int, Step] = field(default_factory=dict)
     after: Step | None = None
+    on_demand: Sequence[Table] = ()
+
+    def names(self) -> frozenset[str]:
+        """Every declared table's name (with its schema, if it has one: `temp.x`)."""
+        return frozenset(self.metadata.tables) | {t.fullname for t in self.on_demand}
 
     def ensure(self, engine: Engine, plugin: str, attempts: int = 3) -> None:
         """Bring the plugin's tables to `version` (idempotent)."""

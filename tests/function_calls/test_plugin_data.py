@@ -107,3 +107,70 @@ async def test_statements_on_other_tables_are_refused(tmp_path: Path) -> None:
         assert await storage.run(count) == 0  # the refused insert never reached the database
     finally:
         await tb.aclose()
+
+
+async def test_declared_on_demand_tables_are_made_through_typed_doors(tmp_path: Path) -> None:
+    """A virtual table (FTS5) a `MetaData` cannot create: declared in `on_demand`, made with
+    `create_virtual`, searched with Core (`MATCH` as an operator), dropped with `drop`; the
+    same doors refuse a table the plugin did not declare, and a `temp.` table is declared by
+    its full name."""
+    from sqlalchemy import func
+
+    from function_calls import Fts5, Fts5Vocab
+
+    mine, virtual = MetaData(), MetaData()
+    Table("notes_items", mine, Column("id", Integer, primary_key=True))
+    fts = Table("notes_fts", virtual, Column("rowid", Integer), Column("body", String))
+    vocab = Table("notes_vocab", virtual, Column("term", String), Column("doc", Integer))
+    scratch = Table("notes_scratch", virtual, Column("w", String), schema="temp")
+    undeclared = Table("notes_other", MetaData(), Column("body", String))
+    tables = Tables(mine, on_demand=[fts, vocab, scratch])
+    assert tables.names() == {"notes_items", "notes_fts", "notes_vocab", "temp.notes_scratch"}
+    tb = TestBot(tmp_path)
+    try:
+        storage = tb.bot.storage
+        await storage.run(tables.ensure, storage.engine, "notes")
+        db = PluginDatabase(storage, "notes", tables)
+
+        def index_and_search() -> list[tuple[int, int]]:
+            with db.begin() as conn:
+                conn.create_virtual(fts, Fts5(("body",), tokenize="porter"))
+                conn.create_virtual(vocab, Fts5Vocab(fts, "row"))
+                conn.create_virtual(scratch, Fts5(("w",)))
+                conn.execute(
+                    insert(fts), [{"rowid": 1, "body": "milk"}, {"rowid": 2, "body": "tea"}]
+                )
+                conn.execute(insert(scratch).values(w="x"))
+            with db.connect() as conn:
+                found = conn.execute(
+                    select(fts.c.rowid, func.count()).where(fts.c.body.op("MATCH")("milk"))
+                ).all()
+                assert conn.execute(select(vocab.c.doc).where(vocab.c.term == "tea")).scalar() == 1
+            with db.begin() as conn:
+                conn.drop(fts)
+            return [(r[0], r[1]) for r in found]
+
+        assert await db.run(index_and_search) == [(1, 1)]
+        refused = [
+            lambda c: c.create_virtual(undeclared, Fts5(("body",))),
+            lambda c: c.create_virtual(vocab, Fts5Vocab(undeclared)),
+            lambda c: c.drop(messages_table),
+            lambda c: c.create(messages_table),
+            lambda c: c.execute(select(Table("notes_scratch", MetaData(), Column("w", String)))),
+        ]
+        for attempt in refused:
+
+            def run(a: object = attempt) -> None:
+                with db.begin() as conn:
+                    a(conn)  # type: ignore[operator]
+
+            with pytest.raises(TableRefused):
+                await db.run(run)
+
+        def still_there() -> int:
+            with storage.engine.connect() as conn:
+                return len(conn.execute(select(messages_table.c.id)).all())
+
+        assert await storage.run(still_there) == 0  # messages was neither dropped nor touched
+    finally:
+        await tb.aclose()
