@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from chatfn.storage.models import approvals_table, message_fates_table, messages
 from chatfn.storage.models import tool_calls_table as tc
 from chatfn.testing import ScriptedModel, TestBot, call, say
 from tests.cluster.conftest import pg_url  # noqa: F401  (fixture)
+from tests.kit import until
 
 PLUGIN = textwrap.dedent(
     """
@@ -154,11 +156,12 @@ async def test_expiry_tells_the_model_and_a_late_answer_is_refused(
     model = ScriptedModel([call("wipe"), say("Nobody approved it.")])
     tb = await testbot(model=model, plugins=[_plugin(tmp_path)], config=CONFIG)
     approval = _id(await tb.send("wipe it", sender="alice"))
-    for _ in range(100):  # the sweeper expires it 0.4 s later
-        await asyncio.sleep(0.05)
+
+    async def told() -> bool:  # the sweeper expires it 0.4 s later, on its own
         await tb.bot.approvals.settled()
-        if len(model.requests) == 2:
-            break
+        return len(model.requests) == 2
+
+    await until(told, 5, "the sweeper did not expire the request")
     assert "expired" in _tool_results(model)[-1]
     assert (await _said(tb, "private:alice"))[-1] == "Nobody approved it."
     late = await tb.send(f"/approve {approval}", sender="alice", admin=True)
@@ -247,17 +250,22 @@ async def test_a_request_that_ran_out_while_down_expires_at_start(
     await first.start()
     approval = _id(await first.send("wipe it", sender="alice"))
     await first.aclose()
-    await asyncio.sleep(0.5)  # wipe's approval_timeout is 0.4 s: it runs out while down
 
+    # Started again a second later, its clock stopped there: wipe's approval_timeout, 0.4 s,
+    # ran out while it was down, and only the pass at start can find it so.
+    restarted_at = time.time() + 1
     model = ScriptedModel([say("Nobody approved the wipe.")])
-    second = TestBot(tmp_path, model=model, plugins=[plugin], config=db_config)
+    second = TestBot(
+        tmp_path, model=model, plugins=[plugin], config=db_config, clock=lambda: restarted_at
+    )
     await second.start()  # the sweeper's first pass
     try:
-        for _ in range(100):
+
+        async def told() -> bool:
             await second.bot.approvals.settled()
-            if model.requests:
-                break
-            await asyncio.sleep(0.02)
+            return bool(model.requests)
+
+        await until(told, 5, "the request that ran out while down was not expired at start")
         assert f"approval {approval} expired" in _tool_results(model)[-1]
         assert (await _said(second, "private:alice"))[-1] == "Nobody approved the wipe."
     finally:
