@@ -34,7 +34,7 @@ channel shown as down and a slow retry (the kit's connect loop); the rest of the
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -58,6 +58,7 @@ from chatfn.channels.discord.message import (
     target_of,
 )
 from chatfn.channels.discord.settings import DiscordSettings
+from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.outbound import OrderedRunner
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
@@ -375,49 +376,32 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         and the outbox marking it): True where the chat holds a message of the bot with the
         row's first part since the row was made (beyond the few minutes Discord keeps nonces),
         False otherwise. One history read (up to 100 messages) per chat; chats whose history
-        cannot be read now are left out (asked again later)."""
+        cannot be read now are left out (asked again later): chatfn/channels/kit/sent.py."""
         if self.client is None or self.client.user is None:
             return {}
         me = self.client.user.id
-        by_chat: dict[str, list[tuple[OutgoingMessage, datetime]]] = {}
-        verdicts: dict[int, bool] = {}
-        for out, created in owed:
-            if out.event_id is not None:
-                by_chat.setdefault(out.chat_id, []).append((out, created))
-        for chat_id, rows in by_chat.items():
+
+        async def own(chat_id: str, since: datetime) -> list[tuple[float, str]] | None:
             target = target_of(chat_id)
             if target is None:
-                verdicts |= {out.event_id: False for out, _ in rows if out.event_id is not None}
-                continue
-            since = min(created for _, created in rows) - timedelta(seconds=5)
+                return []
             try:
                 where = await self.messageable(target)
-                mine = [
-                    (seen.content, seen.created_at)
+                return [
+                    (seen.created_at.timestamp(), seen.content)
                     async for seen in where.history(limit=100, after=since, oldest_first=True)
                     if seen.author.id == me
                 ]
             except (discord.Forbidden, discord.NotFound):
-                mine = []
+                return []
             except (*_NETWORK, discord.HTTPException):
-                continue
-            for out, created in rows:
-                parts = parts_of(out, self.cfg.max_message_length)
-                first = parts[0].content if parts else None
-                after = created - timedelta(seconds=5)
-                assert out.event_id is not None
-                match = next(
-                    (
-                        i
-                        for i, (content, when) in enumerate(mine)
-                        if content == first and when >= after
-                    ),
-                    None,
-                )
-                verdicts[out.event_id] = match is not None
-                if match is not None:
-                    del mine[match]  # one message found sent answers for one row only
-        return verdicts
+                return None
+
+        def first_part(out: OutgoingMessage) -> list[str]:
+            parts = parts_of(out, self.cfg.max_message_length)
+            return [parts[0].content] if parts else []
+
+        return await kit_sent.find_sent(owed, first_part, own, slack=5.0)
 
 
 def _buttons(buttons: list[tuple[str, str]]) -> discord.ui.View:

@@ -42,8 +42,9 @@ from typing import Any
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.onebot.catchup import CatchUp
-from chatfn.channels.onebot.history import Owed, SentCheck, match_sent
+from chatfn.channels.onebot.history import CLOCK_SLACK, Owed, SentCheck, match_sent, plain_words
 from chatfn.channels.onebot.link import (
     WS_PATH,
     ActionError,
@@ -542,29 +543,24 @@ class OneBotChannel(OneBotLink):
         logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
         return True
 
-    def _sent_parts(self, text: str) -> list[str]:
-        """The parts of `text` as they go out (plain), to recognise them in the history."""
-        return [plain_text(part) for part in self.outbound.split(text)]
-
     async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
         """The outbox asks, before sending rows owed from before a restart, which of them went
         out already (sent, but the bot died before marking them): event id -> True (found in
         the chat's history: mark delivered), False (not found, or the history cannot be read:
         send). Rows of chats whose account is not connected are left out (ask again when it
-        is). One history action per chat."""
-        by_chat: dict[str, list[Owed]] = {}
-        for out, created in owed:
-            if out.event_id is not None:
-                by_chat.setdefault(out.chat_id, []).append(
-                    Owed(out.event_id, self._sent_parts(out.text), created)
-                )
-        verdicts: dict[int, bool] = {}
-        for chat_id, items in by_chat.items():
+        is). One history action per chat (chatfn/channels/kit/sent.py)."""
+
+        async def own(chat_id: str, _since: datetime) -> list[tuple[float, str]] | None:
             try:
-                verdicts |= await self.history.sent(self._self_id_for(chat_id), chat_id, items)
+                found = await self.history.own_messages(self._self_id_for(chat_id), chat_id)
             except (NotConnected, NotDelivered):
-                continue
-        return verdicts
+                return None
+            return found or []
+
+        def parts(out: OutgoingMessage) -> list[str]:  # as they go out, as QQ shows them
+            return [plain_words(plain_text(part)) for part in self.outbound.split(out.text)]
+
+        return await kit_sent.find_sent(owed, parts, own, CLOCK_SLACK)
 
 
 def _invalid_id(event: dict[str, Any], kind: str) -> bool:

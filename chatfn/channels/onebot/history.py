@@ -22,12 +22,12 @@ again, as before (at least once), and that is logged once per account and action
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from loguru import logger
 
+from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.sent import Owed
 from chatfn.channels.onebot.link import ActionError, NotConnected, _int
 from chatfn.channels.onebot.message import normalize
 
@@ -50,17 +50,8 @@ CLOCK_SLACK = 10.0  # seconds the implementation's clock may be behind the bot's
 CallAction = Callable[..., Awaitable[dict[str, Any]]]
 
 
-@dataclass(slots=True, frozen=True)
-class Owed:
-    """A message that may have been sent: its key (the outbox event id), its parts as they
-    were (or would be) sent, and when it was written."""
-
-    key: int
-    parts: Sequence[str]
-    created: datetime
-
-
-def _plain(text: str) -> str:
+def plain_words(text: str) -> str:
+    """`text` as the history shows it to compare: runs of whitespace as one space."""
     return " ".join(text.split())
 
 
@@ -91,29 +82,17 @@ def own_texts(messages: Any, self_id: str) -> list[tuple[float, str]]:
         except (TypeError, ValueError, KeyError, AttributeError):
             continue
         text = "".join(str(s["data"].get("text", "")) for s in segments if s.get("type") == "text")
-        out.append((when, _plain(text)))
+        out.append((when, plain_words(text)))
     out.sort(key=lambda m: m[0])
     return out
 
 
 def match_sent(owed: Sequence[Owed], own: Sequence[tuple[float, str]]) -> set[int]:
-    """The keys of the `owed` messages (in the order they were to be sent) whose every part is
-    among the account's own messages `own`, consecutively and after the message was written.
-    Each own message proves one part once; a message found moves the search past it."""
-    found: set[int] = set()
-    start = 0
-    for item in owed:
-        parts = [_plain(p) for p in item.parts]
-        if not parts:
-            continue
-        since = item.created.timestamp() - CLOCK_SLACK
-        for i in range(start, len(own) - len(parts) + 1):
-            window = own[i : i + len(parts)]
-            if window[0][0] >= since and [t for _, t in window] == parts:
-                found.add(item.key)
-                start = i + len(parts)
-                break
-    return found
+    """The keys of the `owed` messages found among the account's own messages `own`
+    (chatfn/channels/kit/sent.py), their texts compared as QQ shows them (runs of whitespace
+    as one space), the implementation's clock up to CLOCK_SLACK behind."""
+    plain = [Owed(o.key, [plain_words(p) for p in o.parts], o.created) for o in owed]
+    return kit_sent.match_sent(plain, own, CLOCK_SLACK)
 
 
 class HistoryReader:
@@ -146,7 +125,7 @@ class HistoryReader:
 
 
 class SentCheck(HistoryReader):
-    """Says which owed messages a chat's history holds (the account's own messages)."""
+    """Reads the account's own messages in a chat's history (what `match_sent` looks in)."""
 
     async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
         """The account's recent own messages in `chat_id`, or None when the implementation
@@ -165,10 +144,3 @@ class SentCheck(HistoryReader):
             )
             return None
         return None if messages is None else own_texts(messages, self_id)
-
-    async def sent(self, self_id: str, chat_id: str, owed: Sequence[Owed]) -> dict[int, bool]:
-        """For each owed message of one chat: True when the history shows it sent, False when
-        it does not or cannot be read (send it). Raises NotConnected (check again later)."""
-        own = await self.own_messages(self_id, chat_id)
-        found = match_sent(owed, own) if own is not None else set()
-        return {item.key: item.key in found for item in owed}
