@@ -25,20 +25,14 @@ from typing import Any
 import aiohttp
 
 from chatfn.channels import kit
+from chatfn.channels.kit.image_urls import fetch_image_url
 from chatfn.channels.kook.api import KookApi, KookApiError
 from chatfn.channels.kook.parse import ChatRef, parse_chat_id
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
 from chatfn.channels.split import split_message
 from chatfn.common import audio
-from chatfn.common.fetch import (
-    FetchAllow,
-    FetchError,
-    FetchRefused,
-    FetchTooLarge,
-    FetchWrongType,
-    fetch,
-)
+from chatfn.common.fetch import FetchAllow
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["MAX_IMAGE_OUT", "KookSender", "Part", "parts_of"]
@@ -147,10 +141,11 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
     async def upload(self, ref: ChatRef, image: bytes | str) -> str:
         """The image as a KOOK asset URL (a URL a function gave is fetched first, through the
         one fetch door: it may point anywhere)."""
-        data = image if isinstance(image, bytes) else await self._fetch(image)
-        return await self._asset(
-            ref, data, kit.image_name(data), kit.image_mime(data) or "image/jpeg"
-        )
+        if isinstance(image, str):
+            fetched = await fetch_image_url(image, max_bytes=MAX_IMAGE_OUT, allow=self.fetch_allow)
+            image = fetched.data
+        mime = kit.image_mime(image) or "image/jpeg"
+        return await self._asset(ref, image, kit.image_name(image), mime)
 
     async def _asset(self, ref: ChatRef, data: bytes, name: str, mime: str) -> str:
         """`data` uploaded as a KOOK asset (`POST /v3/asset/create`): its URL."""
@@ -165,18 +160,3 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
         if not url:
             raise kit.DeliveryRefused("KOOK's asset/create gave no url")
         return url
-
-    async def _fetch(self, url: str) -> bytes:
-        try:
-            got = await fetch(
-                url,
-                allow=self.fetch_allow,
-                max_bytes=MAX_IMAGE_OUT,
-                timeout=30,
-                accept=lambda kind: kind.startswith("image/"),
-            )
-        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
-            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc}") from None
-        except FetchError as exc:
-            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
-        return got.data

@@ -48,18 +48,12 @@ import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
 from chatfn.channels import kit
+from chatfn.channels.kit.image_urls import fetch_image_url
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.channels.split import split_message
-from chatfn.common.fetch import (
-    FetchAllow,
-    FetchError,
-    FetchRefused,
-    FetchTooLarge,
-    FetchWrongType,
-    fetch,
-)
+from chatfn.common.fetch import FetchAllow
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
 
@@ -72,7 +66,6 @@ EVENT_BUDGET = 60000
 CAPTION_LIMIT = 1024
 THREADS_KEPT = 5000
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
-FETCH_TIMEOUT = 30.0  # seconds for the whole download of an image a function gave by URL
 _TOKEN_REFUSED = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
 
@@ -290,31 +283,14 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         if isinstance(found, bytes):
             data, mime = found, ref[5:].split(";")[0].split(",")[0] or "image/png"
         else:
-            data, mime = await self._fetch(found)
+            # A function's URL (the homeserver cannot fetch it for us): bounded, and refused
+            # for an internal address unless `bot.fetch` allows it (kit/image_urls.py).
+            got = await fetch_image_url(found, max_bytes=MAX_IMAGE_BYTES, allow=self.fetch_allow)
+            data, mime = got.data, got.content_type
         if len(data) > MAX_IMAGE_BYTES:
             raise kit.DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
         extension = mime.split("/")[-1].split("+")[0] or "png"
         return Image(data, mime, f"image.{extension}")
-
-    async def _fetch(self, url: str) -> tuple[bytes, str]:
-        """An image a function gave by URL (the homeserver cannot fetch it for us), through the
-        fetch helper (chatfn/common/fetch.py): the URL may be a user's, so an internal address
-        is refused unless `bot.fetch` allows it, and the download is bounded (MAX_IMAGE_BYTES,
-        FETCH_TIMEOUT in all). A network failure may pass (the outbox tries again); a refused
-        address, a page that is not an image or one too large will not."""
-        try:
-            got = await fetch(
-                url,
-                allow=self.fetch_allow,
-                max_bytes=MAX_IMAGE_BYTES,
-                timeout=FETCH_TIMEOUT,
-                accept=lambda kind: kind.startswith("image/"),
-            )
-        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
-            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc.detail}") from None
-        except FetchError as exc:
-            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc.detail}") from None
-        return got.data, got.content_type
 
     # -- homeserver calls ----------------------------------------------------------------------
     async def _upload(self, ref: ChatRef, image: Image) -> str:

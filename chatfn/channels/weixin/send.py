@@ -27,6 +27,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.image_urls import fetch_image_url
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.weixin.api import IlinkApi, IlinkError
@@ -34,7 +35,6 @@ from chatfn.channels.weixin.media import VOICE, upload_image, upload_media
 from chatfn.channels.weixin.parse import ChatRef, parse_chat_id
 from chatfn.channels.weixin.settings import WeixinSettings
 from chatfn.common import audio
-from chatfn.common.fetch import FetchError, FetchRefused, FetchTooLarge, FetchWrongType, fetch
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["MAX_IMAGE_OUT", "WeixinSender", "parts_of"]
@@ -120,7 +120,11 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
             ids.append(await self.post(ref, token, item, self.client_id(out, index, text)))
             owed.sent += 1
         for index, image in enumerate(images):
-            data = image if isinstance(image, bytes) else await self._fetch(image)
+            data = (
+                image
+                if isinstance(image, bytes)
+                else (await fetch_image_url(image, max_bytes=MAX_IMAGE_OUT)).data
+            )
             uploaded = await self.call(
                 ref.key,
                 lambda data=data: upload_image(  # type: ignore[misc]
@@ -178,14 +182,3 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
             msg["group_id"] = ref.target
         answer = await self.call(ref.key, lambda: self.client.post("sendmessage", {"msg": msg}))
         return str((answer or {}).get("message_id") or client_id)
-
-    async def _fetch(self, url: str) -> bytes:
-        try:
-            got = await fetch(
-                url, max_bytes=MAX_IMAGE_OUT, timeout=30, accept=lambda k: k.startswith("image/")
-            )
-        except (FetchRefused, FetchWrongType, FetchTooLarge) as exc:
-            raise kit.DeliveryRefused(f"image {url[:80]} not fetched: {exc}") from None
-        except FetchError as exc:
-            raise kit.NotDelivered(f"image {url[:80]} not fetched: {exc}") from None
-        return got.data
