@@ -8,8 +8,6 @@ answer goes back to the platform its message came from, once, in order, from the
 from __future__ import annotations
 
 import asyncio
-import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -24,23 +22,9 @@ from tests.channels.line.line_fake import FakeLine  # noqa: E402
 from tests.channels.mattermost.mattermost_driver import MattermostDriver  # noqa: E402
 from tests.channels.mattermost.mattermost_fake import FakeMattermost  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
+from tests.kit import free_port, until  # noqa: E402
 
 pytestmark = pytest.mark.services
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-async def until(check: object, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > end:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_a_gateway_holds_line_mattermost_and_irc_and_a_worker_answers(

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,15 +18,9 @@ import pytest
 import pytest_asyncio
 
 from tests.channels.http.admin.conftest import HASHES, TOKEN, Admin, MakeConsole
+from tests.kit import free_port, until
 
 pytestmark = pytest.mark.asyncio
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def config(port: int, language: str) -> str:
@@ -82,13 +74,12 @@ class Running:
             return None
 
     async def up(self, timeout: float = 60) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            assert self.proc.poll() is None, (self.folder / "bot.err").read_text()
-            if await self.health() is not None:
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError("the bot did not answer /healthz: " + self.stderr())
+        async def answering() -> bool:
+            assert self.proc.poll() is None, self.stderr()  # exited: no use waiting
+            return await self.health() is not None
+
+        why = lambda: "the bot did not answer /healthz: " + self.stderr()  # noqa: E731
+        await until(answering, timeout, why, interval=0.1)  # a new HTTP session each time
 
     def stderr(self) -> str:
         return (self.folder / "bot.err").read_text(errors="replace")
@@ -147,9 +138,11 @@ async def test_an_owner_restarts_the_bot_in_place(running: Running) -> None:
 
     # Down, then up again: the same process (os.execv), with the saved setting in use.
     pid = running.proc.pid
-    end = time.monotonic() + 60
-    while await running.health() is not None and time.monotonic() < end:
-        await asyncio.sleep(0.05)
+
+    async def down() -> bool:
+        return await running.health() is None
+
+    await until(down, 60, "the bot did not stop to restart", interval=0.05)
     await running.up()
     assert running.proc.pid == pid and running.proc.poll() is None
     err = running.stderr()
