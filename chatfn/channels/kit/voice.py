@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from chatfn.common import audio
 
-__all__ = ["voice_clips"]
+__all__ = ["spoken_audio", "voice_clips"]
+
+
+def spoken_audio(voice_ref: str, plays: str) -> bytes:
+    """The audio of the spoken reply `voice_ref` (an audio data URI), to convert to what the
+    platform plays. ValueError, naming what the platform `plays`, when it is not one (a URL:
+    the platform would not fetch it); the caller logs it and sends the text alone."""
+    spoken = audio.decode_audio_uri(voice_ref)
+    if spoken is None:
+        raise ValueError(f"not an audio data URI ({plays})")
+    return spoken[1]
 
 
 async def voice_clips(voice_ref: str, seconds: float, plays: str) -> list[tuple[bytes, float]]:
@@ -13,7 +23,4 @@ async def voice_clips(voice_ref: str, seconds: float, plays: str) -> list[tuple[
     `seconds`, with their lengths. ValueError, naming what the platform `plays`, when it is
     not an audio data URI (a URL: the platform would not fetch it); AudioError when it cannot
     be converted. The caller logs either and sends the text alone."""
-    spoken = audio.decode_audio_uri(voice_ref)
-    if spoken is None:
-        raise ValueError(f"not an audio data URI ({plays})")
-    return await audio.split_clips(spoken[1], seconds)
+    return await audio.split_clips(spoken_audio(voice_ref, plays), seconds)

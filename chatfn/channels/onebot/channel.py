@@ -43,6 +43,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.history import CLOCK_SLACK, Owed, SentCheck, match_sent, plain_words
 from chatfn.channels.onebot.link import (
@@ -449,7 +450,7 @@ class OneBotChannel(OneBotLink):
         """A spoken reply as a `record` segment in SILK (what QQ plays), sent once after its
         text: a voice that cannot be converted or sent is logged, the text having gone."""
         try:
-            silk = await audio.to_silk(base64.b64decode(ref.partition(",")[2]))
+            silk = await audio.to_silk(spoken_audio(ref, "QQ plays SILK sent as base64"))
             file = "base64://" + base64.b64encode(silk).decode()
             record = {"type": "record", "data": {"file": file}}
             await self.call_action(self_id, action, {**params, "message": [record]})

@@ -28,9 +28,7 @@ admins, so in QQ groups only `bot.admins` may use the per-chat admin commands.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -233,12 +231,8 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
         mime = str(attachment.get("content_type") or "")
         if not mime.startswith("image/"):
             return None
-        url = str(attachment.get("url") or "")
-        if url.startswith("//"):
-            url = "https:" + url
-        elif url and "://" not in url:
-            url = "https://" + url
-        if not url.startswith(("https://", "http://")):
+        url = _attachment_url(attachment.get("url"))
+        if url is None:
             return None
         if int(attachment.get("size") or 0) > kit.MAX_IMAGE_IN:
             return None
@@ -326,7 +320,4 @@ def _chat_of(kind: str, data: dict[str, Any]) -> ChatRef | None:
 
 def _arrived(stamp: Any) -> float:
     """When a message was sent (its RFC 3339 `timestamp`; now if absent or in the future)."""
-    now = time.time()
-    with contextlib.suppress(TypeError, ValueError):
-        return min(now, datetime.fromisoformat(str(stamp)).timestamp())
-    return now
+    return min(time.time(), kit.sent_at(stamp).timestamp())

@@ -61,6 +61,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
 from chatfn.channels.qq.media import MediaShelf
@@ -295,10 +296,8 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 )
                 return
             try:
-                spoken = audio.decode_audio_uri(voice_ref)
-                if spoken is None:
-                    raise ValueError("not an audio data URI (QQ needs SILK it can fetch)")
-                silk = await audio.to_silk(spoken[1])
+                plays = "QQ needs SILK it can fetch"
+                silk = await audio.to_silk(spoken_audio(voice_ref, plays))
                 await self._send_media(ref, answer, seq, 3, silk, "")
             except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
                 logger.warning("QQ voice reply to {} not sent: {}", ref.key, exc)
