@@ -4,7 +4,6 @@ tried on every pass), and a channel that says it is back gets its messages at on
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from chatfn.common.messages import (
 from chatfn.runtime.bot import Bot
 from chatfn.runtime.delivery_policy import DeliveryPolicy
 from chatfn.runtime.settings import parse_settings
+from tests.kit import until
 
 
 async def test_a_rate_limit_within_the_limit_is_waited_out_in_place() -> None:
@@ -112,9 +112,7 @@ async def test_the_outbox_waits_out_a_long_rate_limit_then_sends_in_order(
         began = time.monotonic()
         await bot.send(OutgoingMessage("flaky", "private:1", "one"))
         await bot.send(OutgoingMessage("flaky", "private:1", "two"))
-        async with asyncio.timeout(5):
-            while len(channel.sent) < 2:
-                await asyncio.sleep(0.02)
+        await until(lambda: len(channel.sent) >= 2, 5, "both messages not sent")
         # One refused try, then nothing until the wait has passed (not a try every pass).
         assert channel.sent == ["one", "two"] and len(channel.tries) == 3
         assert channel.tries[1] - began >= 0.5
@@ -135,8 +133,6 @@ async def test_a_platform_that_is_down_is_tried_with_a_backoff_and_at_once_when_
         await bot.outbox.drain()  # a pass: held back, not tried again
         assert len(channel.tries) == 1 and channel.sent == []
         bot.channel_host.kick()  # the channel is back
-        async with asyncio.timeout(5):
-            while channel.sent != ["one"]:
-                await asyncio.sleep(0.02)
+        await until(lambda: channel.sent == ["one"], 5, "not sent once the channel was back")
     finally:
         await bot.aclose()

@@ -28,6 +28,7 @@ from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
 from tests.fakes.protocols import Turn, replies
 from tests.fakes.raw_replay import RawReplayServer
+from tests.kit import until
 from tests.runtime.functions import CityArgs
 from tests.runtime.test_turn_end_write import Commits, make_bot, read
 
@@ -179,9 +180,7 @@ async def test_the_gateway_ends_a_request_on_a_reply_marked_done(tmp_path: Path)
         request = asyncio.ensure_future(
             gateway.handle(_msg(), sink, None, lambda: stored.append("stored"))
         )
-        async with asyncio.timeout(5):
-            while not published:
-                await asyncio.sleep(0.01)
+        await until(lambda: published, 5, "the turn was not published")
         assert published[0]["done_in_reply"] is True
         await asyncio.sleep(0)
         assert stored == ["stored"] and not request.done()  # before any worker answered

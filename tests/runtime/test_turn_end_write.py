@@ -25,6 +25,7 @@ from function_calls.spec import FunctionResult
 from providers.factory import build_model
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer
+from tests.kit import until
 from tests.runtime.functions import CityArgs, make_registry
 
 LIMITS = {
@@ -171,9 +172,11 @@ async def test_a_staged_message_waits_at_most_hold_seconds(tmp_path: Path) -> No
         bot = make_bot(tmp_path, server.url, reg)
         try:
             turn = asyncio.ensure_future(bot.handle(_msg(1), sink))
-            async with asyncio.timeout(outbox_module.HOLD + 3):
-                while got != ["working on it"]:
-                    await asyncio.sleep(0.02)
+            await until(
+                lambda: got == ["working on it"],
+                outbox_module.HOLD + 3,
+                "the staged message not sent",
+            )
             assert not turn.done()
             release.set()
             await turn
@@ -214,9 +217,11 @@ async def test_an_idle_mark_is_written_after_hold_seconds(tmp_path: Path) -> Non
     bot = make_bot(tmp_path)
     try:
         await bot.delivery.deliver(OutgoingMessage("test", "c1", "one"), _take)
-        async with asyncio.timeout(outbox_module.HOLD + 5):
-            while await states(bot) != ["delivered"]:
-                await asyncio.sleep(0.02)
+
+        async def marked() -> bool:
+            return await states(bot) == ["delivered"]
+
+        await until(marked, outbox_module.HOLD + 5, "the idle mark was not written")
     finally:
         await bot.aclose()
 

@@ -20,6 +20,7 @@ import pytest
 from sqlalchemy import event
 
 from chatfn.storage.db import Storage, StorageError, TurnWrite, add_message_later
+from tests.kit import until
 
 CHATS = 40
 
@@ -63,9 +64,7 @@ async def _hold_the_storage_thread(storage: Storage) -> tuple[threading.Event, a
 
 
 async def _queued(storage: Storage, n: int) -> None:
-    async with asyncio.timeout(5):
-        while storage._threads._jobs.qsize() < n:
-            await asyncio.sleep(0.005)
+    await until(lambda: storage._threads._jobs.qsize() >= n, 5, "jobs not queued", interval=0.005)
 
 
 async def test_many_chats_messages_share_commits_and_each_is_durable_before_its_answer(

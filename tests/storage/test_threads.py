@@ -19,6 +19,7 @@ from sqlalchemy import event, select
 from chatfn.storage.db import Storage, StorageError, TurnWrite, add_message_later
 from chatfn.storage.models import messages_table
 from chatfn.storage.threads import StorageThreads
+from tests.kit import until
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("LABEL", default="none")
 
@@ -48,9 +49,7 @@ async def test_threads_start_as_work_needs_them_up_to_size() -> None:
 
     try:
         jobs = [asyncio.create_task(threads.run(held)) for _ in range(3)]
-        async with asyncio.timeout(5):
-            while len(running) < 2:
-                await asyncio.sleep(0.01)
+        await until(lambda: len(running) >= 2, 5, "two held jobs not running")
         await asyncio.sleep(0.1)
         assert sorted(running) == ["t_0", "t_1"]  # the third waits: two threads at most
         gate.set()
@@ -110,9 +109,11 @@ async def test_threads_of_a_collected_instance_stop() -> None:
     await threads.run(lambda: None)
     del threads
     gc.collect()
-    async with asyncio.timeout(5):
-        while any(t.name.startswith("collected_") for t in threading.enumerate()):
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: not any(t.name.startswith("collected_") for t in threading.enumerate()),
+        5,
+        "the collected instance's threads did not stop",
+    )
 
 
 def _incoming(i: int) -> dict[str, Any]:
