@@ -40,7 +40,6 @@ from chatfn.runtime.detached import run_detached
 from chatfn.runtime.event_stream import EventQueue
 from chatfn.runtime.exposure import Exposure
 from chatfn.runtime.model_set import ModelSet
-from chatfn.runtime.ops_web import OpsRoutes
 from chatfn.runtime.outbox import Outbox
 from chatfn.runtime.plugin_breaker import PluginGuard, bounded
 from chatfn.runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
@@ -50,6 +49,7 @@ from chatfn.runtime.settings import Settings, resolve_storage_url
 from chatfn.runtime.switch import Switch, tell_stored
 from chatfn.runtime.turn_writer import RelayedTurn, TurnWriter
 from chatfn.runtime.web import MAIN, Listener, WebServer
+from chatfn.runtime.web_parts import register as register_web_parts
 from chatfn.storage import channel_state
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, chat_page
@@ -166,8 +166,9 @@ class Bot:
         self.channel_host = BotChannelHost(self)
         self.api_host = BotApiHost(self)
         provide_api(self.channel_host, self.api_host)
-        # /healthz and /metrics are the process's, served wherever the main listener listens.
-        OpsRoutes(self.api_host).mount(self.web)
+        # The bot's own parts of the web server (chatfn/runtime/web_parts.py: /healthz and
+        # /metrics, the admin console, /mcp), served wherever the main listener listens.
+        register_web_parts(self.web, self.api_host)
         self.started = False
         self._closed = False
         # Set when the bot stops: channels refuse new messages; turns in flight get

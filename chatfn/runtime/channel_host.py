@@ -264,7 +264,8 @@ class ApiHost(Protocol):
     @property
     def console(self) -> Any:
         """The admin console's reads and changes, a `runtime.console.Console` (docs/admin-api.md),
-        which the HTTP channel serves under /admin/ when `admin.users` is configured. (Typed
+        which its web side (chatfn/channels/http/admin) serves under /admin/ on the web server's
+        main listener (chatfn/runtime/web_parts.py). (Typed
         loosely: runtime.console reaches runtime.settings, which finds channels through this
         module, and tests/test_layers.py allows no import cycle.)"""
         ...

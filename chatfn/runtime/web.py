@@ -13,6 +13,11 @@ its own gets a listener of its own (`listener(name)`), so a route on one port is
 reachable on another (the API bound to 127.0.0.1 stays off a WebSocket port opened to the
 network). Every listener starts and stops with the server.
 
+The bot's parts (`part`: /healthz and /metrics, the admin console, /mcp; web_parts.py) are not
+a channel's: the runtime registers them once, and they mount on the main listener at every
+start at which it has an address, whichever channel gave it (so a part costs nothing in a
+process that serves no web, a worker, and is there again after a restart of the server).
+
 Stopping: each listener stops accepting, lets the handlers in flight finish within the grace
 (`bot.shutdown_grace`, not aiohttp's 60 s), closes them; then the lifespans mounted with the
 routes (the MCP session manager, the admin console's background work) stop, last started first.
@@ -26,11 +31,14 @@ from typing import Any
 from aiohttp import web
 from loguru import logger
 
-__all__ = ["MAIN", "Listener", "WebHandler", "WebServer"]
+__all__ = ["MAIN", "Listener", "Part", "WebHandler", "WebServer"]
 
 #: An aiohttp handler: `async def handler(request: web.Request) -> web.StreamResponse`.
 WebHandler = Callable[[Any], Awaitable[Any]]
 Hook = Callable[[], Awaitable[None]]
+#: A part of the bot served on the main listener: `part(server)` mounts its routes,
+#: middlewares, lifespans and listening hooks there (`WebServer.part`).
+Part = Callable[["WebServer"], None]
 #: The main listener's name: `channels.http.host`/`port`.
 MAIN = "http"
 
@@ -48,9 +56,6 @@ class Listener:
         #: The port actually bound once started (the configured one, or the one port 0 got).
         self.bound_port: int | None = None
         self._runner: web.AppRunner | None = None
-        #: Routes the runtime serves here whoever gives the address (/healthz, /metrics):
-        #: mounted again on the new application after a stop.
-        self._standing: list[tuple[str, str, WebHandler]] = []
 
     @property
     def running(self) -> bool:
@@ -69,15 +74,6 @@ class Listener:
         if self._runner is not None:
             raise RuntimeError(f"{method} {path}: the web server is serving; mount before it")
         self.app.router.add_route(method, path, handler)
-
-    def is_standing(self, path: str) -> bool:
-        """Whether `path` is one of the runtime's own routes here (not a component's)."""
-        return any(p == path for _, p, _ in self._standing)
-
-    def standing(self, method: str, path: str, handler: WebHandler) -> None:
-        """Serve `handler` for `method` `path` now and after every restart of the listener."""
-        self._standing.append((method, path, handler))
-        self.mount(method, path, handler)
 
     @property
     def connections(self) -> int:
@@ -105,8 +101,8 @@ class Listener:
 
     async def stop(self) -> None:
         """Stop accepting, let handlers in flight finish within the grace, close them. The
-        listener is new again: no address, nothing mounted but its standing routes (an
-        aiohttp application serves once)."""
+        listener is new again: no address, nothing mounted (an aiohttp application serves
+        once)."""
         runner, self._runner = self._runner, None
         try:
             if runner is not None:
@@ -114,8 +110,6 @@ class Listener:
         finally:
             self.app = web.Application()
             self.host = self.port = self.bound_port = None
-            for method, path, handler in self._standing:
-                self.app.router.add_route(method, path, handler)
 
 
 class WebServer:
@@ -128,6 +122,8 @@ class WebServer:
         self.listeners: dict[str, Listener] = {MAIN: Listener(MAIN, grace)}
         self._lifespans: list[tuple[Hook | None, Hook | None]] = []
         self._hooks_started: list[Hook | None] = []
+        self._parts: list[Part] = []
+        self._listening: list[Callable[[], None]] = []
         self.running = False
 
     @property
@@ -150,6 +146,17 @@ class WebServer:
         order of mounting): what a mounted component needs running while it serves."""
         self._lifespans.append((start, stop))
 
+    def part(self, mount: Part) -> None:
+        """Register a part of the bot (not a channel's) served on the main listener: `mount`
+        runs at every `start` at which the main listener has an address (a channel gave it
+        one), before the lifespans start, and mounts there what the part serves."""
+        self._parts.append(mount)
+
+    def when_listening(self, hook: Callable[[], None]) -> None:
+        """Call `hook` once every listener of this start listens (its bound port known): a
+        line naming an address. Mounted again before the next start, as the lifespans."""
+        self._listening.append(hook)
+
     def unbound(self) -> list[str]:
         """Paths mounted on a listener that no one gave an address (a webhook channel run
         without the HTTP channel): they would never be served."""
@@ -159,22 +166,28 @@ class WebServer:
                 for listener in self.listeners.values()
                 if listener.host is None
                 for r in listener.app.router.routes()
-                if r.resource is not None and not listener.is_standing(r.resource.canonical)
+                if r.resource is not None
             }
         )
 
     async def start(self) -> None:
-        """Start the lifespans, then listen on every listener with an address."""
+        """Mount the parts (when the main listener has an address), start the lifespans, then
+        listen on every listener with an address."""
         if self.running:
             return
         self.running = True
         try:
+            if self.main.host is not None:
+                for mount in self._parts:
+                    mount(self)
             for start, stop in self._lifespans:
                 if start is not None:
                     await start()
                 self._hooks_started.append(stop)
             for listener in self.listeners.values():
                 await listener.start()  # one with no address is not served
+            for hook in self._listening:
+                hook()
         except BaseException:
             await self.stop()
             raise
@@ -187,6 +200,7 @@ class WebServer:
             return
         self.running = False
         self._lifespans = []
+        self._listening = []
         for listener in self.listeners.values():
             try:
                 await listener.stop()

@@ -184,3 +184,85 @@ async def test_healthz_and_metrics_are_the_runtimes_and_outlive_a_restart(tmp_pa
             await bot.web.stop()
     finally:
         await bot.aclose()
+
+
+def _bot_without_the_api(tmp_path: Path) -> Bot:
+    """A bot whose channels.http section holds the web parts' settings (token, mcp, where the
+    documentation keeps them) and an admin user, built without the HTTP API channel."""
+    from chatfn.channels.http.admin.passwords import hash_password
+
+    settings = parse_settings(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'b.db'}"},
+            "plugins": {"paths": []},
+            "channels": {"http": {"host": "127.0.0.1", "port": 0, "token": "s3cret", "mcp": True}},
+            "admin": {"users": {"ann": {"password_hash": hash_password("long enough!", n=2**8)}}},
+        },
+        base_dir=tmp_path,
+    )
+    return Bot(settings, builtins=False, load_plugins=False)
+
+
+async def test_the_bots_parts_are_mounted_by_their_owners_not_the_api_channel(
+    tmp_path: Path,
+) -> None:
+    """/healthz, /metrics, /mcp and the admin console are parts of the bot's web server
+    (chatfn/runtime/web_parts.py): with no HTTP API channel built, once the main listener has an
+    address (what the HTTP channel gives it) they are served there with their documented
+    settings, the token included, and the runtime's gate refuses a POST while the bot stops;
+    the API's own routes are not there."""
+    pytest.importorskip("mcp")
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    bot = _bot_without_the_api(tmp_path)
+    bearer = {"Authorization": "Bearer s3cret"}
+    try:
+        assert bot.web.unbound() == []  # nothing mounted before an address is given
+        bot.web.main.listen("127.0.0.1", 0)
+        await bot.web.start()
+        base = bot.web.main.address
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/healthz") as r:
+                assert r.status == 200 and (await r.json())["status"] == "ok"
+            async with session.get(f"{base}/metrics") as r:
+                assert r.status == 401  # channels.http.token guards it as before
+            async with session.get(f"{base}/metrics", headers=bearer) as r:
+                assert r.status == 200 and "chatfn_" in await r.text()
+            async with session.get(f"{base}/admin/login", allow_redirects=False) as r:
+                assert r.status == 200 and "text/html" in r.headers["Content-Type"]
+            wrong = {"Authorization": "Bearer nope"}
+            async with session.get(f"{base}/admin/api/session", headers=wrong) as r:
+                assert r.status == 401  # the console's bearer is channels.http.token
+            async with session.post(f"{base}/mcp", json={}) as r:
+                assert r.status == 401
+            async with session.post(f"{base}/v1/messages", json={}, headers=bearer) as r:
+                assert r.status == 404  # the API channel's routes are its own: not built here
+        async with (
+            create_mcp_http_client(headers=bearer) as client,
+            streamable_http_client(f"{base}/mcp", http_client=client) as (read, write),
+            ClientSession(read, write) as mcp_session,
+        ):
+            await mcp_session.initialize()
+            assert isinstance((await mcp_session.list_tools()).tools, list)
+        bot.closing = True
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{base}/mcp", json={}, headers=bearer) as r:
+                assert r.status == 503  # the runtime's gate, before any owner's check
+    finally:
+        await bot.aclose()
+
+
+def test_the_http_api_channel_imports_neither_the_console_nor_mcp() -> None:
+    """The HTTP API channel mounts only /v1/*, SSE and the web page: the console and /mcp
+    are mounted by their owners, so its module does not import them."""
+    from tests.test_layers import graph
+
+    imported = graph()["chatfn.channels.http.channel"]
+    assert not [
+        m
+        for m in imported
+        if m.startswith(("chatfn.channels.http.admin", "chatfn.channels.mcp", "chatfn.runtime"))
+        and m not in ("chatfn.runtime.channel_host", "chatfn.runtime.event_stream")
+    ]

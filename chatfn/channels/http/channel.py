@@ -13,14 +13,15 @@
                                "message_id"}]}, oldest first (history.py)
     GET  /v1/messages/{id}/fate what became of a stored message (its history id): {"fate",
                                "detail", "told", "since", ...} (fate.py; issue 40)
-    GET  /metrics              Prometheus text format (messages, model requests, tokens,
-                               latency, tool calls, limit refusals, outbox depth)
     GET  /                     the web chat page, labels in `bot.language` (?lang=en|zh)
-    GET  /healthz              liveness, no token needed
-    POST /mcp                  MCP streamable HTTP (when `channels.http.mcp` is true)
 
-When `channels.http.token` is set, every /v1 route, /metrics and /mcp need
-`Authorization: Bearer <token>`.
+Beside them on the same port, not this channel's: `/healthz` and `/metrics` (the runtime's,
+chatfn/runtime/ops_web.py), `/mcp` (chatfn/channels/mcp/web.py) and the admin console
+(admin/), each mounted by its owner on the bot's web server (chatfn/runtime/web_parts.py); this
+channel gives that server's main listener its address.
+
+When `channels.http.token` is set, every /v1 route (and /metrics and /mcp, whose owners check
+the same token) needs `Authorization: Bearer <token>`.
 When `channels.http.webhook_url` is set, every message the bot sends is also POSTed there with
 an `X-Chatfn-Event-Id` header, signed with `channels.http.webhook_secret` (signature.py; the
 token is never sent), retried with backoff on connection errors and 5xx (a 4xx is logged, not
@@ -34,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import hmac
 import json
 import uuid
 from collections import OrderedDict
@@ -47,13 +47,13 @@ from loguru import logger
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chatfn.channels.base import Channel
-from chatfn.channels.http.admin import mount as mount_admin
 from chatfn.channels.http.fate import get_fate
 from chatfn.channels.http.history import get_history
 from chatfn.channels.http.openapi import PATH as OPENAPI_PATH
 from chatfn.channels.http.openapi import handler as openapi_handler
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.http.signature import signed_headers
+from chatfn.common import bearer
 from chatfn.common.i18n import LANGUAGES, catalogue
 from chatfn.common.messages import (
     MAX_TEXT_CHARS,
@@ -197,7 +197,9 @@ class HttpChannel(Channel):
         secret = cfg.webhook_secret
         self.webhook_secret = secret.get_secret_value() if secret is not None else None
         # The bot's web server (chatfn/runtime/web.py): this channel gives its main listener
-        # the address and mounts the API there, beside the platforms' webhooks.
+        # the address and mounts the API there, beside the platforms' webhooks and the bot's
+        # own parts (/healthz, /metrics, /mcp, the admin console: chatfn/runtime/web_parts.py),
+        # which mount there when the server starts.
         self.web = api.web
         listener = self.web.main
         listener.listen(self.bind, self.port)
@@ -210,23 +212,11 @@ class HttpChannel(Channel):
         app.router.add_get("/v1/messages/{id}/fate", self.get_fate)
         # The API as OpenAPI 3.1 (openapi.py), served without the token: it holds no data.
         app.router.add_get(OPENAPI_PATH, openapi_handler(MessageIn.model_json_schema()))
-        # /healthz and /metrics are the runtime's (chatfn/runtime/ops_web.py), on this listener.
         if (STATIC_DIR / "index.html").exists():
             app.router.add_get("/", self.index)
             # The page's Markdown renderer and sanitizer (static/vendor/README.md): no CDN.
             app.router.add_static("/vendor/", STATIC_DIR / "vendor")
             app.router.add_static("/js/", STATIC_DIR / "js")
-        # The web admin console under /admin/ (admin/; with no `admin.users`, only its first
-        # run's setup page); its background work runs while the server does.
-        self.admin = mount_admin(app, api, self.token, cfg.trust_proxy)
-        self.web.lifespan(self._start_console, api.console.stop)
-        self.mcp: Any = None
-        if cfg.mcp:  # the MCP SDK is optional: imported only when /mcp is on
-            from chatfn.channels.mcp.server import McpHttpEndpoint
-
-            self.mcp = McpHttpEndpoint(api)
-            app.router.add_route("*", "/mcp", self.mcp.handle)
-            self.web.lifespan(self.mcp.start, self.mcp.stop)
         self._webhook_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._stopped = False
@@ -239,22 +229,11 @@ class HttpChannel(Channel):
     # -- auth ------------------------------------------------------------------------------
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if self.api.closing and request.method == "POST":
-            return _bad("the bot is shutting down; send again in a moment", 503)
+        """The token on every /v1 route but the OpenAPI description (a POST while the bot
+        stops was refused already: the runtime's gate, chatfn/runtime/ops_web.py)."""
         guarded = request.path.startswith("/v1/") and request.path != OPENAPI_PATH
-        if self.token and (guarded or request.path in ("/metrics", "/mcp")):
-            header = request.headers.get("Authorization", "")
-            scheme, _, rest = header.partition(" ")
-            given = rest.strip() if scheme.lower() == "bearer" else request.query.get("token", "")
-            try:
-                raw = given.encode()
-            except UnicodeEncodeError:  # a header that was not UTF-8 (aiohttp keeps the bytes)
-                raw = b""
-            if not hmac.compare_digest(raw, self.token.encode()):
-                return web.json_response(
-                    {"error": "missing or wrong token: send 'Authorization: Bearer <token>'"},
-                    status=401,
-                )
+        if guarded and not bearer.admitted(request, self.token):
+            return bearer.refusal()
         return await handler(request)
 
     # -- routes ----------------------------------------------------------------------------
@@ -615,9 +594,6 @@ class HttpChannel(Channel):
         return False
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def _start_console(self) -> None:
-        self.api.console.start()
-
     async def start(self) -> None:
         # The runtime starts the web server once every channel mounted its routes (`chatfn
         # run`); a program running this channel alone has it started here, and stopped by
@@ -634,7 +610,6 @@ class HttpChannel(Channel):
                 )
             self._webhook_task = asyncio.create_task(self._webhook_loop())
         logger.info("HTTP channel listening on http://{}:{}", self.bind, self.bound_port)
-        self.admin.setup.announce(self.bound_port)  # the console's first-run link, if any
         if not self.token and self.bind not in ("127.0.0.1", "localhost", "::1"):
             logger.warning(
                 "channels.http.token is not set but the channel listens on {}: "

@@ -2,6 +2,10 @@
 under `/admin/`, a JSON API under `/admin/api/`. With no `admin.users` configured it runs in
 first-run mode: only the setup page (setup.py) answers, for the one-time link the bot prints.
 
+It is a part of the bot's web server, not of the HTTP API channel: `serve` mounts it on the
+main listener (chatfn/runtime/web_parts.py) whenever that listens, with the HTTP section's
+`token` (a script's bearer) and `trust_proxy`, where the documentation keeps them.
+
 auth       sessions, CSRF, bearer token, the login and logout routes
 login      the login's guards: another site's form refused, one scrypt cost on every path
 limiter    failed logins per user and address
@@ -19,16 +23,32 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from loguru import logger
 
-from chatfn.runtime.channel_host import ApiHost
+from chatfn.channels.http.settings import HttpSettings
+from chatfn.runtime.channel_host import ApiHost, section_of
 
 if TYPE_CHECKING:
     from chatfn.channels.http.admin.auth import AdminAuth
 
 
+def serve(api: ApiHost) -> None:
+    """The web part: the console on `api.web`'s main listener, its background work running
+    while the server does, and its first run's link printed once the port is known."""
+    cfg = section_of(api.settings, "http", HttpSettings)
+    server = api.web
+    auth = mount(server.main.app, api, cfg.token, cfg.trust_proxy)
+    console = api.console
+
+    async def start() -> None:
+        console.start()
+
+    server.lifespan(start, console.stop)
+    server.when_listening(lambda: auth.setup.announce(server.main.bound_port))
+
+
 def mount(
     app: web.Application, host: ApiHost, token: str | None, trust_proxy: bool = False
 ) -> AdminAuth:
-    """Add the console's routes and its auth middleware to the HTTP channel's app (with no
+    """Add the console's routes and its auth middleware to the main listener's app (with no
     admin user configured, everything but the first run's setup page is refused until the
     owner is made). `trust_proxy`: channels.http.trust_proxy (chatfn/channels/http/proxy.py)."""
     users = host.settings.admin.users
