@@ -23,9 +23,7 @@ What differs between the platforms is a `Dialect` (the codes) and `token_params`
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -35,6 +33,7 @@ import aiohttp
 from chatfn.channels import kit
 from chatfn.channels.kit import rest
 from chatfn.channels.kit.rest import ApiSession
+from chatfn.channels.kit.token import ExpiringToken
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = [
@@ -147,35 +146,32 @@ class WxApi(ApiSession):
     def __init__(self, base: str) -> None:
         super().__init__()
         self.base = base
-        self._token = ""
-        self._renew_at = 0.0
-        self._lock = asyncio.Lock()
-        self.fetched = 0  # tokens asked for (tests)
+        # Used until five minutes (half a short life) before it ends: kit/token.py.
+        self._token = ExpiringToken(self._fetch_token, lambda life: max(life - 300, life / 2))
+
+    @property
+    def fetched(self) -> int:
+        """Tokens asked for (tests)."""
+        return self._token.fetched
 
     def token_params(self) -> dict[str, str]:
         """The query of the token request: the app's id and secret."""
         raise NotImplementedError
 
     async def token(self) -> str:
-        if self._token and time.monotonic() < self._renew_at:
-            return self._token
-        async with self._lock:
-            if self._token and time.monotonic() < self._renew_at:
-                return self._token
-            self.fetched += 1
-            url = f"{self.base}{self.token_path}"
-            async with self.session().get(url, params=self.token_params()) as r:
-                data = self.dialect.checked(r.status, await r.read(), token_call=True)
-            token = str(data.get("access_token") or "")
-            if not token:
-                raise Unavailable(f"{self.token_path} answered without an access_token")
-            life = float(data.get("expires_in") or 7200)
-            self._token, self._renew_at = token, time.monotonic() + max(life - 300, life / 2)
-            return token
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        url = f"{self.base}{self.token_path}"
+        async with self.session().get(url, params=self.token_params()) as r:
+            data = self.dialect.checked(r.status, await r.read(), token_call=True)
+        token = str(data.get("access_token") or "")
+        if not token:
+            raise Unavailable(f"{self.token_path} answered without an access_token")
+        return token, float(data.get("expires_in") or 7200)
 
     def forget(self, token: str) -> None:
-        if token == self._token:
-            self._token, self._renew_at = "", 0.0
+        self._token.forget(token)
 
     async def with_token(self, attempt: Callable[[str], Awaitable[T]]) -> T:
         """`attempt(token)`, made once more with a new token when the platform says the

@@ -14,12 +14,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.qq.settings import QQSettings
 
 __all__ = [
@@ -89,24 +88,20 @@ class QQApi:
     def __init__(self, settings: QQSettings, session: aiohttp.ClientSession) -> None:
         self.cfg = settings
         self.session = session
-        self._token = ""
-        self._expires = 0.0  # time.monotonic() at which the token is no longer used
-        self._lock = asyncio.Lock()
-        self.tokens_fetched = 0
+        # Used until REFRESH_BEFORE seconds (a quarter of a short life) before it expires.
+        self._token = ExpiringToken(
+            self._fetch_token, lambda life: life - min(REFRESH_BEFORE, life / 4)
+        )
+
+    @property
+    def tokens_fetched(self) -> int:
+        return self._token.fetched
 
     async def token(self, *, fresh: bool = False) -> str:
         """The access token, fetched again when it is about to expire (or `fresh`)."""
-        async with self._lock:
-            if fresh or not self._token or time.monotonic() >= self._expires:
-                await self._fetch_token()
-            return self._token
+        return await self._token.get(fresh=fresh)
 
-    def forget_token(self, token: str) -> None:
-        """A call said 401 with `token`: the next call fetches a new one."""
-        if token == self._token:
-            self._expires = 0.0
-
-    async def _fetch_token(self) -> None:
+    async def _fetch_token(self) -> tuple[str, float]:
         body = {"appId": self.cfg.app_id, "clientSecret": self.cfg.secret_value()}
         async with self.session.post(
             self.cfg.token_url, json=body, timeout=aiohttp.ClientTimeout(total=15)
@@ -117,13 +112,9 @@ class QQApi:
             code, message = _error(data)
             raise QQAuthError(response.status, code, message or "no access_token in the answer")
         try:
-            expires_in = float(data.get("expires_in") or 7200)
+            return token, float(data.get("expires_in") or 7200)
         except (TypeError, ValueError):
-            expires_in = 7200.0
-        margin = min(REFRESH_BEFORE, expires_in / 4)
-        self._token = token
-        self._expires = time.monotonic() + max(0.0, expires_in - margin)
-        self.tokens_fetched += 1
+            return token, 7200.0
 
     async def call(
         self,
@@ -157,7 +148,7 @@ class QQApi:
                     response.status, code, message, response.headers.get("X-Tps-trace-ID", "")
                 )
             if error.status == 401 and attempt == 0:
-                self.forget_token(token)
+                self._token.forget(token)  # a call said 401: a new one
                 continue
             raise error
         raise AssertionError("unreachable")

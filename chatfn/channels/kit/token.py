@@ -1,0 +1,54 @@
+"""An app's access token that expires (QQ's getAppAccessToken, WeCom's and WeChat's
+/cgi-bin token): the bookkeeping every platform with one wrote the same.
+
+The token is fetched when first needed and again before it ends (how long before is the
+platform's: a call in flight must not carry a token that expires on the way), one fetch at a
+time however many calls want it (the platform may end the old token when a new one is
+handed out); a call the platform answers "token not valid" forgets it, so the next call
+fetches a new one. How the token is fetched, and what a refusal means, are the platform's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+__all__ = ["ExpiringToken"]
+
+
+class ExpiringToken:
+    """`fetch()` gives a token and its life in seconds; `use_for(life)` is how many of those
+    seconds it is used before a new one is fetched."""
+
+    def __init__(
+        self,
+        fetch: Callable[[], Awaitable[tuple[str, float]]],
+        use_for: Callable[[float], float],
+    ) -> None:
+        self._fetch = fetch
+        self._use_for = use_for
+        self._token = ""
+        self._until = 0.0  # time.monotonic() after which the token is not used
+        self._lock = asyncio.Lock()
+        self.fetched = 0  # tokens asked for (tests)
+
+    async def get(self, *, fresh: bool = False) -> str:
+        """The token, fetched now when there is none, it is due, or `fresh` asks for one."""
+        if not fresh and self._valid():
+            return self._token
+        async with self._lock:
+            if fresh or not self._valid():  # another call may have fetched it meanwhile
+                self.fetched += 1
+                token, life = await self._fetch()
+                self._token, self._until = token, time.monotonic() + max(0.0, self._use_for(life))
+            return self._token
+
+    def forget(self, token: str | None = None) -> None:
+        """The platform refused `token` (None: whichever is held): the next call fetches a new
+        one. A token already replaced is left alone."""
+        if token is None or token == self._token:
+            self._until = 0.0
+
+    def _valid(self) -> bool:
+        return bool(self._token) and time.monotonic() < self._until
