@@ -1,6 +1,8 @@
-"""The HTTP channel: the JSON API, Server-Sent Events, the webhook, the web chat page
-(static/) and the /mcp endpoint (channel.py). This module is the channel's declaration, found
-through the `chatfn.channels` entry point `http`."""
+"""The HTTP channel: the JSON API, Server-Sent Events, the webhook and the web chat page
+(static/) (channel.py); it gives the bot's web server its main address, where the bot's own
+parts are served beside them: /healthz and /metrics, the admin console (admin/) and /mcp
+(chatfn/runtime/web_parts.py), whose settings stay in this channel's section. This module is
+the channel's declaration, found through the `chatfn.channels` entry point `http`."""
 
 from __future__ import annotations
 
