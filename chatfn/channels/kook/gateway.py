@@ -39,6 +39,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.intake import Taken
+from chatfn.channels.kit.gateway import GatewaySocket
 from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.common.payload import object_at
@@ -90,7 +91,7 @@ def decode(frame: aiohttp.WSMessage) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class Gateway(kit.HeldSocket):
+class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
     """One gateway session; `run()` until the channel stops (module docstring)."""
 
     #: Seconds: HELLO's deadline, the ping interval (+-5 s of jitter), the pong's deadline and
@@ -101,20 +102,7 @@ class Gateway(kit.HeldSocket):
     pong_timeout = 6.0
     retry_pings = (2.0, 4.0)
 
-    def __init__(
-        self,
-        api: KookApi,
-        settings: KookSettings,
-        session: aiohttp.ClientSession,
-        dispatch: Dispatch,
-        channel: kit.Lifecycle,
-    ) -> None:
-        self.api = api
-        self.cfg = settings
-        self.session = session
-        self.dispatch = dispatch
-        self.channel = channel
-        self.session_id: str | None = None
+    def setup(self) -> None:
         self.sn = 0  # the last sn read
         self.acked = 0  # the last sn up to which everything was stored: what KOOK is told
         self.pending: dict[int, Taken | None] = {}  # sn read after `acked` -> its take
@@ -126,7 +114,6 @@ class Gateway(kit.HeldSocket):
         self.failed_resumes = 0
         self._pong = asyncio.Event()
         self._opened = False  # the current connection got past HELLO
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
 
     def forget(self) -> None:
         """Drop the session, its `sn` and what waits in the buffer (RECONNECT)."""
@@ -240,8 +227,7 @@ class Gateway(kit.HeldSocket):
         self._opened = True
         backoff.reset()
         self.channel.up()
-        beat = asyncio.create_task(self._heartbeat(ws))
-        try:
+        async with self.beating(self._heartbeat(ws)):
             async for frame in ws:
                 payload = decode(frame)
                 if payload is None:
@@ -250,10 +236,6 @@ class Gateway(kit.HeldSocket):
                 if why is not None:
                     return why
             return f"closed ({ws.close_code})"
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
 
     def _signal(self, payload: dict[str, Any]) -> str | None:
         s = payload.get("s")

@@ -24,6 +24,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.gateway import GatewaySocket
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.settings import QQSettings
 
@@ -70,31 +71,17 @@ class GatewayStopped(Exception):
     """A close code that names something to fix: the gateway stops connecting."""
 
 
-class Gateway(kit.HeldSocket):
+class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
     """Holds one gateway session; `run()` until the channel stops, reconnecting with backoff
     (the channel's: one line per outage) and resuming where it can."""
 
-    def __init__(
-        self,
-        api: QQApi,
-        settings: QQSettings,
-        session: aiohttp.ClientSession,
-        dispatch: Dispatch,
-        channel: kit.Lifecycle,
-    ) -> None:
-        self.api = api
-        self.cfg = settings
-        self.session = session
-        self.dispatch = dispatch
-        self.channel = channel
-        self.session_id: str | None = None
+    def setup(self) -> None:
         self.seq: int | None = None
         self.bot: dict[str, Any] = {}
         self.ready = asyncio.Event()
         self.connected = asyncio.Event()
         self.identifies = 0
         self.resumes = 0
-        self._ws: aiohttp.ClientWebSocketResponse | None = None
 
     async def run(self) -> None:
         backoff, first_loss = kit.Backoff(0.5, 60.0), True
@@ -176,8 +163,7 @@ class Gateway(kit.HeldSocket):
             self.identifies += 1
         acked = asyncio.Event()
         acked.set()
-        beat = asyncio.create_task(self._heartbeat(ws, interval, acked))
-        try:
+        async with self.beating(self._heartbeat(ws, interval, acked)):
             async for payload in kit.json_frames(ws, "QQ gateway"):
                 op = payload.get("op")
                 if op == 0:
@@ -193,10 +179,6 @@ class Gateway(kit.HeldSocket):
                     self.session_id, self.seq = None, None
                     return "invalid session"
             return await self._closed(ws.close_code or 0)
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
 
     async def _closed(self, code: int) -> str:
         """Act on a close code as QQ's table says; why the connection ended."""
