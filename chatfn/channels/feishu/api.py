@@ -33,6 +33,7 @@ wait, and the caller decides whether to wait it out (send.py).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -294,6 +295,11 @@ class FeishuApi:
         response.raw = raw
         return response
 
+    async def ask(self, request: Callable[[], BaseRequest], kind: type[R]) -> R:
+        """The request `request()` builds, sent with the tenant token (`call`); its answer as
+        the SDK's response model `kind`."""
+        return await self.call(lambda option: self._model(request(), option, kind))
+
     async def call(self, do: Callable[[RequestOption], Awaitable[T]]) -> T:
         """`do(option)` with the tenant token; once more with a new token if the platform
         says the token is not valid."""
@@ -321,7 +327,7 @@ class FeishuApi:
             .token_types({AccessTokenType.TENANT})
             .build()
         )
-        response = await self.call(lambda option: self._model(request, option, BaseResponse))
+        response = await self.ask(lambda: request, BaseResponse)
         bot = _body(response.raw).get("bot")
         if not isinstance(bot, dict) or not bot.get("open_id"):
             raise FeishuError(0, "bot/v3/info gave no bot (is the app's bot ability on?)")
@@ -331,24 +337,20 @@ class FeishuApi:
     async def send(self, chat_id: str, msg_type: str, content: str, uuid: str) -> Sent:
         """im/v1/messages with receive_id_type=chat_id; `uuid`: the platform sends at most
         one message per uuid within an hour (a repeat answers with the first one)."""
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
-                CreateMessageRequest.builder()
-                .receive_id_type("chat_id")
-                .request_body(
-                    CreateMessageRequestBody.builder()
-                    .receive_id(chat_id)
-                    .msg_type(msg_type)
-                    .content(content)
-                    .uuid(uuid)
-                    .build()
-                )
+        request = (
+            CreateMessageRequest.builder()
+            .receive_id_type("chat_id")
+            .request_body(
+                CreateMessageRequestBody.builder()
+                .receive_id(chat_id)
+                .msg_type(msg_type)
+                .content(content)
+                .uuid(uuid)
                 .build()
             )
-            return self._model(request, option, CreateMessageResponse)
-
-        response = await self.call(do)
+            .build()
+        )
+        response = await self.ask(lambda: request, CreateMessageResponse)
         return Sent(str(response.data.message_id), str(response.data.chat_id or chat_id))
 
     async def reply(
@@ -356,83 +358,69 @@ class FeishuApi:
     ) -> Sent:
         """im/v1/messages/{message_id}/reply: the answer quotes the message it answers
         (`in_thread`: it goes into that message's thread instead)."""
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
-                ReplyMessageRequest.builder()
-                .message_id(message_id)
-                .request_body(
-                    ReplyMessageRequestBody.builder()
-                    .msg_type(msg_type)
-                    .content(content)
-                    .uuid(uuid)
-                    .reply_in_thread(in_thread)
-                    .build()
-                )
+        request = (
+            ReplyMessageRequest.builder()
+            .message_id(message_id)
+            .request_body(
+                ReplyMessageRequestBody.builder()
+                .msg_type(msg_type)
+                .content(content)
+                .uuid(uuid)
+                .reply_in_thread(in_thread)
                 .build()
             )
-            return self._model(request, option, ReplyMessageResponse)
-
-        response = await self.call(do)
+            .build()
+        )
+        response = await self.ask(lambda: request, ReplyMessageResponse)
         return Sent(str(response.data.message_id), str(response.data.chat_id or ""))
 
     async def update_card(self, message_id: str, content: str) -> None:
         """PATCH im/v1/messages/{message_id}: a card the bot sent shown as `content` instead,
         for everyone (a JSON 2.0 card is a shared one;
         https://open.feishu.cn/document/server-docs/im-v1/message-card/patch)."""
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
-                PatchMessageRequest.builder()
-                .message_id(message_id)
-                .request_body(PatchMessageRequestBody.builder().content(content).build())
-                .build()
-            )
-            return self._model(request, option, PatchMessageResponse)
-
-        await self.call(do)
+        request = (
+            PatchMessageRequest.builder()
+            .message_id(message_id)
+            .request_body(PatchMessageRequestBody.builder().content(content).build())
+            .build()
+        )
+        await self.ask(lambda: request, PatchMessageResponse)
 
     async def upload_image(self, data: bytes) -> str:
         """im/v1/images (image_type=message): the image_key an image message shows."""
-        import io
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
+        response = await self.ask(
+            lambda: (
                 CreateImageRequest.builder()
                 .request_body(
                     CreateImageRequestBody.builder()
                     .image_type("message")
-                    .image(io.BytesIO(data))
+                    .image(io.BytesIO(data))  # a new one for each try: the send reads it
                     .build()
                 )
                 .build()
-            )
-            return self._model(request, option, CreateImageResponse)
-
-        response = await self.call(do)
+            ),
+            CreateImageResponse,
+        )
         return str(response.data.image_key)
 
     async def upload_audio(self, data: bytes, duration_ms: int) -> str:
         """im/v1/files (file_type=opus, OGG/Opus: the only audio Feishu plays): the file_key an
         audio message carries."""
-        import io
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
+        response = await self.ask(
+            lambda: (
                 CreateFileRequest.builder()
                 .request_body(
                     CreateFileRequestBody.builder()
                     .file_type("opus")
                     .file_name("voice.opus")
                     .duration(duration_ms)
-                    .file(io.BytesIO(data))
+                    .file(io.BytesIO(data))  # a new one for each try: the send reads it
                     .build()
                 )
                 .build()
-            )
-            return self._model(request, option, CreateFileResponse)
-
-        response = await self.call(do)
+            ),
+            CreateFileResponse,
+        )
         return str(response.data.file_key)
 
     async def download(self, message_id: str, key: str, kind: str = "image") -> bytes:
@@ -467,12 +455,8 @@ class FeishuApi:
 
     async def chat(self, chat_id: str) -> dict[str, Any]:
         """im/v1/chats/{chat_id} (open ids): owner_id, user_manager_id_list, name, ..."""
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = GetChatRequest.builder().chat_id(chat_id).user_id_type("open_id").build()
-            return self._model(request, option, BaseResponse)
-
-        response = await self.call(do)
+        request = GetChatRequest.builder().chat_id(chat_id).user_id_type("open_id").build()
+        response = await self.ask(lambda: request, BaseResponse)
         data = _body(response.raw).get("data")
         return data if isinstance(data, dict) else {}
 

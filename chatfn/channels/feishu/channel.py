@@ -49,11 +49,9 @@ from the chat's members list (message events carry only ids); both cached
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 import time
-from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -67,7 +65,9 @@ from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import CARD_ACTION, Answer, WsLink
-from chatfn.common import audio, i18n
+from chatfn.channels.kit import media, presses
+from chatfn.channels.kit.cache import Remembered
+from chatfn.common import i18n
 from chatfn.common.messages import (
     IncomingMessage,
     OutgoingMessage,
@@ -78,12 +78,9 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["FeishuChannel"]
 
-MAX_AUDIO_BYTES = 20 * 1024 * 1024  # a voice message downloaded at most
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
 TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
-# A press that answers an approval request: its answer is a toast (module docstring).
-_ANSWERING = re.compile(r"^/(?:approve|deny)\s+([A-Za-z0-9]{1,32})(?:\s|$)")
 _CREDENTIALS = "channels.feishu.app_id / app_secret"
 # A Feishu API call that failed: the platform's answer or the network.
 _API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
@@ -96,11 +93,11 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         self.sender = FeishuSender(self.api, settings, self.policy)
         self.bot_open_id: str | None = None
         self.bot_name = ""
-        self._chats: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._chats = Remembered[str, dict[str, Any]](settings.role_cache_seconds)
         self._link: WsLink | None = None
         # Clicks being answered or answered lately, by event id: a resent callback gets the
         # first one's answer (the command runs once).
-        self._presses: OrderedDict[str, asyncio.Future[dict[str, Any]]] = OrderedDict()
+        self._presses = presses.AnsweredOnce[dict[str, Any]]({})
         if settings.mode == "webhook":
             host.add_web_route("POST", settings.webhook_path, self._webhook)
 
@@ -234,24 +231,10 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if self.stopping:
             return {}
         event_id = str(object_at(payload, "header").get("event_id") or "")
-        if event_id and (first := self._presses.get(event_id)) is not None:
-            try:
-                async with asyncio.timeout(PRESS_WAIT):
-                    return dict(await asyncio.shield(first))
-            except TimeoutError:
-                return {}  # the first is still waiting: it gives the toast
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        if event_id:
-            self._presses[event_id] = answer
-            while len(self._presses) > 1000:
-                self._presses.popitem(last=False)
-        try:
-            result = await self._press(object_at(payload, "event"), event_id)
-        except BaseException:
-            answer.set_result({})  # a resend waiting for it gets no toast, not an error
-            raise
-        answer.set_result(result)
-        return result
+        event = object_at(payload, "event")
+        return await self._presses.answer(
+            event_id, lambda: self._press(event, event_id), PRESS_WAIT
+        )
 
     async def _press(self, event: dict[str, Any], event_id: str) -> dict[str, Any]:
         user = str(object_at(event, "operator").get("open_id") or "")
@@ -272,54 +255,56 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             )
             return {}
         ident = f"press:{event_id or user + ':' + str(time.time_ns())}"
-        found = _ANSWERING.match(text)
-        press = _Press(self, toasts=found is not None)
-        if found is not None:
-            press.approval = found.group(1).upper()
-            if clicked := str(context.get("open_message_id") or ""):
-                press.card = (clicked, user, value)
+        approval = presses.approval_of(text)
+        clicked = str(context.get("open_message_id") or "")
+        later = self._card_update(clicked, user, value, approval) if approval and clicked else None
+        replies = presses.PressReplies(self.deliver, approval is not None, later)
         job = self.inbound.message(
-            ref.key, ident, lambda: self._pressed(ref, user, text, ident), sink=press.sink
+            ref.key, ident, lambda: self._pressed(ref, user, text, ident), sink=replies.sink
         )
-        if found is None:  # another button: its answer is a message, as a command's
+        if approval is None:  # another button: its answer is a message, as a command's
             return {}
-        approval = found.group(1).upper()
-        try:
-            async with asyncio.timeout(PRESS_WAIT):
-                await asyncio.shield(job)
-        except TimeoutError:
-            if not press.replies:
-                press.toasts = False  # what comes later goes to the chat
-                language = i18n.language_of(self.host.settings, self.platform, ref.key)
-                pending = i18n.translate(language, "core.approval.press_pending", id=approval)
-                return _toast("info", pending)
-        press.toasts = False
-        said = "\n".join(r.text for r in press.replies if r.text).strip()
+        said = await replies.said(job, PRESS_WAIT)
+        if said is None:  # not ready: a toast says so, the answer follows in the chat
+            language = i18n.language_of(self.host.settings, self.platform, ref.key)
+            return _toast(
+                "info", i18n.translate(language, "core.approval.press_pending", id=approval)
+            )
         if not said:
             return {}
-        if _expired(said, approval):  # nobody can answer it now: the card says so
+        if presses.expired(said, approval):  # nobody can answer it now: the card says so
             shown = json.loads(_decided_card(said, "", value))
             return {**_toast("error", said), "card": {"type": "raw", "data": shown}}
-        if not _decided(said, approval):  # refused: the clicker sees why, the card stays
+        if not presses.decided(said, approval):  # refused: the clicker sees why, the card stays
             return _toast("error", said)
         shown = json.loads(_decided_card(said, user, value))
         return {**_toast("success", said), "card": {"type": "raw", "data": shown}}
+
+    def _card_update(
+        self, message_id: str, user: str, value: dict[str, Any], approval: str
+    ) -> Callable[[OutgoingMessage], Awaitable[None]]:
+        """What shows the clicked card again once the decision comes after the click's answer
+        (`PRESS_WAIT` passed), through the API; the card keeps its buttons if that fails (the
+        decision was said in the chat)."""
+        pending = [message_id]
+
+        async def update(out: OutgoingMessage) -> None:
+            if not pending or not presses.decided(out.text, approval):
+                return
+            pending.clear()
+            try:
+                await self.api.update_card(message_id, _decided_card(out.text, user, value))
+            except _API_ERRORS as exc:
+                logger.warning("Feishu card {} not updated: {}", message_id, exc)
+
+        return update
 
     async def _pressed(
         self, ref: ChatRef, user: str, text: str, ident: str
     ) -> IncomingMessage | None:
         """A click as the clicker's own message in the chat (addressed to the bot)."""
         name, roles = await self._person(ref.chat, user, ref.is_group)
-        return self.incoming(
-            ref.key,
-            user,
-            text,
-            is_group=ref.is_group,
-            sender_name=name,
-            is_at_bot=True,
-            message_id=ident,
-            sender_roles=roles,
-        )
+        return presses.press_message(self, ref.key, ref.is_group, user, text, ident, name, roles)
 
     async def _incoming(
         self, ref: ChatRef, message: dict[str, Any], sender: dict[str, Any]
@@ -330,9 +315,17 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if not user:
             return None
         read = read_message(message, self.bot_open_id or "")
-        images = [i for k in read.image_keys[:4] if (i := await self._image(message_id, k))]
-        audio = [a for k in read.audio_keys[:1] if (a := await self._audio(message_id, k))]
-        if not read.text.strip() and not images and not audio:  # nothing said: not asked
+        images = [
+            i
+            for k in read.image_keys[:4]
+            if (i := media.image_uri(await self._download(message_id, k, "image")))
+        ]
+        voices = [  # a voice message (Ogg/Opus), for speech to text
+            v
+            for k in read.audio_keys[:1]
+            if (v := media.voice_uri(await self._download(message_id, k, "file")))
+        ]
+        if not read.text.strip() and not images and not voices:  # nothing said: not asked
             return None
         name, roles = await self._person(ref.chat, user, ref.is_group)
         return self.incoming(
@@ -345,33 +338,18 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             message_id=message_id,
             time=kit.sent_at(message.get("create_time"), ms=True),
             images=images,
-            audio=audio,
+            audio=voices,
             sender_roles=roles,
         )
 
-    async def _audio(self, message_id: str, file_key: str) -> str | None:
-        """A voice message's file (Ogg/Opus) as a data URI, for speech to text: downloaded
-        with the tenant token like an image, so no URL is stored."""
+    async def _download(self, message_id: str, key: str, kind: str) -> bytes:
+        """A file of a message ("image", or "file": a voice) downloaded with the tenant token,
+        so no URL is ever stored or shown; b"" (and a warning) when it cannot be."""
         try:
-            data = await self.api.download(message_id, file_key, "file")
+            return await self.api.download(message_id, key, kind)
         except _API_ERRORS as exc:
-            logger.warning("Feishu audio {} of {} not downloaded: {}", file_key, message_id, exc)
-            return None
-        if not data or len(data) > MAX_AUDIO_BYTES:
-            return None
-        mime = audio.audio_mime(data)
-        return kit.data_uri(data, mime if mime.startswith("audio/") else "audio/ogg")
-
-    async def _image(self, message_id: str, image_key: str) -> str | None:
-        """An image of a message as a data URI (downloaded with the tenant token, so no URL
-        is ever stored or shown)."""
-        try:
-            data = await self.api.download(message_id, image_key)
-        except _API_ERRORS as exc:
-            logger.warning("Feishu image {} of {} not downloaded: {}", image_key, message_id, exc)
-            return None
-        mime = kit.image_mime(data)
-        return None if mime is None or len(data) > kit.MAX_IMAGE_IN else kit.data_uri(data, mime)
+            logger.warning("Feishu {} {} of {} not downloaded: {}", kind, key, message_id, exc)
+            return b""
 
     async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
         """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The
@@ -381,12 +359,8 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         joined). A one-to-one chat asks nothing: its name is not shown to the model."""
         if not is_group:
             return "", []
-        now = time.monotonic()
         cached = self._chats.get(chat)
-        stale = cached is None or now - cached[0] >= self.cfg.role_cache_seconds
-        if cached is not None and not stale and user not in cached[1]["names"]:
-            stale = now - cached[0] >= 10.0
-        if stale:
+        if cached is None or (user not in cached["names"] and self._chats.get(chat, 10) is None):
             try:
                 info = await self.api.chat(chat)
                 names = await self.api.members(chat)
@@ -395,13 +369,10 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
                 info, names = {}, {}
             owners = [str(info["owner_id"])] if info.get("owner_id") else []
             managers = [str(m) for m in info.get("user_manager_id_list") or []]
-            if len(self._chats) > 10000:
-                self._chats.clear()
-            cached = (now, {"owner": owners, "admin": managers, "names": names})
-            self._chats[chat] = cached
-        assert cached is not None
-        name = str(cached[1]["names"].get(user, ""))
-        return name, [r for r in ("owner", "admin") if user in cached[1][r]][:1]
+            cached = {"owner": owners, "admin": managers, "names": names}
+            self._chats.put(chat, cached)
+        name = str(cached["names"].get(user, ""))
+        return name, [r for r in ("owner", "admin") if user in cached[r]][:1]
 
     async def _member_joined(self, key: str, event: dict[str, Any]) -> list[SystemEvent]:
         operator = object_at(event, "operator_id")
@@ -414,34 +385,6 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
                 name = str(user.get("name") or "")[:128]
                 events.append(kit.member_joined(self.platform, key, open_id, name, added_by=by))
         return events
-
-
-class _Press:
-    """Where the answer to one click goes: while `toasts`, into `replies` (the toast);
-    afterwards, and for a button that is not an approval's, to the chat."""
-
-    def __init__(self, channel: FeishuChannel, toasts: bool) -> None:
-        self.channel = channel
-        self.toasts = toasts
-        self.replies: list[OutgoingMessage] = []
-        self.approval = ""  # the request an approval's button answers
-        # (message_id, clicker, button value) of the card clicked: updated through the API
-        # when the decision comes after the click's answer (`PRESS_WAIT` passed).
-        self.card: tuple[str, str, dict[str, Any]] | None = None
-
-    async def sink(self, out: OutgoingMessage) -> None:
-        if self.toasts:
-            self.replies.append(out)
-            return
-        await self.channel.deliver(out)
-        if self.card is None or not self.approval or not _decided(out.text, self.approval):
-            return
-        message_id, user, value = self.card
-        self.card = None
-        try:
-            await self.channel.api.update_card(message_id, _decided_card(out.text, user, value))
-        except _API_ERRORS as exc:  # the decision was said in the chat: the card keeps buttons
-            logger.warning("Feishu card {} not updated: {}", message_id, exc)
 
 
 def _kind(payload: dict[str, Any]) -> str:
@@ -458,31 +401,3 @@ def _decided_card(said: str, user: str, value: dict[str, Any]) -> str:
     kept = str(value.get("markdown") or "")
     outcome = f"{to_feishu_markdown(said)} {mention(user) if user else ''}".strip()
     return card(f"{kept}\n\n{outcome}".strip())
-
-
-def _expired(said: str, approval: str) -> bool:
-    """Whether the answer is some language's "request ... has expired" for `approval`."""
-    return any(
-        said == texts["core.approval.stale.expired"].format(id=approval)
-        for texts in i18n.CATALOGUES.values()
-        if "core.approval.stale.expired" in texts
-    )
-
-
-def _decided(said: str, approval: str) -> bool:
-    """Whether the answer to `/approve ID` or `/deny ID` decided the request: it is the
-    approved or denied sentence of some language's catalogue (core.approval.approved /
-    denied), whatever the function's name; a refusal is any other sentence."""
-    for texts in i18n.CATALOGUES.values():
-        for key in ("core.approval.approved", "core.approval.denied"):
-            template = texts.get(key, "")
-            head, found, tail = template.partition("{function}")
-            if not found:
-                continue
-            try:
-                head, tail = head.format(id=approval), tail.format(id=approval)
-            except (KeyError, IndexError, ValueError):
-                continue
-            if said.startswith(head) and said.endswith(tail) and len(said) > len(head + tail):
-                return True
-    return False

@@ -53,6 +53,7 @@ from chatfn.channels.feishu.api import (
 from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
 from chatfn.channels.feishu.render import card, mention, press_value, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
+from chatfn.channels.kit import media
 from chatfn.channels.split import split_message
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -155,12 +156,8 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
         Feishu plays), uploaded (im/v1/files, with its length) and sent with its file_key.
         One that cannot be converted or is refused is logged; the text is the answer."""
         try:
-            spoken = audio.decode_audio_uri(voice_ref)
-            if spoken is None:
-                raise ValueError("not an audio data URI (Feishu plays only uploaded files)")
-            data = spoken[1]
-            _wav, seconds = await audio.to_wav(data, max_seconds=3600)
-            opus = await audio.to_ogg_opus(data)
+            opus = await media.opus_voice(voice_ref, "Feishu plays only uploaded files")
+            _wav, seconds = await audio.to_wav(opus, max_seconds=3600)
             key = await self.call(
                 out.chat_id, functools.partial(self.api.upload_audio, opus, int(seconds * 1000))
             )

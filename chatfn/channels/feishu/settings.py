@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings
+from chatfn.channels.kit.settings import PlatformSettings, web_path
 
 #: `domain: feishu` / `domain: lark`: the open platform's origin for each.
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
@@ -66,9 +66,7 @@ class FeishuSettings(PlatformSettings):
     @field_validator("webhook_path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not v.startswith("/") or "?" in v or "#" in v:
-            raise ValueError(f"expected a path such as /feishu/events, got {v!r}")
-        return v
+        return web_path(v, "/feishu/events")
 
     @model_validator(mode="after")
     def _webhook_needs_a_token(self) -> FeishuSettings:

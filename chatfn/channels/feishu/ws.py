@@ -167,15 +167,14 @@ class WsLink:
     def _event(self, data: Any) -> None:
         """The SDK's handler: hand the event to the channel; its answer goes in `_ANSWER` for
         `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
-        payload = as_payload(data)
-        if self._home is None or self._home.is_closed():
-            raise RuntimeError("the bot's loop is gone")
-        _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+        self._hand(as_payload(data))
 
     def _card(self, data: Any) -> None:
         """The SDK's card action handler: like `_event`; the channel's answer (the toast and
         card for the clicker) is written by `_write_message`, so the SDK's is None."""
-        payload = card_payload(data)
+        self._hand(card_payload(data))
+
+    def _hand(self, payload: dict[str, Any]) -> None:
         if self._home is None or self._home.is_closed():
             raise RuntimeError("the bot's loop is gone")
         _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))

@@ -5,6 +5,7 @@ slack_sdk is imported only when the channel is built or probed online."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chatfn.channels.kit.declare import readme
@@ -45,52 +46,45 @@ async def check(settings: SlackSettings, online: bool) -> list[Probe]:
 async def who_am_i(settings: SlackSettings) -> Probe:
     """auth.test: the bot user and workspace, or the reason the token or the API is not
     usable."""
-    import aiohttp
-    from slack_sdk.errors import SlackApiError
 
-    from chatfn.channels.slack.channel import web_client
-    from chatfn.channels.slack.send import AUTH_ERRORS, error_code
-
-    name = "channel slack auth.test"
-    client = web_client(settings, settings.secret_text("bot_token"))
-    try:
+    async def call(client: Any) -> str:
         me = await client.auth_test()
-        return Probe(
-            "ok",
-            f"bot user {me.get('user')} ({me.get('user_id')}) in {me.get('team')} at "
-            f"{settings.api_base}",
-            name=name,
-        )
-    except SlackApiError as exc:
-        code = error_code(exc)
-        if code in AUTH_ERRORS:
-            return Probe("fail", f"Slack refused channels.slack.bot_token ({code})", name=name)
-        return Probe("fail", f"Slack auth.test failed: {code or exc}", name=name)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return Probe("fail", f"Slack not reachable at {settings.api_base}: {exc}", name=name)
-    finally:
-        if client.session is not None:
-            await client.session.close()
+        who = f"bot user {me.get('user')} ({me.get('user_id')}) in {me.get('team')}"
+        return f"{who} at {settings.api_base}"
+
+    return await _probe(settings, "auth.test", "bot_token", call)
 
 
 async def socket_mode_open(settings: SlackSettings) -> Probe:
     """apps.connections.open with the app-level token (the URL it gives is left unused)."""
+
+    async def call(client: Any) -> str:
+        await client.apps_connections_open(app_token=settings.secret_text("app_token"))
+        return "Socket Mode accepts channels.slack.app_token"
+
+    return await _probe(settings, "apps.connections.open", "app_token", call)
+
+
+async def _probe(
+    settings: SlackSettings, method: str, token: str, call: Callable[[Any], Awaitable[str]]
+) -> Probe:
+    """One Web API call with a client of its own: what it says, or why it failed (the
+    setting `token` refused, another error, or the network)."""
     import aiohttp
     from slack_sdk.errors import SlackApiError
 
     from chatfn.channels.slack.channel import web_client
     from chatfn.channels.slack.send import AUTH_ERRORS, error_code
 
-    name = "channel slack apps.connections.open"
+    name = f"channel slack {method}"
     client = web_client(settings, settings.secret_text("bot_token"))
     try:
-        await client.apps_connections_open(app_token=settings.secret_text("app_token"))
-        return Probe("ok", "Socket Mode accepts channels.slack.app_token", name=name)
+        return Probe("ok", await call(client), name=name)
     except SlackApiError as exc:
         code = error_code(exc)
         if code in AUTH_ERRORS:
-            return Probe("fail", f"Slack refused channels.slack.app_token ({code})", name=name)
-        return Probe("fail", f"Slack apps.connections.open failed: {code or exc}", name=name)
+            return Probe("fail", f"Slack refused channels.slack.{token} ({code})", name=name)
+        return Probe("fail", f"Slack {method} failed: {code or exc}", name=name)
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Probe("fail", f"Slack not reachable at {settings.api_base}: {exc}", name=name)
     finally:

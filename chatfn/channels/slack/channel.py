@@ -44,7 +44,6 @@ Chat ids and incoming markup: parse.py. The way out: send.py. Roles for
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -56,6 +55,8 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatfn.channels import kit
+from chatfn.channels.kit import presses
+from chatfn.channels.kit.cache import Remembered
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
 from chatfn.channels.slack.send import AUTH_ERRORS, BUTTON_ACTION, SlackSender, error_code
 from chatfn.channels.slack.settings import SlackSettings
@@ -92,7 +93,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         self.bot_user_id: str | None = None
         self.bot_id = ""  # the app's bot id (auth.test): its own bot_message events
         self.team_id = ""
-        self._users: dict[str, tuple[float, str, list[str]]] = {}
+        self._users = Remembered[str, tuple[str, list[str]]](settings.user_cache_seconds)
         self._http: aiohttp.ClientSession | None = None
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         if settings.mode == "events":
@@ -284,31 +285,16 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         thread = container.get("thread_ts") or message.get("thread_ts")
         ref = chat_ref(channel, None, thread, ts)
         ident = f"press:{user}:{action.get('action_ts') or payload.get('trigger_id') or ts}"
-
-        def take(previous: kit.Taken | None) -> kit.Taken:
-            taken = kit.Taken(previous)
-            text = str(action["value"])
-            self.inbound.message(
-                ref.key, ident, lambda: self._pressed(ref, user, text, ident), taken
-            )
-            return taken
-
-        return self.inbound.once(ident, take)
+        text = str(action["value"])
+        return self.inbound.message_once(
+            ref.key, ident, lambda: self._pressed(ref, user, text, ident)
+        )
 
     async def _pressed(
         self, ref: ChatRef, user: str, text: str, ident: str
     ) -> IncomingMessage | None:
         name, roles = await self._user(user)
-        return self.incoming(
-            ref.key,
-            user,
-            text,
-            is_group=ref.is_group,
-            sender_name=name,
-            is_at_bot=True,
-            message_id=ident,
-            sender_roles=roles if ref.is_group else [],
-        )
+        return presses.press_message(self, ref.key, ref.is_group, user, text, ident, name, roles)
 
     def _take(self, event: dict[str, Any], previous: kit.Taken | None) -> kit.Taken:
         kind = event.get("type")
@@ -401,10 +387,9 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
 
     async def _user(self, user: str) -> tuple[str, list[str]]:
         """(display name, workspace roles) from users.info, cached."""
-        now = time.monotonic()
         cached = self._users.get(user)
-        if cached is not None and now - cached[0] < self.cfg.user_cache_seconds:
-            return cached[1], cached[2]
+        if cached is not None:
+            return cached
         try:
             info = (await self.client.users_info(user=user))["user"]
         except (SlackApiError, aiohttp.ClientError, TimeoutError, KeyError) as exc:
@@ -423,10 +408,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             if info.get("is_owner") or info.get("is_primary_owner")
             else (["admin"] if info.get("is_admin") else [])
         )
-        if len(self._users) > 10000:
-            self._users.clear()
-        self._users[user] = (now, str(name), roles)
-        return str(name), roles
+        return self._users.put(user, (str(name), roles))
 
     async def _member_joined(self, event: dict[str, Any]) -> list[SystemEvent]:
         user, chat_id = str(event.get("user") or ""), f"group:{event['channel']}"

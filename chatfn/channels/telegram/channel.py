@@ -35,6 +35,8 @@ from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from chatfn.channels import kit
+from chatfn.channels.kit import media as kit_media
+from chatfn.channels.kit import presses
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
 from chatfn.channels.telegram.settings import TelegramSettings
@@ -267,16 +269,18 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         if user.is_bot:
             return None
         roles = await self._roles(ref.chat_id, user.id) if ref.is_group else []
-        return self.incoming(
+        chat_name = (message.chat.title or "") if ref.is_group else ""
+        text, ident = query.data or "", f"cb{query.id}"
+        return presses.press_message(
+            self,
             ref.key,
+            ref.is_group,
             str(user.id),
-            query.data or "",
-            is_group=ref.is_group,
-            chat_name=(message.chat.title or "") if ref.is_group else "",
-            sender_name=user.full_name,
-            is_at_bot=True,
-            message_id=f"cb{query.id}",
-            sender_roles=roles,
+            text,
+            ident,
+            user.full_name,
+            roles,
+            chat_name=chat_name,
         )
 
     async def _incoming(self, ref: ChatRef, message: Message) -> IncomingMessage | None:
@@ -331,8 +335,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         )
 
     async def _voice(self, message: Message) -> str | None:
-        """A voice note (OGG/Opus) or an audio file as a data URI, for speech to text: like a
-        photo, the file URL holds the bot's token."""
+        """A voice note (OGG/Opus) or an audio file as a data URI, for speech to text."""
         media = message.voice or message.audio
         if media is None:
             return None
@@ -341,33 +344,30 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
                 "Telegram voice {} is over {} bytes", media.file_unique_id, MAX_VOICE_BYTES
             )
             return None
-        try:
-            file = await self.bot.get_file(media.file_id)
-            data = bytes(await file.download_as_bytearray())
-        except TelegramError as exc:
-            logger.warning("Telegram voice {} not downloaded: {}", media.file_unique_id, exc)
-            return None
+        data = await self._download("voice", media.file_id, media.file_unique_id)
         mime = media.mime_type or ("audio/ogg" if message.voice else "audio/mpeg")
-        return kit.data_uri(data, mime if mime.startswith("audio/") else "audio/ogg")
+        return kit_media.voice_uri(data, mime, MAX_VOICE_BYTES)
 
     async def _photo(self, sizes: tuple[PhotoSize, ...] | None) -> str | None:
-        """The largest size of a photo (within what a model takes) as a data URI: the file URL
-        holds the bot's token, so it is never stored or shown."""
+        """The largest size of a photo (within what a model takes) as a data URI."""
         if not sizes:
             return None
         fitting = [s for s in sizes if (s.file_size or 0) <= MAX_PHOTO_BYTES]
         if not fitting:
             return None
         best = max(fitting, key=lambda s: (s.width * s.height, s.file_size or 0))
+        data = await self._download("photo", best.file_id, best.file_unique_id)
+        return kit_media.image_uri(data, MAX_PHOTO_BYTES)
+
+    async def _download(self, what: str, file_id: str, unique_id: str) -> bytes:
+        """A file a user sent (getFile, then its download): the file URL holds the bot's
+        token, so it is never stored or shown; b"" (and a warning) when it cannot be had."""
         try:
-            file = await self.bot.get_file(best.file_id)
-            data = bytes(await file.download_as_bytearray())
+            file = await self.bot.get_file(file_id)
+            return bytes(await file.download_as_bytearray())
         except TelegramError as exc:
-            logger.warning("Telegram photo {} not downloaded: {}", best.file_unique_id, exc)
-            return None
-        if len(data) > MAX_PHOTO_BYTES:
-            return None
-        return kit.data_uri(data)
+            logger.warning("Telegram {} {} not downloaded: {}", what, unique_id, exc)
+            return b""
 
     async def _roles(self, chat_id: int, user_id: int) -> list[str]:
         """The sender's status in the group (getChatMember), for `bot.trust_group_admins`."""

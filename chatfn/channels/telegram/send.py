@@ -16,7 +16,6 @@ split within 4096 UTF-16 code units, photos with sendPhoto, 429s waited out in p
 
 from __future__ import annotations
 
-import base64
 import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -35,6 +34,7 @@ from telegram.error import (
 )
 
 from chatfn.channels import kit
+from chatfn.channels.kit import media
 from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_v2
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
@@ -196,9 +196,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
         """A spoken reply as a voice message (`sendVoice`, OGG/Opus), after its text: one
         that cannot be converted or is refused is logged, the text having gone."""
         try:
-            data = base64.b64decode(voice.partition(",")[2])
-            if not data.startswith(b"OggS"):
-                data = await audio.to_ogg_opus(data)
+            data = await media.opus_voice(voice, "Telegram plays only uploaded voice")
             await self._call(
                 ref,
                 lambda chat: self.bot.send_voice(chat, data, message_thread_id=ref.thread_id),
