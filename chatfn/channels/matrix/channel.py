@@ -63,7 +63,6 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["MatrixChannel", "make_client"]
 
-MAX_IMAGE_BYTES = 5 * 1024 * 1024  # what a vision model is given at most (function_calls.images)
 _ANSWERED = {"m.text", "m.emote", "m.image", "m.audio"}
 MAX_AUDIO_BYTES = 20 * 1024 * 1024  # a voice message downloaded at most (voice.stt)
 _CATCH_UP_PAGES = 20
@@ -348,7 +347,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
         return room is not None and room.member_count == 2
 
     def ref(self, room_id: str) -> ChatRef:
-        return ChatRef(room_id, not self._is_direct(room_id))
+        return ChatRef(not self._is_direct(room_id), room_id)
 
     def _encrypted(self, room_id: str) -> bool:
         room = self.client.rooms.get(room_id)
@@ -425,20 +424,18 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
         reading = read_content(content, self.user_id, names)
         images: list[str] = []
         audio: list[str] = []
-        text = reading.text
-        if content.get("msgtype") == "m.audio":  # a voice message (Element's) or an audio file
-            voice = await download(self.client, content, MAX_AUDIO_BYTES, "audio")
-            audio = [voice] if voice is not None else []
-            filename = content.get("filename")
-            text = text if isinstance(filename, str) and filename != content.get("body") else ""
-        elif content.get("msgtype") == "m.image":
-            image = await download(self.client, content, MAX_IMAGE_BYTES)
-            if image is not None:
-                images.append(image)
+        text, msgtype = reading.text, content.get("msgtype")
+        if msgtype in ("m.audio", "m.image"):
             # Spec 1.10 captions: `body` is a caption when `filename` is set and differs.
             filename = content.get("filename")
             text = text if isinstance(filename, str) and filename != content.get("body") else ""
-        elif content.get("msgtype") == "m.emote":
+        if msgtype == "m.audio":  # a voice message (Element's) or an audio file
+            voice = await download(self.client, content, MAX_AUDIO_BYTES, "audio")
+            audio = [voice] if voice is not None else []
+        elif msgtype == "m.image":
+            image = await download(self.client, content, kit.MAX_IMAGE_IN)
+            images = [image] if image is not None else []
+        elif msgtype == "m.emote":
             text = f"* {text}"
         quoted, mentioned = reading.quoted, reading.mentioned
         if reading.reply_to is not None:

@@ -7,7 +7,6 @@ the token must not leave the channel."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -15,6 +14,7 @@ import aiohttp
 from loguru import logger
 from nio import AsyncClient
 
+from chatfn.channels.kit.images import data_uri
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["download"]
@@ -71,4 +71,4 @@ async def download(
         mime = "audio/ogg" if data.startswith(b"OggS") else mime  # served as octet-stream
     if not mime.startswith(f"{kind}/"):
         return None
-    return f"data:{mime};base64," + base64.b64encode(data).decode()
+    return data_uri(data, mime)

@@ -31,7 +31,9 @@ from html import unescape
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["ChatRef", "Reading", "chat_key", "parse_chat_id", "read_content"]
+from chatfn.channels.kit.sender import ChatTarget
+
+__all__ = ["ChatRef", "Reading", "parse_chat_id", "read_content"]
 
 HTML_FORMAT = "org.matrix.custom.html"
 _PILL = re.compile(r"<a\s[^>]*href=(\"[^\"]*\"|'[^']*')[^>]*>(.*?)</a>", re.S | re.I)
@@ -40,20 +42,14 @@ _MX_REPLY = re.compile(r"<mx-reply>.*?</mx-reply>", re.S | re.I)
 _QUOTE_SENDER = re.compile(r"^(\*\s*)?<[@!][^>\s]+>\s?")
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    """A room, and whether chatfn treats it as a group."""
+class ChatRef(ChatTarget):
+    """A room (`target`: its id), and whether chatfn treats it as a group."""
 
-    room_id: str
-    is_group: bool
+    __slots__ = ()
 
     @property
-    def key(self) -> str:
-        return f"{'group' if self.is_group else 'private'}:{self.room_id}"
-
-
-def chat_key(room_id: str, is_group: bool) -> str:
-    return ChatRef(room_id, is_group).key
+    def room_id(self) -> str:
+        return self.target
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
@@ -64,7 +60,7 @@ def parse_chat_id(chat_id: str) -> ChatRef:
             f"not a Matrix chat id: {chat_id!r} (expected private:!room:server or "
             "group:!room:server)"
         )
-    return ChatRef(room, kind == "group")
+    return ChatRef(kind == "group", room)
 
 
 @dataclass(slots=True)
