@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.fields import optional_url, path, url
+from chatfn.channels.kit.settings import PlatformSettings
 
 DEFAULT_API_BASE = "https://api.sgroup.qq.com"
 SANDBOX_API_BASE = "https://sandbox.api.sgroup.qq.com"
@@ -31,13 +32,13 @@ class QQSettings(PlatformSettings):
     # Call the sandbox API root (a bot not yet published works only in its sandbox).
     sandbox: bool = False
     # None: https://api.sgroup.qq.com, or https://sandbox.api.sgroup.qq.com with sandbox.
-    api_base: str | None = None
+    api_base: Annotated[str | None, optional_url(DEFAULT_API_BASE)] = None
     # Where the AppSecret buys an access token.
-    token_url: str = DEFAULT_TOKEN_URL
+    token_url: Annotated[str, url(DEFAULT_TOKEN_URL)] = DEFAULT_TOKEN_URL
     # How events arrive: HTTP callbacks (`webhook`, the default) or the WebSocket gateway.
     mode: Literal["websocket", "webhook"] = "webhook"
     # The callbacks' path on the HTTP channel's port (webhook mode).
-    webhook_path: str = WEBHOOK_PATH
+    webhook_path: Annotated[str, path(WEBHOOK_PATH)] = WEBHOOK_PATH
     # Gateway intents (WebSocket mode). None: GUILDS | GUILD_MEMBERS | DIRECT_MESSAGE |
     # GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES (1 | 1<<1 | 1<<12 | 1<<25 | 1<<30): every
     # event the channel reads that a public bot may subscribe to. A private-domain bot may add
@@ -60,7 +61,7 @@ class QQSettings(PlatformSettings):
     # the bot sends in groups and C2C chats are then uploaded by URL, served under an
     # unguessable path for `media_ttl` seconds (media.py). Unset: uploaded as `file_data`,
     # which QQ's documentation marks "not yet supported".
-    public_url: str | None = None
+    public_url: Annotated[str | None, optional_url("https://bot.example.com")] = None
     # Seconds a picture is served at its media URL.
     media_ttl: float = Field(default=600.0, ge=30, le=86400)
 
@@ -71,26 +72,6 @@ class QQSettings(PlatformSettings):
         if text and not text.isdigit():
             raise ValueError(f"expected the bot's AppID (digits), got {text!r}")
         return text
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str | None) -> str | None:
-        return http_url(v, DEFAULT_API_BASE) if v else None
-
-    @field_validator("token_url")
-    @classmethod
-    def _token_url(cls, v: str) -> str:
-        return http_url(v, DEFAULT_TOKEN_URL)
-
-    @field_validator("public_url")
-    @classmethod
-    def _public_url(cls, v: str | None) -> str | None:
-        return http_url(v, "https://bot.example.com").rstrip("/") if v else None
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _webhook_path(cls, v: str) -> str:
-        return web_path(v, WEBHOOK_PATH)
 
     @property
     def api_root(self) -> str:
