@@ -21,6 +21,7 @@ from chatfn.testing import TestBot
 from providers.factory import build_model
 from tests.fakes.protocols import Protocol, Turn, model_config, openai_events, replies
 from tests.fakes.raw_replay import RawReplayServer, cut_off_after, raw
+from tests.kit import until
 from tests.runtime.functions import make_registry
 
 OUTAGE = (
@@ -73,9 +74,9 @@ async def test_console_prints_text_as_it_arrives(tmp_path: Path, server: RawRepl
     out = StringIO()
     console = ConsoleChannel(tb.bot.channel_host, stdin=StringIO(""), stdout=out)
     task = asyncio.create_task(console.handle_line("weather in Oslo?\n"))
-    async with asyncio.timeout(10):
-        while "chatfn> Sunny " not in out.getvalue():
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: "chatfn> Sunny " in out.getvalue(), 10, "the first streamed piece not shown"
+    )
     assert "in Oslo." not in out.getvalue()  # the rest has not arrived yet
     gate.set()
     await asyncio.wait_for(task, 10)

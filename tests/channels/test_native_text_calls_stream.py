@@ -20,6 +20,7 @@ from providers.factory import build_model
 from tests.channels.test_channel_streaming import post_stream
 from tests.fakes.protocols import Turn, model_config, replies
 from tests.fakes.raw_replay import RawReplayServer, raw
+from tests.kit import until
 
 CALL = '<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
 BEFORE = "Let me check the weather for you.\n"
@@ -82,9 +83,7 @@ async def test_console_never_shows_the_markup(tmp_path: Path, server: RawReplayS
             "weather in Oslo?"
         )
     )
-    async with asyncio.timeout(10):
-        while "for you." not in out.getvalue():
-            await asyncio.sleep(0.01)
+    await until(lambda: "for you." in out.getvalue(), 10, "the streamed text not shown")
     gate.set()
     await asyncio.wait_for(task, 10)
     shown = out.getvalue()

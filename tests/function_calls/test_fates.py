@@ -18,6 +18,7 @@ from chatfn.common.messages import IncomingMessage, OutgoingMessage
 from chatfn.storage.models import message_fates_table, messages_table
 from chatfn.testing import ScriptedModel, TestBot, say
 from providers.errors import ProviderRateLimited
+from tests.kit import until
 
 _ids = count(1)
 
@@ -282,10 +283,7 @@ async def test_a_held_message_gets_one_notice_and_its_answer(tmp_path: Path) -> 
     )
     try:
         turn = asyncio.create_task(tb.send("/waits"))
-        for _ in range(200):
-            if told:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: told, 5, "the held notice was not sent")
         assert [o.text for o in told] == [
             "Your message is waiting (the model or the channel is busy); I will answer when I can."
         ]

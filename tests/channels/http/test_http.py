@@ -9,6 +9,7 @@ from aiohttp import ClientSession
 
 from chatfn.channels.http.channel import HttpChannel
 from chatfn.testing import TestBot
+from tests.kit import until
 
 
 async def test_http_chat_name_is_bounded_like_the_other_fields(tmp_path: Path) -> None:
@@ -118,9 +119,7 @@ async def test_healthz_shows_a_channel_whose_credentials_are_refused_as_down(
     await http.start()
     running = asyncio.create_task(refusing.run())
     try:
-        async with asyncio.timeout(5):
-            while not refusing.refusals:
-                await asyncio.sleep(0.02)
+        await until(lambda: refusing.refusals, 5, "the refusing channel was never refused")
         async with ClientSession() as client:
             resp = await client.get(f"http://127.0.0.1:{http.bound_port}/healthz")
             health = await resp.json()

@@ -19,6 +19,7 @@ from chatfn.channels.http.channel import HttpChannel
 from chatfn.storage.models import messages_table, outbox_table, usage_table
 from chatfn.testing import ScriptedModel, TestBot, say
 from providers.types import LLMResponse, Message, ModelCapabilities, StreamEvent, ToolDefinition
+from tests.kit import until
 
 FIRST, REST = "The first half, ", "and the second half."
 
@@ -55,9 +56,11 @@ def _rows(tb: TestBot, table, *columns):  # type: ignore[no-untyped-def]
 async def _client_gone(channel: HttpChannel) -> None:
     """Until the server saw the client's connection close (aiohttp then cancels its handler)."""
     assert channel.web.running
-    async with asyncio.timeout(5):
-        while channel.web.main.connections:
-            await asyncio.sleep(0.01)
+    await until(
+        lambda: not channel.web.main.connections,
+        5,
+        "the server did not see the client's connection close",
+    )
     for _ in range(5):  # the handler's cancellation is delivered on the next loop turns
         await asyncio.sleep(0)
 
@@ -82,9 +85,7 @@ async def test_a_reply_whose_client_went_away_is_finished_stored_and_delivered_l
             await _client_gone(channel)
             assert not model.cancelled, "the client going away cancelled the model request"
             model.gate.set()
-            async with asyncio.timeout(5):
-                while tb.bot._turns:
-                    await asyncio.sleep(0.01)
+            await until(lambda: not tb.bot._turns, 5, "the turn did not end")
 
             texts = _rows(tb, messages_table, messages_table.c.role, messages_table.c.text)
             assert [tuple(r) for r in texts] == [("user", "tell me"), ("assistant", FIRST + REST)]
@@ -114,11 +115,14 @@ async def test_a_reply_whose_client_went_away_is_finished_stored_and_delivered_l
                 "at": None,
             }
             events.close()
-            async with asyncio.timeout(5):
-                while [r.state for r in _rows(tb, outbox_table, outbox_table.c.state)] != [
-                    "delivered"
-                ]:
-                    await asyncio.sleep(0.02)
+            await until(
+                lambda: (
+                    [r.state for r in _rows(tb, outbox_table, outbox_table.c.state)]
+                    == ["delivered"]
+                ),
+                5,
+                "the reply was not marked delivered",
+            )
     finally:
         model.gate.set()
         await channel.stop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 from pathlib import Path
 
 from aiohttp import ClientSession, ClientTimeout
@@ -15,6 +14,7 @@ from aiohttp import ClientSession, ClientTimeout
 from chatfn.channels.http.channel import HttpChannel
 from chatfn.common.messages import OutgoingMessage
 from chatfn.testing import TestBot
+from tests.kit import until
 
 
 class Collect(logging.Handler):
@@ -45,10 +45,9 @@ async def test_a_closed_event_stream_leaves_no_pending_task(tmp_path: Path) -> N
                 while b"event " not in await resp.content.readline():
                     pass
                 resp.close()
-                end = time.monotonic() + 10
-                while channel._sse_clients:
-                    assert time.monotonic() < end, "the server did not see the client go"
-                    await asyncio.sleep(0.01)
+                await until(
+                    lambda: not channel._sse_clients, 10, "the server did not see the client go"
+                )
         current = asyncio.current_task()
         left = [t for t in asyncio.all_tasks() if t is not current and "Queue.get" in repr(t)]
         assert left == []

@@ -105,10 +105,7 @@ async def test_friend_request(make_onebot: MakeOneBot, policy: str) -> None:
     sim = await connected(url)
     try:
         await sim.friend_request(ALICE, comment="let me in", flag="flag-42")
-        for _ in range(100):
-            if seen:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: seen, 5, "the friend_request event was not handled")
     finally:
         await sim.close()
     approvals = sim.sent("set_friend_add_request")
@@ -162,10 +159,9 @@ async def test_token_checked(make_onebot: MakeOneBot) -> None:
     query = OneBotSim(url, SELF, token=TOKEN, token_in="query")
     await query.connect()
     try:
-        for _ in range(50):
-            if channel.self_ids:
-                break
-            await asyncio.sleep(0.02)
+        await until(
+            lambda: channel.self_ids, 5, "the account with its token in the query not connected"
+        )
         assert channel.self_ids == [str(SELF)]
     finally:
         await query.close()

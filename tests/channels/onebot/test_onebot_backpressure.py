@@ -22,6 +22,7 @@ from chatfn.storage.outbox import PAYLOAD_FIELDS, add_in
 from tests.channels.conftest import TOKEN, MakeOneBot
 from tests.channels.onebot.onebot_sim import plain
 from tests.channels.onebot.test_onebot import ALICE, GROUP, connected
+from tests.kit import until
 
 DEAF = 20002000
 
@@ -122,9 +123,7 @@ async def test_an_account_that_never_reads_does_not_stall_the_others(
         action_timeout=3.0, reconnect_wait=0.2, bot_config={"loop_guard": {"messages": 0}}
     )
     writer, sock = await deaf_account(url)
-    async with asyncio.timeout(5):
-        while str(DEAF) not in channel.self_ids:
-            await asyncio.sleep(0.01)
+    await until(lambda: str(DEAF) in channel.self_ids, 5, "the deaf account did not connect")
     deaf = channel._conns[str(DEAF)]
     sim = await connected(url)  # a second account, reading as usual
     for i in range(1500):

@@ -11,7 +11,7 @@ import aiohttp
 import yaml
 
 from tests.channels.onebot.onebot_sim import OneBotSim, plain
-from tests.kit import free_port
+from tests.kit import free_port, until
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "cli-onebot-token"
@@ -52,14 +52,15 @@ async def test_bot_py_runs_onebot_and_http_side_by_side(tmp_path: Path) -> None:
         # Up to 30 s for the bot to listen: a start under a loaded machine (the whole suite on
         # two cores) took longer than the 10 s this waited before, and the test went on
         # unconnected.
-        for _ in range(300):
+        async def connected() -> bool:
             try:
                 await sim.connect()
-                break
             except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.1)
-        else:
-            raise AssertionError(f"the bot never listened: {env_log.read_text()[-2000:]}")
+                return False
+            return True
+
+        never = lambda: f"the bot never listened: {env_log.read_text()[-2000:]}"  # noqa: E731
+        await until(connected, 30, never, interval=0.1)
         await sim.private_message(7, "/help")
         action = await sim.wait_action("send_private_msg", timeout=10)
         async with aiohttp.ClientSession() as http:

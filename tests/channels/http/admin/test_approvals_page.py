@@ -15,6 +15,7 @@ from chatfn.testing import ScriptedModel, call, say
 from function_calls.context import MessageContext
 from function_calls.registry import Registry, tool_function
 from function_calls.spec import FunctionResult
+from tests.kit import until
 
 
 class Amount(BaseModel):
@@ -105,12 +106,12 @@ async def test_an_mcp_call_waits_for_the_console(console: Any) -> None:
         waiting = asyncio.create_task(
             exposure.call_function(exposure.caller(), "transfer", {"amount": 8})
         )
-        for _ in range(200):
-            found = (await alice.get("/admin/api/approvals"))[1]["approvals"]
-            if found:
-                break
-            await asyncio.sleep(0.02)
-        [held] = found
+
+        async def listed() -> list[dict[str, Any]]:
+            return (await alice.get("/admin/api/approvals"))[1]["approvals"]
+
+        await until(listed, 5, "the MCP call's request is not on the approvals page")
+        [held] = await listed()
         assert (held["source"], held["chat_id"]) == ("mcp", "mcp")
         body = {"decision": decision, "reason": "no"}
         assert (await alice.send("POST", f"/admin/api/approvals/{held['id']}", body))[0] == 200

@@ -46,10 +46,9 @@ async def test_log_tail_filters_by_chat_and_level_and_masks_secrets(console, mon
     seen = await _lines(scoped, 2)  # bob (http:team-*): the team-a lines only
     assert [x["text"] for x in seen] == ["an info line of team-a", "leaked *** in team-a"]
     mine.close(), scoped.close()
-    for _ in range(50):  # the handlers end when they notice the clients left
-        if not c.tb.bot.api_host.console.logs._watchers:
-            break
-        await asyncio.sleep(0.05)
+    await until(  # the handlers end when they notice the clients left
+        lambda: not c.tb.bot.api_host.console.logs._watchers, 5, "the log watchers did not end"
+    )
     # Nobody watches: only the backlog's sink stays (one, not one per page opened).
     logs = c.tb.bot.api_host.console.logs
     assert logs._sink is not None and logs._keeping
