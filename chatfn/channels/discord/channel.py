@@ -59,6 +59,7 @@ from chatfn.channels.discord.message import (
 )
 from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.presses import press_message
 from chatfn.channels.outbound import OrderedRunner
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
@@ -189,7 +190,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             time=message.created_at.astimezone(UTC),
             images=[*images_of(message), *quote_images],
             audio=audio_of(message),
-            sender_roles=roles_of(message) if is_group else [],
+            sender_roles=roles_of(message.guild, message.author) if is_group else [],
             sender_is_bot=bool(message.author.bot),
         )
 
@@ -238,24 +239,10 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
     async def _pressed(
         self, interaction: discord.Interaction, chat_id: str, text: str
     ) -> IncomingMessage | None:
-        user = interaction.user
-        is_group = not chat_id.startswith("dm:")
-        roles: list[str] = []
-        if is_group and isinstance(user, discord.Member):
-            if interaction.guild is not None and interaction.guild.owner_id == user.id:
-                roles = ["owner"]
-            elif user.guild_permissions.administrator or user.guild_permissions.manage_guild:
-                roles = ["admin"]
-        return self.incoming(
-            chat_id,
-            str(user.id),
-            text,
-            is_group=is_group,
-            sender_name=user.display_name,
-            is_at_bot=True,
-            message_id=f"i{interaction.id}",
-            sender_roles=roles,
-        )
+        user, is_group = interaction.user, not chat_id.startswith("dm:")
+        roles = roles_of(interaction.guild, user)
+        ident, name = f"i{interaction.id}", user.display_name
+        return press_message(self, chat_id, is_group, str(user.id), text, ident, name, roles)
 
     async def _member_joined(self, member: discord.Member) -> None:
         client = self.client

@@ -130,13 +130,13 @@ def images_of(message: discord.Message) -> list[str]:
     return [a.url for a in message.attachments if is_image(a)]
 
 
-def roles_of(message: discord.Message) -> list[str]:
+def roles_of(guild: discord.Guild | None, author: object) -> list[str]:
     """`owner` (the guild's owner) or `admin` (ADMINISTRATOR or MANAGE_GUILD from the
-    member's roles), as Discord reports them: `bot.trust_group_admins`."""
-    guild, author = message.guild, message.author
-    if guild is None or not isinstance(author, discord.Member):
+    member's roles) of a message's or a press's author, as Discord reports them:
+    `bot.trust_group_admins`."""
+    if not isinstance(author, discord.Member):
         return []
-    if guild.owner_id == author.id:
+    if guild is not None and guild.owner_id == author.id:
         return ["owner"]
     perms = author.guild_permissions
     return ["admin"] if perms.administrator or perms.manage_guild else []
