@@ -45,6 +45,7 @@ from typing import Any
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamObserver
 from chatfn.runtime.bot import Bot
 from chatfn.runtime.settings import parse_settings
+from chatfn.storage import schema_child
 from chatfn.storage.loop_guard import LoopGuard
 from function_calls.registry import Registry
 from providers.base import ChatModel
@@ -191,6 +192,10 @@ if pytest is not None:
             "allow_model_requests: this test may send real model requests (to a host that is "
             "not loopback); others have them refused",
         )
+        # A bot built in a test migrates its fresh database in the test's process, not in a
+        # child as a served bot does (chatfn/storage/schema_child.py): a child would cost each
+        # test's bot ~1 s of CPU to spare memory a test process does not need spared.
+        schema_child.in_process(True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> None:

@@ -39,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 
 from chatfn.common.config import ConfigError
 from chatfn.common.extras import POSTGRES, import_extra
-from chatfn.storage import fates, pipeline, schema
+from chatfn.storage import fates, pipeline, schema, schema_child
 from chatfn.storage.chat_state import (
     ChatState,
     Check,
@@ -230,6 +230,7 @@ class Storage:
         # An in-memory SQLite database exists once per connection: one connection, shared by
         # the threads (StaticPool), used by one thread at a time.
         memory = url.startswith("sqlite") and (":memory:" in url or url == "sqlite://")
+        self._memory = memory
         extra: dict[str, Any] = {}
         if memory:
             extra = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
@@ -363,17 +364,29 @@ class Storage:
         return self._threads.call(functools.partial(fn, *args, **kwargs))
 
     def create_tables(self) -> None:
-        """Bring the schema to the newest revision (Alembic; chatfn/storage/schema.py): every table,
-        on SQLite or PostgreSQL, whether the database is empty, current, or made by a version
-        from before migrations."""
-        self.migrate()
+        """A bot's start: bring the schema to the newest revision (Alembic;
+        chatfn/storage/schema.py): every table, on SQLite or PostgreSQL, whether the database
+        is empty, current, or made by a version from before migrations. What is pending runs in
+        a child process (chatfn/storage/schema_child.py), so the bot's own never imports
+        Alembic; an in-memory database, or a process that asked for it, migrates in process."""
+        if self._memory or schema_child.in_process():
+            self.migrate()
+            return
+        try:
+            if not schema.at_head(self.engine):
+                schema_child.upgrade(self.url)
+        except Exception as exc:
+            raise self._migration_error(exc) from exc
 
     def migrate(self) -> SchemaState:
-        """Run pending migrations; returns the state found before."""
+        """Run pending migrations in this process; returns the state found before."""
         try:
             return schema.upgrade(self.engine)
         except Exception as exc:
-            raise StorageError(f"cannot migrate the database at {self.safe_url}: {exc}") from exc
+            raise self._migration_error(exc) from exc
+
+    def _migration_error(self, exc: Exception) -> StorageError:
+        return StorageError(f"cannot migrate the database at {self.safe_url}: {exc}")
 
     def schema_state(self) -> SchemaState:
         return schema.state(self.engine)

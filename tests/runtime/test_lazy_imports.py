@@ -4,9 +4,12 @@ start-up"): checked in a fresh interpreter, since the test session itself import
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+from chatfn.storage import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,3 +73,26 @@ def test_a_started_bot_answering_a_command_has_not_imported_the_lazy_modules(tmp
     assert "sqlalchemy" in loaded and "function_calls.builtins.reminders" in loaded
     early = [m for m in LAZY if any(n == m or n.startswith(m + ".") for n in loaded)]
     assert early == []
+
+
+def test_a_first_start_on_an_empty_database_migrates_without_importing_alembic(tmp_path):
+    """A bot's first start migrates its empty database in a child process
+    (chatfn/storage/schema_child.py): Alembic and Mako never load into the bot's own, which
+    would keep them (~13 MB) for its life; the database is at the head all the same."""
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"storage": {"url": f"sqlite:///{tmp_path / 'bot.db'}"}}))
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(config)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    loaded = set(json.loads(out.splitlines()[-1]))
+    assert "chatfn.runtime.bot" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in ("alembic", "mako")) == []
+    with sqlite3.connect(tmp_path / "bot.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (schema.head(),)
+        ]
