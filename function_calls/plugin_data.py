@@ -77,13 +77,40 @@ def tables_named(statement: ClauseElement) -> set[str]:
     return names
 
 
+# Statements a view has found to name only its tables, kept (with the object, so that its id
+# is not reused) to pass again without a walk: a plugin's statement built once and run per
+# row or per search (the knowledge search runs a dozen) costs the walk once. Core statements
+# do not change after they are built (each method returns a new one).
+_CHECKED_KEPT = 512
+
+
+class _Checked:
+    def __init__(self) -> None:
+        self._seen: dict[int, ClauseElement] = {}
+
+    def __contains__(self, statement: ClauseElement) -> bool:
+        return self._seen.get(id(statement)) is statement
+
+    def add(self, statement: ClauseElement) -> None:
+        if len(self._seen) >= _CHECKED_KEPT:
+            self._seen.clear()
+        self._seen[id(statement)] = statement
+
+
 class PluginConnection:
     """A database connection that executes only statements on the plugin's own tables."""
 
-    def __init__(self, conn: Connection, plugin: str, allowed: frozenset[str]) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        plugin: str,
+        allowed: frozenset[str],
+        checked: _Checked | None = None,
+    ) -> None:
         self._conn = conn
         self.plugin = plugin
         self.allowed = allowed
+        self._checked = checked if checked is not None else _Checked()
 
     @property
     def dialect(self) -> Dialect:
@@ -98,6 +125,8 @@ class PluginConnection:
             )
         if not isinstance(statement, ClauseElement):
             raise TableRefused(f"plugin {self.plugin}: not a SQL statement: {statement!r}")
+        if statement in self._checked:
+            return
         others = tables_named(statement) - self.allowed
         if others:
             declared = ", ".join(sorted(self.allowed)) or "none"
@@ -105,6 +134,7 @@ class PluginConnection:
                 f"plugin {self.plugin} may use only the tables it declared ({declared}); "
                 f"the statement uses {', '.join(sorted(others))}"
             )
+        self._checked.add(statement)
 
     def _declared(self, tables: tuple[Table, ...]) -> None:
         others = {t.fullname for t in tables} - self.allowed
@@ -172,6 +202,7 @@ class PluginDatabase:
         self._tables = tables
         # A second engine of this view's own (`sqlite_extension`), disposed by `close`.
         self._own_engine = engine
+        self._checked = _Checked()
 
     @property
     def _engine(self) -> Engine:
@@ -197,13 +228,13 @@ class PluginDatabase:
     def connect(self) -> Iterator[PluginConnection]:
         """A connection for reads (blocking: inside a function given to `run`)."""
         with self._engine.connect() as conn:
-            yield PluginConnection(conn, self.plugin, self.allowed)
+            yield PluginConnection(conn, self.plugin, self.allowed, self._checked)
 
     @contextmanager
     def begin(self) -> Iterator[PluginConnection]:
         """A transaction, committed when the block ends (blocking: inside `run`)."""
         with self._engine.begin() as conn:
-            yield PluginConnection(conn, self.plugin, self.allowed)
+            yield PluginConnection(conn, self.plugin, self.allowed, self._checked)
 
     def sqlite_extension(self, module: Any, load: Callable[[Any], None]) -> PluginDatabase:
         """This view over a second engine on the same SQLite file, built on the DB-API
