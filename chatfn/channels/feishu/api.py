@@ -32,10 +32,8 @@ wait, and the caller decides whether to wait it out (send.py).
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -76,6 +74,9 @@ from lark_oapi.core.token import verify
 from lark_oapi.core.utils import Files
 
 from chatfn.channels.feishu.settings import FeishuSettings
+from chatfn.channels.kit import rest
+from chatfn.channels.kit.rest import ApiSession
+from chatfn.channels.kit.token import ExpiringToken
 
 __all__ = [
     "AuthRefused",
@@ -97,12 +98,7 @@ class Unavailable(Exception):
 
 
 #: Network trouble and the platform's 5xx: the message waits in the outbox.
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,
-    Unavailable,
-    OSError,
-    TimeoutError,
-)
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
 T = TypeVar("T")
 R = TypeVar("R", bound=BaseResponse)
 
@@ -172,31 +168,16 @@ def check(response: Any) -> Any:
     return response
 
 
-class TenantToken:
-    """The app's tenant_access_token, fetched and renewed as the module docstring says."""
+class TenantToken(ExpiringToken):
+    """The app's tenant_access_token, fetched and renewed as the module docstring says (the
+    bookkeeping is the kit's; the fetch and what a refusal is are here)."""
 
     def __init__(self, api: FeishuApi, settings: FeishuSettings) -> None:
+        super().__init__(self._fetch_token, lambda life: max(life - 1800.0, life / 2))
         self.api = api
         self.cfg = settings
-        self._token = ""
-        self._renew_at = 0.0
-        self._lock = asyncio.Lock()
-        self.fetched = 0  # how many times a token was asked for (tests, health)
 
-    async def get(self) -> str:
-        if self._token and time.monotonic() < self._renew_at:
-            return self._token
-        async with self._lock:
-            if self._token and time.monotonic() < self._renew_at:
-                return self._token
-            return await self._fetch()
-
-    def forget(self, token: str) -> None:
-        """The platform said `token` is not valid (any more): the next call fetches one."""
-        if token == self._token:
-            self._token, self._renew_at = "", 0.0
-
-    async def _fetch(self) -> str:
+    async def _fetch_token(self) -> tuple[str, float]:
         request = (
             InternalTenantAccessTokenRequest.builder()
             .request_body(
@@ -207,7 +188,6 @@ class TenantToken:
             )
             .build()
         )
-        self.fetched += 1
         raw = await self.api.send_raw(request, RequestOption())
         if int(getattr(raw, "status_code", 200) or 200) >= 500:
             raise Unavailable(f"Feishu answered HTTP {raw.status_code}")
@@ -218,16 +198,16 @@ class TenantToken:
         token = str(body.get("tenant_access_token") or "")
         if code != 0 or not token:
             raise AuthRefused(code, str(body.get("msg") or "no token"), raw.status_code)
-        life = max(1.0, float(body.get("expire") or 7200))
-        self._token = token
-        self._renew_at = time.monotonic() + max(life - 1800.0, life / 2)
-        return token
+        return token, max(1.0, float(body.get("expire") or 7200))
 
 
-class FeishuApi:
+class FeishuApi(ApiSession):
     """The calls the channel makes, each with the tenant token, errors as FeishuError."""
 
+    timeout = 30.0
+
     def __init__(self, settings: FeishuSettings) -> None:
+        super().__init__()
         self.cfg = settings
         self.client = (
             lark.Client.builder()
@@ -235,17 +215,11 @@ class FeishuApi:
             .app_secret(settings.secret_text("app_secret"))
             .domain(settings.base_url)
             .enable_set_token(True)
-            .timeout(30)
+            .timeout(int(self.timeout))
             .log_level(lark.LogLevel.ERROR)
             .build()
         )
         self.token = TenantToken(self, settings)
-        self._http: aiohttp.ClientSession | None = None
-
-    async def aclose(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
 
     async def send_raw(self, request: BaseRequest, option: RequestOption) -> RawResponse:
         """One request as the SDK builds it, over the pooled client (module docstring)."""
@@ -267,11 +241,7 @@ class FeishuApi:
             body = form
         elif request.body is not None:
             body = aiohttp.JsonPayload(json.loads(JSON.marshal(request.body)))
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=float(config.timeout or 30))
-            )
-        async with self._http.request(
+        async with self.session().request(
             str(request.http_method.name),
             url,
             headers=headers,

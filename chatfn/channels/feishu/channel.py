@@ -209,7 +209,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             if sender.get("sender_type") not in (None, "user"):
                 return kit.settled()  # the bot's own and other apps' messages
             ref = chat_ref(message)
-            if not ref.chat or not message.get("message_id"):
+            if not ref.target or not message.get("message_id"):
                 return kit.settled()
             taken, ident = kit.Taken(previous), str(message["message_id"])
             self.inbound.message(
@@ -247,7 +247,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             ref = parse_chat_id(str(value.get("chat") or ""))
         except ValueError:
             return {}
-        if ref.chat != str(context.get("open_chat_id") or ""):
+        if ref.target != str(context.get("open_chat_id") or ""):
             logger.warning(
                 "Feishu click on a card of {} in chat {}: refused",
                 ref.key,
@@ -303,7 +303,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         self, ref: ChatRef, user: str, text: str, ident: str
     ) -> IncomingMessage | None:
         """A click as the clicker's own message in the chat (addressed to the bot)."""
-        name, roles = await self._person(ref.chat, user, ref.is_group)
+        name, roles = await self._person(ref.target, user, ref.is_group)
         return presses.press_message(self, ref.key, ref.is_group, user, text, ident, name, roles)
 
     async def _incoming(
@@ -327,7 +327,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         ]
         if not read.text.strip() and not images and not voices:  # nothing said: not asked
             return None
-        name, roles = await self._person(ref.chat, user, ref.is_group)
+        name, roles = await self._person(ref.target, user, ref.is_group)
         return self.incoming(
             ref.key,
             user,

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatfn.channels import kit
+from chatfn.channels.kit.chats import ThreadChat
 
 __all__ = ["ChatRef", "Read", "chat_ref", "parse_chat_id", "read_message"]
 
@@ -35,18 +35,14 @@ _CHAT = re.compile(r"^oc_[A-Za-z0-9_\-]{1,64}$")
 _MESSAGE = re.compile(r"^om_[A-Za-z0-9_\-]{1,64}$")
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
+class ChatRef(ThreadChat):
     """Where a message is: the Feishu chat_id, the thread's root message if in a thread."""
 
-    chat: str
-    is_group: bool
-    thread: str | None = None
+    __slots__ = ()
 
     @property
-    def key(self) -> str:
-        base = f"{'group' if self.is_group else 'private'}:{self.chat}"
-        return f"{base}:thread:{self.thread}" if self.thread else base
+    def chat(self) -> str:
+        return self.target
 
 
 def chat_ref(message: dict[str, Any]) -> ChatRef:
@@ -57,15 +53,13 @@ def chat_ref(message: dict[str, Any]) -> ChatRef:
     if is_group and message.get("thread_id"):
         root = str(message.get("root_id") or message.get("message_id") or "")
         thread = root if _MESSAGE.match(root) else None
-    return ChatRef(str(message.get("chat_id") or ""), is_group, thread)
+    return ChatRef(is_group, str(message.get("chat_id") or ""), thread)
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to send; ValueError naming the expected shape."""
     shapes = "private:oc_..., group:oc_... or group:oc_...:thread:om_..."
-    found = kit.chat_parts(chat_id, _CHAT, _MESSAGE, "Feishu", shapes, private_threads=False)
-    is_group, chat, thread = found
-    return ChatRef(chat, is_group, thread)
+    return ChatRef.parse(chat_id, _CHAT, _MESSAGE, "Feishu", shapes, private_threads=False)
 
 
 @dataclass(slots=True)

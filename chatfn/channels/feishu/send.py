@@ -188,4 +188,4 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
             except kit.DeliveryRefused as exc:
                 # The message answered was withdrawn or is out of reach: answer in the chat.
                 logger.info("Feishu reply to {} refused ({}): sent to the chat", reply_to, exc)
-        return await self.call(key, lambda: self.api.send(ref.chat, msg_type, content, uuid))
+        return await self.call(key, lambda: self.api.send(ref.target, msg_type, content, uuid))

@@ -16,9 +16,8 @@ bot's `<@U...>` mention is removed (it addressed the bot); other markup is made 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from chatfn.channels import kit
+from chatfn.channels.kit.chats import ThreadChat
 
 __all__ = ["ChatRef", "chat_ref", "parse_chat_id", "read_text"]
 
@@ -27,19 +26,18 @@ _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
 _MARKUP = re.compile(r"<([^<>]*)>")
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
+class ChatRef(ThreadChat):
     """Where a message is: the Slack channel id, the thread (its parent's ts) if any."""
 
-    channel: str
-    thread_ts: str | None
-    is_group: bool
+    __slots__ = ()
 
     @property
-    def key(self) -> str:
-        kind = "group" if self.is_group else "private"
-        base = f"{kind}:{self.channel}"
-        return f"{base}:thread:{self.thread_ts}" if self.thread_ts else base
+    def channel(self) -> str:
+        return self.target
+
+    @property
+    def thread_ts(self) -> str | None:
+        return self.thread
 
 
 def chat_ref(channel: str, channel_type: str | None, thread_ts: str | None, ts: str) -> ChatRef:
@@ -48,14 +46,13 @@ def chat_ref(channel: str, channel_type: str | None, thread_ts: str | None, ts: 
     parent (thread_ts == ts) is the top-level message, so it stays in the channel's chat."""
     is_dm = channel_type == "im" if channel_type else channel.startswith("D")
     thread = thread_ts if thread_ts and thread_ts != ts else None
-    return ChatRef(channel, thread, is_group=not is_dm)
+    return ChatRef(not is_dm, channel, thread)
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     """A chat id back to where to post; ValueError naming the expected shape."""
     shapes = "private:<D...>, group:<C...> or group:<C...>:thread:<ts>"
-    is_group, channel, thread = kit.chat_parts(chat_id, _ID, _TS, "Slack", shapes)
-    return ChatRef(channel, thread, is_group)
+    return ChatRef.parse(chat_id, _ID, _TS, "Slack", shapes)
 
 
 def read_text(text: str, bot_user_id: str) -> tuple[str, bool]:

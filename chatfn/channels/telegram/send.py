@@ -143,54 +143,35 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
         reply_to: int | None,
         keyboard: InlineKeyboardMarkup | None = None,
     ) -> None:
-        rendered = mention + to_telegram_markdown_v2(part)
-
-        async def markdown(chat: int) -> Message:
+        async def send(chat: int, text: str | None, mode: ParseMode | None) -> Message:
             return await self.bot.send_message(
                 chat,
-                rendered,
-                parse_mode=ParseMode.MARKDOWN_V2,
+                text or "",
+                parse_mode=mode,
                 message_thread_id=ref.thread_id,
                 reply_parameters=_reply(reply_to),
                 reply_markup=keyboard,
             )
 
-        async def plain(chat: int) -> Message:
-            return await self.bot.send_message(
-                chat,
-                to_plain(part),
-                message_thread_id=ref.thread_id,
-                reply_parameters=_reply(reply_to),
-                reply_markup=keyboard,
-            )
-
-        await self._formatted(ref, markdown, plain)
+        await self._formatted(ref, send, mention + to_telegram_markdown_v2(part), to_plain(part))
 
     async def _image(
         self, ref: ChatRef, image: str, caption: str | None, mention: str, reply_to: int | None
     ) -> None:
         photo = kit.decode_image(image)
 
-        async def markdown(chat: int) -> Message:
+        async def send(chat: int, text: str | None, mode: ParseMode | None) -> Message:
             return await self.bot.send_photo(
                 chat,
                 photo,
-                caption=mention + to_telegram_markdown_v2(caption) if caption else None,
-                parse_mode=ParseMode.MARKDOWN_V2 if caption else None,
+                caption=text,
+                parse_mode=mode if text else None,
                 message_thread_id=ref.thread_id,
                 reply_parameters=_reply(reply_to),
             )
 
-        async def plain(chat: int) -> Message:
-            return await self.bot.send_photo(
-                chat,
-                photo,
-                caption=to_plain(caption) if caption else None,
-                message_thread_id=ref.thread_id,
-                reply_parameters=_reply(reply_to),
-            )
-
-        await self._formatted(ref, markdown, plain)
+        rendered = mention + to_telegram_markdown_v2(caption) if caption else None
+        await self._formatted(ref, send, rendered, to_plain(caption) if caption else None)
 
     async def _voice(self, ref: ChatRef, voice: str) -> None:
         """A spoken reply as a voice message (`sendVoice`, OGG/Opus), after its text: one
@@ -207,11 +188,14 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
     async def _formatted(
         self,
         ref: ChatRef,
-        markdown: Callable[[int], Awaitable[Message]],
-        plain: Callable[[int], Awaitable[Message]],
+        send: Callable[[int, str | None, ParseMode | None], Awaitable[Message]],
+        markdown: str | None,
+        plain: str | None,
     ) -> None:
+        """`send(chat, text, parse_mode)` with `markdown` as MarkdownV2, and again with
+        `plain` as plain text should Telegram refuse it."""
         try:
-            await self._call(ref, markdown)
+            await self._call(ref, lambda chat: send(chat, markdown, ParseMode.MARKDOWN_V2))
         except BadRequest as exc:
             # "can't parse entities" (MarkdownV2 Telegram still refuses), "wrong HTTP URL" in a
             # link, ...: the same words as plain text, so a formatting bug loses no reply.
@@ -221,7 +205,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
                 exc,
             )
             try:
-                await self._call(ref, plain)
+                await self._call(ref, lambda chat: send(chat, plain, None))
             except BadRequest as again:
                 raise kit.DeliveryRefused(
                     f"Telegram refused the message to {ref.key}: {again}"
