@@ -38,7 +38,6 @@ import hashlib
 import io
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from html import escape
@@ -49,6 +48,7 @@ from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
+from chatfn.channels.kit.recent import Recent
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
@@ -112,7 +112,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         self._not_before = 0.0  # monotonic time a long M_LIMIT_EXCEEDED asked to wait until
         # Event id of a message said in a thread -> the thread's root: the answer goes into
         # the same thread (remembered for the last THREADS_KEPT such messages of this run).
-        self.threads: OrderedDict[str, str] = OrderedDict()
+        self.threads: Recent[str, str] = Recent(THREADS_KEPT)
 
     # -- splitting -----------------------------------------------------------------------------
     def split(self, text: str) -> list[str]:
@@ -209,9 +209,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         return f"{name}: ", pill
 
     def note_thread(self, event_id: str, root: str) -> None:
-        self.threads[event_id] = root
-        if len(self.threads) > THREADS_KEPT:
-            self.threads.popitem(last=False)
+        self.threads.put(event_id, root)
 
     @staticmethod
     def _relation(thread: str | None, reply_to: str | None, answered: str | None) -> Any:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +42,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.history import CLOCK_SLACK, Owed, SentCheck, match_sent, plain_words
@@ -117,12 +117,12 @@ class OneBotChannel(OneBotLink):
             burst=self.cfg.send_burst,
             split=lambda text: plain_parts(text, limit),
         )
-        self._route: dict[str, str] = {}  # chat id -> self id that last saw it
+        self._route: Recent[str, str] = Recent(ROUTES_KEPT)  # chat id -> the account that saw it
         # Per account: one message at a time is split and rendered, one per pass of the event
         # loop, so a thousand owed to one account do not take the loop from the others.
         self._preparing: dict[str, asyncio.Lock] = {}
         # message id -> (text, image references)
-        self._quotes: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()
+        self._quotes: Recent[str, tuple[str, list[str]]] = Recent(_QUOTE_CACHE)
         self.history = SentCheck(self.call_action)
         self.catch_up = CatchUp(self, self._missed)
         self.bound_port: int | None = None
@@ -298,9 +298,7 @@ class OneBotChannel(OneBotLink):
         return text, parsed.images
 
     def _remember(self, message_id: str, text: str, images: list[str] | None = None) -> None:
-        self._quotes[message_id] = (text, images or [])
-        if len(self._quotes) > _QUOTE_CACHE:
-            self._quotes.popitem(last=False)
+        self._quotes.put(message_id, (text, images or []))
 
     async def _member_joined(self, self_id: str, event: dict[str, Any]) -> list[SystemEvent]:
         if event.get("notice_type") != "group_increase":
@@ -367,10 +365,7 @@ class OneBotChannel(OneBotLink):
         """Note the account that serves `chat_id`, keeping the `ROUTES_KEPT` most recent chats:
         a bot in more chats than that forgets the longest idle ones (a message to one of those
         goes through the first connected account until that chat speaks again)."""
-        self._route.pop(chat_id, None)
-        self._route[chat_id] = self_id
-        if len(self._route) > ROUTES_KEPT:
-            self._route.pop(next(iter(self._route)))
+        self._route.put(chat_id, self_id)
 
     def _self_id_for(self, chat_id: str) -> str:
         """The account that last saw this chat; with none known, the only (or first)

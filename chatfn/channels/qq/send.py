@@ -52,7 +52,6 @@ from __future__ import annotations
 import base64
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +60,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
@@ -99,26 +99,19 @@ class Passive:
     message and event ids (in memory: after a restart a reply tries its `reply_to`)."""
 
     def __init__(self) -> None:
-        self._messages: OrderedDict[str, _Seen] = OrderedDict()
-        self._latest: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self._events: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        self._replies: OrderedDict[str, set[int]] = OrderedDict()  # msg_id -> msg_seqs sent
-
-    @staticmethod
-    def _put(table: OrderedDict[str, Any], key: str, value: Any) -> None:
-        """Newest last; the least recently seen dropped past `_REMEMBER`."""
-        table[key] = value
-        table.move_to_end(key)
-        if len(table) > _REMEMBER:
-            table.popitem(last=False)
+        # Each the last _REMEMBER (kit/recent.py).
+        self._messages: Recent[str, _Seen] = Recent(_REMEMBER)
+        self._latest: Recent[str, tuple[str, float]] = Recent(_REMEMBER)
+        self._events: Recent[str, tuple[str, float]] = Recent(_REMEMBER)
+        self._replies: Recent[str, set[int]] = Recent(_REMEMBER)  # msg_id -> msg_seqs sent
 
     def message(self, chat: str, msg_id: str, at: float | None = None) -> None:
         when = time.time() if at is None else at
-        self._put(self._messages, msg_id, _Seen(when, chat))
-        self._put(self._latest, chat, (msg_id, when))
+        self._messages.put(msg_id, _Seen(when, chat))
+        self._latest.put(chat, (msg_id, when))
 
     def event(self, chat: str, event_id: str, at: float | None = None) -> None:
-        self._put(self._events, chat, (event_id, time.time() if at is None else at))
+        self._events.put(chat, (event_id, time.time() if at is None else at))
 
     def arrived(self, msg_id: str) -> float | None:
         seen = self._messages.get(msg_id)
@@ -128,7 +121,7 @@ class Passive:
         """QQ took a reply to `msg_id` with `msg_seq` `seq`."""
         seqs = self._replies.get(msg_id) or set()
         seqs.add(seq)
-        self._put(self._replies, msg_id, seqs)
+        self._replies.put(msg_id, seqs)
 
     def room(self, msg_id: str, seqs: list[int]) -> int:
         """How many replies `msg_id` still takes, not counting `seqs` (the same row's parts,
