@@ -37,13 +37,18 @@ def __getattr__(name: str) -> Any:
 
 
 def tables(cfg: KnowledgeSettings) -> Tables | None:
-    """Its tables where it has bases (store.py, imported only then); the runtime creates them
-    before the setup below, as every plugin's."""
+    """Its tables where it has bases (store.py, imported only then), with each base's vector
+    tables (vectors.py); the runtime creates them before the setup below, as every plugin's.
+    They are all the service's statements may name: it gets `plugin.database(host)`."""
     if not cfg.bases:
         return None
-    from function_calls.builtins.knowledge.store import TABLES
+    from function_calls.builtins.knowledge.store import tables as knowledge_tables
+    from function_calls.builtins.knowledge.vectors import declared_tables, pgvector_step
 
-    return TABLES
+    pgvector = cfg.vector_backend in ("auto", "pgvector") and any(
+        base.embedding_model for base in cfg.bases.values()
+    )
+    return knowledge_tables(declared_tables(cfg), also=pgvector_step if pgvector else None)
 
 
 plugin = Plugin(
@@ -78,7 +83,7 @@ def create_service(host: PluginHost) -> None:
         return  # nothing to index or search: /kb says so (functions.py)
     from function_calls.builtins.knowledge.service import KnowledgeService
 
-    host.provide(KnowledgeService(host, cfg))
+    host.provide(KnowledgeService(host, cfg, plugin.database(host)))
 
 
 @plugin.on_startup

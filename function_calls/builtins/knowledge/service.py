@@ -27,7 +27,14 @@ from pathlib import Path
 from loguru import logger
 from yarl import URL
 
-from function_calls import ConfigError, FetchError, PluginHost, Storage, StorageError, fetch
+from function_calls import (
+    ConfigError,
+    FetchError,
+    PluginDatabase,
+    PluginHost,
+    StorageError,
+    fetch,
+)
 from function_calls.builtins.knowledge import store
 from function_calls.builtins.knowledge.chunks import chunk
 from function_calls.builtins.knowledge.embeddings import Embedder, EmbeddingError
@@ -135,10 +142,12 @@ def _title(sections: list[Section], fallback: str) -> str:
 
 
 class KnowledgeService:
-    """One per bot: the index of every base, its sync and its search."""
+    """One per bot: the index of every base, its sync and its search. Its way to the database
+    is `db`, the plugin's view of its declared tables (`plugin.database(host)`), as a
+    third-party plugin's is: from the host it reads only its settings."""
 
-    def __init__(self, host: PluginHost, cfg: KnowledgeSettings) -> None:
-        self.storage: Storage = host.storage
+    def __init__(self, host: PluginHost, cfg: KnowledgeSettings, db: PluginDatabase) -> None:
+        self.db = db
         self.cfg = cfg
         self.base_dir = Path(host.settings.base_dir)
         # `bot.fetch` (allow_hosts, allow_networks) when the config has it: what a URL added
@@ -170,9 +179,7 @@ class KnowledgeService:
         """Pick the vector backend, then index in the background (the tables are the plugin's
         declared ones, made when the bot was built)."""
         if self.embedders:
-            self.vectors = await self.storage.run(
-                choose, self.storage.engine, self.storage.url, self.cfg.vector_backend
-            )
+            self.vectors = await self.db.run(choose, self.db, self.cfg.vector_backend)
             logger.info("knowledge: vectors in {}", self.vectors.name)
         self._task = asyncio.create_task(self._run(), name="knowledge-sync")
 
@@ -201,9 +208,9 @@ class KnowledgeService:
                 await self._task
         for embedder in self.embedders.values():
             await embedder.aclose()
-        engine = getattr(self.vectors, "engine", None)
-        if engine is not None and engine is not self.storage.engine:
-            await asyncio.to_thread(engine.dispose)
+        vectors_db = getattr(self.vectors, "db", None)
+        if vectors_db is not None and vectors_db is not self.db:  # sqlite-vec's own engine
+            await asyncio.to_thread(vectors_db.close)
 
     # -- indexing --------------------------------------------------------------------------------
     async def sync(
@@ -216,17 +223,25 @@ class KnowledgeService:
                 if bases is not None and name not in bases:
                     continue
                 await self._sync_base(name, base, done, fetch_urls=fetch_urls, force=force)
-            if bases is None:  # a base taken out of the config leaves the index
-                for doc in await self.storage.run(store.documents, self.storage.engine):
-                    if doc.base not in self.cfg.bases:
-                        ids = await self.storage.run(
-                            store.delete_document, self.storage.engine, doc.id
-                        )
-                        if self.vectors is not None:
-                            with contextlib.suppress(Exception):  # it may never have had any
-                                await self.storage.run(self.vectors.remove, doc.base, ids)
-                        done["removed"] += 1
+            if bases is None:
+                await self._drop_removed_bases(done)
         return done
+
+    async def _drop_removed_bases(self, done: dict[str, int]) -> None:
+        """A base taken out of the config leaves the index. Its vector table (sqlite-vec,
+        pgvector) is no longer among the declared ones, so its vectors stay where they are;
+        its `embedding:` mark goes, so a base of that name added again starts them anew."""
+        gone: set[str] = set()
+        for doc in await self.db.run(store.documents, self.db):
+            if doc.base not in self.cfg.bases:
+                ids = await self.db.run(store.delete_document, self.db, doc.id)
+                if self.vectors is not None:
+                    with contextlib.suppress(Exception):  # it may never have had any
+                        await self.db.run(self.vectors.remove, doc.base, ids)
+                gone.add(doc.base)
+                done["removed"] += 1
+        for base in gone:
+            await self.db.run(store.forget_meta, self.db, f"embedding:{base}")
 
     async def _prepare_vectors(self, name: str, base: BaseSettings, force: bool) -> bool:
         """Whether every passage of `name` needs embedding again (a new model, or forced)."""
@@ -234,20 +249,19 @@ class KnowledgeService:
             return False
         key = f"embedding:{name}"
         want = f"{base.embedding_model}:{self.embedders[base.embedding_model].model}"
-        have = await self.storage.run(store.get_meta, self.storage.engine, key)
+        have = await self.db.run(store.get_meta, self.db, key)
         if have != want or force:
-            await self.storage.run(self.vectors.clear, name)
-            await self.storage.run(store.set_meta, self.storage.engine, key, want)
+            await self.db.run(self.vectors.clear, name)
+            await self.db.run(store.set_meta, self.db, key, want)
             return True
         return False
 
     async def _sync_base(
         self, name: str, base: BaseSettings, done: dict[str, int], *, fetch_urls: bool, force: bool
     ) -> None:
-        engine = self.storage.engine
         redo_vectors = await self._prepare_vectors(name, base, force)
         files, urls = await asyncio.to_thread(expand, base.sources, self.base_dir)
-        docs = {d.source: d for d in await self.storage.run(store.documents, engine, [name])}
+        docs = {d.source: d for d in await self.db.run(store.documents, self.db, [name])}
         for f in files:
             try:
                 stat = await asyncio.to_thread(os.stat, f.path)
@@ -270,7 +284,7 @@ class KnowledgeService:
                     and not force
                     and not self._needs_vectors(base, old, redo_vectors)
                 ):
-                    await self.storage.run(store.touch, engine, old.id, stat.st_size, stat.st_mtime)
+                    await self.db.run(store.touch, self.db, old.id, stat.st_size, stat.st_mtime)
                     done["unchanged"] += 1
                     continue
                 await self._index(
@@ -384,11 +398,9 @@ class KnowledgeService:
             mtime=mtime,
             added_by=added_by,
         )
-        doc_id, ids, old_ids = await self.storage.run(
-            store.replace_document, self.storage.engine, doc, pairs
-        )
+        doc_id, ids, old_ids = await self.db.run(store.replace_document, self.db, doc, pairs)
         if self.vectors is not None and base.embedding_model is not None:
-            await self.storage.run(self.vectors.remove, name, old_ids)
+            await self.db.run(self.vectors.remove, name, old_ids)
             try:
                 await self._write_vectors(name, base, doc_id, list(zip(ids, pairs, strict=True)))
             except EmbeddingError as exc:  # keyword search has it already; vectors next sync
@@ -403,26 +415,26 @@ class KnowledgeService:
         texts = [f"{h}\n{t}" if h else t for _, (h, t) in items]
         vectors = await self.embedders[base.embedding_model].embed(texts) if texts else []
         if vectors:
-            await self.storage.run(self.vectors.ensure, name, len(vectors[0]))
-            await self.storage.run(
+            await self.db.run(self.vectors.ensure, name, len(vectors[0]))
+            await self.db.run(
                 self.vectors.add, name, [(i, v) for (i, _), v in zip(items, vectors, strict=True)]
             )
-        await self.storage.run(store.mark_vectors, self.storage.engine, doc_id)
+        await self.db.run(store.mark_vectors, self.db, doc_id)
 
     async def _embed_again(self, name: str, base: BaseSettings, doc: store.Document) -> None:
-        rows = await self.storage.run(store.chunk_texts, self.storage.engine, doc.id)
+        rows = await self.db.run(store.chunk_texts, self.db, doc.id)
         try:
             await self._write_vectors(name, base, doc.id, [(i, (h, t)) for i, h, t in rows])
         except EmbeddingError as exc:
             logger.warning("knowledge: {} not embedded: {}", doc.source, exc)
 
     async def _remove(self, doc: store.Document) -> None:
-        ids = await self.storage.run(store.delete_document, self.storage.engine, doc.id)
+        ids = await self.db.run(store.delete_document, self.db, doc.id)
         if (
             self.vectors is not None
             and self.cfg.bases.get(doc.base, BaseSettings()).embedding_model
         ):
-            await self.storage.run(self.vectors.remove, doc.base, ids)
+            await self.db.run(self.vectors.remove, doc.base, ids)
         logger.info("knowledge: {} removed from {}", doc.source, doc.base)
 
     # -- what admins do from a chat ------------------------------------------------------------
@@ -432,7 +444,7 @@ class KnowledgeService:
         done = {"indexed": 0, "unchanged": 0}
         async with self._lock:
             if is_url(content):
-                docs = await self.storage.run(store.documents, self.storage.engine, [base])
+                docs = await self.db.run(store.documents, self.db, [base])
                 old = next((d for d in docs if d.source == content), None)
                 doc_id = await self._index_url(
                     base, settings, content, old, True, done, added_by=added_by
@@ -453,7 +465,7 @@ class KnowledgeService:
                     0.0,
                     added_by=added_by,
                 )
-        docs = await self.storage.run(store.documents, self.storage.engine, [base])
+        docs = await self.db.run(store.documents, self.db, [base])
         return next(d for d in docs if d.id == doc_id)
 
     async def remove(self, doc: store.Document) -> None:
@@ -461,10 +473,10 @@ class KnowledgeService:
             await self._remove(doc)
 
     async def documents(self, bases: Sequence[str]) -> list[store.Document]:
-        return await self.storage.run(store.documents, self.storage.engine, list(bases))
+        return await self.db.run(store.documents, self.db, list(bases))
 
     async def counts(self) -> dict[str, tuple[int, int]]:
-        return await self.storage.run(store.counts, self.storage.engine)
+        return await self.db.run(store.counts, self.db)
 
     # -- search ----------------------------------------------------------------------------------
     async def search(
@@ -477,10 +489,9 @@ class KnowledgeService:
         if not bases or not query.strip():
             return []
         pool = k * CANDIDATES
-        engine = self.storage.engine
-        # Reads beside the turns' storage thread (Storage.run_aside): a search takes 4-6 ms of
+        # Reads beside the turns' storage thread (the view's run_aside): a search takes 4-6 ms of
         # SQLite, which every other chat's commit would otherwise wait behind.
-        keyword = await self.storage.run_aside(store.keyword_search, engine, query, bases, pool)
+        keyword = await self.db.run_aside(store.keyword_search, self.db, query, bases, pool)
         with_vectors = [b for b in bases if self.cfg.bases[b].embedding_model]
         if self.vectors is None or not with_vectors:
             return keyword[:k]
@@ -490,7 +501,7 @@ class KnowledgeService:
         fused = rrf([[p.chunk_id for p in keyword], [i for i, _ in nearest]])[:k]
         known = {p.chunk_id: p for p in keyword}
         missing = [i for i, _ in fused if i not in known]
-        known.update(await self.storage.run_aside(store.passages_by_id, engine, missing))
+        known.update(await self.db.run_aside(store.passages_by_id, self.db, missing))
         out = []
         for chunk_id, score in fused:
             p = known.get(chunk_id)
@@ -516,7 +527,7 @@ class KnowledgeService:
                 return None
             for b in names:
                 try:
-                    hits += await self.storage.run_aside(self.vectors.nearest, b, vector, pool)
+                    hits += await self.db.run_aside(self.vectors.nearest, b, vector, pool)
                 except Exception as exc:  # no vectors yet (table missing): keyword only
                     logger.debug("knowledge: no vectors for {}: {}", b, exc)
         return sorted(hits, key=lambda h: -h[1])[:pool]

@@ -13,7 +13,11 @@ Three backends behind one interface, chosen from the database and `knowledge.vec
   computed in Python (NumPy when installed), the matrix of a base kept in memory until the
   base changes (`kb_meta` holds a version per base, so another process's writes are seen).
 
-Every method is synchronous (called through `Storage.run`).
+Every method is synchronous (called through the plugin database view's `run`) and reaches the
+database only through that view: each base's vector table is declared (`declared_tables`, the
+plugin's `Tables(on_demand=...)`) and made through the view's typed `create` / `create_virtual`,
+its statements are SQLAlchemy Core (`MATCH` and `<=>` as `.op`, pgvector's type a
+`UserDefinedType`).
 """
 
 from __future__ import annotations
@@ -27,25 +31,30 @@ from typing import Any, Protocol
 
 from loguru import logger
 from sqlalchemy import (
+    BigInteger,
     Column,
+    Float,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
     String,
     Table,
     bindparam,
-    create_engine,
+    cast,
     delete,
-    event,
+    func,
     insert,
     select,
-    text,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import NullType, UserDefinedType
 
-from function_calls import ConfigError, create_missing
-from function_calls.builtins.knowledge.store import get_meta, set_meta
+from function_calls import ConfigError, PluginDatabase, Vec0
+from function_calls.builtins.knowledge.settings import KnowledgeSettings
+from function_calls.builtins.knowledge.store import get_meta, set_meta, set_meta_in
 
 Hit = tuple[int, float]  # (passage id, cosine similarity)
 
@@ -74,6 +83,73 @@ def _table_name(prefix: str, base: str) -> str:
     return f"{prefix}_{base}"
 
 
+class Vector(UserDefinedType[Any]):
+    """pgvector's `vector(dim)` (`vector` in a cast), without its Python package."""
+
+    cache_ok = True
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def get_col_spec(self, **_kw: Any) -> str:
+        return f"vector({self.dim})" if self.dim else "vector"
+
+
+def vec_table(base: str) -> Table:
+    """sqlite-vec's `kb_vec_<base>` (`vec0`): the columns its statements use (`distance` and
+    `k` are vec0's hidden columns)."""
+    return Table(
+        _table_name("kb_vec", base),
+        MetaData(),
+        Column("rowid", Integer),
+        Column("embedding", LargeBinary),
+        Column("distance", Float),
+        Column("k", Integer),
+    )
+
+
+def pgvec_table(base: str, dim: int | None = None) -> Table:
+    """pgvector's `kb_pgvec_<base>`, its HNSW cosine index with it (`dim`: the column's, for
+    CREATE; statements need none)."""
+    name = _table_name("kb_pgvec", base)
+    table = Table(
+        name,
+        MetaData(),
+        Column("chunk_id", BigInteger, primary_key=True, autoincrement=False),
+        Column("embedding", Vector(dim), nullable=False),
+    )
+    Index(
+        f"ix_{name}_hnsw",
+        table.c.embedding,
+        postgresql_using="hnsw",
+        postgresql_ops={"embedding": "vector_cosine_ops"},
+    )
+    return table
+
+
+def declared_tables(cfg: KnowledgeSettings) -> list[Table]:
+    """The vector tables this configuration may use: `kb_vectors`, and each base with an
+    embedding model's own (the plugin's `Tables(on_demand=...)`)."""
+    with_model = [name for name, base in cfg.bases.items() if base.embedding_model]
+    if not with_model:
+        return []
+    return [kb_vectors, *(t(b) for b in with_model for t in (vec_table, pgvec_table))]
+
+
+_MISSING = -1  # `_stored_dim`: the table is not there
+
+
+def _stored_dim(db: PluginDatabase, dims: ColumnElement[Any]) -> int | None:
+    """The dimension of a vector table's first vector (`dims` of its column); None when it has
+    none, `_MISSING` when the table is not there."""
+    try:
+        with db.connect() as conn:
+            row = conn.execute(select(dims).limit(1)).first()
+    except DBAPIError:
+        return _MISSING
+    return None if row is None else int(row[0])
+
+
 class VectorIndex(Protocol):
     name: str
 
@@ -96,21 +172,22 @@ class TableVectors:
 
     name = "table"
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, db: PluginDatabase) -> None:
+        self.db = db
         self._cache: dict[str, tuple[str, list[int], Any]] = {}
 
     def ensure(self, base: str, dim: int) -> None:
-        create_missing(self.engine, vector_metadata)
+        with self.db.begin() as conn:
+            conn.create(kb_vectors)
 
     def _bump(self, base: str) -> None:
-        version = int(get_meta(self.engine, f"vectors:{base}") or "0") + 1
-        set_meta(self.engine, f"vectors:{base}", str(version))
+        version = int(get_meta(self.db, f"vectors:{base}") or "0") + 1
+        set_meta(self.db, f"vectors:{base}", str(version))
 
     def add(self, base: str, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if not items:
             return
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
             ids = [i for i, _ in items]
             conn.execute(delete(kb_vectors).where(kb_vectors.c.chunk_id.in_(ids)))
             conn.execute(
@@ -121,22 +198,22 @@ class TableVectors:
 
     def remove(self, base: str, ids: Sequence[int]) -> None:
         if ids:
-            with self.engine.begin() as conn:
+            with self.db.begin() as conn:
                 conn.execute(delete(kb_vectors).where(kb_vectors.c.chunk_id.in_(list(ids))))
             self._bump(base)
 
     def clear(self, base: str) -> None:
-        create_missing(self.engine, vector_metadata)
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
+            conn.create(kb_vectors)
             conn.execute(delete(kb_vectors).where(kb_vectors.c.base == base))
         self._bump(base)
 
     def _matrix(self, base: str) -> tuple[list[int], Any]:
-        version = get_meta(self.engine, f"vectors:{base}") or "0"
+        version = get_meta(self.db, f"vectors:{base}") or "0"
         cached = self._cache.get(base)
         if cached is not None and cached[0] == version:
             return cached[1], cached[2]
-        with self.engine.connect() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(
                 select(kb_vectors.c.chunk_id, kb_vectors.c.vector).where(kb_vectors.c.base == base)
             ).all()
@@ -197,11 +274,12 @@ def _loadable_sqlite() -> Any | None:
     return dbapi2
 
 
-def sqlite_vec_engine(url: str) -> Engine | None:
-    """A second engine on the bot's SQLite file with sqlite-vec loaded on every connection;
-    None when sqlite-vec or a loadable sqlite module is missing, or the database is in
-    memory (a second connection would see another database)."""
-    if ":memory:" in url or url.rstrip("/") in ("sqlite:", "sqlite:/"):
+def sqlite_vec_view(db: PluginDatabase) -> PluginDatabase | None:
+    """The plugin's view over a second engine on the bot's SQLite file with sqlite-vec loaded
+    on every connection (`PluginDatabase.sqlite_extension`); None when sqlite-vec or a
+    loadable sqlite module is missing, or the database is in memory (a second connection
+    would see another database)."""
+    if db.dialect_name != "sqlite" or db.in_memory:
         return None
     try:
         import sqlite_vec
@@ -210,23 +288,15 @@ def sqlite_vec_engine(url: str) -> Engine | None:
     module = _loadable_sqlite()
     if module is None:
         return None
-    engine = create_engine(url, module=module)
-
-    @event.listens_for(engine, "connect")
-    def _load(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.enable_load_extension(True)
-        sqlite_vec.load(dbapi_conn)
-        dbapi_conn.enable_load_extension(False)
-        dbapi_conn.execute("PRAGMA busy_timeout=2000")
-
+    view = db.sqlite_extension(module, sqlite_vec.load)
     try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT vec_version()"))
+        with view.connect() as conn:
+            conn.execute(select(func.vec_version()))
     except Exception as exc:  # a build that cannot load it: the caller falls back, logged
         logger.warning("knowledge: sqlite-vec did not load ({}); vectors in a table", exc)
-        engine.dispose()
+        view.close()
         return None
-    return engine
+    return view
 
 
 class SqliteVecVectors:
@@ -234,71 +304,80 @@ class SqliteVecVectors:
 
     name = "sqlite-vec"
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, db: PluginDatabase) -> None:
+        self.db = db  # the sqlite-vec view (`sqlite_vec_view`)
 
     def ensure(self, base: str, dim: int) -> None:
-        table = _table_name("kb_vec", base)
-        with self.engine.begin() as conn:
-            sql = conn.execute(
-                text("SELECT sql FROM sqlite_master WHERE name = :n"), {"n": table}
-            ).scalar()
-            if sql is not None and f"float[{dim}]" not in sql:
-                conn.execute(text(f"DROP TABLE {table}"))
-            conn.execute(
-                text(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
-                    f"embedding float[{dim}] distance_metric=cosine)"
-                )
-            )
+        table = vec_table(base)
+        have = _stored_dim(self.db, func.vec_length(table.c.embedding))
+        with self.db.begin() as conn:
+            if have != dim:  # another dimension, or none to tell by: made anew
+                conn.drop(table)
+            conn.create_virtual(table, Vec0("embedding", dim, "cosine"))
 
     def add(self, base: str, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if not items:
             return
-        table = _table_name("kb_vec", base)
-        with self.engine.begin() as conn:
+        table = vec_table(base)
+        with self.db.begin() as conn:
             conn.execute(
-                text(f"DELETE FROM {table} WHERE rowid = :id"), [{"id": i} for i, _ in items]
+                delete(table).where(table.c.rowid == bindparam("id")),
+                [{"id": i} for i, _ in items],
             )
-            conn.execute(
-                text(f"INSERT INTO {table}(rowid, embedding) VALUES (:id, :v)"),
-                [{"id": i, "v": pack(v)} for i, v in items],
-            )
+            conn.execute(insert(table), [{"rowid": i, "embedding": pack(v)} for i, v in items])
 
     def remove(self, base: str, ids: Sequence[int]) -> None:
         if ids:
-            table = _table_name("kb_vec", base)
-            with self.engine.begin() as conn:
+            table = vec_table(base)
+            with self.db.begin() as conn:
                 conn.execute(
-                    text(f"DELETE FROM {table} WHERE rowid = :id"), [{"id": i} for i in ids]
+                    delete(table).where(table.c.rowid == bindparam("id")),
+                    [{"id": i} for i in ids],
                 )
 
     def clear(self, base: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(text(f"DROP TABLE IF EXISTS {_table_name('kb_vec', base)}"))
+        with self.db.begin() as conn:
+            conn.drop(vec_table(base))
 
     def nearest(self, base: str, vector: Sequence[float], k: int) -> list[Hit]:
-        table = _table_name("kb_vec", base)
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    f"SELECT rowid, distance FROM {table} WHERE embedding MATCH :v AND k = :k "
-                    "ORDER BY distance"
-                ),
-                {"v": pack(vector), "k": k},
-            ).all()
+        table = vec_table(base)
+        stmt = (
+            select(table.c.rowid, table.c.distance)
+            .where(table.c.embedding.op("MATCH")(pack(vector)), table.c.k == k)
+            .order_by(table.c.distance)
+        )
+        with self.db.connect() as conn:
+            rows = conn.execute(stmt).all()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
 
-def pgvector_available(engine: Engine) -> bool:
-    """Whether the `vector` extension is (or can now be) installed in the bot's database."""
+PGVECTOR = "pgvector"  # kb_meta: whether `CREATE EXTENSION vector` worked ("yes", or why not)
+
+
+def pgvector_step(conn: Connection) -> None:
+    """Part of the plugin's schema step on PostgreSQL when a base has an embedding model and
+    `vector_backend` may be pgvector: install the `vector` extension if it can be (in a
+    savepoint: where it cannot, the rest of the schema still commits), and say in `kb_meta`
+    whether it is there, for `choose`. An extension is not a table: installing one is the
+    schema step's, run by the runtime, never a search's."""
+    if conn.dialect.name != "postgresql":
+        return
     try:
-        with engine.begin() as conn:
-            conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
-        return True
+        with conn.begin_nested():
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
+        outcome = "yes"
     except DBAPIError as exc:
-        logger.info("knowledge: pgvector not available ({}); vectors in a table", exc.orig)
-        return False
+        outcome = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+    set_meta_in(conn, PGVECTOR, outcome)
+
+
+def pgvector_available(db: PluginDatabase) -> bool:
+    """Whether the `vector` extension was installed by the schema step (`pgvector_step`)."""
+    outcome = get_meta(db, PGVECTOR)
+    if outcome == "yes":
+        return True
+    logger.info("knowledge: pgvector not available ({}); vectors in a table", outcome)
+    return False
 
 
 class PgVectorVectors:
@@ -307,33 +386,16 @@ class PgVectorVectors:
 
     name = "pgvector"
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, db: PluginDatabase) -> None:
+        self.db = db
 
     def ensure(self, base: str, dim: int) -> None:
-        table = _table_name("kb_pgvec", base)
-        with self.engine.begin() as conn:
-            found = conn.execute(
-                text(
-                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                    "WHERE attrelid = to_regclass(:t) AND attname = 'embedding'"
-                ),
-                {"t": table},
-            ).scalar()
-            if found is not None and found != f"vector({dim})":
-                conn.execute(text(f"DROP TABLE {table}"))
-            conn.execute(
-                text(
-                    f"CREATE TABLE IF NOT EXISTS {table} (chunk_id bigint PRIMARY KEY, "
-                    f"embedding vector({dim}) NOT NULL)"
-                )
-            )
-            conn.execute(
-                text(
-                    f"CREATE INDEX IF NOT EXISTS ix_{table}_hnsw ON {table} "
-                    "USING hnsw (embedding vector_cosine_ops)"
-                )
-            )
+        table = pgvec_table(base, dim)
+        have = _stored_dim(self.db, func.vector_dims(table.c.embedding))
+        with self.db.begin() as conn:
+            if have != dim:  # another dimension, or none to tell by: made anew
+                conn.drop(table)
+            conn.create(table)
 
     @staticmethod
     def _literal(v: Sequence[float]) -> str:
@@ -342,58 +404,54 @@ class PgVectorVectors:
     def add(self, base: str, items: Sequence[tuple[int, Sequence[float]]]) -> None:
         if not items:
             return
-        table = _table_name("kb_pgvec", base)
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    f"INSERT INTO {table}(chunk_id, embedding) VALUES (:id, CAST(:v AS vector)) "
-                    "ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding"
-                ),
-                [{"id": i, "v": self._literal(v)} for i, v in items],
-            )
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # only on PostgreSQL
+
+        table = pgvec_table(base)
+        stmt = pg_insert(table).values(
+            chunk_id=bindparam("id"), embedding=cast(bindparam("v"), Vector())
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.chunk_id], set_={"embedding": stmt.excluded.embedding}
+        )
+        with self.db.begin() as conn:
+            conn.execute(stmt, [{"id": i, "v": self._literal(v)} for i, v in items])
 
     def remove(self, base: str, ids: Sequence[int]) -> None:
         if ids:
-            table = _table_name("kb_pgvec", base)
-            stmt = text(f"DELETE FROM {table} WHERE chunk_id IN :ids").bindparams(
-                bindparam("ids", expanding=True)
-            )
-            with self.engine.begin() as conn:
-                conn.execute(stmt, {"ids": list(ids)})
+            table = pgvec_table(base)
+            with self.db.begin() as conn:
+                conn.execute(delete(table).where(table.c.chunk_id.in_(list(ids))))
 
     def clear(self, base: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(text(f"DROP TABLE IF EXISTS {_table_name('kb_pgvec', base)}"))
+        with self.db.begin() as conn:
+            conn.drop(pgvec_table(base))
 
     def nearest(self, base: str, vector: Sequence[float], k: int) -> list[Hit]:
-        table = _table_name("kb_pgvec", base)
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    f"SELECT chunk_id, embedding <=> CAST(:v AS vector) AS d FROM {table} "
-                    "ORDER BY d LIMIT :k"
-                ),
-                {"v": self._literal(vector), "k": k},
-            ).all()
+        table = pgvec_table(base)
+        query = cast(bindparam("v", self._literal(vector), type_=NullType()), Vector())
+        distance = table.c.embedding.op("<=>", return_type=Float)(query).label("d")
+        stmt = select(table.c.chunk_id, distance).order_by(distance).limit(k)
+        with self.db.connect() as conn:
+            rows = conn.execute(stmt).all()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
 
-def choose(engine: Engine, url: str, wanted: str) -> VectorIndex:
+def choose(db: PluginDatabase, wanted: str) -> VectorIndex:
     """The backend for this database and `knowledge.vector_backend` (see the module doc).
     An explicit choice that cannot work stops the bot naming the key; `auto` falls back."""
-    dialect = engine.dialect.name
+    dialect = db.dialect_name
     if wanted in ("auto", "sqlite-vec") and dialect == "sqlite":
-        vec_engine = sqlite_vec_engine(url)
-        if vec_engine is not None:
-            return SqliteVecVectors(vec_engine)
+        vec_db = sqlite_vec_view(db)
+        if vec_db is not None:
+            return SqliteVecVectors(vec_db)
         if wanted == "sqlite-vec":
             raise ConfigError(
                 "knowledge.vector_backend: sqlite-vec cannot be loaded here (an in-memory "
                 'database, or the packages missing: pip install "chatfn[knowledge]")'
             )
     if wanted in ("auto", "pgvector") and dialect == "postgresql":
-        if pgvector_available(engine):
-            return PgVectorVectors(engine)
+        if pgvector_available(db):
+            return PgVectorVectors(db)
         if wanted == "pgvector":
             raise ConfigError(
                 "knowledge.vector_backend: pgvector: `CREATE EXTENSION vector` failed on this "
@@ -401,4 +459,4 @@ def choose(engine: Engine, url: str, wanted: str) -> VectorIndex:
             )
     if wanted in ("sqlite-vec", "pgvector"):
         raise ConfigError(f"knowledge.vector_backend: {wanted} does not work on {dialect}")
-    return TableVectors(engine)
+    return TableVectors(db)

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from sqlalchemy.engine import Engine
 
 from chatfn.common.config import ConfigError
 from chatfn.testing import TestBot
+from function_calls import create_missing
 from function_calls.builtins.knowledge import KnowledgeService, KnowledgeSettings, store
 from function_calls.builtins.knowledge.store import documents
 from providers.config import ModelConfig
@@ -87,7 +89,7 @@ async def test_every_format_is_indexed_with_headings_and_found(
     docs = tmp_path / "docs"
     write_docs(docs)
     tb = await started(make_bot, kb_config([str(docs)]))
-    rows = await tb.bot.storage.run(documents, tb.bot.storage.engine)
+    rows = await tb.bot.storage.run(documents, service_of(tb).db)
     names = sorted(Path(d.source).name for d in rows)
     assert names == ["faq.md", "manual.pdf", "notes.txt", "rules.html", "退款.md"]  # no .png
     faq = str(docs / "faq.md")
@@ -169,7 +171,7 @@ async def test_changed_files_are_indexed_again_by_content_hash_and_removed_ones_
     config["knowledge"]["bases"] = {"other": {"sources": []}}
     config["chats"] = []
     tb = await started(make_bot, config)
-    assert await tb.bot.storage.run(documents, tb.bot.storage.engine) == []
+    assert await tb.bot.storage.run(documents, service_of(tb).db) == []
 
 
 async def test_the_watcher_reindexes_a_changed_file_by_itself(
@@ -299,7 +301,7 @@ def test_an_embedding_model_must_speak_openai(tmp_path: Path) -> None:
         storage=None, settings=SimpleNamespace(models={"embed": entry}, base_dir=tmp_path)
     )
     with pytest.raises(ConfigError) as info:
-        KnowledgeService(host, cfg)  # type: ignore[arg-type]
+        KnowledgeService(host, cfg, None)  # type: ignore[arg-type]
     assert str(info.value).startswith(
         "knowledge.bases.faq.embedding_model: the model 'embed' has provider anthropic; "
         "embeddings need an OpenAI-compatible server"
@@ -326,10 +328,19 @@ async def test_a_query_cannot_use_fts5_syntax(make_bot: MakeBot, tmp_path: Path)
 
 def test_processes_creating_the_tables_at_once_never_trip_over_each_other(tmp_path: Path) -> None:
     """Four engines (four starting workers) create the knowledge schema on one new SQLite file
-    at the same moment, without the retry of `ensure_schema`: none sees "already exists". With
+    at the same moment, without the retry of `Tables.ensure`: none sees "already exists". With
     create_all's look-then-create every round failed (each CREATE commits on its own)."""
+
+    after = store.TABLES.after
+    assert after is not None
+
+    def create(engine: Engine) -> None:  # the schema step without `Tables.ensure`'s retry
+        with engine.begin() as conn:
+            create_missing(conn, store.metadata)
+            after(conn)
+
     for round_ in range(5):
-        assert create_at_once(f"sqlite:///{tmp_path / f'race{round_}.db'}", store._create) == []
+        assert create_at_once(f"sqlite:///{tmp_path / f'race{round_}.db'}", create) == []
 
 
 async def test_two_processes_indexing_one_database_at_once(tmp_path: Path) -> None:
@@ -343,7 +354,7 @@ async def test_two_processes_indexing_one_database_at_once(tmp_path: Path) -> No
         await asyncio.gather(*(tb.start() for tb in bots))
         await asyncio.gather(*(service_of(tb).synced() for tb in bots))
         await service_of(bots[0]).sync()  # whatever one of them lost, the next sync settles
-        rows = await bots[0].bot.storage.run(documents, bots[0].bot.storage.engine)
+        rows = await bots[0].bot.storage.run(documents, service_of(bots[0]).db)
         assert sorted(Path(d.source).name for d in rows) == [
             "faq.md", "manual.pdf", "notes.txt", "rules.html", "退款.md"
         ]  # fmt: skip

@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 
 from chatfn.common.config import ConfigError
+from chatfn.storage.db import Storage
 from chatfn.testing import TestBot
+from function_calls import PluginDatabase
 from function_calls.builtins.knowledge import KnowledgeService
 from function_calls.builtins.knowledge.service import rrf
-from function_calls.builtins.knowledge.vectors import TableVectors, pack, unpack
+from function_calls.builtins.knowledge.store import tables
+from function_calls.builtins.knowledge.vectors import TableVectors, kb_vectors, pack, unpack
 from tests.cluster.conftest import pg_url  # noqa: F401 (the fixture)
 from tests.fakes.embeddings import EmbeddingServer
 from tests.function_calls.builtins.conftest import MakeBot
@@ -133,34 +136,40 @@ async def test_a_new_embedding_model_embeds_every_passage_again(
 
 def test_the_table_backend_round_trips_float32_vectors(tmp_path: Path) -> None:
     assert unpack(pack([0.5, -1.25, 3.0])) == [0.5, -1.25, 3.0]
-    from sqlalchemy import create_engine
-
-    from function_calls.builtins.knowledge.store import ensure_schema
-
-    engine = create_engine(f"sqlite:///{tmp_path / 'v.db'}")
-    ensure_schema(engine)
-    table = TableVectors(engine)
-    table.ensure("faq", 3)
-    table.add("faq", [(1, [1.0, 0.0, 0.0]), (2, [0.0, 1.0, 0.0]), (3, [1.0, 1.0, 0.0])])
-    hits = table.nearest("faq", [1.0, 0.1, 0.0], 2)
-    assert [i for i, _ in hits] == [1, 3]
-    table.remove("faq", [1])
-    assert [i for i, _ in table.nearest("faq", [1.0, 0.1, 0.0], 2)] == [3, 2]  # cache renewed
+    storage = Storage(f"sqlite:///{tmp_path / 'v.db'}")
+    try:
+        declared = tables([kb_vectors])
+        declared.ensure(storage.engine, "knowledge")
+        table = TableVectors(PluginDatabase(storage, "knowledge", declared))
+        table.ensure("faq", 3)
+        table.add("faq", [(1, [1.0, 0.0, 0.0]), (2, [0.0, 1.0, 0.0]), (3, [1.0, 1.0, 0.0])])
+        hits = table.nearest("faq", [1.0, 0.1, 0.0], 2)
+        assert [i for i, _ in hits] == [1, 3]
+        table.remove("faq", [1])
+        assert [i for i, _ in table.nearest("faq", [1.0, 0.1, 0.0], 2)] == [3, 2]  # cache renewed
+    finally:
+        storage.close()
 
 
 def test_an_explicit_backend_that_cannot_work_names_the_key(
     tmp_path: Path, embeddings: EmbeddingServer
 ) -> None:
-    from sqlalchemy import create_engine
-
     from function_calls.builtins.knowledge.vectors import choose
 
-    engine = create_engine("sqlite://")
-    with pytest.raises(ConfigError, match="knowledge.vector_backend: sqlite-vec cannot be loaded"):
-        choose(engine, "sqlite://", "sqlite-vec")
-    with pytest.raises(ConfigError, match="knowledge.vector_backend: pgvector does not work on"):
-        choose(engine, "sqlite://", "pgvector")
-    assert choose(engine, "sqlite://", "auto").name == "table"  # in memory: no second connection
+    storage = Storage("sqlite://")
+    try:
+        db = PluginDatabase(storage, "knowledge", tables())
+        with pytest.raises(
+            ConfigError, match="knowledge.vector_backend: sqlite-vec cannot be loaded"
+        ):
+            choose(db, "sqlite-vec")
+        with pytest.raises(
+            ConfigError, match="knowledge.vector_backend: pgvector does not work on"
+        ):
+            choose(db, "pgvector")
+        assert choose(db, "auto").name == "table"  # in memory: no second connection
+    finally:
+        storage.close()
 
 
 @pytest.mark.services

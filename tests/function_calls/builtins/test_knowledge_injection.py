@@ -13,6 +13,7 @@ from function_calls.builtins.knowledge.store import documents
 from providers.scripted import ScriptedModel, call, say
 from providers.types import LLMResponse, Message, ToolDefinition
 from tests.function_calls.builtins.conftest import MakeBot
+from tests.function_calls.builtins.test_knowledge import service_of
 
 GROUP = "group:kb"
 EVIL = """# Opening hours
@@ -82,5 +83,5 @@ async def test_a_document_cannot_enable_a_function_or_change_a_setting(
     offered = [sorted(t.name for t in r.tools) for r in model.requests]
     assert all(o == offered[0] for o in offered) and "web_search" not in offered[0]
     # and nothing was added to the base
-    rows = await tb.bot.storage.run(documents, tb.bot.storage.engine)
+    rows = await tb.bot.storage.run(documents, service_of(tb).db)
     assert [Path(d.source).name for d in rows] == ["hours.md"]

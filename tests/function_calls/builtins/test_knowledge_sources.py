@@ -112,7 +112,7 @@ async def test_a_file_link_out_of_its_source_folder_is_skipped(
     (docs / "sub" / "keys.md").symlink_to(config)
     (docs / "sub" / "again.md").symlink_to(docs / "faq.md")
     tb = await started(make_bot, kb_config([str(docs)]))
-    rows = await tb.bot.storage.run(store.documents, tb.bot.storage.engine)
+    rows = await tb.bot.storage.run(store.documents, service_of(tb).db)
     assert sorted(Path(d.source).name for d in rows) == ["again.md", "faq.md"]
     assert await search(tb, "api_key sk") == []
     [reply] = await tb.send("/kb search api_key", sender="alice", group=GROUP)
@@ -138,7 +138,7 @@ async def indexed_pdf(
     assert (await service.sync(force=True))["indexed"] == 1
     took = time.process_time() - began
     [doc] = await service.documents(["faq"])
-    rows = await tb.bot.storage.run(store.chunk_texts, tb.bot.storage.engine, doc.id)
+    rows = await tb.bot.storage.run(store.chunk_texts, service.db, doc.id)
     return [(h, t) for _, h, t in rows], took
 
 
