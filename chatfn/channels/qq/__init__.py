@@ -44,32 +44,20 @@ async def check(settings: QQSettings, online: bool) -> list[Probe]:
 
 async def who_am_i(settings: QQSettings) -> Probe:
     """An access token, then GET /users/@me: the bot, or why the credentials or the API are
-    not usable."""
+    not usable (the channel's own words: QQApi.who_am_i)."""
     import aiohttp
 
-    from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
+    from chatfn.channels.kit.errors import NotDelivered
+    from chatfn.channels.qq.api import QQApi
 
     name = "channel qq /users/@me"
     async with aiohttp.ClientSession() as session:
-        api = QQApi(settings, session)
         try:
-            me = await api.call("GET", "/users/@me")
-            return Probe(
-                "ok",
-                f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_root}",
-                name=name,
-            )
-        except QQAuthError as exc:
-            return Probe(
-                "fail",
-                f"QQ refused channels.qq.app_id / channels.qq.secret ({exc}) at "
-                f"{settings.token_url}",
-                name=name,
-            )
-        except QQApiError as exc:
-            return Probe("fail", f"QQ GET /users/@me failed: {exc}", name=name)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Probe("fail", f"QQ not reachable ({exc})", name=name)
+            me = await QQApi(settings, session).who_am_i()
+        except NotDelivered as exc:
+            return Probe("fail", str(exc), name=name)
+    bot = f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_root}"
+    return Probe("ok", bot, name=name)
 
 
 SPEC = ChannelSpec(

@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.errors import CredentialsRefused, Unreachable
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.qq.settings import QQSettings
 
@@ -115,6 +116,22 @@ class QQApi:
             return token, float(data.get("expires_in") or 7200)
         except (TypeError, ValueError):
             return token, 7200.0
+
+    async def who_am_i(self) -> dict[str, Any]:
+        """GET /users/@me: the bot (connecting, and the online check). Raises the kit's
+        CredentialsRefused (naming the keys to fix) or Unreachable."""
+        try:
+            me = await self.call("GET", "/users/@me")
+        except QQAuthError as exc:
+            raise CredentialsRefused(
+                "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
+                f"{exc}): check the AppID and AppSecret at q.qq.com -> Development -> Settings"
+            ) from None
+        except QQApiError as exc:
+            raise Unreachable(f"QQ GET /users/@me failed ({exc})") from None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
+        return me if isinstance(me, dict) else {}
 
     async def call(
         self,

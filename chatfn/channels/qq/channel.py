@@ -36,7 +36,7 @@ from aiohttp import web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
+from chatfn.channels.qq.api import QQApi, QQApiError
 from chatfn.channels.qq.gateway import Gateway
 from chatfn.channels.qq.media import MEDIA_ROUTE, MediaShelf
 from chatfn.channels.qq.parse import ChatRef, guild_roles, read_content
@@ -102,19 +102,9 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
                 media=self.media,
             )
         assert self.api is not None
-        try:
-            me = await self.api.call("GET", "/users/@me")
-        except QQAuthError as exc:
-            raise kit.CredentialsRefused(
-                "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
-                f"{exc}): check the AppID and AppSecret at q.qq.com -> Development -> Settings"
-            ) from None
-        except QQApiError as exc:
-            raise kit.Unreachable(f"QQ GET /users/@me failed ({exc})") from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise kit.Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
-        self.bot_id = str((me or {}).get("id") or "")
-        self.bot_name = str((me or {}).get("username") or "")
+        me = await self.api.who_am_i()
+        self.bot_id = str(me.get("id") or "")
+        self.bot_name = str(me.get("username") or "")
         way = "gateway" if self.cfg.mode == "websocket" else f"webhook {self.cfg.webhook_path}"
         return f"bot {self.bot_name} ({self.bot_id}) at {self.cfg.api_root} ({way})"
 
