@@ -146,9 +146,9 @@ class TestDiscord:
         identified = driver.server.identifies
         await driver.server.invalidate()
         await driver.say(chat, "while away")  # dispatched to no one; lost for the Gateway
-        async with asyncio.timeout(30):
-            while driver.server.identifies == identified:
-                await asyncio.sleep(0.05)
+        await until(
+            lambda: driver.server.identifies != identified, 30, "the channel did not identify again"
+        )
         replies = await driver.sent(chat, 2, timeout=30)
         assert [r.text for r in replies] == ["echo: before", "echo: while away"]
         assert driver.server.identifies == identified + 1

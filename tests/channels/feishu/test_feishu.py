@@ -44,7 +44,7 @@ from tests.channels.feishu.feishu_fake import (  # noqa: E402
     sign,
 )
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
-from tests.kit import free_port  # noqa: E402
+from tests.kit import free_port, until  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
@@ -554,9 +554,7 @@ async def test_a_dead_secret_is_one_clear_line(fake: FakeFeishu, tmp_path: Path)
     channel = SPEC.build(bot.channel_host, settings.channels.feishu)
     task = asyncio.create_task(channel.run())
     try:
-        async with asyncio.timeout(10):
-            while not any("Feishu" in x for x in lines):
-                await asyncio.sleep(0.02)
+        await until(lambda: any("Feishu" in x for x in lines), 10, "no line about Feishu's refusal")
         assert [x for x in lines if "Feishu" in x] == [
             "Feishu refused channels.feishu.app_id / app_secret (10014: app secret invalid): "
             "check the app's Credentials & Basic Info page"
@@ -581,9 +579,8 @@ async def test_the_long_connection_is_retried_until_the_endpoint_answers(
             channel = SPEC.build(bot.channel_host, bot.settings.channels.feishu)
             driver.channel = channel
             driver._task = asyncio.create_task(channel.run())
-            async with asyncio.timeout(10):
-                while fake.calls.count("ws.endpoint") < 2:  # the first try, again after 0.5 s
-                    await asyncio.sleep(0.02)
+            # The first try, and again after 0.5 s.
+            await until(lambda: fake.calls.count("ws.endpoint") >= 2, 10, "not tried again")
             assert not channel._ready.is_set() and fake.connections == 0
             fake.link_down = False
             async with asyncio.timeout(15):

@@ -462,9 +462,9 @@ async def test_close_codes_resume_identify_again_or_stop(fake: FakeQQ, tmp_path:
             opened = fake.sockets_opened
             await fake.close_with(4915)
             await fake.wait_for(lambda: not fake.connected)
-            async with asyncio.timeout(5):
-                while not any("4915" in line for line in lines):
-                    await asyncio.sleep(0.02)
+            await until(
+                lambda: any("4915" in line for line in lines), 5, "no line about the 4915 close"
+            )
             await asyncio.sleep(0.15)  # the old code reconnected after 0.1 s
         finally:
             logger.remove(sink)
@@ -494,9 +494,9 @@ async def test_intents_the_bot_lacks_are_one_error_naming_the_key(
     channel = SPEC.build(bot.channel_host, settings.channels.qq)
     task = asyncio.create_task(channel.run())
     try:
-        async with asyncio.timeout(10):
-            while not any("4014" in line for line in lines):
-                await asyncio.sleep(0.02)
+        await until(
+            lambda: any("4014" in line for line in lines), 10, "no line about the 4014 refusal"
+        )
     finally:
         await channel.stop()
         await task

@@ -4,7 +4,6 @@ without an STT call; without one, the WAV is fetched and transcribed by voice.st
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from tests.channels.contract import Chat
 from tests.channels.qq.qq_driver import QQDriver, running
 from tests.channels.qq.qq_fake import FakeQQ
 from tests.fakes.audio_api import FFMPEG, AudioApi, tone
+from tests.kit import until
 
 pytestmark = pytest.mark.skipif(FFMPEG is None, reason="ffmpeg is not installed")
 
@@ -85,10 +85,9 @@ async def test_a_spoken_reply_goes_to_qq_as_a_silk_voice_message(
             await driver.say(chat, "read this aloud", mention=True)
             [sent] = await driver.sent(chat, 1)
             where = driver.where(chat)
-            for _ in range(200):
-                if any((s, t) == where for s, t, _v in fake.voices):
-                    break
-                await asyncio.sleep(0.05)
+            await until(
+                lambda: any((s, t) == where for s, t, _v in fake.voices), 10, "no voice sent"
+            )
     assert sent.text.endswith("read this aloud")
     [(got_scene, target, voice)] = fake.voices
     assert (got_scene, target) == where

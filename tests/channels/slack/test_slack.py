@@ -372,9 +372,7 @@ async def test_a_dead_bot_token_is_one_clear_line(fake: FakeSlack, tmp_path: Pat
     channel_task = asyncio.create_task(channel.run())
     try:
         await fake.wait_for(lambda: "auth.test" in fake.calls)
-        async with asyncio.timeout(5):
-            while not any("Slack" in x for x in lines):
-                await asyncio.sleep(0.02)
+        await until(lambda: any("Slack" in x for x in lines), 5, "no line about Slack's refusal")
         assert [x for x in lines if "Slack" in x] == [
             "Slack refused channels.slack.bot_token (auth.test: invalid_auth): check the "
             "app's Bot User OAuth Token (xoxb-...)"

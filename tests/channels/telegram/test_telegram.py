@@ -318,13 +318,6 @@ async def test_an_update_delivered_again_after_a_restart_is_handled_once(
     assert [r.text for r in rows] == ["only once", "next"]
 
 
-async def holds(check: Any, timeout: float = 30.0) -> None:
-    """Until `check()` is true (a plain function, where `until` awaits one)."""
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
-
-
 async def has_stored(bot: Bot, chat_id: str, n: int) -> bool:
     return len(await stored(bot, chat_id)) >= n
 
@@ -333,13 +326,13 @@ async def taken_and_polled(driver: TelegramDriver, fake: FakeTelegram, update_id
     """Until the channel has taken `update_id` and asked getUpdates twice more since."""
     channel = driver.channel
     assert channel is not None
-    await holds(lambda: update_id in channel.inbound.seen)
+    await until(lambda: update_id in channel.inbound.seen, 30.0, "the update was not taken")
 
     def polls() -> int:
         return sum(1 for method, _ in fake.calls if method == "getUpdates")
 
     before = polls()
-    await holds(lambda: polls() >= before + 2)
+    await until(lambda: polls() >= before + 2, 30.0, "getUpdates not asked twice more")
 
 
 async def test_an_update_is_confirmed_only_once_its_message_is_stored(
@@ -358,7 +351,7 @@ async def test_an_update_is_confirmed_only_once_its_message_is_stored(
         assert [r.text for r in await stored(bot, "private:1016")] == ["hold on"]
         gate.set()
         sent = await fake.wait_sent(1016, 2)
-        await holds(lambda: fake.updates == [])  # both confirmed now
+        await until(lambda: fake.updates == [], 30.0, "not confirmed")  # both confirmed now
     assert [s.text for s in sent] == ["echo: hold on", "echo: queued behind it"]
 
 
@@ -398,18 +391,21 @@ async def test_a_message_whose_handling_failed_before_the_store_is_taken_again(
         tries = broker_away(bot, monkeypatch, {"once": 1, "always": 99})
         await fake.message(fake.private(1018), "once")
         update_id = fake.updates[-1]["update_id"]
-        await holds(lambda: tries == ["once"])
+        await until(lambda: tries == ["once"], 30.0, lambda: f"tries: {tries}")
         await asyncio.sleep(0.1)
         assert update_id in [u["update_id"] for u in fake.updates]  # not confirmed
         [sent] = await fake.wait_sent(1018, 1)
         assert sent.text == "echo: once" and tries == ["once", "once"]
-        await holds(lambda: fake.updates == [])
+        await until(lambda: fake.updates == [], 30.0, "not confirmed")
 
         await fake.message(fake.private(1019), "always")
-        await holds(lambda: tries.count("always") == intake.MAX_TAKES)
+        await until(
+            lambda: tries.count("always") == intake.MAX_TAKES, 30.0, lambda: f"tries: {tries}"
+        )
         await fake.message(fake.private(1019), "after it")
         [sent] = await fake.wait_sent(1019, 1)
-        await holds(lambda: fake.updates == [])  # given up: confirmed, the queue goes on
+        # Given up: confirmed, the queue goes on.
+        await until(lambda: fake.updates == [], 30.0, "not confirmed")
     assert sent.text == "echo: after it" and tries.count("always") == intake.MAX_TAKES
 
 
@@ -543,7 +539,7 @@ async def test_webhook_mode_through_the_http_channels_port_with_its_secret(
         await fake.message(fake.private(1021), "hold on")
         queued = asyncio.create_task(fake.message(fake.private(1021), "queued behind it"))
         inbound = driver.channel.inbound
-        await until(lambda: asyncio.sleep(0, len(inbound.seen) == 3), 30.0)  # taken
+        await until(lambda: len(inbound.seen) == 3, 30.0)  # taken
         # An update the bot has nothing to do with, answered 200 at once, after it: the
         # queued one's answer, had it been given on taking, would have come first.
         await fake.push({})
@@ -625,7 +621,7 @@ async def test_a_dead_token_is_one_clear_log_line(fake: FakeTelegram, tmp_path: 
 
         channel = SPEC.build(bot.channel_host, settings.channels.telegram)
         task = asyncio.create_task(channel.run())
-        await until(lambda: asyncio.sleep(0, bool(lines)), 30.0)
+        await until(lambda: lines, 30.0)
         await channel.stop()
         await task
         await bot.aclose()
