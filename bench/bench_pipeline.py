@@ -622,7 +622,7 @@ def print_rss(report: dict[str, Any]) -> None:
         f"peak RSS, each contender in its own process: {s['messages']} msgs, "
         f"{s['concurrency']} in flight, {s['latency_ms']:g} ms latency, "
         f"{s['rss_repeats']} run(s) (median), hidden: {', '.join(s['without']) or '-'}, "
-        f"chatfn database: {'empty (migrated in the process)' if s['fresh_db'] else 'migrated'} | "
+        f"chatfn database: {'empty (a first start)' if s['fresh_db'] else 'migrated'} | "
         f"load {report['loadavg_1m']}"
     )
     print(f"{'contender':<12} {'peak RSS MB':>12} {'msgs/s':>9} {'CPU ms/msg':>11}")
@@ -829,8 +829,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--rss-fresh-db",
         action="store_true",
-        help="--rss: chatfn starts on an empty database and runs the migrations in its process "
-        "(a first start); by default it opens one an earlier process migrated (a restart)",
+        help="--rss: chatfn starts on an empty database (a first start: the Bot runs the "
+        "migrations in a child process of its own); by default it opens one an earlier process "
+        "migrated (a restart)",
     )
     p.add_argument(
         "--rss-without",

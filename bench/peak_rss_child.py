@@ -81,7 +81,8 @@ async def _chatfn(url: str, setup: dict[str, Any]) -> tuple[Runner, Any]:
     from bench.bench_pipeline import ChatfnContender
 
     # The parent's folder: a database it had migrated in an earlier process (a restart, as a
-    # bot serves), unless --rss-fresh-db (a first start: Alembic runs in this process).
+    # bot serves), unless --rss-fresh-db (a first start: since 346cdbc the Bot migrates in a
+    # child process of its own, chatfn/storage/schema_child.py; before, Alembic ran here).
     folder = setup.get("db_dir") or tempfile.mkdtemp(prefix="bench-rss-")
     chatfn = ChatfnContender(url, Path(folder))
     return chatfn.message, chatfn.aclose
@@ -121,6 +122,8 @@ async def main(name: str, url: str, messages: int, concurrency: int, setup: dict
                 "msgs_per_s": round(messages / (w1 - w0), 1) if messages else 0.0,
                 "cpu_ms_per_msg": round((c1 - c0) * 1000 / max(messages, 1), 3),
                 "python": sys.executable,
+                # Modules of Alembic loaded here (a first start migrating in this process).
+                "alembic_modules": sum(1 for m in sys.modules if m.split(".")[0] == "alembic"),
             }
         )
     )
