@@ -211,15 +211,13 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             ref = chat_ref(message)
             if not ref.target or not message.get("message_id"):
                 return kit.settled()
-            taken, ident = kit.Taken(previous), str(message["message_id"])
-            self.inbound.message(
-                ref.key, ident, lambda: self._incoming(ref, message, sender), taken
+            ident = str(message["message_id"])
+            return self.inbound.take(
+                ref.key, ident, lambda: self._incoming(ref, message, sender), previous
             )
-            return taken
         if kind == "im.chat.member.user.added_v1" and (chat := str(event.get("chat_id") or "")):
-            key, taken = f"group:{chat}", kit.Taken(previous)
-            self.inbound.events(key, lambda: self._member_joined(key, event), taken)
-            return taken
+            key = f"group:{chat}"
+            return self.inbound.take_events(key, lambda: self._member_joined(key, event), previous)
         if kind == "im.chat.member.bot.added_v1":
             logger.info("Feishu bot added to group:{}", event.get("chat_id"))
         return kit.settled()

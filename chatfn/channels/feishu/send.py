@@ -35,7 +35,6 @@ and every message sent with a `uuid` fixed by its outbox row so it is never sent
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 
@@ -54,6 +53,7 @@ from chatfn.channels.feishu.parse import ChatRef, parse_chat_id
 from chatfn.channels.feishu.render import card, mention, press_value, to_feishu_markdown
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import media
+from chatfn.channels.kit.keys import part_key
 from chatfn.channels.split import split_message
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -65,15 +65,9 @@ MAX_IMAGE_BYTES = 10 * 1024 * 1024  # im/v1/images takes at most 10 MB
 
 
 def uuid_of(event_id: int | None, index: str, content: str) -> str:
-    """The idempotency key of one part of an outbox row (at most 50 characters); without a
-    row (a direct send), one of the content alone would merge two equal messages, so a
-    random one."""
-    if event_id is None:
-        import uuid
-
-        return uuid.uuid4().hex
-    digest = hashlib.blake2s(content.encode(), digest_size=8).hexdigest()
-    return f"chatfn-{event_id}-{index}-{digest}"[:50]
+    """The idempotency key of one part of an outbox row: im/v1/messages takes at most 50
+    characters (module docstring)."""
+    return part_key(event_id, index, content, 50)
 
 
 class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu"):

@@ -83,13 +83,20 @@ class Inbound:
         read again after a restart): queued the first time `key` (default: `ident`) is seen
         or when the take before it was released, settled once stored; a repeat gets what the
         first came to."""
+        return self.once(ident if key is None else key, lambda p: self.take(chat, ident, read, p))
 
-        def take(previous: Taken | None) -> Taken:
-            taken = Taken(previous)
-            self.message(chat, ident, read, taken)
-            return taken
+    def take(self, chat: Hashable, ident: str, read: Read, previous: Taken | None) -> Taken:
+        """`message`, settling what it returns once stored: the take of an event seen once
+        (`once`), after `previous` (the take released before it, if any)."""
+        taken = Taken(previous)
+        self.message(chat, ident, read, taken)
+        return taken
 
-        return self.once(ident if key is None else key, take)
+    def take_events(self, chat: Hashable, read: Events, previous: Taken | None) -> Taken:
+        """`events`, settling what it returns once they are handled (as `take`)."""
+        taken = Taken(previous)
+        self.events(chat, read, taken)
+        return taken
 
     def first_sight(self, key: Hashable) -> bool:
         """Whether `key` is new (then remembered): a platform that does not confirm."""

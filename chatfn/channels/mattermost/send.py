@@ -17,12 +17,11 @@ unreachable; 403 / 404 / 400 refusals.
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
-import uuid
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.keys import part_key
 from chatfn.channels.kit.rest import by_status
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.settings import MattermostSettings
@@ -56,10 +55,7 @@ def parse_chat_id(chat_id: str) -> ChatRef:
 
 def pending_id(event_id: int | None, index: int, content: str) -> str:
     """The pending_post_id of one part of an outbox row (random without a row)."""
-    if event_id is None:
-        return uuid.uuid4().hex
-    digest = hashlib.blake2s(content.encode(), digest_size=8).hexdigest()
-    return f"chatfn-{event_id}-{index}-{digest}"
+    return part_key(event_id, index, content)
 
 
 class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label="Mattermost"):

@@ -309,20 +309,18 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
                 return kit.settled()
             ref = chat_ref(channel, event.get("channel_type"), event.get("thread_ts"), ts)
 
-            def take(seen: kit.Taken | None) -> kit.Taken:
-                taken = kit.Taken(previous or seen)
-                mention = kind == "app_mention"
-                self.inbound.message(
-                    ref.key, ts, lambda: self._incoming(ref, event, mention), taken
-                )
-                return taken
-
+            mention = kind == "app_mention"
             # The same message comes as app_mention and as message.*: taken once.
-            return self.inbound.once(f"message:{channel}:{ts}", take)
+            return self.inbound.once(
+                f"message:{channel}:{ts}",
+                lambda seen: self.inbound.take(
+                    ref.key, ts, lambda: self._incoming(ref, event, mention), previous or seen
+                ),
+            )
         if kind == "member_joined_channel" and (channel := str(event.get("channel") or "")):
-            taken = kit.Taken(previous)
-            self.inbound.events(f"group:{channel}", lambda: self._member_joined(event), taken)
-            return taken
+            return self.inbound.take_events(
+                f"group:{channel}", lambda: self._member_joined(event), previous
+            )
         return kit.settled()
 
     async def _incoming(

@@ -229,10 +229,10 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         if message is None:
             return kit.settled()
         if message.new_chat_members:
-            taken = kit.Taken(previous)
             group = ChatRef(chat_ref(message).chat_id, None, is_group=True)  # the group's
-            self.inbound.events(group.key, lambda: self._member_joined(message), taken)
-            return taken
+            return self.inbound.take_events(
+                group.key, lambda: self._member_joined(message), previous
+            )
         if (
             message.text is not None
             or message.caption is not None
@@ -240,10 +240,8 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             or message.voice
             or message.audio
         ):
-            taken, ref = kit.Taken(previous), chat_ref(message)
-            ident = str(message.message_id)
-            self.inbound.message(ref.key, ident, lambda: self._incoming(ref, message), taken)
-            return taken
+            ref, ident = chat_ref(message), str(message.message_id)
+            return self.inbound.take(ref.key, ident, lambda: self._incoming(ref, message), previous)
         return kit.settled()
 
     def _press(self, query: CallbackQuery, previous: kit.Taken | None) -> kit.Taken:
@@ -253,10 +251,10 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         message = query.message
         if message is None or not query.data or not isinstance(message, Message):
             return kit.settled()
-        taken, ref = kit.Taken(previous), chat_ref(message)
-        ident = f"cb{query.id}"
-        self.inbound.message(ref.key, ident, lambda: self._pressed(ref, message, query), taken)
-        return taken
+        ref, ident = chat_ref(message), f"cb{query.id}"
+        return self.inbound.take(
+            ref.key, ident, lambda: self._pressed(ref, message, query), previous
+        )
 
     async def _pressed(
         self, ref: ChatRef, message: Message, query: CallbackQuery
