@@ -35,14 +35,8 @@ _CHAT = re.compile(r"^oc_[A-Za-z0-9_\-]{1,64}$")
 _MESSAGE = re.compile(r"^om_[A-Za-z0-9_\-]{1,64}$")
 
 
-class ChatRef(ThreadChat):
-    """Where a message is: the Feishu chat_id, the thread's root message if in a thread."""
-
-    __slots__ = ()
-
-    @property
-    def chat(self) -> str:
-        return self.target
+#: Where a message is: the Feishu chat_id (`target`), the thread's root message if in a thread.
+ChatRef = ThreadChat
 
 
 def chat_ref(message: dict[str, Any]) -> ChatRef:

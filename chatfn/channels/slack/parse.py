@@ -26,18 +26,8 @@ _TS = re.compile(r"^\d{1,12}\.\d{1,9}$")
 _MARKUP = re.compile(r"<([^<>]*)>")
 
 
-class ChatRef(ThreadChat):
-    """Where a message is: the Slack channel id, the thread (its parent's ts) if any."""
-
-    __slots__ = ()
-
-    @property
-    def channel(self) -> str:
-        return self.target
-
-    @property
-    def thread_ts(self) -> str | None:
-        return self.thread
+#: Where a message is: the Slack channel id (`target`), the thread (its parent's ts) if any.
+ChatRef = ThreadChat
 
 
 def chat_ref(channel: str, channel_type: str | None, thread_ts: str | None, ts: str) -> ChatRef:

@@ -99,7 +99,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
-        thread = ref.thread_ts
+        thread = ref.thread
         if thread is None and out.quote and out.reply_to and _TS.match(out.reply_to):
             thread = out.reply_to  # Slack's way to answer one message: a thread under it
         limit = self.cfg.max_message_length - len(mention)
@@ -118,7 +118,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
             await self.call(
                 ref.key,
                 lambda text=text, blocks=blocks: self.client.chat_postMessage(  # type: ignore[misc]
-                    channel=ref.channel, text=text, thread_ts=thread, mrkdwn=True, blocks=blocks
+                    channel=ref.target, text=text, thread_ts=thread, mrkdwn=True, blocks=blocks
                 ),
             )
             owed.sent += 1
@@ -127,7 +127,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                     ref.key,
                     functools.partial(
                         self.client.chat_postMessage,
-                        channel=ref.channel,
+                        channel=ref.target,
                         text=" / ".join(label for label, _ in out.buttons),
                         blocks=[actions],
                         thread_ts=thread,
@@ -142,7 +142,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                     ref.key,
                     functools.partial(
                         self.client.files_upload_v2,
-                        channel=ref.channel,
+                        channel=ref.target,
                         content=image,
                         filename=kit.image_name(image),
                         initial_comment=text or None,
@@ -157,7 +157,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                     ref.key,
                     functools.partial(
                         self.client.chat_postMessage,
-                        channel=ref.channel,
+                        channel=ref.target,
                         text=(mention if first else "") or "image",
                         blocks=[block],
                         thread_ts=thread,
@@ -174,7 +174,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                 ref.key,
                 functools.partial(
                     self.client.files_upload_v2,
-                    channel=ref.channel,
+                    channel=ref.target,
                     content=data,
                     filename=f"reply{number + 1}.{subtype}",
                     thread_ts=thread,

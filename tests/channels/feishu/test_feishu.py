@@ -84,7 +84,7 @@ def texts(fake: FakeFeishu, chat: str) -> list[str]:
 # -- pure parts ------------------------------------------------------------------------------
 def test_chat_ids_round_trip_and_bad_ones_are_named() -> None:
     documented = parse_chat_id("group:oc_5ce6d572455d361153b7xx51da133945")
-    assert (documented.is_group, documented.chat) == (True, "oc_5ce6d572455d361153b7xx51da133945")
+    assert (documented.is_group, documented.target) == (True, "oc_5ce6d572455d361153b7xx51da133945")
     for chat_id in ("private:oc_p1", "group:oc_g1", "group:oc_g1:thread:om_root1"):
         assert parse_chat_id(chat_id).key == chat_id
     assert parse_chat_id("group:oc_g1:thread:om_root1").thread == "om_root1"

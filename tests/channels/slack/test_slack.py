@@ -53,7 +53,7 @@ def test_chat_ids_round_trip_and_bad_ones_are_named() -> None:
     for chat_id in ("private:D024BE91L", "group:C123ABC456", "group:C1:thread:1515449522.000016"):
         assert parse_chat_id(chat_id).key == chat_id
     ref = parse_chat_id("group:C123:thread:1515449522.000016")
-    assert (ref.channel, ref.thread_ts, ref.is_group) == ("C123", "1515449522.000016", True)
+    assert (ref.target, ref.thread, ref.is_group) == ("C123", "1515449522.000016", True)
     for bad in ("C123", "group:c123", "group:C1:topic:1", "private:D1:thread:x", "dm:D1"):
         with pytest.raises(ValueError, match="not a Slack chat id"):
             parse_chat_id(bad)
