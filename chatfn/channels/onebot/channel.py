@@ -45,7 +45,7 @@ from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.onebot.catchup import CatchUp
-from chatfn.channels.onebot.history import CLOCK_SLACK, Owed, SentCheck, match_sent, plain_words
+from chatfn.channels.onebot.history import CLOCK_SLACK, HistoryReader, Owed, match_sent, plain_words
 from chatfn.channels.onebot.link import (
     WS_PATH,
     ActionError,
@@ -123,7 +123,7 @@ class OneBotChannel(OneBotLink):
         self._preparing: dict[str, asyncio.Lock] = {}
         # message id -> (text, image references)
         self._quotes: Recent[str, tuple[str, list[str]]] = Recent(_QUOTE_CACHE)
-        self.history = SentCheck(self.call_action)
+        self.history = HistoryReader(self.call_action)
         self.catch_up = CatchUp(self, self._missed)
         self.bound_port: int | None = None
 

@@ -96,8 +96,9 @@ def match_sent(owed: Sequence[Owed], own: Sequence[tuple[float, str]]) -> set[in
 
 
 class HistoryReader:
-    """Reads a chat's latest messages back through `call_action`; an account whose
-    implementation lacks the action (1404) is not asked again."""
+    """Reads a chat's latest messages back through `call_action` (the catch-up's), or the
+    account's own among them (what `match_sent` looks in); an account whose implementation
+    lacks the action (1404) is not asked again."""
 
     def __init__(self, call_action: CallAction) -> None:
         self._call = call_action
@@ -122,10 +123,6 @@ class HistoryReader:
             raise
         messages = data.get("messages")
         return messages if isinstance(messages, list) else []
-
-
-class SentCheck(HistoryReader):
-    """Reads the account's own messages in a chat's history (what `match_sent` looks in)."""
 
     async def own_messages(self, self_id: str, chat_id: str) -> list[tuple[float, str]] | None:
         """The account's recent own messages in `chat_id`, or None when the implementation
