@@ -6,19 +6,17 @@ the bytes as `file_data`, which the documentation marks "not yet supported" (pee
 in C2C chats). A picture the model made has no URL, so with `public_url` set (the address at
 which QQ's servers reach the bot's web server) the image is put on this shelf and QQ is given
 `{public_url}/qq/media/<token>`: 32 random bytes of token, served for `channels.qq.media_ttl`
-seconds (QQ downloads it at once), at most `MAX_BYTES` held (the oldest go first): the kit's
-shelf (chatfn/channels/kit/shelf.py).
+seconds (QQ downloads it at once), at most `kit.MAX_SHELF_BYTES` held (the oldest go first):
+the kit's shelf (chatfn/channels/kit/shelf.py).
 """
 
 from __future__ import annotations
 
 from chatfn.channels import kit
 
-__all__ = ["MAX_BYTES", "MEDIA_ROUTE", "MediaShelf"]
+__all__ = ["MEDIA_ROUTE", "MediaShelf"]
 
 MEDIA_ROUTE = "/qq/media/{token}"
-#: Bytes the shelf holds at most: a burst of large pictures pushes the oldest out.
-MAX_BYTES = kit.MAX_SHELF_BYTES
 
 
 class MediaShelf(kit.MediaShelf):
