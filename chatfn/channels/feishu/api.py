@@ -133,13 +133,6 @@ class Sent:
     chat_id: str
 
 
-def _header(headers: dict[str, Any] | None, name: str) -> str | None:
-    for key, value in (headers or {}).items():
-        if key.lower() == name:
-            return str(value)
-    return None
-
-
 def _body(raw: Any) -> dict[str, Any]:
     try:
         data = json.loads(raw.content or b"{}")
@@ -155,11 +148,8 @@ def check(response: Any) -> Any:
     code = int(getattr(response, "code", 0) or 0)
     msg = str(getattr(response, "msg", "") or "")
     if status == 429 or code in RATE_LIMIT_CODES:
-        reset = _header(getattr(raw, "headers", None), "x-ogw-ratelimit-reset")
-        try:
-            wait = max(0.0, float(reset)) if reset is not None else 1.0
-        except ValueError:
-            wait = 1.0
+        wait = rest.retry_after(getattr(raw, "headers", None), ("x-ogw-ratelimit-reset",))
+        wait = 1.0 if wait is None else wait
         raise RateLimited(code or 99991400, msg or "rate limited", wait, status)
     if status >= 500:  # the platform failed, whatever code it names: the outbox tries again
         raise Unavailable(f"Feishu answered HTTP {status}" + (f" ({code}: {msg})" if code else ""))

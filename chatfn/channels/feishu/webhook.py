@@ -20,10 +20,11 @@ answer within 3 seconds and resends otherwise).
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from chatfn.channels.kit.wire import same_secret
 
 __all__ = ["Opened", "Refused", "open_request"]
 
@@ -42,10 +43,6 @@ class Opened:
 
     challenge: str | None
     payload: dict[str, Any]
-
-
-def _same(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
 
 
 def decrypt(encrypt_key: str, encrypted: str) -> str:
@@ -76,7 +73,7 @@ def open_request(body: bytes, headers: Any, verification_token: str, encrypt_key
     if not isinstance(payload, dict):
         raise Refused(400, "event is not a JSON object")
     if payload.get("type") == "url_verification":
-        if not _same(str(payload.get("token") or ""), verification_token):
+        if not same_secret(str(payload.get("token") or ""), verification_token):
             raise Refused(401, "URL check with a wrong verification_token")
         return Opened(str(payload.get("challenge") or ""), payload)
     if encrypt_key:
@@ -84,12 +81,12 @@ def open_request(body: bytes, headers: Any, verification_token: str, encrypt_key
         nonce = headers.get("X-Lark-Request-Nonce", "")
         signature = headers.get("X-Lark-Signature", "")
         expected = hashlib.sha256((stamp + nonce + encrypt_key).encode() + body).hexdigest()
-        if not signature or not _same(signature, expected):
+        if not signature or not same_secret(signature, expected):
             raise Refused(401, "bad X-Lark-Signature")
     header = payload.get("header")
     if not isinstance(header, dict):
         header = {}
     token = str(header.get("token") or payload.get("token") or "")
-    if not _same(token, verification_token):
+    if not same_secret(token, verification_token):
         raise Refused(401, "event with a wrong verification_token")
     return Opened(None, payload)

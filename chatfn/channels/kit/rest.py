@@ -6,7 +6,7 @@ status means for a send (`by_status`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import aiohttp
 
@@ -45,17 +45,18 @@ class ApiSession:
 
 
 def retry_after(
-    headers: Mapping[str, str] | None, names: tuple[str, ...] = ("Retry-After",)
+    headers: Mapping[str, Any] | None, names: tuple[str, ...] = ("Retry-After",)
 ) -> float | None:
-    """Seconds to wait, from the first of `names` that holds a number (a negative one is
-    0); None when none does."""
+    """Seconds to wait, from the first of `names` (in any case, a list's first value: an
+    SDK's headers) that holds a number (a negative one is 0); None when none does."""
+    found = {str(k).lower(): v for k, v in (headers or {}).items()}
     for name in names:
-        raw = headers.get(name) if headers is not None else None
-        if raw:
-            try:
-                return max(0.0, float(raw))
-            except ValueError:
-                continue
+        raw: Any = found.get(name.lower())
+        raw = raw[0] if isinstance(raw, list) and raw else raw
+        try:
+            return max(0.0, float(raw))
+        except (TypeError, ValueError):
+            continue
     return None
 
 

@@ -5,6 +5,7 @@ with a warning (a hostile or broken frame never ends the connection)."""
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,7 +16,7 @@ from loguru import logger
 
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
-__all__ = ["HeldSocket", "json_frames", "json_object", "webhook_body"]
+__all__ = ["HeldSocket", "json_frames", "json_object", "same_secret", "webhook_body"]
 
 
 async def webhook_body(request: web.Request, limit: int) -> bytes | None:
@@ -26,6 +27,12 @@ async def webhook_body(request: web.Request, limit: int) -> bytes | None:
         return await read_limited(request, limit)
     except FetchTooLarge:
         return None
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Whether a request's `given` secret (a header, a token in the body) is `expected`,
+    compared in constant time (no timing tells an attacker how much of it was right)."""
+    return hmac.compare_digest(given.encode(errors="replace"), expected.encode())
 
 
 def json_object(body: bytes | str) -> dict[str, Any] | None:

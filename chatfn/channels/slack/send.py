@@ -32,6 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatfn.channels import kit
+from chatfn.channels.kit import rest
 from chatfn.channels.markdown import to_slack_mrkdwn
 from chatfn.channels.slack.parse import _ID, _TS, ChatRef, parse_chat_id
 from chatfn.channels.slack.settings import SlackSettings
@@ -53,18 +54,12 @@ BUTTON_ACTION = "chatfn_button"  # action_id prefix: a press of one of the bot's
 
 
 def retry_after(exc: SlackApiError) -> float | None:
-    """The seconds a 429 asks to wait (its Retry-After header), or None if not a 429."""
+    """The seconds a 429 asks to wait (its Retry-After header, else 1), or None if not a 429."""
     response = exc.response
     if getattr(response, "status_code", None) != 429:
         return None
-    headers: Any = getattr(response, "headers", {}) or {}
-    raw = next((v for k, v in dict(headers).items() if k.lower() == "retry-after"), None)
-    if isinstance(raw, list):
-        raw = raw[0] if raw else None
-    try:
-        return max(0.0, float(raw)) if raw is not None else 1.0
-    except ValueError:
-        return 1.0
+    wait = rest.retry_after(getattr(response, "headers", None))
+    return 1.0 if wait is None else wait
 
 
 def error_code(exc: SlackApiError) -> str:

@@ -26,7 +26,6 @@ the group itself, is "admin").
 from __future__ import annotations
 
 import asyncio
-import hmac
 
 from aiohttp import web
 from loguru import logger
@@ -37,6 +36,7 @@ from telegram.request import HTTPXRequest
 from chatfn.channels import kit
 from chatfn.channels.kit import media as kit_media
 from chatfn.channels.kit import presses
+from chatfn.channels.kit.wire import same_secret
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
 from chatfn.channels.telegram.settings import TelegramSettings
@@ -195,9 +195,7 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         secret = self.cfg.secret_token
         if secret is not None:
             given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
-            if not hmac.compare_digest(
-                given.encode(errors="replace"), secret.get_secret_value().encode()
-            ):
+            if not same_secret(given, secret.get_secret_value()):
                 logger.warning("Telegram webhook POST without the right secret token refused")
                 return web.json_response(
                     {"error": "wrong X-Telegram-Bot-Api-Secret-Token"}, status=403
