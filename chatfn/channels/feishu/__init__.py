@@ -21,12 +21,8 @@ def build(host: ChannelHost, settings: FeishuSettings) -> Any:
 
 
 def _offline(settings: FeishuSettings) -> Probe:
-    if not settings.app_id or settings.app_secret is None:
-        return Probe(
-            "fail",
-            "channels.feishu.app_id and app_secret are not set (the app's Credentials & "
-            "Basic Info page)",
-        )
+    if why := settings.problem():  # app_id or app_secret not set
+        return Probe("fail", why)
     if settings.mode == "webhook":
         how = (
             f"webhook at {settings.webhook_path} on the HTTP channel's port (needs --channel "

@@ -20,16 +20,8 @@ def build(host: ChannelHost, settings: SlackSettings) -> Any:
 
 
 async def check(settings: SlackSettings, online: bool) -> list[Probe]:
-    if settings.bot_token is None:
-        return [Probe("fail", "channels.slack.bot_token is not set (the app's xoxb- token)")]
-    if not settings.mode:
-        return [
-            Probe(
-                "fail",
-                "set channels.slack.app_token (Socket Mode) or channels.slack.signing_secret "
-                "(Events API at /slack/events on the HTTP channel's port)",
-            )
-        ]
+    if why := settings.problem():  # no bot token, or no way for events to come
+        return [Probe("fail", why)]
     how = (
         "Socket Mode (app_token)"
         if settings.mode == "socket"

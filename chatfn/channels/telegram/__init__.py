@@ -24,8 +24,8 @@ def build(host: ChannelHost, settings: TelegramSettings) -> Any:
 
 
 async def check(settings: TelegramSettings, online: bool) -> list[Probe]:
-    if settings.token is None:
-        return [Probe("fail", "channels.telegram.token is not set (the token @BotFather gave)")]
+    if why := settings.problem():  # the token not set
+        return [Probe("fail", why)]
     where = settings.webhook_url if settings.mode == "webhook" else "getUpdates long polling"
     probes = [Probe("ok", f"{settings.mode} mode ({where}) via {settings.base_url}")]
     if settings.mode == "webhook" and settings.secret_token is None:
