@@ -75,10 +75,12 @@ from lark_oapi.core.utils import Files
 
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import rest
+from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kit.rest import ApiSession
 from chatfn.channels.kit.token import ExpiringToken
 
 __all__ = [
+    "ERRORS",
     "AuthRefused",
     "FeishuApi",
     "FeishuError",
@@ -123,6 +125,12 @@ class RateLimited(FeishuError):
     def __init__(self, code: int, msg: str, wait: float, status: int = 429) -> None:
         super().__init__(code, msg, status)
         self.wait = wait
+
+
+#: What the channel and its sender make of a failed call (kit.classify).
+ERRORS = ErrorKinds(
+    "Feishu", "channels.feishu.app_id / app_secret", (AuthRefused,), (FeishuError,), NETWORK_ERRORS
+)
 
 
 @dataclass(frozen=True, slots=True)

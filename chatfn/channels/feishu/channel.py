@@ -58,7 +58,7 @@ from aiohttp import web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
+from chatfn.channels.feishu.api import ERRORS, NETWORK_ERRORS, FeishuApi, FeishuError
 from chatfn.channels.feishu.parse import ChatRef, chat_ref, parse_chat_id, read_message
 from chatfn.channels.feishu.render import PRESS, card, mention, to_feishu_markdown
 from chatfn.channels.feishu.send import FeishuSender
@@ -81,7 +81,6 @@ __all__ = ["FeishuChannel"]
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
 TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
-_CREDENTIALS = "channels.feishu.app_id / app_secret"
 # A Feishu API call that failed: the platform's answer or the network.
 _API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
 
@@ -106,15 +105,9 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         """A token and bot/v3/info: the bot's open_id (how it recognises its own mention)."""
         try:
             bot = await self.api.bot_info()
-        except AuthRefused as exc:
-            raise kit.CredentialsRefused(
-                f"Feishu refused {_CREDENTIALS} ({exc}): check the app's Credentials & Basic "
-                "Info page"
-            ) from None
-        except FeishuError as exc:
-            raise kit.Unreachable(f"Feishu bot/v3/info failed ({exc})") from None
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(f"Feishu not reachable at {self.cfg.base_url} ({exc})") from None
+        except _API_ERRORS as exc:
+            fix = "check the app's Credentials & Basic Info page"
+            raise ERRORS.for_connect(exc, "bot/v3/info", self.cfg.base_url, fix) from None
         self.bot_open_id = str(bot["open_id"])
         self.bot_name = str(bot.get("app_name") or "")
         how = "the long connection"
@@ -142,8 +135,8 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         elif state == "refused":
             self.down(
                 kit.CredentialsRefused(
-                    f"Feishu refused the long connection for {_CREDENTIALS} ({detail}): check "
-                    "the app's credentials and that events use the long connection"
+                    f"Feishu refused the long connection for {ERRORS.credentials} ({detail}): "
+                    "check the app's credentials and that events use the long connection"
                 )
             )
         else:

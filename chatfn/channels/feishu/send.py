@@ -42,10 +42,8 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.feishu.api import (
-    NETWORK_ERRORS,
-    AuthRefused,
+    ERRORS,
     FeishuApi,
-    FeishuError,
     RateLimited,
     Sent,
 )
@@ -90,15 +88,7 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
         if isinstance(exc, RateLimited):
             why = f"Feishu asks to wait {exc.wait:.0f} s before sending to {key} ({exc.code})"
             return kit.RateLimited(why, exc.wait)
-        if isinstance(exc, AuthRefused):
-            return kit.CredentialsRefused(
-                f"Feishu refused channels.feishu.app_id / app_secret ({exc})"
-            )
-        if isinstance(exc, FeishuError):
-            return kit.DeliveryRefused(f"Feishu refused the message to {key}: {exc}")
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"Feishu not reachable ({exc})")
-        return None
+        return ERRORS.for_send(exc, key)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[Sent]:
         at = mention(out.at) if out.at and ref.is_group else ""

@@ -1,0 +1,48 @@
+"""A platform client's exceptions as the kit's errors (errors.py), for a platform whose client
+raises three kinds: its credentials refused, its other refusals, and the network failing. The
+sentences are the same on every such platform, naming it and the settings to fix; which
+exception classes are which kind is the platform's (`ErrorKinds`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatfn.common.messages import CredentialsRefused, DeliveryRefused, Unreachable
+
+__all__ = ["ErrorKinds"]
+
+Kinds = tuple[type[BaseException], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorKinds:
+    """`label` (the platform's name in the sentences), `credentials` (the settings a refusal
+    names: "channels.x.app_id / app_secret") and the exception classes of each kind; a class
+    is taken as the first kind it is one of (a refusal of the credentials first)."""
+
+    label: str
+    credentials: str
+    refused: Kinds
+    platform: Kinds
+    network: Kinds
+
+    def for_send(self, exc: BaseException, key: str) -> Exception | None:
+        """`exc` raised sending to the chat `key` as the kit's error (None: not one of these:
+        raised as it is). The platform's other refusals refuse the message for good."""
+        if isinstance(exc, self.refused):
+            return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc})")
+        if isinstance(exc, self.platform):
+            return DeliveryRefused(f"{self.label} refused the message to {key}: {exc}")
+        if isinstance(exc, self.network):
+            return Unreachable(f"{self.label} not reachable ({exc})")
+        return None
+
+    def for_connect(self, exc: BaseException, call: str, where: str, fix: str) -> Exception:
+        """`exc` raised by the call `call` that logs in at `where` as the kit's error: refused
+        credentials (their sentence ends with `fix`, what the operator checks), else
+        unreachable (the kit's connect loop tries again)."""
+        if isinstance(exc, self.refused):
+            return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc}): {fix}")
+        if isinstance(exc, self.platform):
+            return Unreachable(f"{self.label} {call} failed ({exc})")
+        return Unreachable(f"{self.label} not reachable at {where} ({exc})")
