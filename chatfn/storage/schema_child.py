@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -53,17 +54,13 @@ def in_process(on: bool | None = None) -> bool:
 
 def upgrade(url: str) -> SchemaState:
     """Run what is pending on the database at `url` in a child process; the state it found."""
-    # The child imports chatfn from where this process did, whatever its working directory.
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "chatfn.storage.schema_child_main"],
             input=json.dumps({"url": url}),
             capture_output=True,
             text=True,
-            env=env,
+            env=_child_env(),
             timeout=TIMEOUT,
             check=False,
         )
@@ -76,6 +73,23 @@ def upgrade(url: str) -> SchemaState:
         raise MigrationFailed(answer["error"])
     tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
     raise MigrationFailed(f"the migration process exited with code {done.returncode}: {tail}")
+
+
+def _child_env() -> dict[str, str]:
+    """The environment, with the folder this process imported chatfn from on PYTHONPATH when
+    the child would not find it otherwise (`python bot.py` in a checkout that is not
+    installed, started from another directory). An installed chatfn's folder, site-packages,
+    is not added: on PYTHONPATH it would come before the standard library."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in _site_folders():
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _site_folders() -> set[str]:
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    return {str(Path(f).resolve()) for f in folders}
 
 
 def _answer(stdout: str) -> dict[str, Any]:
