@@ -18,7 +18,8 @@ Kinds = tuple[type[BaseException], ...]
 class ErrorKinds:
     """`label` (the platform's name in the sentences), `credentials` (the settings a refusal
     names: "channels.x.app_id / app_secret") and the exception classes of each kind; a class
-    is taken as the first kind it is one of (a refusal of the credentials first)."""
+    is taken as the first kind it is one of, in this order: the credentials refused, the
+    network (an SDK whose network error is one of its errors), the platform's refusals."""
 
     label: str
     credentials: str
@@ -31,10 +32,10 @@ class ErrorKinds:
         raised as it is). The platform's other refusals refuse the message for good."""
         if isinstance(exc, self.refused):
             return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc})")
-        if isinstance(exc, self.platform):
-            return DeliveryRefused(f"{self.label} refused the message to {key}: {exc}")
         if isinstance(exc, self.network):
             return Unreachable(f"{self.label} not reachable ({exc})")
+        if isinstance(exc, self.platform):
+            return DeliveryRefused(f"{self.label} refused the message to {key}: {exc}")
         return None
 
     def for_connect(self, exc: BaseException, call: str, where: str, fix: str) -> Exception:
@@ -43,6 +44,6 @@ class ErrorKinds:
         unreachable (the kit's connect loop tries again)."""
         if isinstance(exc, self.refused):
             return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc}): {fix}")
-        if isinstance(exc, self.platform):
+        if isinstance(exc, self.platform) and not isinstance(exc, self.network):
             return Unreachable(f"{self.label} {call} failed ({exc})")
         return Unreachable(f"{self.label} not reachable at {where} ({exc})")

@@ -35,6 +35,7 @@ from telegram.error import (
 
 from chatfn.channels import kit
 from chatfn.channels.kit import media
+from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_v2
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
@@ -44,6 +45,10 @@ from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
 
 T = TypeVar("T")
+#: What a failed Bot API call is (kit.classify): BadRequest and RetryAfter come before.
+ERRORS = ErrorKinds(
+    "Telegram", "channels.telegram.token", (InvalidToken,), (TelegramError,), (NetworkError,)
+)
 CAPTION_LIMIT = 1024  # UTF-16 code units of a photo's caption (Bot API sendPhoto)
 
 __all__ = ["CAPTION_LIMIT", "TelegramSender", "retry_seconds"]
@@ -87,13 +92,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
             )
         if isinstance(exc, BadRequest):
             return None  # sent again as plain text (_formatted)
-        if isinstance(exc, InvalidToken):
-            return kit.CredentialsRefused("Telegram refused channels.telegram.token (unauthorized)")
-        if isinstance(exc, NetworkError):
-            return kit.Unreachable(f"Telegram not reachable ({exc})")
-        if isinstance(exc, TelegramError):  # Forbidden (blocked, removed), and the rest
-            return kit.DeliveryRefused(f"Telegram refused the message to {key}: {exc}")
-        return None
+        return ERRORS.for_send(exc, key)  # Forbidden (blocked, removed) is refused for good
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         mention = ""
