@@ -53,20 +53,15 @@ async def check(settings: FeishuSettings, online: bool) -> list[Probe]:
 
 async def who_am_i(settings: FeishuSettings) -> Probe:
     """A tenant_access_token and bot/v3/info: the bot's name and open_id, or why not."""
-    from chatfn.channels.feishu.api import NETWORK_ERRORS, AuthRefused, FeishuApi, FeishuError
+    from chatfn.channels.feishu.api import ERRORS, FeishuApi
 
     name = "channel feishu bot/v3/info"
     api = FeishuApi(settings)
     try:
         bot = await api.bot_info()
-    except AuthRefused as exc:
-        return Probe(
-            "fail", f"Feishu refused channels.feishu.app_id / app_secret ({exc})", name=name
-        )
-    except FeishuError as exc:
-        return Probe("fail", f"Feishu bot/v3/info failed: {exc}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"Feishu not reachable at {settings.base_url}: {exc}", name=name)
+    except ERRORS.every as exc:
+        why = ERRORS.for_connect(exc, "bot/v3/info", settings.base_url)
+        return Probe("fail", str(why), name=name)
     finally:
         await api.aclose()
     return Probe(

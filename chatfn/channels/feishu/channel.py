@@ -58,7 +58,7 @@ from aiohttp import web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.feishu.api import ERRORS, NETWORK_ERRORS, FeishuApi, FeishuError
+from chatfn.channels.feishu.api import ERRORS, FeishuApi
 from chatfn.channels.feishu.parse import ChatRef, chat_ref, parse_chat_id, read_message
 from chatfn.channels.feishu.render import PRESS, card, mention, to_feishu_markdown
 from chatfn.channels.feishu.send import FeishuSender
@@ -82,7 +82,7 @@ ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored 
 PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
 TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
 # A Feishu API call that failed: the platform's answer or the network.
-_API_ERRORS: tuple[type[BaseException], ...] = (FeishuError, *NETWORK_ERRORS)
+_API_ERRORS = ERRORS.every
 
 
 class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", label="Feishu"):

@@ -27,6 +27,11 @@ class ErrorKinds:
     platform: Kinds
     network: Kinds
 
+    @property
+    def every(self) -> Kinds:
+        """The classes of all three kinds (`except kinds.every`)."""
+        return (*self.refused, *self.network, *self.platform)
+
     def for_send(self, exc: BaseException, key: str) -> Exception | None:
         """`exc` raised sending to the chat `key` as the kit's error (None: not one of these:
         raised as it is). The platform's other refusals refuse the message for good."""
@@ -38,12 +43,13 @@ class ErrorKinds:
             return DeliveryRefused(f"{self.label} refused the message to {key}: {exc}")
         return None
 
-    def for_connect(self, exc: BaseException, call: str, where: str, fix: str) -> Exception:
+    def for_connect(self, exc: BaseException, call: str, where: str, fix: str = "") -> Exception:
         """`exc` raised by the call `call` that logs in at `where` as the kit's error: refused
-        credentials (their sentence ends with `fix`, what the operator checks), else
-        unreachable (the kit's connect loop tries again)."""
+        credentials (their sentence ends with `fix`, what the operator checks, when given),
+        else unreachable (the kit's connect loop tries again; a probe says it as it is)."""
         if isinstance(exc, self.refused):
-            return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc}): {fix}")
+            said = f"{self.label} refused {self.credentials} ({exc})"
+            return CredentialsRefused(f"{said}: {fix}" if fix else said)
         if isinstance(exc, self.platform) and not isinstance(exc, self.network):
             return Unreachable(f"{self.label} {call} failed ({exc})")
         return Unreachable(f"{self.label} not reachable at {where} ({exc})")
