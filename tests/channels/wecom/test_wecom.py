@@ -23,6 +23,7 @@ from chatfn.testing import ScriptedModel  # noqa: E402
 from tests.channels.contract import _echo, contract_registry  # noqa: E402
 from tests.channels.wecom.wecom_driver import WecomDriver  # noqa: E402
 from tests.channels.wecom.wecom_fake import FakeWecom  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 
 @pytest.fixture
@@ -114,9 +115,15 @@ async def test_a_redelivered_message_is_answered_once(running: tuple[WecomDriver
 
 
 async def test_an_expired_token_is_fetched_again(running: tuple[WecomDriver, Bot]) -> None:
-    fake = running[0].fake
+    driver, _ = running
+    fake = driver.fake
     await fake.deliver(fake.message_xml("u3", fake.next_id(), "first"))
     await fake.wait_sent("u3", 1)
+    # The driver's 0.1 s keepalive would race the send for the revoked token: once one more
+    # check has passed, the channel's next one is an hour away and the send meets it first.
+    driver.channel.keepalive = 3600.0
+    checks = fake.agent_checks
+    await until(lambda: fake.agent_checks > checks, message="no keepalive check")
     fetched = fake.token_fetches
     fake.revoke_tokens()  # 40014 for the token the channel holds
     await fake.deliver(fake.message_xml("u3", fake.next_id(), "second"))

@@ -68,6 +68,8 @@ class FakeWecom:
         self.tokens: dict[str, float] = {}  # access_token -> expiry (monotonic)
         self.token_life = 7200
         self.token_fetches = 0
+        #: agent/get calls answered (the channel's keepalive credential check among them).
+        self.agent_checks = 0
         self.sent: dict[str, list[Posted]] = {}
         self.media: dict[str, bytes] = {}
         self.voices: dict[str, tuple[bytes, float]] = {}  # media_id -> (AMR, seconds)
@@ -144,6 +146,7 @@ class FakeWecom:
             return bad
         if request.query.get("agentid") != str(self.agent_id):
             return self._refuse(request, 40056, "invalid agentid")
+        self.agent_checks += 1
         return web.json_response(
             {"errcode": 0, "errmsg": "ok", "agentid": self.agent_id, "name": "chatfn test app"}
         )
