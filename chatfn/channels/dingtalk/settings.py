@@ -4,16 +4,14 @@ splitting numbers every channel has)."""
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, web_path
+from chatfn.channels.kit.settings import PlatformSettings, https_origin, web_path
 
 #: DingTalk's OpenAPI (and the Stream connection endpoint); its older API lives on OAPI.
 API_BASE = "https://api.dingtalk.com"
 OAPI_BASE = "https://oapi.dingtalk.com"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class DingTalkSettings(PlatformSettings):
@@ -44,16 +42,7 @@ class DingTalkSettings(PlatformSettings):
     @field_validator("api_base")
     @classmethod
     def _api_base(cls, v: str) -> str:
-        parts = urlsplit(v.strip())
-        loopback = parts.scheme == "http" and (parts.hostname or "") in LOOPBACK
-        if not (parts.scheme == "https" or loopback) or not parts.netloc:
-            raise ValueError(
-                f"expected an https origin like {API_BASE} (http only for 127.0.0.1/localhost), "
-                f"got {v!r}"
-            )
-        if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
-            raise ValueError(f"expected an origin without a path, query or credentials, got {v!r}")
-        return f"{parts.scheme}://{parts.netloc}"
+        return https_origin(v, f"an https origin like {API_BASE}")
 
     @field_validator("webhook_path")
     @classmethod

@@ -3,16 +3,14 @@ splitting numbers every channel has)."""
 
 from __future__ import annotations
 
-from typing import Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, web_path
+from chatfn.channels.kit.settings import PlatformSettings, https_origin, web_route
 
 #: `domain: feishu` / `domain: lark`: the open platform's origin for each.
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class FeishuSettings(PlatformSettings):
@@ -32,7 +30,7 @@ class FeishuSettings(PlatformSettings):
     verification_token: SecretStr | None = None
     encrypt_key: SecretStr | None = None
     # Where the platform POSTs events in webhook mode (on the HTTP channel's port).
-    webhook_path: str = "/feishu/events"
+    webhook_path: Annotated[str, web_route("/feishu/events")] = "/feishu/events"
     # Characters of Markdown per message. Feishu refuses a card body over 30 KB; 4000
     # characters stay below it even in CJK with every character escaped.
     max_message_length: int = Field(default=4000, ge=100, le=8000)
@@ -46,27 +44,10 @@ class FeishuSettings(PlatformSettings):
     @field_validator("domain")
     @classmethod
     def _domain(cls, v: str) -> str:
-        v = v.strip()
-        if v.lower() in DOMAINS:
-            return v.lower()
-        parts = urlsplit(v)
-        loopback = parts.scheme == "http" and (parts.hostname or "") in LOOPBACK
-        if not (parts.scheme == "https" or loopback) or not parts.netloc:
-            raise ValueError(
-                f"expected feishu, lark or an https origin like {DOMAINS['feishu']} "
-                f"(http only for 127.0.0.1/localhost), got {v!r}"
-            )
-        if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
-            raise ValueError(
-                f"expected an origin without a path, query or credentials (got {v!r}); "
-                "requests go to {domain}/open-apis/..."
-            )
-        return f"{parts.scheme}://{parts.netloc}"
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/feishu/events")
+        if v.strip().lower() in DOMAINS:
+            return v.strip().lower()
+        expected = f"feishu, lark or an https origin like {DOMAINS['feishu']}"
+        return https_origin(v, expected, "; requests go to {domain}/open-apis/...")
 
     @model_validator(mode="after")
     def _webhook_needs_a_token(self) -> FeishuSettings:

@@ -14,11 +14,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from chatfn.common.config import Section
 
-__all__ = ["PlatformSettings", "http_url", "web_path"]
+__all__ = ["PlatformSettings", "http_url", "https_origin", "root_url", "web_path", "web_route"]
+
+#: Hosts an origin may name with plain http (a test's or a proxy's local server).
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def http_url(v: str, example: str) -> str:
@@ -32,12 +35,38 @@ def http_url(v: str, example: str) -> str:
     return v.rstrip("/")
 
 
+def https_origin(v: str, expected: str, after: str = "") -> str:
+    """`v` as an https origin, `scheme://host[:port]` (http only for a loopback host) with no
+    path, query or credentials; ValueError naming what was `expected` ("an https origin like
+    https://api.example.com"), `after` added to the one about a path (where requests go)."""
+    parts = urlsplit(v.strip())
+    loopback = parts.scheme == "http" and (parts.hostname or "") in LOOPBACK
+    if not (parts.scheme == "https" or loopback) or not parts.netloc:
+        raise ValueError(f"expected {expected} (http only for 127.0.0.1/localhost), got {v!r}")
+    if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(
+            f"expected an origin without a path, query or credentials, got {v!r}{after}"
+        )
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def web_path(v: str, example: str) -> str:
     """`v` as a path on the bot's web server (a webhook's): it starts with "/" and has no
     query or fragment; ValueError naming the shape expected (`example`)."""
     if not v.startswith("/") or "?" in v or "#" in v:
         raise ValueError(f"expected a path such as {example}, got {v!r}")
     return v
+
+
+def root_url(example: str) -> AfterValidator:
+    """A field's check, `Annotated[str, root_url(example)]`: `http_url` (without a
+    validator method written again in every platform's settings)."""
+    return AfterValidator(lambda v: http_url(v, example))
+
+
+def web_route(example: str) -> AfterValidator:
+    """A field's check, `Annotated[str, web_route(example)]`: `web_path`."""
+    return AfterValidator(lambda v: web_path(v, example))
 
 
 class PlatformSettings(Section):

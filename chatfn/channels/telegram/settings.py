@@ -3,12 +3,12 @@ splitting numbers every channel has)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, root_url
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 
@@ -21,7 +21,7 @@ class TelegramSettings(PlatformSettings):
     # The bot's token from @BotFather ("123456:ABC...").
     token: SecretStr | None = None
     # The Bot API server: api.telegram.org, or a self-hosted one.
-    base_url: str = DEFAULT_BASE_URL
+    base_url: Annotated[str, root_url(DEFAULT_BASE_URL)] = DEFAULT_BASE_URL
     # polling: getUpdates long polling (no public address needed). webhook: Telegram POSTs
     # updates to `webhook_url`, whose path is served on the HTTP channel's port.
     mode: Literal["polling", "webhook"] = "polling"
@@ -36,11 +36,6 @@ class TelegramSettings(PlatformSettings):
     max_message_length: int = Field(default=4096, ge=100, le=4096)
     # send_rate, send_burst, max_retry_after: PlatformSettings'. Telegram asks for about one
     # message per second in a chat and 20 per minute in a group.
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, v: str) -> str:
-        return http_url(v, DEFAULT_BASE_URL)
 
     @field_validator("secret_token")
     @classmethod
