@@ -42,6 +42,7 @@ from chatfn.testing import ScriptedModel
 from function_calls import FunctionResult, MessageContext, tool_function
 from function_calls.registry import Registry
 from providers.types import LLMResponse, Message, Usage
+from tests.kit import until
 
 Kind = Literal["private", "group"]
 Feature = Literal[
@@ -223,9 +224,14 @@ class Running:
             with storage.engine.connect() as conn:
                 return conn.execute(query).first()
 
-        async with asyncio.timeout(timeout):
-            while (row := await storage.run(read)) is None:
-                await asyncio.sleep(0.05)
+        row: Any = None
+
+        async def stored() -> bool:
+            nonlocal row
+            row = await storage.run(read)
+            return row is not None
+
+        await until(stored, timeout, f"no stored message from {self.driver.platform}")
         return row
 
 
@@ -468,17 +474,15 @@ class ChannelContract:
             refusals = channel.refusals
             await driver.refuse_credentials(True)
             # generous: a real server may delay each refused login (Dovecot: 2 s) on a loaded CI
-            async with asyncio.timeout(60):
-                while channel.refusals < refusals + 3:  # refused, and tried again twice
-                    await asyncio.sleep(0.05)
+            await until(  # refused, and tried again twice
+                lambda: channel.refusals >= refusals + 3, 60, "not refused three times"
+            )
             state = channel_state(driver.platform, channel)
             assert state["connected"] is False and "refused" in state["detail"], state
             said = [line for line in lines if "refused" in line]
             assert len(said) == 1, lines
             await driver.refuse_credentials(False)
-            async with asyncio.timeout(60):
-                while not channel.connected:
-                    await asyncio.sleep(0.05)
+            await until(lambda: channel.connected, 60, "not connected again")
         finally:
             logger.remove(sink)
         await driver.say(chat, "after")
@@ -562,9 +566,14 @@ async def _unmark_last(bot: Bot, platform: str, chat_id: str) -> None:
         with storage.engine.connect() as conn:
             return conn.execute(newest).first()
 
-    async with asyncio.timeout(10):
-        while (row := await storage.run(read)) is None or row.state != "delivered":
-            await asyncio.sleep(0.02)
+    row: Any = None
+
+    async def delivered() -> bool:
+        nonlocal row
+        row = await storage.run(read)
+        return row is not None and row.state == "delivered"
+
+    await until(delivered, 10, f"the newest outbox row of {chat_id} not delivered")
 
     def unmark() -> None:
         with storage.engine.begin() as conn:

@@ -17,6 +17,7 @@ from tests.channels.discord.discord_driver import visible  # noqa: E402
 from tests.channels.discord.discord_fake import BOT_ID, FakeDiscord, user  # noqa: E402
 from tests.channels.telegram.telegram_fake import FakeTelegram  # noqa: E402
 from tests.cluster.conftest import Proc, cluster_config  # noqa: E402
+from tests.kit import wait_event  # noqa: E402
 
 pytestmark = pytest.mark.services
 
@@ -52,9 +53,7 @@ async def test_a_gateway_holds_discord_and_telegram_and_a_worker_answers(
         await asyncio.to_thread(gateway.wait_for, "Discord: logged in as")
         await asyncio.to_thread(gateway.wait_for, "Telegram channel: @")
         await asyncio.to_thread(worker.wait_for, "1 live worker(s)")
-        async with asyncio.timeout(30):
-            while not discord.connected.is_set():
-                await asyncio.sleep(0.05)
+        await wait_event(discord.connected, 30, "the gateway did not connect to Discord")
         for i in range(3):
             await discord.say(None, f"/echo p{i}", author=2001, dm=True)
         await discord.say(
