@@ -1,5 +1,6 @@
 """The test kit's own promises: `until` waits no longer than the condition needs and fails with
-the caller's message; `serve` listens on the port it reports."""
+the caller's message; `serve` listens on the port it reports; `wait_started` names why a
+server did not come up."""
 
 from __future__ import annotations
 
@@ -64,3 +65,46 @@ async def test_serve_listens_on_the_port_it_reports() -> None:
             assert await r.text() == "here"
     finally:
         await runner.cleanup()
+
+
+def test_wait_started_says_why_a_server_did_not_come_up() -> None:
+    """A server that answers is waited for; one that exits is named with its log's tail at
+    once; one that never answers is stopped and named after the timeout. RuntimeError each
+    time: what the server fixtures turn into a skip (a failure on CI)."""
+    import subprocess
+    import sys
+
+    from tests.kit.servers import wait_started
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])  # runs on
+    try:
+        calls: list[int] = []
+
+        def third_time() -> bool:
+            calls.append(1)
+            return len(calls) >= 3
+
+        wait_started(sleeper, third_time, 5, "up")
+        assert len(calls) == 3
+
+        def refused() -> bool:
+            raise ConnectionRefusedError  # an OSError: not yet
+
+        stopped: list[bool] = []
+        with pytest.raises(RuntimeError, match=r"never did not answer \(not within 0.2 s\): log"):
+            wait_started(
+                sleeper,
+                refused,
+                0.2,
+                "never",
+                tail=lambda: "log",
+                stop=lambda: stopped.append(True),
+            )
+        assert stopped == [True]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    exited.wait()
+    with pytest.raises(RuntimeError, match=r"gone exited \(3\): its log"):
+        wait_started(exited, lambda: False, 5, "gone", tail=lambda: "its log")

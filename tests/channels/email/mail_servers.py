@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kit.ports import free_port
+from tests.kit.servers import wait_started
 
 __all__ = ["DOMAIN", "MailServers", "dovecot_binary"]
 
@@ -139,19 +140,14 @@ class MailServers:
             stdin=subprocess.DEVNULL,
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"dovecot exited: {self._tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.imap_port), timeout=0.5) as s:
-                    if s.recv(100).startswith(b"* OK"):
-                        self._start_smtp()
-                        return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"dovecot did not listen on {self.imap_port} in {timeout} s")
+
+        def greets() -> bool:
+            with socket.create_connection(("127.0.0.1", self.imap_port), timeout=0.5) as s:
+                return s.recv(100).startswith(b"* OK")
+
+        what = f"dovecot on {self.imap_port}"
+        wait_started(self.process, greets, timeout, what, tail=self._tail, stop=self.stop)
+        self._start_smtp()
 
     def _tail(self) -> str:
         found = [p for p in (self.folder / "stdout.log", self.folder / "dovecot.log") if p.exists()]

@@ -16,10 +16,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from tests.kit.ports import free_port
+from tests.kit.servers import wait_started
+from tests.kit.until import until_sync
 
 __all__ = ["OPER", "OPER_PASSWORD", "NgIrcd", "ngircd_binary"]
 
@@ -82,17 +83,16 @@ class NgIrcd:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"ngircd exited: {self.log.read_text(errors='replace')[-500:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"ngircd did not listen on {self.port} in {timeout} s")
+
+        def listens() -> bool:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+
+        def tail() -> str:
+            return self.log.read_text(errors="replace")[-500:]
+
+        what = f"ngircd on {self.port}"
+        wait_started(self.process, listens, timeout, what, tail=tail, stop=self.stop)
 
     def set_password(self, password: str) -> None:
         """The server password from now on ("" none): config rewritten, SIGHUP (rehash)."""
@@ -101,11 +101,11 @@ class NgIrcd:
         self.write_config()
         before = self.log.read_text(errors="replace").count("Re-reading configuration")
         self.process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while self.log.read_text(errors="replace").count("Re-reading configuration") <= before:
-            if time.monotonic() > deadline:
-                raise RuntimeError("ngircd did not rehash")
-            time.sleep(0.02)
+        until_sync(
+            lambda: self.log.read_text(errors="replace").count("Re-reading configuration") > before,
+            10,
+            "ngircd did not rehash",
+        )
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

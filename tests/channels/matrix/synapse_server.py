@@ -26,7 +26,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Any
 import yaml
 
 from tests.kit import free_port
+from tests.kit.servers import wait_started
 
 SERVER_NAME = "localhost"
 _RELAXED = {"per_second": 10000, "burst_count": 10000}
@@ -142,16 +142,15 @@ class Synapse:
             stderr=subprocess.STDOUT,
             env={**os.environ, "SYNAPSE_ASYNC_IO_REACTOR": "0"},
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"Synapse exited ({self.process.returncode}): {self.tail()}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.url}/_matrix/client/versions", timeout=2):
-                    return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"Synapse did not answer within {timeout:.0f} s: {self.tail()}")
+
+        def answers() -> bool:
+            with urllib.request.urlopen(f"{self.url}/_matrix/client/versions", timeout=2):
+                return True
+
+        wait_started(
+            self.process, answers, timeout, "Synapse", tail=self.tail, stop=self.stop, interval=0.1
+        )
+        return self
 
     def tail(self) -> str:
         text = ""

@@ -18,10 +18,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from tests.kit.ports import free_port
+from tests.kit.servers import wait_started
 
 __all__ = ["DOMAIN", "MUC", "Prosody", "prosody_binary"]
 
@@ -116,17 +116,13 @@ class Prosody:
             stdin=subprocess.DEVNULL,
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prosody exited: {self._tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"prosody did not listen on {self.port} in {timeout} s")
+
+        def listens() -> bool:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+
+        what = f"prosody on {self.port}"
+        wait_started(self.process, listens, timeout, what, tail=self._tail, stop=self.stop)
 
     def _tail(self) -> str:
         found = [p for p in (self.folder / "stdout.log", self.folder / "prosody.err") if p.exists()]
