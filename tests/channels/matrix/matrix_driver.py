@@ -38,6 +38,7 @@ from chatfn.testing import ScriptedModel
 from tests.channels.contract import Chat, Sent, _echo, contract_registry
 from tests.channels.matrix.matrix_proxy import MatrixProxy
 from tests.channels.matrix.synapse_server import Account, Synapse
+from tests.kit import until
 
 BOT_NAME = "Contract Bot"
 GROUP_MEMBERS = ("1001", "1002", "1011")
@@ -336,9 +337,14 @@ class MatrixDriver:
 
     async def sent(self, chat: Chat, count: int, timeout: float = 15.0) -> list[Sent]:
         await self.room(chat)
-        async with asyncio.timeout(timeout):
-            while len(found := await self.events(chat)) < count:
-                await asyncio.sleep(0.05)
+        found: list[dict[str, Any]] = []
+
+        async def arrived() -> bool:
+            nonlocal found
+            found = await self.events(chat)
+            return len(found) >= count
+
+        await until(arrived, timeout, lambda: f"{len(found)} of {count} messages in {chat}")
         return [await self.as_sent(chat, e) for e in found]
 
     async def as_sent(self, chat: Chat, event: dict[str, Any]) -> Sent:
@@ -397,7 +403,10 @@ class MatrixDriver:
         await self.join(chat, user, name)
 
     async def drop_connection(self) -> None:
-        assert self.proxy.drop() >= 1  # the bot's /sync poll at least
+        # The bot's /sync poll at least: between two polls (one answered, the next not yet
+        # asked) nothing is in flight, and a drop then would cut nothing.
+        await until(lambda: self.proxy.in_flight, 10, "no request of the bot's in flight")
+        assert self.proxy.drop() >= 1
 
     async def rate_limit_next(self, chat: Chat, retry_after: float) -> None:
         room_id = await self.room(chat)

@@ -67,6 +67,11 @@ class MatrixProxy:
     def rate_limit_next(self, room_id: str, retry_after_ms: float) -> None:
         self._limit[room_id] = retry_after_ms
 
+    @property
+    def in_flight(self) -> int:
+        """How many requests are passing through now."""
+        return len(self._open)
+
     def drop(self) -> int:
         """Abort every connection that has a request in flight (the bot's /sync poll among
         them); returns how many."""

@@ -10,6 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,9 +60,7 @@ async def test_a_crash_after_the_send_resends_the_same_transaction_and_synapse_k
         await bot.outbox.flush_marks()  # the delivery mark written, then undone: a crash
         await _unmark_last(bot, "matrix", driver.chat_id(chat))
     async with running(driver, tmp_path):  # the row is owed: sent again, same transaction
-        async with asyncio.timeout(15):
-            while driver.proxy.txns[txn] < 2:
-                await asyncio.sleep(0.05)
+        await until(lambda: driver.proxy.txns[txn] >= 2, 15, "the owed row was not sent again")
         await driver.say(chat, "later")
         assert await _texts(driver, chat, 2) == ["echo: hello", "echo: later"]
     assert [t for _r, t in driver.proxy.sends].count(txn) == 2
@@ -237,9 +236,14 @@ async def test_a_reply_over_one_events_size_is_split_and_every_part_accepted(
     # The channel's own default limit (the driver lowers it for the contract's split test).
     async with running(driver, tmp_path, registry, channel={"max_message_length": 16000}):
         await driver.say(chat, "/huge")
-        async with asyncio.timeout(20):
-            while not (found := await driver.events(chat)) or "第8段" not in str(found[-1]):
-                await asyncio.sleep(0.1)
+        found: list[dict[str, Any]] = []
+
+        async def all_parts() -> bool:  # the last part holds the 8th paragraph
+            nonlocal found
+            found = await driver.events(chat)
+            return bool(found) and "第8段" in str(found[-1])
+
+        await until(all_parts, 20, lambda: f"{len(found)} parts so far", interval=0.1)
     assert len(found) >= 3
     for event in found:
         content = event["content"]
