@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, https_origin, web_route
+from chatfn.channels.kit.fields import path
+from chatfn.channels.kit.settings import PlatformSettings, https_origin
 
 #: `domain: feishu` / `domain: lark`: the open platform's origin for each.
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
@@ -30,7 +31,7 @@ class FeishuSettings(PlatformSettings):
     verification_token: SecretStr | None = None
     encrypt_key: SecretStr | None = None
     # Where the platform POSTs events in webhook mode (on the HTTP channel's port).
-    webhook_path: Annotated[str, web_route("/feishu/events")] = "/feishu/events"
+    webhook_path: Annotated[str, path("/feishu/events")] = "/feishu/events"
     # Characters of Markdown per message. Feishu refuses a card body over 30 KB; 4000
     # characters stay below it even in CJK with every character escaped.
     max_message_length: int = Field(default=4000, ge=100, le=8000)

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from chatfn.common.config import Section
 
-__all__ = ["PlatformSettings", "http_url", "https_origin", "root_url", "web_path", "web_route"]
+__all__ = ["PlatformSettings", "http_url", "https_origin", "web_path"]
 
 #: Hosts an origin may name with plain http (a test's or a proxy's local server).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -56,17 +56,6 @@ def web_path(v: str, example: str) -> str:
     if not v.startswith("/") or "?" in v or "#" in v:
         raise ValueError(f"expected a path such as {example}, got {v!r}")
     return v
-
-
-def root_url(example: str) -> AfterValidator:
-    """A field's check, `Annotated[str, root_url(example)]`: `http_url` (without a
-    validator method written again in every platform's settings)."""
-    return AfterValidator(lambda v: http_url(v, example))
-
-
-def web_route(example: str) -> AfterValidator:
-    """A field's check, `Annotated[str, web_route(example)]`: `web_path`."""
-    return AfterValidator(lambda v: web_path(v, example))
 
 
 class PlatformSettings(Section):

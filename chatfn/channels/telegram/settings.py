@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, root_url
+from chatfn.channels.kit.fields import url
+from chatfn.channels.kit.settings import PlatformSettings
 
 DEFAULT_BASE_URL = "https://api.telegram.org"
 
@@ -21,7 +22,7 @@ class TelegramSettings(PlatformSettings):
     # The bot's token from @BotFather ("123456:ABC...").
     token: SecretStr | None = None
     # The Bot API server: api.telegram.org, or a self-hosted one.
-    base_url: Annotated[str, root_url(DEFAULT_BASE_URL)] = DEFAULT_BASE_URL
+    base_url: Annotated[str, url(DEFAULT_BASE_URL)] = DEFAULT_BASE_URL
     # polling: getUpdates long polling (no public address needed). webhook: Telegram POSTs
     # updates to `webhook_url`, whose path is served on the HTTP channel's port.
     mode: Literal["polling", "webhook"] = "polling"
