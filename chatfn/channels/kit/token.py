@@ -19,17 +19,20 @@ __all__ = ["ExpiringToken"]
 
 class ExpiringToken:
     """`fetch()` gives a token and its life in seconds; `use_for(life)` is how many of those
-    seconds it is used before a new one is fetched."""
+    seconds it is used before a new one is fetched. `clock` is monotonic seconds: a test moves
+    it past a token's time instead of waiting for it."""
 
     def __init__(
         self,
         fetch: Callable[[], Awaitable[tuple[str, float]]],
         use_for: Callable[[float], float],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
         self._use_for = use_for
+        self.clock = clock
         self._token = ""
-        self._until = 0.0  # time.monotonic() after which the token is not used
+        self._until = 0.0  # the clock's time after which the token is not used
         self._lock = asyncio.Lock()
         self.fetched = 0  # tokens asked for (tests)
 
@@ -41,7 +44,7 @@ class ExpiringToken:
             if fresh or not self._valid():  # another call may have fetched it meanwhile
                 self.fetched += 1
                 token, life = await self._fetch()
-                self._token, self._until = token, time.monotonic() + max(0.0, self._use_for(life))
+                self._token, self._until = token, self.clock() + max(0.0, self._use_for(life))
             return self._token
 
     def forget(self, token: str | None = None) -> None:
@@ -51,4 +54,4 @@ class ExpiringToken:
             self._until = 0.0
 
     def _valid(self) -> bool:
-        return bool(self._token) and time.monotonic() < self._until
+        return bool(self._token) and self.clock() < self._until
