@@ -172,7 +172,7 @@ async def test_one_failing_member_fails_alone_and_the_others_are_kept(
 
 
 CHILD = r"""
-import asyncio, sys, threading, time
+import asyncio, sys, threading
 from datetime import UTC, datetime
 from chatfn.storage.db import Storage, add_message_later
 
@@ -187,7 +187,7 @@ def hang():  # a group's last member: writes, says so, and never returns
     with storage._begin() as conn:
         add_message_later(conn, incoming("h", "hanging")).value()
         print("IN GROUP", flush=True)
-        time.sleep(60)
+        threading.Event().wait()  # until the test SIGKILLs this process
 
 storage._grouped = (*storage._grouped, hang)
 
