@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from chatfn.channels.kit.recent import Recent
 from chatfn.common import i18n
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
 
@@ -111,8 +111,7 @@ class AnsweredOnce(Generic[T]):
 
     def __init__(self, empty: T, remember: int = 1000) -> None:
         self.empty = empty
-        self.remember = remember
-        self._answers: OrderedDict[str, asyncio.Future[T]] = OrderedDict()
+        self._answers: Recent[str, asyncio.Future[T]] = Recent(remember)
 
     async def answer(self, key: str, make: Callable[[], Awaitable[T]], wait: float) -> T:
         """The answer to the press `key` ("" : one the platform gives no id, never a repeat):
@@ -125,9 +124,7 @@ class AnsweredOnce(Generic[T]):
                 return self.empty
         answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if key:
-            self._answers[key] = answer
-            while len(self._answers) > self.remember:
-                self._answers.popitem(last=False)
+            self._answers.put(key, answer)
         try:
             result = await make()
         except BaseException:
