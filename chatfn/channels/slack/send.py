@@ -25,6 +25,7 @@ within `max_message_length`, images uploaded, 429s waited out in place.
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -97,6 +98,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
         thread = ref.thread
         if thread is None and out.quote and out.reply_to and _TS.match(out.reply_to):
             thread = out.reply_to  # Slack's way to answer one message: a thread under it
+        post = functools.partial(self._post, ref, thread)
         limit = self.cfg.max_message_length - len(mention)
         parts = self.split(out.text, limit) if out.text.strip() else []
         images = [kit.decode_image(i) for i in out.images]
@@ -110,71 +112,46 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
             text = (mention if index == 0 else "") + to_slack_mrkdwn(part)
             last = actions is not None and index == len(parts) - 1
             blocks = [section(text), actions] if last and len(text) <= SECTION_LIMIT else None
-            await self.call(
-                ref.key,
-                lambda text=text, blocks=blocks: self.client.chat_postMessage(  # type: ignore[misc]
-                    channel=ref.target, text=text, thread_ts=thread, mrkdwn=True, blocks=blocks
-                ),
-            )
+            await post(self.client.chat_postMessage, text=text, mrkdwn=True, blocks=blocks)
             owed.sent += 1
             if last and blocks is None and actions:  # a long part: the buttons on their own
-                await self.call(
-                    ref.key,
-                    functools.partial(
-                        self.client.chat_postMessage,
-                        channel=ref.target,
-                        text=" / ".join(label for label, _ in out.buttons),
-                        blocks=[actions],
-                        thread_ts=thread,
-                    ),
-                )
+                labels = " / ".join(label for label, _ in out.buttons)
+                await post(self.client.chat_postMessage, text=labels, blocks=[actions])
         first = not parts
         for image in images:
             if isinstance(image, bytes):
                 comment = to_slack_mrkdwn(caption) if caption is not None else ""
                 text = (mention if first else "") + comment
-                await self.call(
-                    ref.key,
-                    functools.partial(
-                        self.client.files_upload_v2,
-                        channel=ref.target,
-                        content=image,
-                        filename=kit.image_name(image),
-                        initial_comment=text or None,
-                        thread_ts=thread,
-                    ),
+                name = kit.image_name(image)
+                await post(
+                    self.client.files_upload_v2,
+                    content=image,
+                    filename=name,
+                    initial_comment=text or None,
                 )
                 if caption is not None:
                     owed.sent, caption = owed.sent + 1, None
             else:
                 block = {"type": "image", "image_url": image, "alt_text": "image"}
-                await self.call(
-                    ref.key,
-                    functools.partial(
-                        self.client.chat_postMessage,
-                        channel=ref.target,
-                        text=(mention if first else "") or "image",
-                        blocks=[block],
-                        thread_ts=thread,
-                    ),
-                )
+                text = (mention if first else "") or "image"
+                await post(self.client.chat_postMessage, text=text, blocks=[block])
             first = False
         for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
             spoken = audio.decode_audio_uri(voice)
             if spoken is None:
                 continue  # a URL: the text is the answer
             mime, data = spoken
-            subtype = mime.split("/", 1)[1]
-            await self.call(
-                ref.key,
-                functools.partial(
-                    self.client.files_upload_v2,
-                    channel=ref.target,
-                    content=data,
-                    filename=f"reply{number + 1}.{subtype}",
-                    thread_ts=thread,
-                ),
-            )
+            name = f"reply{number + 1}.{mime.split('/', 1)[1]}"
+            await post(self.client.files_upload_v2, content=data, filename=name)
+
+    async def _post(
+        self, ref: ChatRef, thread: str | None, method: Callable[..., Awaitable[Any]], **fields: Any
+    ) -> Any:
+        """One Web API call (`method` of the client) to the chat, in `thread`, through the
+        kit's `call` (paced, classified, a 429 waited out)."""
+        return await self.call(
+            ref.key, functools.partial(method, channel=ref.target, thread_ts=thread, **fields)
+        )
 
 
 def section(mrkdwn: str) -> dict[str, Any]:
