@@ -219,14 +219,13 @@ class MatrixDriver:
         return room_id
 
     async def wait_member(self, who: Person, room_id: str, user: str, timeout: float = 15) -> None:
-        async with asyncio.timeout(timeout):
-            while True:
-                got = await self.api(
-                    who.account.access_token, "GET", f"/rooms/{room_id}/joined_members"
-                )
-                if user in got.get("joined", {}):
-                    return
-                await asyncio.sleep(0.05)
+        async def joined() -> bool:
+            got = await self.api(
+                who.account.access_token, "GET", f"/rooms/{room_id}/joined_members"
+            )
+            return user in got.get("joined", {})
+
+        await until(joined, timeout, f"{user} did not join {room_id}")
 
     def owner_of(self, chat: Chat) -> Person:
         return self.people[chat.native if chat.kind == "private" else "owner"]

@@ -246,10 +246,13 @@ async def test_the_cursor_is_kept_once_stored_and_a_redelivery_is_not_answered_t
                 return next((v for k, v in rows if k.startswith(keys)), None)
 
             cursor = None
-            async with asyncio.timeout(10):
-                while cursor is None:
-                    cursor = await kept()
-                    await asyncio.sleep(0.02)
+
+            async def written() -> bool:
+                nonlocal cursor
+                cursor = await kept()
+                return cursor is not None
+
+            await until(written, 10, "the poll's cursor was not kept")
             assert json.loads(base64.b64decode(cursor))["pos"] == 1
             # A crash before the cursor was written: iLink is asked from the start again.
             await storage.run(_rewind_cursors, storage.engine)
@@ -390,13 +393,13 @@ async def test_a_message_not_stored_rewinds_the_poll_and_is_taken_again(
             await fake.wait_for(lambda: fake.sent_to("private:1001@im.wechat"), 20)
             assert proxy.failed == 1
             storage = bot.storage
-            async with asyncio.timeout(10):
-                while True:
-                    rows = dict(await storage.run(_cursors, storage.engine))
-                    kept = next((v for k, v in rows.items() if k.startswith("cursor:")), "")
-                    if kept and json.loads(base64.b64decode(kept))["pos"] == 1:
-                        break
-                    await asyncio.sleep(0.05)
+
+            async def at_the_first() -> bool:
+                rows = dict(await storage.run(_cursors, storage.engine))
+                kept = next((v for k, v in rows.items() if k.startswith("cursor:")), "")
+                return bool(kept) and json.loads(base64.b64decode(kept))["pos"] == 1
+
+            await until(at_the_first, 10, "the cursor was not kept at the first message")
             await fake.say(user("1001"), "after")
             await fake.wait_for(lambda: len(fake.sent_to("private:1001@im.wechat")) >= 2)
         texts = [p.text for p in fake.sent_to("private:1001@im.wechat")]
