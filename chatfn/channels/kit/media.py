@@ -9,7 +9,7 @@ from chatfn.channels.kit.images import MAX_IMAGE_IN, data_uri, image_mime
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.common import audio
 
-__all__ = ["MAX_VOICE_IN", "image_uri", "opus_voice", "voice_uri"]
+__all__ = ["MAX_VOICE_IN", "image_uri", "opus_voice", "spoken_files", "voice_uri"]
 
 #: The largest voice a user sent that is taken for speech to text.
 MAX_VOICE_IN = 20 * 1024 * 1024
@@ -30,6 +30,19 @@ def voice_uri(data: bytes, mime: str | None = None, max_bytes: int = MAX_VOICE_I
         return None
     kind = mime if mime and mime.startswith("audio/") else audio.audio_mime(data)
     return data_uri(data, kind if kind.startswith("audio/") else "audio/ogg")
+
+
+def spoken_files(voice_refs: list[str]) -> list[tuple[str, str, bytes]]:
+    """The spoken replies `voice_refs` (audio data URIs) as files for a platform that takes
+    any audio file: (name "reply<n>.<type>", type, bytes) each; a URL is left out (the
+    platform would not fetch it: the text is the answer)."""
+    files = []
+    for number, ref in enumerate(voice_refs):
+        spoken = audio.decode_audio_uri(ref)
+        if spoken is not None:
+            mime, data = spoken
+            files.append((f"reply{number + 1}.{mime.split('/', 1)[1]}", mime, data))
+    return files
 
 
 async def opus_voice(voice_ref: str, plays: str) -> bytes:

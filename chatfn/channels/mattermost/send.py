@@ -21,12 +21,12 @@ import re
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit import media
 from chatfn.channels.kit.keys import part_key
 from chatfn.channels.kit.rest import by_status
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.channels.split import split_message
-from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["ChatRef", "MattermostSender", "parse_chat_id", "pending_id"]
@@ -105,12 +105,7 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
                 kit.image_mime(data) or "image/jpeg",
             )
             files.append(await self.call(ref.key, upload))
-        for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
-            spoken = audio.decode_audio_uri(voice)
-            if spoken is None:
-                continue  # a URL: the text is the answer
-            mime, data = spoken
-            name = f"reply{number + 1}.{mime.split('/', 1)[1]}"
+        for name, mime, data in media.spoken_files(out.audio):  # the reply spoken: a file
             upload = functools.partial(self.client.upload, ref.channel, data, name, mime)
             files.append(await self.call(ref.key, upload))
         root = ref.thread or (out.reply_to if out.quote and out.reply_to else None)

@@ -33,12 +33,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatfn.channels import kit
-from chatfn.channels.kit import rest
+from chatfn.channels.kit import media, rest
 from chatfn.channels.markdown import to_slack_mrkdwn
 from chatfn.channels.slack.parse import _ID, _TS, ChatRef, parse_chat_id
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.channels.split import split_message
-from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
 __all__ = ["AUTH_ERRORS", "SlackSender", "retry_after"]
@@ -136,12 +135,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
                 text = (mention if first else "") or "image"
                 await post(self.client.chat_postMessage, text=text, blocks=[block])
             first = False
-        for number, voice in enumerate(out.audio):  # the reply spoken (voice.tts): a file
-            spoken = audio.decode_audio_uri(voice)
-            if spoken is None:
-                continue  # a URL: the text is the answer
-            mime, data = spoken
-            name = f"reply{number + 1}.{mime.split('/', 1)[1]}"
+        for name, _mime, data in media.spoken_files(out.audio):  # the reply spoken: a file
             await post(self.client.files_upload_v2, content=data, filename=name)
 
     async def _post(
