@@ -26,7 +26,7 @@ from tests.cluster.conftest import AMQP, Proc, cluster_config
 from tests.cluster.test_cluster import check_history, send_all, start_cluster
 from tests.cluster.test_cluster_reminders import reminder_rows, settled
 from tests.fakes.tcp_proxy import TcpProxy
-from tests.kit import until_sync
+from tests.kit import until, until_sync
 
 pytestmark = pytest.mark.services
 
@@ -184,11 +184,10 @@ def test_stopped_worker_loses_its_chats_in_time_and_resumed_commits_and_sends_no
         first = [f"/echo {c}x0" for c in mine]
         sql = "SELECT count(*) FROM messages WHERE text IN :t"
         sql = sql.replace(":t", "(" + ",".join(f"'{t}'" for t in first) + ")")
-        while query(pg_url, sql)[0][0] < len(mine):
-            await asyncio.sleep(0.02)
+        await until(lambda: query(pg_url, sql)[0][0] >= len(mine), 30, "first messages not stored")
         db[0].hold()
-        while in_transaction(pg_url) < len(mine):  # the audit writes executed, not committed
-            await asyncio.sleep(0.02)
+        # The audit writes executed, not committed.
+        await until(lambda: in_transaction(pg_url) >= len(mine), 30, "audit writes not held")
         victim.p.send_signal(signal.SIGSTOP)
         stopped[0] = time.monotonic()
         await task
