@@ -66,17 +66,16 @@ async def _probe(
     from slack_sdk.errors import SlackApiError
 
     from chatfn.channels.slack.channel import web_client
-    from chatfn.channels.slack.send import AUTH_ERRORS, error_code
+    from chatfn.channels.slack.send import error_code, token_refused
 
     name = f"channel slack {method}"
     client = web_client(settings, settings.secret_text("bot_token"))
     try:
         return Probe("ok", await call(client), name=name)
     except SlackApiError as exc:
-        code = error_code(exc)
-        if code in AUTH_ERRORS:
-            return Probe("fail", f"Slack refused channels.slack.{token} ({code})", name=name)
-        return Probe("fail", f"Slack {method} failed: {code or exc}", name=name)
+        refused = token_refused(exc, token)
+        why = str(refused) if refused else f"Slack {method} failed: {error_code(exc) or exc}"
+        return Probe("fail", why, name=name)
     except (aiohttp.ClientError, TimeoutError) as exc:
         return Probe("fail", f"Slack not reachable at {settings.api_base}: {exc}", name=name)
     finally:

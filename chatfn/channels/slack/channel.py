@@ -58,7 +58,7 @@ from chatfn.channels import kit
 from chatfn.channels.kit import presses
 from chatfn.channels.kit.cache import Remembered
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
-from chatfn.channels.slack.send import AUTH_ERRORS, BUTTON_ACTION, SlackSender, error_code
+from chatfn.channels.slack.send import BUTTON_ACTION, SlackSender, error_code, token_refused
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.common.messages import (
     IncomingMessage,
@@ -108,13 +108,9 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
         try:
             me = await self.client.auth_test()
         except SlackApiError as exc:
-            code = error_code(exc)
-            if code in AUTH_ERRORS:
-                raise kit.CredentialsRefused(
-                    f"Slack refused channels.slack.bot_token (auth.test: {code}): check the "
-                    "app's Bot User OAuth Token (xoxb-...)"
-                ) from None
-            raise kit.Unreachable(f"Slack auth.test failed ({code or exc})") from None
+            fix = "check the app's Bot User OAuth Token (xoxb-...)"
+            failed = kit.Unreachable(f"Slack auth.test failed ({error_code(exc) or exc})")
+            raise token_refused(exc, "bot_token", fix, "auth.test") or failed from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise kit.Unreachable(f"Slack not reachable at {self.cfg.api_base} ({exc})") from None
         self.bot_user_id = str(me["user_id"])
@@ -149,13 +145,10 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
                     self._ws = ws
                     why = await self._read_socket(ws, backoff)
             except SlackApiError as exc:
-                code = error_code(exc)
-                if code in AUTH_ERRORS:
-                    raise kit.CredentialsRefused(
-                        f"Slack refused channels.slack.app_token ({code}): check the app-level "
-                        "token (xapp-...) and its connections:write scope"
-                    ) from None
-                why = f"apps.connections.open: {code or exc}"
+                fix = "check the app-level token (xapp-...) and its connections:write scope"
+                if refused := token_refused(exc, "app_token", fix):
+                    raise refused from None
+                why = f"apps.connections.open: {error_code(exc) or exc}"
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
                 why = f"{type(exc).__name__}: {exc}"
             finally:

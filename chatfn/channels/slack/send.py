@@ -67,6 +67,18 @@ def error_code(exc: SlackApiError) -> str:
     return str(data.get("error", "")) if isinstance(data, dict) else ""
 
 
+def token_refused(
+    exc: SlackApiError, setting: str, fix: str = "", call: str = ""
+) -> kit.CredentialsRefused | None:
+    """The token `setting` refused (an error of AUTH_ERRORS) as the operator's one line, the
+    error after `call` and ending with what to check (`fix`); None for any other error."""
+    code = error_code(exc)
+    if code not in AUTH_ERRORS:
+        return None
+    said = f"Slack refused channels.slack.{setting} ({f'{call}: ' if call else ''}{code})"
+    return kit.CredentialsRefused(f"{said}: {fix}" if fix else said)
+
+
 class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
     """Sends OutgoingMessages with slack_sdk's AsyncWebClient (`client`)."""
 
@@ -87,10 +99,10 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
         wait = retry_after(exc)
         if wait is not None:
             return kit.RateLimited(f"Slack asks to wait {wait:.0f} s before sending to {key}", wait)
-        code = error_code(exc)
-        if code in AUTH_ERRORS:
-            return kit.CredentialsRefused(f"Slack refused channels.slack.bot_token ({code})")
-        return kit.DeliveryRefused(f"Slack refused the message to {key}: {code or exc}")
+        refused = token_refused(exc, "bot_token")
+        return refused or kit.DeliveryRefused(
+            f"Slack refused the message to {key}: {error_code(exc) or exc}"
+        )
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         mention = f"<@{out.at}> " if out.at and ref.is_group and _ID.match(out.at) else ""
