@@ -45,7 +45,7 @@ from tests.channels.feishu.feishu_fake import (  # noqa: E402
     sign,
 )
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
-from tests.kit import free_port, until  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/feishu/events.json").read_text())
 HOSTILE = r"_*[]()~>#+-=|{}.!<at id=all></at> :OK: \`x` <font color='red'>r</font> &amp; 1.5"
@@ -605,7 +605,6 @@ async def test_webhook_mode_on_the_http_channels_port(
     from chatfn.runtime.settings import parse_settings
     from tests.channels.contract import _echo
 
-    port = free_port()
     async with FakeFeishu(verification_token="v-tok", encrypt_key="enc-key") as fake:
         driver = FeishuDriver(
             fake, mode="webhook", verification_token="v-tok", encrypt_key="enc-key"
@@ -616,7 +615,7 @@ async def test_webhook_mode_on_the_http_channels_port(
                 "plugins": {"paths": []},
                 "bot": {"reply_with_mention": False},
                 "welcome": {"messages": {}, "default": "Welcome, {name}!"},
-                "channels": {"feishu": driver.channel_settings(), "http": {"port": port}},
+                "channels": {"feishu": driver.channel_settings(), "http": {"port": 0}},
             },
             base_dir=tmp_path,
         )
@@ -627,10 +626,10 @@ async def test_webhook_mode_on_the_http_channels_port(
             load_plugins=False,
         )
         http = find_channels().get("http").build(bot.channel_host)
-        fake.webhook_url = f"http://127.0.0.1:{port}/feishu/events"
         try:
             driver.channel = SPEC.build(bot.channel_host, settings.channels.feishu)
-            await http.start()
+            await http.start()  # on port 0: where the fake posts is known once it listens
+            fake.webhook_url = f"http://127.0.0.1:{http.bound_port}/feishu/events"
             driver._task = asyncio.create_task(driver.channel.run())
             async with asyncio.timeout(15):
                 await driver.channel.wait_ready()

@@ -37,7 +37,6 @@ from tests.channels.feishu.feishu_fake import (  # noqa: E402
     card_problem,
     read_markdown,
 )
-from tests.kit import free_port  # noqa: E402
 
 PLUGIN = risky_plugin("risky_feishu")
 GROUP = "oc_gapprove"
@@ -186,20 +185,19 @@ async def test_a_deny_click_over_the_webhook_does_not_run_the_call(tmp_path: Pat
     one is refused (401); the denial is the toast and the card, and the model is told."""
     from chatfn.runtime.channel_registry import find_channels
 
-    port = free_port()
     async with FakeFeishu(verification_token="v-tok", encrypt_key="enc-key") as fake:
         driver = FeishuDriver(
             fake, mode="webhook", verification_token="v-tok", encrypt_key="enc-key"
         )
-        data = config(tmp_path, driver.channel_settings(), channels={"http": {"port": port}})
+        data = config(tmp_path, driver.channel_settings(), channels={"http": {"port": 0}})
         settings = parse_settings(data, base_dir=tmp_path)
         model = ScriptedModel([call("transfer", amount=7), say("Not moved.")])
         bot = Bot(settings, model=model)
         http = find_channels().get("http").build(bot.channel_host)
-        fake.webhook_url = f"http://127.0.0.1:{port}/feishu/events"
         try:
             driver.channel = SPEC.build(bot.channel_host, settings.channels.feishu)
-            await http.start()
+            await http.start()  # on port 0: where the fake posts is known once it listens
+            fake.webhook_url = f"http://127.0.0.1:{http.bound_port}/feishu/events"
             driver._task = asyncio.create_task(driver.channel.run())
             async with asyncio.timeout(15):
                 await driver.channel.wait_ready()
