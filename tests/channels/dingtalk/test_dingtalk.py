@@ -348,13 +348,12 @@ async def test_webhook_mode_on_the_http_channels_port(fake: FakeDingTalk, tmp_pa
     from chatfn.testing import ScriptedModel
     from tests.channels.contract import _echo, contract_registry
 
-    port = free_port()
     driver = DingTalkDriver(fake, mode="webhook")
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'hook.db'}"},
             "plugins": {"paths": []},
-            "channels": {"dingtalk": driver.channel_settings(), "http": {"port": port}},
+            "channels": {"dingtalk": driver.channel_settings(), "http": {"port": 0}},
         },
         base_dir=tmp_path,
     )
@@ -365,10 +364,10 @@ async def test_webhook_mode_on_the_http_channels_port(fake: FakeDingTalk, tmp_pa
         load_plugins=False,
     )
     http = find_channels().get("http").build(bot.channel_host)
-    url = f"http://127.0.0.1:{port}/dingtalk/callback"
     try:
         driver.channel = SPEC.build(bot.channel_host, settings.channels.dingtalk)
-        await http.start()
+        await http.start()  # on port 0: the URL is known once it listens
+        url = f"http://127.0.0.1:{http.bound_port}/dingtalk/callback"
         driver._task = asyncio.create_task(driver.channel.run())
         async with asyncio.timeout(15):
             await driver.channel.wait_ready()

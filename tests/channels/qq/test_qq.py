@@ -516,14 +516,13 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
     from chatfn.testing import ScriptedModel
     from tests.channels.contract import _echo, contract_registry
 
-    port = free_port()
     driver = QQDriver(fake, "qq", mode="webhook")
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'hook.db'}"},
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False},
-            "channels": {"qq": driver.channel_settings(), "http": {"port": port}},
+            "channels": {"qq": driver.channel_settings(), "http": {"port": 0}},
         },
         base_dir=tmp_path,
     )
@@ -534,10 +533,10 @@ async def test_the_webhook_on_the_http_channels_port(fake: FakeQQ, tmp_path: Pat
         load_plugins=False,
     )
     http = find_channels().get("http").build(bot.channel_host)
-    url = f"http://127.0.0.1:{port}/qq/webhook"
     try:
         driver.channel = SPEC.build(bot.channel_host, settings.channels.qq)
-        await http.start()
+        await http.start()  # on port 0: the URL is known once it listens
+        url = f"http://127.0.0.1:{http.bound_port}/qq/webhook"
         driver._task = asyncio.create_task(driver.channel.run())
         async with asyncio.timeout(15):
             await driver.channel.wait_ready()

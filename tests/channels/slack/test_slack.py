@@ -32,7 +32,7 @@ from tests.channels.contract import PNG, contract_registry  # noqa: E402
 from tests.channels.held_model import HeldModel, broker_away  # noqa: E402
 from tests.channels.slack.slack_driver import SlackDriver, running  # noqa: E402
 from tests.channels.slack.slack_fake import BOT_ID, BOT_USER, FakeSlack, read_mrkdwn  # noqa: E402
-from tests.kit import free_port, until  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 EVENTS = json.loads((Path(__file__).parents[2] / "fixtures/slack/events.json").read_text())
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -406,14 +406,13 @@ async def test_the_events_api_on_the_http_channels_port(
     from chatfn.runtime.settings import parse_settings
     from tests.channels.contract import _echo
 
-    port = free_port()
     driver = SlackDriver(fake, app_token=None, signing_secret=SECRET)
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'events.db'}"},
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False},
-            "channels": {"slack": driver.channel_settings(), "http": {"port": port}},
+            "channels": {"slack": driver.channel_settings(), "http": {"port": 0}},
         },
         base_dir=tmp_path,
     )
@@ -424,10 +423,10 @@ async def test_the_events_api_on_the_http_channels_port(
         load_plugins=False,
     )
     http = find_channels().get("http").build(bot.channel_host)
-    url = f"http://127.0.0.1:{port}/slack/events"
     try:
         driver.channel = SPEC.build(bot.channel_host, settings.channels.slack)
-        await http.start()
+        await http.start()  # on port 0: the URL is known once it listens
+        url = f"http://127.0.0.1:{http.bound_port}/slack/events"
         driver._task = asyncio.create_task(driver.channel.run())
         async with asyncio.timeout(15):
             await driver.channel.wait_ready()

@@ -28,7 +28,7 @@ from tests.channels.contract import _echo, contract_registry  # noqa: E402
 from tests.channels.slack.slack_driver import SlackDriver  # noqa: E402
 from tests.channels.slack.slack_fake import BOT_USER, FakeSlack, Posted, block_problem  # noqa: E402
 from tests.channels.slack.test_slack import SECRET, signed  # noqa: E402
-from tests.kit import free_port, until  # noqa: E402
+from tests.kit import until  # noqa: E402
 
 PLUGIN = risky_plugin("risky_slack")
 CHANNEL = "C0APPROVE"
@@ -110,14 +110,13 @@ async def test_a_press_posted_to_the_interactivity_url(fake: FakeSlack, tmp_path
     from chatfn.channels.slack import SPEC
     from chatfn.runtime.channel_registry import find_channels
 
-    port = free_port()
     driver = SlackDriver(fake, app_token=None, signing_secret=SECRET)
     settings = parse_settings(
         {
             "storage": {"url": f"sqlite:///{tmp_path / 'events.db'}"},
             "plugins": {"paths": []},
             "bot": {"reply_with_mention": False},
-            "channels": {"slack": driver.channel_settings(), "http": {"port": port}},
+            "channels": {"slack": driver.channel_settings(), "http": {"port": 0}},
         },
         base_dir=tmp_path,
     )
@@ -130,7 +129,8 @@ async def test_a_press_posted_to_the_interactivity_url(fake: FakeSlack, tmp_path
     http = find_channels().get("http").build(bot.channel_host)
     try:
         driver.channel = SPEC.build(bot.channel_host, settings.channels.slack)
-        await http.start()
+        await http.start()  # on port 0: the URL is known once it listens
+        port = http.bound_port
         driver._task = asyncio.create_task(driver.channel.run())
         async with asyncio.timeout(15):
             await driver.channel.wait_ready()
