@@ -388,7 +388,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             parts = parts_of(out, self.cfg.max_message_length)
             return [parts[0].content] if parts else []
 
-        return await kit_sent.find_sent(owed, first_part, own, slack=5.0)
+        return await kit_sent.find_sent(owed, first_part, own, leeway=5.0)
 
 
 def _buttons(buttons: list[tuple[str, str]]) -> discord.ui.View:

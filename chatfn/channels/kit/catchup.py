@@ -2,7 +2,7 @@
 catch-up that is the same on every platform.
 
 A platform that does not keep events for a bot that is not connected (a new gateway session,
-a OneBot implementation, a restart) loses what its chats said meanwhile. What a catch-up does
+a bridge that keeps no backlog, a restart) loses what its chats said meanwhile. What a catch-up does
 about it is the same everywhere: the chats with a user message stored within
 `bot.resume_window` (`missed_window`) are read back from the platform's history, each from its
 newest stored message, and what is in that history and not stored yet (`unstored`) is handled

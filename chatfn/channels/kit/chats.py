@@ -1,4 +1,4 @@
-"""Where a message goes on a platform whose chats have threads (Slack, Feishu, ...), as the
+"""Where a message goes on a platform whose chats have threads, as the
 chat ids every such channel uses: `private:<id>`, `group:<id>`, and `<kind>:<id>:thread:<t>`
 for a thread, each thread its own conversation (its own history and turn order)."""
 

@@ -1,5 +1,5 @@
 """A platform's gateway: the WebSocket a channel's events come over, read by an object of its
-own for the channel (QQ's and KOOK's gateways), which it tells when it is up or down
+own for the channel (a gateway class per platform), which it tells when it is up or down
 (`Lifecycle`). What every such gateway holds is declared here once: the API that hands out its
 URL, the channel's settings, the HTTP session the socket is opened with, where its events go
 (`dispatch`), the channel, the session it resumes and the socket it reads now (`HeldSocket`:

@@ -1,5 +1,5 @@
 """An idempotency key for one part of an outbox row, for a platform that sends at most one
-message per key (Feishu's `uuid`, Mattermost's `pending_post_id`, ...): made from the row's
+message per key (a request's idempotency field): made from the row's
 event id, the part's place in it and a digest of its content, so a part sent just before a
 crash (before the row was marked delivered) is not posted again when the outbox sends the row
 after the restart, nor when a retry follows a timeout whose answer was lost."""

@@ -4,7 +4,7 @@ own recent messages in their chats, so a message the platform took just before t
 same on every platform that can read its own messages back.
 
 A row counts as sent when the chat holds the bot's own messages with its parts, in order, one
-after another, sent since the row was written (less `slack` seconds: the platform's clock is
+after another, sent since the row was written (less `leeway` seconds: the platform's clock is
 not the bot's); each own message proves one part of one row only, and a row found moves the
 search past it. What is the platform's own: how a chat's own messages are read, and which
 parts of a row they would show (its text as sent, or only the first part).
@@ -35,7 +35,7 @@ class Owed:
     created: datetime
 
 
-def match_sent(owed: Sequence[Owed], own: Own, slack: float) -> set[int]:
+def match_sent(owed: Sequence[Owed], own: Own, leeway: float) -> set[int]:
     """The keys of the `owed` rows (in the order they were to be sent) whose every part is
     among `own`, consecutively and since the row was written (module docstring)."""
     found: set[int] = set()
@@ -43,7 +43,7 @@ def match_sent(owed: Sequence[Owed], own: Own, slack: float) -> set[int]:
     for item in owed:
         if not item.parts:
             continue
-        since = item.created.timestamp() - slack
+        since = item.created.timestamp() - leeway
         for i in range(start, len(own) - len(item.parts) + 1):
             window = own[i : i + len(item.parts)]
             if window[0][0] >= since and [t for _, t in window] == list(item.parts):
@@ -57,7 +57,7 @@ async def find_sent(
     owed: list[tuple[OutgoingMessage, datetime]],
     parts: Callable[[OutgoingMessage], Sequence[str]],
     own: Callable[[str, datetime], Awaitable[Own | None]],
-    slack: float,
+    leeway: float,
 ) -> dict[int, bool]:
     """`Channel.find_sent`: outbox event id -> True (found sent: mark it delivered) or False
     (send it). `parts(out)`: what the platform would show of a row; `own(chat_id, since)`: the
@@ -70,8 +70,8 @@ async def find_sent(
             by_chat.setdefault(out.chat_id, []).append(Owed(out.event_id, parts(out), created))
     verdicts: dict[int, bool] = {}
     for chat_id, rows in by_chat.items():
-        mine = await own(chat_id, min(row.created for row in rows) - timedelta(seconds=slack))
+        mine = await own(chat_id, min(row.created for row in rows) - timedelta(seconds=leeway))
         if mine is not None:
-            found = match_sent(rows, mine, slack)
+            found = match_sent(rows, mine, leeway)
             verdicts |= {row.key: row.key in found for row in rows}
     return verdicts

@@ -1,5 +1,5 @@
-"""An app's access token that expires (QQ's getAppAccessToken, WeCom's and WeChat's
-/cgi-bin token): the bookkeeping every platform with one wrote the same.
+"""An app's access token that expires (an app id and secret exchanged
+for a token that lasts hours): the bookkeeping every platform with one wrote the same.
 
 The token is fetched when first needed and again before it ends (how long before is the
 platform's: a call in flight must not carry a token that expires on the way), one fetch at a
