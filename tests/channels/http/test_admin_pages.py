@@ -234,6 +234,13 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
     # Plugins: the built-in reminders plugin and its status line.
     open_page(browser, console.url + "/admin/plugins")
     assert "reminder_set" in css(browser, '[data-plugin="reminders"]').text
+    # A third-party plugin's metadata (tests/fixtures/plugins/tone.py).
+    tone = css(browser, '[data-plugin="tone"]')
+    about = tone.find_element("css selector", ".plugin-about")
+    assert "Greets in each chat's own tone." in about.text
+    assert "The chatfn tests" in about.text and "chatfn any" in about.text
+    link = about.find_element("css selector", "a")
+    assert link.get_attribute("href") == "https://example.org/tone"
     shot(browser, "plugins")
 
     # Logs: the live tail shows a line of a message sent now.

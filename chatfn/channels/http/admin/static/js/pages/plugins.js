@@ -28,6 +28,20 @@ export async function render(view) {
   };
 
   const stateBadge = (state) => h("span", { class: `badge ${stateClass(state)}` }, state);
+  // A plugin's homepage comes from its package or an index: untrusted, so a link only when
+  // it is an http(s) URL (never javascript: or data:), else plain text.
+  const homepageLink = (url) => (/^https?:\/\//i.test(url)
+    ? h("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, url)
+    : h("span.mono", null, url));
+  // What an installed plugin says of itself (PluginMeta): description, chatfn range, author,
+  // homepage, under its name.
+  const about = (meta) => (meta ? h("div.muted.plugin-about", null,
+    [meta.description, `chatfn ${meta.chatfn || t("plugins.any")}`, meta.author ? `${t("plugins.by")} ${meta.author}` : ""]
+      .filter(Boolean).join(" · "),
+    meta.homepage ? [" · ", homepageLink(meta.homepage)] : null) : null);
+  // Its @plugin.health while it runs (detail), one "key: value" line each.
+  const health = (p) => h("div.plugin-health", null, Object.entries(p.health || {}).map(([key, value]) =>
+    h("div.mono", { "data-health": key }, `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`)));
   const actions = (p) => {
     const buttons = [];
     if (!p.builtin) {
@@ -123,7 +137,7 @@ export async function render(view) {
       (p.versions || []).map((v) => h("div.mono", { "data-version": v.version },
         `${v.version}  chatfn ${v.chatfn || "any"}  ${t("plugins.permissions")}: ${(v.permissions || []).join(", ") || t("plugins.none")}`,
         (v.files || []).map((f) => h("div", null, `${f.filename || ""} sha256 ${f.sha256}`)))),
-      p.homepage ? h("a", { href: p.homepage, rel: "noopener noreferrer", target: "_blank" }, p.homepage) : null);
+      p.homepage ? homepageLink(p.homepage) : null);
     const buttons = [h("button", { type: "button", "data-action": "details", onclick: () => { details.hidden = !details.hidden; } }, t("plugins.details"))];
     if (mayInstall && p.kind !== "file" && p.latest && p.installed !== p.latest) {
       const upgrade = Boolean(p.installed);
@@ -165,12 +179,13 @@ export async function render(view) {
   }
 
   const plugins = table([
-    { label: t("plugins.name"), value: (p) => h("span", null, p.name, p.builtin ? h("span.badge", null, t("plugins.builtin")) : null) },
+    { label: t("plugins.name"), value: (p) => [h("span", null, p.name, p.builtin ? h("span.badge", null, t("plugins.builtin")) : null), about(p.meta)] },
     { label: t("plugins.version"), value: (p) => (p.meta && p.meta.version) || "" },
     { label: t("plugins.state"), value: (p) => stateBadge(p.state) },
     { label: t("plugins.status"), value: (p) => [p.status || "", p.restart ? h("div.warn", null, `${t("plugins.restart_needed")}: ${p.restart}`) : null] },
     { label: t("plugins.permissions"), value: (p) => ((p.meta && p.meta.permissions) || []).join(", ") },
     { label: t("plugins.functions"), value: (p) => h("span.mono", null, (p.functions || []).join(", ")) },
+    { label: t("plugins.health"), value: health },
     { label: "", value: actions },
   ], data.plugins || [], { empty: t("common.none"), rowAttrs: (p) => ({ "data-plugin": p.name }) });
   const notLoaded = table([
