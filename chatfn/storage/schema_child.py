@@ -39,6 +39,9 @@ from chatfn.storage.schema import SchemaState
 _IN_PROCESS = [False]
 # A child that neither migrates nor fails within this time is stopped and reported.
 TIMEOUT = 600.0
+# What an operator does when the child ends without an answer of its own (killed, out of
+# memory, hung): the same migrations in the foreground, where their output shows.
+FOREGROUND = "run `chatfn migrate` to run the migrations in the foreground and see why"
 
 
 class MigrationFailed(Exception):
@@ -65,14 +68,18 @@ def upgrade(url: str) -> SchemaState:
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise MigrationFailed(f"the migration process did not finish in {TIMEOUT:.0f} s") from exc
+        raise MigrationFailed(
+            f"the migration process did not finish in {TIMEOUT:.0f} s; {FOREGROUND}"
+        ) from exc
     answer = _answer(done.stdout)
     if "state" in answer:
         return SchemaState(**answer["state"])
     if "error" in answer:
         raise MigrationFailed(answer["error"])
     tail = " | ".join(done.stderr.strip().splitlines()[-3:]) or "no output"
-    raise MigrationFailed(f"the migration process exited with code {done.returncode}: {tail}")
+    raise MigrationFailed(
+        f"the migration process exited with code {done.returncode}: {tail}; {FOREGROUND}"
+    )
 
 
 def _child_env() -> dict[str, str]:

@@ -111,3 +111,24 @@ def test_an_in_memory_database_migrates_in_process():
     storage.create_tables()
     assert storage.schema_state().current == schema.head()
     storage.close()
+
+
+def test_a_child_that_dies_without_an_answer_says_what_to_run(tmp_path, monkeypatch):
+    """A child killed or crashed before it could answer (here: a program that writes a line to
+    stderr and exits 3): the error names its exit code and last line, and tells the operator to
+    run the migrations in the foreground."""
+    dying = tmp_path / "dying-python"
+    dying.write_text("#!/bin/sh\necho 'Killed: out of memory' >&2\nexit 3\n")
+    dying.chmod(0o755)
+    url = f"sqlite:///{tmp_path / 'chatfn.db'}"
+    storage = Storage(url)
+    monkeypatch.setattr(schema_child.sys, "executable", str(dying))
+    with pytest.raises(StorageError) as failed:
+        storage.create_tables()
+    storage.close()
+    message = str(failed.value)
+    assert message.startswith(f"cannot migrate the database at {url}: ")
+    assert "exited with code 3: Killed: out of memory" in message
+    assert message.endswith(
+        "run `chatfn migrate` to run the migrations in the foreground and see why"
+    )
