@@ -467,6 +467,8 @@ class BreakerSettings(Section):
     # Seconds a plugin stays switched off before it is tried again.
     cooldown: float = Field(default=300.0, gt=0)
     # Chats told when a plugin is switched off ("platform:chat_id", e.g. "telegram:12345").
+    # Empty: the private chat each of `bot.admins` last wrote to the bot from; the console's
+    # audit and Plugins page show it either way.
     notify: list[str] = Field(default_factory=list)
 
     @field_validator("notify")

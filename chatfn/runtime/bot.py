@@ -17,7 +17,7 @@ import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from loguru import logger
@@ -51,8 +51,9 @@ from chatfn.runtime.turn_writer import RelayedTurn, TurnWriter
 from chatfn.runtime.web import MAIN, Listener, WebServer
 from chatfn.runtime.web_parts import register as register_web_parts
 from chatfn.storage import channel_state
+from chatfn.storage.console.sessions import add_audit
 from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
-from chatfn.storage.history import HistoryEntry, chat_page
+from chatfn.storage.history import HistoryEntry, admin_chats, chat_page
 from function_calls import limits
 from function_calls.approvals import Approvals
 from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
@@ -266,16 +267,48 @@ class Bot:
             self.guard.record(plugin, ok=False)
 
     async def _plugin_notice(self, plugin: str, why: str, reason: str) -> None:
-        """Tell the chats of `plugins.breaker.notify` that `plugin` was switched off."""
-        for target in self.settings.plugins.breaker.notify:
-            platform, _, chat_id = target.partition(":")
+        """The admin notice of a plugin switched off (chatfn/runtime/plugin_breaker.py): a row
+        of the console's audit, and a message to each admin's private chat with the bot (the
+        chats of `plugins.breaker.notify` instead, where it is set)."""
+        until = self.guard.off_until(plugin)
+        detail = {"plugin": plugin, "why": why, "reason": reason}
+        if until is not None:
+            detail["until"] = datetime.fromtimestamp(until, UTC).isoformat()
+        try:
+            await self.storage.run_aside(
+                add_audit, self.storage.engine, "chatfn", "", "plugin.switched_off", "", "", detail
+            )
+        except Exception as exc:  # the log line and the metric are there; the chats still told
+            logger.error("audit row of plugin {} switched off not written: {}", plugin, exc)
+        for platform, chat_id in await self._admin_chats():
             text = translate(
                 self.language_of(platform, chat_id), "core.plugin_off", plugin=plugin, why=why
             )
             try:
                 await self.send(OutgoingMessage(platform, chat_id, text, notice=True))
             except Exception as exc:  # a notice that cannot go out must not stop the rest
-                logger.error("notice of plugin {} to {} not sent: {}", plugin, target, exc)
+                logger.error(
+                    "notice of plugin {} to {}:{} not sent: {}", plugin, platform, chat_id, exc
+                )
+
+    async def _admin_chats(self) -> list[tuple[str, str]]:
+        """Where an admin notice goes: `plugins.breaker.notify` where set, else the private chat
+        each of `bot.admins` last wrote to the bot from (chatfn/storage/history.py)."""
+        named = self.settings.plugins.breaker.notify
+        if named:
+            return [(t.partition(":")[0], t.partition(":")[2]) for t in named]
+        admins = list(self.settings.bot.admins)
+        try:
+            found = await self.storage.run_aside(admin_chats, self.storage.engine, admins)
+        except Exception as exc:
+            logger.error("the admins' chats not read: {}", exc)
+            found = []
+        if not found:
+            logger.warning(
+                "no admin told in chat: none of bot.admins has written to the bot in private "
+                "(plugins.breaker.notify names chats to tell); the console's audit has it"
+            )
+        return found
 
     def section(self, model: type[S]) -> S:
         return self.settings.section(model)

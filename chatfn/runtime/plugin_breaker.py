@@ -5,9 +5,11 @@ switched off) whose functions or event handlers fail `plugins.breaker.failures` 
 `plugins.breaker.window` seconds (a handler that raises or times out; a function that returns
 an error result on purpose does not count) is switched off for `plugins.breaker.cooldown`
 seconds: its functions leave the registry (the model is not offered them, a slash command
-does not find them) and its event handlers are skipped. That is one log line, a notice to the
-chats of `plugins.breaker.notify`, and `chatfn_plugins_switched_off{plugin,reason}`; the rest
-of the bot goes on. After the cool-down (on the bot's clock) the next message finds it on
+does not find them) and its event handlers are skipped. That is one log line, an admin notice
+(to the private chats `bot.admins` write to the bot from, or to the chats of
+`plugins.breaker.notify` where it is set; and a row of the console's audit, whose Plugins page
+says "cooling down until ..."), and `chatfn_plugins_switched_off{plugin,reason}`; the rest of
+the bot goes on. After the cool-down (on the bot's clock) the next message finds it on
 again: a half-open breaker, whose next failure switches it off again at once.
 
 A start-up hook that raises or takes longer than `plugins.startup_timeout` switches its plugin
@@ -20,6 +22,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from loguru import logger
@@ -132,15 +135,27 @@ class PluginGuard:
         breaker = self._breakers.get(plugin)
         return breaker is not None and breaker.open_until is not None
 
+    def held(self, plugin: str) -> bool:
+        """Whether `plugin` was switched off in the console (not by its breaker)."""
+        return plugin in self._held
+
+    def off_until(self, plugin: str) -> float | None:
+        """When `plugin`'s cool-down ends (epoch seconds, the bot's clock); None: not cooling
+        down."""
+        breaker = self._breakers.get(plugin)
+        return breaker.open_until if breaker is not None else None
+
     def state(self, plugin: str) -> str | None:
         """Why `plugin` is off now (None: it is not)."""
         if plugin in self._dead:
             return "off: its start-up hook failed (until a restart)"
         if plugin in self._held:
             return "off: switched off in the console"
-        breaker = self._breakers.get(plugin)
-        if breaker is not None and breaker.open_until is not None:
-            return f"off: too many failures, on again in {breaker.open_until - self._clock():.0f} s"
+        until = self.off_until(plugin)
+        if until is not None:
+            when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            left = until - self._clock()
+            return f"off: too many failures, cooling down until {when} (on again in {left:.0f} s)"
         return None
 
     def tick(self) -> None:

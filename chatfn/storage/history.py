@@ -1,12 +1,13 @@
 """A chat's stored messages as an API shows them (`GET /v1/history`): newest page first,
-each with its row id (for paging), role, sender, text, time and platform message id."""
+each with its row id (for paging), role, sender, text, time and platform message id; and
+where the bot's admins write to it in private (`admin_chats`, where an admin notice goes)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, false, func, select
 
 from chatfn.storage.models import messages_table
 
@@ -46,3 +47,28 @@ def chat_page(
         )
         for r in reversed(rows)
     ]
+
+
+def admin_chats(engine: Engine, senders: list[str]) -> list[tuple[str, str]]:
+    """(platform, chat_id) of the private chat each of `senders` (`bot.admins`) last wrote to
+    the bot from, one per sender and platform: where a notice for the admins reaches them (a
+    private chat's id is not always its member's: a Matrix room, a Discord DM channel). Read
+    when an admin notice is sent (rarely: a plugin switched off), so no index is kept for it."""
+    if not senders:
+        return []
+    m = messages_table.c
+    last = func.max(m.id).label("last")
+    stmt = (
+        select(m.platform, m.chat_id, m.sender_id, last)
+        .where(m.sender_id.in_(senders), m.role == "user", m.is_group == false())
+        .group_by(m.platform, m.chat_id, m.sender_id)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    newest: dict[tuple[str, str], tuple[int, str]] = {}
+    for r in rows:
+        key = (r.sender_id, r.platform)
+        if key not in newest or r.last > newest[key][0]:
+            newest[key] = (r.last, r.chat_id)
+    chats = {(platform, chat_id) for (_, platform), (_, chat_id) in newest.items()}
+    return sorted(chats)

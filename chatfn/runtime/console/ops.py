@@ -134,13 +134,16 @@ def plugins(bot: Bot) -> dict[str, Any]:
     out = []
     for p in loaded:
         status = p.state(settings)
-        off = bot.guard.state(p.name) if not p.builtin else None
+        off = bot.guard.state(p.name)
+        until = bot.guard.off_until(p.name)
         out.append(
             {
                 "name": p.name,
                 "builtin": p.builtin,
                 "state": "off" if off else status.state,
                 "status": off or status.detail,
+                # Its breaker's cool-down ends then (None: it is not cooling down).
+                "off_until": iso(datetime.fromtimestamp(until, UTC)) if until else None,
                 "functions": sorted(s.name for s in p.specs()),
                 # An installed package's or a declaring plugin's metadata (PluginMeta).
                 "meta": dataclasses.asdict(p.meta) if p.meta is not None else None,
