@@ -108,6 +108,7 @@ class Bot:
         self._event_handlers: dict[str, list[EventHandler]] = {}
         self._startup: list[Callable[[], Awaitable[None]]] = []
         self._shutdown: list[Callable[[], Awaitable[None]]] = []
+        self.unwired: set[str] = set()  # built-ins plugins.disabled named at start
         self.plugins = self._active_plugins(builtins=builtins, user=load_plugins)
         for loaded in self.plugins:
             self.registry.include(loaded.module)
@@ -177,7 +178,8 @@ class Bot:
         self.closing = False
         self._turns: set[asyncio.Task[Any]] = set()
         self._resuming: set[asyncio.Task[Any]] = set()  # resume()'s per-chat runs
-        # A circuit breaker per plugin (not the built-ins): chatfn/runtime/plugin_breaker.py.
+        # A circuit breaker per plugin (not the built-ins): chatfn/runtime/plugin_breaker.py;
+        # it also holds the plugins the console switched off, built-ins too.
         self.guard = PluginGuard(
             settings.plugins.breaker,
             clock,
@@ -204,6 +206,9 @@ class Bot:
             if user:
                 loaded += load_plugin_files(self.settings.plugins.paths, self.settings.base_dir)
         wanted = [p for p in loaded if (builtins if p.builtin else user)]
+        # Built-ins `plugins.disabled` names: nothing of them is wired (not their tables, hooks
+        # or console views); the console may switch one on (chatfn/runtime/plugin_reload.py).
+        self.unwired = {p.name for p in wanted if p.switched_off(self.settings)}
         return [p for p in wanted if p.runs(self.settings)]
 
     def _wire(self, loaded: LoadedPlugin) -> None:
@@ -223,6 +228,8 @@ class Bot:
         for kind, handler in plugin.event_handlers:
             if guarded is not None:
                 handler = _guarded_handler(handler, guarded, self.guard)
+            else:  # a built-in has no breaker, but is switched off in the console as any plugin
+                handler = _unless_held(handler, loaded.name, self.guard)
             self._event_handlers.setdefault(kind, []).append(handler)
         for hook in plugin.startup_hooks:
             run = _bound(hook, self)
@@ -842,6 +849,17 @@ def _guarded_handler(handler: EventHandler, plugin: str, guard: PluginGuard) -> 
             raise
         guard.record(plugin, ok=True)
         return sent
+
+    return handle
+
+
+def _unless_held(handler: EventHandler, plugin: str, guard: PluginGuard) -> EventHandler:
+    """A built-in's event handler, skipped while the console has it switched off."""
+
+    async def handle(host: Any, event: SystemEvent) -> list[OutgoingMessage] | None:
+        if guard.held(plugin):
+            return None
+        return await handler(host, event)
 
     return handle
 

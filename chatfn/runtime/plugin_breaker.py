@@ -1,11 +1,12 @@
 """Failure isolation for plugins: a circuit breaker per plugin, and bounded start-up hooks.
 
-A plugin (a plugin file or an installed package; the built-ins are the core's and are not
-switched off) whose functions or event handlers fail `plugins.breaker.failures` times within
-`plugins.breaker.window` seconds (a handler that raises or times out; a function that returns
-an error result on purpose does not count) is switched off for `plugins.breaker.cooldown`
-seconds: its functions leave the registry (the model is not offered them, a slash command
-does not find them) and its event handlers are skipped. That is one log line, an admin notice
+A plugin (a plugin file or an installed package; the built-ins have no breaker, though the
+console holds one off as any plugin: `hold`) whose functions or event handlers fail
+`plugins.breaker.failures` times within `plugins.breaker.window` seconds (a handler that
+raises or times out; a function that returns an error result on purpose does not count) is
+switched off for `plugins.breaker.cooldown` seconds: its functions leave the registry (the
+model is not offered them, a slash command does not find them) and its event handlers are
+skipped. That is one log line, an admin notice
 (to the private chats `bot.admins` write to the bot from, or to the chats of
 `plugins.breaker.notify` where it is set; and a row of the console's audit, whose Plugins page
 says "cooling down until ..."), and `chatfn_plugins_switched_off{plugin,reason}`; the rest of

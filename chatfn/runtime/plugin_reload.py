@@ -6,7 +6,9 @@ the registry it started with (`Registry.pinned`, chatfn/runtime/bot.py), so a me
 flight finishes with the plugin as it was, the next message sees the change whole, and no
 message is dropped or answered twice. A plugin declaring `Plugin(reload=False)`, and a new
 version with parts only a start wires (hooks, tables, console views, per-chat keys, metrics),
-says a restart is needed instead.
+says a restart is needed instead. The built-ins are switched off and on the same way (not a
+required one, `REQUIRED_BUILTINS`); switching off one whose start-up hooks started work (a
+scheduler, connections) says that work stops at the next start.
 """
 
 from __future__ import annotations
@@ -58,6 +60,18 @@ def wired_only_at_start(plugin: Plugin[Any] | None) -> list[str]:
     return [name for name, present in parts.items() if present]
 
 
+def _still_running(loaded: LoadedPlugin) -> str | None:
+    """Why switching `loaded` off now is not all of it: what its start-up hooks started (a
+    scheduler, connections, functions they added) runs until a restart."""
+    plugin = loaded.plugin
+    if plugin is None or not plugin.startup_hooks:
+        return None
+    return (
+        f"{loaded.name}'s functions are off now; what its start-up hooks started "
+        "(a scheduler, connections) stops at the next start"
+    )
+
+
 class PluginSwitch:
     """One per bot: the console's changes to its plugins, one at a time."""
 
@@ -70,31 +84,71 @@ class PluginSwitch:
     def loaded(self, name: str) -> LoadedPlugin | None:
         return next((p for p in self.bot.plugins if p.name == name), None)
 
+    def find(self, name: str) -> LoadedPlugin | None:
+        """`loaded`, or a built-in `plugins.disabled` kept from being wired at start."""
+        found = self.loaded(name)
+        if found is None and name in self.bot.unwired:
+            found = next((p for p in self._list() if p.name == name and p.builtin), None)
+        return found
+
     def _list(self) -> list[LoadedPlugin]:
         found = self.bot.settings.plugins_loaded
         return found if found is not None else self.bot.plugins
 
     # -- on and off -----------------------------------------------------------------------
     def switch(self, name: str, on: bool) -> Change:
-        loaded = self.loaded(name)
+        """`name` off (its functions out of the registry, its event handlers and console views
+        skipped) or on again, for the next message. A built-in as any plugin, but a required
+        one (`REQUIRED_BUILTINS`); one `plugins.disabled` kept from being wired at start is
+        wired now where it has only functions, else at the next start."""
+        loaded = self.find(name)
         if loaded is None:
             raise LookupError(f"no plugin {name} is loaded")
-        if loaded.builtin:
-            raise ValueError(
-                f"{name} is a built-in: switch its functions off per chat, or in "
-                "function_calls.disabled"
-            )
+        if loaded.required:
+            raise ValueError(f"{name} is a required built-in: the bot's own replies point to it")
         guard, registry = self.bot.guard, self.bot.registry
         names = [s.name for s in loaded.specs()]
+        if name in self.bot.unwired:
+            return self._unwired(loaded, on)
+        still = _still_running(loaded)
         if not on:
             guard.hold(name)
             registry.replace(names, [])
             logger.info("plugin {} switched off in the console", name)
-            return Change(name, "off")
+            if still is not None:
+                self.restart.setdefault(name, still)
+            return Change(name, "off", still)
+        self._forget(name, still)
         if guard.release(name):
             registry.replace(names, loaded.specs())
         logger.info("plugin {} switched on in the console", name)
         return Change(name, "on")
+
+    def _unwired(self, loaded: LoadedPlugin, on: bool) -> Change:
+        """A built-in nothing of which was wired at start: off stays off; on is wired now when
+        it has only functions (and texts, settings), else at the next start."""
+        name = loaded.name
+        parts = wired_only_at_start(loaded.plugin)
+        why = f"{name} has {', '.join(parts)}: it comes on at the next start"
+        if not on:
+            self._forget(name, why)
+            return Change(name, "off")
+        if parts:
+            self.restart.setdefault(name, why)
+            return Change(name, "on", why)
+        own = loaded.plugin.state(self.bot.settings) if loaded.plugin is not None else None
+        if own is None or own.state == "on":  # not off by its own `enabled: false`
+            self.bot.registry.replace([], loaded.specs())
+        self.bot.plugins.append(loaded)
+        self.bot.unwired.discard(name)
+        logger.info("plugin {} switched on in the console", name)
+        return Change(name, "on")
+
+    def _forget(self, name: str, why: str | None) -> None:
+        """The restart an earlier switch asked for (`why`) is not needed any more (another
+        change's reason is kept)."""
+        if why is not None and self.restart.get(name) == why:
+            del self.restart[name]
 
     # -- settings -------------------------------------------------------------------------
     def configure(self, name: str, section: str, value: Any) -> Change:

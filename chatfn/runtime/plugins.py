@@ -100,6 +100,8 @@ class LoadedPlugin:
     builtin: bool
     # Set for an installed package (chatfn/runtime/plugin_registry.py) and a plugin file.
     meta: PluginMeta | None = None
+    # A built-in that is never switched off (`REQUIRED_BUILTINS`: the core's replies point to it).
+    required: bool = False
 
     @property
     def installed(self) -> bool:
@@ -116,15 +118,28 @@ class LoadedPlugin:
         found = (getattr(v, SPEC_ATTR, None) for v in vars(self.module).values())
         return [s for s in found if isinstance(s, FunctionSpec)]
 
+    def switched_off(self, settings: CoreSettings) -> bool:
+        """A built-in named (or globbed) in `plugins.disabled`, as an installed package is; a
+        required one never is. (A plugin file is chosen by `plugins.paths`.)"""
+        if not self.builtin or self.required:
+            return False
+        name = self.name.lower()
+        return any(fnmatchcase(name, p.lower()) for p in settings.plugins.disabled)
+
     def runs(self, settings: CoreSettings) -> bool:
-        """Whether the plugin's own status is "on": only then are its functions registered and
-        its hooks run. (Functions listed in `function_calls.disabled` stay registered, so a
-        slash command says they are disabled rather than unknown.)"""
+        """Whether the plugin's own status is "on" (and `plugins.disabled` does not name it):
+        only then are its functions registered, its tables made and its hooks run. (Functions
+        listed in `function_calls.disabled` stay registered, so a slash command says they are
+        disabled rather than unknown.)"""
+        if self.switched_off(settings):
+            return False
         return self.plugin is None or self.plugin.state(settings).state == "on"
 
     def state(self, settings: CoreSettings) -> Status:
         """The status line check_system.py prints; a plugin whose functions are all listed in
         `function_calls.disabled` reads "off"."""
+        if self.switched_off(settings):
+            return Status("off", "listed in plugins.disabled")
         status = self.plugin.state(settings) if self.plugin is not None else None
         if status is None:
             names = ", ".join(s.name for s in self.specs())
@@ -152,11 +167,25 @@ BUILTINS_PACKAGE = "function_calls.builtins"
 
 
 def load_builtins() -> list[LoadedPlugin]:
+    package = importlib.import_module(BUILTINS_PACKAGE)
+    required = set(getattr(package, "REQUIRED_BUILTINS", ()))
     loaded = []
-    for name in importlib.import_module(BUILTINS_PACKAGE).BUILTIN_PLUGINS:
+    for name in package.BUILTIN_PLUGINS:
         module = importlib.import_module(name)
-        loaded.append(LoadedPlugin(module, name, plugin_of(module, name), builtin=True))
+        plugin = plugin_of(module, name)
+        loaded.append(LoadedPlugin(module, name, plugin, builtin=True, required=name in required))
     return loaded
+
+
+def check_disabled(plugins: list[LoadedPlugin], disabled: list[str]) -> str | None:
+    """Why `plugins.disabled` cannot be (it names a required built-in); None: it can."""
+    for loaded in plugins:
+        if loaded.required and loaded.name.lower() in {p.lower() for p in disabled}:
+            return (
+                f"plugins.disabled: {loaded.name} is a required built-in and is always on "
+                "(the bot's own replies point to it)"
+            )
+    return None
 
 
 def load_plugin_files(paths: list[str], base_dir: Path) -> list[LoadedPlugin]:

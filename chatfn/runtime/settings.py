@@ -37,6 +37,7 @@ from chatfn.runtime.plugin_registry import load_installed
 from chatfn.runtime.plugins import (
     LoadedPlugin,
     PluginLoadError,
+    check_disabled,
     check_function_names,
     check_sections,
     load_builtins,
@@ -281,6 +282,9 @@ def parse_settings(
     except ValidationError as exc:
         lines = [_describe(e, channels) for e in exc.errors()]
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+    refused = check_disabled(plugins, settings.plugins.disabled)
+    if refused is not None:
+        raise ConfigError(refused)
     settings._plugins = plugins
     settings._plugins_skipped = skipped
     settings._plugin_chat_keys = plugin_chat_keys(plugins)

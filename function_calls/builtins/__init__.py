@@ -15,3 +15,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "function_calls.builtins.why",
     "function_calls.builtins.approvals",
 )
+
+#: Built-ins `plugins.disabled` and the console cannot switch off: the core's own replies point
+#: to `/help` (an unknown command, a bot without a model, the web page's input). Every other
+#: built-in is switched off as an installed plugin is (`plugins.disabled: [reminders]`).
+REQUIRED_BUILTINS: tuple[str, ...] = ("function_calls.builtins.help",)

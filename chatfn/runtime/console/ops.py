@@ -140,6 +140,7 @@ def plugins(bot: Bot) -> dict[str, Any]:
             {
                 "name": p.name,
                 "builtin": p.builtin,
+                "required": p.required,  # a built-in always on (REQUIRED_BUILTINS)
                 "state": "off" if off else status.state,
                 "status": off or status.detail,
                 # Its breaker's cool-down ends then (None: it is not cooling down).

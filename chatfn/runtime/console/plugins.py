@@ -93,7 +93,7 @@ class Plugins:
         return found
 
     def _loaded(self, name: str) -> LoadedPlugin:
-        loaded = self.switch.loaded(name)
+        loaded = self.switch.find(name)
         if loaded is None:
             raise ConsoleError(404, f"no plugin {name} is loaded")
         return loaded
@@ -106,9 +106,10 @@ class Plugins:
                 change = self.switch.switch(name, on)
             except ValueError as exc:
                 raise ConsoleError(409, str(exc)) from None
-        if loaded.installed:  # held after a restart: plugins.disabled
+        kept = loaded.installed or loaded.builtin  # held after a restart: plugins.disabled
+        if kept:
             change = await self._persist_disabled(loaded, on, change)
-        out = {**change.json(), "kept": loaded.installed}  # a file plugin: until a restart
+        out = {**change.json(), "kept": kept}  # a file plugin: until a restart
         action = "plugin.on" if on else "plugin.off"
         await self.console.audit(user, address, action, detail={"plugin": name, **out})
         return out

@@ -19,8 +19,18 @@ if TYPE_CHECKING:
 
 
 def _plugins(bot: Bot) -> list[Plugin[Any]]:
+    """The plugins whose views are shown: not one switched off (`plugins.disabled`, or the
+    console's off: its pages leave the navigation, its routes answer 404 from the next
+    request), nor a built-in `plugins.disabled` kept from being wired at start."""
     loaded = bot.settings.plugins_loaded or bot.plugins
-    return [p.plugin for p in loaded if p.plugin is not None]
+    return [
+        p.plugin
+        for p in loaded
+        if p.plugin is not None
+        and not p.switched_off(bot.settings)
+        and not bot.guard.held(p.name)
+        and p.name not in bot.unwired
+    ]
 
 
 def views(bot: Bot) -> list[ConsoleView]:
@@ -63,7 +73,10 @@ async def call(
     params: Mapping[str, str],
     body: Any,
 ) -> dict[str, Any]:
-    """One request to a plugin's route, under the view's scope rule."""
+    """One request to a plugin's route, under the view's scope rule; 404 while its plugin is
+    switched off (its routes stay mounted: the web server's are made once)."""
+    if all(v is not view for v in views(console._bot)):
+        raise ConsoleError(404, f"the {view.name} page is off: its plugin is switched off")
     if view.scope == "unscoped" and scope.limited:
         raise ConsoleError(403, "this page is for users without a chats: scope")
 

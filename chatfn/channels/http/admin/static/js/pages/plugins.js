@@ -44,7 +44,7 @@ export async function render(view) {
     h("div.mono", { "data-health": key }, `${key}: ${typeof value === "string" ? value : JSON.stringify(value)}`)));
   const actions = (p) => {
     const buttons = [];
-    if (!p.builtin) {
+    if (!p.required) { // a built-in too, unless it is always on
       const on = p.state !== "off";
       buttons.push(h("button", {
         type: "button", "data-action": "toggle",
