@@ -40,6 +40,7 @@ from function_calls.console import (
     ConsoleRoute,
     ConsoleScope,
     ConsoleView,
+    HealthList,
 )
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.fates import MessageFate, MessageFates
@@ -48,6 +49,7 @@ from function_calls.model_access import ask_model
 from function_calls.plugin import CheckLine, Metric, Plugin, PluginHost, Status
 from function_calls.plugin_data import PluginConnection, PluginDatabase, TableRefused
 from function_calls.plugin_ddl import Fts5, Fts5Vocab, Vec0
+from function_calls.programs import ProgramCaller
 from function_calls.registry import FunctionDefinitionError, schema_function, tool_function
 from function_calls.spec import FunctionResult, FunctionSpec, InvalidArguments
 from function_calls.tables import Tables
@@ -68,6 +70,8 @@ __all__ = [
     "ConsoleView",
     "ChatModel",
     "FunctionDefinitionError",
+    "HealthList",
+    "ProgramCaller",
     "Fts5",
     "Fts5Vocab",
     "ChatSettings",

@@ -97,15 +97,34 @@ class ConsoleRoute:
 
 
 @dataclass(frozen=True)
+class HealthList:
+    """One list of the plugin's `@plugin.health` answer that the console draws, under a heading
+    of its own in the overview's health panel and as a table on the plugins page: `key` is the
+    answer's entry, a list of `{"name", "state", "detail", ...}`; `title` the text key of the
+    heading; each item's state is a badge saying `t(states + state)`, good when the state is one
+    of `good`; `columns`: more fields of an item the plugins page shows, each (field, text key).
+    The words are the view's `texts`."""
+
+    key: str
+    title: str
+    states: str = ""
+    good: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ConsoleView:
     """One page of the console. `scope`: "chats" (every console user, the handler keeps to
     `call.scope`) or "unscoped" (only users without a `chats:` scope; others get a 403).
     `page`: the JavaScript module (`export async function render(view, ctx)`, importing the
     console's helpers from `/admin/static/js/`), served as `/admin/api/pages/<name>.js`;
-    `texts`: the words it uses with `t(key)`, per language, `nav.<name>` its menu entry."""
+    `texts`: the words it uses with `t(key)`, per language, `nav.<name>` its menu entry.
+    `health`: the lists of the plugin's health answer the console draws (`HealthList`); a view
+    may have only these (no page, no routes)."""
 
     name: str
     routes: Sequence[ConsoleRoute] = ()
     page: Path | None = None
     texts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     scope: Literal["chats", "unscoped"] = "chats"
+    health: Sequence[HealthList] = ()

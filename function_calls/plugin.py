@@ -33,6 +33,7 @@ from chatfn.common.i18n import add_texts
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.common.metrics import Counter
 from function_calls.console import ConsoleView
+from function_calls.programs import ProgramCaller
 from function_calls.tables import Tables
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class CheckLine:
 Hook = Callable[[PluginHost], Awaitable[None]]
 SetupHook = Callable[[PluginHost], None]
 EventHandler = Callable[[PluginHost, SystemEvent], Awaitable[list[OutgoingMessage] | None]]
+ChatNames = Callable[[PluginHost], dict[tuple[str, str], str]]
 
 
 class Services:
@@ -176,9 +178,12 @@ class Plugin(Generic[S]):
     the console sets for one chat, and handlers read the value with `ctx.chat.get(key)`.
 
     `console`: its admin console views (`ConsoleView`: JSON routes under `/admin/api/`, a page
-    module, its words and its scope rule; function_calls/console.py). `@plugin.health`: what
-    the console's health panel and plugins page show of it while it runs; `@plugin.check`: its
-    lines in `chatfn check` (offline: the config; `--online`: the services it talks to).
+    module, its words and its scope rule, the lists of its health answer the console draws;
+    function_calls/console.py). `@plugin.health`: what the console's health panel and plugins
+    page show of it while it runs; `@plugin.check`: its lines in `chatfn check` (offline: the
+    config; `--online`: the services it talks to). `@plugin.chat_names`: names it knows for
+    chats, shown by the console; `@plugin.program_caller`: who an MCP client is, from its
+    section.
 
     `tables`: its tables (`Tables(metadata, version, migrations, after)`, or a function of its
     section returning them or None), created and migrated by the runtime when the bot is built
@@ -205,6 +210,8 @@ class Plugin(Generic[S]):
     _health: Callable[[PluginHost, bool], dict[str, Any]] | None = field(default=None, repr=False)
     _check: Callable[[Any, bool], list[CheckLine]] | None = field(default=None, repr=False)
     _adopt: Callable[[CoreSettings, Any], None] | None = field(default=None, repr=False)
+    _program_caller: Callable[[Any], ProgramCaller | None] | None = field(default=None, repr=False)
+    _chat_names: ChatNames | None = field(default=None, repr=False)
     # What an operator is shown (`chatfn check`, `chatfn plugin list`, the install prompt);
     # left empty, an installed package's own metadata fills them (chatfn/runtime/plugin_registry).
     description: str = ""
@@ -264,6 +271,22 @@ class Plugin(Generic[S]):
         self._adopt = func
         return func
 
+    def program_caller(
+        self, func: Callable[[S], ProgramCaller | None]
+    ) -> Callable[[S], ProgramCaller | None]:
+        """`func(section) -> ProgramCaller | None`: who a program calling the bot's functions
+        (an MCP client) is, as the plugin's section says (function_calls/programs.py); asked
+        whether the plugin runs or not. None: the plugin does not say."""
+        self._program_caller = func
+        return func
+
+    def chat_names(self, func: ChatNames) -> ChatNames:
+        """`func(host) -> {(platform, chat_id): name}` (run on a storage thread): the names the
+        plugin knows for chats, which the console's chat list, chat page and usage page show
+        (the reminders built-in: the chat name each reminder was set with)."""
+        self._chat_names = func
+        return func
+
     def on_setup(self, func: SetupHook) -> SetupHook:
         """Run when the bot is built (sync): wire services that need no event loop."""
         self.setup_hooks.append(func)
@@ -315,6 +338,15 @@ class Plugin(Generic[S]):
 
         core = source.config if hasattr(source, "message") else source.settings
         return PluginDatabase(source.storage, self.name, self.tables_for(core))
+
+    def program_caller_of(self, settings: CoreSettings) -> ProgramCaller | None:
+        if self._program_caller is None:
+            return None
+        section = settings.section(self.settings) if self.settings is not None else None
+        return self._program_caller(section)
+
+    def names_of_chats(self, host: PluginHost) -> dict[tuple[str, str], str]:
+        return self._chat_names(host) if self._chat_names is not None else {}
 
     def health_of(self, host: PluginHost, detail: bool = False) -> dict[str, Any]:
         return self._health(host, detail) if self._health is not None else {}

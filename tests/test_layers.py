@@ -6,6 +6,8 @@ cycle). Every import counts, including those under TYPE_CHECKING and inside func
 from __future__ import annotations
 
 import ast
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -371,3 +373,152 @@ def test_readme_draws_the_enforced_picture() -> None:
         if SHIMS.get(a) == b or a == "function_calls.testing":
             continue
         assert order.index(a) < order.index(b) or {a, b} <= {"chatfn.storage", "providers"}, (a, b)
+
+
+# -- nor names one: no built-in's table, settings section or health entry in the core ------------
+#: The console's static files: their scripts and words are the core's, as its modules are.
+CONSOLE_STATIC = ("chatfn/channels/http/admin/static/js", "chatfn/channels/http/admin/static/i18n")
+#: The frozen migration history is the database's past, not a door: revision 0001 created the
+#: reminders table a 0.1 database may lack (chatfn/storage/migrations/baseline_tables.py).
+FROZEN = "chatfn.storage.migrations"
+#: Where the core uses a word a built-in's section also is, for something of its own.
+CORE_OWN: dict[tuple[str, str], str] = {
+    ("chatfn.channels.http", "mcp"): "`channels.http.mcp`, the HTTP channel's switch for /mcp",
+    ("chatfn.channels.mcp.web", "mcp"): "the same switch, read where /mcp is mounted",
+}
+RECEIVERS = ("settings", "config", "core", "cfg", "_settings")
+
+
+def builtin_identities(root: Path = ROOT) -> dict[str, set[str]]:
+    """What names a built-in, read from its source: "section" (its `Plugin(...)` config
+    section: its name unless `section=`), "table" (each `Table("name", ...)` it declares),
+    "health" (the top-level keys of its `@plugin.health` answer)."""
+    found: dict[str, set[str]] = {"section": set(), "table": set(), "health": set()}
+    for path in sorted((root / "function_calls" / "builtins").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                first = node.args[0] if node.args else None
+                name = first.value if isinstance(first, ast.Constant) else None
+                if node.func.id == "Plugin" and isinstance(name, str):
+                    sections = [k.value for k in node.keywords if k.arg == "section"]
+                    found["section"].add(
+                        sections[0].value
+                        if sections and isinstance(sections[0], ast.Constant)
+                        else name
+                    )
+                elif node.func.id == "Table" and isinstance(name, str):
+                    found["table"].add(name)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+                isinstance(d, ast.Attribute) and d.attr == "health" for d in node.decorator_list
+            ):
+                for ret in ast.walk(node):
+                    if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
+                        found["health"].update(
+                            k.value for k in ret.value.keys if isinstance(k, ast.Constant)
+                        )
+    return found
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _core_own(module: str, word: str) -> bool:
+    return any(w == word and (module == m or module.startswith(m + ".")) for m, w in CORE_OWN)
+
+
+def _tail(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+
+
+def core_names_of_builtins(root: Path = ROOT) -> list[str]:
+    """The core reaches a built-in only through its `Plugin(...)` doors, so it names none of
+    its tables, reads none of its settings sections (`settings.<section>`,
+    `getattr(settings, "<section>")`) and draws none of its health entries by name (the
+    console's scripts and words included)."""
+    ids = builtin_identities(root)
+    tables, sections, health = ids["table"], ids["section"], ids["health"]
+    found = []
+    for name, path in project_modules(root).items():
+        if name.startswith((BUILTINS, FROZEN)):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            word, what = None, ""
+            if isinstance(node, ast.Constant) and id(node) not in docs:
+                if node.value in tables:
+                    word, what = node.value, "the built-in table"
+                elif node.value in health:
+                    word, what = node.value, "the built-in health entry"
+            elif (
+                isinstance(node, ast.Call)
+                and _tail(node.func) == "getattr"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in sections
+            ):
+                word, what = node.args[1].value, "the built-in settings section"
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in sections
+                and _tail(node.value).endswith(RECEIVERS)
+            ):
+                word, what = node.attr, "the built-in settings section"
+            if word is not None and not _core_own(name, word):
+                found.append(f"{name}:{node.lineno} names {what} {word!r}")
+    for folder in CONSOLE_STATIC:
+        for path in sorted((root / folder).rglob("*")) if (root / folder).is_dir() else ():
+            if path.suffix not in (".js", ".json"):
+                continue
+            text = path.read_text(encoding="utf-8")
+            rel = path.relative_to(root).as_posix()
+            for word in sorted(health):
+                if re.search(rf"\b{re.escape(word)}\b", text):
+                    found.append(f"{rel} names the built-in health entry {word!r}")
+            if path.suffix == ".json":
+                for key in json.loads(text):
+                    if key.split(".")[0] in sections:
+                        found.append(f"{rel} holds the built-in's word {key!r}")
+    return sorted(found)
+
+
+def test_the_core_names_no_builtin_table_section_or_health_entry() -> None:
+    assert core_names_of_builtins() == []
+
+
+def test_a_core_module_naming_a_builtin_fails(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "function_calls/builtins/notes/__init__.py": "plugin = Plugin('notes')\n"
+            "Table('notes_items', metadata)\n"
+            "@plugin.health\ndef queue(host, detail):\n    return {'notes_queue': 0}\n",
+            "chatfn/runtime/names.py": "def f(settings):\n    return getattr(settings, 'notes')\n"
+            "def g(settings):\n    return settings.notes.expose\n",
+            "chatfn/storage/console/names.py": '"""The notes_items."""\nT = Table("notes_items")\n',
+            "chatfn/channels/http/admin/static/js/pages/overview.js": "data.notes_queue\n",
+            "chatfn/channels/http/admin/static/i18n/en.json": '{"notes.title": "Notes"}',
+        },
+    )
+    assert builtin_identities(root) == {
+        "section": {"notes"},
+        "table": {"notes_items"},
+        "health": {"notes_queue"},
+    }
+    assert core_names_of_builtins(root) == [
+        "chatfn.runtime.names:2 names the built-in settings section 'notes'",
+        "chatfn.runtime.names:4 names the built-in settings section 'notes'",
+        "chatfn.storage.console.names:2 names the built-in table 'notes_items'",
+        "chatfn/channels/http/admin/static/i18n/en.json holds the built-in's word 'notes.title'",
+        "chatfn/channels/http/admin/static/js/pages/overview.js names the built-in health entry "
+        "'notes_queue'",
+    ]

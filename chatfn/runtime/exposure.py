@@ -9,10 +9,7 @@ approver's answer (the console's approvals page) or returns refused, as a chat's
 
 from __future__ import annotations
 
-import fnmatch
-import itertools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from chatfn.common.config import CoreSettings
@@ -21,56 +18,28 @@ from function_calls.approvals import Approvals
 from function_calls.context import MessageContext
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.permissions import refusal_reason
+from function_calls.programs import ProgramCaller
 from function_calls.registry import Registry
 from function_calls.spec import FunctionSpec
 
-_ids = itertools.count(1)
+#: Who an MCP client is: the identity a plugin declares (`@plugin.program_caller`; the mcp
+#: built-in's `mcp.expose`), else the default. The old name stays for callers of this module.
+Caller = ProgramCaller
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who calls, where, and which function names they may see at all (glob patterns; an empty
-    `include` means every function)."""
+def program_caller(settings: CoreSettings) -> ProgramCaller:
+    """The identity a loaded plugin declares for programs (`@plugin.program_caller`, read from
+    its own section: the mcp built-in's `mcp.expose`), asked of every plugin the settings were
+    validated with, whether it runs or not (its section applies all the same); without one (a
+    bot built without the built-ins) the defaults."""
+    from chatfn.runtime.plugins import load_builtins
 
-    user_id: str
-    chat_id: str
-    admin: bool = False
-    platform: str = "mcp"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-
-    def may_see(self, name: str) -> bool:
-        if self.include and not any(fnmatch.fnmatchcase(name, p) for p in self.include):
-            return False
-        return not any(fnmatch.fnmatchcase(name, p) for p in self.exclude)
-
-    def message(self) -> IncomingMessage:
-        return IncomingMessage(
-            platform=self.platform,
-            chat_id=self.chat_id,
-            sender_id=self.user_id,
-            sender_name=self.user_id,
-            text="",
-            is_at_bot=True,
-            message_id=f"{self.platform}-{next(_ids)}",
-            admin_override=self.admin,
-        )
-
-
-def mcp_caller(settings: CoreSettings) -> Caller:
-    """The identity of `mcp.expose`. The section is the mcp built-in's (its settings model
-    declares it); the runtime reads it by name and shape rather than importing the built-in,
-    and without it (a bot built without the built-ins) the section's defaults apply."""
-    expose = getattr(getattr(settings, "mcp", None), "expose", None)
-    if expose is None:
-        return Caller(user_id="mcp-client", chat_id="mcp")
-    return Caller(
-        user_id=expose.as_user,
-        chat_id=expose.chat_id,
-        admin=expose.admin,
-        include=tuple(expose.functions.include),
-        exclude=tuple(expose.functions.exclude),
-    )
+    loaded = getattr(settings, "plugins_loaded", None) or load_builtins()
+    for plugin in loaded:
+        found = plugin.plugin.program_caller_of(settings) if plugin.plugin is not None else None
+        if found is not None:
+            return found
+    return ProgramCaller()
 
 
 def describe(spec: FunctionSpec) -> dict[str, Any]:
@@ -103,7 +72,8 @@ async def call(
     if not caller.may_see(name):
         # Audited as refused; the client hears "unknown", as for a name that does not exist,
         # so a hidden function's existence is not revealed.
-        hidden = Execution(name, "refused", None, "not exposed to MCP clients (mcp.expose)")
+        why = f"not exposed to MCP clients ({caller.setting})" if caller.setting else ""
+        hidden = Execution(name, "refused", None, why or "not exposed to MCP clients")
         await executor.audit(ctx, hidden, arguments, source="mcp")
         return {
             "ok": False,
@@ -177,8 +147,8 @@ class Exposure:
         self._context_for = context_for
 
     def caller(self) -> Caller:
-        """Who an MCP client is (`mcp.expose`): identity, chat, admin, function filter."""
-        return mcp_caller(self._settings)
+        """Who an MCP client is (`program_caller`): identity, chat, admin, function filter."""
+        return program_caller(self._settings)
 
     async def functions_for(self, caller: Caller) -> list[dict[str, Any]]:
         """The functions `caller` may use, as {"name", "description", "input_schema"}."""

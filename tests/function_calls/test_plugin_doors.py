@@ -236,6 +236,44 @@ def test_a_plugins_health_and_check_lines_come_through_its_declaration() -> None
     assert mcp.health_of(_NoServices(), detail=True) == {"mcp_servers": []}
 
 
+def test_the_mcp_servers_list_is_drawn_from_the_builtins_view_with_its_words() -> None:
+    """The console's overview and plugins page draw the MCP servers from the built-in's
+    `HealthList`, in its words for every state a connection has; the core's words have none."""
+    from typing import get_args
+
+    from function_calls.builtins.mcp.client import State
+
+    [view] = _plugin("mcp").console
+    [servers] = view.health
+    assert (servers.key, servers.good) == ("mcp_servers", ("connected",))
+    assert view.page is None and not view.routes
+    for language in ("en", "zh"):
+        words = view.texts[language]
+        assert servers.title in words and all(label in words for _, label in servers.columns)
+        assert {f"{servers.states}{s}" for s in get_args(State)} <= set(words), language
+    core = json.loads((ADMIN_STATIC / "i18n" / "en.json").read_text("utf-8"))
+    assert not set(view.texts["en"]) & set(core)
+
+
+def test_the_identity_of_mcp_clients_comes_through_the_builtins_declaration() -> None:
+    """`mcp.expose` is read by the mcp built-in (`@plugin.program_caller`); the runtime asks
+    the plugins, not the section."""
+    from chatfn.runtime.exposure import program_caller
+    from function_calls import ProgramCaller
+
+    expose = {"as_user": "desk", "chat_id": "desk-chat", "admin": True}
+    settings = parse_settings(
+        {"mcp": {"expose": {**expose, "functions": {"exclude": ["reminder_*"]}}}}
+    )
+    expected = ProgramCaller(
+        "desk", "desk-chat", admin=True, exclude=("reminder_*",), setting="mcp.expose"
+    )
+    assert _plugin("mcp").program_caller_of(settings) == expected
+    assert program_caller(settings) == expected
+    assert program_caller(parse_settings({})) == ProgramCaller(setting="mcp.expose")
+    assert not expected.may_see("reminder_set") and expected.may_see("roll")
+
+
 class _NoServices:
     def service(self, cls: type) -> None:
         return None

@@ -126,8 +126,6 @@ MESSAGES: dict[str, str] = {
     "image.too_big": "That image is too large (more than {limit} MB); I cannot look at it.",
     "image.not_image": "That file is not an image I can read (PNG, JPEG, GIF or WebP).",
     "image.failed": "I could not download that image.",
-    # -- reminders ---------------------------------------------------------------------------
-    # times (refusals name a future example, built from the current date)
     # -- the web chat page (served with the page; `{x}` placeholders filled in the browser) ---
     "web.you": "You",
     "web.private": "Private",

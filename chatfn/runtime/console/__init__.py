@@ -230,6 +230,9 @@ class Console:
     def pages(self) -> list[dict[str, Any]]:
         return views.pages(self._bot)
 
+    def panels(self) -> list[dict[str, Any]]:
+        return views.panels(self._bot)
+
     def page(self, name: str) -> Path | None:
         return views.page(self._bot, name)
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from chatfn.common.chat_keys import ChatKey
 from chatfn.common.config import ChatFunctionRules, LimitValues, zone_named
 from chatfn.common.messages import IncomingMessage
+from chatfn.runtime.console import views
 from chatfn.runtime.console.errors import ConsoleError
 from chatfn.storage.chat_state import Override
 from chatfn.storage.console import chats as store
@@ -104,7 +105,8 @@ class Chats:
         if not scope.allows(platform, chat_id):
             raise ConsoleError(404, f"no chat {platform}:{chat_id}")
         storage = self.bot.storage
-        facts = await storage.run_aside(store.chat_facts, storage.engine, platform, chat_id)
+        names = await storage.run_aside(views.chat_names, self.bot)  # `@plugin.chat_names`
+        facts = await storage.run_aside(store.chat_facts, storage.engine, platform, chat_id, names)
         if facts is None:
             raise ConsoleError(404, f"no chat {platform}:{chat_id}")
         return facts
@@ -120,7 +122,8 @@ class Chats:
         offset: int,
     ) -> dict[str, Any]:
         storage = self.bot.storage
-        chats = await storage.run_aside(store.chat_list, storage.engine, scope)
+        names = await storage.run_aside(views.chat_names, self.bot)  # `@plugin.chat_names`
+        chats = await storage.run_aside(store.chat_list, storage.engine, scope, names)
         platforms = sorted({c["platform"] for c in chats})
         if platform:
             chats = [c for c in chats if c["platform"] == platform]

@@ -53,7 +53,8 @@ def buckets(bot: Bot, days: int) -> Buckets:
 async def usage(bot: Bot, scope: Scope, group_by: str, days: int) -> dict[str, Any]:
     cut = buckets(bot, days)
     storage = bot.storage
-    found = await storage.run_aside(stats.usage, storage.engine, scope, cut, group_by)
+    names = await storage.run_aside(views.chat_names, bot)  # the plugins' (`@plugin.chat_names`)
+    found = await storage.run_aside(stats.usage, storage.engine, scope, cut, group_by, names=names)
     return {
         "group_by": group_by,
         "days": days,

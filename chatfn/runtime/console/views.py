@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loguru import logger
+
 from chatfn.runtime.console.errors import ConsoleError
 from chatfn.storage.console.scope import Scope
 from function_calls.console import ConsoleCall, ConsoleRefused, ConsoleRoute, ConsoleView
@@ -98,3 +100,34 @@ def health(bot: Bot, detail: bool) -> dict[str, Any]:
     for plugin in _plugins(bot):
         merged.update(plugin.health_of(bot, detail))  # type: ignore[arg-type]
     return merged
+
+
+def panels(bot: Bot) -> list[dict[str, Any]]:
+    """The lists of the plugins' health answers the console draws (`ConsoleView.health`), with
+    their words: the overview's health panel and the plugins page draw each the same way, and
+    name no plugin."""
+    return [
+        {
+            "view": v.name,
+            "key": panel.key,
+            "title": panel.title,
+            "states": panel.states,
+            "good": list(panel.good),
+            "columns": [list(c) for c in panel.columns],
+            "texts": {lang: dict(words) for lang, words in v.texts.items()},
+        }
+        for v in views(bot)
+        for panel in v.health
+    ]
+
+
+def chat_names(bot: Bot) -> dict[tuple[str, str], str]:
+    """The names the plugins know for chats (`@plugin.chat_names`), merged in load order; run
+    on a storage thread. A plugin whose names fail to read is left out, with a log line."""
+    names: dict[tuple[str, str], str] = {}
+    for plugin in _plugins(bot):
+        try:
+            names.update(plugin.names_of_chats(bot))  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a plugin's failure leaves its names out, not the page
+            logger.exception("plugin {}: its chat names could not be read", plugin.name)
+    return names

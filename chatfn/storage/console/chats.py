@@ -7,9 +7,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, MetaData, String, Table, and_, case, false, func, select
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import and_, case, false, func, select
+from sqlalchemy.engine import Engine
 
 from chatfn.storage.console.scope import Scope
 from chatfn.storage.console.sessions import iso, utc
@@ -24,34 +23,16 @@ from chatfn.storage.models import (
 
 M, U, T, OB, CO = messages_table, usage_table, tool_calls_table, outbox_table, chat_overrides_table
 F = message_fates_table
-# The columns of the reminders built-in's table this module reads (a chat's name); the table
-# is the built-in's (function_calls/builtins/reminders/service.py), absent without it.
-_reminders = Table(
-    "reminders",
-    MetaData(),
-    Column("platform", String(32)),
-    Column("chat_id", String(128)),
-    Column("chat_name", String(128)),
-)
 IMAGE = re.compile(r"^\[image: (.+)\]$", re.M)
+#: The names the plugins know for chats (`@plugin.chat_names`, gathered by the runtime:
+#: chatfn/runtime/console/views.py): this module reads no plugin's table.
+ChatNames = dict[tuple[str, str], str]
 
 
-def _names(conn: Connection) -> dict[tuple[str, str], str]:
-    """A name per chat where one is known: a reminder's chat name."""
-    try:
-        rows = conn.execute(
-            select(_reminders.c.platform, _reminders.c.chat_id, _reminders.c.chat_name).where(
-                _reminders.c.chat_name != ""
-            )
-        ).all()
-    except DBAPIError:  # no reminders table
-        conn.rollback()
-        return {}
-    return {(r.platform, r.chat_id): r.chat_name for r in rows}
-
-
-def chat_list(engine: Engine, scope: Scope) -> list[dict[str, Any]]:
-    """Every chat with stored messages (in scope), most recently active first."""
+def chat_list(engine: Engine, scope: Scope, names: ChatNames | None = None) -> list[dict[str, Any]]:
+    """Every chat with stored messages (in scope), most recently active first; its name the
+    one a plugin knows (`names`), else a private chat's sender's."""
+    names = names or {}
     week = datetime.now(UTC) - timedelta(days=7)
     with engine.connect() as conn:
         rows = conn.execute(
@@ -92,7 +73,6 @@ def chat_list(engine: Engine, scope: Scope) -> list[dict[str, Any]]:
                 .group_by(OB.c.platform, OB.c.chat_id)
             )
         }
-        names = _names(conn)
         private = {
             (r.platform, r.chat_id): r.sender_name
             for r in conn.execute(
@@ -127,8 +107,11 @@ def chat_list(engine: Engine, scope: Scope) -> list[dict[str, Any]]:
     return out
 
 
-def chat_facts(engine: Engine, platform: str, chat_id: str) -> dict[str, Any] | None:
-    """One chat's kind, name, message count and last activity; None when nothing is stored."""
+def chat_facts(
+    engine: Engine, platform: str, chat_id: str, names: ChatNames | None = None
+) -> dict[str, Any] | None:
+    """One chat's kind, name (as `chat_list` says it), message count and last activity; None
+    when nothing is stored."""
     with engine.connect() as conn:
         count, last, group, last_id = conn.execute(
             select(
@@ -140,7 +123,7 @@ def chat_facts(engine: Engine, platform: str, chat_id: str) -> dict[str, Any] | 
         ).one()
         if not count:
             return None
-        name = _names(conn).get((platform, chat_id), "")
+        name = (names or {}).get((platform, chat_id), "")
         if not name and not group:
             name = (
                 conn.execute(

@@ -209,10 +209,16 @@ SERIES_GROUPS = 8
 
 
 def usage(
-    engine: Engine, scope: Scope, buckets: Buckets, group_by: str, top: int = 10
+    engine: Engine,
+    scope: Scope,
+    buckets: Buckets,
+    group_by: str,
+    top: int = 10,
+    names: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """Tokens and cost per group (model, chat or user) and per bucket, the top chats and
-    users; `rows` (for CSV) one per group and bucket."""
+    users; `rows` (for CSV) one per group and bucket. `names`: the names the plugins know for
+    chats (`@plugin.chat_names`)."""
     since = buckets.since
     key_column = {"model": U.c.model_name, "chat": U.c.chat_id, "user": U.c.sender_id}[group_by]
     groups: dict[str, dict[str, Any]] = {}
@@ -266,7 +272,7 @@ def usage(
     for g in ordered:
         g["cost"] = _money(g["cost"])
     with engine.connect() as conn:
-        chat_names, user_names = _labels(conn, chats, users)
+        chat_names, user_names = _labels(conn, chats, users, names or {})
     for g in ordered:
         if group_by == "chat":
             g["label"] = chat_names.get((g["platform"], g["chat_id"]), "")
@@ -360,13 +366,14 @@ def _top(
 
 
 def _labels(
-    conn: Connection, chats: dict[tuple[str, str], Any], users: dict[tuple[str, str], Any]
+    conn: Connection,
+    chats: dict[tuple[str, str], Any],
+    users: dict[tuple[str, str], Any],
+    names: dict[tuple[str, str], str],
 ) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
-    """Names people read: a chat's (a reminder's chat name, else a private chat's sender),
-    a user's (the sender name of their latest message)."""
-    from chatfn.storage.console.chats import _names
-
-    chat_names = _names(conn)
+    """Names people read: a chat's (one a plugin knows, `names`: a reminder's chat name; else
+    a private chat's sender), a user's (the sender name of their latest message)."""
+    chat_names = dict(names)
     user_names: dict[tuple[str, str], str] = {}
     ids = sorted({k for _, k in users})
     for start in range(0, len(ids), 500):

@@ -4,7 +4,7 @@ Each server under `mcp.servers` is connected at start (stdio: a process the bot 
 owns; or streamable HTTP) and each of its tools is registered as `<prefix>__<tool>` with the
 tool's JSON schema, so the permission rules, per-chat lists, timeouts, retries, audit rows and
 slash commands apply as to any function. `mcp.expose` (the other direction: the bot as an MCP
-server) is read by the runtime and the MCP channel.
+server) is said to the runtime by `@plugin.program_caller`, which the MCP channel asks.
 
 The `mcp` SDK is an optional dependency (`pip install 'chatfn[mcp]'`); without it the plugin is
 off and says so, and the rest of the bot runs.
@@ -15,7 +15,15 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from function_calls import CheckLine, Plugin, PluginHost, Status
+from function_calls import (
+    CheckLine,
+    ConsoleView,
+    HealthList,
+    Plugin,
+    PluginHost,
+    ProgramCaller,
+    Status,
+)
 from function_calls.builtins.mcp.settings import (
     ExposeSettings,
     McpServerSettings,
@@ -32,7 +40,39 @@ __all__ = [
     "sdk_installed",
 ]
 
-plugin = Plugin("mcp", settings=McpSettings)
+# The servers' states as the console draws them (the overview's health panel, a table on the
+# plugins page), from the `mcp_servers` entry of the health answer below.
+SERVERS = HealthList(
+    "mcp_servers",
+    title="mcp.servers",
+    states="mcp.",
+    good=("connected",),
+    columns=(("tools", "mcp.tools"),),
+)
+CONSOLE_TEXTS = {
+    "en": {
+        "mcp.servers": "MCP servers",
+        "mcp.tools": "Tools",
+        "mcp.connected": "connected",
+        "mcp.connecting": "connecting",
+        "mcp.down": "down",
+        "mcp.stopped": "stopped",
+    },
+    "zh": {
+        "mcp.servers": "MCP 服务器",
+        "mcp.tools": "工具",
+        "mcp.connected": "已连接",
+        "mcp.connecting": "连接中",
+        "mcp.down": "已断开",
+        "mcp.stopped": "已停止",
+    },
+}
+
+plugin = Plugin(
+    "mcp",
+    settings=McpSettings,
+    console=[ConsoleView("mcp", texts=CONSOLE_TEXTS, health=[SERVERS])],
+)
 
 
 def sdk_installed() -> bool:
@@ -58,6 +98,21 @@ def status(cfg: McpSettings) -> Status:
         return Status("off", "the mcp package is not installed: pip install 'chatfn[mcp]'")
     listed = "; ".join(f"{k} ({s.describe()})" for k, s in servers.items())
     return Status("on", f"{len(servers)} server(s): {listed}")
+
+
+@plugin.program_caller
+def exposed_as(cfg: McpSettings) -> ProgramCaller:
+    """Who an MCP client of the bot is (`mcp.expose`): its identity, chat, admin flag and the
+    functions it sees."""
+    expose = cfg.expose
+    return ProgramCaller(
+        user_id=expose.as_user,
+        chat_id=expose.chat_id,
+        admin=expose.admin,
+        include=tuple(expose.functions.include),
+        exclude=tuple(expose.functions.exclude),
+        setting="mcp.expose",
+    )
 
 
 @plugin.function_patterns

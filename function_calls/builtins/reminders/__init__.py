@@ -4,7 +4,7 @@ database with APScheduler's job store, so they survive restarts and fire exactly
 from __future__ import annotations
 
 from function_calls import CoreSettings, Plugin, PluginHost, Status
-from function_calls.builtins.reminders.console import VIEW
+from function_calls.builtins.reminders.console import VIEW, chat_names
 from function_calls.builtins.reminders.functions import (
     reminder_delete,
     reminder_list,
@@ -23,6 +23,8 @@ __all__ = [
 ]
 
 plugin = Plugin("reminders", settings=ReminderSettings, texts=TEXTS, console=[VIEW], tables=TABLES)
+# The console shows a chat by the name its reminders were set with.
+plugin.chat_names(chat_names)
 
 
 @plugin.status

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import DBAPIError
 
 from function_calls import (
     ConsoleCall,
@@ -18,6 +19,7 @@ from function_calls import (
     ConsoleScope,
     ConsoleView,
     PluginDatabase,
+    PluginHost,
 )
 from function_calls.builtins.reminders.service import TABLES, ReminderService, reminders_table
 
@@ -63,18 +65,33 @@ def _rows(db: PluginDatabase, scope: ConsoleScope, active_only: bool) -> list[di
     ]
 
 
-def _database(call: ConsoleCall) -> PluginDatabase:
+def _database(host: PluginHost) -> PluginDatabase:
     """The plugin's tables (function_calls/plugin_data.py): its service's view, or one made
     for a console whose bot has the plugin switched off."""
-    service: ReminderService | None = call.host.service(ReminderService)
+    service: ReminderService | None = host.service(ReminderService)
     if service is not None:
         return service.db
-    return PluginDatabase(call.host.storage, "reminders", TABLES)
+    return PluginDatabase(host.storage, "reminders", TABLES)
+
+
+def chat_names(host: PluginHost) -> dict[tuple[str, str], str]:
+    """The chat name each reminder was set with, by chat (`@plugin.chat_names`: the console's
+    chat list, chat page and usage page show it); none without the table (the plugin never
+    ran on this database)."""
+    db = _database(host)
+    try:
+        with db.connect() as conn:
+            rows = conn.execute(
+                select(R.c.platform, R.c.chat_id, R.c.chat_name).where(R.c.chat_name != "")
+            ).all()
+    except DBAPIError:  # no reminders table
+        return {}
+    return {(r.platform, r.chat_id): r.chat_name for r in rows}
 
 
 async def listing(call: ConsoleCall) -> dict[str, Any]:
     status = call.choice("status", ("active", "all"), "active")
-    db = _database(call)
+    db = _database(call.host)
     rows = await db.run_aside(_rows, db, call.scope, status != "all")
     platform, chat_id = call.query.get("platform"), call.query.get("chat_id")
     return {
@@ -108,7 +125,7 @@ async def cancel(call: ConsoleCall) -> dict[str, Any]:
     """As `/reminder_delete`: the row `deleted` (a worker about to fire it re-reads the row and
     does not), and this process's scheduler job removed when it runs the reminders."""
     rid = call.params["id"]
-    db = _database(call)
+    db = _database(call.host)
     found = await db.run_aside(_one, db, rid)
     if found is None or not call.scope.allows(found.platform, found.chat_id):
         raise ConsoleRefused(404, f"no reminder {rid}")

@@ -158,6 +158,8 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
     assert stat("cost") not in ("—", "0.0000")
     wait(browser).until(lambda d: len(every(d, ".chart canvas")) == 6)
     assert "http" in css(browser, "#health").text
+    # The MCP built-in's list (its console view's `health`), drawn with its words: none here.
+    assert "MCP servers" in css(browser, "#health").text
     assert css(browser, "#outbox-pending").text == "1"
     shot(browser, "overview")
 
@@ -165,7 +167,7 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
     open_page(browser, console.url + "/admin/chats")
     rows = {r.get_attribute("data-chat"): r.text for r in every(browser, "tr[data-chat]")}
     assert {f"http:{TEAM}", f"http:{BOB}", f"http:{MALLORY}"} <= set(rows)
-    assert "Team Room" in rows[f"http:{TEAM}"]
+    assert "Team Room" in rows[f"http:{TEAM}"]  # the reminder's chat name (`@plugin.chat_names`)
     assert HOSTILE in rows[f"http:{MALLORY}"]
     assert browser.execute_script("return window.__pwned") is None
     css(browser, '#chat-filters select[name="kind"] option[value="private"]').click()
@@ -234,6 +236,7 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
     # Plugins: the built-in reminders plugin and its status line.
     open_page(browser, console.url + "/admin/plugins")
     assert "reminder_set" in css(browser, '[data-plugin="reminders"]').text
+    assert "MCP servers" in css(browser, "#mcp-list").text  # the MCP built-in's list, empty
     # A third-party plugin's metadata (tests/fixtures/plugins/tone.py).
     tone = css(browser, '[data-plugin="tone"]')
     about = tone.find_element("css selector", ".plugin-about")
@@ -285,6 +288,7 @@ def test_a_model_chosen_and_a_reset_in_the_page_apply_to_the_next_message(
     console.needs(f"/admin/api/chats/http/{TEAM.replace(':', '%3A')}")
     login(browser, console, "alice")
     open_page(browser, console.url + f"/admin/chats/http/{TEAM.replace(':', '%3A')}")
+    assert css(browser, "#chat-title").text == "Team Room"  # the name its reminder was set with
     css(browser, '#set-model option[value="cheap"]').click()
     css(browser, "#save-settings").click()
     wait(browser).until(lambda d: "admin:alice" in css(d, '[data-source="model"]').text)

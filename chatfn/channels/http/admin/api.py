@@ -112,6 +112,8 @@ class Api:
             "owner": me.owner,  # may change the models, channels and config
             # The plugins' pages (their console views): name, module, words.
             "pages": self.console.pages(),
+            # The lists of the plugins' health answers the overview and plugins page draw.
+            "panels": self.console.panels(),
         }
 
     async def overview(self, request: web.Request) -> dict[str, Any]:

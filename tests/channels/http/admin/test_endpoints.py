@@ -42,6 +42,10 @@ async def test_overview_chats_history_trace_and_usage(console) -> None:
     ]
     assert health["outbox"]["pending"] == 0 and health["workers"] == []
     assert "event_loop_lag_ms" in health and health["mcp_servers"] == []
+    # How the page draws that list comes with the session: the MCP built-in's view, its words.
+    [panel] = (await admin.get("/admin/api/session"))[1]["panels"]
+    assert (panel["view"], panel["key"], panel["title"]) == ("mcp", "mcp_servers", "mcp.servers")
+    assert panel["texts"]["zh"]["mcp.servers"] == "MCP 服务器"
     assert (await admin.get("/admin/api/overview?days=0"))[0] == 400
     status, week = await admin.get("/admin/api/overview?days=7")
     assert week["bucket"] == "day" and len(week["series"]) in (7, 8)

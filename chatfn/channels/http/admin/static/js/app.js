@@ -171,6 +171,7 @@ window.addEventListener("popstate", () => render());
 async function start() {
   const session = await loadSession();
   addPluginPages(session.pages);
+  (session.panels || []).forEach((panel) => addWords(panel.texts)); // the plugins' health lists
   await setLanguage(preferredLanguage(session.language));
   await render();
 }

@@ -1,6 +1,6 @@
 // Overview: the bot's traffic, model calls, tokens, cost, error rate and latency as charts
 // (GET /admin/api/overview?days=N), and its health right now.
-import { get } from "../api.js";
+import { currentSession, get } from "../api.js";
 import { lineChart } from "../chart.js";
 import { age, h, money, ms, num, pct, replace, when } from "../dom.js";
 import { t } from "../i18n.js";
@@ -56,18 +56,23 @@ export async function render(view, { search, navigate }) {
         { label: "p95", values: column("latency_p95_ms") }] }));
 
   replace(view, h("h2", null, t("nav.overview")), range, stats,
-    data.health ? health(data.health) : null, charts);
+    data.health ? health(data.health, (currentSession() || {}).panels || []) : null, charts);
 }
 
-/** Health: channels, MCP servers, outbox backlog, oldest pending, event-loop lag, workers. */
-function health(data) {
+/** Health: channels, the plugins' lists (`panels`, from the session: MCP servers), outbox
+ * backlog, oldest pending, event-loop lag, workers. */
+function health(data, panels) {
   const badge = (good, text) => h("span", { class: `badge ${good ? "ok" : "err"}` }, text);
   const channels = (data.channels || []).map((c) =>
     h("li", { "data-channel": c.name }, badge(c.connected, c.connected ? t("health.up") : t("health.down")), " ", c.name,
       c.detail ? h("span.dim", null, ` ${c.detail}`) : null));
-  const mcp = (data.mcp_servers || []).map((s) =>
-    h("li", null, badge(s.state === "connected", t(`mcp.${s.state}`)), " ", s.name,
-      s.detail ? h("span.dim", null, ` ${s.detail}`) : null));
+  // Each plugin's list (a `HealthList` of its console view): a heading, then one line per item.
+  const lists = panels.filter((p) => /^[a-z][a-z0-9_-]*$/.test(p.view) && Array.isArray(data[p.key])).map((p) => {
+    const items = data[p.key].map((s) =>
+      h("li", { [`data-${p.view}`]: s.name }, badge((p.good || []).includes(s.state), t(`${p.states}${s.state}`)), " ", s.name,
+        s.detail ? h("span.dim", null, ` ${s.detail}`) : null));
+    return [h("h3.dim", null, t(p.title)), h("ul", null, items.length ? items : h("li.dim", null, "—"))];
+  });
   const workers = (data.workers || []).map((w) =>
     h("li", null, badge(w.alive, w.alive ? t("health.up") : t("health.down")), " ", w.id,
       h("span.dim", null, ` ${w.host} · ${when(w.seen_at)}`)));
@@ -78,7 +83,7 @@ function health(data) {
     h("h3", null, t("health.title"), " ", h("span.dim", null, `${t(`health.role_${data.role}`)} · ${t("health.since")} ${when(data.started_at)}`)),
     h("div.grid", null,
       h("div", null, h("h3.dim", null, t("health.channels")), h("ul", null, channels.length ? channels : h("li.dim", null, "—")),
-        h("h3.dim", null, t("health.mcp")), h("ul", null, mcp.length ? mcp : h("li.dim", null, "—")),
+        lists,
         workers.length ? [h("h3.dim", null, t("health.workers")), h("ul", null, workers)] : null),
       h("dl.kv", null,
         h("dt", null, t("health.outbox_pending")),

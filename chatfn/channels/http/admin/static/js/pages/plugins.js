@@ -2,8 +2,9 @@
 // state, metadata and health, on/off for the bot and for one chat, its settings form made from
 // its settings model (secrets write-only), the market from plugins.index_url (search, details,
 // install, upgrade, remove: owners only, where admin.allow_plugin_install is on, each install
-// after the same confirmation as `chatfn plugin install`), and the MCP servers.
-import { ApiError, del, get, post, request } from "../api.js";
+// after the same confirmation as `chatfn plugin install`), and the lists the plugins' health
+// answers hold (their console views' `health`: the MCP servers).
+import { ApiError, currentSession, del, get, post, request } from "../api.js";
 import { h, replace, table } from "../dom.js";
 import { t } from "../i18n.js";
 import { restartButton } from "../restart.js";
@@ -192,12 +193,16 @@ export async function render(view) {
     { label: t("plugins.name"), value: (s) => s.name },
     { label: t("plugins.why"), value: (s) => s.why },
   ], data.not_loaded || [], { empty: t("common.none") });
-  const mcp = table([
-    { label: t("plugins.name"), value: (s) => s.name },
-    { label: t("plugins.state"), value: (s) => stateBadge(s.state) },
-    { label: t("plugins.tools"), value: (s) => h("span.mono", null, (s.tools || []).join(", ")) },
-    { label: t("plugins.detail"), value: (s) => s.detail || "" },
-  ], data.mcp_servers || [], { empty: t("common.none"), rowAttrs: (s) => ({ "data-mcp": s.name }) });
+  // Each plugin's list of its health answer (a `HealthList` of its console view, from the
+  // session: the MCP servers) as a table: name, state, its own columns, detail.
+  const list = (value) => (Array.isArray(value) ? value.join(", ") : value === undefined || value === null ? "" : String(value));
+  const lists = ((currentSession() || {}).panels || []).filter((p) => /^[a-z][a-z0-9_-]*$/.test(p.view) && Array.isArray(data[p.key])).map((p) =>
+    h(`section.card#${p.view}-list`, null, h("h3", null, t(p.title)), table([
+      { label: t("plugins.name"), value: (s) => s.name },
+      { label: t("plugins.state"), value: (s) => stateBadge(s.state) },
+      ...(p.columns || []).map(([key, label]) => ({ label: t(label), value: (s) => h("span.mono", null, list(s[key])) })),
+      { label: t("plugins.detail"), value: (s) => s.detail || "" },
+    ], data[p.key], { empty: t("common.none"), rowAttrs: (s) => ({ [`data-${p.view}`]: s.name }) })));
 
   const q = h("input#market-q", { type: "search", name: "q", placeholder: t("plugins.search_placeholder"), "aria-label": t("plugins.search") });
   const marketResults = h("div#market-results");
@@ -219,7 +224,7 @@ export async function render(view) {
       marketResults),
     confirmBox,
     (data.not_loaded || []).length ? h("section.card#not-loaded", null, h("h3", null, t("plugins.not_loaded")), notLoaded) : null,
-    h("section.card#mcp-list", null, h("h3", null, t("plugins.mcp")), mcp),
+    lists,
   );
   await search("");
 }
