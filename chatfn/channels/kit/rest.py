@@ -1,12 +1,15 @@
 """A platform's REST client, the parts every one of them wrote the same: one aiohttp session
 opened when first needed (and again after it closed) and closed once, the errors that mean
 "the network, not the platform", the wait a rate-limited answer names, and what an HTTP error
-status means for a send (`by_status`)."""
+status means for a send (`by_status`, and `SendErrors` with the sentences every such platform
+wrote the same), and the error a client raises for an error answer (`HttpError`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import aiohttp
 
@@ -17,7 +20,14 @@ from chatfn.common.messages import (
     Unreachable,
 )
 
-__all__ = ["NETWORK_ERRORS", "ApiSession", "by_status", "retry_after"]
+__all__ = [
+    "NETWORK_ERRORS",
+    "ApiSession",
+    "HttpError",
+    "SendErrors",
+    "by_status",
+    "retry_after",
+]
 
 #: The network failed, not the platform: the outbox tries again later.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
@@ -80,3 +90,60 @@ def by_status(
     if status >= 500 or status == 0:
         return Unreachable(failing)
     return DeliveryRefused(rejected)
+
+
+class HttpError(Exception):
+    """The platform answered a call with an error `status` (0: none, the call did not get that
+    far), its own error `code` when it names one, its `message`, and the wait it asked for."""
+
+    def __init__(
+        self, status: int, code: str, message: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"HTTP {' '.join(filter(None, (str(status), code)))}: {message}")
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+
+    @classmethod
+    def answered(
+        cls, status: int, body: bytes, wait: float | None, *, under: str = "", code: str = "code"
+    ) -> Self:
+        """The error of an answer whose JSON body is `{code, "message"}` (inside the key
+        `under`, when given); a body that is not is the message, its first 120 characters."""
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if under and isinstance(data, dict):
+            data = data.get(under)
+        if not isinstance(data, dict):
+            return cls(status, "", body[:120].decode(errors="replace"), wait)
+        return cls(status, str(data.get(code) or ""), str(data.get("message") or ""), wait)
+
+
+@dataclass(frozen=True, slots=True)
+class SendErrors:
+    """A REST platform's failed send as the kit's error: its client's `error` (an exception
+    with the HTTP `status` and the `retry_after` it named) by `by_status`, the network's as
+    unreachable. `name` is the platform as the sentences name it ("the X server"),
+    `credentials` the settings a 401 refused ("channels.x.token")."""
+
+    error: type[Exception]
+    name: str
+    credentials: str
+
+    def for_send(self, exc: BaseException, key: str, where: str = "") -> Exception | None:
+        """`exc` raised sending to the chat `key` (None: not the platform's nor the network's:
+        raised as it is); `where` is the address a network failure names."""
+        if isinstance(exc, self.error):
+            status, wait = int(getattr(exc, "status", 0)), getattr(exc, "retry_after", None)
+            return by_status(
+                status,
+                wait,
+                rate=f"{self.name} rate limit sending to {key}",
+                refused=f"{self.name} refused {self.credentials} ({exc})",
+                failing=f"{self.name} answered {exc} sending to {key}",
+                rejected=f"{self.name} refused the message to {key}: {exc}",
+            )
+        if isinstance(exc, NETWORK_ERRORS):
+            at = f" at {where}" if where else ""
+            return Unreachable(f"{self.name} not reachable{at} ({exc!r})")
+        return None

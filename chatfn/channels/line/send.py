@@ -46,8 +46,8 @@ from linebot.v3.messaging import (
 )
 
 from chatfn.channels import kit
-from chatfn.channels.kit.rest import by_status
-from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
+from chatfn.channels.kit.rest import SendErrors
+from chatfn.channels.line.api import LineApi, LineError
 from chatfn.channels.line.media import MediaShelf
 from chatfn.channels.line.settings import LineSettings
 from chatfn.channels.markdown import to_plain
@@ -61,6 +61,7 @@ __all__ = ["ChatRef", "LineSender", "Replies", "parse_chat_id", "retry_key"]
 PER_REQUEST = 5
 MAX_IMAGE_OUT = 10 * 1024 * 1024  # LINE's image message: at most 10 MB
 CREDENTIALS = "channels.line.channel_access_token"
+ERRORS = SendErrors(LineError, "LINE", CREDENTIALS)
 _USER = re.compile(r"^U[0-9a-f]{32}$")
 _GROUP = re.compile(r"^[CR][0-9a-f]{32}$")
 _KEYS = uuid.UUID("6c1e3d0a-9d43-4f55-8a38-7e0f3c2b5a11")  # the namespace of retry keys
@@ -156,23 +157,16 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, LineError):
-            if exc.status == 429 and "monthly limit" in exc.message.lower():
-                return kit.DeliveryRefused(
-                    f"LINE: the account's monthly message quota is used up ({exc.message}); "
-                    f"the message to {key} is not sent"
-                )
-            return by_status(
-                exc.status,
-                exc.retry_after,
-                rate=f"LINE rate limit sending to {key}",
-                refused=f"LINE refused {CREDENTIALS} ({exc.message})",
-                failing=f"LINE answered {exc} sending to {key}",
-                rejected=f"LINE refused the message to {key}: {exc}",
+        if (
+            isinstance(exc, LineError)
+            and exc.status == 429
+            and "monthly limit" in exc.message.lower()
+        ):
+            return kit.DeliveryRefused(
+                f"LINE: the account's monthly message quota is used up ({exc.message}); "
+                f"the message to {key} is not sent"
             )
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"LINE not reachable at {self.cfg.api_base} ({exc!r})")
-        return None
+        return ERRORS.for_send(exc, key, self.cfg.api_base)
 
     def _pictures(self, out: OutgoingMessage) -> tuple[list[str], list[str]]:
         """(https URLs to send as image messages, URLs to add to the text)."""

@@ -2,8 +2,8 @@
 aiohttp session with the bot's token (`Authorization: Bearer`).
 
 Errors are Mattermost's `{"id", "message", "status_code"}`, raised as `ApiError(status, id,
-message, retry_after)`; a 429 names its wait in `X-Ratelimit-Reset` (seconds) or
-`Retry-After`.
+message, retry_after)` (the kit's HttpError); a 429 names its wait in `X-Ratelimit-Reset`
+(seconds) or `Retry-After`.
 """
 
 from __future__ import annotations
@@ -13,38 +13,21 @@ from typing import Any
 
 import aiohttp
 
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, HttpError, retry_after
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "MattermostApi"]
 
-
-class ApiError(Exception):
-    def __init__(
-        self, status: int, ident: str, message: str, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"HTTP {status} {ident}: {message}".strip())
-        self.status = status
-        self.ident = ident
-        self.message = message
-        self.retry_after = retry_after
+WAIT_HEADERS = ("Retry-After", "X-Ratelimit-Reset")
 
 
-def _wait(headers: Any) -> float | None:
-    return retry_after(headers, ("Retry-After", "X-Ratelimit-Reset"))
+class ApiError(HttpError):
+    """Mattermost answered with an error (`code`: its error id)."""
 
 
 def _error(status: int, body: bytes, headers: Any) -> ApiError:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        return ApiError(status, "", body[:120].decode(errors="replace"), _wait(headers))
-    return ApiError(
-        status, str(data.get("id") or ""), str(data.get("message") or ""), _wait(headers)
-    )
+    return ApiError.answered(status, body, retry_after(headers, WAIT_HEADERS), code="id")
 
 
 class MattermostApi(ApiSession):

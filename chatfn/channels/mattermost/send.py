@@ -23,8 +23,8 @@ from typing import Any
 from chatfn.channels import kit
 from chatfn.channels.kit import media
 from chatfn.channels.kit.keys import part_key
-from chatfn.channels.kit.rest import by_status
-from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
+from chatfn.channels.kit.rest import SendErrors
+from chatfn.channels.mattermost.api import ApiError, MattermostApi
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.channels.split import split_message
 from chatfn.common.messages import OutgoingMessage
@@ -34,6 +34,7 @@ __all__ = ["ChatRef", "MattermostSender", "parse_chat_id", "pending_id"]
 _ID = re.compile(r"^[a-z0-9]{26}$")
 MAX_IMAGE_OUT = 50 * 1024 * 1024
 CREDENTIALS = "channels.mattermost.token"
+ERRORS = SendErrors(ApiError, "Mattermost", CREDENTIALS)
 _SHAPES = "private:<channel id>, group:<channel id>, or either with :thread:<root post id>"
 
 
@@ -70,18 +71,7 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, ApiError):
-            return by_status(
-                exc.status,
-                exc.retry_after,
-                rate=f"Mattermost rate limit sending to {key}",
-                refused=f"Mattermost refused {CREDENTIALS} ({exc.message})",
-                failing=f"Mattermost answered {exc} sending to {key}",
-                rejected=f"Mattermost refused the post to {key}: {exc}",
-            )
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"Mattermost not reachable at {self.cfg.url} ({exc!r})")
-        return None
+        return ERRORS.for_send(exc, key, self.cfg.url)
 
     async def _mention(self, ref: ChatRef, user_id: str) -> str:
         if user_id not in self.usernames:

@@ -15,10 +15,10 @@ import functools
 import re
 
 from chatfn.channels import kit
-from chatfn.channels.kit.rest import by_status
+from chatfn.channels.kit.rest import SendErrors
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.satori import elements
-from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
+from chatfn.channels.satori.api import ApiError, SatoriApi
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.channels.split import split_message
 from chatfn.common.messages import OutgoingMessage
@@ -27,6 +27,7 @@ __all__ = ["ChatRef", "SatoriSender", "chat_id", "parse_chat_id", "render_parts"
 
 MAX_IMAGE_OUT = 20 * 1024 * 1024
 CREDENTIALS = "channels.satori.token"
+ERRORS = SendErrors(ApiError, "the Satori server", CREDENTIALS)
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _SHAPES = (
     "private:<platform>:<bot user id>:<channel id> or group:<platform>:<bot user id>:<channel id>"
@@ -93,18 +94,7 @@ class SatoriSender(kit.PlatformSender[ChatRef], platform="satori", label="Satori
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, ApiError):
-            return by_status(
-                exc.status,
-                exc.retry_after,
-                rate=f"Satori rate limit sending to {key}",
-                refused=f"the Satori server refused {CREDENTIALS} ({exc})",
-                failing=f"the Satori server answered {exc} sending to {key}",
-                rejected=f"the Satori server refused the message to {key}: {exc}",
-            )
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"Satori server not reachable at {self.cfg.endpoint} ({exc!r})")
-        return None
+        return ERRORS.for_send(exc, key, self.cfg.endpoint)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         images = []

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, HttpError, retry_after
 from chatfn.channels.teams.auth import Keys, Tokens
 from chatfn.channels.teams.settings import TeamsSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
@@ -22,24 +22,12 @@ from chatfn.common.fetch import FetchTooLarge, read_limited
 __all__ = ["NETWORK_ERRORS", "ApiError", "TeamsApi"]
 
 
-class ApiError(Exception):
-    def __init__(
-        self, status: int, code: str, message: str, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}".strip())
-        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+class ApiError(HttpError):
+    """The Bot Connector answered with an error."""
 
 
 def _error(status: int, body: bytes, headers: Any) -> ApiError:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    error = data.get("error") if isinstance(data, dict) else None
-    wait = retry_after(headers)
-    if not isinstance(error, dict):
-        return ApiError(status, "", body[:120].decode(errors="replace"), wait)
-    return ApiError(status, str(error.get("code") or ""), str(error.get("message") or ""), wait)
+    return ApiError.answered(status, body, retry_after(headers), under="error")
 
 
 class TeamsApi(ApiSession):

@@ -19,9 +19,9 @@ import html
 from typing import Any
 
 from chatfn.channels import kit
-from chatfn.channels.kit.rest import by_status
+from chatfn.channels.kit.rest import SendErrors
 from chatfn.channels.split import split_message
-from chatfn.channels.teams.api import NETWORK_ERRORS, ApiError, TeamsApi
+from chatfn.channels.teams.api import ApiError, TeamsApi
 from chatfn.channels.teams.auth import TokenError
 from chatfn.channels.teams.settings import TeamsSettings
 from chatfn.common.messages import OutgoingMessage
@@ -30,6 +30,8 @@ __all__ = ["ChatRef", "TeamsSender", "parse_chat_id"]
 
 MAX_IMAGE_OUT = 4 * 1024 * 1024
 CREDENTIALS = "channels.teams.app_id / channels.teams.app_password"
+#: A 401 from the Bot Connector: the token made from the credentials was refused.
+ERRORS = SendErrors(ApiError, "Teams", f"the token of {CREDENTIALS}")
 GLOBAL_SERVICE = "https://smba.trafficmanager.net/teams/"
 
 
@@ -72,18 +74,7 @@ class TeamsSender(kit.PlatformSender[ChatRef], platform="teams", label="Teams"):
             if exc.status == 429 or exc.status >= 500:
                 return kit.Unreachable(f"the Microsoft login endpoint answered {exc}")
             return kit.CredentialsRefused(f"Microsoft refused {CREDENTIALS} ({exc.error})")
-        if isinstance(exc, ApiError):
-            return by_status(
-                exc.status,
-                exc.retry_after,
-                rate=f"Teams rate limit sending to {key}",
-                refused=f"the Bot Connector refused the bot's token ({exc})",
-                failing=f"Teams answered {exc} sending to {key}",
-                rejected=f"Teams refused the message to {key}: {exc}",
-            )
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"Teams not reachable ({exc!r})")
-        return None
+        return ERRORS.for_send(exc, key)
 
     def _mention(self, user: str) -> tuple[str, dict[str, Any]]:
         name = self.names.get(user) or user

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.rest import SendErrors
 from chatfn.channels.split import split_message
 from chatfn.channels.whatsapp.api import (
     AUTH_CODES,
-    NETWORK_ERRORS,
     RATE_CODES,
     WINDOW_CODE,
     GraphApi,
@@ -47,6 +47,7 @@ __all__ = ["WINDOW", "ChatRef", "Windows", "WhatsAppSender", "parse_chat_id"]
 WINDOW = 24 * 3600.0
 MAX_IMAGE_OUT = 5 * 1024 * 1024  # WhatsApp's image limit: 5 MB
 CREDENTIALS = "channels.whatsapp.access_token"
+ERRORS = SendErrors(GraphError, "WhatsApp", CREDENTIALS)
 _WA_ID = re.compile(r"^\d{1,20}$")
 _GROUP = re.compile(r"^[A-Za-z0-9_=.\-]{1,128}$")
 
@@ -123,12 +124,7 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
                 return kit.CredentialsRefused(f"WhatsApp refused {CREDENTIALS} ({exc.message})")
             if exc.code == WINDOW_CODE:
                 return OutsideWindow(str(exc))
-            if exc.status >= 500:
-                return kit.Unreachable(f"WhatsApp answered {exc} sending to {key}")
-            return kit.DeliveryRefused(f"WhatsApp refused the message to {key}: {exc}")
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"WhatsApp not reachable at {self.cfg.api_base} ({exc!r})")
-        return None
+        return ERRORS.for_send(exc, key, self.cfg.api_base)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         images = [kit.decode_image(i, MAX_IMAGE_OUT, "WhatsApp") for i in out.images]
