@@ -273,10 +273,11 @@ class Bot:
         ):
             self.guard.record(plugin, ok=False)
 
-    async def _plugin_notice(self, plugin: str, why: str, reason: str) -> None:
+    async def _plugin_notice(self, plugin: str, why: str, reason: str, repeat: bool) -> None:
         """The admin notice of a plugin switched off (chatfn/runtime/plugin_breaker.py): a row
         of the console's audit, and a message to each admin's private chat with the bot (the
-        chats of `plugins.breaker.notify` instead, where it is set)."""
+        chats of `plugins.breaker.notify` instead, where it is set), not `repeat`ed while the
+        plugin keeps failing after each cool-down."""
         until = self.guard.off_until(plugin)
         detail = {"plugin": plugin, "why": why, "reason": reason}
         if until is not None:
@@ -287,7 +288,7 @@ class Bot:
             )
         except Exception as exc:  # the log line and the metric are there; the chats still told
             logger.error("audit row of plugin {} switched off not written: {}", plugin, exc)
-        for platform, chat_id in await self._admin_chats():
+        for platform, chat_id in [] if repeat else await self._admin_chats():
             text = translate(
                 self.language_of(platform, chat_id), "core.plugin_off", plugin=plugin, why=why
             )

@@ -6,12 +6,13 @@ console holds one off as any plugin: `hold`) whose functions or event handlers f
 raises or times out; a function that returns an error result on purpose does not count) is
 switched off for `plugins.breaker.cooldown` seconds: its functions leave the registry (the
 model is not offered them, a slash command does not find them) and its event handlers are
-skipped. That is one log line, an admin notice
-(to the private chats `bot.admins` write to the bot from, or to the chats of
-`plugins.breaker.notify` where it is set; and a row of the console's audit, whose Plugins page
-says "cooling down until ..."), and `chatfn_plugins_switched_off{plugin,reason}`; the rest of
-the bot goes on. After the cool-down (on the bot's clock) the next message finds it on
-again: a half-open breaker, whose next failure switches it off again at once.
+skipped. That is one log line, an admin notice (to the private chats `bot.admins` write to the
+bot from, or to the chats of `plugins.breaker.notify` where it is set; and a row of the
+console's audit, whose Plugins page says "cooling down until ..."), and
+`chatfn_plugins_switched_off{plugin,reason}`; the rest of the bot goes on. After the cool-down
+(on the bot's clock) the next message finds it on again: a half-open breaker, whose next
+failure switches it off again at once (logged, counted and audited again; its admins are not
+messaged again until a call of it has gone well).
 
 A start-up hook that raises or takes longer than `plugins.startup_timeout` switches its plugin
 off until the bot restarts, in the same three ways; the other plugins and the bot start.
@@ -32,8 +33,9 @@ from chatfn.common.config import BreakerSettings
 from chatfn.common.metrics import Metrics
 from function_calls.spec import FunctionSpec
 
-#: What is told of each switch-off: the plugin, why (a sentence) and the reason label.
-Notify = Callable[[str, str, str], Coroutine[Any, Any, None]]
+#: What is told of each switch-off: the plugin, why (a sentence), the reason label, and whether
+#: the admins were told of it before and it has not worked since (a repeat: no chat message).
+Notify = Callable[[str, str, str, bool], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -98,6 +100,7 @@ class PluginGuard:
         self._owner: dict[str, str] = {}  # function name -> plugin
         self._dead: set[str] = set()  # off until a restart (start-up failed)
         self._held: set[str] = set()  # switched off in the console (until switched on)
+        self._told: set[str] = set()  # switched off, the admins told, no call went well since
         self._tasks: set[asyncio.Task[None]] = set()
 
     def watch(self, plugin: str, specs: list[FunctionSpec]) -> None:
@@ -175,6 +178,7 @@ class PluginGuard:
             return
         if ok:
             breaker.succeed()
+            self._told.discard(plugin)
             return
         again = breaker.half_open
         if breaker.fail(self._clock()):
@@ -193,7 +197,10 @@ class PluginGuard:
             self._remove(spec.name)
         logger.error("plugin {} switched off: {}", plugin, why)
         self._metrics.plugins_switched_off.labels(plugin, reason).inc()
-        task = asyncio.get_running_loop().create_task(self._notify(plugin, why, reason))
+        repeat = plugin in self._told
+        self._told.add(plugin)
+        notice = self._notify(plugin, why, reason, repeat)
+        task = asyncio.get_running_loop().create_task(notice)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -2,7 +2,8 @@
 (issue 37 §3, "Failure isolation"), with no `plugins.breaker.notify` set: the notice reaches the
 private chat each of `bot.admins` writes to the bot from (not a group of theirs, not a non-admin),
 the console's audit has a row and its Plugins page says until when it cools down; the rest of
-the bot keeps answering; after the cool-down (the bot's clock, no sleep) it is on again.
+the bot keeps answering; after the cool-down (the bot's clock, no sleep) it is on again, and
+failing again at once is audited and counted but not messaged to the admins a second time.
 `plugins.breaker.notify`, where set, names the chats told instead."""
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chatfn.common.config import BreakerSettings
 from chatfn.common.messages import OutgoingMessage
+from chatfn.common.metrics import Metrics
 from chatfn.runtime.console import ops as console_ops
+from chatfn.runtime.plugin_breaker import PluginGuard
 from chatfn.storage.console.scope import EVERYTHING
 from chatfn.storage.console.sessions import audit_page
 from chatfn.testing import ScriptedModel, TestBot
@@ -111,7 +115,15 @@ async def test_the_admins_are_told_with_no_notify_setting_and_it_comes_back_afte
         assert tb.bot.registry.get("broken_weather") is not None
         shown = {p["name"]: p for p in console_ops.plugins(tb.bot)["plugins"]}
         assert shown["broken"]["state"] == "on" and shown["broken"]["off_until"] is None
-        assert len(recorder.sent) == 1  # told once
+        # Half-open: one more failure switches it off again, counted and audited, but the
+        # admins, told already and with nothing gone well since, are not messaged again.
+        assert await tb.send("weather now?", sender="bob") == ["sorry, no weather"]
+        assert tb.bot.registry.get("broken_weather") is None
+        await tb.bot.guard.drain()
+        assert tb.bot.metrics.plugins_switched_off.values == {("broken", "failures"): 2}
+        entries, _ = audit_page(tb.bot.storage.engine, EVERYTHING, 10)
+        assert [e["action"] for e in entries].count("plugin.switched_off") == 2
+        assert len(recorder.sent) == 1
     finally:
         await tb.aclose()
 
@@ -130,3 +142,26 @@ async def test_plugins_breaker_notify_names_the_chats_told_instead(tmp_path: Pat
         assert [(m.platform, m.chat_id) for m in recorder.sent] == [("test", "ops")]
     finally:
         await tb.aclose()
+
+
+async def test_a_call_that_went_well_lets_the_next_switch_off_message_the_admins_again() -> None:
+    now = [0.0]
+    told: list[tuple[str, bool]] = []
+
+    async def notify(plugin: str, why: str, reason: str, repeat: bool) -> None:
+        told.append((why, repeat))
+
+    settings = BreakerSettings(failures=1, window=60, cooldown=10)
+    guard = PluginGuard(settings, lambda: now[0], Metrics(), lambda s: None, lambda n: None, notify)
+    guard.watch("p", [])
+    guard.record("p", ok=False)  # off: told
+    now[0] += 11
+    guard.tick()
+    guard.record("p", ok=False)  # half-open, failed again: a repeat
+    now[0] += 11
+    guard.tick()
+    guard.record("p", ok=True)  # went well: closed
+    guard.record("p", ok=False)  # off again: told again
+    await guard.drain()
+    assert [repeat for _, repeat in told] == [False, True, False]
+    assert "after its cool-down" in told[1][0]
