@@ -235,7 +235,12 @@ def test_pages_show_the_seeded_database(console: Console, browser: Any) -> None:
 
     # Plugins: the built-in reminders plugin and its status line.
     open_page(browser, console.url + "/admin/plugins")
-    assert "reminder_set" in css(browser, '[data-plugin="reminders"]').text
+    reminders = css(browser, '[data-plugin="reminders"]')
+    assert "reminder_set" in reminders.text
+    # Built-ins are switched off like any plugin (a toggle), but help, which is always on.
+    assert reminders.find_elements("css selector", 'button[data-action="toggle"]')
+    help_row = css(browser, '[data-plugin="help"]')
+    assert not help_row.find_elements("css selector", 'button[data-action="toggle"]')
     assert "MCP servers" in css(browser, "#mcp-list").text  # the MCP built-in's list, empty
     # A third-party plugin's metadata (tests/fixtures/plugins/tone.py).
     tone = css(browser, '[data-plugin="tone"]')
