@@ -23,8 +23,9 @@ What differs between the platforms is a `Dialect` (the codes) and `token_params`
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -48,12 +49,16 @@ __all__ = [
     "WxApi",
     "WxError",
     "classify",
+    "said",
+    "voice_uploads",
 ]
 
 #: Seconds waited after a rate-limit code: neither platform names one.
 RATE_WAIT = 2.0
 #: Seconds one API call may take.
 CALL_TIMEOUT = 15.0
+#: Seconds of a spoken reply per voice message: both platforms play at most 60 s.
+VOICE_CLIP = 59.0
 
 T = TypeVar("T")
 
@@ -260,3 +265,29 @@ def classify(
     if isinstance(exc, NETWORK_ERRORS):
         return kit.Unreachable(f"{name} not reachable at {api_base} ({exc})")
     return None
+
+
+def said(fields: dict[str, str]) -> dict[str, Any]:
+    """A callback message's XML fields as the kit's `incoming` takes them: who sent it, its
+    text, its id and when."""
+    return {
+        "sender_id": fields["FromUserName"],
+        "text": fields.get("Content", ""),
+        "message_id": fields["MsgId"],
+        "time": kit.sent_at(fields.get("CreateTime")),
+    }
+
+
+async def voice_uploads(
+    sender: kit.PlatformSender[Any],
+    key: str,
+    voice_ref: str,
+    convert: Callable[[bytes], Awaitable[bytes]],
+    plays: str,
+) -> AsyncIterator[str]:
+    """The media ids of a spoken reply's clips (`VOICE_CLIP` seconds each) for the chat `key`,
+    each converted by `convert` (to a format the platform plays, `plays` saying which when the
+    reply is not audio) and uploaded with type=voice as it comes."""
+    for wav, _seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
+        data = await convert(wav)
+        yield await sender.call(key, functools.partial(sender.client.upload_voice, data))

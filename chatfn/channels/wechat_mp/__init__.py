@@ -47,7 +47,9 @@ async def check(settings: WechatMpSettings, online: bool) -> list[Probe]:
 
 async def who_am_i(settings: WechatMpSettings) -> Probe:
     """An access_token from /cgi-bin/token: the AppID and AppSecret work, or which failed."""
-    from chatfn.channels.wechat_mp.api import NETWORK_ERRORS, AuthRefused, MpApi, MpError
+    from chatfn.channels.wechat_mp.api import MpApi
+    from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
+    from chatfn.channels.wxapi import WxError as MpError
 
     name = "channel wechat_mp access_token"
     api = MpApi(settings)

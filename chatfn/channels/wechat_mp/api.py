@@ -9,7 +9,7 @@ offiaccount/), over one aiohttp session.
   AppSecret, 40164 the caller's IP is not on the IP whitelist) raise `AuthRefused`; the rate
   limit 45009 raises `RateLimited` (`RATE_WAIT`: WeChat names no wait); 48001 (the account
   lacks the API: an unverified account) raises `NotPermitted`; HTTP 5xx, -1 (system busy) or
-  a body that is not JSON raise `Unavailable`; any other code `MpError` (45015: the user
+  a body that is not JSON raise `Unavailable`; any other code `WxError` (45015: the user
   last spoke more than 48 hours ago; 45047: the customer-service quota for this user is
   used up).
 
@@ -24,28 +24,9 @@ from typing import Any
 import aiohttp
 
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
-from chatfn.channels.wxapi import (
-    NETWORK_ERRORS,
-    RATE_WAIT,
-    AuthRefused,
-    Dialect,
-    NotPermitted,
-    RateLimited,
-    Unavailable,
-    WxApi,
-)
-from chatfn.channels.wxapi import WxError as MpError
+from chatfn.channels.wxapi import Dialect, WxApi
 
-__all__ = [
-    "NETWORK_ERRORS",
-    "RATE_WAIT",
-    "AuthRefused",
-    "MpApi",
-    "MpError",
-    "NotPermitted",
-    "RateLimited",
-    "Unavailable",
-]
+__all__ = ["MpApi"]
 
 MP = Dialect(
     name="WeChat",

@@ -32,10 +32,12 @@ import time
 
 from aiohttp import web
 
-from chatfn.channels import kit
-from chatfn.channels.wechat_mp.api import NETWORK_ERRORS, AuthRefused, MpApi, MpError
+from chatfn.channels import kit, wxapi
+from chatfn.channels.wechat_mp.api import MpApi
 from chatfn.channels.wechat_mp.send import CREDENTIALS, MpSender, Passive
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
+from chatfn.channels.wxapi import WxError as MpError
 from chatfn.channels.wxcrypt import (
     MAX_BODY,
     CryptError,
@@ -208,16 +210,8 @@ class WechatMpChannel(
             if data is not None and (mime := kit.image_mime(data)) is not None:
                 images.append(kit.data_uri(data, mime))
         audio_in, transcript = await self._voice(fields)
-        return self.incoming(
-            chat,
-            fields["FromUserName"],
-            fields.get("Content", ""),
-            message_id=fields["MsgId"],
-            time=kit.sent_at(fields.get("CreateTime")),
-            images=images,
-            audio=audio_in,
-            transcript=transcript,
-        )
+        said = wxapi.said(fields)
+        return self.incoming(chat, **said, images=images, audio=audio_in, transcript=transcript)
 
     async def _voice(self, fields: dict[str, str]) -> tuple[list[str], str | None]:
         """A voice message: WeChat's own speech recognition (`Recognition`, where the account

@@ -16,7 +16,7 @@ Text is plain (WeChat renders no Markdown): the model's Markdown made readable, 
 `max_message_length` bytes of UTF-8. Images are uploaded (media/upload) and sent as image
 messages before the text. A spoken reply (voice.tts) follows the text as customer-service
 `voice` messages: converted to MP3 (media/upload type=voice takes AMR or MP3, at most 2 MB
-and 60 s; a longer reply goes as clips of `VOICE_CLIP` seconds); the passive reply holds the
+and 60 s; a longer reply goes as clips of `wxapi.VOICE_CLIP` seconds); the passive reply holds the
 text, so an account without the customer-service API (`customer_service: false`) sends the
 text alone, and a voice that cannot be converted or is refused is logged. Rate limits
 (45009) wait in the chat's order; 45015 (the user spoke more than 48 hours ago), 45047 (the
@@ -38,8 +38,9 @@ from typing import Any
 from chatfn.channels import kit, wxapi
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
-from chatfn.channels.wechat_mp.api import MpApi, NotPermitted
+from chatfn.channels.wechat_mp.api import MpApi
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
+from chatfn.channels.wxapi import NotPermitted
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 
@@ -48,7 +49,6 @@ __all__ = ["ChatRef", "MpSender", "Passive", "parse_chat_id"]
 MAX_IMAGE_OUT = 10 * 1024 * 1024  # media/upload type=image
 #: Seconds of one voice message: media/upload type=voice takes at most 60 s (a margin for
 #: the MP3 encoder's padding).
-VOICE_CLIP = 59.0
 _OPENID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 CREDENTIALS = "channels.wechat_mp.app_id / app_secret"
 #: Seconds the sender waits for a passive reply to be written before sending the rest.
@@ -176,11 +176,9 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         cannot be converted or is refused is logged, the text being the answer."""
         try:
             plays = "WeChat plays only uploaded voice"
-            for wav, _seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
-                mp3 = await audio.to_mp3(wav)
-                media_id = await self.call(
-                    ref.key, functools.partial(self.client.upload_voice, mp3)
-                )
+            async for media_id in wxapi.voice_uploads(
+                self, ref.key, voice_ref, audio.to_mp3, plays
+            ):
                 body = {"voice": {"media_id": media_id}}
                 await self.call(ref.key, functools.partial(self._custom, ref, "voice", body))
         except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:

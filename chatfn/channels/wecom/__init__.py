@@ -45,7 +45,9 @@ async def check(settings: WecomSettings, online: bool) -> list[Probe]:
 
 async def who_am_i(settings: WecomSettings) -> Probe:
     """gettoken and agent/get: the app's name, or which key was refused."""
-    from chatfn.channels.wecom.api import NETWORK_ERRORS, AuthRefused, WecomApi, WecomError
+    from chatfn.channels.wecom.api import WecomApi
+    from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
+    from chatfn.channels.wxapi import WxError as WecomError
 
     name = "channel wecom agent/get"
     api = WecomApi(settings)

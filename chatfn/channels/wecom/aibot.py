@@ -41,10 +41,12 @@ from aiohttp import web
 
 from chatfn.channels import kit
 from chatfn.channels.split import split_message
-from chatfn.channels.wecom.api import NETWORK_ERRORS, WecomApi, WecomError
+from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.channel import ACK_WAIT, WecomChannel, read_body
 from chatfn.channels.wecom.send import ChatRef, parse_chat_id, utf8_len
 from chatfn.channels.wecom.settings import WecomSettings
+from chatfn.channels.wxapi import NETWORK_ERRORS
+from chatfn.channels.wxapi import WxError as WecomError
 from chatfn.channels.wxcrypt import BLOCK, CryptError
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, StreamEvent
 

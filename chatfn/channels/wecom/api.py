@@ -10,7 +10,7 @@ path/90664 and on), over one aiohttp session.
   secret, 40013 invalid corp id, 40091 / 40056 / 301002 ...) raise `AuthRefused`; the rate
   limits (45009 "api freq out of limit", 45011, 45033 too many at once, 45047) raise
   `RateLimited` with `RATE_WAIT` (WeCom names no wait); HTTP 5xx or an answer that is not
-  JSON raise `Unavailable`; any other code `WecomError`.
+  JSON raise `Unavailable`; any other code `WxError`.
 - The intelligent robot's active reply goes to the `response_url` its callback carries
   (`post_response`), only when that URL is under `api_base` (a forged callback cannot
   make the bot post elsewhere).
@@ -26,26 +26,9 @@ from typing import Any
 import aiohttp
 
 from chatfn.channels.wecom.settings import WecomSettings
-from chatfn.channels.wxapi import (
-    NETWORK_ERRORS,
-    RATE_WAIT,
-    AuthRefused,
-    Dialect,
-    RateLimited,
-    Unavailable,
-    WxApi,
-)
-from chatfn.channels.wxapi import WxError as WecomError
+from chatfn.channels.wxapi import Dialect, WxApi, WxError
 
-__all__ = [
-    "NETWORK_ERRORS",
-    "RATE_WAIT",
-    "AuthRefused",
-    "RateLimited",
-    "Unavailable",
-    "WecomApi",
-    "WecomError",
-]
+__all__ = ["WecomApi"]
 
 WECOM = Dialect(
     name="WeCom",
@@ -110,6 +93,6 @@ class WecomApi(WxApi):
     async def post_response(self, url: str, payload: dict[str, Any]) -> None:
         """The intelligent robot's active reply to a callback's response_url."""
         if not url.startswith(self.base + "/"):
-            raise WecomError(0, f"response_url outside {self.base} refused")
+            raise WxError(0, f"response_url outside {self.base} refused")
         async with self.session().post(url, json=payload) as r:
             self.dialect.checked(r.status, await r.read())

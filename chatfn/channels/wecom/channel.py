@@ -27,16 +27,12 @@ from typing import Any
 
 from aiohttp import web
 
-from chatfn.channels import kit
-from chatfn.channels.wecom.api import (
-    NETWORK_ERRORS,
-    AuthRefused,
-    RateLimited,
-    WecomApi,
-    WecomError,
-)
+from chatfn.channels import kit, wxapi
+from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.send import CREDENTIALS, WecomSender
 from chatfn.channels.wecom.settings import WecomSettings
+from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused, RateLimited
+from chatfn.channels.wxapi import WxError as WecomError
 from chatfn.channels.wxcrypt import MAX_BODY, CryptError, WxCrypt, read_xml
 from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage
@@ -158,15 +154,8 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
         if fields.get("MsgType") == "image" and (media := fields.get("MediaId")):
             if (image := await self._image(media)) is not None:
                 images.append(image)
-        return self.incoming(
-            chat,
-            fields["FromUserName"],
-            fields.get("Content", ""),
-            message_id=fields["MsgId"],
-            time=kit.sent_at(fields.get("CreateTime")),
-            images=images,
-            audio=await self._voice(fields),
-        )
+        audio_in = await self._voice(fields)
+        return self.incoming(chat, **wxapi.said(fields), images=images, audio=audio_in)
 
     async def _voice(self, fields: dict[str, str]) -> list[str]:
         """A voice message's file (AMR, by `MediaId` through media/get) for voice.stt."""

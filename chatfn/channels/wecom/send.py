@@ -5,7 +5,7 @@ Markdown as plain text (the `text` message shows in WeCom and in WeChat alike; W
 (media/upload, at most 2 MB) and sent as image messages before the text. A spoken reply
 (voice.tts) follows the text as `voice` messages: converted to AMR (the only voice format
 media/upload takes; chatfn.common.audio.to_amr), uploaded with type=voice (at most 2 MB and
-60 s: a longer reply goes as clips of `VOICE_CLIP` seconds); one that cannot be converted or
+60 s: a longer reply goes as clips of `wxapi.VOICE_CLIP` seconds); one that cannot be converted or
 is refused is logged, the text being the answer.
 
 - `private:<userid>`: message/send to the member, as the app (`agentid`).
@@ -40,7 +40,6 @@ __all__ = ["MAX_IMAGE_OUT", "ChatRef", "WecomSender", "parse_chat_id", "utf8_len
 MAX_IMAGE_OUT = 2 * 1024 * 1024  # media/upload type=image: at most 2 MB
 #: Seconds of one voice message: media/upload type=voice takes at most 60 s (a margin for the
 #: encoder's last frame).
-VOICE_CLIP = 59.0
 _USER = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
 _CHAT = re.compile(r"^[A-Za-z0-9_\-@.]{1,64}$")
 SHAPES = "private:<userid> or group:<chatid>"
@@ -109,11 +108,9 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         ids: list[str] = []
         try:
             plays = "WeCom plays only uploaded voice"
-            for wav, _seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
-                amr = await audio.to_amr(wav)
-                media_id = await self.call(
-                    ref.key, functools.partial(self.client.upload_voice, amr)
-                )
+            async for media_id in wxapi.voice_uploads(
+                self, ref.key, voice_ref, audio.to_amr, plays
+            ):
                 body = {"voice": {"media_id": media_id}}
                 post = functools.partial(self._post, ref, "voice", body)
                 ids.append(await self.call(ref.key, post))
