@@ -265,7 +265,7 @@ def check_plugin_probes(report: Report, settings: Settings, online: bool) -> Non
     """Each running plugin's own lines (`@plugin.check`: the MCP servers' commands, and with
     --online whether each answers)."""
     for loaded in settings.plugins_loaded or ():
-        if loaded.plugin is not None:
+        if loaded.plugin is not None and not loaded.switched_off(settings):
             for line in loaded.plugin.checks(settings, online):
                 report.add(line.name, line.status, line.detail)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chatfn.check import Report, check_plugin_probes
 from chatfn.runtime.console import ops as console_ops
 from chatfn.runtime.console import views as console_views
 from chatfn.runtime.plugins import load_builtins
@@ -66,3 +67,16 @@ def test_help_is_required_and_a_glob_passes_it_by(tmp_path: Path) -> None:
     settings = parse_settings({"plugins": {"paths": [], "disabled": ["*"]}}, tmp_path)
     running = [p.name for p in settings.plugins_loaded or [] if p.runs(settings)]
     assert running == ["help"]
+
+
+def test_chatfn_check_does_not_probe_a_built_in_in_plugins_disabled(tmp_path: Path) -> None:
+    servers = {"mcp": {"servers": {"files": {"command": "no-such-mcp-server-here"}}}}
+
+    def probes(**plugins: list[str]) -> list[str]:
+        data = {**servers, "plugins": {"paths": [], **plugins}}
+        report = Report()
+        check_plugin_probes(report, parse_settings(data, tmp_path), online=False)
+        return [c.name for c in report.checks]
+
+    assert probes() == ["mcp files"]
+    assert probes(disabled=["mcp"]) == []
