@@ -35,9 +35,13 @@ from typing import Any
 import aiohttp
 
 from chatfn.channels.dingtalk.settings import DingTalkSettings
+from chatfn.channels.kit.classify import ErrorKinds
+from chatfn.channels.kit.rest import HttpError
 
 __all__ = [
     "NETWORK_ERRORS",
+    "CREDENTIALS_FIX",
+    "ERRORS",
     "AuthRefused",
     "DingTalkApi",
     "DingTalkError",
@@ -50,12 +54,8 @@ _AUTH_CODES = ("InvalidAuthentication", "Forbidden.AccessDenied.AccessTokenPermi
 _THROTTLE_ERRCODES = (130101, 90018, 90002)
 
 
-class DingTalkError(Exception):
+class DingTalkError(HttpError):
     """DingTalk refused a call: its HTTP status and code."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}".strip())
-        self.status, self.code, self.message = status, code, message
 
 
 class AuthRefused(DingTalkError):
@@ -71,6 +71,16 @@ class ServerError(Exception):
 
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, ServerError)
+#: The calls' errors as the kit's (kit/classify.py).
+ERRORS = ErrorKinds(
+    label="DingTalk",
+    credentials="channels.dingtalk.client_id / client_secret",
+    refused=(AuthRefused,),
+    platform=(DingTalkError,),
+    network=NETWORK_ERRORS,
+)
+#: What an operator checks when the credentials are refused.
+CREDENTIALS_FIX = "check the app's Credentials & Basic Info page"
 
 
 def local_ip() -> str:

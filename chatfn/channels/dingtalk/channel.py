@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from chatfn.channels import kit
-from chatfn.channels.dingtalk.api import NETWORK_ERRORS, AuthRefused, DingTalkApi, DingTalkError
+from chatfn.channels.dingtalk.api import CREDENTIALS_FIX as FIX
+from chatfn.channels.dingtalk.api import ERRORS, DingTalkApi
 from chatfn.channels.dingtalk.parse import Read, read_message
 from chatfn.channels.dingtalk.send import DingTalkSender, Sessions
 from chatfn.channels.dingtalk.settings import DingTalkSettings
@@ -37,9 +38,6 @@ from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["DingTalkChannel"]
-
-_CREDENTIALS = "channels.dingtalk.client_id / client_secret"
-_API_ERRORS: tuple[type[BaseException], ...] = (DingTalkError, *NETWORK_ERRORS)
 
 
 class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk", label="DingTalk"):
@@ -57,17 +55,8 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         """The app's access token: the credentials work."""
         try:
             await self.api.token()
-        except AuthRefused as exc:
-            raise kit.CredentialsRefused(
-                f"DingTalk refused {_CREDENTIALS} ({exc}): check the app's Credentials & Basic "
-                "Info page"
-            ) from None
-        except DingTalkError as exc:
-            raise kit.Unreachable(f"DingTalk accessToken failed ({exc})") from None
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(
-                f"DingTalk not reachable at {self.cfg.api_base} ({exc})"
-            ) from None
+        except ERRORS.every as exc:
+            raise ERRORS.for_connect(exc, "accessToken", self.cfg.api_base, FIX) from None
         how = "the Stream connection"
         if self.cfg.mode == "webhook":
             how = f"HTTP callback at {self.cfg.webhook_path}"
@@ -151,7 +140,7 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
             return []
         try:
             return [await self.api.download_url(read.audio_code)]
-        except _API_ERRORS as exc:
+        except ERRORS.every as exc:
             self.log.warning("DingTalk voice not downloaded: {}", exc)
             return []
 
@@ -159,7 +148,7 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         """A user's image by its downloadCode, as a data URI (no URL stored or shown)."""
         try:
             url = await self.api.download_url(code)
-        except _API_ERRORS as exc:
+        except ERRORS.every as exc:
             self.log.warning("DingTalk image not downloaded: {}", exc)
             return None
         return await kit.fetch_image(self.api.session, url, what="DingTalk image")

@@ -39,13 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chatfn.channels import kit
-from chatfn.channels.dingtalk.api import (
-    NETWORK_ERRORS,
-    AuthRefused,
-    DingTalkApi,
-    DingTalkError,
-    Throttled,
-)
+from chatfn.channels.dingtalk.api import ERRORS, DingTalkApi, Throttled
 from chatfn.channels.dingtalk.parse import ChatRef, parse_chat_id
 from chatfn.channels.dingtalk.render import title_of, to_dingtalk_markdown
 from chatfn.channels.dingtalk.settings import DingTalkSettings
@@ -113,15 +107,7 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
             self._throttled[key] = times + 1
             wait = min(2.0**times, 60.0)
             return kit.RateLimited(f"DingTalk throttles sends to {key} ({exc})", wait)
-        if isinstance(exc, AuthRefused):
-            return kit.CredentialsRefused(
-                f"DingTalk refused channels.dingtalk.client_id / client_secret ({exc})"
-            )
-        if isinstance(exc, DingTalkError):
-            return kit.DeliveryRefused(f"DingTalk refused the message to {key}: {exc}")
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"DingTalk not reachable ({exc})")
-        return None
+        return ERRORS.for_send(exc, key)
 
     def split(self, text: str, limit: int) -> list[str]:
         """Parts of at most `limit` characters and `MAX_TEXT_BYTES` bytes of Markdown (a

@@ -35,7 +35,8 @@ from urllib.parse import quote_plus
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.dingtalk.api import NETWORK_ERRORS, AuthRefused, DingTalkApi, DingTalkError
+from chatfn.channels.dingtalk.api import CREDENTIALS_FIX as FIX
+from chatfn.channels.dingtalk.api import ERRORS, DingTalkApi
 from chatfn.channels.dingtalk.settings import DingTalkSettings
 
 __all__ = ["ACK_WAIT", "StreamLink"]
@@ -43,7 +44,6 @@ __all__ = ["ACK_WAIT", "StreamLink"]
 ACK_WAIT = 2.5
 #: What a robot message is handed to: whether it may be acknowledged as handled.
 OnMessage = Callable[[dict[str, Any]], Awaitable[bool]]
-_CREDENTIALS = "channels.dingtalk.client_id / client_secret"
 
 
 def _client(settings: DingTalkSettings, on_message: OnMessage) -> Any:
@@ -136,17 +136,9 @@ class StreamLink:
         ua = f"dingtalk-sdk-python/v{VERSION_STRING}-union chatfn"
         try:
             opened = await self.api.open_connection(subscriptions(self.client), ua)
-        except AuthRefused as exc:
-            raise kit.CredentialsRefused(
-                f"DingTalk refused the Stream connection for {_CREDENTIALS} ({exc}): check "
-                "the app's Credentials & Basic Info page"
-            ) from None
-        except DingTalkError as exc:
-            raise kit.Unreachable(f"DingTalk Stream connection refused ({exc})") from None
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(
-                f"DingTalk not reachable at {self.cfg.api_base} ({exc})"
-            ) from None
+        except ERRORS.every as exc:
+            where = self.cfg.api_base
+            raise ERRORS.for_connect(exc, "Stream connection", where, FIX) from None
         uri = f"{opened['endpoint']}?ticket={quote_plus(str(opened['ticket']))}"
         async with websockets.connect(uri, open_timeout=15, ping_interval=30) as ws:
             self._ws = ws

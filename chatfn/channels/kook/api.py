@@ -17,9 +17,10 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kook.settings import KookSettings
 
-__all__ = ["KookApi", "KookApiError", "KookAuthError"]
+__all__ = ["ERRORS", "NETWORK_ERRORS", "KookApi", "KookApiError", "KookAuthError"]
 
 
 class KookApiError(Exception):
@@ -51,6 +52,22 @@ class KookApiError(Exception):
 
 class KookAuthError(KookApiError):
     """KOOK refused the token."""
+
+
+#: The network failed, not KOOK.
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    aiohttp.ClientError,
+    TimeoutError,
+    ConnectionError,
+)
+#: The calls' errors as the kit's (kit/classify.py).
+ERRORS = ErrorKinds(
+    label="KOOK",
+    credentials="channels.kook.token",
+    refused=(KookAuthError,),
+    platform=(KookApiError,),
+    network=NETWORK_ERRORS,
+)
 
 
 def _reset(headers: Any) -> float | None:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from chatfn.channels import kit
-from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
+from chatfn.channels.kook.api import ERRORS, KookApi
 from chatfn.channels.kook.gateway import Gateway
 from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, read_text, roles_of
 from chatfn.channels.kook.send import KookSender, parts_of
@@ -38,7 +38,8 @@ from chatfn.runtime.channel_host import ChannelHost
 
 __all__ = ["KookChannel"]
 
-_NETWORK = (aiohttp.ClientError, TimeoutError, ConnectionError)
+#: What an operator does when KOOK refuses the token.
+FIX = "copy the bot's token from developer.kookapp.cn -> Applications -> your bot -> Bot"
 #: KOOK's own hosts of users' images (the asset CDN).
 KOOK_ASSET_HOSTS = ("img.kookapp.cn", "img.kaiheila.cn", "*.kookapp.cn", "*.kaiheila.cn")
 
@@ -76,15 +77,8 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
         assert self.api is not None
         try:
             me = await self.api.call("GET", "/v3/user/me")
-        except KookAuthError as exc:
-            raise kit.CredentialsRefused(
-                f"KOOK refused channels.kook.token ({exc}): copy the bot's token from "
-                "developer.kookapp.cn -> Applications -> your bot -> Bot"
-            ) from None
-        except KookApiError as exc:
-            raise kit.Unreachable(f"KOOK GET /v3/user/me failed ({exc})") from None
-        except _NETWORK as exc:
-            raise kit.Unreachable(f"KOOK not reachable at {self.cfg.api_base} ({exc})") from None
+        except ERRORS.every as exc:
+            raise ERRORS.for_connect(exc, "GET /v3/user/me", self.cfg.api_base, FIX) from None
         me = me if isinstance(me, dict) else {}
         self.bot_id = str(me.get("id") or "")
         self.bot_name = str(me.get("username") or "")
@@ -253,7 +247,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
     async def _roles(self, guild: str, user: str, role_ids: list[Any]) -> list[str]:
         try:
             view, admins = await self._guild(guild)
-        except (KookApiError, *_NETWORK) as exc:
+        except ERRORS.every as exc:
             self.log.warning("KOOK: the roles of guild {} not read ({})", guild, exc)
             return []
         return roles_of(user, list(role_ids), str(view.get("user_id") or ""), admins)
@@ -265,7 +259,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             return []
         try:
             view, _ = await self._guild(guild)
-        except (KookApiError, *_NETWORK) as exc:
+        except ERRORS.every as exc:
             self.log.warning("KOOK: guild {} not read for a welcome ({})", guild, exc)
             return []
         # "0" (or nothing): the guild has no welcome channel set
@@ -283,7 +277,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             found = await self.api.call(
                 "GET", "/v3/user/view", params={"user_id": user, "guild_id": guild}
             )
-        except (KookApiError, *_NETWORK):
+        except ERRORS.every:
             return user
         found = found if isinstance(found, dict) else {}
         return str(found.get("nickname") or found.get("username") or user)
@@ -305,7 +299,7 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             except ValueError:
                 verdicts |= {o.event_id: False for o, _ in rows if o.event_id is not None}
                 continue
-            except (KookApiError, *_NETWORK) as exc:
+            except ERRORS.every as exc:
                 self.log.info("KOOK: history of {} not read ({})", chat_id, exc)
                 continue
             for out, created in rows:

@@ -26,7 +26,7 @@ import aiohttp
 
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
-from chatfn.channels.kook.api import KookApi, KookApiError
+from chatfn.channels.kook.api import NETWORK_ERRORS, KookApi, KookApiError
 from chatfn.channels.kook.parse import ChatRef, parse_chat_id
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
@@ -85,7 +85,7 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
         return parse_chat_id(chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, aiohttp.ClientError | TimeoutError | ConnectionError):
+        if isinstance(exc, NETWORK_ERRORS):
             return kit.Unreachable(f"KOOK not reachable ({exc})")
         if not isinstance(exc, KookApiError):
             return None

@@ -23,10 +23,11 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
-from chatfn.channels.wxapi import Dialect, WxApi
+from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused, Dialect, WxApi, WxError
 
-__all__ = ["MpApi"]
+__all__ = ["ERRORS", "CREDENTIALS_FIX", "MpApi"]
 
 MP = Dialect(
     name="WeChat",
@@ -35,6 +36,20 @@ MP = Dialect(
     rate=frozenset({45009, 45011}),
     auth_on_calls=False,  # 40001 on a call is a token that ended, not a wrong secret
     not_permitted=frozenset({48001}),
+)
+
+
+#: The calls' errors as the kit's (kit/classify.py).
+ERRORS = ErrorKinds(
+    label="WeChat",
+    credentials="channels.wechat_mp.app_id / app_secret",
+    refused=(AuthRefused,),
+    platform=(WxError,),
+    network=NETWORK_ERRORS,
+)
+#: What an operator checks when the credentials are refused.
+CREDENTIALS_FIX = (
+    "check the AppSecret and that the bot's address is on the IP whitelist (设置与开发 -> 基本配置)"
 )
 
 

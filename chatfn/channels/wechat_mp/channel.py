@@ -33,11 +33,10 @@ import time
 from aiohttp import web
 
 from chatfn.channels import kit, wxapi
-from chatfn.channels.wechat_mp.api import MpApi
-from chatfn.channels.wechat_mp.send import CREDENTIALS, MpSender, Passive
+from chatfn.channels.wechat_mp.api import CREDENTIALS_FIX as FIX
+from chatfn.channels.wechat_mp.api import ERRORS, MpApi
+from chatfn.channels.wechat_mp.send import MpSender, Passive
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
-from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
-from chatfn.channels.wxapi import WxError as MpError
 from chatfn.channels.wxcrypt import (
     MAX_BODY,
     CryptError,
@@ -57,7 +56,6 @@ __all__ = ["HOLD", "WechatMpChannel"]
 HOLD = 1.5
 #: Seconds a MsgId's Passive is kept (WeChat's three tries span about 15 s).
 KEEP = 30.0
-_API_ERRORS: tuple[type[BaseException], ...] = (MpError, *NETWORK_ERRORS)
 
 
 class WechatMpChannel(
@@ -80,13 +78,8 @@ class WechatMpChannel(
     async def connect(self) -> str:
         try:
             await self.api.check()
-        except AuthRefused as exc:
-            raise kit.CredentialsRefused(
-                f"WeChat refused {CREDENTIALS} ({exc}): check the AppSecret and that the bot's "
-                "address is on the IP whitelist (设置与开发 -> 基本配置)"
-            ) from None
-        except _API_ERRORS as exc:
-            raise kit.Unreachable(f"WeChat not reachable at {self.cfg.api_base} ({exc})") from None
+        except ERRORS.every as exc:
+            raise ERRORS.for_connect(exc, "check", self.cfg.api_base, FIX) from None
         mode = "safe mode" if self.crypt is not None else "plain mode"
         return f"account {self.cfg.app_id} ({mode}), callback at {self.cfg.webhook_path}"
 
