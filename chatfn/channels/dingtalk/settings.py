@@ -3,18 +3,23 @@ splitting numbers every channel has)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
-from chatfn.channels.kit.settings import PlatformSettings, https_origin, web_path
+from chatfn.channels.kit.settings import PlatformSettings, origin_like, path_like
 
 #: DingTalk's OpenAPI (and the Stream connection endpoint); its older API lives on OAPI.
 API_BASE = "https://api.dingtalk.com"
 OAPI_BASE = "https://oapi.dingtalk.com"
 
 
-class DingTalkSettings(PlatformSettings):
+class DingTalkSettings(
+    PlatformSettings,
+    send_rate=0.3,
+    send_burst=5,
+    pace="DingTalk's robots may send 20 messages a minute per chat; the pace stays under it.",
+):
     """A DingTalk internal app with the robot ability. `client_id` / `client_secret` are the
     app's Client ID (AppKey) and Client Secret (AppSecret): the access token
     (/v1.0/oauth2/accessToken), the Stream connection (`mode: stream`, no public address
@@ -27,27 +32,14 @@ class DingTalkSettings(PlatformSettings):
     client_secret: SecretStr | None = None
     mode: Literal["stream", "webhook"] = "stream"
     # DingTalk's API (api.dingtalk.com); the OAPI calls follow it when pointed elsewhere.
-    api_base: str = API_BASE
+    api_base: Annotated[str, origin_like(API_BASE)] = API_BASE
     # The robot's code; for an internal app's robot it is the app's Client ID (the default).
     robot_code: str = ""
     # Where DingTalk POSTs messages in webhook mode (on the HTTP channel's port).
-    webhook_path: str = "/dingtalk/callback"
+    webhook_path: Annotated[str, path_like("/dingtalk/callback")] = "/dingtalk/callback"
     # Characters of Markdown per message: msgParam may hold 15,000 bytes, 4000 characters
     # stay below it in CJK (3 bytes each) with the JSON around them.
     max_message_length: int = Field(default=4000, ge=100, le=5000)
-    # DingTalk's robots may send 20 messages a minute per chat; the pace stays under it.
-    send_rate: float = Field(default=0.3, ge=0)
-    send_burst: int = Field(default=5, ge=1)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return https_origin(v, f"an https origin like {API_BASE}")
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/dingtalk/callback")
 
     @property
     def oapi_base(self) -> str:

@@ -20,7 +20,7 @@ def _url(v: str, schemes: dict[str, int], example: str) -> str:
     return v
 
 
-class EmailSettings(PlatformSettings):
+class EmailSettings(PlatformSettings, send_rate=0.5):
     """A mailbox for the bot: read by IMAP (`imap_url`: `imaps://host[:993]`, or `imap://`
     unencrypted for a server on the same machine), written by SMTP (`smtp_url`:
     `smtps://host[:465]`, `smtp://host[:587]` with STARTTLS, or `smtp+plain://` unencrypted),
@@ -48,7 +48,6 @@ class EmailSettings(PlatformSettings):
     display_name: str = ""
     # Seconds to connect and log in to either server.
     connect_timeout: float = Field(default=30.0, gt=0)
-    send_rate: float = Field(default=0.5, ge=0)
 
     @field_validator("imap_url")
     @classmethod

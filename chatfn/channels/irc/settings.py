@@ -17,7 +17,11 @@ NICK = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]{0,29}$")
 CHANNEL = re.compile(r"^[#&+!][^\s,\x07:]{1,49}$")
 
 
-class IrcSettings(PlatformSettings):
+class IrcSettings(
+    PlatformSettings,
+    send_rate=0.0,
+    pace="Per-chat pace: none (flood control above is the server's rule).",
+):
     """An IRC network: its server (`server`, `port`, `tls`), the bot's `nick`, the
     `password` (the server password, or with `sasl` the account's password given by SASL
     PLAIN, as Libera.Chat and OFTC want), and the `channels` it joins (a channel with a key:
@@ -52,8 +56,6 @@ class IrcSettings(PlatformSettings):
     max_lines: int = Field(default=0, ge=0)
     # Seconds to wait for the server's welcome (001) after connecting.
     connect_timeout: float = Field(default=30.0, gt=0)
-    # Per-chat pace: none (flood control above is the server's rule).
-    send_rate: float = Field(default=0.0, ge=0)
 
     @field_validator("nick")
     @classmethod

@@ -2,11 +2,15 @@
 
 - `send_rate`, `send_burst`: the pace of sends per chat, `send_rate` messages a second after a
   burst of `send_burst` (0: no limit); a platform's 429 is honoured whatever these say. A
-  platform sets its own defaults by declaring the field again.
+  platform sets its own defaults in its class line:
+  `class XSettings(PlatformSettings, send_rate=0.5, send_burst=5)`.
 - `max_retry_after`: this platform's override of `storage.outbox.max_retry_after`, the longest
   wait the platform may ask for that is waited out inside one delivery (a longer one leaves
   the message in the outbox until it has passed: chatfn/runtime/delivery_policy.py).
 - A secret left empty (`token: ""`) is no secret: None, so "not set" is one case.
+- An address setting is checked by its type: `api_base: Annotated[str, url_like(DEFAULT)]`
+  (an http(s) root URL), `origin_like` (an https origin), `path_like` (a path on the bot's
+  web server); the error names the shape expected and pydantic the key.
 """
 
 from __future__ import annotations
@@ -14,11 +18,19 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 
 from chatfn.common.config import Section
 
-__all__ = ["PlatformSettings", "http_url", "https_origin", "web_path"]
+__all__ = [
+    "PlatformSettings",
+    "http_url",
+    "https_origin",
+    "origin_like",
+    "path_like",
+    "url_like",
+    "web_path",
+]
 
 #: Hosts an origin may name with plain http (a test's or a proxy's local server).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -58,6 +70,27 @@ def web_path(v: str, example: str) -> str:
     return v
 
 
+_REQUIRED: Any = object()
+
+
+def url_like(example: str, *, unset: Any = _REQUIRED) -> AfterValidator:
+    """A setting's check that it is an http(s) root URL like `example` (`http_url`). With
+    `unset` ("" or None), an empty value is not set: that value."""
+    if unset is _REQUIRED:
+        return AfterValidator(lambda v: http_url(v, example))
+    return AfterValidator(lambda v: http_url(v, example) if v else unset)
+
+
+def origin_like(example: str) -> AfterValidator:
+    """A setting's check that it is an https origin like `example` (`https_origin`)."""
+    return AfterValidator(lambda v: https_origin(v, f"an https origin like {example}"))
+
+
+def path_like(example: str) -> AfterValidator:
+    """A setting's check that it is a path on the bot's web server like `example`."""
+    return AfterValidator(lambda v: web_path(v, example))
+
+
 class PlatformSettings(Section):
     """The keys every platform channel has (module docstring)."""
 
@@ -69,6 +102,28 @@ class PlatformSettings(Section):
     # longer one leaves the message in the outbox until it passed. None:
     # `storage.outbox.max_retry_after`.
     max_retry_after: float | None = Field(default=None, ge=0)
+
+    def __init_subclass__(
+        cls,
+        send_rate: float | None = None,
+        send_burst: int | None = None,
+        pace: str | None = None,
+        **kw: Any,
+    ) -> None:
+        """A platform's own pace: `class XSettings(PlatformSettings, send_rate=0.5)` declares
+        the field again with that default; `pace` says why (the first field's meaning in the
+        reference, instead of the one above)."""
+        own = cls.__dict__.get("__annotations__")
+        if own is None:
+            own = cls.__annotations__ = {}
+        if send_rate is not None:
+            own["send_rate"] = float
+            cls.send_rate = Field(default=send_rate, ge=0, description=pace)
+            pace = None
+        if send_burst is not None:
+            own["send_burst"] = int
+            cls.send_burst = Field(default=send_burst, ge=1, description=pace)
+        super().__init_subclass__(**kw)
 
     @field_validator("*")
     @classmethod

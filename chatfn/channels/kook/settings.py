@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Annotated
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from pydantic import Field, SecretStr
+
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 from chatfn.common.config import ConfigPath
 
 #: KOOK's API root (https://developer.kookapp.cn/doc/reference, "BaseUrl"); calls go to
@@ -23,7 +25,7 @@ class KookSettings(PlatformSettings):
     # The bot's token (developer centre -> the application -> Bot -> Token).
     token: SecretStr | None = None
     # KOOK's API root (a proxy, or a local server in tests).
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # The gateway's frames zlib-compressed (GET /v3/gateway/index?compress=1, KOOK's default).
     compress: bool = True
     # Characters of one message's KMarkdown content (KOOK asks for at most 8000).
@@ -33,11 +35,6 @@ class KookSettings(PlatformSettings):
     state_path: ConfigPath = "data/kook"
     # Seconds a guild's roles and owner are kept before they are read again (trust_group_admins).
     roles_ttl: float = Field(default=300.0, ge=0)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     def problem(self) -> str | None:
         if self.token is None:

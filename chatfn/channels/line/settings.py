@@ -5,9 +5,11 @@ channel has."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.settings import PlatformSettings, http_url, path_like, url_like
 
 #: The Messaging API's root (https://developers.line.biz/en/reference/messaging-api/).
 DEFAULT_API_BASE = "https://api.line.me"
@@ -16,7 +18,7 @@ DEFAULT_DATA_BASE = "https://api-data.line.me"
 _WHERE = "(LINE Developers console -> your Messaging API channel)"
 
 
-class LineSettings(PlatformSettings):
+class LineSettings(PlatformSettings, send_rate=5.0, send_burst=5):
     """A LINE Official Account's Messaging API channel. LINE POSTs webhook events to
     `webhook_path` on the HTTP channel's port, signed with `channel_secret`
     (`X-Line-Signature`); answers go by the event's reply token while it is good, else by the
@@ -28,9 +30,9 @@ class LineSettings(PlatformSettings):
     channel_access_token: SecretStr | None = None
     # The Messaging API's root. The content of users' images comes from api-data.line.me;
     # with `api_base` set elsewhere (a proxy, a local server in tests) that serves both.
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # The webhook's path on the HTTP channel's port (LINE's console: Webhook URL).
-    webhook_path: str = "/line/webhook"
+    webhook_path: Annotated[str, path_like("/line/webhook")] = "/line/webhook"
     # The https address at which LINE's servers reach the bot's web server: a picture the
     # model made is offered to LINE at {public_url}/line/media/<random token> (LINE's image
     # message takes only https URLs). Not set: such pictures are not sent (a warning).
@@ -45,13 +47,6 @@ class LineSettings(PlatformSettings):
     ack_wait: float = Field(default=1.5, gt=0, le=10)
     # Characters per text message (LINE's limit is 5000, counted in UTF-16 units).
     max_message_length: int = Field(default=5000, ge=100, le=5000)
-    send_rate: float = Field(default=5.0, ge=0)
-    send_burst: int = Field(default=5, ge=1)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     @field_validator("public_url")
     @classmethod
@@ -59,11 +54,6 @@ class LineSettings(PlatformSettings):
         if not v:
             return None
         return http_url(v, "https://bot.example.com")
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/line/webhook")
 
     @property
     def data_base(self) -> str:

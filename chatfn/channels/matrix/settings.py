@@ -4,17 +4,23 @@ pacing and splitting numbers every channel has)."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 from chatfn.common.config import ConfigPath
 
 #: A Matrix user id: `@localpart:server` (https://spec.matrix.org/v1.16/appendices/#user-identifiers).
 _USER_ID = re.compile(r"^@[^:\s]+:[^\s]+$")
 
 
-class MatrixSettings(PlatformSettings):
+class MatrixSettings(
+    PlatformSettings,
+    send_burst=5,
+    pace="The pace per room (PlatformSettings'): Synapse's default rc_message is 0.2/s with a "
+    "burst of 10 per user.",
+):
     """A Matrix account the bot logs in as, on `homeserver` (the client-server API's base URL,
     e.g. `https://matrix.example.org`). Either `access_token` (of a device you logged in
     once) or `password` (the channel logs in itself, keeping the token it got in
@@ -22,7 +28,7 @@ class MatrixSettings(PlatformSettings):
     transaction ids Matrix deduplicates sends by)."""
 
     # The homeserver's client-server API base URL (https://matrix.example.org).
-    homeserver: str | None = None
+    homeserver: Annotated[str | None, url_like("https://matrix.org", unset=None)] = None
     # The bot's Matrix id (@bot:example.org).
     user_id: str | None = None
     # An access token of a device logged in once (or `password` instead).
@@ -46,14 +52,6 @@ class MatrixSettings(PlatformSettings):
     # text twice in it (`body` and the HTML `formatted_body`): 16000 leaves room for both and
     # for escaping.
     max_message_length: int = Field(default=16000, ge=100, le=30000)
-    # The pace per room (PlatformSettings'): Synapse's default rc_message is 0.2/s with a
-    # burst of 10 per user.
-    send_burst: int = Field(default=5, ge=1)
-
-    @field_validator("homeserver")
-    @classmethod
-    def _homeserver(cls, v: str | None) -> str | None:
-        return http_url(v, "https://matrix.org") if v else None
 
     @field_validator("user_id")
     @classmethod

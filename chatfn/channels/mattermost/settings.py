@@ -3,33 +3,28 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Annotated
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from pydantic import Field, SecretStr
+
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 
 _WHERE = "(System Console -> Integrations -> Bot Accounts)"
 
 
-class MattermostSettings(PlatformSettings):
+class MattermostSettings(PlatformSettings, send_rate=5.0, send_burst=5):
     """A Mattermost bot account: REST API v4 at `{url}/api/v4` and its WebSocket
     (`{url}/api/v4/websocket`) with the bot's access `token`; the bot answers in `team`'s
     channels and in direct messages."""
 
     # The server's address, e.g. https://chat.example.com.
-    url: str = ""
+    url: Annotated[str, url_like("https://chat.example.com", unset="")] = ""
     # The bot account's access token.
     token: SecretStr | None = None
     # The team's name as in its URL (chat.example.com/<team>/...).
     team: str = ""
     # Characters per post (Mattermost's MaxPostSize: 16383 by default).
     max_message_length: int = Field(default=16383, ge=100, le=65535)
-    send_rate: float = Field(default=5.0, ge=0)
-    send_burst: int = Field(default=5, ge=1)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return http_url(v, "https://chat.example.com") if v else v
 
     @property
     def api(self) -> str:

@@ -16,7 +16,12 @@ DEFAULT_TOKEN_URL = "https://bots.qq.com/app/getAppAccessToken"
 WEBHOOK_PATH = "/qq/webhook"
 
 
-class QQSettings(PlatformSettings):
+class QQSettings(
+    PlatformSettings,
+    send_rate=2.0,
+    send_burst=5,
+    pace="The pace (PlatformSettings'): a guild channel takes at most 5 messages a second.",
+):
     """A bot of the QQ open platform (q.qq.com): its AppID and AppSecret. The secret buys an
     access token at `token_url` (refreshed before it expires); API calls go to `api_base`
     (the sandbox root with `sandbox: true`); events come by the WebSocket gateway
@@ -47,9 +52,6 @@ class QQSettings(PlatformSettings):
     # QQ documents no exact length limit for text messages; 2000 characters is what the
     # clients show whole and what other adapters use.
     max_message_length: int = Field(default=2000, ge=100, le=5000)
-    # The pace (PlatformSettings'): a guild channel takes at most 5 messages a second.
-    send_rate: float = Field(default=2.0, ge=0)
-    send_burst: int = Field(default=5, ge=1)
     # Seconds a passive reply may still be sent after the message it answers: QQ allows 5
     # minutes in groups and guilds, 60 in C2C chats. Past it the reply is sent as an active
     # message (which QQ stopped allowing for groups and C2C in April 2025: it is refused,

@@ -3,32 +3,27 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Annotated
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from pydantic import Field, SecretStr
+
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 
 
-class SatoriSettings(PlatformSettings):
+class SatoriSettings(PlatformSettings, send_rate=2.0, send_burst=3):
     """A Satori server (Koishi's server-satori, Chronocat, satori-python's server, ...): its
     HTTP API at `{endpoint}/v1/{resource}.{method}` and its event stream at
     `{endpoint}/v1/events`, with the server's `token` when it has one. Every login (platform
     account) the server serves is answered, or only those of `platform` when it is set."""
 
     # The server's address with its path, e.g. http://127.0.0.1:5500/satori.
-    endpoint: str = ""
+    endpoint: Annotated[str, url_like("http://127.0.0.1:5500/satori", unset="")] = ""
     # The server's token (none when it has no authentication).
     token: SecretStr | None = None
     # Answer only this platform's logins (e.g. discord, chronocat); "": all.
     platform: str = ""
     # Characters per message: Satori has no limit of its own, the platforms behind it have.
     max_message_length: int = Field(default=2000, ge=100, le=100000)
-    send_rate: float = Field(default=2.0, ge=0)
-    send_burst: int = Field(default=3, ge=1)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _endpoint(cls, v: str) -> str:
-        return http_url(v, "http://127.0.0.1:5500/satori") if v else v
 
     @property
     def api(self) -> str:

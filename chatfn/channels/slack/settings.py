@@ -3,9 +3,11 @@ splitting numbers every channel has)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 
 DEFAULT_API_BASE = "https://slack.com/api"
 
@@ -22,7 +24,7 @@ class SlackSettings(PlatformSettings):
     # Checks the Events API's request signatures (Basic Information -> Signing Secret).
     signing_secret: SecretStr | None = None
     # The Web API root (Slack's unless a proxy or a local server stands in).
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # Slack truncates a message's text past 40000 characters and advises staying within 4000.
     max_message_length: int = Field(default=4000, ge=100, le=40000)
     # send_rate, send_burst, max_retry_after: PlatformSettings' (chat.postMessage allows about
@@ -43,11 +45,6 @@ class SlackSettings(PlatformSettings):
         if v is not None and not v.get_secret_value().startswith("xapp-"):
             raise ValueError("expected an app-level token (xapp-...) with connections:write")
         return v
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     @model_validator(mode="after")
     def _one_way_in(self) -> SlackSettings:

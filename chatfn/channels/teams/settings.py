@@ -4,9 +4,11 @@ pacing and splitting numbers every channel has."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.settings import PlatformSettings, path_like, url_like
 
 _WHERE = "(Azure portal -> the Azure Bot resource -> Configuration)"
 OPENID = "https://login.botframework.com/v1/.well-known/openidconfiguration"
@@ -25,20 +27,15 @@ class TeamsSettings(PlatformSettings):
     # The bot's tenant (single-tenant bots); "" = botframework.com (multi-tenant bots).
     tenant_id: str = ""
     # Where the bot's access token comes from (Microsoft Entra ID).
-    api_base: str = "https://login.microsoftonline.com"
+    api_base: Annotated[str, url_like("https://login.microsoftonline.com")] = (
+        "https://login.microsoftonline.com"
+    )
     # The Bot Framework's OpenID metadata: the keys incoming activities are checked with.
     openid_metadata_url: str = OPENID
     # The messaging endpoint's path (on the HTTP channel's port), as set in the Azure Bot.
-    webhook_path: str = "/api/messages"
+    webhook_path: Annotated[str, path_like("/api/messages")] = "/api/messages"
     # Characters per message (Teams refuses a message over about 28 KB).
     max_message_length: int = Field(default=20000, ge=100, le=28000)
-    send_rate: float = Field(default=1.0, ge=0)
-    send_burst: int = Field(default=3, ge=1)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, "https://login.microsoftonline.com")
 
     @field_validator("openid_metadata_url")
     @classmethod
@@ -46,11 +43,6 @@ class TeamsSettings(PlatformSettings):
         if not v.startswith(("https://", "http://")):
             raise ValueError(f"expected an http(s) URL like {OPENID}, got {v!r}")
         return v
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/api/messages")
 
     @property
     def token_url(self) -> str:

@@ -5,9 +5,11 @@ pacing and splitting numbers every channel has."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.settings import PlatformSettings, path_like, url_like
 
 DEFAULT_API_BASE = "https://api.weixin.qq.com"
 _WHERE = "(the account's 设置与开发 -> 基本配置 page)"
@@ -29,9 +31,9 @@ class WechatMpSettings(PlatformSettings):
     # account must be in plain mode (明文模式) and an encrypted callback is refused.
     encoding_aes_key: SecretStr | None = None
     # WeChat's API (api.weixin.qq.com); another address for a proxy or a test server.
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # Where WeChat POSTs messages (the server URL's path, on the HTTP channel's port).
-    webhook_path: str = "/wechat_mp/callback"
+    webhook_path: Annotated[str, path_like("/wechat_mp/callback")] = "/wechat_mp/callback"
     # Whether the account may send customer-service messages (客服消息: verified
     # subscription and service accounts). Without it every answer must fit the passive reply.
     customer_service: bool = True
@@ -40,11 +42,6 @@ class WechatMpSettings(PlatformSettings):
     reply_wait: float = Field(default=4.5, gt=0, le=4.8)
     # Bytes of UTF-8 per text message (WeChat cuts longer texts; 2048 is what it shows).
     max_message_length: int = Field(default=2048, ge=100, le=2048)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     @field_validator("encoding_aes_key")
     @classmethod
@@ -56,11 +53,6 @@ class WechatMpSettings(PlatformSettings):
 
             aes_key(v.get_secret_value())
         return v
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/wechat_mp/callback")
 
     def problem(self) -> str | None:
         missing = [k for k in ("app_id", "app_secret", "token") if getattr(self, k) in (None, "")]

@@ -4,17 +4,23 @@ served, and the pacing and splitting numbers every channel has."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.settings import PlatformSettings, path_like, url_like
 
 DEFAULT_API_BASE = "https://qyapi.weixin.qq.com"
 _WHERE = "(the app's page in the admin console: 应用管理 -> the app -> 接收消息 -> 设置API接收)"
 
 
-class WecomSettings(PlatformSettings):
+class WecomSettings(
+    PlatformSettings,
+    send_rate=0.5,
+    send_burst=5,
+    pace="WeCom allows 30 messages a minute to one member per app (more are dropped): one "
+    "every two seconds after a burst.",
+):
     """A WeCom self-built app (`mode: app`: its callback and the message API, with the app's
     `corp_id`, `secret` and `agent_id`) or an intelligent robot (`mode: aibot`: its callback
     and the streaming reply, `token` and `encoding_aes_key` only). The callback is served at
@@ -28,20 +34,11 @@ class WecomSettings(PlatformSettings):
     encoding_aes_key: SecretStr | None = None  # the callback's EncodingAESKey (43 characters)
     mode: Literal["app", "aibot"] = "app"
     # WeCom's API (qyapi.weixin.qq.com); another address for a proxy or a test server.
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # Where WeCom sends the callback (on the HTTP channel's port).
-    webhook_path: str = "/wecom/callback"
+    webhook_path: Annotated[str, path_like("/wecom/callback")] = "/wecom/callback"
     # Bytes of UTF-8 per text message: message/send takes at most 2048 (longer is cut).
     max_message_length: int = Field(default=2048, ge=100, le=2048)
-    # WeCom allows 30 messages a minute to one member per app (more are dropped): one every
-    # two seconds after a burst.
-    send_rate: float = Field(default=0.5, ge=0)
-    send_burst: int = Field(default=5, ge=1)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     @field_validator("encoding_aes_key")
     @classmethod
@@ -53,11 +50,6 @@ class WecomSettings(PlatformSettings):
 
             aes_key(v.get_secret_value())  # ValueError naming the shape; pydantic names the key
         return v
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/wecom/callback")
 
     def missing(self) -> list[str]:
         """The keys this mode needs that are not set."""

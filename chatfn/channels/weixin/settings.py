@@ -7,9 +7,11 @@ database); `token` here is for one got elsewhere and, when set, wins over the st
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+from typing import Annotated
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url
+from pydantic import Field, SecretStr
+
+from chatfn.channels.kit.settings import PlatformSettings, url_like
 
 #: iLink's API root (Tencent/openclaw-weixin docs/protocol.md: "The default API base URL is
 #: https://ilinkai.weixin.qq.com"); the QR login starts there, and the login's `baseurl`
@@ -26,10 +28,10 @@ class WeixinSettings(PlatformSettings):
     """A personal WeChat account logged in to iLink as a bot (README.md)."""
 
     # Tencent's iLink bot API (the QR login and the message calls).
-    base_url: str = DEFAULT_BASE_URL
+    base_url: Annotated[str, url_like(DEFAULT_BASE_URL)] = DEFAULT_BASE_URL
     token: SecretStr | None = None
     # The CDN that pictures, files and voice are uploaded to and downloaded from.
-    cdn_base_url: str = DEFAULT_CDN_BASE_URL
+    cdn_base_url: Annotated[str, url_like(DEFAULT_CDN_BASE_URL)] = DEFAULT_CDN_BASE_URL
     # Characters of one text message; longer replies are split.
     max_message_length: int = Field(default=WEIXIN_MAX_TEXT, ge=100, le=4000)
     # Seconds one getupdates long poll may be held (iLink suggests 35 s and may say otherwise).
@@ -38,18 +40,6 @@ class WeixinSettings(PlatformSettings):
     bot_type: str = "3"
     # Seconds `chatfn login weixin` waits for the scan and confirmation.
     login_timeout: float = Field(default=480.0, gt=0)
-    send_rate: float = Field(default=1.0, ge=0)
-    send_burst: int = Field(default=3, ge=1)
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, v: str) -> str:
-        return http_url(v, DEFAULT_BASE_URL)
-
-    @field_validator("cdn_base_url")
-    @classmethod
-    def _cdn_base_url(cls, v: str) -> str:
-        return http_url(v, DEFAULT_CDN_BASE_URL)
 
     def token_value(self) -> str:
         return self.secret_text("token")

@@ -6,10 +6,11 @@ pacing and splitting numbers every channel has."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, web_path
+from chatfn.channels.kit.settings import PlatformSettings, path_like, url_like
 
 DEFAULT_API_BASE = "https://graph.facebook.com"
 _WHERE = "(Meta App Dashboard -> WhatsApp -> API Setup, and App settings -> Basic)"
@@ -31,11 +32,11 @@ class WhatsAppSettings(PlatformSettings):
     # Any string, typed also in Webhooks -> Verify token (Meta's GET check of the URL).
     verify_token: SecretStr | None = None
     # The Graph API root (Meta's unless a proxy or a local server stands in).
-    api_base: str = DEFAULT_API_BASE
+    api_base: Annotated[str, url_like(DEFAULT_API_BASE)] = DEFAULT_API_BASE
     # The Graph API version in every URL.
     api_version: str = "v23.0"
     # The webhook's path on the HTTP channel's port.
-    webhook_path: str = "/whatsapp/webhook"
+    webhook_path: Annotated[str, path_like("/whatsapp/webhook")] = "/whatsapp/webhook"
     # A message template (approved in WhatsApp Manager, no parameters) sent instead of an
     # answer when the user last wrote more than 24 hours ago (WhatsApp allows free-form
     # messages only within that window). Not set: such an answer is refused with a log line.
@@ -47,11 +48,6 @@ class WhatsAppSettings(PlatformSettings):
     ack_wait: float = Field(default=3.0, gt=0, le=15)
     # Characters per text message (WhatsApp's limit is 4096).
     max_message_length: int = Field(default=4096, ge=100, le=4096)
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        return http_url(v, DEFAULT_API_BASE)
 
     @field_validator("api_version")
     @classmethod
@@ -68,11 +64,6 @@ class WhatsAppSettings(PlatformSettings):
                 f"expected the phone number's id (digits, API Setup -> Phone number ID), not {v!r}"
             )
         return v
-
-    @field_validator("webhook_path")
-    @classmethod
-    def _path(cls, v: str) -> str:
-        return web_path(v, "/whatsapp/webhook")
 
     @property
     def graph(self) -> str:
