@@ -56,7 +56,13 @@ from chatfn.storage.db import Storage, StorageError, TurnPlan, TurnStart
 from chatfn.storage.history import HistoryEntry, admin_chats, chat_page
 from function_calls import limits
 from function_calls.approvals import Approvals
-from function_calls.chat_settings import check_rules, replanning, resolve, rules_without_functions
+from function_calls.chat_settings import (
+    ChatSettings,
+    check_rules,
+    replanning,
+    resolve,
+    rules_without_functions,
+)
 from function_calls.context import MessageContext
 from function_calls.fates import Fate, MessageFates
 from function_calls.model_access import DOOR
@@ -407,10 +413,13 @@ class Bot:
         stored_id: int | None = None,
         on_stream: StreamObserver | None = None,
         overrides: dict[str, Any] | None = None,
+        chat: ChatSettings | None = None,
     ) -> MessageContext:
-        """The context of `msg`, with the chat's `overrides` (`context` reads them)."""
-        default = self.model.name if self.model is not None else None
-        chat = resolve(self.settings, msg, overrides, default_model=default)
+        """The context of `msg`, with the chat's `overrides` (`context` reads them); `chat`:
+        its settings resolved already with those overrides (`_handle`: the turn's start
+        resolved them, and a chat without overrides resolves the same)."""
+        if chat is None:
+            chat = resolve(self.settings, msg, overrides, default_model=self._default_name())
         return MessageContext(
             msg,
             is_admin=self.is_admin(msg),
@@ -614,7 +623,7 @@ class Bot:
     ) -> list[OutgoingMessage]:
         writer = TurnWriter(self.storage, self.delivery, msg.platform, msg.chat_id, relayed)
         try:
-            start, named = await self._begin_turn(msg, stored_id, writer)
+            start, named, rules = await self._begin_turn(msg, stored_id, writer)
         except StorageError as exc:
             if relayed is not None:  # the worker says it (chatfn/runtime/cluster.py NOT_STORED)
                 raise
@@ -644,7 +653,14 @@ class Bot:
                 await self.delivery.deliver(out, sink)
 
         ctx = self.context_for(
-            msg, deliver, stored_id=start.stored_id, on_stream=on_stream, overrides=start.overrides
+            msg,
+            deliver,
+            stored_id=start.stored_id,
+            on_stream=on_stream,
+            overrides=start.overrides,
+            # Resolved once a turn (issue 41): the start's settings are the chat's when it has
+            # no overrides; with some, resolved again with them.
+            chat=None if start.overrides else rules,
         )
         ctx.turn.journal = writer
         ctx.turn.start = start
@@ -687,10 +703,11 @@ class Bot:
 
     async def _begin_turn(
         self, msg: IncomingMessage, stored_id: int | None, writer: TurnWriter
-    ) -> tuple[TurnStart, list[Any]]:
+    ) -> tuple[TurnStart, list[Any], ChatSettings]:
         """Store the message and, when it will reach a model, count it against the limits and
         read its history window, in one transaction (`Storage.begin_turn`), with the delivery
-        marks waiting to be written."""
+        marks waiting to be written. Returns the start, the limit checks' plan and the chat's
+        settings without overrides."""
         rules = resolve(self.settings, msg, None, default_model=self._default_name())
         reaches = self.router.reaches_model(msg, rules, self.model_named(rules.model) is not None)
         named = limits.plan(self.settings, msg, self.is_admin(msg)) if reaches else []
@@ -731,7 +748,7 @@ class Bot:
         self.outbox.marks_written(marks, True)
         if start.plan is not None:
             named = start.plan
-        return start, named
+        return start, named, rules
 
     def _default_name(self) -> str | None:
         return self.model.name if self.model is not None else None

@@ -5,6 +5,7 @@ names it held or expired."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +14,7 @@ from sqlalchemy import Row, and_, bindparam, delete, or_, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql import Select
 
+from chatfn.storage.inserts import conflict_insert
 from chatfn.storage.models import message_fates_table as f
 from chatfn.storage.models import messages_table as m
 from chatfn.storage.prepared import Prepared
@@ -25,6 +27,19 @@ DETAIL_MAX = 200
 # (chatfn/storage/pipeline.py refuses plain Core statements there).
 _DELETE = Prepared(delete(f).where(f.c.message == bindparam("message")))
 _INSERT = Prepared(f.insert())
+
+
+@functools.cache
+def _upsert(dialect: str) -> Prepared | None:
+    """The row inserted or, when the message has one (a resumed turn decides again), replaced
+    whole, in one statement (INSERT .. ON CONFLICT): one statement a message fewer than
+    DELETE + INSERT (issue 41). None for a database without ON CONFLICT."""
+    insert = conflict_insert(dialect)
+    if insert is None:
+        return None
+    stmt = insert(f)
+    replaced = {c.name: stmt.excluded[c.name] for c in f.columns if c.name != "message"}
+    return Prepared(stmt.on_conflict_do_update(index_elements=[f.c.message], set_=replaced))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,10 @@ def record_in(conn: Connection, values: dict[str, Any]) -> None:
     """`record` in the caller's transaction (`Storage.write_turn`: with the turn's end)."""
     row = dict(values, detail=str(values.get("detail", ""))[:DETAIL_MAX])
     row.setdefault("decided_at", datetime.now(UTC))
+    upsert = _upsert(conn.dialect.name)
+    if upsert is not None:
+        upsert.execute(conn, row)
+        return
     _DELETE.execute(conn, {"message": row["message"]})
     _INSERT.execute(conn, row)
 
