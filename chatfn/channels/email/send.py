@@ -104,8 +104,7 @@ class EmailSender(kit.PlatformSender[ThreadRef], platform="email", label="e-mail
 
     cfg: EmailSettings
 
-    def parse_chat(self, chat_id: str) -> ThreadRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, aiosmtplib.SMTPAuthenticationError):

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from chatfn.channels import kit
 from chatfn.channels.irc.protocol import MAX_LINE
 from chatfn.channels.irc.settings import CHANNEL, NICK, IrcSettings, irc_lower
+from chatfn.channels.kit.sender import SocketSender
 from chatfn.channels.markdown import to_plain
 from chatfn.common.messages import OutgoingMessage
 
@@ -92,19 +93,13 @@ class _Client(Protocol):
     async def privmsg(self, target: str, text: str) -> None: ...
 
 
-class IrcSender(kit.PlatformSender[ChatRef], platform="irc", label="IRC"):
+class IrcSender(SocketSender[ChatRef], platform="irc", label="IRC"):
     """Sends OutgoingMessages through `client`, the channel (its connection of the moment)."""
 
     client: _Client
     cfg: IrcSettings
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
-
-    def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, ConnectionError | OSError | TimeoutError):
-            return kit.Unreachable(f"IRC connection lost while sending to {key} ({exc})")
-        return None
+    parse_chat = staticmethod(parse_chat_id)
 
     def budget(self, ref: ChatRef) -> int:
         """Bytes of text one PRIVMSG to `ref` can carry as the server relays it."""

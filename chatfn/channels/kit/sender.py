@@ -4,11 +4,13 @@ platform call under the delivery policy, and what a message still owes when it s
 A platform's sender subclasses `PlatformSender` and writes what is its own:
 
 - `parse_chat(chat_id)`: the chat id back to where to post (ValueError naming the expected
-  shape: the message is refused for good);
+  shape: the message is refused for good); a module's function will do:
+  `parse_chat = staticmethod(parse_chat_id)`;
 - `send_parts(ref, out, owed)`: the platform calls of one message, each through `call()`, with
   `owed.parts` the text parts and `owed.sent` counted up as they go out;
 - `classify(exc, key)`: its SDK's exceptions as the kit's errors (errors.py), None to let one
-  through unchanged.
+  through unchanged. A platform that writes to the channel's own socket subclasses
+  `SocketSender`: a socket error is the connection lost, tried again from the outbox.
 
 Order: every send to a chat (a reply's parts, its images, a reminder meanwhile) runs in that
 chat's queue, so a part that waits on a rate limit holds back the ones after it. Rate limits
@@ -33,10 +35,11 @@ from chatfn.common.messages import (
     DeliveryRefused,
     NotDelivered,
     OutgoingMessage,
+    Unreachable,
 )
 from chatfn.runtime.channel_host import DeliveryPolicy
 
-__all__ = ["ChatTarget", "Owed", "PlatformSender"]
+__all__ = ["ChatTarget", "Owed", "PlatformSender", "SocketSender"]
 
 T = TypeVar("T")
 
@@ -151,3 +154,13 @@ class PlatformSender(ABC, Generic[R]):
             raise
         self._told_refused = False
         return result
+
+
+class SocketSender(PlatformSender[R]):
+    """A platform's way out over the channel's own connection (a socket it holds): a socket
+    error while sending is the connection lost, the message unreachable for now."""
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        if isinstance(exc, ConnectionError | OSError | TimeoutError):
+            return Unreachable(f"{self.label} connection lost while sending to {key} ({exc})")
+        return None

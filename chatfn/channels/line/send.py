@@ -153,8 +153,7 @@ class LineSender(kit.PlatformSender[ChatRef], platform="line", label="LINE"):
         self.replies = replies
         self.media = media
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if (

@@ -67,8 +67,7 @@ class MattermostSender(kit.PlatformSender[ChatRef], platform="mattermost", label
         super().__init__(client, settings, policy)
         self.usernames: dict[str, str] = {}
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         return ERRORS.for_send(exc, key, self.cfg.url)

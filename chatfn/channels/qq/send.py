@@ -175,8 +175,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_plain)
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     async def deliver(self, out: OutgoingMessage) -> None:
         try:

@@ -51,8 +51,8 @@ def chat_id(group: bool, platform: str, self_id: str, channel: str) -> str:
     return f"{'group' if group else 'private'}:{platform}:{self_id}:{channel}"
 
 
-def parse_chat_id(value: str) -> ChatRef:
-    parts = value.split(":", 3)
+def parse_chat_id(chat_id: str) -> ChatRef:
+    parts = chat_id.split(":", 3)
     if (
         len(parts) != 4
         or parts[0] not in ("private", "group")
@@ -61,7 +61,7 @@ def parse_chat_id(value: str) -> ChatRef:
         or ":" in parts[2]
         or not parts[3]
     ):
-        raise ValueError(f"not a Satori chat id: {value!r} (expected {_SHAPES})")
+        raise ValueError(f"not a Satori chat id: {chat_id!r} (expected {_SHAPES})")
     return ChatRef(parts[0] == "group", parts[1], parts[2], parts[3])
 
 
@@ -90,8 +90,7 @@ class SatoriSender(kit.PlatformSender[ChatRef], platform="satori", label="Satori
     client: SatoriApi
     cfg: SatoriSettings
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         return ERRORS.for_send(exc, key, self.cfg.endpoint)

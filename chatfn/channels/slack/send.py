@@ -88,8 +88,7 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_slack_mrkdwn)
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, aiohttp.ClientError | TimeoutError):

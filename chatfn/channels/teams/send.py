@@ -66,8 +66,7 @@ class TeamsSender(kit.PlatformSender[ChatRef], platform="teams", label="Teams"):
         self.names: dict[str, str] = {}  # user id -> the name Teams gave it
         self.last_service = GLOBAL_SERVICE
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, TokenError):

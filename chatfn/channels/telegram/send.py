@@ -81,8 +81,7 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
             measure=utf16_len,
         )
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, RetryAfter):

@@ -116,8 +116,7 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         super().__init__(client, settings, policy)
         self.slots = slots
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, NotPermitted):

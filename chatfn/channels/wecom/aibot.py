@@ -137,8 +137,7 @@ class AibotSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         super().__init__(client, settings, policy)
         self.streams = streams
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, WecomError):

@@ -69,8 +69,7 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
     client: WecomApi
     cfg: WecomSettings
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         return wxapi.classify(exc, key, "WeCom", CREDENTIALS, self.cfg.api_base)

@@ -83,8 +83,7 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
         self.session = session
         self.context_token = context_token
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, IlinkError):

@@ -111,8 +111,7 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
         super().__init__(client, settings, policy)
         self.windows = windows
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
+    parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, GraphError):

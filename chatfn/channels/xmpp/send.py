@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.sender import SocketSender
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.xmpp.settings import XmppSettings
@@ -74,17 +75,11 @@ class _Client(Protocol):
     async def upload(self, data: bytes, name: str = "", content_type: str = "") -> str: ...
 
 
-class XmppSender(kit.PlatformSender[ChatRef], platform="xmpp", label="XMPP"):
+class XmppSender(SocketSender[ChatRef], platform="xmpp", label="XMPP"):
     client: _Client
     cfg: XmppSettings
 
-    def parse_chat(self, chat_id: str) -> ChatRef:
-        return parse_chat_id(chat_id)
-
-    def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, ConnectionError | OSError | TimeoutError):
-            return kit.Unreachable(f"XMPP connection lost while sending to {key} ({exc})")
-        return None
+    parse_chat = staticmethod(parse_chat_id)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> Any:
         parts = parts_of(out, ref, self.cfg.max_message_length)
