@@ -73,11 +73,11 @@ class ServerError(Exception):
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, ServerError)
 #: The calls' errors as the kit's (kit/classify.py).
 ERRORS = ErrorKinds(
-    label="DingTalk",
-    credentials="channels.dingtalk.client_id / client_secret",
-    refused=(AuthRefused,),
-    platform=(DingTalkError,),
-    network=NETWORK_ERRORS,
+    "DingTalk",
+    "channels.dingtalk.client_id / client_secret",
+    (AuthRefused,),
+    (DingTalkError,),
+    NETWORK_ERRORS,
 )
 #: What an operator checks when the credentials are refused.
 CREDENTIALS_FIX = "check the app's Credentials & Basic Info page"

@@ -62,11 +62,7 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
 )
 #: The calls' errors as the kit's (kit/classify.py).
 ERRORS = ErrorKinds(
-    label="KOOK",
-    credentials="channels.kook.token",
-    refused=(KookAuthError,),
-    platform=(KookApiError,),
-    network=NETWORK_ERRORS,
+    "KOOK", "channels.kook.token", (KookAuthError,), (KookApiError,), NETWORK_ERRORS
 )
 
 

@@ -41,11 +41,7 @@ MP = Dialect(
 
 #: The calls' errors as the kit's (kit/classify.py).
 ERRORS = ErrorKinds(
-    label="WeChat",
-    credentials="channels.wechat_mp.app_id / app_secret",
-    refused=(AuthRefused,),
-    platform=(WxError,),
-    network=NETWORK_ERRORS,
+    "WeChat", "channels.wechat_mp.app_id / app_secret", (AuthRefused,), (WxError,), NETWORK_ERRORS
 )
 #: What an operator checks when the credentials are refused.
 CREDENTIALS_FIX = (
