@@ -16,7 +16,14 @@ from loguru import logger
 
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
-__all__ = ["HeldSocket", "json_frames", "json_object", "same_secret", "webhook_body"]
+__all__ = [
+    "HeldSocket",
+    "json_frames",
+    "json_object",
+    "same_secret",
+    "webhook_body",
+    "webhook_bytes",
+]
 
 
 async def webhook_body(request: web.Request, limit: int) -> bytes | None:
@@ -27,6 +34,14 @@ async def webhook_body(request: web.Request, limit: int) -> bytes | None:
         return await read_limited(request, limit)
     except FetchTooLarge:
         return None
+
+
+async def webhook_bytes(request: web.Request, limit: int) -> bytes:
+    """`webhook_body`, answering 413 itself once the body passes `limit` bytes."""
+    body = await webhook_body(request, limit)
+    if body is None:  # how large it is was not read: more than `limit`
+        raise web.HTTPRequestEntityTooLarge(limit, limit + 1, text="too large")
+    return body
 
 
 def same_secret(given: str, expected: str) -> bool:

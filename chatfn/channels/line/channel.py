@@ -39,6 +39,7 @@ from linebot.v3.webhooks import (
 )
 
 from chatfn.channels import kit
+from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 from chatfn.channels.line.media import MEDIA_ROUTE, MediaShelf
 from chatfn.channels.line.send import CREDENTIALS, LineSender, Replies
@@ -120,9 +121,7 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
 
     # -- the webhook -------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await kit.webhook_body(request, MAX_BODY)
-        if body is None:
-            return web.Response(status=413, text="too large")
+        body = await webhook_bytes(request, MAX_BODY)
         signature = request.headers.get("X-Line-Signature", "")
         try:
             events = self.parser.parse(body.decode(), signature)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from chatfn.channels import kit
+from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.teams.api import NETWORK_ERRORS, ApiError, TeamsApi
 from chatfn.channels.teams.auth import AuthError, TokenError
 from chatfn.channels.teams.send import CREDENTIALS, TeamsSender
@@ -91,9 +92,7 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
 
     # -- the messaging endpoint ---------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await kit.webhook_body(request, MAX_BODY)
-        if body is None:
-            return web.Response(status=413, text="too large")
+        body = await webhook_bytes(request, MAX_BODY)
         activity = kit.json_object(body)
         if activity is None or not activity.get("type"):
             return web.Response(status=400, text="not an activity")

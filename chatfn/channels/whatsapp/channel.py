@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from chatfn.channels import kit
+from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.whatsapp.api import NETWORK_ERRORS, GraphApi, GraphError
 from chatfn.channels.whatsapp.send import CREDENTIALS, WhatsAppSender, Windows
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
@@ -113,9 +114,7 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         return web.Response(text=q.get("hub.challenge", ""), content_type="text/plain")
 
     async def _webhook(self, request: web.Request) -> web.Response:
-        body = await kit.webhook_body(request, MAX_BODY)
-        if body is None:
-            return web.Response(status=413, text="too large")
+        body = await webhook_bytes(request, MAX_BODY)
         given = request.headers.get("X-Hub-Signature-256", "")
         expected = signature_of(self.cfg.secret_text("app_secret"), body)
         if not hmac.compare_digest(given.encode(), expected.encode()):
