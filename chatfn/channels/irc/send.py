@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from chatfn.channels import kit
 from chatfn.channels.irc.protocol import MAX_LINE
 from chatfn.channels.irc.settings import CHANNEL, NICK, IrcSettings, irc_lower
-from chatfn.channels.kit.sender import SocketSender
+from chatfn.channels.kit.sender import SocketSender, chat_kind
 from chatfn.channels.markdown import to_plain
 from chatfn.common.messages import OutgoingMessage
 
@@ -42,12 +42,8 @@ class ChatRef:
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
-    kind, _, target = chat_id.partition(":")
-    if kind == "group" and CHANNEL.match(target):
-        return ChatRef(True, target)
-    if kind == "private" and NICK.match(target):
-        return ChatRef(False, target)
-    raise ValueError(f"not an IRC chat id: {chat_id!r} (expected group:#channel or private:nick)")
+    shapes = "group:#channel or private:nick"
+    return ChatRef(*chat_kind(chat_id, "an IRC chat id", shapes, private=NICK, group=CHANNEL))
 
 
 def wrap(text: str, budget: int) -> list[str]:

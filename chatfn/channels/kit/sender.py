@@ -22,6 +22,7 @@ again; the messages wait in the outbox meanwhile.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from chatfn.common.messages import (
 )
 from chatfn.runtime.channel_host import DeliveryPolicy
 
-__all__ = ["ChatTarget", "Owed", "PlatformSender", "SocketSender"]
+__all__ = ["ChatTarget", "Owed", "PlatformSender", "SocketSender", "chat_kind"]
 
 T = TypeVar("T")
 
@@ -63,6 +64,24 @@ class ChatTarget:
     @property
     def key(self) -> str:
         return f"{'group' if self.is_group else 'private'}:{self.target}"
+
+
+def chat_kind(
+    chat_id: str,
+    what: str,
+    expected: str,
+    *,
+    private: re.Pattern[str] | None = None,
+    group: re.Pattern[str] | None = None,
+) -> tuple[bool, str]:
+    """A chat id `private:<id>` or `group:<id>` as (whether a group, the id), its id matching
+    that kind's pattern (None: the platform has no such chats); else ValueError naming
+    `what` it is not ("a X chat id") and the shapes `expected`."""
+    kind, _, target = chat_id.partition(":")
+    pattern = {"private": private, "group": group}.get(kind)
+    if pattern is None or not pattern.match(target):
+        raise ValueError(f"not {what}: {chat_id!r} (expected {expected})")
+    return kind == "group", target
 
 
 class Owed:
@@ -95,7 +114,9 @@ class PlatformSender(ABC, Generic[R]):
         self.client = client
         self.cfg = settings
         self.runner = OrderedRunner()
-        self.limiter = RateLimiter(settings.send_rate, settings.send_burst)
+        # A platform whose SDK paces its sends itself has no `send_rate`: not paced here.
+        pace = getattr(settings, "send_rate", 0.0), getattr(settings, "send_burst", 1)
+        self.limiter = RateLimiter(*pace)
         own = getattr(settings, "max_retry_after", None)
         self.policy = (policy or DeliveryPolicy()).override(self.platform, own)
         self._told_refused = False

@@ -47,6 +47,7 @@ from linebot.v3.messaging import (
 
 from chatfn.channels import kit
 from chatfn.channels.kit.rest import SendErrors
+from chatfn.channels.kit.sender import chat_kind
 from chatfn.channels.line.api import LineApi, LineError
 from chatfn.channels.line.media import MediaShelf
 from chatfn.channels.line.settings import LineSettings
@@ -116,15 +117,9 @@ class ChatRef:
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
-    kind, _, ident = chat_id.partition(":")
-    if kind == "private" and _USER.match(ident):
-        return ChatRef(ident, False)
-    if kind == "group" and _GROUP.match(ident):
-        return ChatRef(ident, True)
-    raise ValueError(
-        f"not a LINE chat id: {chat_id!r} (expected private:U<32 hex>, group:C<32 hex> "
-        "or group:R<32 hex>)"
-    )
+    shapes = "private:U<32 hex>, group:C<32 hex> or group:R<32 hex>"
+    group, to = chat_kind(chat_id, "a LINE chat id", shapes, private=_USER, group=_GROUP)
+    return ChatRef(to, group)
 
 
 def retry_key(event_id: int | None, index: int, messages: list[Any]) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatfn.channels import kit, wxapi
+from chatfn.channels.kit.sender import chat_kind
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.wechat_mp.api import MpApi
@@ -98,12 +99,8 @@ class ChatRef:
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
-    kind, _, openid = chat_id.partition(":")
-    if kind == "private" and _OPENID.match(openid):
-        return ChatRef(openid)
-    raise ValueError(
-        f"not a WeChat Official Account chat id: {chat_id!r} (expected private:<openid>)"
-    )
+    what = "a WeChat Official Account chat id"
+    return ChatRef(chat_kind(chat_id, what, "private:<openid>", private=_OPENID)[1])
 
 
 class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat Official Account"):

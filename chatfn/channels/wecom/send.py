@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from chatfn.channels import kit, wxapi
+from chatfn.channels.kit.sender import chat_kind
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.wecom.api import WecomApi
@@ -55,12 +56,7 @@ ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
-    kind, _, target = chat_id.partition(":")
-    if kind == "private" and _USER.match(target):
-        return ChatRef(False, target)
-    if kind == "group" and _CHAT.match(target):
-        return ChatRef(True, target)
-    raise ValueError(f"not a WeCom chat id: {chat_id!r} (expected {SHAPES})")
+    return ChatRef(*chat_kind(chat_id, "a WeCom chat id", SHAPES, private=_USER, group=_CHAT))
 
 
 class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):

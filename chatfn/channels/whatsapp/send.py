@@ -28,6 +28,7 @@ from typing import Any
 
 from chatfn.channels import kit
 from chatfn.channels.kit.rest import SendErrors
+from chatfn.channels.kit.sender import chat_kind
 from chatfn.channels.split import split_message
 from chatfn.channels.whatsapp.api import (
     AUTH_CODES,
@@ -90,15 +91,9 @@ class ChatRef:
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
-    kind, _, ident = chat_id.partition(":")
-    if kind == "private" and _WA_ID.match(ident):
-        return ChatRef(ident, False)
-    if kind == "group" and _GROUP.match(ident):
-        return ChatRef(ident, True)
-    raise ValueError(
-        f"not a WhatsApp chat id: {chat_id!r} (expected private:<phone number, digits> or "
-        "group:<group id>)"
-    )
+    shapes = "private:<phone number, digits> or group:<group id>"
+    group, to = chat_kind(chat_id, "a WhatsApp chat id", shapes, private=_WA_ID, group=_GROUP)
+    return ChatRef(to, group)
 
 
 class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="WhatsApp"):
