@@ -15,14 +15,15 @@ Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny) go under
 a press (Gateway INTERACTION_CREATE, a component) is deferred at once and becomes the
 presser's message with the button's text, roles as for a message.
 
-Outgoing: a reply goes out in order per chat (OrderedRunner), split under 2000 characters on
-paragraph / code-block boundaries, rendered as Discord Markdown with escaping; mentions only
-ping the user `reply_with_mention` names (never @everyone from a model's text). Every part
-carries a nonce fixed by its outbox row: discord.py sends it with `enforce_nonce`, so its own
-retries (429, 5xx) and a re-send after a crash return the first message instead of posting a
-second; for rows owed from longer ago, `find_sent` reads the channel's recent messages.
-The outbox is not asked to retry what discord.py is still retrying (a 429 waits inside
-`send`), so nothing is sent twice and one chat's messages never overtake each other.
+Outgoing: a reply goes out in order per chat (DiscordSender, on the kit's sender), split
+under 2000 characters on paragraph / code-block boundaries, rendered as Discord Markdown
+with escaping; mentions only ping the user `reply_with_mention` names (never @everyone
+from a model's text). Every part carries a nonce fixed by its outbox row: discord.py sends
+it with `enforce_nonce`, so its own retries (429, 5xx) and a re-send after a crash return
+the first message instead of posting a second; for rows owed from longer ago, `find_sent`
+reads the channel's recent messages. The outbox is not asked to retry what discord.py is
+still retrying (a 429 waits inside `send`), so nothing is sent twice and one chat's
+messages never overtake each other.
 
 Failures: a network error or a 5xx raises NotDelivered (the outbox keeps the message and
 sends it when the Gateway is back); 403 (a missing permission) or 404 (a deleted channel)
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -49,6 +51,7 @@ from chatfn.channels.discord.message import (
     Target,
     audio_of,
     chat_id_of,
+    chat_target,
     images_of,
     mentions_bot,
     parts_of,
@@ -60,7 +63,6 @@ from chatfn.channels.discord.message import (
 from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.kit.presses import press_message
-from chatfn.channels.outbound import OrderedRunner
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -78,7 +80,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
     def __init__(self, host: ChannelHost, settings: DiscordSettings) -> None:
         super().__init__(host, settings)
         self.client: DiscordClient | None = None
-        self._outbound = OrderedRunner()  # the sends' own per-chat order
+        self.sender = DiscordSender(self, settings, self.policy)
         self._running: asyncio.Future[None] | None = None
 
     # -- connect, serve, close -------------------------------------------------------------
@@ -267,87 +269,7 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         # In the channel's queue: the welcome goes out before the answer to a first message.
         self.inbound.events(chat_id, welcome)
 
-    # -- outgoing --------------------------------------------------------------------------
-    async def deliver(self, message: OutgoingMessage) -> None:
-        """Deliver `message` (a reply, a reminder, a welcome) in order with everything else
-        sent to its chat. NotDelivered keeps it (or the parts still owed) in the outbox."""
-        target = target_of(message.chat_id)
-        if target is None:
-            raise kit.DeliveryRefused(f"{message.chat_id!r} is not a Discord chat id")
-        if self.client is None or self.client.is_closed():
-            raise kit.NotDelivered("the Discord channel is not logged in")
-        parts = parts_of(message, self.cfg.max_message_length)
-        await self._outbound.submit(
-            message.chat_id, lambda: self._send_parts(message, target, parts)
-        )
-
-    async def _send_parts(self, out: OutgoingMessage, target: Target, parts: list[Part]) -> None:
-        assert self.client is not None
-        sent = 0
-        try:
-            where = await self.messageable(target)
-            for index, part in enumerate(parts):
-                reference = None
-                if index == 0 and out.quote and out.reply_to and out.reply_to.isdigit():
-                    # Every destination `messageable` gives has an id (a Snowflake).
-                    assert isinstance(where, discord.abc.Snowflake)
-                    reference = discord.MessageReference(
-                        message_id=int(out.reply_to),
-                        channel_id=where.id,
-                        fail_if_not_exists=False,
-                    )
-                options: dict[str, Any] = {
-                    "allowed_mentions": discord.AllowedMentions(
-                        everyone=False,
-                        roles=False,
-                        users=[discord.Object(int(out.at))]
-                        if index == 0 and out.at and out.at.isdigit()
-                        else False,
-                        replied_user=bool(out.at),
-                    )
-                }
-                if reference is not None:
-                    options["reference"] = reference
-                if part.files:
-                    options["files"] = part.files
-                if part.embeds:
-                    options["embeds"] = part.embeds
-                if part.nonce:
-                    options["nonce"] = part.nonce
-                if index == len(parts) - 1 and out.buttons:
-                    options["view"] = _buttons(out.buttons)
-                await where.send(part.content or None, **options)
-                sent += 1
-        except (discord.Forbidden, discord.NotFound) as exc:
-            logger.error(
-                "Discord refused a message to {}: {} {} ({}): {!r}",
-                out.chat_id,
-                exc.status,
-                exc.text,
-                "the bot lacks a permission there (View Channel, Send Messages, Attach "
-                "Files, Read Message History)"
-                if isinstance(exc, discord.Forbidden)
-                else "the channel or the message replied to is gone",
-                out.text[:80],
-            )
-            raise kit.DeliveryRefused(str(exc)) from exc
-        except discord.HTTPException as exc:
-            if exc.status == 401 or exc.status >= 500 or exc.status == 429:
-                raise self._not_delivered(out, parts, sent, f"{exc.status} {exc.text}") from exc
-            logger.error(
-                "Discord refused a message to {}: {} {}", out.chat_id, exc.status, exc.text
-            )
-            raise kit.DeliveryRefused(str(exc)) from exc
-        except _NETWORK as exc:
-            raise self._not_delivered(out, parts, sent, repr(exc)) from exc
-
-    def _not_delivered(
-        self, out: OutgoingMessage, parts: list[Part], sent: int, why: str
-    ) -> kit.NotDelivered:
-        logger.warning("message to Discord {} waits in the outbox: {}", out.chat_id, why)
-        rest = "\n\n".join(p.source for p in parts[sent:]) if sent else None
-        return kit.Unreachable(f"Discord: {why}", rest=rest)
-
+    # -- outgoing: DiscordSender ------------------------------------------------------------
     async def messageable(self, target: Target) -> discord.abc.Messageable:
         assert self.client is not None
         if target.dm_user is not None:
@@ -389,6 +311,80 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             return [parts[0].content] if parts else []
 
         return await kit_sent.find_sent(owed, first_part, own, leeway=5.0)
+
+
+class DiscordSender(kit.PlatformSender[Target], platform="discord", label="Discord"):
+    """The way out: each part one `send` of discord.py (which waits out a 429 and retries a
+    5xx itself, with the part's nonce), in the chat's order; `client` is the channel (its
+    discord.py client is a new one at each login)."""
+
+    parse_chat = staticmethod(chat_target)
+
+    async def send_parts(self, ref: Target, out: OutgoingMessage, owed: kit.Owed) -> None:
+        channel: DiscordChannel = self.client
+        if channel.client is None or channel.client.is_closed():
+            raise kit.NotDelivered("the Discord channel is not logged in")
+        parts = parts_of(out, self.cfg.max_message_length)
+        owed.parts = [part.source for part in parts]
+        where = await self.call(ref.key, lambda: channel.messageable(ref))
+        for index, part in enumerate(parts):
+            options = _options(out, where, index, part, last=index == len(parts) - 1)
+            await self.call(ref.key, partial(where.send, part.content or None, **options))
+            owed.sent += 1
+
+    def classify(self, exc: Exception, key: str) -> Exception | None:
+        """A missing permission (403) or a deleted channel (404) and any other refusal: one
+        error line, refused for good; 401, 429 (discord.py gave up waiting), 5xx and the
+        network: the message waits in the outbox."""
+        if isinstance(exc, discord.HTTPException):
+            if exc.status == 401 or exc.status >= 500 or exc.status == 429:
+                return self._waits(key, f"{exc.status} {exc.text}")
+            why = ""
+            if isinstance(exc, discord.Forbidden):
+                why = " (the bot lacks a permission there: View Channel, Send Messages, Attach "
+                why += "Files, Read Message History)"
+            elif isinstance(exc, discord.NotFound):
+                why = " (the channel or the message replied to is gone)"
+            self.log.error(
+                "Discord refused a message to {}: {} {}{}", key, exc.status, exc.text, why
+            )
+            return kit.DeliveryRefused(str(exc))
+        return self._waits(key, repr(exc)) if isinstance(exc, _NETWORK) else None
+
+    def _waits(self, key: str, why: str) -> kit.NotDelivered:
+        self.log.warning("message to Discord {} waits in the outbox: {}", key, why)
+        return kit.Unreachable(f"Discord: {why}")
+
+
+def _options(
+    out: OutgoingMessage, where: discord.abc.Messageable, index: int, part: Part, last: bool
+) -> dict[str, Any]:
+    """discord.py's `send` options of part `index` of `out`: the mention allowed to ping and
+    the reply on the first part, its files, embeds and nonce, the buttons on the last."""
+    first = index == 0
+    options: dict[str, Any] = {
+        "allowed_mentions": discord.AllowedMentions(
+            everyone=False,
+            roles=False,
+            users=[discord.Object(int(out.at))] if first and out.at and out.at.isdigit() else False,
+            replied_user=bool(out.at),
+        )
+    }
+    if first and out.quote and out.reply_to and out.reply_to.isdigit():
+        # Every destination `messageable` gives has an id (a Snowflake).
+        assert isinstance(where, discord.abc.Snowflake)
+        options["reference"] = discord.MessageReference(
+            message_id=int(out.reply_to), channel_id=where.id, fail_if_not_exists=False
+        )
+    if part.files:
+        options["files"] = part.files
+    if part.embeds:
+        options["embeds"] = part.embeds
+    if part.nonce:
+        options["nonce"] = part.nonce
+    if last and out.buttons:
+        options["view"] = _buttons(out.buttons)
+    return options
 
 
 def _buttons(buttons: list[tuple[str, str]]) -> discord.ui.View:

@@ -36,11 +36,13 @@ MENTION_ROOM = 32
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where a chat id sends: a channel (or thread) id, or the user of a DM."""
+    """Where a chat id sends: a channel (or thread) id, or the user of a DM; `key` is the
+    chat id (the chat's order of sends)."""
 
     channel_id: int | None = None
     guild_id: int | None = None
     dm_user: int | None = None
+    key: str = ""
 
 
 def chat_id_of(message: discord.Message) -> str:
@@ -56,13 +58,21 @@ def target_of(chat_id: str) -> Target | None:
     """The target of a chat id this channel made; None for anything else."""
     kind, _, rest = chat_id.partition(":")
     if kind == "dm" and rest.isdigit():
-        return Target(dm_user=int(rest))
+        return Target(dm_user=int(rest), key=chat_id)
     if kind == "guild":
         guild, _, where = rest.partition("/")
         what, _, channel = where.partition(":")
         if guild.isdigit() and what in ("channel", "thread") and channel.isdigit():
-            return Target(channel_id=int(channel), guild_id=int(guild))
+            return Target(channel_id=int(channel), guild_id=int(guild), key=chat_id)
     return None
+
+
+def chat_target(chat_id: str) -> Target:
+    """The target of a chat id to send to; ValueError for anything else (refused for good)."""
+    target = target_of(chat_id)
+    if target is None:
+        raise ValueError(f"{chat_id!r} is not a Discord chat id")
+    return target
 
 
 def mentions_bot(message: discord.Message, bot: discord.ClientUser) -> bool:
