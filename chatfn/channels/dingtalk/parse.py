@@ -32,16 +32,8 @@ _USER = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 _NEVER = re.compile(r"(?!)")
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    """Where a message goes: a group's openConversationId or a user's staff id."""
-
-    target: str
-    is_group: bool
-
-    @property
-    def key(self) -> str:
-        return f"{'group' if self.is_group else 'private'}:{self.target}"
+#: Where a message goes: a group's openConversationId or a user's staff id.
+ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
@@ -49,7 +41,7 @@ def parse_chat_id(chat_id: str) -> ChatRef:
     shapes = "private:<staffId> or group:cid..."
     pattern = _GROUP if chat_id.startswith("group:") else _USER
     is_group, target, _thread = kit.chat_parts(chat_id, pattern, _NEVER, "DingTalk", shapes)
-    return ChatRef(target, is_group)
+    return ChatRef(is_group, target)
 
 
 @dataclass(slots=True)
@@ -81,9 +73,9 @@ def read_message(data: dict[str, Any]) -> Read:
     sender = str(msg.sender_staff_id or msg.sender_id or "")
     if group:
         conversation = str(msg.conversation_id or "")
-        chat = ChatRef(conversation, True) if _GROUP.match(conversation) else None
+        chat = ChatRef(True, conversation) if _GROUP.match(conversation) else None
     else:
-        chat = ChatRef(sender, False) if _USER.match(sender) else None
+        chat = ChatRef(False, sender) if _USER.match(sender) else None
     texts = [t for t in (msg.get_text_list() or []) if isinstance(t, str)]
     codes = [c for c in (msg.get_image_list() or []) if isinstance(c, str) and c]
     transcript, audio_code = None, ""

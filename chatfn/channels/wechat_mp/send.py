@@ -89,18 +89,13 @@ class Passive:
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    openid: str
-
-    @property
-    def key(self) -> str:
-        return f"private:{self.openid}"
+#: Where a message goes: a follower's openid (private chats only).
+ChatRef = kit.ChatTarget
 
 
 def parse_chat_id(chat_id: str) -> ChatRef:
     what = "a WeChat Official Account chat id"
-    return ChatRef(chat_kind(chat_id, what, "private:<openid>", private=_OPENID)[1])
+    return ChatRef(*chat_kind(chat_id, what, "private:<openid>", private=_OPENID))
 
 
 class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat Official Account"):
@@ -140,7 +135,7 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
             uploads = []
         for data in uploads:
             await self._image(ref, data)
-        if owed.parts and slot is not None and slot.user == ref.openid:
+        if owed.parts and slot is not None and slot.user == ref.target:
             if slot.offer(to_plain(owed.parts[0])):
                 owed.sent += 1
                 with contextlib.suppress(TimeoutError):  # written before the next goes
@@ -188,4 +183,4 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         await self.call(ref.key, functools.partial(self._custom, ref, "image", body))
 
     async def _custom(self, ref: ChatRef, msgtype: str, body: dict[str, Any]) -> None:
-        await self.client.custom_send({"touser": ref.openid, "msgtype": msgtype, **body})
+        await self.client.custom_send({"touser": ref.target, "msgtype": msgtype, **body})
