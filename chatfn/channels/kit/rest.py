@@ -130,6 +130,27 @@ class SendErrors:
     name: str
     credentials: str
 
+    @property
+    def every(self) -> tuple[type[BaseException], ...]:
+        """The client's error and the network's (`except errors.every`)."""
+        return (self.error, *NETWORK_ERRORS)
+
+    def for_connect(
+        self, exc: BaseException, where: str, fix: str = "", refused: tuple[int, ...] = (401, 403)
+    ) -> BaseException:
+        """`exc` raised logging in at `where` as the kit's error: an error status in `refused`
+        the credentials refused (the sentence ends with `fix`, what the operator does), any
+        other the platform failing, the network unreachable (both tried again by the kit's
+        connect loop); anything else as it is."""
+        if isinstance(exc, self.error):
+            if int(getattr(exc, "status", 0)) in refused:
+                said = f"{self.name} refused {self.credentials} ({exc})"
+                return CredentialsRefused(f"{said}: {fix}" if fix else said)
+            return Unreachable(f"{self.name} answered {exc} at {where}")
+        if isinstance(exc, NETWORK_ERRORS):
+            return Unreachable(f"{self.name} not reachable at {where} ({exc!r})")
+        return exc
+
     def for_send(self, exc: BaseException, key: str, where: str = "") -> Exception | None:
         """`exc` raised sending to the chat `key` (None: not the platform's nor the network's:
         raised as it is); `where` is the address a network failure names."""

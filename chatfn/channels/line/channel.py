@@ -42,7 +42,7 @@ from chatfn.channels import kit
 from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 from chatfn.channels.line.media import MEDIA_ROUTE, MediaShelf
-from chatfn.channels.line.send import CREDENTIALS, LineSender, Replies
+from chatfn.channels.line.send import ERRORS, LineSender, Replies
 from chatfn.channels.line.settings import LineSettings
 from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, SystemEvent
@@ -102,15 +102,9 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
     async def connect(self) -> str:
         try:
             self.bot_id, name = await self.api.bot_info()
-        except LineError as exc:
-            if exc.status in (401, 403):
-                raise kit.CredentialsRefused(
-                    f"LINE refused {CREDENTIALS} ({exc.message}): issue a new one in the LINE "
-                    "Developers console (Messaging API tab)"
-                ) from None
-            raise kit.Unreachable(f"LINE answered {exc} at {self.cfg.api_base}") from None
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(f"LINE not reachable at {self.cfg.api_base} ({exc!r})") from None
+        except ERRORS.every as exc:
+            fix = "issue a new one in the LINE Developers console (Messaging API tab)"
+            raise ERRORS.for_connect(exc, self.cfg.api_base, fix) from None
         return f"{name} ({self.bot_id}), webhook at {self.cfg.webhook_path}"
 
     #: Seconds between the credential checks while serving (GET /v2/bot/info; the kit's serve).

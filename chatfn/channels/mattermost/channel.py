@@ -28,7 +28,7 @@ from typing import Any
 
 from chatfn.channels import kit
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
-from chatfn.channels.mattermost.send import CREDENTIALS, MattermostSender
+from chatfn.channels.mattermost.send import ERRORS, MattermostSender
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, SystemEvent
@@ -58,20 +58,14 @@ class MattermostChannel(
         try:
             me = await self.api.me()
             team = await self.api.team(self.cfg.team)
-        except ApiError as exc:
-            if exc.status == 401:
-                raise kit.CredentialsRefused(
-                    f"Mattermost refused {CREDENTIALS} ({exc.message}): make a new one in "
-                    "System Console -> Integrations -> Bot Accounts"
-                ) from None
-            if exc.status in (403, 404):
+        except ERRORS.every as exc:
+            if isinstance(exc, ApiError) and exc.status in (403, 404):
                 raise kit.CredentialsRefused(
                     f"Mattermost: the bot is not in the team channels.mattermost.team "
                     f"{self.cfg.team!r} ({exc.message}): add it to the team"
                 ) from None
-            raise kit.Unreachable(f"Mattermost answered {exc} at {self.cfg.url}") from None
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(f"Mattermost not reachable at {self.cfg.url} ({exc!r})") from None
+            fix = "make a new one in System Console -> Integrations -> Bot Accounts"
+            raise ERRORS.for_connect(exc, self.cfg.url, fix, refused=(401,)) from None
         self.bot_id, self.bot_name = str(me["id"]), str(me.get("username") or "")
         self.team_id = str(team["id"])
         return f"@{self.bot_name} ({self.bot_id}) in team {self.cfg.team}"

@@ -31,7 +31,7 @@ import aiohttp
 from chatfn.channels import kit
 from chatfn.channels.satori import elements
 from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
-from chatfn.channels.satori.send import CREDENTIALS, SatoriSender, chat_id
+from chatfn.channels.satori.send import ERRORS, SatoriSender, chat_id
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.common import audio
 from chatfn.common.fetch import FetchTooLarge, read_limited
@@ -69,19 +69,11 @@ class SatoriChannel(kit.PlatformChannel[SatoriSettings], platform="satori", labe
     async def connect(self) -> str:
         try:
             meta = await self.api.meta()
-        except ApiError as exc:
-            if exc.status in (401, 403):
-                raise kit.CredentialsRefused(
-                    f"the Satori server refused {CREDENTIALS} ({exc.text}): use the token of "
-                    "its configuration (Koishi: the server plugin's token)"
-                ) from None
-            if exc.status not in (404, 405):
-                raise kit.Unreachable(f"Satori answered {exc} at {self.cfg.endpoint}") from None
+        except ERRORS.every as exc:
+            if not isinstance(exc, ApiError) or exc.status not in (404, 405):
+                fix = "use the token of its configuration (Koishi: the server plugin's token)"
+                raise ERRORS.for_connect(exc, self.cfg.endpoint, fix) from None
             meta = {"logins": []}  # an older server: the logins come with READY
-        except NETWORK_ERRORS as exc:
-            raise kit.Unreachable(
-                f"Satori server not reachable at {self.cfg.endpoint} ({exc!r})"
-            ) from None
         self._logins(meta["logins"])
         if meta["logins"] and not self.logins:
             raise kit.CredentialsRefused(
