@@ -50,6 +50,7 @@ from chatfn.channels.discord.message import (
     Part,
     Target,
     audio_of,
+    chat_id_in,
     chat_id_of,
     chat_target,
     images_of,
@@ -209,16 +210,12 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         if not text or user.bot:
             return
         await self._acknowledge(interaction)
-        if interaction.guild_id is None:
-            chat = f"dm:{user.id}"
-        else:
-            kind = "thread" if isinstance(interaction.channel, discord.Thread) else "channel"
-            where = interaction.channel_id or (
-                interaction.message.channel.id if interaction.message is not None else None
-            )
-            if where is None:
-                return
-            chat = f"guild:{interaction.guild_id}/{kind}:{where}"
+        where = interaction.channel_id or (
+            interaction.message.channel.id if interaction.message is not None else None
+        )
+        if where is None and interaction.guild_id is not None:
+            return
+        chat = chat_id_in(interaction.guild_id, interaction.channel, where or 0, user.id)
         ident = f"i{interaction.id}"
         self.inbound.message(chat, ident, lambda: self._pressed(interaction, chat, text))
 

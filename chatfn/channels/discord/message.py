@@ -23,7 +23,7 @@ import discord
 
 from chatfn.channels.markdown import to_discord
 from chatfn.channels.split import split_message, utf16_len
-from chatfn.common.messages import MAX_TEXT_CHARS, OutgoingMessage, clean_text
+from chatfn.common.messages import OutgoingMessage
 
 _USER_MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
@@ -48,10 +48,16 @@ class Target:
 def chat_id_of(message: discord.Message) -> str:
     channel = message.channel
     guild_id = message.guild.id if message.guild is not None else getattr(channel, "guild_id", None)
+    return chat_id_in(guild_id, channel, channel.id, message.author.id)
+
+
+def chat_id_in(guild_id: int | None, channel: object, channel_id: int, user_id: int) -> str:
+    """The chat id of a message or a press by `user_id` in `channel` (a thread or not) of
+    the guild `guild_id` (None: a DM)."""
     if guild_id is None:
-        return f"dm:{message.author.id}"
+        return f"dm:{user_id}"
     kind = "thread" if isinstance(channel, discord.Thread) else "channel"
-    return f"guild:{guild_id}/{kind}:{channel.id}"
+    return f"guild:{guild_id}/{kind}:{channel_id}"
 
 
 def target_of(chat_id: str) -> Target | None:
@@ -89,7 +95,7 @@ def mentions_bot(message: discord.Message, bot: discord.ClientUser) -> bool:
 
 def readable(message: discord.Message, bot_id: int) -> str:
     """The content a model reads: the bot's mention removed, other mentions as `@name` /
-    `#channel`, attachments that are not images named, bounded in size."""
+    `#channel`, attachments that are not images named."""
     names = {m.id: m.display_name for m in message.mentions}
     text = _USER_MENTION.sub(
         lambda m: "" if int(m.group(1)) == bot_id else f"@{names.get(int(m.group(1)), m.group(1))}",
@@ -112,10 +118,7 @@ def readable(message: discord.Message, bot_id: int) -> str:
     ]
     if files:
         text = "\n".join([text, *files]).strip()
-    text = clean_text(text)
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[:MAX_TEXT_CHARS] + f"\n[message truncated: over {MAX_TEXT_CHARS} characters]"
-    return text
+    return text  # the kit's `incoming` cleans it and caps its length
 
 
 def is_image(attachment: discord.Attachment) -> bool:

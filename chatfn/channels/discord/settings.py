@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field, field_validator
 
+from chatfn.channels.kit.settings import url_like
 from chatfn.common.config import Section
 
 #: Discord's REST API root (v10) and Gateway, what discord.py uses unless told otherwise.
@@ -18,7 +21,7 @@ class DiscordSettings(Section):
     token: str | None = None
     # REST root and Gateway URL: Discord's own unless a proxy or a local server (the tests)
     # stands in. `api_base` replaces `https://discord.com/api/v10` in every REST URL.
-    api_base: str = API_BASE
+    api_base: Annotated[str, url_like(API_BASE)] = API_BASE
     # The Gateway's WebSocket URL (Discord's unless a proxy or a local server stands in).
     gateway_url: str = GATEWAY_URL
     # Discord's limit is 2000 characters a message; replies are split below it.
@@ -34,13 +37,6 @@ class DiscordSettings(Section):
     @classmethod
     def _empty_token_is_none(cls, v: str | None) -> str | None:
         return (v or "").strip() or None
-
-    @field_validator("api_base")
-    @classmethod
-    def _api_base(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError(f"expected an http(s):// URL, got {v!r}")
-        return v.rstrip("/")
 
     @field_validator("gateway_url")
     @classmethod
