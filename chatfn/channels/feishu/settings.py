@@ -14,7 +14,13 @@ from chatfn.channels.kit.settings import PlatformSettings, https_origin
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
 
 
-class FeishuSettings(PlatformSettings):
+class FeishuSettings(
+    PlatformSettings,
+    send_rate=4.0,
+    send_burst=5,
+    pace="The pace (PlatformSettings'): Feishu allows 5 per second per user and per group "
+    "(shared by the group's bots).",
+):
     """A Feishu (or Lark) custom app with the bot ability. API calls go to `{base_url}/open-apis/`
     with a tenant_access_token made from `app_id` + `app_secret`; events come over the
     platform's long connection (`mode: websocket`, no public address needed) or are POSTed to
@@ -35,10 +41,6 @@ class FeishuSettings(PlatformSettings):
     # Characters of Markdown per message. Feishu refuses a card body over 30 KB; 4000
     # characters stay below it even in CJK with every character escaped.
     max_message_length: int = Field(default=4000, ge=100, le=8000)
-    # The pace (PlatformSettings'): Feishu allows 5 per second per user and per group (shared
-    # by the group's bots).
-    send_rate: float = Field(default=4.0, ge=0)
-    send_burst: int = Field(default=5, ge=1)
     # Seconds a group's owner and managers (im/v1/chats/{chat_id}) are remembered.
     role_cache_seconds: float = Field(default=300.0, ge=0)
 
