@@ -166,6 +166,10 @@ def check(response: Any) -> Any:
     return response
 
 
+def _token_invalid(exc: Exception) -> bool:
+    return isinstance(exc, FeishuError) and exc.code in TOKEN_INVALID
+
+
 class TenantToken(ExpiringToken):
     """The app's tenant_access_token, fetched and renewed as the module docstring says (the
     bookkeeping is the kit's; the fetch and what a refusal is are here)."""
@@ -271,18 +275,11 @@ class FeishuApi(ApiSession):
     async def call(self, do: Callable[[RequestOption], Awaitable[T]]) -> T:
         """`do(option)` with the tenant token; once more with a new token if the platform
         says the token is not valid."""
-        for attempt in range(2):
-            token = await self.token.get()
-            option = RequestOption.builder().tenant_access_token(token).build()
-            response = await do(option)
-            try:
-                return check(response)
-            except FeishuError as exc:
-                if exc.code in TOKEN_INVALID and attempt == 0:
-                    self.token.forget(token)
-                    continue
-                raise
-        raise AssertionError("unreachable")
+
+        async def once(token: str) -> T:
+            return check(await do(RequestOption.builder().tenant_access_token(token).build()))
+
+        return await self.token.using(once, _token_invalid)
 
     # -- who am I ---------------------------------------------------------------------------
     async def bot_info(self) -> dict[str, Any]:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 __all__ = ["ExpiringToken"]
+
+T = TypeVar("T")
 
 
 class ExpiringToken:
@@ -52,6 +55,21 @@ class ExpiringToken:
         one. A token already replaced is left alone."""
         if token is None or token == self._token:
             self._until = 0.0
+
+    async def using(
+        self, call: Callable[[str], Awaitable[T]], invalid: Callable[[Exception], bool]
+    ) -> T:
+        """`call(token)`, made once more with a new token when it raises what `invalid` says
+        is the platform's "token not valid" (another process fetched a new one, which ends
+        the old one); raised as it is the second time."""
+        token = await self.get()
+        try:
+            return await call(token)
+        except Exception as exc:
+            if not invalid(exc):
+                raise
+            self.forget(token)
+        return await call(await self.get())
 
     def _valid(self) -> bool:
         return bool(self._token) and self.clock() < self._until
