@@ -7,12 +7,13 @@ wrote the same), and the error a client raises for an error answer (`HttpError`)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 import aiohttp
 
+from chatfn.common.fetch import FetchTooLarge, read_limited
 from chatfn.common.messages import (
     CredentialsRefused,
     DeliveryRefused,
@@ -26,6 +27,7 @@ __all__ = [
     "HttpError",
     "SendErrors",
     "by_status",
+    "read_file",
     "retry_after",
 ]
 
@@ -168,3 +170,16 @@ class SendErrors:
             at = f" at {where}" if where else ""
             return Unreachable(f"{self.name} not reachable{at} ({exc!r})")
         return None
+
+
+async def read_file(
+    r: aiohttp.ClientResponse, max_bytes: int, error: Callable[[int, bytes, Any], Exception]
+) -> bytes:
+    """A file's body from the answer `r`, at most `max_bytes`: an error status is raised as
+    `error(status, body, headers)`, a larger body as `error(0, ...)` saying so."""
+    if r.status != 200:
+        raise error(r.status, await r.read(), r.headers)
+    try:
+        return await read_limited(r, max_bytes)
+    except FetchTooLarge:
+        raise error(0, f"file larger than {max_bytes} bytes".encode(), {}) from None

@@ -13,9 +13,14 @@ from typing import Any
 
 import aiohttp
 
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, HttpError, retry_after
+from chatfn.channels.kit.rest import (
+    NETWORK_ERRORS,
+    ApiSession,
+    HttpError,
+    read_file,
+    retry_after,
+)
 from chatfn.channels.mattermost.settings import MattermostSettings
-from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "MattermostApi"]
 
@@ -88,9 +93,4 @@ class MattermostApi(ApiSession):
     async def file(self, file_id: str, max_bytes: int) -> bytes:
         url = f"{self.cfg.api}/files/{file_id}"
         async with self.session().get(url, headers=self.auth) as r:
-            if r.status != 200:
-                raise _error(r.status, await r.read(), r.headers)
-            try:
-                return await read_limited(r, max_bytes)
-            except FetchTooLarge:
-                raise ApiError(0, "", f"file larger than {max_bytes} bytes") from None
+            return await read_file(r, max_bytes, _error)

@@ -14,10 +14,15 @@ from urllib.parse import quote
 
 import aiohttp
 
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, HttpError, retry_after
+from chatfn.channels.kit.rest import (
+    NETWORK_ERRORS,
+    ApiSession,
+    HttpError,
+    read_file,
+    retry_after,
+)
 from chatfn.channels.teams.auth import Keys, Tokens
 from chatfn.channels.teams.settings import TeamsSettings
-from chatfn.common.fetch import FetchTooLarge, read_limited
 
 __all__ = ["NETWORK_ERRORS", "ApiError", "TeamsApi"]
 
@@ -71,9 +76,4 @@ class TeamsApi(ApiSession):
         """An attachment of the Bot Connector (its token required)."""
         token = await self.tokens.token()
         async with self.session().get(url, headers={"Authorization": f"Bearer {token}"}) as r:
-            if r.status != 200:
-                raise _error(r.status, await r.read(), r.headers)
-            try:
-                return await read_limited(r, max_bytes)
-            except FetchTooLarge:
-                raise ApiError(0, "", f"file larger than {max_bytes} bytes") from None
+            return await read_file(r, max_bytes, _error)
