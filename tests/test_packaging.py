@@ -105,7 +105,7 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_packages(
     # that another distribution could also write into.
     assert {n.split("/")[0] for n in names} == {"chatfn", "function_calls", "providers"}
     with zipfile.ZipFile(wheel) as zf:  # the init templates as files, not links
-        for name in ("config.yaml.template", "plugins/example.py"):
+        for name in TEMPLATES:
             assert zf.read(f"chatfn/templates/{name}") == (ROOT / name).read_bytes()
 
 
@@ -195,7 +195,17 @@ def test_the_version_is_kept_in_one_place() -> None:
     assert f"## {__version__}" in changelog
 
 
-@pytest.mark.parametrize("name", ["config.yaml.template", "plugins/example.py"])
+# chatfn init's files, and the project's plugin index (plugins.index_url's default) with its
+# schema: package data, each a link to the repository's file.
+TEMPLATES = (
+    "config.yaml.template",
+    "plugins/example.py",
+    "plugins/index.json",
+    "plugins/index.schema.json",
+)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
 def test_chatfn_init_writes_the_repository_files(name: str) -> None:
     """`chatfn init`'s templates are package data, and the repository's files are their one
     source (README's "copy config.yaml.template" route): chatfn/templates/ holds symbolic links

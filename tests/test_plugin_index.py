@@ -83,3 +83,14 @@ def test_the_index_settings(tmp_path: Path) -> None:
     assert settings.plugins.index_url == "https://example.org/index.json"
     assert settings.plugins.package_index == "https://pypi.example/simple"
     assert parse_settings({"plugins": {"paths": []}}, tmp_path).plugins.index_url is None
+
+
+def test_unset_the_index_is_the_projects_own_as_chatfn_ships_it() -> None:
+    """plugins.index_url's default, for the console and the command line alike: the copy in
+    the installed package (read offline), the repository's plugins/index.json."""
+    from chatfn.runtime.plugin_index import index_in_use, own_index, read_index
+
+    assert own_index().read_bytes() == (PLUGINS / "index.json").read_bytes()
+    assert index_in_use(None) == str(own_index())
+    assert index_in_use("https://example.org/i.json") == "https://example.org/i.json"
+    assert read_index(index_in_use(None), Path("/nowhere")) == load("index.json")

@@ -501,8 +501,9 @@ class PluginSettings(Section):
     # What installs and removes plugin packages: `uv` (uv pip, much faster), `pip`, or `auto`
     # (uv where it is on PATH, else pip); the dry run whose changes are checked runs on it too.
     installer: Literal["auto", "pip", "uv"] = "auto"
-    # The plugin market's index, a JSON document (plugins/index.schema.json); unset: the
-    # project's own, plugins/index.json as the repository publishes it.
+    # The plugin market's index, a JSON document (plugins/index.schema.json), a URL or a path;
+    # unset: the project's own plugins/index.json, as the installed chatfn ships it (read
+    # offline). Installs from the console and the command line check hashes against it.
     index_url: str | None = None
 
 

@@ -1,13 +1,19 @@
 """The plugin market's index (`plugins.index_url`; its format: plugins/index.schema.json in the
-repository), as `chatfn plugin install` reads it: when the index lists the distribution and
-version being installed, the wheel's sha256 must be one the index lists, or nothing is
-installed. A URL is read through chatfn.common.fetch (bounded; internal addresses refused); a
-path (relative: to the config file's folder) is read from disk."""
+repository), as `chatfn plugin install` and the console's market read it: when the index lists
+the distribution and version being installed, the wheel's sha256 must be one the index lists,
+or nothing is installed. A URL is read through chatfn.common.fetch (bounded; internal addresses
+refused); a path (relative: to the config file's folder) is read from disk.
+
+Unset, `plugins.index_url` is the project's own index as this chatfn ships it
+(chatfn/templates/plugins/index.json, in a checkout a link to the repository's
+plugins/index.json): read from the installed package, so the default works offline and the
+command line and the console check hashes against the same index."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,16 @@ TIMEOUT = 30.0
 
 class PluginIndexError(ValueError):
     """The index cannot be read, or is not an index."""
+
+
+def own_index() -> Path:
+    """The project's own index as the installed chatfn ships it (the default index)."""
+    return Path(str(resources.files("chatfn").joinpath("templates", "plugins", "index.json")))
+
+
+def index_in_use(index_url: str | None) -> str:
+    """`plugins.index_url`, or the project's own index where it is unset."""
+    return index_url or str(own_index())
 
 
 def read_index(index_url: str, base_dir: Path, allow: FetchAllow | None = None) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Installing a plugin package, one implementation for `chatfn plugin install | upgrade` and the
 console's market: fetch the wheel (pip, `plugins.package_index`), read it without running it
 (metadata, entry points, declared permissions, sha256), check its hash against
-`plugins.index_url`, ask pip what the install would change and refuse what changes chatfn or a
-version an installed plugin pins; then the confirmation both show (package, version,
-permissions, hash, what else comes); `apply` installs exactly the wheel that was shown.
+`plugins.index_url` (unset: the project's own index), ask pip what the install would change
+and refuse what changes chatfn or a version an installed plugin pins; then the confirmation
+both show (package, version, permissions, hash, what else comes); `apply` installs exactly
+the wheel that was shown.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from chatfn.common.config import PluginSettings
 from chatfn.common.fetch import FetchAllow
 from chatfn.runtime import plugin_pip
-from chatfn.runtime.plugin_index import listed_hashes, read_index
+from chatfn.runtime.plugin_index import index_in_use, listed_hashes, read_index
 from chatfn.runtime.plugin_pip import Wheel
 
 
@@ -38,7 +39,7 @@ class InstallPlan:
     wheel: Wheel
     have: str | None  # the version installed now (None: not installed)
     options: list[str]  # pip's index options
-    listed: str | None  # what the index says of it (None: no index)
+    listed: str | None  # what the index says of it (None: not asked, nothing to install)
     others: list[str] = field(default_factory=list)  # what else pip would install
     installer: str = "auto"  # plugins.installer: what runs the install (plugin_pip.install)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
@@ -73,27 +74,22 @@ def index_line(
     *,
     require_listed: bool = False,
     allow: FetchAllow | None = None,
-) -> str | None:
-    """What `plugins.index_url` says of the wheel: a hash it does not list for a version it
-    lists is refused (ValueError), as is (with `require_listed`, the console's rule) a version
-    it does not list; None without an index."""
-    if not index_url:
-        if require_listed:
-            raise ValueError("no plugins.index_url: the console installs only what an index lists")
-        return None
-    hashes = listed_hashes(read_index(index_url, base, allow), wheel.name, wheel.version)
+) -> str:
+    """What the index in use (`plugins.index_url`, unset: the project's own) says of the wheel:
+    a hash it does not list for a version it lists is refused (ValueError), as is (with
+    `require_listed`, the console's rule) a version it does not list."""
+    url = index_in_use(index_url)
+    hashes = listed_hashes(read_index(url, base, allow), wheel.name, wheel.version)
     if hashes is None:
         if require_listed:
-            raise ValueError(
-                f"not installing {wheel.name} {wheel.version}: {index_url} does not list it"
-            )
-        return f"index:       {wheel.name} {wheel.version} is not listed in {index_url}"
+            raise ValueError(f"not installing {wheel.name} {wheel.version}: {url} does not list it")
+        return f"index:       {wheel.name} {wheel.version} is not listed in {url}"
     if wheel.sha256 not in hashes:
         raise ValueError(
             f"not installing {wheel.name} {wheel.version}: its sha256 {wheel.sha256} is not "
             f"one plugins.index_url lists for it ({', '.join(sorted(hashes))})"
         )
-    return f"index:       listed in {index_url}, sha256 matches"
+    return f"index:       listed in {url}, sha256 matches"
 
 
 def plan(

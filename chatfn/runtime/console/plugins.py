@@ -15,7 +15,6 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -24,7 +23,7 @@ from pydantic import BaseModel, SecretStr
 from chatfn.runtime import plugin_install
 from chatfn.runtime.console import config_file
 from chatfn.runtime.console.errors import ConsoleError
-from chatfn.runtime.plugin_index import PluginIndexError, read_index
+from chatfn.runtime.plugin_index import PluginIndexError, index_in_use, read_index
 from chatfn.runtime.plugin_pip import PipFailed, canonicalize_name, installed_versions
 from chatfn.runtime.plugin_reload import Change, PluginSwitch
 from chatfn.storage.console.scope import Scope
@@ -32,8 +31,6 @@ from chatfn.storage.console.scope import Scope
 if TYPE_CHECKING:
     from chatfn.runtime.plugins import LoadedPlugin
 
-#: The project's own index, beside the repository's plugins/ (the default of plugins.index_url).
-OWN_INDEX = Path(__file__).resolve().parents[3] / "plugins" / "index.json"
 #: How long an install's confirmation waits for its yes.
 PLAN_TTL = 600.0
 
@@ -63,15 +60,22 @@ class Plugins:
         found = self.console.user(user)
         return found is not None and getattr(found, "role", None) == "owner"
 
-    def _may_install(self, user: str) -> None:
+    async def _may_install(self, user: str, address: str, action: str, detail: Any) -> None:
+        """403 unless installs are on and `user` is an owner; a refusal is audited
+        (`action`.refused, with what was asked)."""
+        error = None
         if not self.console.settings.admin.allow_plugin_install:
-            raise ConsoleError(
+            error = ConsoleError(
                 403,
                 "installing plugins from the console is off (admin.allow_plugin_install)",
                 "allow_plugin_install",
             )
-        if not self.owner(user):
-            raise ConsoleError(403, "only a console user with role: owner installs plugins")
+        elif not self.owner(user):
+            error = ConsoleError(403, "only a console user with role: owner installs plugins")
+        if error is not None:
+            why = {"asked": detail, "why": error.message}
+            await self.console.audit(user, address, action + ".refused", detail=why)
+            raise error
 
     # -- the list -----------------------------------------------------------------------------
     def listing(self, user: str) -> dict[str, Any]:
@@ -241,7 +245,7 @@ class Plugins:
 
     # -- the market ---------------------------------------------------------------------------
     def _index_url(self) -> str:
-        return self.bot.settings.plugins.index_url or str(OWN_INDEX)
+        return index_in_use(self.bot.settings.plugins.index_url)
 
     async def market(self, q: str) -> dict[str, Any]:
         url = self._index_url()
@@ -280,14 +284,19 @@ class Plugins:
     async def plan(self, user: str, address: str, body: Any, *, upgrade: bool) -> dict[str, Any]:
         """Fetch and check the package; its confirmation (as the command line's) and the token
         its yes is given with."""
-        self._may_install(user)
+        action = "plugin.upgrade" if upgrade else "plugin.install"
+        asked = (
+            {k: str(body.get(k))[:200] for k in ("distribution", "version")}
+            if isinstance(body, dict)
+            else None
+        )
+        await self._may_install(user, address, action, asked)
         if not isinstance(body, dict) or not isinstance(body.get("distribution"), str):
             raise ConsoleError(400, 'body: {"distribution": NAME, "version": VERSION}')
         dist = body["distribution"].strip()
         version = str(body.get("version") or "").strip()
         spec = f"{dist}=={version}" if version else dist
         settings = self.bot.settings
-        action = "plugin.upgrade" if upgrade else "plugin.install"
         try:
             found = await asyncio.to_thread(
                 plugin_install.plan,
@@ -329,8 +338,8 @@ class Plugins:
     async def confirm(self, user: str, address: str, body: Any) -> dict[str, Any]:
         """The owner's yes to a confirmation: the wheel shown (its hash checked again) is
         installed, and loaded now where the plugin allows."""
-        self._may_install(user)
         token = body.get("token") if isinstance(body, dict) else None
+        await self._may_install(user, address, "plugin.confirm", {"token": bool(token)})
         self._expire()
         pending = self._pending.pop(str(token), None) if token else None
         if pending is None or pending.user != user:
@@ -372,7 +381,7 @@ class Plugins:
         return {"installed": True, **detail}
 
     async def remove(self, user: str, address: str, name: str) -> dict[str, Any]:
-        self._may_install(user)
+        await self._may_install(user, address, "plugin.remove", {"name": name})
         found = plugin_install.installed_plugin(name)
         if found is None:
             raise ConsoleError(404, f"no installed plugin package {name}")

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import threading
-import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -41,8 +39,8 @@ from tests.channels.http.admin_browser import (
     open_page,
     ready,
 )
-from tests.chatfn.test_plugin_cli import Venv, clean_env, hello
-from tests.kit import until_sync
+from tests.channels.http.market_kit import TOKEN, Bot
+from tests.chatfn.test_plugin_cli import Venv, hello
 from tests.kit.ports import free_port
 
 pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
@@ -52,57 +50,8 @@ pytestmark = pytest.mark.skipif(
     "(apt-get install chromium chromium-driver)",
 )
 
-TOKEN = "market-test-token"
 PASSWORD = "owner-secret"
 PIP_WAIT = 180  # seconds a pip step (fetch, dry run, install) may take on a busy machine
-
-
-class Bot:
-    """`chatfn run` in the venv, and the HTTP API to talk to it."""
-
-    def __init__(self, root: Path, venv: Venv, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = (root / "bot.log").open("w")
-        self.proc = subprocess.Popen(
-            [str(venv.python), "-m", "chatfn", "run", "--channel", "http"]
-            + ["--config", str(root / "config.yaml")],
-            cwd=root,
-            env=clean_env(),
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        until_sync(self.up, timeout=60, message=lambda: self.tail())
-
-    def up(self) -> bool:
-        assert self.proc.poll() is None, self.tail()
-        try:
-            with urllib.request.urlopen(self.url + "/healthz", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
-
-    def say(self, chat: str, text: str) -> list[str]:
-        body = json.dumps({"chat_id": chat, "sender_id": "ann", "text": text}).encode()
-        request = urllib.request.Request(
-            self.url + "/v1/messages",
-            data=body,
-            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as resp:
-            return [r["text"] for r in json.loads(resp.read())["replies"]]
-
-    def tail(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text()[-3000:]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def index_for(wheels: list[Path]) -> dict[str, Any]:
@@ -127,7 +76,7 @@ def index_for(wheels: list[Path]) -> dict[str, Any]:
         "tags": ["greeting", "example"],
         "versions": versions,
     }
-    return {"plugins": [hello_entry]}
+    return {"format": 1, "plugins": [hello_entry]}
 
 
 @pytest.fixture(scope="module")

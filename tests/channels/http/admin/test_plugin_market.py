@@ -339,7 +339,10 @@ async def test_market_search_and_the_install_rules(console: MakeConsole, tmp_pat
         for action in ("plugin.install.refused", "plugin.install.asked", "plugin.install.declined"):
             assert action in actions, actions
         refused = [e for e in audit if e["action"] == "plugin.install.refused"]
-        assert {e["user"] for e in refused} == {"alice"}
+        assert {e["user"] for e in refused} == {"alice", "carol"}  # a non-owner's too
+        carols = [e["detail"] for e in refused if e["user"] == "carol"]
+        assert carols and all("role: owner" in d["why"] for d in carols), carols
+        assert carols[0]["asked"] == {"distribution": "chatfn-hello", "version": "1.0"}
     finally:
         await runner.cleanup()
 
