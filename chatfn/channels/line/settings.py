@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
-from chatfn.channels.kit.settings import PlatformSettings, http_url, path_like, url_like
+from chatfn.channels.kit.settings import PlatformSettings, path_like, url_like
 
 #: The Messaging API's root (https://developers.line.biz/en/reference/messaging-api/).
 DEFAULT_API_BASE = "https://api.line.me"
@@ -36,7 +36,7 @@ class LineSettings(PlatformSettings, send_rate=5.0, send_burst=5):
     # The https address at which LINE's servers reach the bot's web server: a picture the
     # model made is offered to LINE at {public_url}/line/media/<random token> (LINE's image
     # message takes only https URLs). Not set: such pictures are not sent (a warning).
-    public_url: str | None = None
+    public_url: Annotated[str | None, url_like("https://bot.example.com", unset=None)] = None
     # Seconds a picture is served at its media URL.
     media_ttl: float = Field(default=600.0, gt=0, le=86400)
     # Seconds a reply token is used after its event came (LINE: about a minute, once);
@@ -47,13 +47,6 @@ class LineSettings(PlatformSettings, send_rate=5.0, send_burst=5):
     ack_wait: float = Field(default=1.5, gt=0, le=10)
     # Characters per text message (LINE's limit is 5000, counted in UTF-16 units).
     max_message_length: int = Field(default=5000, ge=100, le=5000)
-
-    @field_validator("public_url")
-    @classmethod
-    def _public_url(cls, v: str | None) -> str | None:
-        if not v:
-            return None
-        return http_url(v, "https://bot.example.com")
 
     @property
     def data_base(self) -> str:
