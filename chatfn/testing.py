@@ -17,8 +17,8 @@ also starts the bot (start-up hooks run) and closes it after the test:
 
 The plugin also guards every test against database work on the event loop: a SQL statement
 that runs on the thread of a running event loop (a plugin reading a table synchronously from an
-`async def` function, instead of through `await ctx.storage.run(...)`) fails the test, with the
-statement and where it ran (chatfn/storage/loop_guard.py). A test opts out with
+`async def` function, instead of through `await plugin.database(ctx).run(...)`) fails the test,
+with the statement and where it ran (chatfn/storage/loop_guard.py). A test opts out with
 `@pytest.mark.allow_db_on_loop`, a whole suite with `chatfn_loop_guard = false` in its pytest
 ini options.
 

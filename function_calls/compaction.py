@@ -86,7 +86,9 @@ async def current_summary(ctx: MessageContext) -> Summary | None:
     if start is not None and start.summary_read:  # read with the turn's start (one hop)
         return start.summary
     msg = ctx.message
-    summary = await ctx.storage.run(ctx.storage.chat_state.summary, msg.platform, msg.chat_id)
+    summary = await ctx.turn.storage.run(
+        ctx.turn.storage.chat_state.summary, msg.platform, msg.chat_id
+    )
     reset = ctx.chat.reset_after
     if summary is None or (reset is not None and summary.upto_id <= reset):
         return None
@@ -150,7 +152,9 @@ async def compact(ctx: MessageContext, window: Window, previous: Summary | None)
         created_at=datetime.now(UTC),
     )
     msg = ctx.message
-    await ctx.storage.run(ctx.storage.chat_state.set_summary, msg.platform, msg.chat_id, summary)
+    await ctx.turn.storage.run(
+        ctx.turn.storage.chat_state.set_summary, msg.platform, msg.chat_id, summary
+    )
     if ctx.turn.start is not None:  # the turn's next request reads this one, not the start's
         ctx.turn.start.summary = summary
     ctx.logger.info(
@@ -188,8 +192,8 @@ async def _transcript(
         lines.append((row.created_at, f"{who}: {_cap(row.text, MESSAGE_CHARS)}"))
     until = kept[0].created_at if kept else datetime.now(UTC)
     msg = ctx.message
-    calls = await ctx.storage.run(
-        ctx.storage.tool_calls_between, msg.platform, msg.chat_id, old[0].created_at, until
+    calls = await ctx.turn.storage.run(
+        ctx.turn.storage.tool_calls_between, msg.platform, msg.chat_id, old[0].created_at, until
     )
     for call in calls:
         result = _cap(call.detail or call.outcome, RESULT_CHARS)

@@ -2,7 +2,7 @@
 module the console loads under `/admin/<name>`), the page's words, and its scope rule.
 
     async def listing(call: ConsoleCall) -> dict[str, Any]:
-        rows = await call.host.storage.run(my_rows, call.scope)      # only the chats it may see
+        rows = await plugin.database(call.host).run(my_rows, call.scope)  # only its chats
         return {"rows": rows}
 
     plugin = Plugin("tickets", console=[ConsoleView(

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loguru import logger as _root_logger
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from loguru import Logger
 
     from chatfn.common.metrics import Metrics
+    from chatfn.storage.chat_state import ChatStats, Summary
     from chatfn.storage.db import Storage, StoredMessage, TurnStart
     from function_calls.fates import Fate
     from function_calls.journal import TurnJournal
@@ -62,9 +64,15 @@ T = TypeVar("T")
 class TurnState:
     """The core's state of one message's turn (`ctx.turn`): its model requests and limit
     bookkeeping, where its rows go, its fate, and what the runtime wires in (the stream
-    observer, metrics, clock, images, model resolution). Not the plugin's view: a plugin reads
-    `MessageContext`'s own members (issue 37 §2); this is the router's and the runtime's."""
+    observer, metrics, clock, images, model resolution) and the whole `Storage`. Not the
+    plugin's view: a plugin reads `MessageContext`'s own members (issue 37 §2); this is the
+    router's and the runtime's, and no built-in reads it (tests/function_calls/test_plugin_view.py).
+    """
 
+    # The bot's whole database (chatfn/storage/db.py): the core's turn writes and reads go
+    # through it; a plugin reaches the database through `MessageContext`'s doors (history,
+    # the chat's summary and stats) and `plugin.database(ctx)`, its declared tables.
+    storage: Storage
     requests: int = 0
     reserved_calls: int = 0
     # Where the turn's usage rows, limit counts and audit rows go (function_calls/journal.py):
@@ -142,6 +150,16 @@ class ModelDoor(Protocol):
         self, ctx: MessageContext, name: str, model_id: str
     ) -> AbstractAsyncContextManager[ModelRequest]: ...
 
+    def meter(
+        self,
+        ctx: MessageContext,
+        name: str,
+        model_id: str,
+        latency: float,
+        outcome: str,
+        cost: float | None,
+    ) -> None: ...
+
 
 class MessageContext:
     """One per incoming message: who, where, whether the bot was addressed, and the services a
@@ -151,7 +169,6 @@ class MessageContext:
         "message",
         "is_admin",
         "config",
-        "storage",
         "model",
         "logger",
         "sent",
@@ -192,7 +209,6 @@ class MessageContext:
         self._door = model_door
         self.is_admin = is_admin
         self.config = config
-        self.storage = storage
         self.model = model
         self._deliver = deliver
         self.sent: list[OutgoingMessage] = []
@@ -205,6 +221,7 @@ class MessageContext:
         # This chat's effective settings: model, persona, history size, reply mode, functions.
         self.chat = chat if chat is not None else resolve(config, message)
         self.turn = TurnState(
+            storage=storage,
             on_stream=on_stream,
             metrics=metrics,
             clock=clock,
@@ -332,7 +349,7 @@ class MessageContext:
             buttons=list(buttons or []),
         )
         if not notice:
-            out.audio, out.text = await speak(self, text)
+            out.audio, out.text = await speak(self, text, self._door.meter if self._door else None)
         self.sent.append(out)
         await self._deliver(out)
 
@@ -353,8 +370,9 @@ class MessageContext:
             if after_id is not None:
                 rows = [r for r in rows if r.id > after_id]
             return rows[-limit:] if limit < len(rows) else rows
-        return await self.storage.run(
-            self.storage.recent_messages,
+        storage = self.turn.storage
+        return await storage.run(
+            storage.recent_messages,
             self.message.platform,
             self.message.chat_id,
             limit,
@@ -369,12 +387,71 @@ class MessageContext:
         start = self.turn.start
         if start is not None and start.count is not None and self._after(after_id) == start.after:
             return start.count
-        return await self.storage.run(
-            self.storage.count_messages,
+        storage = self.turn.storage
+        return await storage.run(
+            storage.count_messages,
             self.message.platform,
             self.message.chat_id,
             before_id=self.stored_id,
             after_id=self._after(after_id),
+        )
+
+    async def history_since(self, since: datetime, *, limit: int = 500) -> list[StoredMessage]:
+        """This chat's stored messages from `since` on, before this one, oldest first: the
+        newest `limit` of them (the summary built-in's "/summary 2h")."""
+        storage = self.turn.storage
+        msg = self.message
+        rows = await storage.run(
+            storage.messages_since, msg.platform, msg.chat_id, since, limit=limit
+        )
+        return [r for r in rows if self.stored_id is None or r.id < self.stored_id]
+
+    async def chat_summary(self) -> Summary | None:
+        """The summary of this chat's compacted history (function_calls/compaction.py), None
+        when there is none."""
+        storage = self.turn.storage
+        msg = self.message
+        return await storage.run(storage.chat_state.summary, msg.platform, msg.chat_id)
+
+    async def clear_chat_summary(self) -> None:
+        """Forget this chat's compacted history's summary (`/reset`)."""
+        storage = self.turn.storage
+        msg = self.message
+        await storage.run(storage.chat_state.clear_summary, msg.platform, msg.chat_id)
+
+    async def chat_stats(self, *since: datetime) -> list[ChatStats]:
+        """This chat's messages from users, model calls, tokens, cost and top users from each
+        of `since` on, read together off the event loop (`/stats`)."""
+        storage = self.turn.storage
+        msg = self.message
+
+        def read() -> list[ChatStats]:
+            return [storage.chat_state.stats(msg.platform, msg.chat_id, s) for s in since]
+
+        return await storage.run(read)
+
+    async def usage_by_chat(self, since: datetime) -> list[tuple[str, str, ChatStats]]:
+        """(platform, chat id, stats) of every chat with a message or a model call from
+        `since` on (`/stats all`). Every chat's numbers are the bot's admins' to read: for
+        anyone else a PermissionError."""
+        if not self.is_admin:
+            raise PermissionError("usage_by_chat: every chat's numbers are for the bot's admins")
+        state = self.turn.storage.chat_state
+
+        def read() -> list[tuple[str, str, ChatStats]]:
+            return [(p, c, state.stats(p, c, since)) for p, c in state.chats_with_usage(since)]
+
+        return await self.turn.storage.run(read)
+
+    @property
+    def storage(self) -> Any:
+        """Gone (issue 37 §2): a plugin reaches the database through its declared tables and
+        the doors above, not the whole `Storage`. Raises with where to go instead."""
+        raise AttributeError(
+            "MessageContext.storage is gone: a plugin reads and writes its own tables through "
+            "plugin.database(ctx) (Plugin(tables=...)), and this chat's records through "
+            "ctx.history(), ctx.history_since(), ctx.chat_summary(), ctx.chat_stats() "
+            "(docs/writing-functions.md)"
         )
 
     def _after(self, after_id: int | None) -> int | None:
@@ -397,8 +474,9 @@ class MessageContext:
             text = declared.encode(declared.validate(value))
         elif declared is not None and declared.choices and value not in declared.choices:
             raise ValueError(f"{name}: one of {', '.join(map(str, declared.choices))}")
-        await self.storage.run(
-            self.storage.chat_state.set_override,
+        storage = self.turn.storage
+        await storage.run(
+            storage.chat_state.set_override,
             self.message.platform,
             self.message.chat_id,
             name,
@@ -409,8 +487,9 @@ class MessageContext:
     async def clear_chat_override(self, key: str | ChatKey[Any]) -> None:
         """Return this chat's `key` to what the config says."""
         name = key if isinstance(key, str) else key.name
-        await self.storage.run(
-            self.storage.chat_state.clear_override,
+        storage = self.turn.storage
+        await storage.run(
+            storage.chat_state.clear_override,
             self.message.platform,
             self.message.chat_id,
             name,

@@ -135,7 +135,7 @@ class FunctionExecutor:
         # The turn's write of this tool round: the audit row with what the turn has not
         # written yet (usage rows, limit counts, its messages out), one transaction, off the
         # event loop (function_calls/journal.py).
-        journal = ctx.turn.journal or TurnJournal(ctx.storage, msg.platform, msg.chat_id)
+        journal = ctx.turn.journal or TurnJournal(ctx.turn.storage, msg.platform, msg.chat_id)
         try:
             await journal.write(tool_call=row)
         except Exception as exc:  # the audit log must never take the reply down with it

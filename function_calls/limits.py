@@ -209,7 +209,7 @@ async def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | D
         if not named:
             ctx.turn.counted = True
             return None
-        failed, told = await ctx.storage.run(_take, ctx.storage, named)
+        failed, told = await ctx.turn.storage.run(_take, ctx.turn.storage, named)
     else:
         if not named:
             ctx.turn.counted = True
@@ -277,8 +277,8 @@ async def _downgrade(
     _, _, day, day_end = _windows(now, ctx.config.bot.timezone)
     c = check.counter
     told_counter = Counter(c.scope, c.platform, c.key, "told:downgrade", day)
-    failed, told = await ctx.storage.run(
-        _take_downgrade, ctx.storage, standin, told_counter, target
+    failed, told = await ctx.turn.storage.run(
+        _take_downgrade, ctx.turn.storage, standin, told_counter, target
     )
     if failed is not None:
         scope2, metric2, check2 = next(n for n in standin if n[2] == failed)
@@ -383,7 +383,7 @@ async def _admit_call(ctx: MessageContext, now: datetime | None) -> Refusal | No
     if not named:
         ctx.turn.counted = True
         return None
-    failed, told = await ctx.storage.run(_take, ctx.storage, named)
+    failed, told = await ctx.turn.storage.run(_take, ctx.turn.storage, named)
     if failed is not None:
         scope, metric, check = next(n for n in named if n[2] == failed)
         return _refusal(ctx, now, scope, metric, check, told)
@@ -410,11 +410,17 @@ async def budget_today(ctx: MessageContext, now: datetime | None = None) -> Budg
     msg = ctx.message
 
     def count(metric: str) -> int:
-        return ctx.storage.chat_state.count(Counter("chat", msg.platform, msg.chat_id, metric, day))
+        return ctx.turn.storage.chat_state.count(
+            Counter("chat", msg.platform, msg.chat_id, metric, day)
+        )
 
-    tokens = await ctx.storage.run(count, "tokens") if values.tokens_per_day is not None else None
+    tokens = (
+        await ctx.turn.storage.run(count, "tokens") if values.tokens_per_day is not None else None
+    )
     cost = (
-        await ctx.storage.run(count, "cost") / MICROS if values.cost_per_day is not None else None
+        await ctx.turn.storage.run(count, "cost") / MICROS
+        if values.cost_per_day is not None
+        else None
     )
     over = (tokens is not None and tokens >= (values.tokens_per_day or 0)) or (
         cost is not None and cost >= (values.cost_per_day or 0)

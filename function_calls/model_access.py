@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
-from function_calls import limits
+from function_calls import limits, voice
 from function_calls.context import MessageContext, ModelRequest
 from function_calls.model_calls import ask, record_usage
 from providers.errors import ProviderUnavailable
@@ -139,6 +139,19 @@ class _Door:
         self, ctx: MessageContext, name: str, model_id: str
     ) -> AbstractAsyncContextManager[ModelRequest]:
         return model_request(ctx, name, model_id)
+
+    def meter(
+        self,
+        ctx: MessageContext,
+        name: str,
+        model_id: str,
+        latency: float,
+        outcome: str,
+        cost: float | None,
+    ) -> None:
+        """A spoken reply's usage row, as a transcription's (function_calls/voice.py):
+        function_calls/speech.py cannot import that module (MessageContext imports speech)."""
+        voice.meter(ctx, name, model_id, latency, outcome, cost)
 
 
 #: What the runtime gives every MessageContext it builds.

@@ -69,7 +69,7 @@ def record_usage(
         journal.add_counts(counts)
         return
     msg = ctx.message
-    one = TurnJournal(ctx.storage, msg.platform, msg.chat_id)
+    one = TurnJournal(ctx.turn.storage, msg.platform, msg.chat_id)
     one.add_usage([row])
     one.add_counts(counts)
     write = asyncio.ensure_future(one.write())

@@ -37,7 +37,6 @@ from function_calls.programs import ProgramCaller
 from function_calls.tables import Tables
 
 if TYPE_CHECKING:
-    from chatfn.storage.db import Storage
     from function_calls.plugin_data import PluginDatabase
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
@@ -70,9 +69,6 @@ class PluginHost(Protocol):
 
     @property
     def settings(self) -> CoreSettings: ...
-
-    @property
-    def storage(self) -> Storage: ...
 
     @property
     def model(self) -> ChatModel | None: ...
@@ -337,7 +333,7 @@ class Plugin(Generic[S]):
         from function_calls.plugin_data import PluginDatabase
 
         core = source.config if hasattr(source, "message") else source.settings
-        return PluginDatabase(source.storage, self.name, self.tables_for(core))
+        return PluginDatabase.of(source, self.name, self.tables_for(core))
 
     def program_caller_of(self, settings: CoreSettings) -> ProgramCaller | None:
         if self._program_caller is None:

@@ -204,6 +204,16 @@ class PluginDatabase:
         self._own_engine = engine
         self._checked = _Checked()
 
+    @classmethod
+    def of(cls, source: Any, plugin: str, tables: Tables | None) -> PluginDatabase:
+        """`plugin`'s `tables` in the bot's database, from the `PluginHost` its hooks get or
+        the `MessageContext` of a handler: what `Plugin.database` makes, for code that holds
+        the declaration's name and tables but not the `Plugin` (a console view its package's
+        `__init__` imports). Neither source hands a plugin the whole `Storage` (issue 37 §2)."""
+        if hasattr(source, "message"):  # a handler's context: the storage is its turn's
+            return cls(source.turn.storage, plugin, tables)
+        return cls(source.storage, plugin, tables)  # the running bot
+
     @property
     def _engine(self) -> Engine:
         return self._own_engine if self._own_engine is not None else self._storage.engine

@@ -120,7 +120,9 @@ class FunctionCallRouter:
         there."""
         own = ctx.turn.journal is None
         if own:
-            ctx.turn.journal = TurnJournal(ctx.storage, ctx.message.platform, ctx.message.chat_id)
+            ctx.turn.journal = TurnJournal(
+                ctx.turn.storage, ctx.message.platform, ctx.message.chat_id
+            )
         try:
             return await self._dispatch(ctx)
         finally:

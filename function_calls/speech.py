@@ -40,9 +40,10 @@ _ESPEAK_HINT = "espeak-ng is not installed: install it (Debian/Ubuntu: apt insta
 _clients: dict[tuple[str | None, str, float], AsyncOpenAI] = {}
 
 
-#: Writes a speech call's usage row: (ctx, "voice.tts", model id, latency, outcome, cost). Set
-#: by function_calls/voice.py (which may import model_calls; this module may not).
-METER: Callable[[Any, str, str, float, str, float | None], None] | None = None
+#: Writes a speech call's usage row: (ctx, "voice.tts", model id, latency, outcome, cost). The
+#: context hands `speak` its model door's (function_calls/voice.py `meter`, which may import
+#: model_calls; this module may not); None: not metered (a context without a door).
+Meter = Callable[[Any, str, str, float, str, float | None], None]
 
 
 class Replying(Protocol):
@@ -156,7 +157,7 @@ async def _shortened(ctx: Replying, text: str, limit: int) -> str | None:
     return short[:limit] or None
 
 
-async def speak(ctx: Replying, text: str) -> tuple[list[str], str]:
+async def speak(ctx: Replying, text: str, meter: Meter | None = None) -> tuple[list[str], str]:
     """The audio of a reply for this chat (as `data:audio/ogg;base64,` URIs; [] when it is not
     to be spoken or could not be) and the reply's text (with a note when what is spoken is a
     summary of it: `voice.tts.over_max_chars: summarise`)."""
@@ -177,21 +178,23 @@ async def speak(ctx: Replying, text: str) -> tuple[list[str], str]:
         data = await synthesize(tts, spoken)
     except AudioError as exc:
         ctx.logger.warning("reply not spoken: {}", exc)
-        _metered(ctx, tts, len(spoken), started, "failed")
+        _metered(ctx, meter, tts, len(spoken), started, "failed")
         return [], text
     except Exception as exc:  # a bug or an error no provider path names: the text still goes
         ctx.logger.opt(exception=exc).error("reply not spoken: {}", type(exc).__name__)
-        _metered(ctx, tts, len(spoken), started, "failed")
+        _metered(ctx, meter, tts, len(spoken), started, "failed")
         return [], text
-    _metered(ctx, tts, len(spoken), started, "ok")
+    _metered(ctx, meter, tts, len(spoken), started, "ok")
     return ["data:audio/ogg;base64," + base64.b64encode(data).decode()], shown
 
 
-def _metered(ctx: Replying, tts: TtsSettings, chars: int, started: float, outcome: str) -> None:
+def _metered(
+    ctx: Replying, meter: Meter | None, tts: TtsSettings, chars: int, started: float, outcome: str
+) -> None:
     """The usage row of a spoken reply (cost from `voice.tts.price_per_million_chars`)."""
     cost = None
     if tts.price_per_million_chars is not None and outcome == "ok":
         cost = tts.price_per_million_chars * chars / 1_000_000
-    if METER is not None:
+    if meter is not None:
         model = tts.model if tts.provider == "openai" else "espeak-ng"
-        METER(ctx, "voice.tts", model or "", time.monotonic() - started, outcome, cost)
+        meter(ctx, "voice.tts", model or "", time.monotonic() - started, outcome, cost)

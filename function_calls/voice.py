@@ -33,7 +33,6 @@ from chatfn.common.chat_keys import VOICE
 from chatfn.common.config import SttSettings
 from chatfn.common.fetch import FetchAllow, FetchError, FetchTooLarge, fetch
 from chatfn.common.messages import SPOKEN_MARK
-from function_calls import speech
 from function_calls.model_calls import record_usage
 
 if TYPE_CHECKING:
@@ -184,11 +183,6 @@ def meter(
         ctx.logger.error("usage row of {} not written: {}", name, exc)
 
 
-# Spoken replies are metered the same way (function_calls/speech.py cannot import this module:
-# MessageContext imports it, and model_calls imports MessageContext).
-speech.METER = meter
-
-
 async def hear(ctx: MessageContext) -> bool:
     """Make the message's voice its text (see the module's note); False when the turn ends
     here (the user was told why in one sentence; the message stays stored)."""
@@ -211,8 +205,8 @@ async def hear(ctx: MessageContext) -> bool:
     msg.text = spoken_text(msg.text, transcript)
     msg.spoken = True
     if ctx.stored_id is not None:
-        await ctx.storage.run(
-            ctx.storage.set_message_text,
+        await ctx.turn.storage.run(
+            ctx.turn.storage.set_message_text,
             msg.platform,
             msg.chat_id,
             ctx.stored_id,

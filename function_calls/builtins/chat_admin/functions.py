@@ -148,9 +148,7 @@ async def reset_command(ctx: MessageContext) -> FunctionResult:
     # History stays stored (summaries, audit); the model is shown only what follows this,
     # and the summary of the compacted history before it goes.
     await ctx.set_chat_override("reset", str(ctx.stored_id))
-    await ctx.storage.run(
-        ctx.storage.chat_state.clear_summary, ctx.message.platform, ctx.message.chat_id
-    )
+    await ctx.clear_chat_summary()
     return _done(ctx.t("admin.reset.done"))
 
 
@@ -183,9 +181,7 @@ async def settings_command(ctx: MessageContext) -> FunctionResult:
         lines.append(f"• {key.name}: {shown} ({chat.sources.get(key.name, 'default')})")
     if chat.reset_after is not None:
         lines.append(f"• {ctx.t('admin.settings.reset')} ({chat.sources.get('reset', '')})")
-    summary = await ctx.storage.run(
-        ctx.storage.chat_state.summary, ctx.message.platform, ctx.message.chat_id
-    )
+    summary = await ctx.chat_summary()
     if summary is not None and (chat.reset_after is None or summary.upto_id > chat.reset_after):
         lines.append(
             "• "
@@ -221,25 +217,18 @@ class StatsArgs(BaseModel):
     examples=["/stats", "/stats all"],
 )
 async def stats_command(ctx: MessageContext, args: StatsArgs) -> FunctionResult:
-    # The queries run together on a storage thread (Storage.run), off the event loop.
-    return await ctx.storage.run(_stats, ctx, args)
-
-
-def _stats(ctx: MessageContext, args: StatsArgs) -> FunctionResult:
     zone = zone_named(ctx.config.bot.timezone)
     today = datetime.now(zone).replace(hour=0, minute=0, second=0, microsecond=0)
     week = today - timedelta(days=6)
     msg = ctx.message
-    state = ctx.storage.chat_state
     if args.scope.strip() == "all":
         if msg.is_group:
             return _done(ctx.t("admin.stats.private_only"))
-        chats = state.chats_with_usage(week)
+        chats = await ctx.usage_by_chat(week)
         if not chats:
             return _done(ctx.t("admin.stats.none"))
         lines = [ctx.t("admin.stats.all_title")]
-        for platform, chat_id in chats:
-            s = state.stats(platform, chat_id, week)
+        for platform, chat_id, s in chats:
             lines.append(
                 ctx.t(
                     "admin.stats.all_line",
@@ -252,8 +241,11 @@ def _stats(ctx: MessageContext, args: StatsArgs) -> FunctionResult:
             )
         return _done("\n".join(lines))
     lines = [ctx.t("admin.stats.title", chat=msg.chat_id)]
-    for label, since in ((ctx.t("admin.stats.today"), today), (ctx.t("admin.stats.week"), week)):
-        s = state.stats(msg.platform, msg.chat_id, since)
+    # Both spans are read together on a storage thread, off the event loop.
+    spans = await ctx.chat_stats(today, week)
+    for label, s in zip(
+        (ctx.t("admin.stats.today"), ctx.t("admin.stats.week")), spans, strict=True
+    ):
         top = ", ".join(f"{user} {tokens}" for user, tokens in s.top_users or [])
         line = ctx.t(
             "admin.stats.line",

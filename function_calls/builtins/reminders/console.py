@@ -67,11 +67,12 @@ def _rows(db: PluginDatabase, scope: ConsoleScope, active_only: bool) -> list[di
 
 def _database(host: PluginHost) -> PluginDatabase:
     """The plugin's tables (function_calls/plugin_data.py): its service's view, or one made
-    for a console whose bot has the plugin switched off."""
+    through the plugin door (`PluginDatabase.of`, what `plugin.database` makes) for a
+    console whose bot has the plugin switched off."""
     service: ReminderService | None = host.service(ReminderService)
     if service is not None:
         return service.db
-    return PluginDatabase(host.storage, "reminders", TABLES)
+    return PluginDatabase.of(host, "reminders", TABLES)
 
 
 def chat_names(host: PluginHost) -> dict[tuple[str, str], str]:

@@ -59,17 +59,7 @@ async def summary(ctx: MessageContext, args: SummaryArgs) -> FunctionResult:
         rows = await ctx.history(span.count)
     else:
         assert span.since is not None
-        rows = [
-            r
-            for r in await ctx.storage.run(
-                ctx.storage.messages_since,
-                msg.platform,
-                msg.chat_id,
-                span.since,
-                limit=cfg.max_messages,
-            )
-            if ctx.stored_id is None or r.id < ctx.stored_id
-        ]
+        rows = await ctx.history_since(span.since, limit=cfg.max_messages)
     rows = [r for r in rows if worth_summarising(r)]
     if not rows:
         text = ctx.t("summary.nothing", span=ctx.t(span.label, **span.label_fmt))
