@@ -135,6 +135,14 @@ class PlatformSettings(Section):
         nothing does. The kit refuses to build the channel with it as a ConfigError."""
         return None
 
+    def unset(self, section: str, keys: tuple[str, ...], where: str) -> str | None:
+        """`problem`'s sentence for settings that must be set: "channels.<section>.<key>, ...
+        must be set <where>" naming those of `keys` not set (None or ""); None when all are."""
+        missing = [k for k in keys if getattr(self, k) in (None, "")]
+        if not missing:
+            return None
+        return f"{', '.join(f'channels.{section}.{k}' for k in missing)} must be set {where}"
+
     def secret_text(self, name: str) -> str:
         """The value of the secret setting `name` ("" when not set)."""
         value = getattr(self, name)

@@ -55,10 +55,4 @@ class LineSettings(PlatformSettings, send_rate=5.0, send_burst=5):
         return DEFAULT_DATA_BASE if self.api_base == DEFAULT_API_BASE else self.api_base
 
     def problem(self) -> str | None:
-        missing = [
-            k for k in ("channel_secret", "channel_access_token") if getattr(self, k) is None
-        ]
-        if missing:
-            keys = ", ".join(f"channels.line.{k}" for k in missing)
-            return f"{keys} must be set {_WHERE}"
-        return None
+        return self.unset("line", ("channel_secret", "channel_access_token"), _WHERE)

@@ -35,8 +35,4 @@ class MattermostSettings(PlatformSettings, send_rate=5.0, send_burst=5):
         return "ws" + self.api.removeprefix("http") + "/websocket"
 
     def problem(self) -> str | None:
-        missing = [k for k in ("url", "token", "team") if getattr(self, k) in (None, "")]
-        if missing:
-            keys = ", ".join(f"channels.mattermost.{k}" for k in missing)
-            return f"{keys} must be set {_WHERE}"
-        return None
+        return self.unset("mattermost", ("url", "token", "team"), _WHERE)

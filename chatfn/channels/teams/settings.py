@@ -49,8 +49,4 @@ class TeamsSettings(PlatformSettings):
         return f"{self.api_base}/{self.tenant_id or 'botframework.com'}/oauth2/v2.0/token"
 
     def problem(self) -> str | None:
-        missing = [k for k in ("app_id", "app_password") if getattr(self, k) in (None, "")]
-        if missing:
-            keys = ", ".join(f"channels.teams.{k}" for k in missing)
-            return f"{keys} must be set {_WHERE}"
-        return None
+        return self.unset("teams", ("app_id", "app_password"), _WHERE)

@@ -55,8 +55,4 @@ class WechatMpSettings(PlatformSettings):
         return v
 
     def problem(self) -> str | None:
-        missing = [k for k in ("app_id", "app_secret", "token") if getattr(self, k) in (None, "")]
-        if missing:
-            keys = ", ".join(f"channels.wechat_mp.{k}" for k in missing)
-            return f"{keys} must be set {_WHERE}"
-        return None
+        return self.unset("wechat_mp", ("app_id", "app_secret", "token"), _WHERE)

@@ -72,8 +72,4 @@ class WhatsAppSettings(PlatformSettings):
 
     def problem(self) -> str | None:
         keys = ("phone_number_id", "access_token", "app_secret", "verify_token")
-        missing = [k for k in keys if getattr(self, k) in (None, "")]
-        if missing:
-            names = ", ".join(f"channels.whatsapp.{k}" for k in missing)
-            return f"{names} must be set {_WHERE}"
-        return None
+        return self.unset("whatsapp", keys, _WHERE)
