@@ -42,6 +42,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.plain import plain_parts, plain_text
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.onebot.catchup import CatchUp
@@ -56,7 +57,6 @@ from chatfn.channels.onebot.link import (
     _int,
 )
 from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
-from chatfn.channels.onebot.plain import plain_parts, plain_text
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.outbound import Outbound
 from chatfn.common import audio

@@ -1,6 +1,7 @@
-"""What QQ shows: plain text. The model's Markdown goes out rendered plain (chatfn/channels/
-markdown.py's to_plain: emphasis dropped, links as `label (url)`, lists as bullets), split where
-a reader would (never inside a code block); a text without any Markdown goes out as it is."""
+"""A platform that shows plain text: the model's Markdown goes out rendered plain
+(chatfn/channels/markdown.py's to_plain: emphasis dropped, links as `label (url)`, lists as
+bullets), split where a reader would (never inside a code block); a text without any Markdown
+goes out as it is."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ _MARKUP_LINES = re.compile(r"^(?:\s*(?:[-+]|\d+[.)])\s| {4}|\s*[=-]+\s*$)", re.M
 
 
 def plain_text(text: str) -> str:
-    """`text` as QQ shows it: Markdown rendered plain (to_plain), or the text itself when it
-    holds no Markdown at all (most short replies: no parse, no render)."""
+    """`text` as a plain-text platform shows it: Markdown rendered plain (to_plain), or the
+    text itself when it holds no Markdown at all (most short replies: no parse, no render)."""
     if _MARKUP_CHARS.search(text) or _MARKUP_LINES.search(text):
         return to_plain(text)
     return text
