@@ -80,3 +80,36 @@ def listed_hashes(index: dict[str, Any], distribution: str, version: str) -> set
                 found = found or set()
                 found |= {str(f.get("sha256", "")) for f in entry.get("files", [])}
     return found
+
+
+def file_plugin(index: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The index's one-file plugin (`kind: file`) named `name`, or None."""
+    for plugin in index.get("plugins", []):
+        if isinstance(plugin, dict) and plugin.get("kind") == "file" and plugin.get("name") == name:
+            return plugin
+    return None
+
+
+def read_listed_file(
+    index_url: str, base_dir: Path, url: str, allow: FetchAllow | None = None
+) -> bytes:
+    """The bytes of a file the index lists (`url`: relative to the index's own address)."""
+    if index_url.startswith(("http://", "https://")):
+        from urllib.parse import urljoin
+
+        target = urljoin(index_url, url)
+        if not target.startswith(("http://", "https://")):
+            raise PluginIndexError(f"{index_url}: {url} is not an http(s) address")
+        try:
+            got = asyncio.run(fetch(target, allow=allow, max_bytes=MAX_BYTES, timeout=TIMEOUT))
+        except FetchError as exc:
+            raise PluginIndexError(f"{target}: {exc}") from None
+        return got.data
+    if "://" in url:
+        raise PluginIndexError(f"{index_url}: {url}: a file index lists files beside it")
+    index_path = Path(index_url.removeprefix("file://")).expanduser()
+    index_path = index_path if index_path.is_absolute() else base_dir / index_path
+    try:
+        return (index_path.parent / url).read_bytes()
+    except OSError as exc:
+        raise PluginIndexError(f"{index_path.parent / url}: {exc.strerror}") from None

@@ -9,6 +9,8 @@ the wheel that was shown.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,13 @@ from pathlib import Path
 from chatfn.common.config import PluginSettings
 from chatfn.common.fetch import FetchAllow
 from chatfn.runtime import plugin_pip
-from chatfn.runtime.plugin_index import index_in_use, listed_hashes, read_index
+from chatfn.runtime.plugin_index import (
+    file_plugin,
+    index_in_use,
+    listed_hashes,
+    read_index,
+    read_listed_file,
+)
 from chatfn.runtime.plugin_pip import Wheel
 
 
@@ -151,3 +159,115 @@ def installed_plugin(name: str) -> tuple[str, str] | None:
         ):
             return dist_name, dist.version
     return None
+
+
+@dataclass
+class FilePlan:
+    """A one-file plugin the index lists (`kind: file`), read and its sha256 checked against
+    the index, waiting for the yes: `apply` writes it as `<name>.py` into the first folder of
+    `plugins.paths`, where the bot loads it (a file there that is no version the index lists
+    is the operator's own and never overwritten)."""
+
+    name: str
+    version: str
+    sha256: str
+    data: bytes
+    target: Path
+    have: str | None  # the listed version the file there is (None: no file)
+    permissions: list[str]
+    chatfn: str
+    listed: str
+    others: list[str] = field(default_factory=list)
+
+    @property
+    def current(self) -> bool:
+        return self.have == self.version
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"plugin file: {self.name} {self.version} -> {self.target}",
+            f"permissions: {', '.join(self.permissions) or 'none declared'}",
+            f"chatfn:      {self.chatfn or 'any version'}",
+            f"sha256:      {self.sha256}",
+            self.listed,
+        ]
+        if self.have is not None:
+            lines.insert(0, f"upgrade {self.name} {self.have} -> {self.version}")
+        return lines
+
+    def apply(self) -> None:
+        if hashlib.sha256(self.data).hexdigest() != self.sha256:
+            raise ValueError(f"{self.name}: the file changed since it was shown")
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.target.with_name(f".{self.target.name}.part")
+        tmp.write_bytes(self.data)
+        os.replace(tmp, self.target)
+
+    def discard(self) -> None:
+        pass
+
+
+def plugin_folder(settings: PluginSettings, base: Path) -> Path:
+    """Where a plugin file is installed: the first folder `plugins.paths` names."""
+    for entry in settings.paths:
+        path = Path(entry).expanduser()
+        path = path if path.is_absolute() else base / path
+        if path.suffix != ".py":
+            return path
+    raise ValueError("plugins.paths names no folder: a plugin file has nowhere to go")
+
+
+def plan_file(
+    name: str,
+    version: str | None,
+    settings: PluginSettings,
+    base: Path,
+    *,
+    allow: FetchAllow | None = None,
+) -> FilePlan | None:
+    """The plan for the index's one-file plugin `name` (None: the index has no such plugin);
+    ValueError for what is not to be installed."""
+    from chatfn.runtime.plugin_pip import declared
+    from chatfn.runtime.plugins import supports_safely
+
+    url = index_in_use(settings.index_url)
+    entry = file_plugin(read_index(url, base, allow), name)
+    if entry is None:
+        return None
+    versions = [v for v in entry.get("versions", []) if isinstance(v, dict)]
+    chosen = [v for v in versions if version is None or str(v.get("version")) == version]
+    if not chosen:
+        raise ValueError(f"not installing {name} {version}: {url} does not list it")
+    listed = chosen[-1]
+    files = listed.get("files") or []
+    filename = f"{name}.py"
+    if len(files) != 1 or files[0].get("filename") != filename:
+        raise ValueError(f"{url}: plugin file {name} must list one file, {filename}")
+    data = read_listed_file(url, base, str(files[0].get("url") or filename), allow)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != files[0].get("sha256"):
+        raise ValueError(
+            f"not installing {name} {listed.get('version')}: its sha256 {digest} is not the "
+            f"one plugins.index_url lists for it ({files[0].get('sha256')})"
+        )
+    permissions, declared_range = declared(data.decode("utf-8", "replace"))
+    rng = str(listed.get("chatfn") or declared_range)
+    if rng and not supports_safely(rng):
+        raise ValueError(f"not installing {name}: it supports chatfn {rng}")
+    target = plugin_folder(settings, base) / filename
+    have = None
+    if target.exists():
+        there = hashlib.sha256(target.read_bytes()).hexdigest()
+        known = {
+            f.get("sha256"): str(v.get("version")) for v in versions for f in v.get("files") or []
+        }
+        if there not in known:
+            raise ValueError(
+                f"not installing {name}: {target} is a file of your own (no version "
+                f"{url} lists); it is never overwritten"
+            )
+        have = known[there]
+    line = f"index:       listed in {url}, sha256 matches"
+    return FilePlan(
+        name, str(listed.get("version")), digest, data, target, have, permissions, rng, line
+    )

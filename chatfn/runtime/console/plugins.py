@@ -38,7 +38,7 @@ PLAN_TTL = 600.0
 @dataclass
 class Pending:
     user: str
-    plan: plugin_install.InstallPlan
+    plan: plugin_install.InstallPlan | plugin_install.FilePlan
     upgrade: bool
     made: float
 
@@ -276,10 +276,28 @@ class Plugins:
                     "tags": entry.get("tags", []),
                     "versions": versions,
                     "latest": str(versions[-1].get("version")) if versions else None,
-                    "installed": have.get(canonicalize_name(dist)) if dist else None,
+                    "installed": have.get(canonicalize_name(dist)) if dist else self._file(entry),
                 }
             )
         return {"index_url": url, "plugins": out}
+
+    def _file(self, entry: dict[str, Any]) -> str | None:
+        """The version of a listed plugin file the plugins folder holds (None: none; "changed
+        locally": a file there that is no listed version)."""
+        import hashlib
+
+        try:
+            folder = plugin_install.plugin_folder(
+                self.bot.settings.plugins, self.bot.settings.base_dir
+            )
+            data = (folder / f"{entry.get('name')}.py").read_bytes()
+        except (ValueError, OSError):
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        for version in entry.get("versions") or []:
+            if any(f.get("sha256") == digest for f in version.get("files") or []):
+                return str(version.get("version"))
+        return "changed locally"
 
     async def plan(self, user: str, address: str, body: Any, *, upgrade: bool) -> dict[str, Any]:
         """Fetch and check the package; its confirmation (as the command line's) and the token
@@ -291,6 +309,8 @@ class Plugins:
             else None
         )
         await self._may_install(user, address, action, asked)
+        if isinstance(body, dict) and isinstance(body.get("name"), str):
+            return await self._plan_file(user, address, body, action, upgrade)
         if not isinstance(body, dict) or not isinstance(body.get("distribution"), str):
             raise ConsoleError(400, 'body: {"distribution": NAME, "version": VERSION}')
         dist = body["distribution"].strip()
@@ -335,6 +355,85 @@ class Plugins:
             "lines": found.lines(),
         }
 
+    async def _plan_file(
+        self, user: str, address: str, body: dict[str, Any], action: str, upgrade: bool
+    ) -> dict[str, Any]:
+        """A one-file plugin the index lists (`{"name", "version"}`): read, its sha256 checked,
+        waiting for the yes like a package."""
+        name = body["name"].strip()
+        version = str(body.get("version") or "").strip() or None
+        settings = self.bot.settings
+        try:
+            found = await asyncio.to_thread(
+                plugin_install.plan_file,
+                name,
+                version,
+                settings.plugins,
+                settings.base_dir,
+                allow=settings.bot.fetch,
+            )
+            if found is None:
+                raise ValueError(f"{self._index_url()} lists no plugin file {name}")
+        except (ValueError, PluginIndexError) as exc:
+            why = {"name": name, "version": version, "why": str(exc)}
+            await self.console.audit(user, address, action + ".refused", detail=why)
+            raise ConsoleError(409, str(exc)) from None
+        if found.current:
+            raise ConsoleError(409, f"{found.name} {found.version} is installed")
+        self._expire()
+        token = secrets.token_urlsafe(18)
+        self._pending[token] = Pending(user, found, upgrade, time.monotonic())
+        detail = {"name": name, "version": found.version, "sha256": found.sha256}
+        await self.console.audit(user, address, action + ".asked", detail=detail)
+        return {
+            "token": token,
+            "package": found.name,
+            "version": found.version,
+            "installed": found.have,
+            "permissions": found.permissions,
+            "chatfn": found.chatfn,
+            "sha256": found.sha256,
+            "file": found.target.name,
+            "also": [],
+            "lines": found.lines(),
+        }
+
+    async def _confirm_file(
+        self, user: str, address: str, pending: Pending, found: plugin_install.FilePlan, yes: bool
+    ) -> dict[str, Any]:
+        """The yes to a plugin file: written into the plugins folder, loaded for the next
+        message (the version there before swapped out)."""
+        from chatfn.runtime.plugins import load_plugin_files
+
+        action = "plugin.upgrade" if pending.upgrade else "plugin.install"
+        if not yes:
+            said = {"package": found.name, "version": found.version}
+            await self.console.audit(user, address, action + ".declined", detail=said)
+            return {"installed": False}
+        async with self.switch.lock:
+            try:
+                await asyncio.to_thread(found.apply)
+                [new] = await asyncio.to_thread(
+                    load_plugin_files, [str(found.target)], self.bot.settings.base_dir
+                )
+            except (ValueError, OSError) as exc:
+                raise ConsoleError(409, str(exc)) from None
+            old = self.switch.loaded(found.name)
+            self.switch._swap(old, new)
+        change = {"plugin": found.name, "done": "reloaded" if old else "loaded", "restart": None}
+        detail: dict[str, Any] = {
+            "package": found.name,
+            "version": found.version,
+            "was": found.have,
+            "sha256": found.sha256,
+            "permissions": found.permissions,
+            "file": str(found.target),
+            "changes": [change],
+        }
+        await self.console.audit(user, address, action, detail=detail)
+        logger.info("console: {} {} {} by {}", action, found.name, found.version, user)
+        return {"installed": True, **detail}
+
     async def confirm(self, user: str, address: str, body: Any) -> dict[str, Any]:
         """The owner's yes to a confirmation: the wheel shown (its hash checked again) is
         installed, and loaded now where the plugin allows."""
@@ -344,6 +443,8 @@ class Plugins:
         pending = self._pending.pop(str(token), None) if token else None
         if pending is None or pending.user != user:
             raise ConsoleError(404, "no such confirmation (asked again?)")
+        if isinstance(pending.plan, plugin_install.FilePlan):
+            return await self._confirm_file(user, address, pending, pending.plan, body.get("yes"))
         found, wheel = pending.plan, pending.plan.wheel
         action = "plugin.upgrade" if pending.upgrade else "plugin.install"
         try:

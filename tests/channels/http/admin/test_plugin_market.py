@@ -391,3 +391,72 @@ async def test_a_new_version_swapped_in_mid_turn_answers_from_the_next_message(
     assert switch.loaded("greeter") is new
     users = [m["text"] for m in await history(c, "room") if m["role"] == "user"]
     assert users == ["hold and greet", "greet"]
+
+
+async def test_the_market_installs_a_plugin_file_the_index_lists(
+    console: MakeConsole, tmp_path: Path
+) -> None:
+    """A `kind: file` plugin (the project's own index lists its example so): its bytes read
+    beside the index, the sha256 checked, written into the first folder of plugins.paths after
+    the yes, and loaded for the next message; never over a file of the operator's own."""
+    source = (Path(__file__).resolve().parents[4] / "plugins" / "example.py").read_bytes()
+    served = {"dice.py": b"# tampered\n" + source, "mine.py": b"x = 1\n"}
+
+    def listed(name: str, data: bytes) -> dict[str, Any]:
+        digest = hashlib.sha256(data).hexdigest()
+        file = {"filename": f"{name}.py", "sha256": digest, "url": f"{name}.py"}
+        version = {"version": "1.0", "chatfn": "", "files": [file]}
+        return {"name": name, "kind": "file", "summary": name, "versions": [version]}
+
+    index = {"format": 1, "plugins": [listed("dice", source), listed("mine", b"x = 1\n")]}
+
+    async def serve(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name == "index.json":
+            return web.json_response(index)
+        return web.Response(body=served[name], content_type="text/x-python")
+
+    app = web.Application()
+    app.router.add_get("/{name}", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        c = await start(console, tmp_path, allow_plugin_install=True)
+        url = f"http://127.0.0.1:{bound_port(site)}/index.json"
+        c.tb.bot.settings.plugins.__dict__.update(index_url=url)
+        c.tb.bot.settings.bot.fetch.__dict__["allow_hosts"] = ["127.0.0.1"]
+        alice, carol = await c.client("alice"), await c.client("carol")
+        found = (await alice.get("/admin/api/market?q=dice"))[1]["plugins"]
+        assert [(p["name"], p["kind"], p["installed"]) for p in found] == [("dice", "file", None)]
+        assert (await carol.send("POST", "/admin/api/market/plan", {"name": "dice"}))[0] == 403
+        # The bytes served are not the ones the index lists: refused, nothing written.
+        wrong = await alice.send("POST", "/admin/api/market/plan", {"name": "dice"})
+        assert wrong[0] == 409 and "is not the one plugins.index_url lists" in wrong[1]["error"]
+        target = tmp_path / "plugins" / "dice.py"
+        assert not target.exists()
+        served["dice.py"] = source
+        status, plan = await alice.send("POST", "/admin/api/market/plan", {"name": "dice"})
+        assert status == 200, plan
+        assert plan["sha256"] == hashlib.sha256(source).hexdigest() and plan["file"] == "dice.py"
+        assert f"plugin file: dice 1.0 -> {target}" in plan["lines"]
+        assert not target.exists()  # not before the yes
+        yes = {"token": plan["token"], "yes": True}
+        status, done = await alice.send("POST", "/admin/api/market/confirm", yes)
+        assert status == 200 and done["changes"][0]["done"] == "loaded", done
+        assert target.read_bytes() == source
+        answer = await c.chat("room", "/roll_dice count=2")
+        assert answer["replies"][0]["text"].startswith("🎲 2d6"), answer
+        again = (await alice.get("/admin/api/market?q=dice"))[1]["plugins"]
+        assert again[0]["installed"] == "1.0"
+        # A file of the operator's own is never overwritten.
+        (tmp_path / "plugins" / "mine.py").write_text("# my own\n")
+        own = await alice.send("POST", "/admin/api/market/plan", {"name": "mine"})
+        assert own[0] == 409 and "never overwritten" in own[1]["error"]
+        actions = [
+            e["action"] for e in (await alice.get("/admin/api/audit?limit=50"))[1]["entries"]
+        ]
+        assert "plugin.install" in actions and "plugin.install.refused" in actions
+    finally:
+        await runner.cleanup()

@@ -140,7 +140,7 @@ export async function render(view) {
         (v.files || []).map((f) => h("div", null, `${f.filename || ""} sha256 ${f.sha256}`)))),
       p.homepage ? homepageLink(p.homepage) : null);
     const buttons = [h("button", { type: "button", "data-action": "details", onclick: () => { details.hidden = !details.hidden; } }, t("plugins.details"))];
-    if (mayInstall && p.kind !== "file" && p.latest && p.installed !== p.latest) {
+    if (mayInstall && p.latest && p.installed !== p.latest) {
       const upgrade = Boolean(p.installed);
       buttons.push(h("button", {
         type: "button", "data-action": upgrade ? "upgrade" : "install",
@@ -151,8 +151,10 @@ export async function render(view) {
   };
 
   async function ask(p, upgrade) {
-    say(t("plugins.fetching", { name: p.distribution }));
-    const plan = await post("/market/plan", { distribution: p.distribution, version: p.latest, upgrade });
+    say(t("plugins.fetching", { name: p.distribution || p.name }));
+    // A plugin file (kind: file) is asked for by its name, a package by its distribution.
+    const which = p.kind === "file" ? { name: p.name } : { distribution: p.distribution };
+    const plan = await post("/market/plan", { ...which, version: p.latest, upgrade });
     say("");
     const answer = async (yes) => {
       try {
