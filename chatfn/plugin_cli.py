@@ -5,7 +5,10 @@ plugin_pip.py: the console's market installs with the same code), from `plugins.
 `install` and `upgrade` show what they would install (package, version, declared permissions,
 the wheel's sha256, anything else pip would bring) and ask before installing (`--yes`: do not
 ask); an install that would change chatfn's own version or a version an installed plugin pins
-is refused, naming each change. A change takes effect when the bot next starts.
+is refused, naming each change. A one-file plugin the index lists (`kind: file`, the project's
+own example among them: `chatfn plugin install example`) is written into the first folder of
+`plugins.paths` after the same check of its sha256 and the same question. A change takes effect
+when the bot next starts.
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from chatfn.common.config import ConfigError, PluginSettings
+from chatfn.plugin_new import NAME
+
+if TYPE_CHECKING:
+    from chatfn.runtime.plugin_install import FilePlan
 
 DESCRIPTION = "Plugin packages: new NAME, list, install SPEC, upgrade NAME, remove NAME."
 
@@ -142,6 +150,13 @@ def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
 
     settings, base = plugin_settings(args.config)
     spec = args.name if upgrade else args.spec
+    name, _, version = spec.partition("==")
+    if NAME.match(name) and not Path(spec).exists():  # a plugin file the index lists?
+        from chatfn.runtime.plugin_install import plan_file
+
+        filed = plan_file(name, version or None, settings, base)
+        if filed is not None:
+            return _install_file(filed, args.yes)
     try:
         found = plan(spec, settings, base, upgrade=upgrade)
     except InstallRefused as exc:
@@ -165,6 +180,19 @@ def _install(args: argparse.Namespace, *, upgrade: bool = False) -> int:
     finally:
         found.discard()
     print(f"installed {wheel.name} {wheel.version}; it loads when the bot next starts")
+    return 0
+
+
+def _install_file(found: FilePlan, yes: bool) -> int:
+    """A one-file plugin the index lists: written into the plugins folder after the yes."""
+    if found.current:
+        print(f"{found.name} {found.version} is installed already ({found.target})")
+        return 0
+    if not confirm(found.lines(), "Install?", yes):
+        print("not installed")
+        return 1
+    found.apply()
+    print(f"installed {found.target}; it loads when the bot next starts")
     return 0
 
 

@@ -350,3 +350,25 @@ def test_the_package_index_setting(tmp_path: Path) -> None:
         "--find-links",
         str(tmp_path / "wheels"),
     ]
+
+
+def test_install_writes_the_project_indexs_example_file_from_the_default_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No plugins.index_url: the project's own index as chatfn ships it (offline); its example
+    plugin file is checked against the sha256 listed there and written into the plugins folder,
+    once; a file of the operator's own there is never overwritten."""
+    config = tmp_path / "config.yaml"
+    config.write_text("plugins:\n  paths: [plugins]\n")
+    command = ["plugin", "install", "example", "--config", str(config)]
+    assert main([*command, "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "plugin file: example 0.2.0 ->" in out and "sha256 matches" in out
+    written = tmp_path / "plugins" / "example.py"
+    assert written.read_bytes() == (ROOT / "plugins" / "example.py").read_bytes()
+    assert main([*command, "--yes"]) == 0
+    assert "is installed already" in capsys.readouterr().out
+    written.write_text("# my own\n")
+    assert main([*command, "--yes"]) == 2
+    assert "never overwritten" in capsys.readouterr().err
+    assert written.read_text() == "# my own\n"
