@@ -61,6 +61,11 @@ def test_the_projects_index_is_valid_and_true_to_the_files() -> None:
         (lambda p: p["versions"][0].update(permissions=["root"]), "is not one of"),
         (lambda p: p.update(name="Bad Name"), "does not match"),
         (lambda p: p.pop("versions"), "'versions' is a required property"),
+        (
+            lambda p: p["versions"][0]["files"].append({"filename": "b.py", "sha256": "0" * 64}),
+            "is too long",
+        ),
+        (lambda p: p["versions"][0]["files"][0].update(filename="../x.py"), "does not match"),
     ],
 )
 def test_the_schema_refuses_what_an_install_could_not_trust(change: Any, expected: str) -> None:
