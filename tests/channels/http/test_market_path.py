@@ -1,12 +1,13 @@
-"""The market's whole path in the default lane (issue 37, "How it is tested"), without a
-browser: `chatfn plugin new` writes a plugin, pip builds its wheel (offline), the wheels sit in
-a folder pip reads (`plugins.package_index`: `--no-index --find-links`) and the market's index
-JSON (each wheel's sha256) is served over HTTP by the test. A bot runs in a venv of its own
-(`chatfn run --channel http`, tests/channels/http/market_kit.py) with an OpenAI-compatible model
-the test serves; an owner installs the plugin through the console's API; its function answers
-a model's call and a slash command without a restart; the upgrade to a second version (first
-listed with a wrong hash: refused) answers the next message; it is switched off for one chat,
-then removed. A non-owner's install is refused and audited."""
+"""The market's whole path (issue 37, "How it is tested"), without a browser, in the services lane
+that .ci/run runs (ten pip runs and a bot process: about two minutes on 2 cores, too long for
+README's lane): `chatfn plugin new` writes a plugin, pip builds its wheel (offline), the wheels
+sit in a folder pip reads (`plugins.package_index`: `--no-index --find-links`) and the market's
+index JSON (each wheel's sha256) is served over HTTP by the test. A bot runs in a venv of its
+own (`chatfn run --channel http`, tests/channels/http/market_kit.py) with an OpenAI-compatible
+model the test serves; an owner installs the plugin through the console's API; its function
+answers a model's call and a slash command without a restart; the upgrade to a second version
+(first listed with a wrong hash: refused) answers the next message; it is switched off for one
+chat, then removed. A non-owner's install is refused and audited."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from tests.channels.http.admin.conftest import Admin
 from tests.channels.http.market_kit import TOKEN, Bot, serve_folder
 from tests.chatfn.test_plugin_cli import Venv, clean_env
 from tests.kit.ports import free_port
+
+pytestmark = pytest.mark.services
 
 PASSWORD = "owner-secret"
 
