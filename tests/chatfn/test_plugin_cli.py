@@ -201,6 +201,8 @@ def test_new_writes_a_package_that_installs_and_passes_its_own_test(
     assert "no plugin package installed" in venv.chatfn("list").stdout
 
 
+# Real pip (and uv) runs into a venv, about a minute: in the services lane .ci/run runs.
+@pytest.mark.services
 def test_install_upgrade_remove_with_confirmation_and_refusals(venv: Venv, tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     first = hello(wheels, "1.0")
@@ -290,6 +292,8 @@ def test_permissions_are_read_from_the_source_never_run(tmp_path: Path) -> None:
     assert (wheel.permissions, wheel.chatfn, wheel.plugins) == ([], "<1,>=0.1", {"x": "chatfn_x"})
 
 
+# Real pip (and uv) runs into a venv, about a minute: in the services lane .ci/run runs.
+@pytest.mark.services
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (pip install uv)")
 def test_uv_installs_checks_and_removes_when_asked(venv: Venv, tmp_path: Path) -> None:
     """`plugins.installer: uv`: uv's dry run is what the refusals read (uv resolves, so uv is
