@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from chatfn.common.config import BreakerSettings
-from chatfn.common.messages import OutgoingMessage
 from chatfn.common.metrics import Metrics
 from chatfn.runtime.console import ops as console_ops
 from chatfn.runtime.plugin_breaker import PluginGuard
@@ -20,6 +19,9 @@ from chatfn.storage.console.scope import EVERYTHING
 from chatfn.storage.console.sessions import audit_page
 from chatfn.testing import ScriptedModel, TestBot
 from providers.scripted import call, say
+from tests.runtime.test_plugin_packages import (
+    Recorder,  # the `test` platform's sender: what the bot sends on its own
+)
 
 BROKEN = """
 from function_calls import FunctionResult, MessageContext, Plugin, tool_function
@@ -33,18 +35,6 @@ async def broken_weather(ctx: MessageContext) -> FunctionResult:
     calls.append(ctx.message.text)
     raise RuntimeError("backend down")
 """
-
-
-class Recorder:
-    """The `test` platform's sender: what the bot sends on its own (notices)."""
-
-    platform = "test"
-
-    def __init__(self) -> None:
-        self.sent: list[OutgoingMessage] = []
-
-    async def send(self, message: OutgoingMessage) -> None:
-        self.sent.append(message)
 
 
 def model() -> ScriptedModel:
