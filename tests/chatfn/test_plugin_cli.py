@@ -165,6 +165,9 @@ def venv(tmp_path: Path) -> Iterator[Venv]:
     yield Venv(tmp_path / "venv", config)
 
 
+# A venv, a wheel built with pip and two pytest runs in it, about 30 s of one worker: in the
+# services lane .ci/run runs.
+@pytest.mark.services
 def test_new_writes_a_package_that_installs_and_passes_its_own_test(
     venv: Venv, tmp_path: Path
 ) -> None:
