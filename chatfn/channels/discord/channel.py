@@ -35,6 +35,7 @@ channel shown as down and a slow retry (the kit's connect loop); the rest of the
 from __future__ import annotations
 
 import asyncio
+import io
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -64,6 +65,7 @@ from chatfn.channels.discord.message import (
 from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.kit.presses import press_message
+from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -323,9 +325,11 @@ class DiscordSender(kit.PlatformSender[Target], platform="discord", label="Disco
             raise kit.NotDelivered("the Discord channel is not logged in")
         parts = parts_of(out, self.cfg.max_message_length)
         owed.parts = [part.source for part in parts]
+        media = _media(out)  # before the first part: a malformed image refuses the message
         where = await self.call(ref.key, lambda: channel.messageable(ref))
         for index, part in enumerate(parts):
-            options = _options(out, where, index, part, last=index == len(parts) - 1)
+            last = media if index == len(parts) - 1 else None
+            options = _options(out, where, index, part, last)
             await self.call(ref.key, partial(where.send, part.content or None, **options))
             owed.sent += 1
 
@@ -353,11 +357,34 @@ class DiscordSender(kit.PlatformSender[Target], platform="discord", label="Disco
         return kit.Unreachable(f"Discord: {why}")
 
 
+#: What the last part carries besides its text: files (name, bytes) and image URLs.
+Media = tuple[list[tuple[str, bytes]], list[str]]
+
+
+def _media(out: OutgoingMessage) -> Media:
+    """The images of `out`, a `data:` one as a file, a URL as an embed showing it (anything
+    else refused for good: kit.decode_image), and the reply spoken (voice.tts) as an OGG
+    file Discord plays inline."""
+    files: list[tuple[str, bytes]] = []
+    urls: list[str] = []
+    for ref in out.images:
+        image = kit.decode_image(ref, platform="Discord")
+        if isinstance(image, str):
+            urls.append(image)
+        else:
+            files.append((f"image{len(files) + 1}.{kit.image_name(image).split('.')[1]}", image))
+    for n, ref in enumerate(out.audio):
+        spoken = audio.decode_audio_uri(ref)
+        if spoken is not None:
+            files.append((f"voice{n + 1}.ogg", spoken[1]))
+    return files, urls
+
+
 def _options(
-    out: OutgoingMessage, where: discord.abc.Messageable, index: int, part: Part, last: bool
+    out: OutgoingMessage, where: discord.abc.Messageable, index: int, part: Part, last: Media | None
 ) -> dict[str, Any]:
     """discord.py's `send` options of part `index` of `out`: the mention allowed to ping and
-    the reply on the first part, its files, embeds and nonce, the buttons on the last."""
+    the reply on the first part, its nonce, the files, embeds and buttons on the `last`."""
     first = index == 0
     options: dict[str, Any] = {
         "allowed_mentions": discord.AllowedMentions(
@@ -373,14 +400,16 @@ def _options(
         options["reference"] = discord.MessageReference(
             message_id=int(out.reply_to), channel_id=where.id, fail_if_not_exists=False
         )
-    if part.files:
-        options["files"] = part.files
-    if part.embeds:
-        options["embeds"] = part.embeds
     if part.nonce:
         options["nonce"] = part.nonce
-    if last and out.buttons:
-        options["view"] = _buttons(out.buttons)
+    if last is not None:
+        files, urls = last
+        if files:
+            options["files"] = [discord.File(io.BytesIO(d), filename=n) for n, d in files]
+        if urls:
+            options["embeds"] = [discord.Embed().set_image(url=url) for url in urls]
+        if out.buttons:
+            options["view"] = _buttons(out.buttons)
     return options
 
 

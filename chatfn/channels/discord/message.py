@@ -12,12 +12,9 @@ Chat ids (what `chats:` rules match, `fnmatch` style):
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import io
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import discord
 
@@ -167,38 +164,27 @@ def quoted(message: discord.Message) -> tuple[str | None, list[str]]:
 
 @dataclass(slots=True)
 class Part:
-    """One Discord message of a reply: its content and what the first/last part carries."""
+    """One Discord message of a reply: its content (the first part's with the mention), the
+    Markdown it was rendered from (what is owed if sending stops here) and its nonce; the last
+    one also carries the images and the voice (channel.py's `_options`)."""
 
     content: str
-    source: str  # the Markdown it was rendered from (what is owed if sending stops here)
+    source: str
     nonce: str | None = None
-    files: list[discord.File] = field(default_factory=list)
-    embeds: list[discord.Embed] = field(default_factory=list)
 
 
 def parts_of(out: OutgoingMessage, limit: int) -> list[Part]:
     """The messages `out` is sent as: Markdown rendered for Discord and split within `limit`
     (UTF-16 units, kept below 2000 with room for a mention), the mention before the first
-    part, images with the last. Each part has a nonce fixed by its outbox row, index and
-    text: Discord (`enforce_nonce`) answers a repeat with the message it made the first time,
-    so a retry or a re-send after a crash never posts it twice."""
+    part. Each part has a nonce fixed by its outbox row, index and text: Discord
+    (`enforce_nonce`) answers a repeat with the message it made the first time, so a retry or
+    a re-send after a crash never posts it twice."""
     sources = split_message(out.text, limit - MENTION_ROOM, render=to_discord, measure=utf16_len)
     if not sources and (out.images or out.audio):
         sources = [""]
     parts = [Part(to_discord(s) if s else "", s) for s in sources]
     if parts and out.at:
         parts[0].content = f"<@{out.at}> {parts[0].content}".rstrip()
-    if parts:
-        for ref in out.images:
-            image = _image(ref, len(parts[-1].files))
-            if isinstance(image, discord.File):
-                parts[-1].files.append(image)
-            elif image is not None:
-                parts[-1].embeds.append(image)
-        for n, ref in enumerate(out.audio):  # the reply spoken (voice.tts): an audio file
-            voice = _voice(ref, n)
-            if voice is not None:
-                parts[-1].files.append(voice)
     for index, part in enumerate(parts):
         part.nonce = nonce(out.event_id, index, part.content)
     return parts
@@ -210,30 +196,3 @@ def nonce(event_id: int | None, index: int, content: str) -> str | None:
         return None
     digest = hashlib.blake2s(content.encode(), digest_size=4).hexdigest()
     return f"cf{event_id}.{index}.{digest}"[:25]
-
-
-def _voice(ref: str, n: int) -> discord.File | None:
-    """A spoken reply (`data:audio/ogg;base64,`) as an OGG/Opus file Discord plays inline."""
-    if not ref.startswith("data:audio/"):
-        return None
-    try:
-        data = base64.b64decode(ref.partition(",")[2], validate=False)
-    except (binascii.Error, ValueError):
-        return None
-    return discord.File(io.BytesIO(data), filename=f"voice{n + 1}.ogg")
-
-
-def _image(ref: str, n: int) -> discord.File | discord.Embed | None:
-    """A `data:` image as an uploaded file; an `https://` one as an embed showing it."""
-    if ref.startswith("data:"):
-        head, _, body = ref.partition(",")
-        kind = head[5:].split(";")[0] or "image/png"
-        try:
-            data = base64.b64decode(body, validate=False)
-        except (binascii.Error, ValueError):
-            return None
-        ext = kind.split("/")[-1].replace("jpeg", "jpg") or "png"
-        return discord.File(io.BytesIO(data), filename=f"image{n + 1}.{ext}")
-    if ref.startswith(("https://", "http://")):
-        return discord.Embed().set_image(url=ref)
-    return None
