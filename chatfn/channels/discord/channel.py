@@ -9,7 +9,7 @@ attachments go to vision models as URLs, the message replied to as `quoted_text`
 sender's roles (`owner`; `admin` for ADMINISTRATOR / MANAGE_GUILD) come from the guild's
 roles in the Gateway's cache (`bot.trust_group_admins`). GUILD_MEMBER_ADD reaches the
 welcome in the guild's system channel. Chat ids: message.py. At each new session (READY,
-not RESUMED) what recently active chats said meanwhile is read back: catchup.py.
+not RESUMED) what recently active chats said meanwhile is read back: `catch_up`.
 
 Buttons (OutgoingMessage.buttons: an approval request's Approve / Deny) go under the last part;
 a press (Gateway INTERACTION_CREATE, a component) is deferred at once and becomes the
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -45,7 +46,6 @@ import discord
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.discord.catchup import catch_up
 from chatfn.channels.discord.client import DiscordClient, make_client
 from chatfn.channels.discord.message import (
     Part,
@@ -64,12 +64,15 @@ from chatfn.channels.discord.message import (
 )
 from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.channels.kit import sent as kit_sent
+from chatfn.channels.kit.catchup import missed_window, unstored
 from chatfn.channels.kit.presses import press_message
 from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.runtime.channel_host import ChannelHost
 
 _HANDLED = (discord.MessageType.default, discord.MessageType.reply)
+#: The most messages of one chat read back at a new session (`catch_up`).
+HISTORY = 50
 _NETWORK = (aiohttp.ClientError, OSError, asyncio.TimeoutError, discord.DiscordServerError)
 _REFUSED_TOKEN = (
     "Discord refused channels.discord.token (401 Unauthorized at /users/@me): reset the token "
@@ -150,9 +153,41 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
 
     # -- incoming --------------------------------------------------------------------------
     async def _on_ready(self) -> None:
-        """A new session: what was said without one is read back (catchup.py)."""
+        """A new session: what was said without one is read back (`catch_up`)."""
         self.up()
-        self.spawn(catch_up(self, self._on_message))
+        self.spawn(self.catch_up())
+
+    async def catch_up(self) -> int:
+        """Messages posted while the bot was not connected, handed on like live ones; returns
+        how many. A RESUME replays what the session missed (discord.py does it), but a new
+        session (a restart, an invalid session, a resume refused) starts with nothing: what a
+        chat said meanwhile never arrives as an event. At each READY the chats with a user
+        message stored within `bot.resume_window` get one history read each (`GET
+        /channels/{id}/messages?after=`, up to HISTORY messages after the chat's newest stored
+        one); messages in it that are not the bot's and not stored yet are handled like live
+        ones, in order (the kit's catch-up, chatfn/channels/kit/catchup.py). A message that
+        also arrives live is handled once (`inbound.first_sight`, by message id).
+
+        Not covered: a chat with no user message stored within the window (the bot cannot know
+        it was spoken in), and more than HISTORY messages of one chat."""
+        if self.client is None or self.client.user is None:
+            return 0
+        me, found = self.client.user.id, 0
+        window = await missed_window(self.host, self.platform, datetime.now(UTC))
+        for chat_id, after in window.chats.items() if window is not None else ():
+            try:
+                read = self.history(chat_id, after, HISTORY)
+                theirs = (seen async for seen in read if seen.author.id != me)
+                async for seen in unstored(self.host, self.platform, chat_id, theirs, _ident):
+                    found += 1
+                    await self._on_message(seen, chat_id)
+            except discord.HTTPException as exc:
+                logger.debug("Discord catch-up of {} skipped: {}", chat_id, exc)
+            except OSError as exc:
+                logger.debug("Discord catch-up of {} skipped: {!r}", chat_id, exc)
+        if found:
+            logger.info("Discord: {} message(s) said while the bot was away handled now", found)
+        return found
 
     async def _on_resumed(self) -> None:  # the missed events were replayed
         self.up()
@@ -279,6 +314,18 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             return cached
         return self.client.get_partial_messageable(target.channel_id, guild_id=target.guild_id)
 
+    async def history(
+        self, chat_id: str, after: datetime, limit: int
+    ) -> AsyncIterator[discord.Message]:
+        """Up to `limit` messages of a chat since `after`, oldest first (none for a chat id
+        that is not this channel's): what `catch_up` and `find_sent` read."""
+        target = target_of(chat_id)
+        if target is None:
+            return
+        where = await self.messageable(target)
+        async for seen in where.history(limit=limit, after=after, oldest_first=True):
+            yield seen
+
     async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
         """Rows owed from before this start (the bot died between Discord taking a message
         and the outbox marking it): True where the chat holds a message of the bot with the
@@ -290,14 +337,10 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         me = self.client.user.id
 
         async def own(chat_id: str, since: datetime) -> list[tuple[float, str]] | None:
-            target = target_of(chat_id)
-            if target is None:
-                return []
             try:
-                where = await self.messageable(target)
                 return [
                     (seen.created_at.timestamp(), seen.content)
-                    async for seen in where.history(limit=100, after=since, oldest_first=True)
+                    async for seen in self.history(chat_id, since, 100)
                     if seen.author.id == me
                 ]
             except (discord.Forbidden, discord.NotFound):
@@ -422,6 +465,10 @@ def _buttons(buttons: list[tuple[str, str]]) -> discord.ui.View:
             style = discord.ButtonStyle.success if index == 0 else discord.ButtonStyle.secondary
             view.add_item(discord.ui.Button(label=label[:80], custom_id=data, style=style))
     return view
+
+
+def _ident(message: discord.Message) -> str:
+    return str(message.id)
 
 
 def _chat_name(message: discord.Message) -> str:
