@@ -83,26 +83,18 @@ class DiscordClient(discord.Client):
         return super()._get_state(**options)
 
 
-def intents(member_events: bool) -> discord.Intents:
-    """GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged) and, for member
-    joins, GUILD_MEMBERS (privileged): what the channel reads, nothing more."""
-    wanted = discord.Intents.none()
-    wanted.guilds = True
-    wanted.guild_messages = True
-    wanted.dm_messages = True
-    wanted.message_content = True
-    wanted.members = member_events
-    return wanted
-
-
 def make_client(settings: Any, handlers: dict[str, Handler] | None = None) -> DiscordClient:
     """A client for `settings` (DiscordSettings): no member chunking or member cache (a bot in
-    large guilds must not hold every member), no message cache (replies carry what they quote)."""
+    large guilds must not hold every member), no message cache (replies carry what they quote).
+    Its intents are what the channel reads, nothing more: GUILDS, GUILD_MESSAGES,
+    DIRECT_MESSAGES, MESSAGE_CONTENT (privileged) and, for member joins, GUILD_MEMBERS
+    (privileged; `member_events`); the flags not named are off."""
+    wanted = {"guilds": True, "guild_messages": True, "dm_messages": True}
     return DiscordClient(
         api_base=settings.api_base,
         gateway_url=settings.gateway_url,
         handlers=handlers,
-        intents=intents(settings.member_events),
+        intents=discord.Intents(**wanted, message_content=True, members=settings.member_events),
         chunk_guilds_at_startup=False,
         member_cache_flags=discord.MemberCacheFlags.none(),
         max_messages=None,
