@@ -216,15 +216,16 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         bot = self.client.user
         is_group = not chat_id.startswith("dm:")
         quote_text, quote_images = quoted(message)
+        text, named = readable(message, bot.id)
         # None for a bare mention or a sticker: nothing to answer.
         return self.incoming(
             chat_id,
             str(message.author.id),
-            readable(message, bot.id),
+            text,
             is_group=is_group,
             chat_name=_chat_name(message),
             sender_name=message.author.display_name,
-            is_at_bot=is_group and mentions_bot(message, bot),
+            is_at_bot=is_group and (named or mentions_bot(message, bot)),
             quoted=quote_text,
             message_id=str(message.id),
             time=message.created_at.astimezone(UTC),

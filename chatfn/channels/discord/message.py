@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import discord
 
+from chatfn.channels.kit.mentions import read_mentions
 from chatfn.channels.markdown import to_discord
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.common.messages import OutgoingMessage
 
-_USER_MENTION = re.compile(r"<@!?(\d+)>")
-_ROLE_MENTION = re.compile(r"<@&(\d+)>")
-_CHANNEL_MENTION = re.compile(r"<#(\d+)>")
+#: A user's mention (`<@id>`, `<@!id>` the legacy nick form), a role's and a channel's.
+_MENTION = re.compile(r"<(@!?|@&|#)(\d+)>")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 _AUDIO_SUFFIXES = (".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".amr", ".flac")
 #: Room kept in the first part for the `<@id> ` mention placed before it.
@@ -79,10 +79,8 @@ def chat_target(chat_id: str) -> Target:
 
 
 def mentions_bot(message: discord.Message, bot: discord.ClientUser) -> bool:
-    """`<@id>` / `<@!id>` of the bot, the bot's own managed role, or a reply to one of the
-    bot's messages."""
-    if any(int(m) == bot.id for m in _USER_MENTION.findall(message.content)):
-        return True
+    """The bot's own managed role, or a reply to one of the bot's messages (its `<@id>` /
+    `<@!id>`: `readable`)."""
     if any(getattr(r.tags, "bot_id", None) == bot.id for r in message.role_mentions):
         return True
     ref = message.reference
@@ -90,24 +88,22 @@ def mentions_bot(message: discord.Message, bot: discord.ClientUser) -> bool:
     return isinstance(resolved, discord.Message) and resolved.author.id == bot.id
 
 
-def readable(message: discord.Message, bot_id: int) -> str:
-    """The content a model reads: the bot's mention removed, other mentions as `@name` /
-    `#channel`, attachments that are not images named."""
-    names = {m.id: m.display_name for m in message.mentions}
-    text = _USER_MENTION.sub(
-        lambda m: "" if int(m.group(1)) == bot_id else f"@{names.get(int(m.group(1)), m.group(1))}",
-        message.content,
-    )
-    roles = {r.id: r.name for r in message.role_mentions}
-    text = _ROLE_MENTION.sub(lambda m: f"@{roles.get(int(m.group(1)), m.group(1))}", text)
+def readable(message: discord.Message, bot_id: int) -> tuple[str, bool]:
+    """(The content a model reads, whether it mentions the bot): the bot's mention removed,
+    other mentions as `@name` / `#channel` (kit/mentions.py), attachments that are not
+    images named."""
+    names = {str(m.id): m.display_name for m in message.mentions}
+    roles = {str(r.id): r.name for r in message.role_mentions}
     guild = message.guild
 
-    def channel_name(m: re.Match[str]) -> str:
-        found = guild.get_channel_or_thread(int(m.group(1))) if guild is not None else None
-        return f"#{found.name}" if found is not None else m.group(0)
+    def shown(kind: str, ident: str) -> str | None:
+        if kind != "#":
+            return "@" + (roles if kind == "@&" else names).get(ident, ident)
+        found = guild.get_channel_or_thread(int(ident)) if guild is not None else None
+        return f"#{found.name}" if found is not None else None
 
-    text = _CHANNEL_MENTION.sub(channel_name, text)
-    text = re.sub(r"[ \t]{2,}", " ", text).strip()
+    users = ("@", "@!")
+    text, mentioned = read_mentions(message.content, _MENTION, str(bot_id), shown, users)
     files = [
         f"[file: {a.filename}, {a.size} bytes]"
         for a in message.attachments
@@ -115,7 +111,7 @@ def readable(message: discord.Message, bot_id: int) -> str:
     ]
     if files:
         text = "\n".join([text, *files]).strip()
-    return text  # the kit's `incoming` cleans it and caps its length
+    return text, mentioned  # the kit's `incoming` cleans the text and caps its length
 
 
 def is_image(attachment: discord.Attachment) -> bool:
@@ -158,7 +154,7 @@ def quoted(message: discord.Message) -> tuple[str | None, list[str]]:
     resolved = ref.resolved if ref is not None else None
     if not isinstance(resolved, discord.Message):
         return None, []
-    text = f"{resolved.author.display_name}: {readable(resolved, -1)[:500]}"
+    text = f"{resolved.author.display_name}: {readable(resolved, -1)[0][:500]}"
     return text, images_of(resolved)
 
 

@@ -6,8 +6,9 @@ primitives chatfn/channels/intake.py and outbound.py), the way out under one del
 (sender.py; chatfn/runtime/delivery_policy.py), the error classes (errors.py), the system
 events' names (events.py), images in and out (images.py), files served for a platform to
 fetch (shelf.py), a REST client's session and Retry-After (rest.py), a state file written
-whole (files.py), a spoken reply cut into voice clips (voice.py) and Markdown sent as plain
-text (plain.py). Nothing here names a platform.
+whole (files.py), a spoken reply cut into voice clips (voice.py), Markdown sent as plain
+text (plain.py) and the mentions marked in a message's text read (mentions.py). Nothing here
+names a platform.
 """
 
 from chatfn.channels.intake import Taken, settled

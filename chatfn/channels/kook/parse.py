@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.mentions import folded, read_mentions
 
 __all__ = ["ADMINISTRATOR", "ChatRef", "parse_chat_id", "read_text", "roles_of"]
 
@@ -57,27 +58,20 @@ def _names(extra: dict[str, Any], part: str, key: str, name: str) -> dict[str, s
 
 def read_text(content: str, kind: int, extra: dict[str, Any], bot_id: str) -> tuple[str, bool]:
     """(the text the bot reads, whether the bot is mentioned) of a message's content."""
-    mentioned = bot_id in [str(m) for m in (extra.get("mention") or [])]
-    users = _names(extra, "mention_part", "id", "username")
-    roles = _names(extra, "mention_role_part", "role_id", "name")
-    channels = _names(extra, "channel_part", "id", "name")
+    names = {
+        "met": _names(extra, "mention_part", "id", "username"),
+        "rol": _names(extra, "mention_role_part", "role_id", "name"),
+        "chn": _names(extra, "channel_part", "id", "name"),
+    }
 
-    def tag(m: re.Match[str]) -> str:
-        nonlocal mentioned
-        kind_, ident = m.group(1), m.group(2)
-        if kind_ == "met":
-            if ident == bot_id:
-                mentioned = True
-                return ""
-            return "@" + users.get(ident, ident)
-        if kind_ == "rol":
-            return "@" + roles.get(ident, ident)
-        return "#" + channels.get(ident, ident)
+    def shown(tag: str, ident: str) -> str:
+        return ("#" if tag == "chn" else "@") + names[tag].get(ident, ident)
 
-    text = _TAG.sub(tag, content)
+    # KMarkdown's escapes are undone once its mentions are read, before the text is folded.
+    text, named = read_mentions(content, _TAG, bot_id, shown, ("met",), fold=kind != 9)
     if kind == 9:
-        text = _ESCAPE.sub(r"\1", text)
-    return re.sub(r"[ \t]{2,}", " ", text).strip(), mentioned
+        text = folded(_ESCAPE.sub(r"\1", text))
+    return text, named or bot_id in [str(m) for m in (extra.get("mention") or [])]
 
 
 def roles_of(user_id: str, role_ids: list[Any], owner: str, admin_roles: set[str]) -> list[str]:

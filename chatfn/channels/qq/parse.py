@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from chatfn.channels.kit.mentions import read_mentions
+
 __all__ = ["ChatRef", "Scene", "guild_roles", "parse_chat_id", "read_content"]
 
 Scene = Literal["group", "c2c", "channel", "dm"]
@@ -83,18 +85,8 @@ def parse_chat_id(chat_id: str) -> ChatRef:
 
 def read_content(content: str, bot_id: str) -> tuple[str, bool]:
     """(what the user said, whether it mentioned the bot): the bot's `<@id>`/`<@!id>` removed,
-    other mentions kept as `@id`."""
-    mentioned = False
-
-    def one(match: re.Match[str]) -> str:
-        nonlocal mentioned
-        if bot_id and match.group(1) == bot_id:
-            mentioned = True
-            return ""
-        return "@" + match.group(1)
-
-    text = _MENTION.sub(one, content)
-    return re.sub(r"[ \t]{2,}", " ", text).strip(), mentioned
+    other mentions kept as `@id` (kit/mentions.py)."""
+    return read_mentions(content, _MENTION, bot_id, lambda _kind, ident: "@" + ident)
 
 
 def guild_roles(member: Any) -> list[str]:

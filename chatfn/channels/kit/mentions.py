@@ -1,0 +1,50 @@
+"""A message's mentions read the one way, on every platform that marks them in the text.
+
+Such a platform writes a mention as markup naming its kind (a user, a role, a channel) and an
+id. What the bot reads of it is the same everywhere: the bot's own mention is taken out (and
+noted: the message addresses the bot), any other is shown as a reader sees it ("@name",
+"#channel"), and the runs of spaces a removal leaves are folded. What is the platform's own:
+its markup, which of its kinds name a user, and the names it knows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+
+__all__ = ["folded", "read_mentions"]
+
+_SPACES = re.compile(r"[ \t]{2,}")
+
+
+def folded(text: str) -> str:
+    """`text` with each run of spaces and tabs one space, and no white space at its ends."""
+    return _SPACES.sub(" ", text).strip()
+
+
+def read_mentions(
+    text: str,
+    markup: re.Pattern[str],
+    bot_id: str,
+    shown: Callable[[str, str], str | None],
+    users: Collection[str] = ("",),
+    fold: bool = True,
+) -> tuple[str, bool]:
+    """(`text` as the bot reads it, whether it mentions the bot). `markup`'s groups are a
+    mention's kind and its id (with one group, the id alone: the kind is ""); a mention of
+    one of the kinds `users` whose id is `bot_id` (none when it is "") is the bot's and
+    removed, any other is `shown(kind, id)` (None: kept as written). `fold`: the result
+    `folded` (False: the caller folds it after reading the rest of its markup)."""
+    mentioned = False
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal mentioned
+        kind, ident = (match[1], match[2]) if markup.groups > 1 else ("", match[1])
+        if bot_id and kind in users and ident == bot_id:
+            mentioned = True
+            return ""
+        said = shown(kind, ident)
+        return match.group(0) if said is None else said
+
+    read = markup.sub(one, text)
+    return (folded(read) if fold else read), mentioned
