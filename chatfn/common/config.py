@@ -489,8 +489,9 @@ class PluginSettings(Section):
     # Installed plugin packages (entry-point group `chatfn.plugins`) to load, by entry-point
     # or distribution name, globs allowed; `disabled` wins over `enabled`.
     enabled: list[str] = Field(default_factory=lambda: ["*"])
-    # Installed plugin packages not to load, and built-ins to switch off (`[reminders]`),
-    # names or globs; `help` is always on (naming it is an error; a glob passes it by).
+    # Installed plugin packages not to load, and built-ins and plugin files (by plugin or
+    # file name) to switch off (`[reminders]`), names or globs; `help` is always on (naming it
+    # is an error; a glob passes it by).
     disabled: list[str] = Field(default_factory=list)
     # How long a plugin's start-up hook may take; one that raises or overruns is switched off.
     startup_timeout: float = Field(default=30.0, gt=0)

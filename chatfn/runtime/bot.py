@@ -114,7 +114,7 @@ class Bot:
         self._event_handlers: dict[str, list[EventHandler]] = {}
         self._startup: list[Callable[[], Awaitable[None]]] = []
         self._shutdown: list[Callable[[], Awaitable[None]]] = []
-        self.unwired: set[str] = set()  # built-ins plugins.disabled named at start
+        self.unwired: set[str] = set()  # built-ins and files plugins.disabled named at start
         self.plugins = self._active_plugins(builtins=builtins, user=load_plugins)
         for loaded in self.plugins:
             self.registry.include(loaded.module)

@@ -85,10 +85,11 @@ class PluginSwitch:
         return next((p for p in self.bot.plugins if p.name == name), None)
 
     def find(self, name: str) -> LoadedPlugin | None:
-        """`loaded`, or a built-in `plugins.disabled` kept from being wired at start."""
+        """`loaded`, or a built-in or plugin file `plugins.disabled` kept from being wired at
+        start."""
         found = self.loaded(name)
         if found is None and name in self.bot.unwired:
-            found = next((p for p in self._list() if p.name == name and p.builtin), None)
+            found = next((p for p in self._list() if p.name == name and not p.installed), None)
         return found
 
     def _list(self) -> list[LoadedPlugin]:
@@ -125,8 +126,8 @@ class PluginSwitch:
         return Change(name, "on")
 
     def _unwired(self, loaded: LoadedPlugin, on: bool) -> Change:
-        """A built-in nothing of which was wired at start: off stays off; on is wired now when
-        it has only functions (and texts, settings), else at the next start."""
+        """A built-in or plugin file nothing of which was wired at start: off stays off; on is
+        wired now when it has only functions (and texts, settings), else at the next start."""
         name = loaded.name
         parts = wired_only_at_start(loaded.plugin)
         why = f"{name} has {', '.join(parts)}: it comes on at the next start"
@@ -137,6 +138,8 @@ class PluginSwitch:
             self.restart.setdefault(name, why)
             return Change(name, "on", why)
         own = loaded.plugin.state(self.bot.settings) if loaded.plugin is not None else None
+        if not loaded.builtin:  # a plugin file: under its breaker as if wired at start
+            self.bot.guard.watch(name, loaded.specs())
         if own is None or own.state == "on":  # not off by its own `enabled: false`
             self.bot.registry.replace([], loaded.specs())
         self.bot.plugins.append(loaded)

@@ -119,12 +119,17 @@ class LoadedPlugin:
         return [s for s in found if isinstance(s, FunctionSpec)]
 
     def switched_off(self, settings: CoreSettings) -> bool:
-        """A built-in named (or globbed) in `plugins.disabled`, as an installed package is; a
-        required one never is. (A plugin file is chosen by `plugins.paths`.)"""
-        if not self.builtin or self.required:
+        """A built-in or a plugin file named (or globbed) in `plugins.disabled`, as an
+        installed package is (that one is not even imported: chatfn/runtime/plugin_registry.py);
+        a required built-in never is. A file is known by its plugin's name and by its file
+        name without `.py`. Both are imported all the same: their config sections stay valid,
+        and the console can switch them on."""
+        if self.installed or self.required:
             return False
-        name = self.name.lower()
-        return any(fnmatchcase(name, p.lower()) for p in settings.plugins.disabled)
+        names = {self.name.lower()}
+        if not self.builtin:
+            names.add(Path(self.origin).stem.lower())
+        return any(fnmatchcase(n, p.lower()) for n in names for p in settings.plugins.disabled)
 
     def runs(self, settings: CoreSettings) -> bool:
         """Whether the plugin's own status is "on" (and `plugins.disabled` does not name it):

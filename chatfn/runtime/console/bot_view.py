@@ -32,7 +32,7 @@ class ConsoleBot(Protocol):
     storage: Storage
     plugins: list[LoadedPlugin]
     guard: PluginGuard
-    unwired: set[str]  # built-ins plugins.disabled kept from being wired at start
+    unwired: set[str]  # built-ins and files plugins.disabled kept from wiring at start
     switch: Switch
     delivery: Delivery
     outbox: Outbox

@@ -15,6 +15,8 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
@@ -110,17 +112,24 @@ class Plugins:
                 change = self.switch.switch(name, on)
             except ValueError as exc:
                 raise ConsoleError(409, str(exc)) from None
-        kept = loaded.installed or loaded.builtin  # held after a restart: plugins.disabled
-        if kept:
-            change = await self._persist_disabled(loaded, on, change)
-        out = {**change.json(), "kept": kept}  # a file plugin: until a restart
+        # Held after a restart: every kind of plugin obeys plugins.disabled (a file since
+        # issue 37's last gap closed), so the choice is written there.
+        change, kept = await self._persist_disabled(loaded, on, change)
+        out = {**change.json(), "kept": kept}
         action = "plugin.on" if on else "plugin.off"
         await self.console.audit(user, address, action, detail={"plugin": name, **out})
         return out
 
-    async def _persist_disabled(self, loaded: LoadedPlugin, on: bool, change: Change) -> Change:
+    async def _persist_disabled(
+        self, loaded: LoadedPlugin, on: bool, change: Change
+    ) -> tuple[Change, bool]:
+        """`plugins.disabled` in the config file without (on) or with (off) the plugin; kept:
+        whether the next start does the same (False: the file could not be written, or a
+        glob there still names the plugin, which the console does not rewrite)."""
         settings = self.bot.settings
         names = {loaded.name, (loaded.meta.distribution if loaded.meta else "") or loaded.name}
+        if not loaded.builtin and not loaded.installed:
+            names.add(Path(loaded.origin).stem)  # a file is named by its file too
         disabled = [n for n in settings.plugins.disabled if n not in names]
         if not on:
             disabled.append(loaded.name)
@@ -130,9 +139,18 @@ class Plugins:
             )
         except ConsoleError as exc:
             change.restart = f"not written to the config file: {exc.message}"
-            return change
+            return change, False
         settings.plugins.__dict__["disabled"] = disabled
-        return change
+        glob = next(
+            (p for p in disabled for n in names if on and fnmatchcase(n.lower(), p.lower())), None
+        )
+        if glob is not None:
+            change.restart = (
+                f"plugins.disabled still names it with {glob!r}: it is off again at the next "
+                "start unless that entry is changed in the config file"
+            )
+            return change, False
+        return change, True
 
     async def chat_turn(
         self, scope: Scope, user: str, address: str, name: str, body: Any

@@ -146,7 +146,11 @@ async def test_off_and_on_for_the_bot_take_effect_for_the_next_message_not_the_o
     assert "greet" in model.offered()
     status, body = await alice.send("POST", "/admin/api/plugins/greeter/state", {"on": False})
     assert status == 200 and body["done"] == "off" and body["restart"] is None
-    assert body["kept"] is False  # a plugin file: off until a restart
+    # A plugin file obeys plugins.disabled: the choice is written there, off after a restart
+    assert body["kept"] is True
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["plugins"]["disabled"] == [
+        "greeter"
+    ]
     model.gate.set()
     answered = await flight
     texts = [m["text"] for m in answered["replies"]]
@@ -159,7 +163,8 @@ async def test_off_and_on_for_the_bot_take_effect_for_the_next_message_not_the_o
     assert row["state"] == "off" and "console" in row["status"]
     await c.chat("room", "slash")
     on = await alice.send("POST", "/admin/api/plugins/greeter/state", {"on": True})
-    assert on[0] == 200 and on[1]["done"] == "on"
+    assert on[0] == 200 and on[1]["done"] == "on" and on[1]["kept"] is True
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["plugins"]["disabled"] == []
     again = await c.chat("room", "greet again")
     assert [m["text"] for m in again["replies"]] == ["hello (no key)"]
     users = [m["text"] for m in await history(c, "room") if m["role"] == "user"]
