@@ -99,3 +99,37 @@ def test_unset_the_index_is_the_projects_own_as_chatfn_ships_it() -> None:
     assert index_in_use(None) == str(own_index())
     assert index_in_use("https://example.org/i.json") == "https://example.org/i.json"
     assert read_index(index_in_use(None), Path("/nowhere")) == load("index.json")
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "expected"),
+    [
+        (
+            lambda p: p["versions"][0]["files"][0].update(sha256="abc"),
+            "plugins[0].versions[0].files[0].sha256",
+            "does not match",
+        ),
+        (lambda p: p.update(kind="package"), "plugins[0]", "'distribution' is a required"),
+        (lambda p: p["versions"][0]["files"][0].update(filename="../x.py"), "filename", "match"),
+    ],
+)
+def test_an_index_the_schema_refuses_is_refused_when_read_naming_where(
+    tmp_path: Path, change: Any, where: str, expected: str
+) -> None:
+    """read_index checks the schema (the console's market and `chatfn plugin` read through it):
+    a broken index is one error naming the index and the first bad place, not a half-read
+    list."""
+    from chatfn.runtime.plugin_index import PluginIndexError, read_index
+
+    index = copy.deepcopy(load("index.json"))
+    assert read_index(str(PLUGINS / "index.json"), tmp_path) == index
+    change(index["plugins"][0])
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    with pytest.raises(PluginIndexError) as raised:
+        read_index("index.json", tmp_path)
+    message = str(raised.value)
+    assert message.startswith("plugins.index_url index.json: not a valid plugin index at ")
+    assert where in message and expected in message, message
+    (tmp_path / "index.json").write_text(json.dumps({"plugins": []}))  # no format
+    with pytest.raises(PluginIndexError, match="'format' is a required property"):
+        read_index("index.json", tmp_path)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from packaging.utils import canonicalize_name
 
 from chatfn.common.fetch import FetchAllow, FetchError, fetch
@@ -63,7 +65,30 @@ def read_index(index_url: str, base_dir: Path, allow: FetchAllow | None = None) 
         raise PluginIndexError(
             f"plugins.index_url {index_url}: not a plugin index (no plugins list)"
         )
+    problem = index_problem(index)
+    if problem is not None:
+        raise PluginIndexError(f"plugins.index_url {index_url}: {problem}")
     return index
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    schema_file = own_index().with_name("index.schema.json")
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def index_problem(index: Any) -> str | None:
+    """What makes `index` no index by the format's JSON Schema (index.schema.json, shipped
+    beside the default index), at the first place it goes wrong; None: it is one. Checked
+    when the index is read, so nothing is installed from, or shown of, a broken one."""
+    errors = sorted(_validator().iter_errors(index), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    first = errors[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"not a valid plugin index at {where.lstrip('.') or 'the top'}: {first.message}{more}"
 
 
 def listed_hashes(index: dict[str, Any], distribution: str, version: str) -> set[str] | None:

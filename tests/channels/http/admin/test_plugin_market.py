@@ -295,7 +295,7 @@ async def test_market_search_and_the_install_rules(console: MakeConsole, tmp_pat
     hello(wheels, "2.0")
     listed = entry(good, "1.0")
     listed["versions"].append(entry(None, "2.0", "0" * 64)["versions"][0])  # a wrong hash
-    runner, url = await index_server({"plugins": [listed]})
+    runner, url = await index_server({"format": 1, "plugins": [listed]})
     try:
         data_extra = {"allow_plugin_install": False}
         c = await start(console, tmp_path, **data_extra)
