@@ -201,12 +201,22 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    from chatfn.runtime.plugin_install import installed_plugin, uninstall
+    from chatfn.runtime.plugin_install import installed_plugin, plan_file_removal, uninstall
 
-    settings, _base = plugin_settings(args.config)
+    settings, base = plugin_settings(args.config)
     found = installed_plugin(args.name)
     if found is None:
-        raise ValueError(f"no installed plugin package {args.name!r} (chatfn plugin list)")
+        filed = plan_file_removal(args.name, settings, base)
+        if filed is None:
+            raise ValueError(
+                f"no installed plugin package or plugin file {args.name!r} (chatfn plugin list)"
+            )
+        if not confirm(filed.lines(), "Remove?", args.yes):
+            print("not removed")
+            return 1
+        filed.apply()
+        print(f"removed {filed.path}; the bot runs without it from its next start")
+        return 0
     dist_name, version = found
     if not confirm([f"package: {dist_name} {version}"], "Uninstall?", args.yes):
         print("not removed")

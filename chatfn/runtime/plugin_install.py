@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,9 @@ from chatfn.runtime.plugin_index import (
     read_listed_file,
 )
 from chatfn.runtime.plugin_pip import Wheel
+
+# A plugin file's name as the index format has it (plugins/index.schema.json).
+FILE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 class InstallRefused(ValueError):
@@ -270,4 +274,49 @@ def plan_file(
     line = f"index:       listed in {url}, sha256 matches"
     return FilePlan(
         name, str(listed.get("version")), digest, data, target, have, permissions, rng, line
+    )
+
+
+@dataclass(frozen=True)
+class FileRemoval:
+    """A one-file plugin the index lists, found in the plugins folder as one of its listed
+    versions: `apply` deletes it. A file there that is no listed version (edited, or the
+    operator's own under that name) is never deleted: `plan_file_removal` refuses it."""
+
+    name: str
+    version: str
+    path: Path
+    sha256: str
+
+    def lines(self) -> list[str]:
+        return [f"plugin file: {self.name} {self.version} at {self.path}", f"sha256: {self.sha256}"]
+
+    def apply(self) -> None:
+        if hashlib.sha256(self.path.read_bytes()).hexdigest() != self.sha256:
+            raise ValueError(f"{self.path} changed since it was shown: not removed")
+        self.path.unlink()
+
+
+def plan_file_removal(
+    name: str, settings: PluginSettings, base: Path, *, allow: FetchAllow | None = None
+) -> FileRemoval | None:
+    """The removal of the plugin file `name` (`<name>.py` in the first folder of
+    `plugins.paths`, where `chatfn plugin install` writes it); None: no such file. ValueError
+    when the file is not a version the index lists for `name`: what an operator wrote or
+    changed is theirs to remove by hand."""
+    if not FILE_NAME.fullmatch(name):
+        return None
+    path = plugin_folder(settings, base) / f"{name}.py"
+    if not path.is_file():
+        return None
+    url = index_in_use(settings.index_url)
+    there = hashlib.sha256(path.read_bytes()).hexdigest()
+    entry = file_plugin(read_index(url, base, allow), name)
+    versions = [v for v in (entry or {}).get("versions", []) if isinstance(v, dict)]
+    for version in versions:
+        if any(f.get("sha256") == there for f in version.get("files") or []):
+            return FileRemoval(name, str(version.get("version")), path, there)
+    raise ValueError(
+        f"not removing {path}: it is no version of {name} that {url} lists (a file of your "
+        "own, or changed since it was installed); remove it by hand if you mean to"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -379,3 +380,30 @@ def test_install_writes_the_project_indexs_example_file_from_the_default_index(
     assert main([*command, "--yes"]) == 2
     assert "never overwritten" in capsys.readouterr().err
     assert written.read_text() == "# my own\n"
+
+
+def test_remove_deletes_a_plugin_file_the_index_lists_never_one_of_your_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`chatfn plugin remove example`: the installed example file (a version the index lists)
+    is deleted after the yes; a file of the operator's own, or one they changed, is refused
+    and kept."""
+    config = tmp_path / "config.yaml"
+    config.write_text("plugins:\n  paths: [plugins]\n")
+    written = tmp_path / "plugins" / "example.py"
+    remove = ["plugin", "remove", "example", "--config", str(config)]
+    assert main(["plugin", "install", "example", "--config", str(config), "--yes"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert main(remove) == 1  # asked, and told no
+    out = capsys.readouterr().out
+    assert f"plugin file: example 0.2.0 at {written}" in out and "not removed" in out
+    assert written.exists()
+    written.write_text(written.read_text() + "# changed\n")
+    assert main([*remove, "--yes"]) == 2
+    assert "remove it by hand" in capsys.readouterr().err and written.exists()
+    written.write_bytes((ROOT / "plugins" / "example.py").read_bytes())
+    assert main([*remove, "--yes"]) == 0
+    assert f"removed {written}" in capsys.readouterr().out and not written.exists()
+    assert main([*remove, "--yes"]) == 2
+    assert "no installed plugin package or plugin file 'example'" in capsys.readouterr().err

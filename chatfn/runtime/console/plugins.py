@@ -503,7 +503,7 @@ class Plugins:
         await self._may_install(user, address, "plugin.remove", {"name": name})
         found = plugin_install.installed_plugin(name)
         if found is None:
-            raise ConsoleError(404, f"no installed plugin package {name}")
+            return await self._remove_file(user, address, name)
         dist_name, version = found
         from chatfn.runtime.plugin_pip import installed_distributions
 
@@ -522,6 +522,44 @@ class Plugins:
         detail = {"package": dist_name, "version": version, "changes": [c.json() for c in changes]}
         detail["sections_removed"] = await self._drop_sections(sections)
         await self.console.audit(user, address, "plugin.remove", detail=detail)
+        return {"removed": True, **detail}
+
+    async def _remove_file(self, user: str, address: str, name: str) -> dict[str, Any]:
+        """A one-file plugin the index lists, removed from the plugins folder when it is one
+        of the listed versions (never a file of the operator's own or one they changed);
+        its functions go from the next message where it allows, as a package's do."""
+        settings = self.bot.settings
+        try:
+            filed = await asyncio.to_thread(
+                plugin_install.plan_file_removal,
+                name,
+                settings.plugins,
+                settings.base_dir,
+                allow=settings.bot.fetch,
+            )
+        except (ValueError, PluginIndexError) as exc:
+            why = {"name": name, "why": str(exc)}
+            await self.console.audit(user, address, "plugin.remove.refused", detail=why)
+            raise ConsoleError(409, str(exc)) from None
+        if filed is None:
+            raise ConsoleError(404, f"no installed plugin package or plugin file {name}")
+        loaded = self.switch.loaded(name)
+        section = loaded.plugin.section if loaded and loaded.plugin else None
+        async with self.switch.lock:
+            try:
+                await asyncio.to_thread(filed.apply)
+            except (ValueError, OSError) as exc:
+                raise ConsoleError(409, str(exc)) from None
+            changes = self.switch.removed([name])
+        detail: dict[str, Any] = {
+            "package": name,
+            "version": filed.version,
+            "file": str(filed.path),
+            "changes": [c.json() for c in changes],
+        }
+        detail["sections_removed"] = await self._drop_sections([section] if section else [])
+        await self.console.audit(user, address, "plugin.remove", detail=detail)
+        logger.info("console: plugin.remove {} {} by {}", name, filed.version, user)
         return {"removed": True, **detail}
 
     async def _drop_sections(self, sections: list[str]) -> list[str]:

@@ -459,9 +459,23 @@ async def test_the_market_installs_a_plugin_file_the_index_lists(
         (tmp_path / "plugins" / "mine.py").write_text("# my own\n")
         own = await alice.send("POST", "/admin/api/market/plan", {"name": "mine"})
         assert own[0] == 409 and "never overwritten" in own[1]["error"]
+        # Removed from the market: the owner only; never a file of the operator's own (nor
+        # one they changed), only a version the index lists; gone for the next message.
+        assert (await carol.send("DELETE", "/admin/api/market/dice"))[0] == 403
+        mine = await alice.send("DELETE", "/admin/api/market/mine")
+        assert mine[0] == 409 and "remove it by hand" in mine[1]["error"], mine
+        assert (tmp_path / "plugins" / "mine.py").exists()
+        assert (await alice.send("DELETE", "/admin/api/market/nothing_here"))[0] == 404
+        status, gone = await alice.send("DELETE", "/admin/api/market/dice")
+        assert status == 200 and gone["removed"] is True and gone["version"] == "1.0", gone
+        assert gone["changes"] == [{"plugin": "dice", "done": "removed", "restart": None}]
+        assert not target.exists()
+        answer = await c.chat("room", "/roll_dice count=2")
+        assert answer["replies"][0]["text"].startswith("Unknown command"), answer
         actions = [
             e["action"] for e in (await alice.get("/admin/api/audit?limit=50"))[1]["entries"]
         ]
         assert "plugin.install" in actions and "plugin.install.refused" in actions
+        assert "plugin.remove" in actions and "plugin.remove.refused" in actions
     finally:
         await runner.cleanup()

@@ -58,13 +58,16 @@ export async function render(view) {
       buttons.push(h("button", { type: "button", "data-action": "settings", onclick: () => openSettings(p.name).catch(failed) }, t("plugins.settings")));
     }
     if ((p.functions || []).length) buttons.push(chatSwitch(p));
-    if (mayInstall && p.meta && p.meta.distribution) {
+    // A package by its distribution; a plugin file by its name (the server removes only a
+    // file that is a version the index lists, and says why not otherwise).
+    const removable = p.meta && p.meta.distribution ? p.meta.distribution : (!p.builtin ? p.name : null);
+    if (mayInstall && removable) {
       buttons.push(h("button.danger", {
         type: "button", "data-action": "remove",
         onclick: async () => {
-          if (!window.confirm(t("plugins.remove_confirm", { name: p.meta.distribution }))) return;
+          if (!window.confirm(t("plugins.remove_confirm", { name: removable }))) return;
           try {
-            const out = await del(`/market/${enc(p.meta.distribution)}`);
+            const out = await del(`/market/${enc(removable)}`);
             say(`${out.package} ${out.version}: ${t("plugins.removed")}`);
             await keepNote(rerender);
           } catch (err) { failed(err); }
