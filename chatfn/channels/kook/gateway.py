@@ -26,9 +26,7 @@ compressed. Signals (`s`):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import random
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -37,9 +35,8 @@ from urllib.parse import urlencode
 import aiohttp
 from loguru import logger
 
-from chatfn.channels import kit
 from chatfn.channels.intake import Taken
-from chatfn.channels.kit.gateway import GatewaySocket
+from chatfn.channels.kit.gateway import RECONNECT, GatewaySocket
 from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.common.payload import object_at
@@ -92,8 +89,16 @@ def decode(frame: aiohttp.WSMessage) -> dict[str, Any] | None:
 
 
 class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
-    """One gateway session; `run()` until the channel stops (module docstring)."""
+    """One gateway session; the kit's `run()` until the channel stops (module docstring)."""
 
+    platform = "KOOK"
+    refusals = (KookAuthError, Refused)
+    refused = (
+        "KOOK refused channels.kook.token ({}): copy the bot's token from "
+        "developer.kookapp.cn -> Applications -> your bot -> Bot"
+    )
+    api_errors, where = (KookApiError,), "GET /v3/gateway/index"
+    max_msg_size = 0
     #: Seconds: HELLO's deadline, the ping interval (+-5 s of jitter), the pong's deadline and
     #: the two pings after a missed pong (tests shorten them).
     hello_timeout = 6.0
@@ -109,11 +114,8 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
         self.keep: Keep | None = None
         self.buffer: dict[int, dict[str, Any]] = {}
         self.url: str | None = None
-        self.connects = 0
         self.resumes = 0
         self.failed_resumes = 0
-        self._pong = asyncio.Event()
-        self._opened = False  # the current connection got past HELLO
 
     def forget(self) -> None:
         """Drop the session, its `sn` and what waits in the buffer (RECONNECT)."""
@@ -127,49 +129,17 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
         """Resume a session kept from before a restart: KOOK sends what came after `acked`."""
         self.session_id, self.sn, self.acked = session_id, acked, acked
 
-    async def run(self) -> None:
-        backoff = kit.Backoff(1.0, 60.0)
-        while not self.channel.stopping:
-            self._opened = False
-            why = await self._connect_once(backoff)
-            if self.channel.stopping:
-                return
-            if why == "reconnect":
-                # KOOK asked: from the gateway, at once after a session that worked; after a
-                # refusal at HELLO (40103, a resume refused) not faster than the backoff
-                if self._opened or await self.channel.pause(backoff.next_delay()):
-                    continue
-                return
-            if self.session_id is not None:
-                self.failed_resumes += 1
-                if self.failed_resumes > 2:
-                    logger.info("KOOK gateway: resuming failed twice: a new session")
-                    self.forget()
-            if not await self.channel.failed(
-                kit.Unreachable(f"KOOK gateway connection lost ({why})"), backoff
-            ):
-                return
+    def lost(self, why: str) -> None:
+        if self.session_id is not None:
+            self.failed_resumes += 1
+            if self.failed_resumes > 2:
+                logger.info("KOOK gateway: resuming failed twice: a new session")
+                self.forget()
 
-    async def _connect_once(self, backoff: kit.Backoff) -> str:
-        try:
-            url = await self._url()
-            self.connects += 1
-            async with self.session.ws_connect(url, autoping=True, max_msg_size=0) as ws:
-                self._ws = ws
-                return await self._read(ws, backoff)
-        except (KookAuthError, Refused) as exc:
-            raise kit.CredentialsRefused(
-                f"KOOK refused channels.kook.token ({exc}): copy the bot's token from "
-                "developer.kookapp.cn -> Applications -> your bot -> Bot"
-            ) from None
-        except KookApiError as exc:
-            return f"GET /v3/gateway/index: {exc}"
-        except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            return f"{type(exc).__name__}: {exc}"
-        finally:
-            self._ws = None
+    def beat(self) -> dict[str, Any]:
+        return {"s": 2, "sn": self.acked}
 
-    async def _url(self) -> str:
+    async def address(self) -> str:
         """The gateway's URL (asked for unless resuming), with the resume parameters."""
         if self.url is None or self.session_id is None:
             found = await self.api.call(
@@ -208,7 +178,7 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
         if code:
             logger.info("KOOK gateway HELLO {}: a new session", code)
             self.forget()
-            return "reconnect" if code in SESSION_GONE_CODES else f"HELLO {code}"
+            return RECONNECT if code in SESSION_GONE_CODES else f"HELLO {code}"
         session = str(d.get("session_id") or d.get("sessionId") or "")
         if session != self.session_id:  # a new session: its sn count starts again
             url = self.url
@@ -216,7 +186,7 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
             self.session_id, self.url = session, url
         return None
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
+    async def read(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         try:
             ended = await self._hello(ws)
         except TimeoutError:
@@ -224,10 +194,11 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
         if ended is not None:
             return ended
         self.failed_resumes = 0
-        self._opened = True
-        backoff.reset()
-        self.channel.up()
-        async with self.beating(self._heartbeat(ws)):
+        self.open()
+        heartbeat = self.heartbeat(
+            ws, self.ping_interval, self.pong_timeout, self.ping_jitter, self.retry_pings
+        )
+        async with self.beating(heartbeat):
             async for frame in ws:
                 payload = decode(frame)
                 if payload is None:
@@ -242,12 +213,12 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
         if s == 0:
             self._event(payload)
         elif s == 3:
-            self._pong.set()
+            self.answered.set()
         elif s == 5:
             d = object_at(payload, "d")
             logger.info("KOOK gateway RECONNECT ({}): a new session", d.get("code"))
             self.forget()
-            return "reconnect"
+            return RECONNECT
         elif s == 6:
             d = object_at(payload, "d")
             self.session_id = str(d.get("session_id") or self.session_id or "")
@@ -287,26 +258,3 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
             moved = True
         if moved and self.keep is not None:
             self.keep(self.session_id, self.acked)
-
-    async def _heartbeat(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        while not ws.closed:
-            jitter = random.uniform(-self.ping_jitter, self.ping_jitter)  # noqa: S311
-            await asyncio.sleep(max(0.05, self.ping_interval + jitter))
-            if not await self._ping(ws, self.pong_timeout):
-                for wait in self.retry_pings:
-                    if await self._ping(ws, wait):
-                        break
-                else:
-                    logger.warning("KOOK gateway: no PONG: resuming")
-                    await ws.close(code=4000)
-                    return
-
-    async def _ping(self, ws: aiohttp.ClientWebSocketResponse, wait: float) -> bool:
-        self._pong.clear()
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await ws.send_json({"s": 2, "sn": self.acked})
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                await self._pong.wait()
-                return True
-        return False

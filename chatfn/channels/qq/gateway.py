@@ -15,8 +15,6 @@ Tencent announced that the WebSocket way is being retired in favour of webhooks
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +22,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.gateway import GatewaySocket
+from chatfn.channels.kit.gateway import RECONNECT, SLOW_DOWN, GatewaySocket, GiveUp
 from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.settings import QQSettings
 
@@ -67,69 +65,33 @@ def close_action(code: int) -> str:
     return IDENTIFY
 
 
-class GatewayStopped(Exception):
-    """A close code that names something to fix: the gateway stops connecting."""
-
-
 class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
-    """Holds one gateway session; `run()` until the channel stops, reconnecting with backoff
-    (the channel's: one line per outage) and resuming where it can."""
+    """Holds one gateway session; the kit's `run()` until the channel stops, reconnecting with
+    backoff (the channel's: one line per outage) and resuming where it can."""
+
+    platform = "QQ"
+    refusals = (QQAuthError,)
+    refused = (
+        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: {}): check the "
+        "AppID and AppSecret at q.qq.com"
+    )
+    api_errors, where = (QQApiError,), "GET /gateway"
+    backoff_first = 0.5
 
     def setup(self) -> None:
         self.seq: int | None = None
-        self.bot: dict[str, Any] = {}
-        self.ready = asyncio.Event()
-        self.connected = asyncio.Event()
-        self.identifies = 0
-        self.resumes = 0
 
-    async def run(self) -> None:
-        backoff, first_loss = kit.Backoff(0.5, 60.0), True
-        while not self.channel.stopping:
-            why = ""
-            try:
-                found = await self.api.call("GET", "/gateway")
-                url = str((found or {}).get("url") or "")
-                if not url:
-                    raise ValueError("GET /gateway gave no url")
-                async with self.session.ws_connect(url, autoping=True) as ws:
-                    self._ws = ws
-                    why = await self._read(ws, backoff)
-                    first_loss = first_loss or self.connected.is_set()
-            except QQAuthError as exc:
-                raise kit.CredentialsRefused(
-                    "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
-                    f"{exc}): check the AppID and AppSecret at q.qq.com"
-                ) from None
-            except GatewayStopped as exc:
-                # one error line (health shows it), then nothing more until the bot restarts
-                self.channel.down(kit.CredentialsRefused(f"{exc}; not reconnecting"))
-                while await self.channel.pause(3600):
-                    pass
-                return
-            except QQApiError as exc:
-                why = f"GET /gateway: {exc}"
-            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                # TypeError: a close or binary frame where Hello (a JSON text frame) belongs
-                why = f"{type(exc).__name__}: {exc}"
-            finally:
-                self._ws = None
-                self.connected.clear()
-            if self.channel.stopping:
-                return
-            if why == "reconnect":
-                continue  # QQ asked for it (op 7): at once, resuming
-            lost = kit.Unreachable(f"QQ gateway connection lost ({why})")
-            # it worked until now: try again after a moment, then back off (4008: back off)
-            if first_loss and why != "slow down":
-                first_loss = False
-                self.channel.down(lost)
-                if not await self.channel.pause(0.1):
-                    return
-            elif not await self.channel.failed(lost, backoff):
-                return
+    async def address(self) -> str:
+        found = await self.api.call("GET", "/gateway")
+        url = str((found or {}).get("url") or "")
+        if not url:
+            raise ValueError("GET /gateway gave no url")
+        return url
 
-    async def _read(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
+    def beat(self) -> dict[str, Any]:
+        return {"op": 1, "d": self.seq}
+
+    async def read(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """One connection: Hello, Identify or Resume, heartbeats, events; why it ended."""
         hello = await ws.receive_json(timeout=30)
         if hello.get("op") != 10:
@@ -147,7 +109,6 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
                     },
                 }
             )
-            self.resumes += 1
         else:
             await ws.send_json(
                 {
@@ -160,20 +121,18 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
                     },
                 }
             )
-            self.identifies += 1
-        acked = asyncio.Event()
-        acked.set()
-        async with self.beating(self._heartbeat(ws, interval, acked)):
+        # a heartbeat not acknowledged before the next one is due: a dead connection
+        async with self.beating(self.heartbeat(ws, interval, within=interval)):
             async for payload in kit.json_frames(ws, "QQ gateway"):
                 op = payload.get("op")
                 if op == 0:
-                    self._dispatch(payload, backoff)
+                    self._dispatch(payload)
                 elif op == 11:
-                    acked.set()
+                    self.answered.set()
                 elif op == 1:
-                    await ws.send_json({"op": 1, "d": self.seq})
+                    await ws.send_json(self.beat())
                 elif op == 7:
-                    return "reconnect"
+                    return RECONNECT
                 elif op == 9:
                     logger.info("QQ gateway: invalid session: identifying afresh")
                     self.session_id, self.seq = None, None
@@ -184,50 +143,32 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
         """Act on a close code as QQ's table says; why the connection ended."""
         action = close_action(code)
         if action == STOP:
-            raise GatewayStopped(f"QQ gateway closed the connection ({code}: {_STOP[code]})")
+            raise GiveUp(f"QQ gateway closed the connection ({code}: {_STOP[code]})")
         if code == 4004:  # the token was refused: a fresh one, then resume
             await self.api.token(fresh=True)
         if action == IDENTIFY and self.session_id:
             logger.info("QQ gateway closed ({}): session not resumable, identifying afresh", code)
             self.session_id, self.seq = None, None
-        return "slow down" if code == 4008 else f"closed ({code})"
+        return SLOW_DOWN if code == 4008 else f"closed ({code})"
 
-    def _dispatch(self, payload: dict[str, Any], backoff: kit.Backoff) -> None:
+    def _dispatch(self, payload: dict[str, Any]) -> None:
         seq = payload.get("s")
         kind = str(payload.get("t") or "")
         data = payload.get("d")
         if kind == "READY" and isinstance(data, dict):
             self.session_id = str(data.get("session_id") or "")
-            self.bot = data.get("user") or {}
-            backoff.reset()
-            self.connected.set()
-            self.ready.set()
+            bot = data.get("user") or {}
             logger.info(
                 "QQ gateway ready: bot {} ({}), session {}",
-                self.bot.get("username"),
-                self.bot.get("id"),
+                bot.get("username"),
+                bot.get("id"),
                 self.session_id,
             )
-            self.channel.up()
+            self.open()
         elif kind == "RESUMED":
-            backoff.reset()
-            self.connected.set()
             logger.info("QQ gateway session {} resumed at s={}", self.session_id, self.seq)
-            self.channel.up()
+            self.open()
         elif isinstance(data, dict):
             self.dispatch(kind, data, str(payload.get("id") or ""))
         if isinstance(seq, int):
             self.seq = seq
-
-    async def _heartbeat(
-        self, ws: aiohttp.ClientWebSocketResponse, interval: float, acked: asyncio.Event
-    ) -> None:
-        while not ws.closed:
-            await asyncio.sleep(interval)
-            if not acked.is_set():
-                logger.warning("QQ gateway heartbeat not acknowledged: reconnecting")
-                await ws.close(code=4000)
-                return
-            acked.clear()
-            with contextlib.suppress(ConnectionError, RuntimeError):
-                await ws.send_json({"op": 1, "d": self.seq})
