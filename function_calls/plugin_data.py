@@ -212,7 +212,10 @@ class PluginDatabase:
         `__init__` imports). Neither source hands a plugin the whole `Storage` (issue 37 §2)."""
         if hasattr(source, "message"):  # a handler's context: the storage is its turn's
             return cls(source.turn.storage, plugin, tables)
-        return cls(source.storage, plugin, tables)  # the running bot
+        # The running bot's plugin host (chatfn/runtime/plugin_host.py), which offers plugins
+        # no storage of their own; a bare object with `storage` (a test's stand-in) as is.
+        storage_of = getattr(source, "_storage_for_tables", None)
+        return cls(storage_of() if storage_of else source.storage, plugin, tables)
 
     @property
     def _engine(self) -> Engine:

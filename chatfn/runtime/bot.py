@@ -18,7 +18,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel
@@ -67,7 +67,7 @@ from function_calls.context import MessageContext
 from function_calls.fates import Fate, MessageFates
 from function_calls.model_access import DOOR
 from function_calls.permissions import refusal_reason
-from function_calls.plugin import EventHandler, Hook, Services
+from function_calls.plugin import EventHandler, Hook, PluginHost, Services
 from function_calls.registry import Registry
 from function_calls.router import FunctionCallRouter
 from function_calls.spec import FunctionSpec
@@ -88,7 +88,8 @@ PLATFORMS = ("console", "http", "onebot", "mcp", "test")
 
 
 class Bot:
-    """The running bot, and the `PluginHost` its plugins' hooks receive."""
+    """The running bot. Its plugins get `plugin_host` (chatfn/runtime/plugin_host.py), its
+    channels `channel_host`: neither is handed the Bot."""
 
     def __init__(
         self,
@@ -172,6 +173,9 @@ class Bot:
         # What channels see of the bot (chatfn/runtime/channel_host.py), and what the channels
         # serving its API (HTTP, MCP) see beyond that.
         self.channel_host = BotChannelHost(self)
+        # What plugin code is handed as `host` (hooks, event handlers, console routes): the
+        # plugin API's doors, never the Bot itself (chatfn/runtime/plugin_host.py).
+        self.plugin_host = BotPluginHost(self)
         self.api_host = BotApiHost(self)
         provide_api(self.channel_host, self.api_host)
         # The bot's own parts of the web server (chatfn/runtime/web_parts.py: /healthz and
@@ -229,7 +233,7 @@ class Bot:
         for metric in plugin.metrics:  # its counters, beside the core's (`Plugin(metrics=...)`)
             self.metrics.declare(metric.name, metric.doc, list(metric.labels))
         for setup in plugin.setup_hooks:
-            setup(self)
+            setup(self.plugin_host)
         guarded = None if loaded.builtin else loaded.name
         for kind, handler in plugin.event_handlers:
             if guarded is not None:
@@ -238,10 +242,10 @@ class Bot:
                 handler = _unless_held(handler, loaded.name, self.guard)
             self._event_handlers.setdefault(kind, []).append(handler)
         for hook in plugin.startup_hooks:
-            run = _bound(hook, self)
+            run = _bound(hook, self.plugin_host)
             self._startup.append(run if guarded is None else self._bounded(guarded, run))
         for hook in plugin.shutdown_hooks:
-            run = _bound(hook, self)
+            run = _bound(hook, self.plugin_host)
             self._shutdown.append(run if guarded is None else self._unless_dead(guarded, run))
 
     def _bounded(
@@ -792,7 +796,7 @@ class Bot:
             sent: list[OutgoingMessage] = []
             for handler in self._event_handlers.get(event.kind, []):
                 try:
-                    sent.extend(await handler(self, event) or [])
+                    sent.extend(await handler(self.plugin_host, event) or [])
                 except Exception as exc:
                     logger.opt(exception=exc).error("{} handler failed", event.kind)
             return sent
@@ -882,12 +886,76 @@ def _unless_held(handler: EventHandler, plugin: str, guard: PluginGuard) -> Even
     return handle
 
 
-def _bound(hook: Hook, host: Bot) -> Callable[[], Awaitable[None]]:
+def _bound(hook: Hook, host: PluginHost) -> Callable[[], Awaitable[None]]:
     async def run() -> None:
         await hook(host)
 
     run.__qualname__ = getattr(hook, "__qualname__", "hook")
     return run
+
+
+PLUGIN_DOORS = (
+    "settings, model, section, provide, service, counter, send, language_of, add_function, "
+    "remove_function, refusal_for; tables through plugin.database(host)"
+)
+
+
+class BotPluginHost:
+    """The `PluginHost` (function_calls/plugin.py) of a Bot: what plugin code is handed as
+    `host` (setup, start-up and shutdown hooks, event handlers, console routes, health and
+    chat-name callbacks), and nothing more, as channels get `BotChannelHost`. The Bot's
+    storage, router, outbox and the rest are not reachable through it: a plugin reaches the
+    database only through the tables it declared (`plugin.database(host)`, issue 37 §2)."""
+
+    __slots__ = ("__weakref__", "_bot")
+
+    def __init__(self, bot: Bot) -> None:
+        self._bot = bot
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise AttributeError(
+            f"a plugin's host has no {name!r}: what a plugin may use of the bot is {PLUGIN_DOORS}"
+        )
+
+    @property
+    def settings(self) -> Settings:
+        return self._bot.settings
+
+    @property
+    def model(self) -> ChatModel | None:
+        return self._bot.model
+
+    def section(self, model: type[S]) -> S:
+        return self._bot.section(model)
+
+    def provide(self, service: object, *, as_type: type | None = None) -> None:
+        self._bot.provide(service, as_type=as_type)
+
+    def service(self, cls: type[T]) -> T | None:
+        return self._bot.service(cls)
+
+    def counter(self, name: str) -> Counter:
+        return self._bot.counter(name)
+
+    async def send(self, out: OutgoingMessage) -> None:
+        await self._bot.send(out)
+
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        return self._bot.language_of(platform, chat_id, is_group)
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        self._bot.add_function(spec)
+
+    def remove_function(self, name: str) -> None:
+        self._bot.remove_function(name)
+
+    async def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
+        return await self._bot.refusal_for(function, message)
+
+    def _storage_for_tables(self) -> Storage:
+        """For `PluginDatabase.of` alone, which narrows it to one plugin's declared tables
+        (function_calls/plugin_data.py); not a door of the plugin API."""
+        return self._bot.storage
 
 
 class BotChannelHost:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chatfn.runtime.settings import Settings
     from chatfn.runtime.switch import Switch
     from chatfn.storage.db import Storage
+    from function_calls.plugin import PluginHost
 
 __all__ = ["ConsoleBot"]
 
@@ -38,5 +39,10 @@ class ConsoleBot(Protocol):
     outbox: Outbox
     metrics: Metrics
     restart: RestartRequest  # the Restart button (chatfn/runtime/restart.py)
+
+    @property
+    def plugin_host(self) -> PluginHost:
+        """What plugin code (console routes, health, chat names) is handed."""
+        ...
 
     def service(self, cls: type[T]) -> T | None: ...

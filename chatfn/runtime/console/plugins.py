@@ -90,7 +90,9 @@ class Plugins:
             row["reload"] = plugin.reload if plugin is not None else True
             row["restart"] = self.switch.restart.get(row["name"])
             row["settings"] = bool(plugin is not None and plugin.settings is not None)
-            row["health"] = plugin.health_of(self.bot, True) if plugin is not None else {}
+            row["health"] = (
+                plugin.health_of(self.bot.plugin_host, True) if plugin is not None else {}
+            )
         found["market"] = {
             "index_url": self._index_url(),
             "allow_install": self.console.settings.admin.allow_plugin_install,

@@ -87,7 +87,9 @@ async def call(
     ) -> None:
         await console.audit(user, address, action, platform or "", chat_id or "", detail)
 
-    request = ConsoleCall(console._bot, scope, user, address, query, params, body, audit)
+    request = ConsoleCall(
+        console._bot.plugin_host, scope, user, address, query, params, body, audit
+    )
     try:
         return await route.handler(request)
     except ConsoleRefused as exc:
@@ -98,7 +100,7 @@ def health(bot: Bot, detail: bool) -> dict[str, Any]:
     """Each loaded plugin's `@plugin.health`, merged (the health panel: `detail` False)."""
     merged: dict[str, Any] = {}
     for plugin in _plugins(bot):
-        merged.update(plugin.health_of(bot, detail))  # type: ignore[arg-type]
+        merged.update(plugin.health_of(bot.plugin_host, detail))
     return merged
 
 
@@ -127,7 +129,7 @@ def chat_names(bot: Bot) -> dict[tuple[str, str], str]:
     names: dict[tuple[str, str], str] = {}
     for plugin in _plugins(bot):
         try:
-            names.update(plugin.names_of_chats(bot))  # type: ignore[arg-type]
+            names.update(plugin.names_of_chats(bot.plugin_host))
         except Exception:  # noqa: BLE001 - a plugin's failure leaves its names out, not the page
             logger.exception("plugin {}: its chat names could not be read", plugin.name)
     return names
