@@ -158,6 +158,23 @@ def note(driver: Any) -> str:
     return str(driver.execute_script(script))
 
 
+def _shows(driver: Any, selector: str, expected: str) -> str:
+    """The element's text once it holds `expected` (the page fills a row or a detail after
+    the click that asked for it): what it held last, for the assert's message, if never."""
+    last = ""
+
+    def holds(d: Any) -> bool:
+        nonlocal last
+        last = _text(d, selector)
+        return expected in last
+
+    try:
+        slow(driver).until(holds)
+    except Exception:  # TimeoutException: the assert names what was there
+        pass
+    return last
+
+
 def plugin_row(driver: Any, name: str) -> Any:
     return css(driver, f'tr[data-plugin="{name}"]')
 
@@ -185,9 +202,11 @@ def _confirm_install(driver: Any, action: str, version: str, sha256: str) -> Non
     assert f"chatfn-hello {version}: installed" == said, said
 
 
-# The page redraws the market rows while the test reads them (a stale element under a loaded
-# suite, 2 of 3 whole-suite runs on 2026-11-28): kept out of the default lanes until the page
-# says when a redraw is done; `python -m pytest -m browser_walk` runs it (about 70 s).
+# The page redraws the market rows while the test reads them: each read that follows a click
+# waits for what it expects (`_text` looks a redrawn element up again, `_shows` waits for its
+# text). A venv, pip and Chromium, about 30 s: in the services lane .ci/run runs
+# (`-m services`), and `-m browser_walk` alone.
+@pytest.mark.services
 @pytest.mark.browser_walk
 def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_browser(
     market: tuple[Bot, dict[str, str], Any], browser: Any
@@ -200,7 +219,7 @@ def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_b
     css(driver, "#submit").click()
     ready(driver)
     open_page(driver, bot.url + "/admin/plugins")
-    assert "greet" in plugin_row(driver, "greeter").text
+    assert "greet" in _shows(driver, 'tr[data-plugin="greeter"]', "greet")
 
     # The market: found by a tag, with its versions, hashes and permissions as details.
     css(driver, "#market-q").send_keys("greeting")
@@ -208,7 +227,8 @@ def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_b
     row = css(driver, 'tr[data-market="hello"]')
     assert "Says which version it is." in row.text and "not installed" in row.text
     css(driver, 'tr[data-market="hello"] button[data-action="details"]').click()
-    assert hashes["1.0"] in _text(driver, 'tr[data-market="hello"] [data-version="1.0"]')
+    detail = 'tr[data-market="hello"] [data-version="1.0"]'
+    assert hashes["1.0"] in _shows(driver, detail, hashes["1.0"])
     css(driver, "#market-q").clear()
     css(driver, "#market-q").send_keys("nothing like it")
     css(driver, "#market-search button").click()
@@ -220,7 +240,7 @@ def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_b
     css(driver, "#market-search button").click()
     confirm_install(bot, driver, "install", "1.0", hashes["1.0"])
     assert bot.say("room", "/hello_say") == ["1.0"]  # loaded while running
-    assert "1.0" in plugin_row(driver, "hello").text
+    assert "1.0" in _shows(driver, 'tr[data-plugin="hello"]', "1.0")
 
     # 2.0 is published: the market offers the upgrade; the new code answers the next message.
     publish()
@@ -228,7 +248,7 @@ def test_the_market_installs_configures_switches_upgrades_and_removes_from_the_b
     slow(driver).until(lambda d: every(d, 'tr[data-market="hello"] [data-action="upgrade"]'))
     confirm_install(bot, driver, "upgrade", "2.0", hashes["2.0"])
     assert bot.say("room", "/hello_say") == ["2.0"]
-    assert "2.0" in plugin_row(driver, "hello").text
+    assert "2.0" in _shows(driver, 'tr[data-plugin="hello"]', "2.0")
 
     # Configure the plugin file's settings in its form: in force for the next message.
     plugin_row(driver, "greeter").find_element(
