@@ -209,7 +209,8 @@ def _remove(args: argparse.Namespace) -> int:
         filed = plan_file_removal(args.name, settings, base)
         if filed is None:
             raise ValueError(
-                f"no installed plugin package or plugin file {args.name!r} (chatfn plugin list)"
+                f"no installed plugin package {args.name!r}, nor a plugin file {args.name}.py "
+                "(chatfn plugin list)"
             )
         if not confirm(filed.lines(), "Remove?", args.yes):
             print("not removed")

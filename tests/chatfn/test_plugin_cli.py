@@ -406,4 +406,6 @@ def test_remove_deletes_a_plugin_file_the_index_lists_never_one_of_your_own(
     assert main([*remove, "--yes"]) == 0
     assert f"removed {written}" in capsys.readouterr().out and not written.exists()
     assert main([*remove, "--yes"]) == 2
-    assert "no installed plugin package or plugin file 'example'" in capsys.readouterr().err
+    assert "no installed plugin package 'example', nor a plugin file example.py" in (
+        capsys.readouterr().err
+    )

@@ -544,7 +544,8 @@ class Plugins:
             await self.console.audit(user, address, "plugin.remove.refused", detail=why)
             raise ConsoleError(409, str(exc)) from None
         if filed is None:
-            raise ConsoleError(404, f"no installed plugin package or plugin file {name}")
+            why = f"no installed plugin package {name}, nor a plugin file {name}.py"
+            raise ConsoleError(404, why)
         loaded = self.switch.loaded(name)
         section = loaded.plugin.section if loaded and loaded.plugin else None
         async with self.switch.lock:
