@@ -409,3 +409,27 @@ def test_remove_deletes_a_plugin_file_the_index_lists_never_one_of_your_own(
     assert "no installed plugin package 'example', nor a plugin file example.py" in (
         capsys.readouterr().err
     )
+
+
+def test_an_index_its_schema_refuses_is_one_error_and_nothing_is_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plugins.index_url naming an index that breaks plugins/index.schema.json: `install` and
+    `remove` each stop with one error naming the index and its first bad field; nothing is
+    written."""
+    index = json.loads((ROOT / "plugins" / "index.json").read_text(encoding="utf-8"))
+    index["plugins"][0]["versions"][0]["files"][0]["sha256"] = "abc"
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    shutil.copy(ROOT / "plugins" / "example.py", tmp_path / "example.py")
+    config = tmp_path / "config.yaml"
+    config.write_text("plugins:\n  paths: [plugins]\n  index_url: index.json\n")
+    where = "plugins[0].versions[0].files[0].sha256"
+    assert main(["plugin", "install", "example", "--config", str(config), "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "plugins.index_url index.json: not a valid plugin index at " + where in err, err
+    assert not (tmp_path / "plugins" / "example.py").exists()
+    (tmp_path / "plugins").mkdir()
+    shutil.copy(ROOT / "plugins" / "example.py", tmp_path / "plugins" / "example.py")
+    assert main(["plugin", "remove", "example", "--config", str(config), "--yes"]) == 2
+    assert where in capsys.readouterr().err
+    assert (tmp_path / "plugins" / "example.py").exists()

@@ -479,3 +479,32 @@ async def test_the_market_installs_a_plugin_file_the_index_lists(
         assert "plugin.remove" in actions and "plugin.remove.refused" in actions
     finally:
         await runner.cleanup()
+
+
+async def test_an_index_its_schema_refuses_is_one_error_and_nothing_is_installed(
+    console: MakeConsole, tmp_path: Path
+) -> None:
+    """A served index that breaks plugins/index.schema.json: the market's search and an
+    install plan each answer one error naming the index and its first bad field; nothing is
+    written; the bot goes on answering."""
+    file = {"filename": "dice.py", "sha256": "abc", "url": "dice.py"}  # not a sha256
+    version = {"version": "1.0", "chatfn": "", "files": [file]}
+    broken = {"name": "dice", "kind": "file", "summary": "dice", "versions": [version]}
+    runner, url = await index_server({"format": 1, "plugins": [broken]})
+    try:
+        c = await start(console, tmp_path, allow_plugin_install=True)
+        c.tb.bot.settings.plugins.__dict__.update(index_url=url)
+        c.tb.bot.settings.bot.fetch.__dict__["allow_hosts"] = ["127.0.0.1"]
+        alice = await c.client("alice")
+        where = "plugins[0].versions[0].files[0].sha256"
+        status, body = await alice.get("/admin/api/market?q=dice")
+        assert status == 502, body
+        assert body["error"].startswith(f"plugins.index_url {url}: not a valid plugin index at ")
+        assert where in body["error"], body
+        status, body = await alice.send("POST", "/admin/api/market/plan", {"name": "dice"})
+        assert status == 409 and where in body["error"], body
+        assert not (tmp_path / "plugins" / "dice.py").exists()
+        answer = await c.chat("room", "greet")  # the bot still runs, its plugin file too
+        assert answer["replies"][0]["text"] == "hello (no key)", answer
+    finally:
+        await runner.cleanup()
