@@ -544,8 +544,8 @@ class Plugins:
             await self.console.audit(user, address, "plugin.remove.refused", detail=why)
             raise ConsoleError(409, str(exc)) from None
         if filed is None:
-            why = f"no installed plugin package {name}, nor a plugin file {name}.py"
-            raise ConsoleError(404, why)
+            missing = f"no installed plugin package {name}, nor a plugin file {name}.py"
+            raise ConsoleError(404, missing)
         loaded = self.switch.loaded(name)
         section = loaded.plugin.section if loaded and loaded.plugin else None
         async with self.switch.lock:
