@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from chatfn.storage.chat_state import Summary
-from function_calls.context import turn_of
 from function_calls.conversation import (
     BYTES_PER_TOKEN,
     Window,
@@ -83,12 +82,13 @@ async def conversation(
 async def current_summary(ctx: MessageContext) -> Summary | None:
     """The chat's summary, unless it ends before the chat's `/reset` point (a reset clears it;
     one left by a race with it is not shown)."""
-    turn = turn_of(ctx)
-    start = turn.start
+    start = ctx.turn.start
     if start is not None and start.summary_read:  # read with the turn's start (one hop)
         return start.summary
     msg = ctx.message
-    summary = await turn.storage.run(turn.storage.chat_state.summary, msg.platform, msg.chat_id)
+    summary = await ctx.turn.storage.run(
+        ctx.turn.storage.chat_state.summary, msg.platform, msg.chat_id
+    )
     reset = ctx.chat.reset_after
     if summary is None or (reset is not None and summary.upto_id <= reset):
         return None
@@ -152,10 +152,11 @@ async def compact(ctx: MessageContext, window: Window, previous: Summary | None)
         created_at=datetime.now(UTC),
     )
     msg = ctx.message
-    turn = turn_of(ctx)
-    await turn.storage.run(turn.storage.chat_state.set_summary, msg.platform, msg.chat_id, summary)
-    if turn.start is not None:  # the turn's next request reads this one, not the start's
-        turn.start.summary = summary
+    await ctx.turn.storage.run(
+        ctx.turn.storage.chat_state.set_summary, msg.platform, msg.chat_id, summary
+    )
+    if ctx.turn.start is not None:  # the turn's next request reads this one, not the start's
+        ctx.turn.start.summary = summary
     ctx.logger.info(
         "history compacted: {} messages summarised by {} into ~{} tokens; {} kept",
         len(old),
@@ -168,7 +169,7 @@ async def compact(ctx: MessageContext, window: Window, previous: Summary | None)
 
 def _summary_model(ctx: MessageContext) -> ChatModel:
     name = ctx.config.bot.summary_model
-    chosen = turn_of(ctx).model_named(name) if name is not None else None
+    chosen = ctx.turn.model_named(name) if name is not None else None
     model = chosen or ctx.model
     assert model is not None  # conversation() checked
     return model
@@ -183,7 +184,6 @@ async def _transcript(
 ) -> str:
     """The turns to summarise as plain text, each function call and its result in its place
     in time, cut to what the summary model's window holds (oldest lines first go)."""
-    turn = turn_of(ctx)
     lines: list[tuple[datetime, str]] = []
     for row in old:
         if row.role == "notice":
@@ -192,8 +192,8 @@ async def _transcript(
         lines.append((row.created_at, f"{who}: {_cap(row.text, MESSAGE_CHARS)}"))
     until = kept[0].created_at if kept else datetime.now(UTC)
     msg = ctx.message
-    calls = await turn.storage.run(
-        turn.storage.tool_calls_between, msg.platform, msg.chat_id, old[0].created_at, until
+    calls = await ctx.turn.storage.run(
+        ctx.turn.storage.tool_calls_between, msg.platform, msg.chat_id, old[0].created_at, until
     )
     for call in calls:
         result = _cap(call.detail or call.outcome, RESULT_CHARS)

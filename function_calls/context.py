@@ -6,12 +6,13 @@ are re-exported here because plugins have always imported them from this module.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loguru import logger as _root_logger
 from pydantic import BaseModel
@@ -31,14 +32,15 @@ from function_calls.chat_settings import ChatSettings, resolve
 from function_calls.permissions import refusal_reason
 from function_calls.plugin import Services
 from function_calls.speech import speak
-from function_calls.turn_state import TurnState, turn_of
 
 if TYPE_CHECKING:
     from loguru import Logger
 
     from chatfn.common.metrics import Metrics
     from chatfn.storage.chat_state import ChatStats, Summary
-    from chatfn.storage.db import Storage, StoredMessage
+    from chatfn.storage.db import Storage, StoredMessage, TurnStart
+    from function_calls.fates import Fate
+    from function_calls.journal import TurnJournal
     from function_calls.registry import Registry
     from function_calls.spec import FunctionSpec
     from providers.base import ChatModel
@@ -52,11 +54,67 @@ __all__ = [
     "OutgoingMessage",
     "StreamObserver",
     "SystemEvent",
-    "turn_of",
 ]
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class TurnState:
+    """The core's state of one message's turn (`ctx.turn`): its model requests and limit
+    bookkeeping, where its rows go, its fate, and what the runtime wires in (the stream
+    observer, metrics, clock, images, model resolution) and the whole `Storage`. Not the
+    plugin's view: a plugin reads `MessageContext`'s own members (issue 37 §2); this is the
+    router's and the runtime's, and no built-in reads it (tests/function_calls/test_plugin_view.py).
+    """
+
+    # The bot's whole database (chatfn/storage/db.py): the core's turn writes and reads go
+    # through it; a plugin reaches the database through `MessageContext`'s doors (history,
+    # the chat's summary and stats) and `plugin.database(ctx)`, its declared tables.
+    storage: Storage
+    requests: int = 0
+    reserved_calls: int = 0
+    # Where the turn's usage rows, limit counts and audit rows go (function_calls/journal.py):
+    # set by the runtime for a whole turn, else by `FunctionCallRouter.dispatch`; None outside
+    # a dispatch (a plugin's job calling `ask`): each row is written on its own.
+    journal: TurnJournal | None = None
+    # What `Storage.begin_turn` read and counted with the message (runtime): the history
+    # window and the limit verdict, so the turn does not read or count them again.
+    start: TurnStart | None = None
+    # The limit checks that `start` counted (limits.plan), as (scope, metric, check).
+    limit_plan: list[Any] | None = None
+    # The model this turn stands in with because the chat is over a budget (limits.py
+    # `Downgrade`): its spend also counts on that model's own budget.
+    downgraded: str | None = None
+    # Set by the channel to stop the reply (the console's Ctrl-C): the streamed request ends
+    # with what was shown as its answer, and no other request is made (model_calls.py).
+    stop: asyncio.Event | None = None
+    # The message was counted as one that reaches a model (`messages_per_minute`): with its
+    # turn (`limits.admit`), or by its first model request on any other path, a slash
+    # command's (`limits.admit_call`). Once per message; `counting` makes a function's
+    # concurrent first requests count it once.
+    counted: bool = False
+    counting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What became of the message (function_calls/fates.py), set on each of the router's paths
+    # and recorded by the runtime when the turn ends.
+    fate: Fate | None = None
+    # Set by channels that can show text as it arrives (console, HTTP streaming).
+    on_stream: StreamObserver | None = None
+    # The bot's metrics (None in a bare context): fallbacks, tool calls, limit refusals.
+    metrics: Metrics | None = None
+    # Seconds since the epoch: what "now" is for the model's time note. Injectable so a
+    # benchmark, a test or a replay can run a conversation over minutes of the bot's time.
+    clock: Callable[[], float] = time.time
+    # The message's images, fetched for a model with vision (providers.types.ImagePart).
+    images: list[Any] = field(default_factory=list)
+    # `bot.vision_model`: describes the images for a chat model without vision.
+    vision_model: ChatModel | None = None
+    # What the vision model saw in each image (None: it could not say).
+    image_descriptions: list[str | None] = field(default_factory=list)
+    # The configured model of a name (built on first use), None when there is none: the
+    # downgrade model of `limits.on_exceed`, `bot.summary_model`.
+    model_named: Callable[[str], ChatModel | None] = lambda _name: None
 
 
 @dataclass(slots=True)
@@ -120,7 +178,7 @@ class MessageContext:
         "stored_id",
         "registry",
         "chat",
-        "_turn",
+        "turn",
         "model_names",
     )
 
@@ -162,7 +220,7 @@ class MessageContext:
         self.registry = registry
         # This chat's effective settings: model, persona, history size, reply mode, functions.
         self.chat = chat if chat is not None else resolve(config, message)
-        self._turn = TurnState(
+        self.turn = TurnState(
             storage=storage,
             on_stream=on_stream,
             metrics=metrics,
@@ -237,9 +295,9 @@ class MessageContext:
     def counter(self, name: str) -> Counter:
         """A counter a plugin declared (`Plugin(metrics=[Metric(name, ...)])`); a context made
         without the bot's metrics (a unit test) counts into a counter of its own, unlabelled."""
-        if self._turn.metrics is None:
+        if self.turn.metrics is None:
             return Counter(name, "", [])
-        return self._turn.metrics.declared(name)
+        return self.turn.metrics.declared(name)
 
     def usable_functions(self, *, via_command: bool = True) -> list[FunctionSpec]:
         """The functions this sender may use in this chat now (scope, admin, per-chat lists and
@@ -301,7 +359,7 @@ class MessageContext:
         off the event loop; the window the turn's start read already is not read again when it
         starts at or before the point asked for: the rows after that point are its newest, so
         they are all in it)."""
-        start = self._turn.start
+        start = self.turn.start
         if (
             start is not None
             and start.history is not None
@@ -312,7 +370,7 @@ class MessageContext:
             if after_id is not None:
                 rows = [r for r in rows if r.id > after_id]
             return rows[-limit:] if limit < len(rows) else rows
-        storage = self._turn.storage
+        storage = self.turn.storage
         return await storage.run(
             storage.recent_messages,
             self.message.platform,
@@ -326,10 +384,10 @@ class MessageContext:
         """How many stored messages of this chat come before this one (after its `/reset`
         point, and after row `after_id`): the absolute position the history window is cut at,
         in blocks."""
-        start = self._turn.start
+        start = self.turn.start
         if start is not None and start.count is not None and self._after(after_id) == start.after:
             return start.count
-        storage = self._turn.storage
+        storage = self.turn.storage
         return await storage.run(
             storage.count_messages,
             self.message.platform,
@@ -341,7 +399,7 @@ class MessageContext:
     async def history_since(self, since: datetime, *, limit: int = 500) -> list[StoredMessage]:
         """This chat's stored messages from `since` on, before this one, oldest first: the
         newest `limit` of them (the summary built-in's "/summary 2h")."""
-        storage = self._turn.storage
+        storage = self.turn.storage
         msg = self.message
         rows = await storage.run(
             storage.messages_since, msg.platform, msg.chat_id, since, limit=limit
@@ -351,20 +409,20 @@ class MessageContext:
     async def chat_summary(self) -> Summary | None:
         """The summary of this chat's compacted history (function_calls/compaction.py), None
         when there is none."""
-        storage = self._turn.storage
+        storage = self.turn.storage
         msg = self.message
         return await storage.run(storage.chat_state.summary, msg.platform, msg.chat_id)
 
     async def clear_chat_summary(self) -> None:
         """Forget this chat's compacted history's summary (`/reset`)."""
-        storage = self._turn.storage
+        storage = self.turn.storage
         msg = self.message
         await storage.run(storage.chat_state.clear_summary, msg.platform, msg.chat_id)
 
     async def chat_stats(self, *since: datetime) -> list[ChatStats]:
         """This chat's messages from users, model calls, tokens, cost and top users from each
         of `since` on, read together off the event loop (`/stats`)."""
-        storage = self._turn.storage
+        storage = self.turn.storage
         msg = self.message
 
         def read() -> list[ChatStats]:
@@ -378,24 +436,12 @@ class MessageContext:
         anyone else a PermissionError."""
         if not self.is_admin:
             raise PermissionError("usage_by_chat: every chat's numbers are for the bot's admins")
-        state = self._turn.storage.chat_state
+        state = self.turn.storage.chat_state
 
         def read() -> list[tuple[str, str, ChatStats]]:
             return [(p, c, state.stats(p, c, since)) for p, c in state.chats_with_usage(since)]
 
-        return await self._turn.storage.run(read)
-
-    @property
-    def turn(self) -> NoReturn:
-        """The core's (issue 37 §2): the turn state holds the whole `Storage`, the journal and
-        the limit bookkeeping, which the router and the runtime read through `turn_of(ctx)`.
-        Raises with the doors a plugin has instead."""
-        raise AttributeError(
-            "MessageContext.turn is the core's turn state, not a plugin's: a plugin reads this "
-            "message through ctx.message, ctx.chat, ctx.history(), ctx.chat_summary(), "
-            "ctx.chat_stats(), asks a model through ctx.ask_model() / ctx.model_request(), and "
-            "reaches its own tables through plugin.database(ctx) (docs/writing-functions.md)"
-        )
+        return await self.turn.storage.run(read)
 
     @property
     def storage(self) -> Any:
@@ -428,7 +474,7 @@ class MessageContext:
             text = declared.encode(declared.validate(value))
         elif declared is not None and declared.choices and value not in declared.choices:
             raise ValueError(f"{name}: one of {', '.join(map(str, declared.choices))}")
-        storage = self._turn.storage
+        storage = self.turn.storage
         await storage.run(
             storage.chat_state.set_override,
             self.message.platform,
@@ -441,7 +487,7 @@ class MessageContext:
     async def clear_chat_override(self, key: str | ChatKey[Any]) -> None:
         """Return this chat's `key` to what the config says."""
         name = key if isinstance(key, str) else key.name
-        storage = self._turn.storage
+        storage = self.turn.storage
         await storage.run(
             storage.chat_state.clear_override,
             self.message.platform,

@@ -30,7 +30,7 @@ from chatfn.common.messages import SPOKEN_MARK
 from chatfn.storage.chat_state import Summary
 from chatfn.storage.db import StoredMessage
 from function_calls.commands import split_command
-from function_calls.context import MessageContext, turn_of
+from function_calls.context import MessageContext
 from function_calls.spec import FunctionSpec
 from providers.base import prompt_cache_key
 from providers.types import Message
@@ -86,7 +86,7 @@ def now(ctx: MessageContext) -> datetime:
     the model works out ("in 2 hours" -> 15:30) match what reminder_set reads; else the
     machine's zone."""
     zone = ctx.config.bot.timezone
-    instant = turn_of(ctx).clock()
+    instant = ctx.turn.clock()
     return (
         datetime.fromtimestamp(instant, ZoneInfo(zone))
         if zone
@@ -183,7 +183,7 @@ def _from_user_turn(rows: list[StoredMessage]) -> list[StoredMessage]:
 
 def _image_notes(ctx: MessageContext) -> list[str]:
     """Per image: what `bot.vision_model` saw in it, else the short "[image]" note."""
-    described = turn_of(ctx).image_descriptions
+    described = ctx.turn.image_descriptions
     return [
         ctx.t("image.described", description=described[i])
         if i < len(described) and described[i]
@@ -195,12 +195,11 @@ def _image_notes(ctx: MessageContext) -> list[str]:
 def current_message(ctx: MessageContext, note: bool = True, ambient: str = "") -> Message:
     """The newest message: the turn note, the group's background chatter (`ambient`), then
     the sender's words: all that changes per turn, after the cached prefix."""
-    turn = turn_of(ctx)
     msg = ctx.message
     text = msg.text
     if msg.quoted_text:
         text = f"(quoting: {msg.quoted_text[:500]})\n{text}"
-    if msg.images and not turn.images:  # a model without vision: it learns an image was there
+    if msg.images and not ctx.turn.images:  # a model without vision: it learns an image was there
         notes = " ".join(_image_notes(ctx))
         text = f"{text}\n{notes}" if text else notes
     if msg.audio and not msg.spoken:  # not transcribed: it learns a voice message came
@@ -212,7 +211,7 @@ def current_message(ctx: MessageContext, note: bool = True, ambient: str = "") -
         text = f"{ambient}\n{text}"
     if note:
         text = f"{turn_note(ctx)}\n{text}"
-    return Message(role="user", content=text, name=msg.sender_name or None, images=turn.images)
+    return Message(role="user", content=text, name=msg.sender_name or None, images=ctx.turn.images)
 
 
 # ------------------------------------------------------------------------ the history window

@@ -17,7 +17,7 @@ from chatfn.common.blocking import run_blocking
 from chatfn.common.i18n import CATALOGUES, translate
 from chatfn.storage.db import tool_call_row
 from function_calls.approvals import Approvals, may_approve
-from function_calls.context import MessageContext, turn_of
+from function_calls.context import MessageContext
 from function_calls.journal import TurnJournal
 from function_calls.limits import LimitReached
 from function_calls.permissions import refusal_reason
@@ -116,7 +116,6 @@ class FunctionExecutor:
         """The audit row, metric and log line of one call: every call `execute` runs, and a
         call refused before it gets there (an MCP client naming a function `mcp.expose`
         hides), so every refused call is on record."""
-        turn = turn_of(ctx)
         name = execution.name
         msg = ctx.message
         row = tool_call_row(
@@ -136,13 +135,13 @@ class FunctionExecutor:
         # The turn's write of this tool round: the audit row with what the turn has not
         # written yet (usage rows, limit counts, its messages out), one transaction, off the
         # event loop (function_calls/journal.py).
-        journal = turn.journal or TurnJournal(turn.storage, msg.platform, msg.chat_id)
+        journal = ctx.turn.journal or TurnJournal(ctx.turn.storage, msg.platform, msg.chat_id)
         try:
             await journal.write(tool_call=row)
         except Exception as exc:  # the audit log must never take the reply down with it
             ctx.logger.error("audit row for {} not written: {}", name, exc)
-        if turn.metrics is not None:
-            turn.metrics.tool_calls.labels(name, execution.outcome).inc()
+        if ctx.turn.metrics is not None:
+            ctx.turn.metrics.tool_calls.labels(name, execution.outcome).inc()
         level = "INFO" if execution.ok else "WARNING"
         ctx.logger.log(
             level,

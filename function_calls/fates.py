@@ -14,7 +14,7 @@ told by `/why` and `GET /v1/messages/{id}/fate`.
     failed         the turn failed (detail: the error's class); `told`: the sender was told
     expired        stored and never handled within `bot.resume_window` (a crash, a stop)
 
-The router sets `turn_of(ctx).fate` on each of its paths; the runtime records it with the message's
+The router sets `ctx.turn.fate` on each of its paths; the runtime records it with the message's
 history row (`chatfn/storage/fates.py`), so no path leaves a message without one: held and
 expired are what a stored message without a recorded fate is. `MessageFates` is the service
 the runtime provides for reading them (`ctx.service(MessageFates)`: the `/why` built-in)."""

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from chatfn.common.config import CoreSettings, LimitSettings, LimitValues, zone_named
 from chatfn.common.messages import IncomingMessage
 from chatfn.storage.chat_state import Check, Counter
-from function_calls.context import turn_of
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
@@ -203,23 +202,22 @@ async def admit(ctx: MessageContext, now: datetime | None = None) -> Refusal | D
     stand-in model's own budget and say which model goes on. The first model call is reserved
     here so that concurrent messages cannot all pass a "calls so far < limit" check before any
     of them is counted. When the runtime counted them already, with the message
-    (`turn_of(ctx).start`), its verdict is used."""
-    turn = turn_of(ctx)
-    start, named = turn.start, turn.limit_plan
+    (`ctx.turn.start`), its verdict is used."""
+    start, named = ctx.turn.start, ctx.turn.limit_plan
     if start is None or named is None or not start.checked:
         named = plan(ctx.config, ctx.message, ctx.is_admin, now, limits=ctx.chat.limits)
         if not named:
-            turn.counted = True
+            ctx.turn.counted = True
             return None
-        failed, told = await turn.storage.run(_take, turn.storage, named)
+        failed, told = await ctx.turn.storage.run(_take, ctx.turn.storage, named)
     else:
         if not named:
-            turn.counted = True
+            ctx.turn.counted = True
             return None
         failed, told = start.refused, start.told
     if failed is None:
-        turn.counted = True
-        turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in named) else 0
+        ctx.turn.counted = True
+        ctx.turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in named) else 0
         return None
     scope, metric, check = next(n for n in named if n[2] == failed)
     target = ctx.chat.downgrade_to
@@ -272,7 +270,6 @@ async def _downgrade(
 ) -> Refusal | Downgrade:
     """Over a budget: the stand-in model, within its own budget and every other limit (the
     first count was rolled back whole, so this one counts the message)."""
-    turn = turn_of(ctx)
     now = now or clock()
     standin = plan(
         ctx.config, ctx.message, ctx.is_admin, now, budget_of=target, limits=ctx.chat.limits
@@ -280,15 +277,15 @@ async def _downgrade(
     _, _, day, day_end = _windows(now, ctx.config.bot.timezone)
     c = check.counter
     told_counter = Counter(c.scope, c.platform, c.key, "told:downgrade", day)
-    failed, told = await turn.storage.run(
-        _take_downgrade, turn.storage, standin, told_counter, target
+    failed, told = await ctx.turn.storage.run(
+        _take_downgrade, ctx.turn.storage, standin, told_counter, target
     )
     if failed is not None:
         scope2, metric2, check2 = next(n for n in standin if n[2] == failed)
         return _refusal(ctx, now, scope2, metric2, check2, told)
-    turn.counted = True
-    turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in standin) else 0
-    turn.downgraded = target
+    ctx.turn.counted = True
+    ctx.turn.reserved_calls = 1 if any(m == "model_calls_per_day" for _, m, _ in standin) else 0
+    ctx.turn.downgraded = target
     when = day_end.astimezone(zone_named(ctx.config.bot.timezone))
     who = "You have" if scope == "per_user" else "This chat has"
     text = (
@@ -305,7 +302,6 @@ def request_counts(
     the call itself unless `admit` reserved it; in a downgraded turn the tokens and cost also
     count on the stand-in model's own budget. The caller writes them with the turn's next
     write (`TurnJournal.add_counts`)."""
-    turn = turn_of(ctx)
     limits = ctx.chat.limits
     if _exempt(ctx):
         return []
@@ -323,8 +319,8 @@ def request_counts(
         return []  # no call, token or cost limit: nothing to count (nor a window to compute)
     _, _, day, _ = _windows(now or clock(), ctx.config.bot.timezone)
     counts: list[tuple[Counter, int]] = []
-    if turn.reserved_calls > 0:
-        turn.reserved_calls -= 1
+    if ctx.turn.reserved_calls > 0:
+        ctx.turn.reserved_calls -= 1
     else:
         counts += [
             (Counter(scope, msg.platform, key, "model_calls", day), 1)
@@ -332,7 +328,7 @@ def request_counts(
             if values.model_calls_per_day is not None
         ]
     micros = round(cost * MICROS) if cost else 0
-    for suffix in ["", *([f"@{turn.downgraded}"] if turn.downgraded else [])]:
+    for suffix in ["", *([f"@{ctx.turn.downgraded}"] if ctx.turn.downgraded else [])]:
         if tokens > 0:
             counts += [
                 (Counter(scope, msg.platform, key, f"tokens{suffix}"[:48], day), tokens)
@@ -366,36 +362,34 @@ async def admit_call(ctx: MessageContext, now: datetime | None = None) -> Refusa
     `messages_per_minute`: a message that makes a model request reaches the model, whatever
     path it takes. Once per message: a turn's own message was counted with it (`admit`), and a
     function's later requests do not count it again."""
-    turn = turn_of(ctx)
-    if turn.counted:
+    if ctx.turn.counted:
         return await _admit_call(ctx, now)
-    async with turn.counting:  # concurrent first requests: the message counts once
+    async with ctx.turn.counting:  # concurrent first requests: the message counts once
         return await _admit_call(ctx, now)
 
 
 async def _admit_call(ctx: MessageContext, now: datetime | None) -> Refusal | None:
-    turn = turn_of(ctx)
     now = now or clock()
     named = plan(
         ctx.config,
         ctx.message,
         ctx.is_admin,
         now,
-        budget_of=turn.downgraded,  # in a downgraded turn, the stand-in's own budgets
+        budget_of=ctx.turn.downgraded,  # in a downgraded turn, the stand-in's own budgets
         limits=ctx.chat.limits,
     )
-    if turn.counted:
+    if ctx.turn.counted:
         named = [n for n in named if n[1] != "messages_per_minute"]
     if not named:
-        turn.counted = True
+        ctx.turn.counted = True
         return None
-    failed, told = await turn.storage.run(_take, turn.storage, named)
+    failed, told = await ctx.turn.storage.run(_take, ctx.turn.storage, named)
     if failed is not None:
         scope, metric, check = next(n for n in named if n[2] == failed)
         return _refusal(ctx, now, scope, metric, check, told)
-    turn.counted = True
+    ctx.turn.counted = True
     if any(m == "model_calls_per_day" for _, m, _ in named):
-        turn.reserved_calls += 1  # `request_counts` takes it back when the call ends
+        ctx.turn.reserved_calls += 1  # `request_counts` takes it back when the call ends
     return None
 
 
@@ -411,19 +405,22 @@ class Budget:
 
 async def budget_today(ctx: MessageContext, now: datetime | None = None) -> Budget:
     """This chat's per-chat budgets today (`limits.per_chat`)."""
-    turn = turn_of(ctx)
     values = ctx.chat.limits.per_chat
     _, _, day, _ = _windows(now or clock(), ctx.config.bot.timezone)
     msg = ctx.message
 
     def count(metric: str) -> int:
-        return turn.storage.chat_state.count(
+        return ctx.turn.storage.chat_state.count(
             Counter("chat", msg.platform, msg.chat_id, metric, day)
         )
 
-    tokens = await turn.storage.run(count, "tokens") if values.tokens_per_day is not None else None
+    tokens = (
+        await ctx.turn.storage.run(count, "tokens") if values.tokens_per_day is not None else None
+    )
     cost = (
-        await turn.storage.run(count, "cost") / MICROS if values.cost_per_day is not None else None
+        await ctx.turn.storage.run(count, "cost") / MICROS
+        if values.cost_per_day is not None
+        else None
     )
     over = (tokens is not None and tokens >= (values.tokens_per_day or 0)) or (
         cost is not None and cost >= (values.cost_per_day or 0)

@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
 from function_calls import limits, voice
-from function_calls.context import MessageContext, ModelRequest, turn_of
+from function_calls.context import MessageContext, ModelRequest
 from function_calls.model_calls import ask, record_usage
 from providers.errors import ProviderUnavailable
 from providers.types import LLMResponse, Message, ToolDefinition
@@ -38,9 +38,8 @@ async def _admit(ctx: MessageContext) -> None:
     if refusal is None:
         return
     ctx.logger.info("limit {} reached: a function's model request refused", refusal.limit)
-    metrics = turn_of(ctx).metrics
-    if metrics is not None:
-        metrics.limit_refusals.labels(refusal.limit).inc()
+    if ctx.turn.metrics is not None:
+        ctx.turn.metrics.limit_refusals.labels(refusal.limit).inc()
     raise limits.LimitReached(refusal)
 
 
@@ -64,7 +63,7 @@ async def ask_model(
     stream: bool = False,
 ) -> LLMResponse:
     """`MessageContext.ask_model` (documented there)."""
-    chosen = ctx.model if model is None else turn_of(ctx).model_named(model)
+    chosen = ctx.model if model is None else ctx.turn.model_named(model)
     if chosen is None:
         what = "no model is configured" if model is None else f"no model named {model!r}"
         raise ProviderUnavailable(what)
@@ -112,7 +111,7 @@ def _record(ctx: MessageContext, call: ModelRequest, outcome: str, latency: floa
         record_usage(ctx, row, call.prompt_tokens + call.completion_tokens)
     except Exception as exc:  # the record must never take the answer down with it
         ctx.logger.error("usage row for {} not written: {}", call.name, exc)
-    metrics = turn_of(ctx).metrics
+    metrics = ctx.turn.metrics
     if metrics is not None:
         metrics.model_requests.labels(call.name, outcome).inc()
         metrics.model_latency.labels(call.name).observe(latency)

@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from function_calls import limits
-from function_calls.context import turn_of
 from function_calls.conversation import estimate_message_tokens, estimate_tokens, fit_messages
 from function_calls.journal import TurnJournal
 from function_calls.note_echo import NoteEchoFilter, strip_note_echo
@@ -63,15 +62,14 @@ def record_usage(
     """A request's usage row and limit counts: in a turn, with the turn's next write
     (function_calls/journal.py); outside one (a plugin's job), written on its own, off the
     event loop."""
-    turn = turn_of(ctx)
     counts = limits.request_counts(ctx, tokens, cost)
-    journal = turn.journal
+    journal = ctx.turn.journal
     if journal is not None:
         journal.add_usage([row])
         journal.add_counts(counts)
         return
     msg = ctx.message
-    one = TurnJournal(turn.storage, msg.platform, msg.chat_id)
+    one = TurnJournal(ctx.turn.storage, msg.platform, msg.chat_id)
     one.add_usage([row])
     one.add_counts(counts)
     write = asyncio.ensure_future(one.write())
@@ -104,7 +102,7 @@ async def ask(
     *,
     stream: bool = True,
 ) -> LLMResponse:
-    """One model request for `ctx`, streamed to `turn_of(ctx).on_stream` when there is one (and
+    """One model request for `ctx`, streamed to `ctx.turn.on_stream` when there is one (and
     `stream`), recorded whatever its outcome. Provider errors propagate after recording; a
     context-length error first costs one retry with the messages cut to fit.
 
@@ -113,7 +111,6 @@ async def ask(
     is recorded against the model that made it. A model that failed rests for its `cooldown`
     (skipped by every chat), then is tried again. No hand-over for an error another model could
     not fix (`providers.errors.fails_over`), nor once part of an answer reached the chat."""
-    turn = turn_of(ctx)
     chain = model.fallback
     if chain is None:
         return await _ask_fitted(ctx, model, messages, tools, stream=stream, shown=[])
@@ -139,8 +136,10 @@ async def ask(
                 exc,
                 candidates[index + 1].name,
             )
-            if turn.metrics is not None:
-                turn.metrics.model_fallbacks.labels(current.name, candidates[index + 1].name).inc()
+            if ctx.turn.metrics is not None:
+                ctx.turn.metrics.model_fallbacks.labels(
+                    current.name, candidates[index + 1].name
+                ).inc()
             continue
         chain.cooldowns.succeeded(current.name)
         return response
@@ -191,13 +190,12 @@ async def _ask_once(
     stream: bool,
     shown: list[int],
 ) -> LLMResponse:
-    turn = turn_of(ctx)
-    if turn.stop is not None and turn.stop.is_set():
+    if ctx.turn.stop is not None and ctx.turn.stop.is_set():
         return LLMResponse(content=None, finish_reason=STOPPED)  # stopped: no more requests
-    turn.requests += 1
+    ctx.turn.requests += 1
     # Lazy: serialising every message (dataclasses.asdict + JSON) for a byte count and a body
     # that are only logged at DEBUG/TRACE was ~0.4 ms of CPU per request at INFO.
-    rounds = turn.requests
+    rounds = ctx.turn.requests
     ctx.logger.opt(lazy=True).debug(
         "model request {} ({}) round {}: {} messages, {} tools, {} bytes",
         lambda: model.name,
@@ -208,7 +206,7 @@ async def _ask_once(
         lambda: len(_body_text(messages, tools).encode()),
     )
     ctx.logger.opt(lazy=True).trace("model request body: {}", lambda: _body_text(messages, tools))
-    wanted = stream and turn.on_stream is not None and model.capabilities.streaming
+    wanted = stream and ctx.turn.on_stream is not None and model.capabilities.streaming
     streamed = wanted and not _LOCAL.streams_empty(model)
     started = time.perf_counter()
     response: LLMResponse | None = None
@@ -239,7 +237,7 @@ async def _ask_once(
 async def _unless_stopped(ctx: MessageContext, work: Awaitable[T]) -> T | None:
     """`work`'s result, or None when the turn's `stop` (TurnState) is set first: the request
     is then cancelled (a stream's connection closed) and what it showed is the answer."""
-    stop = turn_of(ctx).stop
+    stop = ctx.turn.stop
     if stop is None:
         return await work
     task = asyncio.ensure_future(work)
@@ -287,13 +285,12 @@ def _without_note(response: LLMResponse) -> LLMResponse:
 
 async def _replay(ctx: MessageContext, response: LLMResponse) -> None:
     """A whole answer to a streaming client, as the events a stream would have brought."""
-    observer = turn_of(ctx).on_stream
-    assert observer is not None
+    assert ctx.turn.on_stream is not None
     if response.content:
-        await observer(StreamEvent(type="text", text=response.content))
+        await ctx.turn.on_stream(StreamEvent(type="text", text=response.content))
     for index, call in enumerate(response.tool_calls):
-        await observer(StreamEvent(type="tool_call_start", index=index, tool_call=call))
-        await observer(StreamEvent(type="tool_call_end", index=index, tool_call=call))
+        await ctx.turn.on_stream(StreamEvent(type="tool_call_start", index=index, tool_call=call))
+        await ctx.turn.on_stream(StreamEvent(type="tool_call_end", index=index, tool_call=call))
 
 
 async def _stream(
@@ -306,7 +303,7 @@ async def _stream(
 ) -> tuple[LLMResponse, bool]:
     """The answer, and whether it came streamed (False: the stream was empty and the answer
     was asked for again whole). `text` gets the answer's text as the channel was shown it."""
-    assert turn_of(ctx).on_stream is not None
+    assert ctx.turn.on_stream is not None
     final: LLMResponse | None = None
     received = False
     # Native mode: a call the model wrote as text is held back, never streamed (text_calls.py).
@@ -355,28 +352,26 @@ class _Shown:
         self.text = text  # the text the channel got (a stopped reply is that)
 
     async def send(self, event: StreamEvent) -> None:
-        observer = turn_of(self.ctx).on_stream
-        assert observer is not None
+        assert self.ctx.turn.on_stream is not None
         if event.type == "text":
             text = self.echo.feed(event.text)
             if text:
                 self.progress.append(1)
                 self.text.append(text)
-                await observer(replace(event, text=text))
+                await self.ctx.turn.on_stream(replace(event, text=text))
             return
         await self.flush()
         self.progress.append(1)
-        await observer(event)
+        await self.ctx.turn.on_stream(event)
 
     async def flush(self) -> None:
-        observer = turn_of(self.ctx).on_stream
-        assert observer is not None
+        assert self.ctx.turn.on_stream is not None
         text = self.echo.finish()
         self.echo = NoteEchoFilter()
         if text:
             self.progress.append(1)
             self.text.append(text)
-            await observer(StreamEvent(type="text", text=text))
+            await self.ctx.turn.on_stream(StreamEvent(type="text", text=text))
 
 
 class _LocalServerState:
@@ -451,7 +446,6 @@ def _record(
     messages: Sequence[Message],
     tools: Sequence[ToolDefinition] | None,
 ) -> None:
-    turn = turn_of(ctx)
     usage = (response.usage if response else None) or Usage()
     estimated = response is not None and not (usage.input_tokens or usage.output_tokens)
     if estimated:
@@ -512,13 +506,13 @@ def _record(
             outcome=outcome,
             created_at=datetime.now(UTC),
             cost=cost,
-            round=turn.requests,
+            round=ctx.turn.requests,
             finish_reason=(response.finish_reason or None) if response else None,
         )
         record_usage(ctx, row, usage.input_tokens + usage.output_tokens, cost)
     except Exception as exc:  # the record must never take the reply down with it
         ctx.logger.error("usage row for {} not written: {}", model.name, exc)
-    metrics = turn.metrics
+    metrics = ctx.turn.metrics
     if metrics is not None:
         metrics.model_requests.labels(model.name, outcome).inc()
         metrics.model_latency.labels(model.name).observe(latency)

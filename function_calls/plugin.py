@@ -65,10 +65,7 @@ class Status:
 
 
 class PluginHost(Protocol):
-    """What hooks, event handlers, console routes and health callbacks get: the running bot,
-    seen through the plugin API, and only that (the runtime's `BotPluginHost`,
-    chatfn/runtime/plugin_host.py: any other attribute raises). A door a plugin needs is added
-    here and there, never reached around (issue 37 §2)."""
+    """What hooks and event handlers get: the running bot, seen through the plugin API."""
 
     @property
     def settings(self) -> CoreSettings: ...

@@ -41,7 +41,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, create_engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Dialect, Engine
@@ -51,13 +50,12 @@ from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.util import find_tables
 
 from function_calls.plugin_ddl import VirtualModule, virtual_table_sql
-from function_calls.turn_state import turn_of
 
 if TYPE_CHECKING:
     from chatfn.storage.db import Storage
     from function_calls.tables import Tables
 
-__all__ = ["PluginConnection", "PluginDatabase", "TableRefused", "open_tables"]
+__all__ = ["PluginConnection", "PluginDatabase", "TableRefused"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -187,17 +185,6 @@ def _refusal_unwrapped() -> Iterator[None]:
         raise
 
 
-#: The storage behind each running bot's plugin host, which the host itself does not offer
-#: (issue 37 §2): `PluginDatabase.of(host, ...)` narrows it to one plugin's declared tables.
-_HOST_STORAGE: WeakKeyDictionary[Any, Storage] = WeakKeyDictionary()
-
-
-def open_tables(host: object, storage: Storage) -> None:
-    """The runtime: the tables that plugins given `host` declared are in `storage`
-    (`plugin.database(host)`). Called by the host as it is made (chatfn/runtime/plugin_host.py)."""
-    _HOST_STORAGE[host] = storage
-
-
 class PluginDatabase:
     """The plugin's tables in the bot's database (module docstring)."""
 
@@ -224,15 +211,11 @@ class PluginDatabase:
         the declaration's name and tables but not the `Plugin` (a console view its package's
         `__init__` imports). Neither source hands a plugin the whole `Storage` (issue 37 §2)."""
         if hasattr(source, "message"):  # a handler's context: the storage is its turn's
-            return cls(turn_of(source).storage, plugin, tables)
-        # The running bot's plugin host (chatfn/runtime/plugin_host.py), which has no attribute
-        # that yields the storage: the runtime told `open_tables` which it is. A bare object
-        # with `storage` (a test's stand-in) as is.
-        try:
-            storage = _HOST_STORAGE[source]
-        except (KeyError, TypeError):
-            storage = source.storage
-        return cls(storage, plugin, tables)
+            return cls(source.turn.storage, plugin, tables)
+        # The running bot's plugin host (chatfn/runtime/plugin_host.py), which offers plugins
+        # no storage of their own; a bare object with `storage` (a test's stand-in) as is.
+        storage_of = getattr(source, "_storage_for_tables", None)
+        return cls(storage_of() if storage_of else source.storage, plugin, tables)
 
     @property
     def _engine(self) -> Engine:

@@ -23,7 +23,7 @@ from function_calls.chat import run_chat_fallback
 from function_calls.chat_settings import ChatSettings
 from function_calls.commands import CommandSyntaxError, parse_arguments, split_command, usage
 from function_calls.compaction import conversation
-from function_calls.context import MessageContext, turn_of
+from function_calls.context import MessageContext
 from function_calls.conversation import tools_tokens
 from function_calls.executor import Execution, FunctionExecutor
 from function_calls.fates import Fate
@@ -116,19 +116,20 @@ class FunctionCallRouter:
         """Handle one message; returns whether the bot answered it. The usage rows and limit
         counts of its model requests are written with the turn's next tool-call row, or in one
         write when it ends (function_calls/journal.py): not one transaction per request. A
-        runtime that ends the turn with its own write (`turn_of(ctx).journal` set) writes them
+        runtime that ends the turn with its own write (`ctx.turn.journal` set) writes them
         there."""
-        turn = turn_of(ctx)
-        own = turn.journal is None
+        own = ctx.turn.journal is None
         if own:
-            turn.journal = TurnJournal(turn.storage, ctx.message.platform, ctx.message.chat_id)
+            ctx.turn.journal = TurnJournal(
+                ctx.turn.storage, ctx.message.platform, ctx.message.chat_id
+            )
         try:
             return await self._dispatch(ctx)
         finally:
             if ctx.sent:  # its sender's next message is the exchange's next round
                 self.loop_guard.answered(ctx.message)
             if own:
-                journal, turn.journal = turn.journal, None
+                journal, ctx.turn.journal = ctx.turn.journal, None
                 try:
                     await journal.write()  # type: ignore[union-attr]
                 except Exception as exc:  # the record must never take the reply down with it
@@ -142,14 +143,13 @@ class FunctionCallRouter:
         return path_of(msg, chat, has_model) == "model"
 
     async def _dispatch(self, ctx: MessageContext) -> bool:
-        """Each path sets the message's fate (`turn_of(ctx).fate`, function_calls/fates.py)."""
-        turn = turn_of(ctx)
+        """Each path sets the message's fate (`ctx.turn.fate`, function_calls/fates.py)."""
         path = path_of(ctx.message, ctx.chat, ctx.model is not None)
         if path == "ignored":
-            turn.fate = Fate("ignored", "respond_in_groups")
+            ctx.turn.fate = Fate("ignored", "respond_in_groups")
             return False
         if path == "not_addressed":
-            turn.fate = Fate("not_addressed")
+            ctx.turn.fate = Fate("not_addressed")
             return False
         if not await self._screen(ctx):
             return False
@@ -159,16 +159,16 @@ class FunctionCallRouter:
             return await self._run_command(ctx, command.name, command.rest)
         if path == "no_model" or ctx.model is None:
             await ctx.reply(ctx.no_model_reply(), notice=True)
-            turn.fate = Fate("declined", "no_model", told=True)
+            ctx.turn.fate = Fate("declined", "no_model", told=True)
             return True
         if not await self._admit(ctx):
             return True
         # A voice message's transcript becomes its text (function_calls/voice.py).
         if (ctx.message.audio or ctx.message.transcript) and not await hear(ctx):
-            turn.fate = Fate("declined", "voice", told=bool(ctx.sent))
+            ctx.turn.fate = Fate("declined", "voice", told=bool(ctx.sent))
             return True
         if ctx.message.images and not await self._take_images(ctx):
-            turn.fate = Fate("declined", "image", told=True)
+            ctx.turn.fate = Fate("declined", "image", told=True)
             return True
         # One deadline for the whole turn: the tool loop and the plain-chat fallback after it.
         deadline = asyncio.get_running_loop().time() + self.settings.function_calls.total_timeout
@@ -177,18 +177,18 @@ class FunctionCallRouter:
             if visible:
                 result = await self.llm.run(ctx, visible, deadline=deadline)
                 if result.held is not None:  # a call waits for an approver's answer
-                    turn.fate = Fate("held", f"approval {result.held}", told=True)
+                    ctx.turn.fate = Fate("held", f"approval {result.held}", told=True)
                     return True
                 if result.text:
                     await ctx.reply(
                         result.text, thinking=result.take_thinking(), notice=result.notice
                     )
                 if result.handled:
-                    turn.fate = Fate("answered", ctx.model.name)
+                    ctx.turn.fate = Fate("answered", ctx.model.name)
                     return True
             async with asyncio.timeout_at(deadline):
                 answered = await run_chat_fallback(ctx)
-            turn.fate = (
+            ctx.turn.fate = (
                 Fate("answered", ctx.model.name)
                 if answered or ctx.sent
                 else Fate("ignored", "no_answer")
@@ -199,7 +199,7 @@ class FunctionCallRouter:
                 "turn deadline of {} s reached", self.settings.function_calls.total_timeout
             )
             await ctx.reply(ctx.t("core.stop.deadline"), notice=True)
-            turn.fate = Fate("failed", "TimeoutError", told=True)
+            ctx.turn.fate = Fate("failed", "TimeoutError", told=True)
             return True
         except ProviderError as exc:
             ctx.logger.error(
@@ -209,18 +209,17 @@ class FunctionCallRouter:
                 exc,
             )
             await ctx.reply(user_message_for(exc, ctx.language), notice=True)
-            turn.fate = Fate("failed", type(exc).__name__, told=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
             return True
 
     async def _screen(self, ctx: MessageContext) -> bool:
         """Whether a message addressed to the bot may be answered: not a bot's unless the chat's
         `answer_bots` allows it, and not past the loop guard (function_calls/loop_guard.py)."""
-        turn = turn_of(ctx)
         msg = ctx.message
         if msg.sender_is_bot and not ctx.chat.get(ANSWER_BOTS):
-            turn.fate = Fate("ignored", "bot_sender")
+            ctx.turn.fate = Fate("ignored", "bot_sender")
             return False
-        verdict = self.loop_guard.check(msg, turn.clock())
+        verdict = self.loop_guard.check(msg, ctx.turn.clock())
         if verdict == "pass":
             return True
         if verdict == "trip":
@@ -240,34 +239,31 @@ class FunctionCallRouter:
                 window=f"{guard.window:g}",
             )
             await ctx.reply(text, notice=True)
-        turn.fate = Fate("ignored", "loop_guard", told=verdict == "trip")
+        ctx.turn.fate = Fate("ignored", "loop_guard", told=verdict == "trip")
         return False
 
     async def _admit(self, ctx: MessageContext) -> bool:
         """The limits (limits.py): over one the message is declined (False), or a budget's
         downgrade swaps the turn's model."""
-        turn = turn_of(ctx)
         refusal = await limits.admit(ctx)
         if isinstance(refusal, limits.Downgrade):
             await self._downgrade(ctx, refusal)
         elif refusal is not None:
             ctx.logger.info("limit {} reached", refusal.limit)
-            metrics = turn.metrics
-            if metrics is not None:
-                metrics.limit_refusals.labels(refusal.limit).inc()
+            if ctx.turn.metrics is not None:
+                ctx.turn.metrics.limit_refusals.labels(refusal.limit).inc()
             if refusal.notify:
                 await ctx.reply(refusal.text, notice=True)
             budget = refusal.limit.rpartition(".")[2] in limits.BUDGETS
             word = "over_budget" if budget else "limit"
-            turn.fate = Fate("declined", f"{word} {refusal.limit}", told=refusal.notify)
+            ctx.turn.fate = Fate("declined", f"{word} {refusal.limit}", told=refusal.notify)
             return False
         return True
 
     async def _downgrade(self, ctx: MessageContext, downgrade: limits.Downgrade) -> None:
         """Over a budget with `on_exceed: {downgrade_to}`: the turn goes on with the cheaper
         model; the chat hears it once per window."""
-        turn = turn_of(ctx)
-        model = turn.model_named(downgrade.model)
+        model = ctx.turn.model_named(downgrade.model)
         if model is None:  # checked at start; a model removed since is a config change
             ctx.logger.error("downgrade model {!r} is not configured", downgrade.model)
             return
@@ -277,9 +273,8 @@ class FunctionCallRouter:
             model.name,
             ctx.model.name if ctx.model else None,
         )
-        metrics = turn.metrics
-        if metrics is not None:
-            metrics.limit_downgrades.labels(downgrade.limit).inc()
+        if ctx.turn.metrics is not None:
+            ctx.turn.metrics.limit_downgrades.labels(downgrade.limit).inc()
         ctx.model = model
         if downgrade.notify:
             await ctx.reply(downgrade.text, notice=True)
@@ -288,9 +283,8 @@ class FunctionCallRouter:
         """Fetch the message's images for a model that sees them, or for `bot.vision_model` to
         describe them to one that does not; False when one was refused (the user was told).
         With neither, nothing is downloaded: the model gets a short "[image]" note."""
-        turn = turn_of(ctx)
         sees = ctx.model is not None and ctx.model.capabilities.vision
-        describer = None if sees else turn.vision_model
+        describer = None if sees else ctx.turn.vision_model
         if not sees and describer is None:
             return True
         try:
@@ -300,32 +294,31 @@ class FunctionCallRouter:
             await ctx.reply(ctx.t(exc.key, limit=MAX_BYTES // (1024 * 1024)), notice=True)
             return False
         if describer is None:
-            turn.images = images
+            ctx.turn.images = images
         else:
-            turn.image_descriptions = await describe_images(ctx, describer, images)
+            ctx.turn.image_descriptions = await describe_images(ctx, describer, images)
         return True
 
     async def _run_command(self, ctx: MessageContext, name: str, rest: str) -> bool:
-        turn = turn_of(ctx)
         spec = self.registry.get(name)
         if spec is None:
             await ctx.reply(ctx.t("core.unknown_command", name=name))
-            turn.fate = Fate("declined", f"unknown_command /{name}", told=True)
+            ctx.turn.fate = Fate("declined", f"unknown_command /{name}", told=True)
             return True
         try:
             args = parse_arguments(spec, rest, ctx.language)
         except CommandSyntaxError as exc:
             await ctx.reply(str(exc))
-            turn.fate = Fate("declined", f"invalid /{name}", told=True)
+            ctx.turn.fate = Fate("declined", f"invalid /{name}", told=True)
             return True
         ex = await self.executor.execute(ctx, name, args, source="command")
         if ex.outcome == "held":  # a member's command of an `approval` function
             approvals = ctx.service(Approvals)
             assert approvals is not None  # the executor holds a call only when there is one
             held = await approvals.request(ctx, spec, ex.arguments or {}, source="command")
-            turn.fate = Fate("held", f"approval {held.id}", told=True)
+            ctx.turn.fate = Fate("held", f"approval {held.id}", told=True)
             return True
-        turn.fate = _command_fate(ctx, spec, ex)
+        ctx.turn.fate = _command_fate(ctx, spec, ex)
         await self._command_reply(ctx, spec, ex)
         return True
 
@@ -352,7 +345,6 @@ class FunctionCallRouter:
         """The turn of a held call, once it is decided (function_calls/approvals.py): run with
         its stored arguments, or refused with the reason; its result goes where it would have
         gone: the command's reply, or the model's loop, which goes on from where it stopped."""
-        turn = turn_of(ctx)
         spec = self.registry.get(held.function)
         if decision == "approved" and spec is not None:
             ex = await self.executor.execute(
@@ -371,9 +363,9 @@ class FunctionCallRouter:
             if spec is None or ex.outcome == "refused":
                 await ctx.reply(ex.reason)
                 word = "gone" if spec is None else decision
-                turn.fate = Fate("declined", f"approval {word} /{held.function}", told=True)
+                ctx.turn.fate = Fate("declined", f"approval {word} /{held.function}", told=True)
                 return
-            turn.fate = _command_fate(ctx, spec, ex)
+            ctx.turn.fate = _command_fate(ctx, spec, ex)
             await self._command_reply(ctx, spec, ex)
             return
         await self._resume_loop(ctx, held, ex)
@@ -382,15 +374,14 @@ class FunctionCallRouter:
         """The model's loop again: the history up to the asking message, what the loop had
         added then, and the held call's result (its messages sent to the chat, as the loop
         does); the model writes the answer unless the function's messages end the turn."""
-        turn = turn_of(ctx)
         if ctx.model is None:
-            turn.fate = Fate("declined", "no_model", told=False)
+            ctx.turn.fate = Fate("declined", "no_model", told=False)
             return
         if ex.ok and ex.result is not None:
             for line, images in ex.result.replies():
                 await ctx.reply(line, at=ex.result.at, images=images)
             if ex.result.ends_turn:
-                turn.fate = Fate("function", held.function)
+                ctx.turn.fate = Fate("function", held.function)
                 return
         visible = visible_functions(self.registry.all(), ctx)
         messages = await conversation(ctx, reserve_tokens=tools_tokens(visible))
@@ -410,14 +401,14 @@ class FunctionCallRouter:
         except ProviderError as exc:
             ctx.logger.error("model {} failed: {}", ctx.model.name, exc)
             await ctx.reply(user_message_for(exc, ctx.language), notice=True)
-            turn.fate = Fate("failed", type(exc).__name__, told=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
             return
         if result.held is not None:
-            turn.fate = Fate("held", f"approval {result.held}", told=True)
+            ctx.turn.fate = Fate("held", f"approval {result.held}", told=True)
             return
         if result.text:
             await ctx.reply(result.text, thinking=result.take_thinking(), notice=result.notice)
-        turn.fate = Fate("answered", ctx.model.name)
+        ctx.turn.fate = Fate("answered", ctx.model.name)
 
 
 def _refusal(ctx: MessageContext, held: Held, decision: str, gone: bool) -> tuple[str, str]:

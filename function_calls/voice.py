@@ -33,7 +33,6 @@ from chatfn.common.chat_keys import VOICE
 from chatfn.common.config import SttSettings
 from chatfn.common.fetch import FetchAllow, FetchError, FetchTooLarge, fetch
 from chatfn.common.messages import SPOKEN_MARK
-from function_calls.context import turn_of
 from function_calls.model_calls import record_usage
 
 if TYPE_CHECKING:
@@ -187,7 +186,6 @@ def meter(
 async def hear(ctx: MessageContext) -> bool:
     """Make the message's voice its text (see the module's note); False when the turn ends
     here (the user was told why in one sentence; the message stays stored)."""
-    turn = turn_of(ctx)
     msg = ctx.message
     if msg.spoken or (not msg.audio and not msg.transcript):
         return True
@@ -207,8 +205,8 @@ async def hear(ctx: MessageContext) -> bool:
     msg.text = spoken_text(msg.text, transcript)
     msg.spoken = True
     if ctx.stored_id is not None:
-        await turn.storage.run(
-            turn.storage.set_message_text,
+        await ctx.turn.storage.run(
+            ctx.turn.storage.set_message_text,
             msg.platform,
             msg.chat_id,
             ctx.stored_id,

@@ -14,7 +14,6 @@ from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.turn_writer import TurnWriter
 from chatfn.storage.db import StorageError
 from function_calls.approvals import Decision, Held
-from function_calls.context import turn_of
 
 
 async def approved_turn(bot: Any, held: Held, decision: Decision) -> None:
@@ -29,7 +28,7 @@ async def approved_turn(bot: Any, held: Held, decision: Decision) -> None:
             writer.stage(out, None)
 
         ctx = await bot.context(msg, deliver, stored_id=held.stored_id)
-        turn_of(ctx).journal = writer
+        ctx.turn.journal = writer
         fate = None
         try:
             await bot.models.ready()

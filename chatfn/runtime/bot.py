@@ -1,6 +1,5 @@
-"""Bot: the plugins' host and the turns. It owns the registry, the models and the storage, and
-turns each incoming message into a MessageContext for the router. Plugin code is handed
-`BotPluginHost` (chatfn/runtime/plugin_host.py), never the Bot. Beside it: `Delivery`
+"""Bot: the plugin host and the turns. It owns the registry, the models and the storage, and
+turns each incoming message into a MessageContext for the router. Beside it: `Delivery`
 (chatfn/runtime/delivery.py: the outbox's front and the senders by platform), `Switch`
 (chatfn/runtime/switch.py: whether turns and replies cross to other processes), `Exposure`
 (chatfn/runtime/exposure.py: the functions for MCP), and `BotChannelHost` below, the `ChannelHost`
@@ -19,7 +18,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel
@@ -43,7 +42,6 @@ from chatfn.runtime.exposure import Exposure
 from chatfn.runtime.model_set import ModelSet
 from chatfn.runtime.outbox import Outbox
 from chatfn.runtime.plugin_breaker import PluginGuard, bounded
-from chatfn.runtime.plugin_host import BotPluginHost
 from chatfn.runtime.plugins import LoadedPlugin, load_builtins, load_plugin_files
 from chatfn.runtime.restart import RestartRequest
 from chatfn.runtime.resume import resume_turns
@@ -65,7 +63,7 @@ from function_calls.chat_settings import (
     resolve,
     rules_without_functions,
 )
-from function_calls.context import MessageContext, turn_of
+from function_calls.context import MessageContext
 from function_calls.fates import Fate, MessageFates
 from function_calls.model_access import DOOR
 from function_calls.permissions import refusal_reason
@@ -177,7 +175,7 @@ class Bot:
         self.channel_host = BotChannelHost(self)
         # What plugin code is handed as `host` (hooks, event handlers, console routes): the
         # plugin API's doors, never the Bot itself (chatfn/runtime/plugin_host.py).
-        self.plugin_host: PluginHost = BotPluginHost(self, self.storage)
+        self.plugin_host = BotPluginHost(self)
         self.api_host = BotApiHost(self)
         provide_api(self.channel_host, self.api_host)
         # The bot's own parts of the web server (chatfn/runtime/web_parts.py: /healthz and
@@ -582,7 +580,7 @@ class Bot:
         """What became of the message (function_calls/fates.py), counted, as the row the turn's
         end write records; a path that set no fate is answered when it sent something, else
         ignored."""
-        fate = turn_of(ctx).fate
+        fate = ctx.turn.fate
         if fate is None:
             model = ctx.model.name if ctx.model is not None else ""
             fate = Fate("answered", model) if ctx.sent else Fate("ignored", "no_answer")
@@ -668,8 +666,10 @@ class Bot:
             # no overrides; with some, resolved again with them.
             chat=None if start.overrides else rules,
         )
-        turn = turn_of(ctx)  # the core's turn state, not a plugin's (function_calls/turn_state.py)
-        turn.journal, turn.start, turn.limit_plan, turn.stop = writer, start, named, stop
+        ctx.turn.journal = writer
+        ctx.turn.start = start
+        ctx.turn.limit_plan = named
+        ctx.turn.stop = stop
         ended = False  # the turn ran to its end (not cancelled, nor cut by an error raised)
         try:
             await self.models.ready()  # the SDKs loading in a thread: never import on the loop
@@ -680,9 +680,9 @@ class Bot:
             ended = True
         except Exception as exc:  # the one place an unexpected bug meets the user
             ctx.logger.opt(exception=exc).error("unhandled error while handling message")
-            turn.fate = Fate("failed", type(exc).__name__, told=False)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=False)
             await ctx.reply(ctx.t("core.internal_error"), notice=True)
-            turn.fate = Fate("failed", type(exc).__name__, told=True)
+            ctx.turn.fate = Fate("failed", type(exc).__name__, told=True)
             ended = True
         finally:
             # The turn's end: its messages, usage rows, counts and handled mark, one write.
@@ -892,6 +892,70 @@ def _bound(hook: Hook, host: PluginHost) -> Callable[[], Awaitable[None]]:
 
     run.__qualname__ = getattr(hook, "__qualname__", "hook")
     return run
+
+
+PLUGIN_DOORS = (
+    "settings, model, section, provide, service, counter, send, language_of, add_function, "
+    "remove_function, refusal_for; tables through plugin.database(host)"
+)
+
+
+class BotPluginHost:
+    """The `PluginHost` (function_calls/plugin.py) of a Bot: what plugin code is handed as
+    `host` (setup, start-up and shutdown hooks, event handlers, console routes, health and
+    chat-name callbacks), and nothing more, as channels get `BotChannelHost`. The Bot's
+    storage, router, outbox and the rest are not reachable through it: a plugin reaches the
+    database only through the tables it declared (`plugin.database(host)`, issue 37 §2)."""
+
+    __slots__ = ("__weakref__", "_bot")
+
+    def __init__(self, bot: Bot) -> None:
+        self._bot = bot
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise AttributeError(
+            f"a plugin's host has no {name!r}: what a plugin may use of the bot is {PLUGIN_DOORS}"
+        )
+
+    @property
+    def settings(self) -> Settings:
+        return self._bot.settings
+
+    @property
+    def model(self) -> ChatModel | None:
+        return self._bot.model
+
+    def section(self, model: type[S]) -> S:
+        return self._bot.section(model)
+
+    def provide(self, service: object, *, as_type: type | None = None) -> None:
+        self._bot.provide(service, as_type=as_type)
+
+    def service(self, cls: type[T]) -> T | None:
+        return self._bot.service(cls)
+
+    def counter(self, name: str) -> Counter:
+        return self._bot.counter(name)
+
+    async def send(self, out: OutgoingMessage) -> None:
+        await self._bot.send(out)
+
+    def language_of(self, platform: str, chat_id: str, is_group: bool | None = None) -> str:
+        return self._bot.language_of(platform, chat_id, is_group)
+
+    def add_function(self, spec: FunctionSpec) -> None:
+        self._bot.add_function(spec)
+
+    def remove_function(self, name: str) -> None:
+        self._bot.remove_function(name)
+
+    async def refusal_for(self, function: str, message: IncomingMessage) -> str | None:
+        return await self._bot.refusal_for(function, message)
+
+    def _storage_for_tables(self) -> Storage:
+        """For `PluginDatabase.of` alone, which narrows it to one plugin's declared tables
+        (function_calls/plugin_data.py); not a door of the plugin API."""
+        return self._bot.storage
 
 
 class BotChannelHost:

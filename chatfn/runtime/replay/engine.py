@@ -24,7 +24,7 @@ from chatfn.common.messages import IncomingMessage, OutgoingMessage
 from chatfn.runtime.settings import Settings
 from chatfn.storage.db import Storage
 from chatfn.storage.replay import RecordedCall, RecordedTurn
-from function_calls.context import MessageContext, turn_of
+from function_calls.context import MessageContext
 from function_calls.conversation import build_messages, tools_tokens
 from function_calls.executor import FunctionExecutor
 from function_calls.llm import tool_definitions
@@ -205,7 +205,7 @@ class Rehearsal:
             prompt = self.host.settings.personas[persona]
             ctx.chat = replace(ctx.chat, system_prompt=prompt, persona=persona)
         at = turn.created_at.timestamp()
-        turn_of(ctx).clock = lambda: at  # the time note says when the message came, as it did then
+        ctx.turn.clock = lambda: at  # the time note says when the message came, as it did then
         return ctx
 
     async def _loop(
