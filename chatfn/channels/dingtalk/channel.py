@@ -34,6 +34,7 @@ from chatfn.channels.dingtalk.send import DingTalkSender, Sessions
 from chatfn.channels.dingtalk.settings import DingTalkSettings
 from chatfn.channels.dingtalk.stream import ACK_WAIT, StreamLink
 from chatfn.channels.dingtalk.webhook import Refused, check_request
+from chatfn.channels.kit import webhook
 from chatfn.common.messages import IncomingMessage
 from chatfn.runtime.channel_host import ChannelHost
 
@@ -81,11 +82,8 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         except Refused as exc:
             self.log.warning("DingTalk callback refused: {}", exc)
             return web.json_response({"msg": str(exc)}, status=exc.status)
-        if not self.logged_in or self.stopping:
-            return web.json_response({"msg": "not ready"}, status=503)
-        if not await self._stored(data):
-            return web.json_response({"msg": "not stored yet"}, status=503)
-        return web.json_response({"msg": "success"})
+        ok, take = web.json_response({"msg": "success"}), lambda: self._take(data)
+        return await webhook.answer(self, take, ACK_WAIT, ok, webhook.json_says("msg"))
 
     # -- messages ------------------------------------------------------------------------------
     async def _stored(self, data: dict[str, Any]) -> bool:

@@ -65,8 +65,9 @@ from chatfn.channels.feishu.send import FeishuSender
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import CARD_ACTION, Answer, WsLink
-from chatfn.channels.kit import media, presses
+from chatfn.channels.kit import media, presses, webhook
 from chatfn.channels.kit.cache import Remembered
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.common import i18n
 from chatfn.common.messages import (
     IncomingMessage,
@@ -158,13 +159,11 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             return web.json_response({"msg": str(exc)}, status=exc.status)
         if opened.challenge is not None:
             return web.json_response({"challenge": opened.challenge})
-        if self.bot_open_id is None or self.stopping:
-            return web.json_response({"msg": "not ready"}, status=503)  # the platform resends
-        if _kind(opened.payload) == CARD_ACTION:
+        if _kind(opened.payload) == CARD_ACTION and self.logged_in and not self.stopping:
             return web.json_response(await self._clicked(opened.payload))
-        if not await self._stored(opened.payload):
-            return web.json_response({"msg": "not stored yet"}, status=503)
-        return web.json_response({"msg": "success"})
+        # Not ready, or not stored within ACK_WAIT: a 503, and the platform sends it again.
+        ok, take = web.json_response({"msg": "success"}), lambda: self._event(opened.payload)
+        return await webhook.answer(self, take, ACK_WAIT, ok, webhook.json_says("msg"))
 
     # -- events --------------------------------------------------------------------------------
     async def _linked(self, payload: dict[str, Any]) -> Answer:
@@ -309,12 +308,12 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         images = [
             i
             for k in read.image_keys[:4]
-            if (i := media.image_uri(await self._download(message_id, k, "image")))
+            if (i := media.image_uri(await self._download(message_id, k, "image") or b""))
         ]
         voices = [  # a voice message (Ogg/Opus), for speech to text
             v
             for k in read.audio_keys[:1]
-            if (v := media.voice_uri(await self._download(message_id, k, "file")))
+            if (v := media.voice_uri(await self._download(message_id, k, "file") or b""))
         ]
         if not read.text.strip() and not images and not voices:  # nothing said: not asked
             return None
@@ -333,14 +332,11 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             sender_roles=roles,
         )
 
-    async def _download(self, message_id: str, key: str, kind: str) -> bytes:
+    async def _download(self, message_id: str, key: str, kind: str) -> bytes | None:
         """A file of a message ("image", or "file": a voice) downloaded with the tenant token,
-        so no URL is ever stored or shown; b"" (and a warning) when it cannot be."""
-        try:
-            return await self.api.download(message_id, key, kind)
-        except _API_ERRORS as exc:
-            logger.warning("Feishu {} {} of {} not downloaded: {}", kind, key, message_id, exc)
-            return b""
+        so no URL is ever stored or shown (kit/downloads.py)."""
+        what, download = f"Feishu {kind} {key} of {message_id}", self.api.download
+        return await downloaded(what, _API_ERRORS, download, message_id, key, kind, log=self.log)
 
     async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
         """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The

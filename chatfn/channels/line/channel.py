@@ -22,7 +22,6 @@ Confirm once stored: the webhook is answered 200 once its messages are stored (w
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -39,6 +38,8 @@ from linebot.v3.webhooks import (
 )
 
 from chatfn.channels import kit
+from chatfn.channels.kit import webhook
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 from chatfn.channels.line.media import MEDIA_ROUTE, MediaShelf
@@ -125,13 +126,10 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
             self.log.warning("LINE webhook refused: not a webhook body")
             return web.Response(status=400, text="malformed")
-        if not self.logged_in or self.stopping:
-            return web.Response(status=503, text="not ready")
-        taken = [self._event(e) for e in events]
-        waits = [t.wait(self.cfg.ack_wait, self._stopping) for t in taken]
-        if not all(await asyncio.gather(*waits)):
-            return web.Response(status=500, text="not stored yet")  # LINE redelivers
-        return web.Response(text="ok")
+        ok = web.Response(text="ok")  # not stored in time: a 500, and LINE redelivers
+        return await webhook.answer(
+            self, lambda: [self._event(e) for e in events], self.cfg.ack_wait, ok, late=500
+        )
 
     def _event(self, event: Any) -> kit.Taken:
         chat = _chat_of(getattr(event, "source", None))
@@ -217,24 +215,22 @@ class LineChannel(kit.PlatformChannel[LineSettings], platform="line", label="LIN
         provider = message.content_provider
         if provider is not None and provider.type == "external" and provider.original_content_url:
             return str(provider.original_content_url)
-        try:
-            data = await self.api.content(message.id, kit.MAX_IMAGE_IN)
-        except _ERRORS as exc:
-            self.log.warning("LINE voice {} not downloaded: {}", message.id, exc)
-            return None
-        return kit.data_uri(data, audio.audio_mime(data))
+        data = await self._content("voice", message.id)
+        return None if data is None else kit.data_uri(data, audio.audio_mime(data))
 
     async def _image(self, message: ImageMessageContent) -> str | None:
         provider = message.content_provider
         if provider is not None and provider.type == "external" and provider.original_content_url:
             return await self._external(provider.original_content_url)
-        try:
-            data = await self.api.content(message.id, kit.MAX_IMAGE_IN)
-        except _ERRORS as exc:
-            self.log.warning("LINE image {} not downloaded: {}", message.id, exc)
-            return None
-        mime = kit.image_mime(data)
-        return None if mime is None else kit.data_uri(data, mime)
+        data = await self._content("image", message.id)
+        mime = None if data is None else kit.image_mime(data)
+        return None if data is None or mime is None else kit.data_uri(data, mime)
+
+    async def _content(self, what: str, message_id: str) -> bytes | None:
+        """A message's file from LINE's content API (kit/downloads.py)."""
+        what = f"LINE {what} {message_id}"
+        content, limit = self.api.content, kit.MAX_IMAGE_IN
+        return await downloaded(what, _ERRORS, content, message_id, limit, log=self.log)
 
     async def _external(self, url: str) -> str | None:
         """An image LINE names by its owner's URL: fetched within `bot.fetch`'s bounds."""

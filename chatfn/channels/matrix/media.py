@@ -11,11 +11,11 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import aiohttp
-from loguru import logger
 from nio import AsyncClient
 
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.images import data_uri
-from chatfn.common.fetch import FetchTooLarge, read_limited
+from chatfn.common.fetch import FetchError, FetchStatus, read_limited
 
 __all__ = ["download"]
 
@@ -35,12 +35,12 @@ async def download(
     info = content.get("info")
     if not isinstance(info, dict):
         info = {}
-    if int(info.get("size") or 0) > limit:
-        logger.info("Matrix image {} is over {} bytes: not read", url, limit)
-        return None
     tail = f"/download/{quote(server, safe='')}/{quote(media, safe='')}"
     paths = (f"/_matrix/client/v1/media{tail}", f"/_matrix/media/v3{tail}")
-    try:
+    mime = str(info.get("mimetype") or "")
+
+    async def fetch() -> bytes:
+        nonlocal mime
         for path in paths:
             response = await client.send(
                 "GET",
@@ -54,18 +54,15 @@ async def download(
                     if b"M_UNRECOGNIZED" in body or not body.strip().startswith(b"{"):
                         continue  # a homeserver without authenticated media
                 if response.status != 200:
-                    logger.warning("Matrix image {} not downloaded: {}", url, response.status)
-                    return None
-                data = await read_limited(response, limit)  # to its end (kit/images.py)
-                mime = response.content_type or str(info.get("mimetype") or "")
-            break
-        else:
-            return None
-    except FetchTooLarge:
-        logger.warning("Matrix image {} not downloaded: over {} bytes", url, limit)
-        return None
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        logger.warning("Matrix image {} not downloaded: {!r}", url, exc)
+                    raise FetchStatus(url, response.status)
+                mime = response.content_type or mime
+                return await read_limited(response, limit)  # to its end (kit/images.py)
+        return b""
+
+    errors = (FetchError, aiohttp.ClientError, TimeoutError, OSError)
+    size = int(info.get("size") or 0)
+    data = await downloaded(f"Matrix {kind} {url}", errors, fetch, size=size, limit=limit)
+    if not data:
         return None
     if kind == "audio" and not mime.startswith("audio/"):
         mime = "audio/ogg" if data.startswith(b"OggS") else mime  # served as octet-stream

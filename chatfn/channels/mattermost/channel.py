@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 from chatfn.channels.mattermost.send import ERRORS, MattermostSender
 from chatfn.channels.mattermost.settings import MattermostSettings
@@ -197,11 +198,8 @@ class MattermostChannel(
 
     async def _file(self, file_id: str) -> bytes | None:
         """A post's file (images and audio are kept; what else it is, is not read)."""
-        try:
-            return await self.api.file(str(file_id), kit.MAX_IMAGE_IN)
-        except _ERRORS as exc:
-            self.log.warning("Mattermost file {} not downloaded: {}", file_id, exc)
-            return None
+        what, limit = f"Mattermost file {file_id}", kit.MAX_IMAGE_IN
+        return await downloaded(what, _ERRORS, self.api.file, str(file_id), limit, log=self.log)
 
     def _added(self, data: dict[str, Any], broadcast: dict[str, Any]) -> None:
         user, channel = str(data.get("user_id") or ""), str(broadcast.get("channel_id") or "")

@@ -55,7 +55,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from chatfn.channels import kit
-from chatfn.channels.kit import presses
+from chatfn.channels.kit import presses, webhook
 from chatfn.channels.kit.cache import Remembered
 from chatfn.channels.slack.parse import ChatRef, chat_ref, read_text
 from chatfn.channels.slack.send import BUTTON_ACTION, SlackSender, error_code, token_refused
@@ -224,23 +224,20 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
             return web.json_response({"error": "not a JSON object"}, status=400)
         if payload.get("type") == "url_verification":
             return web.json_response({"challenge": str(payload.get("challenge", ""))})
-        if self.bot_user_id is None or self.stopping:
-            return web.json_response({"error": "not ready"}, status=503)  # Slack retries
         if retry := request.headers.get("X-Slack-Retry-Num"):
             logger.debug(
                 "Slack event resent (attempt {}, {})",
                 retry,
                 request.headers.get("X-Slack-Retry-Reason", ""),
             )
-        if payload.get("type") == "block_actions":
-            taken = self._interaction(payload)
-        elif payload.get("type") == "event_callback":
-            taken = self._callback(payload)
-        else:
-            return web.json_response({"ok": True})
-        if not await taken.wait(ACK_WAIT, self._stopping):  # Slack sends it again
-            return web.json_response({"error": "not stored yet"}, status=503)
-        return web.json_response({"ok": True})
+        take = {"block_actions": self._interaction, "event_callback": self._callback}.get(
+            str(payload.get("type")), lambda _payload: kit.settled()
+        )
+        # Not ready, or not stored within ACK_WAIT: a 503, and Slack sends it again.
+        ok = web.json_response({"ok": True})
+        return await webhook.answer(
+            self, lambda: take(payload), ACK_WAIT, ok, webhook.json_says("error")
+        )
 
     # -- events --------------------------------------------------------------------------------
     def _callback(self, payload: dict[str, Any]) -> kit.Taken:

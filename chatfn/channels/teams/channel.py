@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from chatfn.channels import kit
+from chatfn.channels.kit import webhook
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.teams.api import NETWORK_ERRORS, ApiError, TeamsApi
 from chatfn.channels.teams.auth import AuthError, TokenError
@@ -104,12 +106,8 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
         except _KEY_ERRORS as exc:
             self.log.warning("Teams activity not checked: the keys not read ({!r})", exc)
             return web.Response(status=503, text="keys not available")
-        if not self.logged_in or self.stopping:
-            return web.Response(status=503, text="not ready")
-        taken = self._take(activity)
-        if not await taken.wait(ACK_WAIT, self._stopping):
-            return web.Response(status=500, text="not stored yet")  # sent again
-        return web.Response(status=200)
+        ok = web.Response(status=200)  # not stored in time: a 500, and it is sent again
+        return await webhook.answer(self, lambda: self._take(activity), ACK_WAIT, ok, late=500)
 
     def _take(self, activity: dict[str, Any]) -> kit.Taken:
         conversation = _dict(activity.get("conversation"))
@@ -180,10 +178,11 @@ class TeamsChannel(kit.PlatformChannel[TeamsSettings], platform="teams", label="
         if url.startswith(f"data:{kind}"):
             return url
         if service and _origin(url) == _origin(service):
-            try:
-                data = await self.api.download(url, kit.MAX_IMAGE_IN)
-            except _FETCH_ERRORS as exc:
-                self.log.warning("Teams attachment not downloaded: {}", exc)
+            download, limit = self.api.download, kit.MAX_IMAGE_IN
+            data = await downloaded(
+                "Teams attachment", _FETCH_ERRORS, download, url, limit, log=self.log
+            )
+            if data is None:
                 return None
             if kind == "image/":
                 mime = kit.image_mime(data)

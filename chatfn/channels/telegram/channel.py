@@ -29,13 +29,14 @@ import asyncio
 
 from aiohttp import web
 from loguru import logger
-from telegram import Bot, CallbackQuery, Message, PhotoSize, Update, User
+from telegram import Audio, Bot, CallbackQuery, Message, PhotoSize, Update, User, Voice
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.request import HTTPXRequest
 
 from chatfn.channels import kit
 from chatfn.channels.kit import media as kit_media
-from chatfn.channels.kit import presses
+from chatfn.channels.kit import presses, webhook
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.wire import same_secret
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
@@ -54,6 +55,7 @@ MAX_VOICE_BYTES = 20 * 1024 * 1024  # what the Bot API's getFile serves at most
 CONFIRM_WAIT = 0.5
 WEBHOOK_WAIT = 20.0
 _ROLES = {"creator": "owner", "administrator": "admin"}
+_ERRORS = (TelegramError,)
 _REFUSED = (
     "Telegram refused channels.telegram.token ({}: unauthorized): check the token @BotFather gave"
 )
@@ -200,20 +202,15 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
                 return web.json_response(
                     {"error": "wrong X-Telegram-Bot-Api-Secret-Token"}, status=403
                 )
-        if self.me is None or self.stopping:
-            return web.json_response({"error": "not ready"}, status=503)  # Telegram sends again
         try:
             update = Update.de_json(await request.json(), self.bot)
         except Exception as exc:  # not JSON, not an Update: nothing to take
             logger.warning("Telegram webhook POST that is not an Update ignored ({})", exc)
             return web.json_response({"error": "not an Update"}, status=400)
-        if update is None:
-            return web.json_response({"ok": True})
-        taken = self._take(update)
-        if not await taken.wait(WEBHOOK_WAIT, self._stopping):
-            # Telegram sends it again, and the update is taken once: answered when stored.
-            return web.json_response({"error": "not stored yet"}, status=503)
-        return web.json_response({"ok": True})
+        # Not ready, or not stored within WEBHOOK_WAIT: a 503, and Telegram sends it again.
+        take = (lambda: self._take(update)) if update is not None else kit.settled
+        ok = web.json_response({"ok": True})
+        return await webhook.answer(self, take, WEBHOOK_WAIT, ok, webhook.json_says("error"))
 
     def _take(self, update: Update) -> kit.Taken:
         """The update's job, queued in its chat's order once per update id; what settles
@@ -335,35 +332,31 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         media = message.voice or message.audio
         if media is None:
             return None
-        if (media.file_size or 0) > MAX_VOICE_BYTES:
-            logger.warning(
-                "Telegram voice {} is over {} bytes", media.file_unique_id, MAX_VOICE_BYTES
-            )
-            return None
-        data = await self._download("voice", media.file_id, media.file_unique_id)
+        data = await self._download("voice", media, MAX_VOICE_BYTES)
         mime = media.mime_type or ("audio/ogg" if message.voice else "audio/mpeg")
-        return kit_media.voice_uri(data, mime, MAX_VOICE_BYTES)
+        return kit_media.voice_uri(data or b"", mime, MAX_VOICE_BYTES)
 
     async def _photo(self, sizes: tuple[PhotoSize, ...] | None) -> str | None:
         """The largest size of a photo (within what a model takes) as a data URI."""
-        if not sizes:
-            return None
-        fitting = [s for s in sizes if (s.file_size or 0) <= MAX_PHOTO_BYTES]
+        fitting = [s for s in sizes or () if (s.file_size or 0) <= MAX_PHOTO_BYTES]
         if not fitting:
             return None
         best = max(fitting, key=lambda s: (s.width * s.height, s.file_size or 0))
-        data = await self._download("photo", best.file_id, best.file_unique_id)
-        return kit_media.image_uri(data, MAX_PHOTO_BYTES)
+        data = await self._download("photo", best, MAX_PHOTO_BYTES)
+        return kit_media.image_uri(data or b"", MAX_PHOTO_BYTES)
 
-    async def _download(self, what: str, file_id: str, unique_id: str) -> bytes:
-        """A file a user sent (getFile, then its download): the file URL holds the bot's
-        token, so it is never stored or shown; b"" (and a warning) when it cannot be had."""
-        try:
-            file = await self.bot.get_file(file_id)
-            return bytes(await file.download_as_bytearray())
-        except TelegramError as exc:
-            logger.warning("Telegram {} {} not downloaded: {}", what, unique_id, exc)
-            return b""
+    async def _download(
+        self, what: str, file: Voice | Audio | PhotoSize, limit: int
+    ) -> bytes | None:
+        """A file a user sent (getFile, then its download; kit/downloads.py): the file URL
+        holds the bot's token, so it is never stored or shown."""
+
+        async def download() -> bytes:
+            got = await self.bot.get_file(file.file_id)
+            return bytes(await got.download_as_bytearray())
+
+        name, size = f"Telegram {what} {file.file_unique_id}", file.file_size
+        return await downloaded(name, _ERRORS, download, size=size, limit=limit, log=self.log)
 
     async def _roles(self, chat_id: int, user_id: int) -> list[str]:
         """The sender's status in the group (getChatMember), for `bot.trust_group_admins`."""

@@ -28,6 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from chatfn.channels import kit, wxapi
+from chatfn.channels.kit import webhook
 from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.send import CREDENTIALS, WecomSender
 from chatfn.channels.wecom.settings import WecomSettings
@@ -128,11 +129,10 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
             fields = read_xml(await self.opened(request))
         except CryptError as exc:
             return self.refused(exc)
-        if not self.logged_in or self.stopping:
-            return web.Response(status=503, text="not ready")  # WeCom sends it again
-        if await self._take(fields).wait(ACK_WAIT, self._stopping):
-            return web.Response(text="")
-        return web.Response(status=503, text="not stored yet")
+        # Not ready, or not stored within ACK_WAIT: a 503, and WeCom sends it again.
+        return await webhook.answer(
+            self, lambda: self._take(fields), ACK_WAIT, web.Response(text="")
+        )
 
     def _take(self, fields: dict[str, str]) -> kit.Taken:
         kind = fields.get("MsgType", "")

@@ -20,7 +20,6 @@ stored (within `ack_wait`), else 500.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from chatfn.channels import kit
+from chatfn.channels.kit import webhook
 from chatfn.channels.kit.wire import webhook_bytes
 from chatfn.channels.whatsapp.api import NETWORK_ERRORS, GraphApi, GraphError
 from chatfn.channels.whatsapp.send import CREDENTIALS, WhatsAppSender, Windows
@@ -123,13 +123,14 @@ class WhatsAppChannel(kit.PlatformChannel[WhatsAppSettings], platform="whatsapp"
         payload = kit.json_object(body)
         if payload is None or payload.get("object") != "whatsapp_business_account":
             return web.Response(status=400, text="not a WhatsApp Business Account event")
-        if not self.logged_in or self.stopping:
-            return web.Response(status=503, text="not ready")
-        taken = [self._take(value, m) for value, m in self._messages(payload)]
-        waits = [t.wait(self.cfg.ack_wait, self._stopping) for t in taken]
-        if not all(await asyncio.gather(*waits)):
-            return web.Response(status=500, text="not stored yet")  # Meta sends it again
-        return web.Response(text="ok")
+        ok = web.Response(text="ok")  # not stored in time: a 500, and Meta sends it again
+        return await webhook.answer(
+            self,
+            lambda: [self._take(value, m) for value, m in self._messages(payload)],
+            self.cfg.ack_wait,
+            ok,
+            late=500,
+        )
 
     def _messages(self, payload: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         """(the change's value, a message) for each user message to this number."""
