@@ -2,30 +2,65 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
+import check_system
 from tests.fakes.cassette import ReplayServer, openai_chat_response
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(tmp_path: Path, config: str | None, *args: str) -> tuple[int, dict]:
-    cmd = [sys.executable, str(ROOT / "check_system.py"), "--json", *args]
+def _argv(tmp_path: Path, config: str | None, args: tuple[str, ...]) -> list[str]:
+    argv = ["--json", *args]
     if config is not None:
         path = tmp_path / "config.yaml"
         path.write_text(config)
-        cmd += ["--config", str(path)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    import os
+        argv += ["--config", str(path)]
+    return argv
 
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """A user's bare shell: PATH, HOME (the test's folder) and the interpreter's own variables,
+    so no API key or setting of the machine running the tests reaches the check."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     env.update({k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "VIRTUAL"))})
+    return env
+
+
+def cli(tmp_path: Path, config: str | None, *args: str) -> tuple[int, dict]:
+    """`python check_system.py --json ...` in a process of its own, as users run it: its exit
+    code and its stdout. Its ~4 s of interpreter start and imports are paid only where the
+    process is what is tested; `run` is the same check in this process."""
+    cmd = [sys.executable, str(ROOT / "check_system.py"), *_argv(tmp_path, config, args)]
+    env = _env(tmp_path)
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     return proc.returncode, json.loads(proc.stdout)
+
+
+def run(tmp_path: Path, config: str | None, *args: str) -> tuple[int, dict]:
+    """check_system.py's `main` in this process, with the cwd, HOME and environment `cli`'s
+    process has, and its stdout read: the same report without a new interpreter."""
+    argv = _argv(tmp_path, config, args)
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp_path)
+        env = _env(tmp_path)
+        for key in [k for k in os.environ if k not in env]:
+            mp.delenv(key)
+        for key, value in env.items():
+            mp.setenv(key, value)
+        with contextlib.redirect_stdout(out):
+            code = check_system.main(argv)
+    return code, json.loads(out.getvalue())
 
 
 def by_name(report: dict) -> dict[str, dict]:
@@ -37,7 +72,7 @@ BASE = "storage: {url: 'sqlite:///db/x.db'}\nplugins: {paths: [plugins]}\n"
 
 def test_no_model_is_a_warning_not_a_failure(tmp_path: Path) -> None:
     (tmp_path / "plugins").mkdir()
-    code, report = run(tmp_path, BASE)
+    code, report = cli(tmp_path, BASE)  # exit 0 and the JSON, from the script users run
     checks = by_name(report)
     assert code == 0 and report["ok"]
     assert checks["model"]["status"] == "warn"
@@ -46,7 +81,7 @@ def test_no_model_is_a_warning_not_a_failure(tmp_path: Path) -> None:
 
 
 def test_invalid_config_fails(tmp_path: Path) -> None:
-    code, report = run(tmp_path, "bot: {history_size: -1}\n")
+    code, report = cli(tmp_path, "bot: {history_size: -1}\n")  # exit 1, from the script
     assert code == 1 and by_name(report)["config"]["status"] == "fail"
     assert "bot.history_size" in by_name(report)["config"]["detail"]
 
@@ -67,17 +102,13 @@ def test_unusable_database_fails(tmp_path: Path) -> None:
     assert code == 1 and by_name(report)["database"]["status"] == "fail"
 
 
-def test_missing_provider_extra_fails_with_install_command(tmp_path: Path) -> None:
+def test_missing_provider_extra_fails_with_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['anthropic'] = None\n")
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # its import fails, as if not installed
     cfg = BASE + "models:\n  claude: {provider: anthropic, model: c, api_key: k}\n"
-    import os
-
-    os.environ["PYTHONPATH"] = str(tmp_path)
-    try:
-        code, report = run(tmp_path, cfg)
-    finally:
-        del os.environ["PYTHONPATH"]
+    code, report = run(tmp_path, cfg)
     assert code == 1
     assert 'pip install ".[anthropic]"' in by_name(report)["router"]["detail"]
 
@@ -126,13 +157,13 @@ async def test_online_server_that_ignores_tools_names_the_fix(tmp_path: Path) ->
     assert "tools" in server.received[0].body
 
 
-def test_every_model_of_every_fallback_chain_is_checked(tmp_path: Path) -> None:
+def test_every_model_of_every_fallback_chain_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The default's chain (and a chain's own chains), a chats: rule's model's chain: a
     fallback that cannot be built fails the check, naming the chain and the install command."""
-    import os
-
     (tmp_path / "plugins").mkdir()
-    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['anthropic'] = None\n")
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # its import fails, as if not installed
     cfg = BASE + (
         "models:\n"
         "  main: {provider: openai, model: m, api_key: k, fallback: [backup]}\n"
@@ -143,11 +174,7 @@ def test_every_model_of_every_fallback_chain_is_checked(tmp_path: Path) -> None:
         "bot: {model: main}\n"
         "chats: [{match: {is_group: true}, model: cheap}]\n"
     )
-    os.environ["PYTHONPATH"] = str(tmp_path)
-    try:
-        code, report = run(tmp_path, cfg)
-    finally:
-        del os.environ["PYTHONPATH"]
+    code, report = run(tmp_path, cfg)
     checks = by_name(report)
     assert code == 1
     assert checks["model backup"]["status"] == "ok"
