@@ -5,10 +5,10 @@ served by the bot, media.py). This module is the declaration, found through the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.line.settings import LineSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -19,10 +19,7 @@ def build(host: ChannelHost, settings: LineSettings) -> Any:
     return LineChannel(host, settings)
 
 
-async def check(settings: LineSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
+def offline(settings: LineSettings) -> list[Probe]:
     probes = [
         Probe(
             "ok",
@@ -42,8 +39,6 @@ async def check(settings: LineSettings, online: bool) -> list[Probe]:
         probes.append(
             Probe("warn", "channels.line.public_url is not https: LINE refuses such images")
         )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -51,24 +46,25 @@ async def who_am_i(settings: LineSettings) -> Probe:
     """GET /v2/bot/info with the channel access token: the bot's name, or what failed."""
     from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
 
-    name = "channel line bot info"
     api = LineApi(settings)
-    try:
-        user, display = await api.bot_info()
-    except LineError as exc:
-        if exc.status in (401, 403):
-            return Probe(
-                "fail",
-                f"LINE refused channels.line.channel_access_token ({exc.message})",
-                name=name,
-            )
-        return Probe("fail", f"LINE answered {exc} at {settings.api_base}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"LINE not reachable at {settings.api_base}: {exc!r}", name=name)
-    finally:
-        await api.aclose()
-    return Probe("ok", f"{display} ({user})", name=name)
 
+    async def ask() -> str:
+        user, display = await api.bot_info()
+        return f"{display} ({user})"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, LineError) and exc.status in (401, 403):
+            return f"LINE refused channels.line.channel_access_token ({exc.message})"
+        if isinstance(exc, LineError):
+            return f"LINE answered {exc} at {settings.api_base}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"LINE not reachable at {settings.api_base}: {exc!r}"
+        return None
+
+    return await asked("channel line bot info", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="line",
@@ -79,17 +75,5 @@ SPEC = ChannelSpec(
     modules=("linebot",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        markdown="plain",
-        confirm_stored=True,
-        connection=("webhook",),
-    ),
+    capabilities=replace(CHAT, confirm_stored=True, connection=("webhook",)),
 )

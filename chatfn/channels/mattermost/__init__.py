@@ -4,10 +4,10 @@ module is the declaration, found through the `chatfn.channels` entry point `matt
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.mattermost.settings import MattermostSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -18,44 +18,39 @@ def build(host: ChannelHost, settings: MattermostSettings) -> Any:
     return MattermostChannel(host, settings)
 
 
-async def check(settings: MattermostSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
-    probes = [Probe("ok", f"{settings.api}, team {settings.team}")]
-    if online:
-        probes.append(await who_am_i(settings))
-    return probes
+def offline(settings: MattermostSettings) -> list[Probe]:
+    return [Probe("ok", f"{settings.api}, team {settings.team}")]
 
 
 async def who_am_i(settings: MattermostSettings) -> Probe:
     """GET /users/me and /teams/name/{team}: the bot's name, or what failed."""
     from chatfn.channels.mattermost.api import NETWORK_ERRORS, ApiError, MattermostApi
 
-    name = "channel mattermost bot"
     api = MattermostApi(settings)
-    try:
+
+    async def ask() -> str:
         me = await api.me()
         await api.team(settings.team)
-    except ApiError as exc:
-        if exc.status == 401:
-            return Probe(
-                "fail", f"Mattermost refused channels.mattermost.token ({exc.message})", name=name
-            )
-        if exc.status in (403, 404):
-            return Probe(
-                "fail",
-                f"Mattermost: no team channels.mattermost.team {settings.team!r} for the bot "
-                f"({exc.message})",
-                name=name,
-            )
-        return Probe("fail", f"Mattermost answered {exc} at {settings.url}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"Mattermost not reachable at {settings.url}: {exc!r}", name=name)
-    finally:
-        await api.aclose()
-    return Probe("ok", f"@{me.get('username')} ({me.get('id')}) in team {settings.team}", name=name)
+        return f"@{me.get('username')} ({me.get('id')}) in team {settings.team}"
 
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, ApiError) and exc.status == 401:
+            return f"Mattermost refused channels.mattermost.token ({exc.message})"
+        if isinstance(exc, ApiError) and exc.status in (403, 404):
+            return (
+                f"Mattermost: no team channels.mattermost.team {settings.team!r} for the bot "
+                f"({exc.message})"
+            )
+        if isinstance(exc, ApiError):
+            return f"Mattermost answered {exc} at {settings.url}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"Mattermost not reachable at {settings.url}: {exc!r}"
+        return None
+
+    return await asked("channel mattermost bot", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="mattermost",
@@ -65,17 +60,5 @@ SPEC = ChannelSpec(
     extra="mattermost",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        threads=True,
-        markdown="Markdown",
-        connection=("long connection",),
-    ),
+    capabilities=replace(CHAT, threads=True, markdown="Markdown", connection=("long connection",)),
 )

@@ -5,10 +5,10 @@ it) (channel.py, send.py, api.py). This module is the declaration, found through
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -19,10 +19,7 @@ def build(host: ChannelHost, settings: WhatsAppSettings) -> Any:
     return WhatsAppChannel(host, settings)
 
 
-async def check(settings: WhatsAppSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
+def offline(settings: WhatsAppSettings) -> list[Probe]:
     probes = [
         Probe(
             "ok",
@@ -38,8 +35,6 @@ async def check(settings: WhatsAppSettings, online: bool) -> list[Probe]:
                 "than 24 hours ago are refused (logged), not sent",
             )
         )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -47,25 +42,30 @@ async def who_am_i(settings: WhatsAppSettings) -> Probe:
     """GET /{phone-number-id} with the access token: the number and its verified name."""
     from chatfn.channels.whatsapp.api import NETWORK_ERRORS, GraphApi, GraphError
 
-    name = "channel whatsapp phone number"
     api = GraphApi(settings)
-    try:
-        number, verified = await api.whoami()
-    except GraphError as exc:
-        if exc.status == 401 or exc.code in (190, 102, 100, 10, 200):
-            return Probe(
-                "fail",
-                "WhatsApp refused channels.whatsapp.access_token or "
-                f"channels.whatsapp.phone_number_id ({exc.message})",
-                name=name,
-            )
-        return Probe("fail", f"WhatsApp answered {exc} at {settings.api_base}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"WhatsApp not reachable at {settings.api_base}: {exc!r}", name=name)
-    finally:
-        await api.aclose()
-    return Probe("ok", f"{verified} ({number})", name=name)
 
+    async def ask() -> str:
+        number, verified = await api.whoami()
+        return f"{verified} ({number})"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, GraphError) and (
+            exc.status == 401 or exc.code in (190, 102, 100, 10, 200)
+        ):
+            return (
+                "WhatsApp refused channels.whatsapp.access_token or "
+                f"channels.whatsapp.phone_number_id ({exc.message})"
+            )
+        if isinstance(exc, GraphError):
+            return f"WhatsApp answered {exc} at {settings.api_base}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"WhatsApp not reachable at {settings.api_base}: {exc!r}"
+        return None
+
+    return await asked("channel whatsapp phone number", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="whatsapp",
@@ -75,17 +75,7 @@ SPEC = ChannelSpec(
     extra="whatsapp",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        markdown="WhatsApp formatting",
-        confirm_stored=True,
-        connection=("webhook",),
+    capabilities=replace(
+        CHAT, markdown="WhatsApp formatting", confirm_stored=True, connection=("webhook",)
     ),
 )
