@@ -58,9 +58,20 @@ def wait(driver: Any, timeout: float = WAIT) -> Any:
 
 
 def css(driver: Any, selector: str) -> Any:
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
 
-    return wait(driver).until(lambda d: d.find_element(By.CSS_SELECTOR, selector))
+    def found(d: Any) -> Any:
+        try:
+            return d.find_element(By.CSS_SELECTOR, selector)
+        except WebDriverException as exc:
+            # Asked while the page navigates (a click that signs out, a redirect): Chrome
+            # aborts the lookup ("aborted by navigation"); ask again on the new page.
+            if "navigat" in str(exc.msg or ""):
+                return False
+            raise
+
+    return wait(driver).until(found)
 
 
 def every(driver: Any, selector: str) -> list[Any]:
