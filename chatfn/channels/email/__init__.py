@@ -5,11 +5,12 @@ channel's declaration, found through the `chatfn.channels` entry point `email`; 
 
 from __future__ import annotations
 
+from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.email.settings import EmailSettings
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
@@ -19,43 +20,38 @@ def build(host: ChannelHost, settings: EmailSettings) -> Any:
     return EmailChannel(host, settings)
 
 
-async def check(settings: EmailSettings, online: bool) -> list[Probe]:
-    if (why := settings.problem()) is not None:
-        return [Probe("fail", why)]
-    probes = [
+def offline(settings: EmailSettings) -> list[Probe]:
+    return [
         Probe("ok", f"IMAP {settings.imap_url}, SMTP {settings.smtp_url} as {settings.address}")
     ]
-    if online:
-        probes += [await imap_probe(settings), await smtp_probe(settings)]
-    return probes
+
+
+async def online(settings: EmailSettings) -> list[Probe]:
+    return [await imap_probe(settings), await smtp_probe(settings)]
 
 
 async def imap_probe(settings: EmailSettings) -> Probe:
     """Log in by IMAP and select the mailbox."""
     from chatfn.channels.email.channel import ImapRefused, imap_login
 
-    name = "channel email IMAP login"
-    try:
+    async def ask() -> str:
         client = await imap_login(settings)
-    except ImapRefused as exc:
-        why = f"IMAP server refused channels.email.username/password ({exc})"
-        return Probe("fail", why, name=name)
-    except Exception as exc:  # noqa: BLE001 - any failure is the probe's answer
-        return Probe(
-            "fail", f"IMAP server not reachable at {settings.imap_url} ({exc!r})", name=name
-        )
-    try:
-        await client.logout()
-    except Exception:  # noqa: BLE001, S110 - logged in: that was the question
-        pass
-    return Probe("ok", f"logged in to {settings.imap_url}, {settings.mailbox} selected", name=name)
+        with suppress(Exception):  # logged in: that was the question
+            await client.logout()
+        return f"logged in to {settings.imap_url}, {settings.mailbox} selected"
+
+    def failed(exc: Exception) -> str:  # any failure is the probe's answer
+        if isinstance(exc, ImapRefused):
+            return f"IMAP server refused channels.email.username/password ({exc})"
+        return f"IMAP server not reachable at {settings.imap_url} ({exc!r})"
+
+    return await asked("channel email IMAP login", ask, failed)
 
 
 async def smtp_probe(settings: EmailSettings) -> Probe:
     """Connect and log in by SMTP (no mail sent)."""
     import aiosmtplib
 
-    name = "channel email SMTP login"
     host, port, mode = settings.smtp_address()
     client = aiosmtplib.SMTP(
         hostname=host,
@@ -64,22 +60,32 @@ async def smtp_probe(settings: EmailSettings) -> Probe:
         start_tls=mode == "starttls",
         timeout=settings.connect_timeout,
     )
-    try:
+
+    async def ask() -> str:
         await client.connect()
         await client.login(settings.username, settings.secret_text("password"))
-    except aiosmtplib.SMTPAuthenticationError as exc:
-        why = f"SMTP server refused channels.email.username/password ({exc.code} {exc.message})"
-        return Probe("fail", why, name=name)
-    except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-        return Probe("fail", f"SMTP server not reachable at {settings.smtp_url} ({exc})", name=name)
-    finally:
+        return f"logged in to {settings.smtp_url}"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, aiosmtplib.SMTPAuthenticationError):
+            return (
+                f"SMTP server refused channels.email.username/password ({exc.code} {exc.message})"
+            )
+        if isinstance(exc, (aiosmtplib.SMTPException, OSError, TimeoutError)):
+            return f"SMTP server not reachable at {settings.smtp_url} ({exc})"
+        return None
+
+    async def close() -> None:
         if client.is_connected:
             try:
                 await client.quit()
             except aiosmtplib.SMTPException:
                 client.close()
-    return Probe("ok", f"logged in to {settings.smtp_url}", name=name)
 
+    return await asked("channel email SMTP login", ask, failed, close)
+
+
+check = checks(offline, online)
 
 SPEC = ChannelSpec(
     name="email",
@@ -89,13 +95,10 @@ SPEC = ChannelSpec(
     extra="email",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
+        groups=False,
+        mentions=False,
         threads=True,
         confirm_stored=True,
         connection=("long connection",),

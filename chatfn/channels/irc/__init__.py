@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from chatfn.channels.irc.settings import IrcSettings
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
+from chatfn.channels.kit.declare import asked, checks, readme
+from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: IrcSettings) -> Any:
@@ -19,31 +18,22 @@ def build(host: ChannelHost, settings: IrcSettings) -> Any:
     return IrcChannel(host, settings)
 
 
-async def check(settings: IrcSettings, online: bool) -> list[Probe]:
-    if (why := settings.problem()) is not None:
-        return [Probe("fail", why)]
+def offline(settings: IrcSettings) -> list[Probe]:
     where = f"{settings.server}:{settings.port}{' (TLS)' if settings.tls else ''}"
-    probes = [Probe("ok", f"IRC server {where}, nick {settings.nick}")]
-    if online:
-        probes.append(await registers(settings))
-    return probes
+    return [Probe("ok", f"IRC server {where}, nick {settings.nick}")]
 
 
 async def registers(settings: IrcSettings) -> Probe:
     """Connect and register (the server's welcome, 001), then QUIT: the nick and password
-    work, or why not."""
+    work, or why not (a NotDelivered: refused credentials naming the key, unreachable)."""
     from chatfn.channels.irc.channel import IrcChannel
-    from chatfn.common.messages import NotDelivered
 
-    name = "channel irc register"
     channel = IrcChannel(_ProbeHost(), settings)  # type: ignore[arg-type]
-    try:
-        said = await channel.connect()
-    except NotDelivered as exc:  # refused credentials (naming the key), unreachable
-        return Probe("fail", str(exc), name=name)
-    finally:
-        await channel.close()
-    return Probe("ok", f"registered as {said}", name=name)
+
+    async def ask() -> str:
+        return f"registered as {await channel.connect()}"
+
+    return await asked("channel irc register", ask, close=channel.close)
 
 
 class _ProbeHost:
@@ -57,6 +47,8 @@ class _ProbeHost:
     def kick(self) -> None:
         pass
 
+
+check = checks(offline, registers)
 
 SPEC = ChannelSpec(
     name="irc",

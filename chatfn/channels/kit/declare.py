@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar, cast, overload
 
+from chatfn.channels.kit.errors import NotDelivered
 from chatfn.runtime.channel_host import Capabilities, Probe
 
 __all__ = ["CHAT", "Configured", "asked", "checks", "readme"]
@@ -43,6 +44,10 @@ Online = Callable[[S], Awaitable[Probe | Sequence[Probe]]]
 
 def _problem(settings: Configured) -> str | None:
     return settings.problem()
+
+
+def _said(exc: Exception) -> str | None:
+    return str(exc) if isinstance(exc, NotDelivered) else None
 
 
 def readme(module_file: str) -> str:
@@ -83,17 +88,18 @@ def checks(
 async def asked(
     name: str,
     ask: Callable[[], Awaitable[str]],
-    failed: Callable[[Exception], str | None],
+    failed: Callable[[Exception], str | None] | None = None,
     close: Callable[[], Awaitable[object]] | None = None,
 ) -> Probe:
     """One online probe named `name`: ✓ with what `ask` (the platform's "who am I") says, or ✗
     with the sentence `failed` makes of its exception (the platform's refusal naming the key,
-    another answer, the network); an exception `failed` gives None for goes on up. `close`
+    another answer, the network); an exception `failed` gives None for goes on up. Without
+    `failed`, the kit's failures (`NotDelivered` and its kinds) say their own text. `close`
     (the probe's own client) runs either way."""
     try:
         said = await ask()
     except Exception as exc:
-        why = failed(exc)
+        why = (failed or _said)(exc)
         if why is None:
             raise
         return Probe("fail", why, name=name)

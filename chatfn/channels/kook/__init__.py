@@ -6,10 +6,10 @@ aiohttp, a base dependency (KOOK publishes no Python SDK)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -20,13 +20,8 @@ def build(host: ChannelHost, settings: KookSettings) -> Any:
     return KookChannel(host, settings)
 
 
-async def check(settings: KookSettings, online: bool) -> list[Probe]:
-    if (why := settings.problem()) is not None:
-        return [Probe("fail", why)]
-    probes = [Probe("ok", f"WebSocket gateway and API at {settings.api_base}")]
-    if online:
-        probes.append(await who_am_i(settings))
-    return probes
+def offline(settings: KookSettings) -> list[Probe]:
+    return [Probe("ok", f"WebSocket gateway and API at {settings.api_base}")]
 
 
 async def who_am_i(settings: KookSettings) -> Probe:
@@ -35,21 +30,26 @@ async def who_am_i(settings: KookSettings) -> Probe:
 
     from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
 
-    name = "channel kook /v3/user/me"
-    async with aiohttp.ClientSession() as session:
-        try:
-            me = await KookApi(settings, session).call("GET", "/v3/user/me", timeout=15)
-        except KookAuthError as exc:
-            return Probe("fail", f"KOOK refused channels.kook.token ({exc})", name=name)
-        except KookApiError as exc:
-            return Probe("fail", f"KOOK GET /v3/user/me failed: {exc}", name=name)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Probe("fail", f"KOOK not reachable at {settings.api_base} ({exc})", name=name)
-    me = me if isinstance(me, dict) else {}
-    return Probe(
-        "ok", f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_base}", name=name
-    )
+    session = aiohttp.ClientSession()
 
+    async def ask() -> str:
+        me = await KookApi(settings, session).call("GET", "/v3/user/me", timeout=15)
+        bot = me if isinstance(me, dict) else {}
+        return f"bot {bot.get('username')} (id {bot.get('id')}) at {settings.api_base}"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, KookAuthError):
+            return f"KOOK refused channels.kook.token ({exc})"
+        if isinstance(exc, KookApiError):
+            return f"KOOK GET /v3/user/me failed: {exc}"
+        if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
+            return f"KOOK not reachable at {settings.api_base} ({exc})"
+        return None
+
+    return await asked("channel kook /v3/user/me", ask, failed, session.close)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="kook",
@@ -59,15 +59,8 @@ SPEC = ChannelSpec(
     extra="kook",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         markdown="KMarkdown",
         delivery_ids=True,
         confirm_stored=True,

@@ -6,10 +6,10 @@ server-satori, Chronocat). This module is the declaration, found through the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -20,15 +20,9 @@ def build(host: ChannelHost, settings: SatoriSettings) -> Any:
     return SatoriChannel(host, settings)
 
 
-async def check(settings: SatoriSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
+def offline(settings: SatoriSettings) -> list[Probe]:
     only = f", platform {settings.platform}" if settings.platform else ", every platform"
-    probes = [Probe("ok", f"{settings.endpoint}{only}")]
-    if online:
-        probes.append(await who_am_i(settings))
-    return probes
+    return [Probe("ok", f"{settings.endpoint}{only}")]
 
 
 async def who_am_i(settings: SatoriSettings) -> Probe:
@@ -36,33 +30,32 @@ async def who_am_i(settings: SatoriSettings) -> Probe:
     from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
     from chatfn.channels.satori.channel import login_of
 
-    name = "channel satori logins"
     api = SatoriApi(settings)
-    try:
-        meta = await api.meta()
-    except ApiError as exc:
-        if exc.status in (401, 403):
-            return Probe(
-                "fail", f"the Satori server refused channels.satori.token ({exc.text})", name=name
-            )
-        return Probe("fail", f"Satori answered {exc} at {settings.endpoint}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe(
-            "fail", f"Satori server not reachable at {settings.endpoint}: {exc!r}", name=name
-        )
-    finally:
-        await api.aclose()
-    logins = [login_of(x) for x in meta["logins"] if isinstance(x, dict)]
-    ours = [f"{p}:{u}" for p, u in logins if settings.platform in ("", p)]
-    if not ours:
-        served = ", ".join(f"{p}:{u}" for p, u in logins) or "none"
-        return Probe(
-            "fail",
-            f"no login of channels.satori.platform {settings.platform!r} (served: {served})",
-            name=name,
-        )
-    return Probe("ok", ", ".join(ours), name=name)
 
+    async def ask() -> str:
+        meta = await api.meta()
+        logins = [login_of(x) for x in meta["logins"] if isinstance(x, dict)]
+        ours = [f"{p}:{u}" for p, u in logins if settings.platform in ("", p)]
+        if not ours:
+            served = ", ".join(f"{p}:{u}" for p, u in logins) or "none"
+            raise LookupError(
+                f"no login of channels.satori.platform {settings.platform!r} (served: {served})"
+            )
+        return ", ".join(ours)
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, ApiError) and exc.status in (401, 403):
+            return f"the Satori server refused channels.satori.token ({exc.text})"
+        if isinstance(exc, ApiError):
+            return f"Satori answered {exc} at {settings.endpoint}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"Satori server not reachable at {settings.endpoint}: {exc!r}"
+        return str(exc) if isinstance(exc, LookupError) else None
+
+    return await asked("channel satori logins", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="satori",
@@ -72,16 +65,5 @@ SPEC = ChannelSpec(
     extra="satori",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        markdown="Satori elements",
-        connection=("long connection",),
-    ),
+    capabilities=replace(CHAT, markdown="Satori elements", connection=("long connection",)),
 )

@@ -6,10 +6,10 @@ through the `chatfn.channels` entry point `teams`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.teams.settings import TeamsSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -20,14 +20,8 @@ def build(host: ChannelHost, settings: TeamsSettings) -> Any:
     return TeamsChannel(host, settings)
 
 
-async def check(settings: TeamsSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
-    probes = [Probe("ok", f"app {settings.app_id}, messaging endpoint {settings.webhook_path}")]
-    if online:
-        probes += await who_am_i(settings)
-    return probes
+def offline(settings: TeamsSettings) -> list[Probe]:
+    return [Probe("ok", f"app {settings.app_id}, messaging endpoint {settings.webhook_path}")]
 
 
 async def who_am_i(settings: TeamsSettings) -> list[Probe]:
@@ -36,46 +30,42 @@ async def who_am_i(settings: TeamsSettings) -> list[Probe]:
     from chatfn.channels.teams.auth import TokenError
 
     api = TeamsApi(settings)
-    key_errors: tuple[type[BaseException], ...] = (*NETWORK_ERRORS, ValueError, KeyError)
-    out = []
-    try:
-        try:
-            await api.tokens.token(fresh=True)
-            out.append(
-                Probe("ok", f"a token for app {settings.app_id}", name="channel teams login")
-            )
-        except TokenError as exc:
+
+    async def token() -> str:
+        await api.tokens.token(fresh=True)
+        return f"a token for app {settings.app_id}"
+
+    def refused(exc: Exception) -> str | None:
+        if isinstance(exc, TokenError):
             what = (
                 "Microsoft refused channels.teams.app_id / channels.teams.app_password"
                 if exc.status in (400, 401, 403)
                 else "the login endpoint answered"
             )
-            out.append(
-                Probe("fail", f"{what} ({exc}) at {settings.token_url}", name="channel teams login")
-            )
-        except NETWORK_ERRORS as exc:
-            out.append(
-                Probe(
-                    "fail",
-                    f"{settings.token_url} not reachable: {exc!r}",
-                    name="channel teams login",
-                )
-            )
-        try:
-            await api.keys.refresh()
-            out.append(Probe("ok", f"{len(api.keys.keys)} signing keys", name="channel teams keys"))
-        except key_errors as exc:
-            out.append(
-                Probe(
-                    "fail",
-                    f"channels.teams.openid_metadata_url: keys not read ({exc!r})",
-                    name="channel teams keys",
-                )
-            )
+            return f"{what} ({exc}) at {settings.token_url}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"{settings.token_url} not reachable: {exc!r}"
+        return None
+
+    async def keys() -> str:
+        await api.keys.refresh()
+        return f"{len(api.keys.keys)} signing keys"
+
+    def unread(exc: Exception) -> str | None:
+        if isinstance(exc, (*NETWORK_ERRORS, ValueError, KeyError)):
+            return f"channels.teams.openid_metadata_url: keys not read ({exc!r})"
+        return None
+
+    try:
+        return [
+            await asked("channel teams login", token, refused),
+            await asked("channel teams keys", keys, unread),
+        ]
     finally:
         await api.aclose()
-    return out
 
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="teams",
@@ -85,14 +75,9 @@ SPEC = ChannelSpec(
     extra="teams",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
+    capabilities=replace(
+        CHAT,
+        voice_out=False,
         markdown="Markdown",
         confirm_stored=True,
         connection=("webhook",),

@@ -5,10 +5,11 @@ extra (slixmpp)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.errors import CredentialsRefused, Unreachable
 from chatfn.channels.xmpp.settings import XmppSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -19,14 +20,9 @@ def build(host: ChannelHost, settings: XmppSettings) -> Any:
     return XmppChannel(host, settings)
 
 
-async def check(settings: XmppSettings, online: bool) -> list[Probe]:
-    if (why := settings.problem()) is not None:
-        return [Probe("fail", why)]
+def offline(settings: XmppSettings) -> list[Probe]:
     where = settings.server or f"{settings.jid.split('@', 1)[1]} (DNS SRV)"
-    probes = [Probe("ok", f"XMPP account {settings.jid} at {where}, {len(settings.rooms)} rooms")]
-    if online:
-        probes.append(await logs_in(settings))
-    return probes
+    return [Probe("ok", f"XMPP account {settings.jid} at {where}, {len(settings.rooms)} rooms")]
 
 
 async def logs_in(settings: XmppSettings) -> Probe:
@@ -35,22 +31,29 @@ async def logs_in(settings: XmppSettings) -> Probe:
 
     from chatfn.channels.xmpp.channel import make_client, session
 
-    name = "channel xmpp login"
     client = make_client(settings.jid, settings.secret_text("password"), tls=settings.tls)
-    try:
-        async with asyncio.timeout(settings.connect_timeout):
-            said = await session(client, settings.address())
-    except TimeoutError:
-        said = "unreachable: no session in time"
-    finally:
-        client.abort()
-    if said == "refused":
-        why = f"XMPP server refused channels.xmpp.password for {settings.jid}"
-        return Probe("fail", why, name=name)
-    if said != "ok":
-        return Probe("fail", f"XMPP server not reachable ({said})", name=name)
-    return Probe("ok", f"logged in as {settings.jid}", name=name)
 
+    async def ask() -> str:
+        try:
+            async with asyncio.timeout(settings.connect_timeout):
+                said = await session(client, settings.address())
+        except TimeoutError:
+            said = "unreachable: no session in time"
+        if said == "refused":
+            raise CredentialsRefused(
+                f"XMPP server refused channels.xmpp.password for {settings.jid}"
+            )
+        if said != "ok":
+            raise Unreachable(f"XMPP server not reachable ({said})")
+        return f"logged in as {settings.jid}"
+
+    async def close() -> None:
+        client.abort()
+
+    return await asked("channel xmpp login", ask, close=close)
+
+
+check = checks(offline, logs_in)
 
 SPEC = ChannelSpec(
     name="xmpp",
@@ -60,13 +63,5 @@ SPEC = ChannelSpec(
     extra="xmpp",
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        connection=("long connection",),
-    ),
+    capabilities=replace(CHAT, replies=False, images_in=False, connection=("long connection",)),
 )
