@@ -6,11 +6,12 @@ entry point `dingtalk`; dingtalk-stream is imported only when the channel is bui
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.dingtalk.settings import DingTalkSettings
-from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: DingTalkSettings) -> Any:
@@ -19,13 +20,16 @@ def build(host: ChannelHost, settings: DingTalkSettings) -> Any:
     return DingTalkChannel(host, settings)
 
 
-def _offline(settings: DingTalkSettings) -> Probe:
-    if not settings.client_id or settings.client_secret is None:
-        return Probe(
-            "fail",
-            "channels.dingtalk.client_id and client_secret are not set (the app's "
-            "Credentials & Basic Info page)",
-        )
+def unset(settings: DingTalkSettings) -> str | None:
+    if settings.client_id and settings.client_secret is not None:
+        return None
+    return (
+        "channels.dingtalk.client_id and client_secret are not set (the app's "
+        "Credentials & Basic Info page)"
+    )
+
+
+def offline(settings: DingTalkSettings) -> list[Probe]:
     if settings.mode == "webhook":
         how = (
             f"HTTP callback at {settings.webhook_path} on the HTTP channel's port (needs "
@@ -33,40 +37,32 @@ def _offline(settings: DingTalkSettings) -> Probe:
         )
     else:
         how = "the Stream connection"
-    return Probe("ok", f"messages by {how}, API at {settings.api_base}")
-
-
-async def check(settings: DingTalkSettings, online: bool) -> list[Probe]:
-    first = _offline(settings)
-    if first.status == "fail" or not online:
-        return [first]
-    return [first, await who_am_i(settings)]
+    return [Probe("ok", f"messages by {how}, API at {settings.api_base}")]
 
 
 async def who_am_i(settings: DingTalkSettings) -> Probe:
     """The app's access token (/v1.0/oauth2/accessToken): the credentials work, or why not."""
     from chatfn.channels.dingtalk.api import NETWORK_ERRORS, AuthRefused, DingTalkApi, DingTalkError
 
-    name = "channel dingtalk accessToken"
     api = DingTalkApi(settings)
-    try:
-        await api.token()
-    except AuthRefused as exc:
-        return Probe(
-            "fail",
-            f"DingTalk refused channels.dingtalk.client_id / client_secret ({exc})",
-            name=name,
-        )
-    except DingTalkError as exc:
-        return Probe("fail", f"DingTalk accessToken failed: {exc}", name=name)
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"DingTalk not reachable at {settings.api_base}: {exc}", name=name)
-    finally:
-        await api.aclose()
-    return Probe(
-        "ok", f"app {settings.client_id} has an access token at {settings.api_base}", name=name
-    )
 
+    async def ask() -> str:
+        await api.token()
+        return f"app {settings.client_id} has an access token at {settings.api_base}"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, AuthRefused):
+            return f"DingTalk refused channels.dingtalk.client_id / client_secret ({exc})"
+        if isinstance(exc, DingTalkError):
+            return f"DingTalk accessToken failed: {exc}"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"DingTalk not reachable at {settings.api_base}: {exc}"
+        return None
+
+    return await asked("channel dingtalk accessToken", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i, unset=unset)
 
 SPEC = ChannelSpec(
     name="dingtalk",
@@ -77,14 +73,9 @@ SPEC = ChannelSpec(
     modules=("dingtalk_stream",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
-        mentions=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
+        replies=False,
         markdown="Markdown (sampleMarkdown)",
         confirm_stored=True,
         connection=("long connection", "webhook"),

@@ -5,11 +5,12 @@ no discord.py, so finding channels works without the extra."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.discord.settings import API_BASE, DiscordSettings
-from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: DiscordSettings) -> Any:
@@ -18,17 +19,22 @@ def build(host: ChannelHost, settings: DiscordSettings) -> Any:
     return DiscordChannel(host, settings)
 
 
-async def check(settings: DiscordSettings, online: bool) -> list[Probe]:
-    if not settings.token:
-        return [Probe("fail", "channels.discord.token is not set (the bot's token)")]
+def unset(settings: DiscordSettings) -> str | None:
+    return None if settings.token else "channels.discord.token is not set (the bot's token)"
+
+
+def offline(settings: DiscordSettings) -> list[Probe]:
     where = "" if settings.api_base == API_BASE else f" at {settings.api_base}"
-    probes = [Probe("ok", f"token set{where}")]
-    if online:
-        from chatfn.channels.discord.probe import who_am_i
+    return [Probe("ok", f"token set{where}")]
 
-        probes.append(await who_am_i(settings))
-    return probes
 
+async def online(settings: DiscordSettings) -> Probe:
+    from chatfn.channels.discord.probe import who_am_i  # discord.py only when asked
+
+    return await who_am_i(settings)
+
+
+check = checks(offline, online, unset=unset)
 
 SPEC = ChannelSpec(
     name="discord",
@@ -39,15 +45,8 @@ SPEC = ChannelSpec(
     modules=("discord",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         threads=True,
         buttons=True,
         markdown="Discord Markdown",

@@ -6,11 +6,12 @@ slack_sdk is imported only when the channel is built or probed online."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.slack.settings import SlackSettings
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: SlackSettings) -> Any:
@@ -19,19 +20,19 @@ def build(host: ChannelHost, settings: SlackSettings) -> Any:
     return SlackChannel(host, settings)
 
 
-async def check(settings: SlackSettings, online: bool) -> list[Probe]:
-    if why := settings.problem():  # no bot token, or no way for events to come
-        return [Probe("fail", why)]
+def offline(settings: SlackSettings) -> list[Probe]:
     how = (
         "Socket Mode (app_token)"
         if settings.mode == "socket"
         else "Events API at /slack/events on the HTTP channel's port (needs --channel http)"
     )
-    probes = [Probe("ok", f"{how} via {settings.api_base}")]
-    if online:
-        probes.append(await who_am_i(settings))
-        if settings.mode == "socket":
-            probes.append(await socket_mode_open(settings))
+    return [Probe("ok", f"{how} via {settings.api_base}")]
+
+
+async def online(settings: SlackSettings) -> list[Probe]:
+    probes = [await who_am_i(settings)]
+    if settings.mode == "socket":
+        probes.append(await socket_mode_open(settings))
     return probes
 
 
@@ -68,20 +69,24 @@ async def _probe(
     from chatfn.channels.slack.channel import web_client
     from chatfn.channels.slack.send import error_code, token_refused
 
-    name = f"channel slack {method}"
     client = web_client(settings, settings.secret_text("bot_token"))
-    try:
-        return Probe("ok", await call(client), name=name)
-    except SlackApiError as exc:
-        refused = token_refused(exc, token)
-        why = str(refused) if refused else f"Slack {method} failed: {error_code(exc) or exc}"
-        return Probe("fail", why, name=name)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return Probe("fail", f"Slack not reachable at {settings.api_base}: {exc}", name=name)
-    finally:
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, SlackApiError):
+            refused = token_refused(exc, token)
+            return str(refused) if refused else f"Slack {method} failed: {error_code(exc) or exc}"
+        if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
+            return f"Slack not reachable at {settings.api_base}: {exc}"
+        return None
+
+    async def close() -> None:
         if client.session is not None:
             await client.session.close()
 
+    return await asked(f"channel slack {method}", lambda: call(client), failed, close)
+
+
+check = checks(offline, online)  # problem(): no bot token, or no way for events to come
 
 SPEC = ChannelSpec(
     name="slack",
@@ -92,15 +97,8 @@ SPEC = ChannelSpec(
     modules=("slack_sdk",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         threads=True,
         buttons=True,
         markdown="mrkdwn",

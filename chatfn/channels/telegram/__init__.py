@@ -6,12 +6,13 @@ is built or probed online."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.telegram.settings import DEFAULT_BASE_URL, TelegramSettings
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: TelegramSettings) -> Any:
@@ -23,9 +24,7 @@ def build(host: ChannelHost, settings: TelegramSettings) -> Any:
     return TelegramChannel(host, settings)
 
 
-async def check(settings: TelegramSettings, online: bool) -> list[Probe]:
-    if why := settings.problem():  # the token not set
-        return [Probe("fail", why)]
+def offline(settings: TelegramSettings) -> list[Probe]:
     where = settings.webhook_url if settings.mode == "webhook" else "getUpdates long polling"
     probes = [Probe("ok", f"{settings.mode} mode ({where}) via {settings.base_url}")]
     if settings.mode == "webhook" and settings.secret_token is None:
@@ -44,8 +43,6 @@ async def check(settings: TelegramSettings, online: bool) -> list[Probe]:
                     "delivers only to https URLs on port 443, 80, 88 or 8443",
                 )
             )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -59,16 +56,23 @@ async def who_am_i(settings: TelegramSettings) -> Probe:
         base_url=f"{settings.base_url}/bot",
         base_file_url=f"{settings.base_url}/file/bot",
     )
-    name = "channel telegram getMe"
-    try:
+
+    async def ask() -> str:
         async with bot:  # initialize() is getMe
             me = bot.bot
-        return Probe("ok", f"@{me.username} (id {me.id}) at {settings.base_url}", name=name)
-    except InvalidToken:
-        return Probe("fail", "Telegram refused channels.telegram.token (unauthorized)", name=name)
-    except TelegramError as exc:
-        return Probe("fail", f"Telegram not reachable at {settings.base_url}: {exc}", name=name)
+        return f"@{me.username} (id {me.id}) at {settings.base_url}"
 
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, InvalidToken):
+            return "Telegram refused channels.telegram.token (unauthorized)"
+        if isinstance(exc, TelegramError):
+            return f"Telegram not reachable at {settings.base_url}: {exc}"
+        return None
+
+    return await asked("channel telegram getMe", ask, failed)
+
+
+check = checks(offline, who_am_i)  # problem(): the token not set
 
 SPEC = ChannelSpec(
     name="telegram",
@@ -79,15 +83,8 @@ SPEC = ChannelSpec(
     modules=("telegram",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         threads=True,
         buttons=True,
         markdown="HTML",

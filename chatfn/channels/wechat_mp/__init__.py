@@ -6,10 +6,10 @@ This module is the declaration, found through the `chatfn.channels` entry point
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -20,10 +20,7 @@ def build(host: ChannelHost, settings: WechatMpSettings) -> Any:
     return WechatMpChannel(host, settings)
 
 
-async def check(settings: WechatMpSettings, online: bool) -> list[Probe]:
-    why = settings.problem()
-    if why:
-        return [Probe("fail", why)]
+def offline(settings: WechatMpSettings) -> list[Probe]:
     mode = "safe mode" if settings.encoding_aes_key else "plain mode"
     probes = [
         Probe(
@@ -40,8 +37,6 @@ async def check(settings: WechatMpSettings, online: bool) -> list[Probe]:
                 "unencrypted (only the signature is checked)",
             )
         )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -51,23 +46,26 @@ async def who_am_i(settings: WechatMpSettings) -> Probe:
     from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
     from chatfn.channels.wxapi import WxError as MpError
 
-    name = "channel wechat_mp access_token"
     api = MpApi(settings)
-    try:
-        await api.token()
-    except AuthRefused as exc:
-        return Probe(
-            "fail",
-            f"WeChat refused channels.wechat_mp.app_id / app_secret ({exc}; 40164: the IP "
-            "whitelist)",
-            name=name,
-        )
-    except (MpError, *NETWORK_ERRORS) as exc:  # type: ignore[misc]
-        return Probe("fail", f"WeChat not reachable at {settings.api_base}: {exc}", name=name)
-    finally:
-        await api.aclose()
-    return Probe("ok", f"access_token for {settings.app_id}", name=name)
 
+    async def ask() -> str:
+        await api.token()
+        return f"access_token for {settings.app_id}"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, AuthRefused):
+            return (
+                f"WeChat refused channels.wechat_mp.app_id / app_secret ({exc}; 40164: the IP "
+                "whitelist)"
+            )
+        if isinstance(exc, (MpError, *NETWORK_ERRORS)):
+            return f"WeChat not reachable at {settings.api_base}: {exc}"
+        return None
+
+    return await asked("channel wechat_mp access_token", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="wechat_mp",
@@ -78,13 +76,12 @@ SPEC = ChannelSpec(
     modules=("cryptography",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,  # customer-service messages (customer_service: true)
-        markdown="plain",
+    # voice out: customer-service messages (customer_service: true)
+    capabilities=replace(
+        CHAT,
+        groups=False,
+        mentions=False,
+        replies=False,
         confirm_stored=True,
         connection=("webhook",),
     ),

@@ -6,10 +6,10 @@ robot aibot.py; the callback channel.py. This module is the declaration, found t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.wecom.settings import WecomSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -24,51 +24,45 @@ def build(host: ChannelHost, settings: WecomSettings) -> Any:
     return WecomChannel(host, settings)
 
 
-def _offline(settings: WecomSettings) -> Probe:
-    why = settings.problem()
-    if why:
-        return Probe("fail", why)
+def offline(settings: WecomSettings) -> list[Probe]:
     what = "intelligent robot" if settings.mode == "aibot" else f"app {settings.agent_id}"
-    return Probe(
-        "ok",
-        f"{what}: callback at {settings.webhook_path} on the HTTP channel's port (needs "
-        f"--channel http), API at {settings.api_base}",
-    )
+    return [
+        Probe(
+            "ok",
+            f"{what}: callback at {settings.webhook_path} on the HTTP channel's port (needs "
+            f"--channel http), API at {settings.api_base}",
+        )
+    ]
 
 
-async def check(settings: WecomSettings, online: bool) -> list[Probe]:
-    first = _offline(settings)
-    if first.status == "fail" or not online or settings.mode == "aibot":
-        return [first]
-    return [first, await who_am_i(settings)]
-
-
-async def who_am_i(settings: WecomSettings) -> Probe:
-    """gettoken and agent/get: the app's name, or which key was refused."""
+async def who_am_i(settings: WecomSettings) -> list[Probe]:
+    """gettoken and agent/get: the app's name, or which key was refused (a robot: nothing to
+    ask)."""
     from chatfn.channels.wecom.api import WecomApi
     from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
     from chatfn.channels.wxapi import WxError as WecomError
 
-    name = "channel wecom agent/get"
+    if settings.mode == "aibot":
+        return []
     api = WecomApi(settings)
-    try:
-        agent = await api.agent()
-    except AuthRefused as exc:
-        return Probe(
-            "fail",
-            f"WeCom refused channels.wecom.corp_id / secret / agent_id ({exc})",
-            name=name,
-        )
-    except WecomError as exc:
-        return Probe(
-            "fail", f"WeCom refused channels.wecom.agent_id {settings.agent_id} ({exc})", name=name
-        )
-    except NETWORK_ERRORS as exc:
-        return Probe("fail", f"WeCom not reachable at {settings.api_base}: {exc}", name=name)
-    finally:
-        await api.aclose()
-    return Probe("ok", f"app {agent.get('name')} (agent {settings.agent_id})", name=name)
 
+    async def ask() -> str:
+        agent = await api.agent()
+        return f"app {agent.get('name')} (agent {settings.agent_id})"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, AuthRefused):
+            return f"WeCom refused channels.wecom.corp_id / secret / agent_id ({exc})"
+        if isinstance(exc, WecomError):
+            return f"WeCom refused channels.wecom.agent_id {settings.agent_id} ({exc})"
+        if isinstance(exc, NETWORK_ERRORS):
+            return f"WeCom not reachable at {settings.api_base}: {exc}"
+        return None
+
+    return [await asked("channel wecom agent/get", ask, failed, api.aclose)]
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="wecom",
@@ -79,16 +73,13 @@ SPEC = ChannelSpec(
     modules=("cryptography",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,  # the robot's group chats (an app gets none)
-        mentions=True,
-        images_in=True,  # app mode
-        images_out=True,  # app mode
-        voice_in=True,  # app mode
-        voice_out=True,  # app mode (the robot's stream carries no voice)
+    # groups: the robot's group chats (an app gets none); images and voice: app mode (the
+    # robot's stream carries no voice); edits: the robot's stream grows as the model writes.
+    capabilities=replace(
+        CHAT,
+        replies=False,
         markdown="plain (app), Markdown (robot)",
-        edits=True,  # the robot's stream grows as the model writes
+        edits=True,
         confirm_stored=True,
         connection=("webhook",),
     ),

@@ -8,12 +8,12 @@ QR code in the terminal)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import SecretStr
 
-from chatfn.channels.kit import Capabilities
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.weixin.settings import WeixinSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelLogin, ChannelSpec, Probe
 
@@ -24,19 +24,17 @@ def build(host: ChannelHost, settings: WeixinSettings) -> Any:
     return WeixinChannel(host, settings)
 
 
-async def check(settings: WeixinSettings, online: bool) -> list[Probe]:
-    if not settings.token_value():
-        return [
-            Probe(
-                "fail",
-                "no WeChat login: run `chatfn login weixin` and scan the QR code "
-                "(or set channels.weixin.token)",
-            )
-        ]
-    probes = [Probe("ok", f"iLink bot API at {settings.base_url}")]
-    if online:
-        probes.append(await token_works(settings))
-    return probes
+def unset(settings: WeixinSettings) -> str | None:
+    if settings.token_value():
+        return None
+    return (
+        "no WeChat login: run `chatfn login weixin` and scan the QR code "
+        "(or set channels.weixin.token)"
+    )
+
+
+def offline(settings: WeixinSettings) -> list[Probe]:
+    return [Probe("ok", f"iLink bot API at {settings.base_url}")]
 
 
 async def token_works(settings: WeixinSettings) -> Probe:
@@ -45,23 +43,29 @@ async def token_works(settings: WeixinSettings) -> Probe:
 
     from chatfn.channels.weixin.api import IlinkApi, IlinkError
 
-    name = "channel weixin getconfig"
-    async with aiohttp.ClientSession() as session:
+    session = aiohttp.ClientSession()
+
+    async def ask() -> str:
         api = IlinkApi(session, settings.base_url, settings.token_value())
-        try:
-            await api.post("getconfig", {"ilink_user_id": ""}, timeout=15)
-        except IlinkError as exc:
-            if exc.expired:
-                return Probe(
-                    "fail",
-                    f"WeChat refused the token (channels.weixin.token or the stored login): "
-                    f"the login has expired ({exc}); run `chatfn login weixin` again",
-                    name=name,
-                )
-            return Probe("fail", f"WeChat getconfig failed: {exc}", name=name)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return Probe("fail", f"iLink not reachable at {settings.base_url} ({exc})", name=name)
-    return Probe("ok", f"the token works at {settings.base_url}", name=name)
+        await api.post("getconfig", {"ilink_user_id": ""}, timeout=15)
+        return f"the token works at {settings.base_url}"
+
+    def failed(exc: Exception) -> str | None:
+        if isinstance(exc, IlinkError) and exc.expired:
+            return (
+                f"WeChat refused the token (channels.weixin.token or the stored login): "
+                f"the login has expired ({exc}); run `chatfn login weixin` again"
+            )
+        if isinstance(exc, IlinkError):
+            return f"WeChat getconfig failed: {exc}"
+        if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
+            return f"iLink not reachable at {settings.base_url} ({exc})"
+        return None
+
+    return await asked("channel weixin getconfig", ask, failed, session.close)
+
+
+check = checks(offline, token_works, unset=unset)
 
 
 async def login(settings: WeixinSettings, show: Any) -> str:
@@ -96,15 +100,10 @@ SPEC = ChannelSpec(
     check=check,
     readme=readme(__file__),
     login=ChannelLogin(flow=login, apply=apply_login),
-    capabilities=Capabilities(
-        groups=True,
-        dms=True,
+    capabilities=replace(
+        CHAT,
+        mentions=False,
         replies=False,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        markdown="plain",
         confirm_stored=True,
         connection=("long connection",),
     ),
