@@ -38,7 +38,7 @@ async def who_am_i(settings: SatoriSettings) -> Probe:
         ours = [f"{p}:{u}" for p, u in logins if settings.platform in ("", p)]
         if not ours:
             served = ", ".join(f"{p}:{u}" for p, u in logins) or "none"
-            raise LookupError(
+            raise _NoLogin(
                 f"no login of channels.satori.platform {settings.platform!r} (served: {served})"
             )
         return ", ".join(ours)
@@ -50,9 +50,13 @@ async def who_am_i(settings: SatoriSettings) -> Probe:
             return f"Satori answered {exc} at {settings.endpoint}"
         if isinstance(exc, NETWORK_ERRORS):
             return f"Satori server not reachable at {settings.endpoint}: {exc!r}"
-        return str(exc) if isinstance(exc, LookupError) else None
+        return str(exc) if isinstance(exc, _NoLogin) else None
 
     return await asked("channel satori logins", ask, failed, api.aclose)
+
+
+class _NoLogin(LookupError):
+    """The server serves no login of the configured platform: the probe's ✗."""
 
 
 check = checks(offline, who_am_i)
