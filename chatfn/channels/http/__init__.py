@@ -6,11 +6,13 @@ the channel's declaration, found through the `chatfn.channels` entry point `http
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.http.settings import HttpSettings
+from chatfn.channels.kit.declare import CHAT
 from chatfn.channels.probes import open_without_token, port_probe
-from chatfn.runtime.channel_host import ApiHost, Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ApiHost, ChannelHost, ChannelSpec, Probe
 
 README = """\
 ### HTTP API and web page
@@ -55,13 +57,10 @@ SPEC = ChannelSpec(
     check=check,
     readme=README,
     api=True,
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
+        mentions=False,
+        replies=False,
         markdown="Markdown (as the model wrote it)",
         confirm_stored=True,
         connection=("HTTP API",),
