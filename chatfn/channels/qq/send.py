@@ -50,17 +50,14 @@ the 5 replies a message takes; guild channels get the text alone (no voice messa
 from __future__ import annotations
 
 import base64
-import re
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.recent import Recent
+from chatfn.channels.kit.replies import Answer, ReplyWindow, fit_replies, part_seq, unlinked
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
@@ -76,76 +73,21 @@ __all__ = ["MAX_REPLIES", "Passive", "QQSender", "msg_seq"]
 
 MAX_REPLIES = 5  # passive replies QQ takes per message answered
 CUT_NOTE = "\n[the rest was cut: QQ takes 5 replies to one message]"
-_URL = re.compile(
-    r"(?:https?://|\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b)(?:[^\s)\]>]*[^\s)\]>.,;:!?])?", re.I
-)
-_REMEMBER = 5000
+msg_seq = part_seq  # QQ's `msg_seq`: the kit's per-part number of an outbox row
 
 
-def msg_seq(row: int, index: int) -> int:
-    """The `msg_seq` of part `index` of outbox row `row`: the same on every retry of the row,
-    different for every part and row that may answer the same message (within 2^31)."""
-    return (row % 50_000_000) * 40 + index + 1
-
-
-@dataclass
-class _Seen:
-    at: float  # time.time() it arrived
-    chat: str
-
-
-class Passive:
-    """What a passive reply needs: when each user message arrived, and each chat's newest
-    message and event ids (in memory: after a restart a reply tries its `reply_to`)."""
+class Passive(ReplyWindow):
+    """What QQ's passive replies need (kit/replies.py): 5 to one message."""
 
     def __init__(self) -> None:
-        # Each the last _REMEMBER (kit/recent.py).
-        self._messages: Recent[str, _Seen] = Recent(_REMEMBER)
-        self._latest: Recent[str, tuple[str, float]] = Recent(_REMEMBER)
-        self._events: Recent[str, tuple[str, float]] = Recent(_REMEMBER)
-        self._replies: Recent[str, set[int]] = Recent(_REMEMBER)  # msg_id -> msg_seqs sent
-
-    def message(self, chat: str, msg_id: str, at: float | None = None) -> None:
-        when = time.time() if at is None else at
-        self._messages.put(msg_id, _Seen(when, chat))
-        self._latest.put(chat, (msg_id, when))
-
-    def event(self, chat: str, event_id: str, at: float | None = None) -> None:
-        self._events.put(chat, (event_id, time.time() if at is None else at))
-
-    def arrived(self, msg_id: str) -> float | None:
-        seen = self._messages.get(msg_id)
-        return seen.at if seen else None
-
-    def replied(self, msg_id: str, seq: int) -> None:
-        """QQ took a reply to `msg_id` with `msg_seq` `seq`."""
-        seqs = self._replies.get(msg_id) or set()
-        seqs.add(seq)
-        self._replies.put(msg_id, seqs)
-
-    def room(self, msg_id: str, seqs: list[int]) -> int:
-        """How many replies `msg_id` still takes, not counting `seqs` (the same row's parts,
-        sent again: QQ takes them as duplicates)."""
-        return MAX_REPLIES - len((self._replies.get(msg_id) or set()) - set(seqs))
-
-    def latest(self, chat: str, window: float) -> str | None:
-        found = self._latest.get(chat)
-        return found[0] if found and time.time() - found[1] <= window else None
-
-    def latest_event(self, chat: str, window: float) -> str | None:
-        found = self._events.get(chat)
-        return found[0] if found and time.time() - found[1] <= window else None
-
-
-@dataclass
-class _Answer:
-    """What one outgoing message answers: a message (`msg_id`), an event, or nothing."""
-
-    msg_id: str | None
-    event_id: str | None
+        super().__init__(MAX_REPLIES)
 
 
 class _Expired(Exception):
+    pass
+
+
+class _UrlRefused(Exception):
     pass
 
 
@@ -207,35 +149,27 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             why += " (QQ takes no active messages here)"
         return kit.DeliveryRefused(why)
 
-    def _answer(self, ref: ChatRef, out: OutgoingMessage) -> _Answer:
+    def _answer(self, ref: ChatRef, out: OutgoingMessage) -> Answer:
         window = self.window(ref)
-        if out.reply_to:
-            arrived = self.passive.arrived(out.reply_to)
-            if arrived is None or time.time() - arrived <= window:
-                return _Answer(out.reply_to, None)
+        answer = self.passive.answer(ref.key, out.reply_to, window)
+        if answer.late is not None:
             logger.warning(
                 "QQ: the reply to message {} in {} comes {:.0f} s after it, past the passive "
                 "reply window ({:.0f} s): sending it as an active message{}",
                 out.reply_to,
                 ref.key,
-                time.time() - arrived,
+                answer.late,
                 window,
                 _ACTIVE_NOTE if ref.v2 else "",
             )
-            return _Answer(None, None)
-        newest = self.passive.latest(ref.key, window)
-        if newest is not None:
-            return _Answer(newest, None)
-        event = self.passive.latest_event(ref.key, window)
-        if event is not None:
-            return _Answer(None, event)
-        logger.info(
-            "QQ: nothing in {} to answer within the passive reply window: sending an active "
-            "message{}",
-            ref.key,
-            _ACTIVE_NOTE if ref.v2 else "",
-        )
-        return _Answer(None, None)
+        elif not (answer.msg_id or answer.event_id):
+            logger.info(
+                "QQ: nothing in {} to answer within the passive reply window: sending an "
+                "active message{}",
+                ref.key,
+                _ACTIVE_NOTE if ref.v2 else "",
+            )
+        return answer
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         answer = self._answer(ref, out)
@@ -275,7 +209,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             await self._send_voices(ref, answer, row, len(parts) + len(images), out.audio)
 
     async def _send_voices(
-        self, ref: ChatRef, answer: _Answer, row: int, first: int, refs: list[str]
+        self, ref: ChatRef, answer: Answer, row: int, first: int, refs: list[str]
     ) -> None:
         """Each spoken reply as a voice message (rich media `file_type` 3: SILK, which QQ
         plays), once its text went: one that cannot be converted, that the reply limit has no
@@ -296,7 +230,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 return
             self._took(ref, answer, seq)
 
-    def _took(self, ref: ChatRef, answer: _Answer, seq: int) -> None:
+    def _took(self, ref: ChatRef, answer: Answer, seq: int) -> None:
         if answer.msg_id and ref.v2:
             self.passive.replied(answer.msg_id, seq)
 
@@ -323,15 +257,10 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             needed,
             room,
         )
-        images = images[: room - 1] if parts else images[:room]
-        parts = parts[: room - len(images)]
-        if parts:
-            keep = self.cfg.max_message_length - len(CUT_NOTE)
-            parts[-1] = parts[-1][:keep] + CUT_NOTE
-        return parts, images
+        return fit_replies(parts, images, room, self.cfg.max_message_length, CUT_NOTE)
 
     # -- one message -----------------------------------------------------------------------
-    def _body(self, ref: ChatRef, answer: _Answer, seq: int) -> dict[str, Any]:
+    def _body(self, ref: ChatRef, answer: Answer, seq: int) -> dict[str, Any]:
         body: dict[str, Any] = {}
         if answer.msg_id:
             body["msg_id"] = answer.msg_id
@@ -342,9 +271,9 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         return body
 
     async def _send_text(
-        self, ref: ChatRef, answer: _Answer, seq: int, text: str, quote: str | None
+        self, ref: ChatRef, answer: Answer, seq: int, text: str, quote: str | None
     ) -> None:
-        def body(a: _Answer, content: str) -> dict[str, Any]:
+        def body(a: Answer, content: str) -> dict[str, Any]:
             b = {"content": content, **self._body(ref, a, seq)}
             if ref.v2:
                 b["msg_type"] = 0
@@ -356,13 +285,13 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             ref,
             answer,
             lambda a: self._post(ref, lambda: self._json(ref, body(a, text))),
-            lambda a: self._post(ref, lambda: self._json(ref, body(a, _unlinked(text)))),
+            lambda a: self._post(ref, lambda: self._json(ref, body(a, unlinked(text)))),
         )
 
     async def _send_image(
         self,
         ref: ChatRef,
-        answer: _Answer,
+        answer: Answer,
         seq: int,
         image: bytes | str,
         text: str,
@@ -372,7 +301,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             await self._send_media(ref, answer, seq, 1, image, text)
             return
 
-        def guild(a: _Answer) -> Awaitable[Any]:
+        def guild(a: Answer) -> Awaitable[Any]:
             extra = self._body(ref, a, seq)
             if isinstance(image, str):
                 body: dict[str, Any] = {"image": image, **extra}
@@ -402,7 +331,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         await self._passive_or_active(ref, answer, guild, None)
 
     async def _send_media(
-        self, ref: ChatRef, answer: _Answer, seq: int, file_type: int, data: bytes | str, text: str
+        self, ref: ChatRef, answer: Answer, seq: int, file_type: int, data: bytes | str, text: str
     ) -> None:
         """Groups and C2C: upload (`file_type` 1 image, 3 voice in SILK) by URL (the bot's
         public_url shelf, or the URL given) or as `file_data`, then a `msg_type` 7 message
@@ -422,7 +351,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             what = "a voice" if file_type == 3 else "an image"
             raise kit.DeliveryRefused(f"QQ gave no file_info for {what} to {ref.key}")
 
-        def media(a: _Answer) -> Awaitable[Any]:
+        def media(a: Answer) -> Awaitable[Any]:
             body = {
                 "msg_type": 7,
                 "content": text or " ",  # QQ asks for some content with msg_type 7
@@ -439,9 +368,9 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
     async def _passive_or_active(
         self,
         ref: ChatRef,
-        answer: _Answer,
-        send: Callable[[_Answer], Awaitable[Any]],
-        unlinked: Callable[[_Answer], Awaitable[Any]] | None,
+        answer: Answer,
+        send: Callable[[Answer], Awaitable[Any]],
+        unlinked: Callable[[Answer], Awaitable[Any]] | None,
     ) -> None:
         """`send(answer)`; past the reply window once more as an active message; a refused
         URL once more without links (`unlinked`)."""
@@ -456,15 +385,15 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 _ACTIVE_NOTE if ref.v2 else "",
             )
             try:
-                await self._refusing_urls(send, unlinked, _Answer(None, None), ref)
+                await self._refusing_urls(send, unlinked, Answer(), ref)
             except _Expired:
                 raise kit.DeliveryRefused(f"QQ refused an active message to {ref.key}") from None
 
     async def _refusing_urls(
         self,
-        send: Callable[[_Answer], Awaitable[Any]],
-        unlinked: Callable[[_Answer], Awaitable[Any]] | None,
-        answer: _Answer,
+        send: Callable[[Answer], Awaitable[Any]],
+        unlinked: Callable[[Answer], Awaitable[Any]] | None,
+        answer: Answer,
         ref: ChatRef,
     ) -> None:
         try:
@@ -500,18 +429,10 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         return await self.call(ref.key, once)
 
 
-class _UrlRefused(Exception):
-    pass
-
-
 _ACTIVE_NOTE = (
     " (QQ refuses active messages to groups and C2C chats since 2025-04-21: it will likely "
     "be refused and given up)"
 )
-
-
-def _unlinked(text: str) -> str:
-    return _URL.sub("[link]", text)
 
 
 # parse_chat_id is re-exported for the channel's probe and tests.
