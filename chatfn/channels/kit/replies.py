@@ -4,10 +4,9 @@ answers, how many it still may send, and a reply cut to that room are the same w
 platform has such rules; its wire format (which fields carry the ids) is the platform's.
 
 A message without `reply_to` (a reminder, a welcome) answers the chat's newest message, else
-its newest event, still inside the window. Each part of an outbox row has a sequence number
-made from the row's id and the part's index (`part_seq`): the same on every retry of the row,
-so a platform that refuses a repeated number lets a row sent again count as delivered, and a
-row sent again counts once against a message's replies. Memory only: after a restart a reply
+its newest event, still inside the window. A reply's parts are counted by their sequence
+numbers (kit/idempotent.py's `part_seq`), so a row sent again counts once against a
+message's replies. Memory only: after a restart a reply
 tries its `reply_to`.
 """
 
@@ -20,7 +19,7 @@ from typing import TypeVar
 
 from chatfn.channels.kit.recent import Recent
 
-__all__ = ["Answer", "ReplyWindow", "fit_replies", "part_seq", "unlinked"]
+__all__ = ["Answer", "ReplyWindow", "fit_replies", "unlinked"]
 
 T = TypeVar("T")
 
@@ -28,12 +27,6 @@ _REMEMBER = 5000
 _URL = re.compile(
     r"(?:https?://|\b(?:[a-z0-9-]+\.)+[a-z]{2,}\b)(?:[^\s)\]>]*[^\s)\]>.,;:!?])?", re.I
 )
-
-
-def part_seq(row: int, index: int) -> int:
-    """The sequence number of part `index` of outbox row `row`: the same on every retry of the
-    row, different for every part and row that may answer the same message (within 2^31)."""
-    return (row % 50_000_000) * 40 + index + 1
 
 
 def unlinked(text: str) -> str:

@@ -34,12 +34,8 @@ place, and never a message twice.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
-import time
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -47,8 +43,10 @@ import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
 from chatfn.channels import kit
-from chatfn.channels.kit.image_urls import fetch_image_url
+from chatfn.channels.kit.hold import AccountHold
+from chatfn.channels.kit.idempotent import part_key
 from chatfn.channels.kit.recent import Recent
+from chatfn.channels.kit.uploads import Upload, image_upload
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
@@ -71,23 +69,7 @@ _TOKEN_REFUSED = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
 def transaction_id(out: OutgoingMessage, index: int, part: str) -> str:
     """The transaction id of the `index`th event of `out` (see the module docstring)."""
-    if out.event_id is None:  # not from the outbox (a direct send): nothing to repeat
-        return f"chatfn-{uuid.uuid4().hex}"
-    digest = hashlib.sha256(f"{out.chat_id}\0{part}".encode()).hexdigest()[:16]
-    return f"chatfn-{out.event_id}-{index}-{digest}"
-
-
-@dataclass(frozen=True, slots=True)
-class Image:
-    data: bytes
-    mime: str
-    name: str
-
-
-def _png_size(data: bytes) -> tuple[int, int] | None:
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
-        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    return None
+    return part_key(out, index, part)
 
 
 class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix"):
@@ -109,7 +91,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         self.name_of = name_of or (lambda _room, user: user)
         self.encrypted = encrypted or (lambda _room: False)
         self.sent_events = 0  # events the homeserver accepted (health, tests)
-        self._not_before = 0.0  # monotonic time a long M_LIMIT_EXCEEDED asked to wait until
+        self.hold = AccountHold()  # a long M_LIMIT_EXCEEDED: the limit is the account's
         # Event id of a message said in a thread -> the thread's root: the answer goes into
         # the same thread (remembered for the last THREADS_KEPT such messages of this run).
         self.threads: Recent[str, str] = Recent(THREADS_KEPT)
@@ -186,7 +168,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         for ref_voice in getattr(out, "audio", None) or []:  # the reply spoken (voice.tts)
             if not ref_voice.startswith("data:audio/"):
                 continue
-            voice = Image(base64.b64decode(ref_voice.partition(",")[2]), "audio/ogg", "voice.ogg")
+            voice = Upload(base64.b64decode(ref_voice.partition(",")[2]), "audio/ogg", "voice.ogg")
             content = {
                 "msgtype": "m.audio",
                 "body": "Voice message",
@@ -249,7 +231,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
     async def _image_content(
         self,
         ref: ChatRef,
-        image: Image,
+        image: Upload,
         caption: str | None,
         mention: str | None,
         reply_to: str | None,
@@ -257,7 +239,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
     ) -> dict[str, Any]:
         url = await self._upload(ref, image)
         info: dict[str, Any] = {"mimetype": image.mime, "size": len(image.data)}
-        if (size := _png_size(image.data)) is not None:
+        if (size := image.size()) is not None:
             info["w"], info["h"] = size
         content: dict[str, Any] = {
             "msgtype": "m.image",
@@ -276,22 +258,12 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
             content["m.relates_to"] = relation
         return content
 
-    async def _image_bytes(self, ref: str) -> Image:
-        found = kit.decode_image(ref)
-        if isinstance(found, bytes):
-            data, mime = found, ref[5:].split(";")[0].split(",")[0] or "image/png"
-        else:
-            # A function's URL (the homeserver cannot fetch it for us): bounded, and refused
-            # for an internal address unless `bot.fetch` allows it (kit/image_urls.py).
-            got = await fetch_image_url(found, max_bytes=MAX_IMAGE_BYTES, allow=self.fetch_allow)
-            data, mime = got.data, got.content_type
-        if len(data) > MAX_IMAGE_BYTES:
-            raise kit.DeliveryRefused(f"image of {len(data)} bytes is over {MAX_IMAGE_BYTES}")
-        extension = mime.split("/")[-1].split("+")[0] or "png"
-        return Image(data, mime, f"image.{extension}")
+    async def _image_bytes(self, ref: str) -> Upload:
+        # A function's URL is fetched by the bot (the homeserver cannot fetch it for us).
+        return await image_upload(ref, MAX_IMAGE_BYTES, self.fetch_allow)
 
     # -- homeserver calls ----------------------------------------------------------------------
-    async def _upload(self, ref: ChatRef, image: Image) -> str:
+    async def _upload(self, ref: ChatRef, image: Upload) -> str:
         async def call() -> Any:
             response, _keys = await self.client.upload(
                 io.BytesIO(image.data),
@@ -318,11 +290,7 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         says), its answer sorted: NotDelivered (try later) or DeliveryRefused (never)."""
 
         async def once() -> Any:
-            blocked = self._not_before - time.monotonic()
-            if blocked > 0:
-                raise kit.RateLimited(
-                    f"Matrix asked to wait {blocked:.0f} s more before sending", blocked
-                )
+            self.hold.check(self.label)
             try:
                 response = await call()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -333,10 +301,8 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
             status = getattr(response.transport_response, "status", 0) or 0
             if code == "M_LIMIT_EXCEEDED" or status == 429:
                 wait = (response.retry_after_ms or 5000) / 1000
-                if wait > self.policy.limit(self.platform):
-                    # The limit is the account's (Synapse's rc_message is per user): no room
-                    # is sent to before it has passed.
-                    self._not_before = max(self._not_before, time.monotonic() + wait)
+                # The limit is the account's (Synapse's rc_message is per user).
+                self.hold.asked(wait, self.policy.limit(self.platform))
                 raise kit.RateLimited(
                     f"Matrix asks to wait {wait:.0f} s before sending to {ref.key}", wait
                 )
