@@ -48,6 +48,7 @@ from loguru import logger
 from nio import ErrorResponse, RoomGetEventResponse, RoomMessagesResponse, SyncResponse
 
 from chatfn.channels import kit
+from chatfn.channels.kit.checkpoint import Checkpoint
 from chatfn.channels.matrix.login import login, make_client
 from chatfn.channels.matrix.media import download
 from chatfn.channels.matrix.parse import ChatRef, read_content
@@ -103,7 +104,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
         self.display_name = ""
         self._direct: dict[str, list[str]] = {}  # m.direct: user id -> DM room ids
         self._loaded = False
-        self._saving: asyncio.Task[bool] | None = None
+        self.checkpoint = Checkpoint(lambda since: self.store.save(since=since))
         self._warned_encrypted: set[str] = set()
         self._joining: set[str] = set()
         self._creators: dict[str, set[str]] = {}  # room -> creators above power levels (v12+)
@@ -129,12 +130,10 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
             logger.debug("Matrix: own display name not read: {!r}", exc)
 
     async def close(self) -> None:
-        if self._saving is not None:  # the position of what was handled is kept
-            try:
-                async with asyncio.timeout(5):
-                    await asyncio.shield(self._saving)
-            except Exception as exc:  # noqa: BLE001 - stopping: logged, nothing more to do
-                logger.warning("Matrix: the sync position was not saved: {!r}", exc)
+        try:  # the position of what was handled is kept
+            await self.checkpoint.flush()
+        except Exception as exc:  # noqa: BLE001 - stopping: logged, nothing more to do
+            logger.warning("Matrix: the sync position was not saved: {!r}", exc)
         await self.quietly(self.client.close())
 
     # -- sync ----------------------------------------------------------------------------------
@@ -190,7 +189,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
                     task = self._event(room_id, source)
                     if task is not None:
                         batch.append(task)
-        self._save_after(batch, response.next_batch)
+        self.checkpoint.after(batch, response.next_batch)  # kit/checkpoint.py
 
     def _read_state(self, response: SyncResponse) -> None:
         """What a sync says besides messages: direct rooms, invites (accepted when
@@ -238,24 +237,6 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
             ):
                 found = index
         return found
-
-    def _save_after(self, batch: list[asyncio.Future[Any]], token: str) -> None:
-        """Store `token` once this batch's messages (and every earlier batch's) are handled;
-        never past a message whose handling was cancelled (the bot stopped): the next start
-        reads it again."""
-        previous = self._saving
-
-        async def save() -> bool:
-            if previous is not None and not await previous:
-                return False
-            if batch:
-                await asyncio.wait(batch)
-                if any(task.cancelled() for task in batch):
-                    return False
-            await self.store.save(since=token)
-            return True
-
-        self._saving = asyncio.ensure_future(save())
 
     async def _missed(self, room_id: str, start: str, since: str) -> list[dict[str, Any]]:
         """The events of a room between the stored position and the sync's cut (newest
