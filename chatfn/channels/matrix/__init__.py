@@ -7,12 +7,13 @@ online."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, readme
 from chatfn.channels.matrix.settings import MatrixSettings
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: MatrixSettings) -> Any:
@@ -103,17 +104,5 @@ SPEC = ChannelSpec(
     modules=("nio",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        markdown="HTML",
-        delivery_ids=True,
-        connection=("long connection",),
-    ),
+    capabilities=replace(CHAT, markdown="HTML", delivery_ids=True, connection=("long connection",)),
 )

@@ -31,6 +31,7 @@ from html import unescape
 from typing import Any
 from urllib.parse import unquote
 
+from chatfn.channels.kit.mentions import folded
 from chatfn.channels.kit.sender import ChatTarget
 
 __all__ = ["ChatRef", "Reading", "parse_chat_id", "read_content"]
@@ -126,8 +127,7 @@ def _starts_with_name(body: str, name: str) -> bool:
 
 
 def _tidy(text: str) -> str:
-    text = re.sub(r"[ \t]{2,}", " ", text)
-    return text.strip().lstrip(":,").strip()
+    return folded(text).lstrip(":,").strip()
 
 
 def read_content(content: dict[str, Any], bot_id: str, bot_names: list[str]) -> Reading:

@@ -7,11 +7,12 @@ entry point `qq`; it needs aiohttp (a base dependency) and, for webhook mode, cr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
 from chatfn.channels.qq.settings import QQSettings
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: QQSettings) -> Any:
@@ -20,9 +21,7 @@ def build(host: ChannelHost, settings: QQSettings) -> Any:
     return QQChannel(host, settings)
 
 
-async def check(settings: QQSettings, online: bool) -> list[Probe]:
-    if (missing := settings.missing()) is not None:
-        return [Probe("fail", missing)]
+def offline(settings: QQSettings) -> list[Probe]:
     how = (
         "the WebSocket gateway"
         if settings.mode == "websocket"
@@ -37,8 +36,6 @@ async def check(settings: QQSettings, online: bool) -> list[Probe]:
                 "uploaded as file_data, which QQ marks 'not yet supported'",
             )
         )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -47,18 +44,17 @@ async def who_am_i(settings: QQSettings) -> Probe:
     not usable (the channel's own words: QQApi.who_am_i)."""
     import aiohttp
 
-    from chatfn.channels.kit.errors import NotDelivered
     from chatfn.channels.qq.api import QQApi
 
-    name = "channel qq /users/@me"
-    async with aiohttp.ClientSession() as session:
-        try:
+    async def ask() -> str:
+        async with aiohttp.ClientSession() as session:
             me = await QQApi(settings, session).who_am_i()
-        except NotDelivered as exc:
-            return Probe("fail", str(exc), name=name)
-    bot = f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_root}"
-    return Probe("ok", bot, name=name)
+        return f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_root}"
 
+    return await asked("channel qq /users/@me", ask)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="qq",
@@ -69,15 +65,8 @@ SPEC = ChannelSpec(
     modules=("cryptography",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         delivery_ids=True,
         confirm_stored=True,
         connection=("webhook", "long connection"),
