@@ -144,8 +144,8 @@ class QQApi:
     ) -> Any:
         """One OpenAPI call; its JSON answer (None for 204). Raises QQApiError. A 401 fetches
         a new token and tries once more."""
-        for attempt in (0, 1):
-            token = await self.token()
+
+        async def once(token: str) -> Any:
             headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.cfg.app_id}
             async with self.session.request(
                 method,
@@ -161,14 +161,13 @@ class QQApi:
                 code, message = _error(data)
                 if response.status < 300 and (not code or code in ASYNC_OK_CODES):
                     return data
-                error = QQApiError(
-                    response.status, code, message, response.headers.get("X-Tps-trace-ID", "")
-                )
-            if error.status == 401 and attempt == 0:
-                self._token.forget(token)  # a call said 401: a new one
-                continue
-            raise error
-        raise AssertionError("unreachable")
+                trace = response.headers.get("X-Tps-trace-ID", "")
+                raise QQApiError(response.status, code, message, trace)
+
+        # a call said 401: a new token, once (kit/token.py)
+        return await self._token.using(
+            once, lambda exc: isinstance(exc, QQApiError) and exc.status == 401
+        )
 
 
 async def _json(response: aiohttp.ClientResponse) -> Any:
