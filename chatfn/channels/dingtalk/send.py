@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,7 @@ from chatfn.channels.dingtalk.api import ERRORS, DingTalkApi, Throttled
 from chatfn.channels.dingtalk.parse import ChatRef, parse_chat_id
 from chatfn.channels.dingtalk.render import title_of, to_dingtalk_markdown
 from chatfn.channels.dingtalk.settings import DingTalkSettings
+from chatfn.channels.kit.sender import SharedStateSender
 from chatfn.channels.split import split_message
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -81,18 +83,17 @@ class Sessions:
         self._hooks.pop(key, None)
 
 
-class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="DingTalk"):
-    """Sends OutgoingMessages through DingTalkApi (module docstring)."""
+class DingTalkSender(SharedStateSender[ChatRef, Sessions], platform="dingtalk", label="DingTalk"):
+    """Sends OutgoingMessages through DingTalkApi (module docstring); `shared`: the sessions'
+    webhooks the way in saw."""
 
     client: DingTalkApi
     cfg: DingTalkSettings
 
-    def __init__(
-        self, api: DingTalkApi, settings: DingTalkSettings, policy: Any, sessions: Sessions
-    ) -> None:
-        super().__init__(api, settings, policy)
-        self.sessions = sessions
-        self._throttled: dict[str, int] = {}
+    @functools.cached_property
+    def _throttled(self) -> Counter[str]:
+        """Each chat's throttles in a row (the wait doubles with each)."""
+        return Counter()
 
     @property
     def api(self) -> DingTalkApi:
@@ -102,8 +103,8 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
         if isinstance(exc, Throttled):
-            times = self._throttled.get(key, 0)
-            self._throttled[key] = times + 1
+            times = self._throttled[key]
+            self._throttled[key] += 1
             wait = min(2.0**times, 60.0)
             return kit.RateLimited(f"DingTalk throttles sends to {key} ({exc})", wait)
         return ERRORS.for_send(exc, key)
@@ -165,7 +166,7 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
         """One Markdown message: through the chat's session webhook while it is valid (with
         the mention), else through the robot send API."""
         title = title_of(markdown)
-        hook = self.sessions.valid(ref.key)
+        hook = self.shared.valid(ref.key)
         if hook is not None:
             text = f"@{at} {markdown}" if at else markdown
             payload: dict[str, Any] = {
@@ -181,7 +182,7 @@ class DingTalkSender(kit.PlatformSender[ChatRef], platform="dingtalk", label="Di
                 self.log.info(
                     "DingTalk session webhook of {} refused ({}): the API instead", key, exc
                 )
-                self.sessions.forget(ref.key)
+                self.shared.forget(ref.key)
         await self._api_send(ref, key, "sampleMarkdown", {"title": title, "text": markdown})
 
     async def _api_send(self, ref: ChatRef, key: str, msg_key: str, param: dict[str, Any]) -> None:

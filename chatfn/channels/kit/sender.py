@@ -40,7 +40,14 @@ from chatfn.common.messages import (
 )
 from chatfn.runtime.channel_host import DeliveryPolicy
 
-__all__ = ["ChatTarget", "Owed", "PlatformSender", "SocketSender", "chat_kind"]
+__all__ = [
+    "ChatTarget",
+    "Owed",
+    "PlatformSender",
+    "SharedStateSender",
+    "SocketSender",
+    "chat_kind",
+]
 
 T = TypeVar("T")
 
@@ -51,6 +58,7 @@ class ChatRef(Protocol):
 
 
 R = TypeVar("R", bound=ChatRef)
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,3 +193,13 @@ class SocketSender(PlatformSender[R]):
         if isinstance(exc, ConnectionError | OSError | TimeoutError):
             return Unreachable(f"{self.label} connection lost while sending to {key} ({exc})")
         return None
+
+
+class SharedStateSender(PlatformSender[R], Generic[R, S]):
+    """A way out that reads what the channel's way in keeps (a reply window, an open stream, a
+    passive reply's slot, a session's webhook): the channel makes that object and hands it
+    over as `shared`, the one both sides use."""
+
+    def __init__(self, client: Any, settings: Any, policy: Any, shared: S) -> None:
+        super().__init__(client, settings, policy)
+        self.shared = shared

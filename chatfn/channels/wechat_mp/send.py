@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatfn.channels import kit, wxapi
-from chatfn.channels.kit.sender import chat_kind
+from chatfn.channels.kit.sender import SharedStateSender, chat_kind
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.wechat_mp.api import MpApi
@@ -98,15 +98,15 @@ def parse_chat_id(chat_id: str) -> ChatRef:
     return ChatRef(*chat_kind(chat_id, what, "private:<openid>", private=_OPENID))
 
 
-class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat Official Account"):
+class MpSender(
+    SharedStateSender[ChatRef, dict[str, Passive]],
+    platform="wechat_mp",
+    label="WeChat Official Account",
+):
+    """`shared`: the callbacks waiting for an answer, by MsgId, which the way in opens."""
+
     client: MpApi
     cfg: WechatMpSettings
-
-    def __init__(
-        self, client: MpApi, settings: WechatMpSettings, policy: Any, slots: dict[str, Passive]
-    ) -> None:
-        super().__init__(client, settings, policy)
-        self.slots = slots
 
     parse_chat = staticmethod(parse_chat_id)
 
@@ -123,7 +123,7 @@ class MpSender(kit.PlatformSender[ChatRef], platform="wechat_mp", label="WeChat 
         text = "\n\n".join([out.text, *(i for i in images if isinstance(i, str))]).strip()
         limit = self.cfg.max_message_length
         owed.parts = split_message(text, limit, render=to_plain, measure=utf8_len) if text else []
-        slot = self.slots.get(out.reply_to or "")
+        slot = self.shared.get(out.reply_to or "")
         uploads = [i for i in images if isinstance(i, bytes)]
         if uploads and not self.cfg.customer_service:
             self.log.warning(

@@ -40,6 +40,7 @@ from typing import Any
 from aiohttp import web
 
 from chatfn.channels import kit
+from chatfn.channels.kit.sender import SharedStateSender
 from chatfn.channels.split import split_message
 from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.channel import ACK_WAIT, WecomChannel, read_body
@@ -125,17 +126,11 @@ class Streams:
         return found[0]
 
 
-class AibotSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
+class AibotSender(SharedStateSender[ChatRef, Streams], platform="wecom", label="WeCom"):
     """Answers into a message's stream, else through a response_url (module docstring)."""
 
     client: WecomApi
     cfg: WecomSettings
-
-    def __init__(
-        self, client: WecomApi, settings: WecomSettings, policy: Any, streams: Streams
-    ) -> None:
-        super().__init__(client, settings, policy)
-        self.streams = streams
 
     parse_chat = staticmethod(parse_chat_id)
 
@@ -153,12 +148,12 @@ class AibotSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         owed.parts = (
             split_message(text.strip(), MAX_STREAM, measure=utf8_len) if text.strip() else []
         )
-        stream = self.streams.by_msgid.get(out.reply_to or "")
+        stream = self.shared.by_msgid.get(out.reply_to or "")
         if owed.parts and stream is not None and not stream.finished and stream.chat == ref.key:
             stream.content, stream.finished = owed.parts[0], True
             owed.sent += 1
         for part in owed.parts[owed.sent :]:
-            url = self.streams.take_url(ref.key)
+            url = self.shared.take_url(ref.key)
             if url is None:
                 raise kit.DeliveryRefused(
                     f"WeCom robot: no message of {ref.key} left to answer (the robot answers "

@@ -28,7 +28,7 @@ from typing import Any
 
 from chatfn.channels import kit
 from chatfn.channels.kit.rest import SendErrors
-from chatfn.channels.kit.sender import chat_kind
+from chatfn.channels.kit.sender import SharedStateSender, chat_kind
 from chatfn.channels.split import split_message
 from chatfn.channels.whatsapp.api import (
     AUTH_CODES,
@@ -96,15 +96,11 @@ def parse_chat_id(chat_id: str) -> ChatRef:
     return ChatRef(to, group)
 
 
-class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="WhatsApp"):
+class WhatsAppSender(SharedStateSender[ChatRef, Windows], platform="whatsapp", label="WhatsApp"):
+    """`shared`: when each chat last wrote, which the way in notes (the 24-hour window)."""
+
     client: GraphApi
     cfg: WhatsAppSettings
-
-    def __init__(
-        self, client: GraphApi, settings: WhatsAppSettings, policy: Any, windows: Windows
-    ) -> None:
-        super().__init__(client, settings, policy)
-        self.windows = windows
 
     parse_chat = staticmethod(parse_chat_id)
 
@@ -126,7 +122,7 @@ class WhatsAppSender(kit.PlatformSender[ChatRef], platform="whatsapp", label="Wh
         text = "\n\n".join([out.text, *links]).strip()
         limit = self.cfg.max_message_length
         owed.parts = split_message(text, limit, render=to_whatsapp) if text else []
-        if self.windows.closed(ref.key):
+        if self.shared.closed(ref.key):
             return await self._outside(ref, out, owed)
         try:
             for image in images:
