@@ -43,6 +43,7 @@ import aiohttp
 from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 
 from chatfn.channels import kit
+from chatfn.channels.kit.fit import fitted_parts
 from chatfn.channels.kit.hold import AccountHold
 from chatfn.channels.kit.idempotent import part_key
 from chatfn.channels.kit.recent import Recent
@@ -50,7 +51,6 @@ from chatfn.channels.kit.uploads import Upload, image_upload
 from chatfn.channels.matrix.format import to_body, to_html
 from chatfn.channels.matrix.parse import HTML_FORMAT, ChatRef, parse_chat_id
 from chatfn.channels.matrix.settings import MatrixSettings
-from chatfn.channels.split import split_message
 from chatfn.common.fetch import FetchAllow
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
@@ -99,26 +99,15 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
     # -- splitting -----------------------------------------------------------------------------
     def split(self, text: str) -> list[str]:
         """Parts within `max_message_length` characters of plain text and EVENT_BUDGET bytes
-        of body plus HTML. Cut by the Markdown's length first (cheap), then each part is
-        rendered once and, only if it is still too big (escaping, 3-byte characters, a table's
-        padding), cut again at a proportionally smaller length: a 100 000-character reply
-        costs a few renders, not one per candidate cut."""
-        return [
-            fitted
-            for part in split_message(text, self.cfg.max_message_length)
-            for fitted in self._fit(part)
-        ]
+        of body plus HTML (kit/fit.py: each part rendered once, not every candidate cut)."""
+        limit = self.cfg.max_message_length
 
-    def _fit(self, part: str, depth: int = 0) -> list[str]:
-        body = to_body(part)
-        used = len(body.encode()) + len(to_html(part).encode())
-        over = max(len(body) / self.cfg.max_message_length, used / EVENT_BUDGET)
-        if over <= 1 or depth >= 8:
-            return [part]
-        limit = max(50, int(len(part) / over * 0.9))
-        return [
-            fitted for sub in split_message(part, limit) for fitted in self._fit(sub, depth + 1)
-        ]
+        def over(part: str) -> float:
+            body = to_body(part)
+            used = len(body.encode()) + len(to_html(part).encode())
+            return max(len(body) / limit, used / EVENT_BUDGET)
+
+        return fitted_parts(text, limit, over)
 
     # -- delivery ------------------------------------------------------------------------------
     def parse_chat(self, chat_id: str) -> ChatRef:
