@@ -24,6 +24,7 @@ from chatfn.common.messages import (
 __all__ = [
     "NETWORK_ERRORS",
     "ApiSession",
+    "BearerApi",
     "HttpError",
     "SendErrors",
     "by_status",
@@ -54,6 +55,21 @@ class ApiSession:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class BearerApi(ApiSession):
+    """A REST client of one channel's settings (`cfg`) whose calls carry the secret setting
+    `token_key` as `Authorization: Bearer` (read at each call: a changed token counts)."""
+
+    token_key: ClassVar[str] = "token"
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__()
+        self.cfg = settings
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.cfg.secret_text(self.token_key)}"}
 
 
 def retry_after(

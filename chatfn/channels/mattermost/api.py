@@ -15,7 +15,7 @@ import aiohttp
 
 from chatfn.channels.kit.rest import (
     NETWORK_ERRORS,
-    ApiSession,
+    BearerApi,
     HttpError,
     read_file,
     retry_after,
@@ -35,14 +35,8 @@ def _error(status: int, body: bytes, headers: Any) -> ApiError:
     return ApiError.answered(status, body, retry_after(headers, WAIT_HEADERS), code="id")
 
 
-class MattermostApi(ApiSession):
-    def __init__(self, settings: MattermostSettings) -> None:
-        super().__init__()
-        self.cfg = settings
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.cfg.secret_text('token')}"}
+class MattermostApi(BearerApi):
+    cfg: MattermostSettings
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
         url = f"{self.cfg.api}{path}"

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
+from chatfn.channels.kit.rest import NETWORK_ERRORS, BearerApi, retry_after
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
 
 __all__ = [
@@ -67,14 +67,9 @@ def _error(status: int, body: bytes, headers: Any) -> GraphError:
     )
 
 
-class GraphApi(ApiSession):
-    def __init__(self, settings: WhatsAppSettings) -> None:
-        super().__init__()
-        self.cfg = settings
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.cfg.secret_text('access_token')}"}
+class GraphApi(BearerApi):
+    cfg: WhatsAppSettings
+    token_key = "access_token"
 
     async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         url = f"{self.cfg.graph}/{path}"
