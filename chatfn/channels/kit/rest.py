@@ -71,6 +71,26 @@ class BearerApi(ApiSession):
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.cfg.secret_text(self.token_key)}"}
 
+    async def json_call(self, method: str, url: str, **kw: Any) -> Any:
+        """One call's JSON answer (None: an empty one); an error status raises `refused`, an
+        answer that is not JSON `garbled`."""
+        async with self.session().request(method, url, headers=self.auth, **kw) as r:
+            body = await r.read()
+            if not 200 <= r.status < 300:
+                raise self.refused(r.status, body, r.headers)
+        try:
+            return json.loads(body) if body else None
+        except ValueError:
+            raise self.garbled(r.status, "an answer that is not JSON") from None
+
+    def refused(self, status: int, body: bytes, headers: Any) -> Exception:
+        """The platform's error for an error answer."""
+        return HttpError.answered(status, body, retry_after(headers))
+
+    def garbled(self, status: int, message: str) -> Exception:
+        """The platform's error for an answer it should not have given."""
+        return HttpError(status, "", message)
+
 
 def retry_after(
     headers: Mapping[str, Any] | None, names: tuple[str, ...] = ("Retry-After",)

@@ -8,7 +8,6 @@ message, retry_after)` (the kit's HttpError); a 429 names its wait in `X-Ratelim
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aiohttp
@@ -31,23 +30,17 @@ class ApiError(HttpError):
     """Mattermost answered with an error (`code`: its error id)."""
 
 
-def _error(status: int, body: bytes, headers: Any) -> ApiError:
-    return ApiError.answered(status, body, retry_after(headers, WAIT_HEADERS), code="id")
-
-
 class MattermostApi(BearerApi):
     cfg: MattermostSettings
 
+    def refused(self, status: int, body: bytes, headers: Any) -> ApiError:
+        return ApiError.answered(status, body, retry_after(headers, WAIT_HEADERS), code="id")
+
+    def garbled(self, status: int, message: str) -> ApiError:
+        return ApiError(status, "", message)
+
     async def call(self, method: str, path: str, **kw: Any) -> Any:
-        url = f"{self.cfg.api}{path}"
-        async with self.session().request(method, url, headers=self.auth, **kw) as r:
-            body = await r.read()
-            if not 200 <= r.status < 300:
-                raise _error(r.status, body, r.headers)
-        try:
-            return json.loads(body) if body else None
-        except ValueError:
-            raise ApiError(r.status, "", "an answer that is not JSON") from None
+        return await self.json_call(method, f"{self.cfg.api}{path}", **kw)
 
     async def me(self) -> dict[str, Any]:
         got = await self.call("GET", "/users/me")
@@ -87,4 +80,4 @@ class MattermostApi(BearerApi):
     async def file(self, file_id: str, max_bytes: int) -> bytes:
         url = f"{self.cfg.api}/files/{file_id}"
         async with self.session().get(url, headers=self.auth) as r:
-            return await read_file(r, max_bytes, _error)
+            return await read_file(r, max_bytes, self.refused)

@@ -71,18 +71,15 @@ class GraphApi(BearerApi):
     cfg: WhatsAppSettings
     token_key = "access_token"
 
+    refused = staticmethod(_error)
+
+    def garbled(self, status: int, message: str) -> GraphError:
+        return GraphError(status, 0, message)
+
     async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        url = f"{self.cfg.graph}/{path}"
-        async with self.session().request(method, url, headers=self.auth, **kw) as r:
-            body = await r.read()
-            if not 200 <= r.status < 300:
-                raise _error(r.status, body, r.headers)
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise GraphError(r.status, 0, "an answer that is not JSON") from None
+        data = await self.json_call(method, f"{self.cfg.graph}/{path}", **kw)
         if not isinstance(data, dict):
-            raise GraphError(r.status, 0, "an answer that is not a JSON object")
+            raise GraphError(200, 0, "an answer that is not a JSON object")
         return data
 
     async def whoami(self) -> tuple[str, str]:
