@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 import json
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +31,7 @@ from aiohttp import WSMsgType, web
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.peer_socket import token_refusal, unsent
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
 
@@ -64,26 +63,6 @@ class NotConnected(ActionError):
     in_flight: bool = False
 
 
-try:  # POSIX only: elsewhere the transport's own buffer is all that is known
-    import fcntl
-    import termios
-except ImportError:  # pragma: no cover - Windows
-    fcntl = termios = None  # type: ignore[assignment]
-
-
-def _kernel_unsent(transport: asyncio.BaseTransport) -> int:
-    """Bytes in the socket's kernel send queue not yet acknowledged by the peer (Linux
-    SIOCOUTQ); 0 where that cannot be asked."""
-    sock = transport.get_extra_info("socket")
-    if sock is None or fcntl is None or not hasattr(termios, "TIOCOUTQ"):
-        return 0
-    try:
-        out = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0))
-    except OSError:
-        return 0
-    return int(struct.unpack("i", out)[0])
-
-
 @dataclass(slots=True)
 class _Connection:
     self_id: str
@@ -103,12 +82,8 @@ class _Connection:
         return self.ws.closed or (self.transport is not None and self.transport.is_closing())
 
     def unsent(self) -> int:
-        """Bytes written to the socket that the peer has not taken: in the transport's buffer,
-        and (Linux) in the kernel's send queue, where megabytes fit before a write blocks."""
-        transport = self.transport
-        if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
-            return 0
-        return transport.get_write_buffer_size() + _kernel_unsent(transport)
+        """Bytes written to the socket that the peer has not taken (kit.peer_socket)."""
+        return unsent(self.transport)
 
     @property
     def can_act(self) -> bool:
@@ -149,19 +124,7 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
     def _authorised(self, request: web.Request) -> web.Response | None:
         """None when the request may connect, else the refusal: 401 without a token, 403 with a
         wrong one (as OneBot v11 specifies for its own servers)."""
-        token = self.cfg.access_token
-        if not token:
-            return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        # OneBot v11 says "Bearer"; older CQHTTP-era implementations send "Token".
-        if scheme.lower() not in ("bearer", "token"):
-            given = request.query.get("access_token", "")
-        if not given:
-            return web.json_response({"error": "access token required"}, status=401)
-        if not hmac.compare_digest(given.strip().encode(), token.encode()):
-            return web.json_response({"error": "wrong access token"}, status=403)
-        return None
+        return token_refusal(request, self.cfg.access_token)
 
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         refused = self._authorised(request)
