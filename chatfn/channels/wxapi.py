@@ -141,16 +141,18 @@ class Dialect:
 
 class WxApi(ApiSession):
     """One app's session and access_token (module docstring); a platform's API subclasses
-    it with its `dialect`, `token_path`, `token_params` and its calls."""
+    it with its `dialect`, `token_path`, `token_params` and its calls. `cfg`: the channel's
+    settings (their `api_base` the address)."""
 
     timeout = CALL_TIMEOUT
     dialect: ClassVar[Dialect]
     #: The GET that hands out an access_token ("/cgi-bin/token", "/cgi-bin/gettoken").
     token_path: ClassVar[str]
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, settings: Any) -> None:
         super().__init__()
-        self.base = base
+        self.cfg = settings
+        self.base: str = settings.api_base
         # Used until five minutes (half a short life) before it ends: kit/token.py.
         self._token = ExpiringToken(self._fetch_token, lambda life: max(life - 300, life / 2))
 

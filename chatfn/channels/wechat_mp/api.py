@@ -51,11 +51,8 @@ CREDENTIALS_FIX = (
 
 class MpApi(WxApi):
     dialect = MP
+    cfg: WechatMpSettings
     token_path = "/cgi-bin/token"
-
-    def __init__(self, settings: WechatMpSettings) -> None:
-        super().__init__(settings.api_base)
-        self.cfg = settings
 
     def token_params(self) -> dict[str, str]:
         return {

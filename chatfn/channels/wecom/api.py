@@ -45,11 +45,8 @@ class WecomApi(WxApi):
     """The calls of one app (module docstring)."""
 
     dialect = WECOM
+    cfg: WecomSettings
     token_path = "/cgi-bin/gettoken"
-
-    def __init__(self, settings: WecomSettings) -> None:
-        super().__init__(settings.api_base)
-        self.cfg = settings
 
     def token_params(self) -> dict[str, str]:
         return {"corpid": self.cfg.corp_id, "corpsecret": self.cfg.secret_text("secret")}
