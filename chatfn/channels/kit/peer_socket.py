@@ -3,6 +3,8 @@ connect (a shared token), and whether it still reads what is written to it.
 
 - `token_refusal`: the token as `Authorization: Bearer|Token <t>` or `?access_token=`; 401
   without one, 403 with a wrong one (compared in constant time).
+- `Peers`: the open socket of each peer that connected (a peer connecting again replaces its
+  old one), and a wait for a peer that is away to come back.
 - `unsent`: bytes written that the peer has not taken, in the transport's buffer and (Linux)
   the kernel's send queue, where megabytes fit before a write blocks: a peer that stopped
   reading shows here long before a write fails.
@@ -11,12 +13,14 @@ connect (a shared token), and whether it still reads what is written to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import struct
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
-__all__ = ["token_refusal", "unsent"]
+__all__ = ["Peers", "token_refusal", "unsent"]
 
 try:  # POSIX only: elsewhere the transport's own buffer is all that is known
     import fcntl
@@ -58,3 +62,57 @@ def unsent(transport: asyncio.BaseTransport | None) -> int:
     if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
         return 0
     return transport.get_write_buffer_size() + _kernel_unsent(transport)
+
+
+class _Socket(Protocol):
+    @property
+    def gone(self) -> bool: ...
+
+
+C = TypeVar("C", bound=_Socket)
+
+
+class Peers(dict[str, C]):
+    """Peer id -> its open socket, in the order they connected."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._back: dict[str, asyncio.Event] = {}
+
+    def _event(self, peer: str) -> asyncio.Event:
+        return self._back.setdefault(peer, asyncio.Event())
+
+    def put(self, peer: str, socket: C) -> C | None:
+        """`socket` is the peer's now; the one it replaces (to close), if any."""
+        old = self.get(peer)
+        self[peer] = socket
+        self._event(peer).set()
+        return old if old is not socket else None
+
+    def drop(self, peer: str, socket: C) -> bool:
+        """Forget `socket` unless a newer one replaced it already; whether it was forgotten."""
+        if self.get(peer) is not socket:
+            return False
+        del self[peer]
+        self._event(peer).clear()
+        return True
+
+    async def wait(self, peer: str, seconds: float) -> C | None:
+        """The peer's open socket, waiting up to `seconds` for it to (re)connect; None when it
+        stays away. A socket closing but not yet dropped counts as gone."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            socket = self.get(peer)
+            if socket is not None and not socket.gone:
+                return socket
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            event = self._event(peer)
+            if socket is not None or event.is_set():
+                await asyncio.sleep(min(0.05, remaining))  # closing: wait for the drop
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await event.wait()

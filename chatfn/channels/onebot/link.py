@@ -20,7 +20,6 @@ what the bot sends, is decided there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import time
@@ -31,7 +30,7 @@ from aiohttp import WSMsgType, web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.peer_socket import token_refusal, unsent
+from chatfn.channels.kit.peer_socket import Peers, token_refusal, unsent
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
 
@@ -104,8 +103,7 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         self.web = host.web_listener(self.platform)
         for path in (WS_PATH, WS_PATH + "/", WS_PATH + "/api", WS_PATH + "/event"):
             self.web.mount("GET", path, self._ws_handler)
-        self._conns: dict[str, _Connection] = {}
-        self._connected: dict[str, asyncio.Event] = {}
+        self._conns: Peers[_Connection] = Peers()
         self._echo = itertools.count(1)
 
     @property
@@ -145,12 +143,10 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         await ws.prepare(request)
         conn = _Connection(self_id=self_id, ws=ws, role=role, transport=request.transport)
         if conn.can_act:
-            old = self._conns.get(self_id)
-            self._conns[self_id] = conn
-            if old is not None and old.ws is not ws:
+            old = self._conns.put(self_id, conn)
+            if old is not None:
                 logger.info("OneBot account {} reconnected; closing its old socket", self_id)
                 await old.ws.close()
-            self._connected.setdefault(self_id, asyncio.Event()).set()
             self._on_connected(conn)
         logger.info("OneBot account {} connected ({})", self_id, role)
         try:
@@ -165,9 +161,7 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         return ws
 
     def _drop(self, conn: _Connection) -> None:
-        if self._conns.get(conn.self_id) is conn:
-            del self._conns[conn.self_id]
-            self._connected[conn.self_id].clear()
+        if self._conns.drop(conn.self_id, conn):
             logger.warning("OneBot account {} disconnected", conn.self_id)
         for fut in conn.pending.values():
             if not fut.done():
@@ -283,22 +277,10 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
     async def _connection(self, self_id: str, wait: float) -> _Connection:
         """The account's open socket, waiting up to `wait` seconds for it to (re)connect. A
         socket that is closing but not yet dropped counts as gone."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while True:
-            conn = self._conns.get(self_id)
-            if conn is not None and not conn.gone:
-                return conn
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise NotConnected("action", -1, f"account {self_id} is not connected")
-            event = self._connected.setdefault(self_id, asyncio.Event())
-            if conn is not None or event.is_set():
-                await asyncio.sleep(min(0.05, remaining))  # closing: wait for the drop
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(remaining):
-                        await event.wait()
+        conn = await self._conns.wait(self_id, wait)
+        if conn is None:
+            raise NotConnected("action", -1, f"account {self_id} is not connected")
+        return conn
 
     async def call_action(
         self,
