@@ -97,7 +97,7 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         if key != self.bot:
             self.bot = key
             self.stored_buf = self.read_buf = await self.load(cursor_key(key)) or ""
-        self.sender = WeixinSender(self.api, self.cfg, self.policy, self.session, self.context)
+        self.sender = WeixinSender(self.api, self.cfg, self.policy, self.context)
         return f"bot {bot or '(token from the config)'}, long polling {base_url}"
 
     async def serve(self) -> None:

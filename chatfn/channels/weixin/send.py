@@ -28,6 +28,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
+from chatfn.channels.kit.sender import SharedStateSender
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.weixin.api import IlinkApi, IlinkError
@@ -65,23 +66,12 @@ def expired(exc: Exception) -> kit.CredentialsRefused:
     )
 
 
-class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat"):
-    """Sends through `client`, the channel's IlinkApi; `context_token(ref)` is the chat's."""
+class WeixinSender(SharedStateSender[ChatRef, ContextToken], platform="weixin", label="WeChat"):
+    """Sends through `client`, the channel's IlinkApi (and its session); `shared(ref)` is the
+    chat's context token, which the way in keeps."""
 
     client: IlinkApi
     cfg: WeixinSettings
-
-    def __init__(
-        self,
-        client: IlinkApi,
-        settings: WeixinSettings,
-        policy: Any,
-        session: aiohttp.ClientSession,
-        context_token: ContextToken,
-    ) -> None:
-        super().__init__(client, settings, policy)
-        self.session = session
-        self.context_token = context_token
 
     parse_chat = staticmethod(parse_chat_id)
 
@@ -104,7 +94,7 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
         return None
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[str]:
-        token = await self.context_token(ref)
+        token = await self.shared(ref)
         if not token:
             raise kit.DeliveryRefused(
                 f"WeChat: no context_token for {ref.key} (iLink takes a message only in a "
@@ -127,7 +117,7 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
             uploaded = await self.call(
                 ref.key,
                 lambda data=data: upload_image(  # type: ignore[misc]
-                    self.client, self.session, self.cfg.cdn_base_url, ref.target, data
+                    self.client, self.client.session, self.cfg.cdn_base_url, ref.target, data
                 ),
             )
             name = f"image{index}-{hashlib.sha256(data).hexdigest()[:12]}"
@@ -152,7 +142,12 @@ class WeixinSender(kit.PlatformSender[ChatRef], platform="weixin", label="WeChat
                 uploaded = await self.call(
                     ref.key,
                     lambda silk=silk: upload_media(  # type: ignore[misc]
-                        self.client, self.session, self.cfg.cdn_base_url, ref.target, silk, VOICE
+                        self.client,
+                        self.client.session,
+                        self.cfg.cdn_base_url,
+                        ref.target,
+                        silk,
+                        VOICE,
                     ),
                 )
                 item = uploaded.voice_item(max(1, round(seconds * 1000)))
