@@ -3,13 +3,13 @@
 POST {domain}/callback/ws/endpoint with AppID/AppSecret, then protobuf `Frame`s over a
 WebSocket: pings, and event frames each answered with a response frame).
 
-Why it runs in a thread of its own: the SDK's client is written around a module-level event
-loop (`lark_oapi.ws.client.loop`, taken when the module is first imported) and a `start()`
-that blocks that loop forever with no way to stop it. So the link runs the client on a
-private loop in a daemon thread (that module global is pointed at it: one Feishu long
-connection per process), drives the first connection itself (`_connect`, with backoff and
-one clear line for refused credentials) instead of `start()`, and stops it by closing the
-connection. After a drop the SDK reconnects as the platform's endpoint tells it
+Why it runs in a thread of its own (kit.loop_thread): the SDK's client is written around a
+module-level event loop (`lark_oapi.ws.client.loop`, taken when the module is first imported)
+and a `start()` that blocks that loop forever with no way to stop it. So the client runs on a
+private loop (that module global is pointed at it: one Feishu long connection per process);
+the link drives the first connection itself (`_connect`, with backoff and one clear line for
+refused credentials) instead of `start()`, and stops it by closing the connection.
+After a drop the SDK reconnects as the platform's endpoint tells it
 (ReconnectInterval / ReconnectNonce / ReconnectCount); should that give up, the link starts
 over with its own backoff. Events are handed to the channel's loop with
 `run_coroutine_threadsafe`, so the SDK's thread never touches the bot.
@@ -38,15 +38,12 @@ import concurrent.futures
 import contextlib
 import contextvars
 import json
-import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from loguru import logger
-
 from chatfn.channels import kit
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit import channel as kit_channel
+from chatfn.channels.kit.loop_thread import LoopThread
 
 __all__ = ["CARD_ACTION", "EVENTS", "WsLink"]
 
@@ -72,6 +69,13 @@ _ANSWER: contextvars.ContextVar[concurrent.futures.Future[Answer] | None] = cont
 _CARD_FRAME: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "feishu_card_frame", default=False
 )
+
+
+def _point(loop: asyncio.AbstractEventLoop) -> None:
+    """The SDK's tasks are created on a module global (module docstring): this thread's loop."""
+    import lark_oapi.ws.client as ws_client
+
+    ws_client.loop = loop
 
 
 def _set_type(frame: Any, old: str, new: str) -> bool:
@@ -136,48 +140,28 @@ class WsLink:
         self.cfg = settings
         self._on_event = on_event
         self._on_state = on_state
-        self._home: asyncio.AbstractEventLoop | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._started = threading.Event()
+        self.thread = LoopThread("feishu-ws", "Feishu long connection", self._session, _point)
         self.client: Any = None
 
     def start(self) -> None:
-        self._home = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._main, name="feishu-ws", daemon=True)
-        self._thread.start()
+        self.thread.start()
 
     async def stop(self) -> None:
-        if self._thread is None:
-            return
-        await asyncio.to_thread(self._started.wait, 10)
-        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stop.set)
-        await asyncio.to_thread(self._thread.join, 10)
-        self._thread = None
+        await self.thread.stop()
 
     # -- on the link's thread ------------------------------------------------------------------
     def _tell(self, state: str, detail: str = "") -> None:
-        if self._home is not None and not self._home.is_closed():
-            with contextlib.suppress(RuntimeError):
-                self._home.call_soon_threadsafe(self._on_state, state, detail)
+        self.thread.tell(self._on_state, state, detail)
 
     def _event(self, data: Any) -> None:
         """The SDK's handler: hand the event to the channel; its answer goes in `_ANSWER` for
         `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
-        self._hand(as_payload(data))
+        _ANSWER.set(self.thread.submit(self._on_event(as_payload(data))))
 
     def _card(self, data: Any) -> None:
         """The SDK's card action handler: like `_event`; the channel's answer (the toast and
         card for the clicker) is written by `_write_message`, so the SDK's is None."""
-        self._hand(card_payload(data))
-
-    def _hand(self, payload: dict[str, Any]) -> None:
-        if self._home is None or self._home.is_closed():
-            raise RuntimeError("the bot's loop is gone")
-        _ANSWER.set(asyncio.run_coroutine_threadsafe(self._on_event(payload), self._home))
+        _ANSWER.set(self.thread.submit(self._on_event(card_payload(data))))
 
     @staticmethod
     def _cards_too(handle: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
@@ -213,45 +197,20 @@ class WsLink:
 
         return write_when_stored
 
-    def _main(self) -> None:
-        import lark_oapi.ws.client as ws_client
-
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        # The SDK's tasks are created on this module global (its docstring above).
-        ws_client.loop = loop
-        # A receive task ends with the closed connection's error when the link is stopped:
-        # known, and not worth a traceback.
-        loop.set_exception_handler(
-            lambda _loop, ctx: logger.debug("Feishu ws: {}", ctx.get("message"))
-        )
-        self._loop = loop
-        self._stop = asyncio.Event()
-        self._started.set()
-        try:
-            loop.run_until_complete(self._session(ws_client))
-        except Exception as exc:  # never let the thread die silently
-            logger.opt(exception=exc).error("Feishu long connection stopped")
-        finally:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in pending:
-                task.cancel()
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.close()
-
-    async def _session(self, ws_client: Any) -> None:
+    async def _session(self, thread: LoopThread) -> None:
         import lark_oapi as lark
+        import lark_oapi.ws.client as ws_client
         from lark_oapi.ws.exception import ClientException
 
-        assert self._stop is not None
+        stopping = thread.stopping
+        assert stopping is not None
         builder = lark.EventDispatcherHandler.builder("", "")
         for kind in EVENTS:
             builder = builder.register_p2_customized_event(kind, self._event)
         builder = builder.register_p2_card_action_trigger(self._card)
         handler = builder.build()
         backoff = kit.Backoff(0.5, 60.0)
-        while not self._stop.is_set():
+        while not stopping.is_set():
             lost = asyncio.Event()
             client = ws_client.Client(
                 self.cfg.app_id,
@@ -290,7 +249,7 @@ class WsLink:
                 backoff.reset()
                 self._tell("connected", "")
                 ping = asyncio.ensure_future(client._ping_loop())
-                stop = asyncio.ensure_future(self._stop.wait())
+                stop = asyncio.ensure_future(stopping.wait())
                 gone = asyncio.ensure_future(lost.wait())
                 await asyncio.wait([stop, gone], return_when=asyncio.FIRST_COMPLETED)
                 for task in (ping, stop, gone):
@@ -298,13 +257,7 @@ class WsLink:
                 client._auto_reconnect = False
                 with contextlib.suppress(Exception):
                     await client._disconnect()
-                if self._stop.is_set():
+                if stopping.is_set():
                     return
-            if refused:  # the kit's slow retry: the credentials may be fixed meanwhile
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(kit_channel.REFUSED_RETRY):
-                        await self._stop.wait()
-                if self._stop.is_set():
-                    return
-            elif not await backoff.wait(self._stop):
+            if not await thread.pause(backoff, refused):
                 return
