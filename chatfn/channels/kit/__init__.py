@@ -21,7 +21,7 @@ from chatfn.channels.kit.errors import (
     RateLimited,
     Unreachable,
 )
-from chatfn.channels.kit.events import FRIEND_REQUEST, MEMBER_JOINED, member_joined
+from chatfn.channels.kit.events import FRIEND_REQUEST, MEMBER_JOINED, friend_request, member_joined
 from chatfn.channels.kit.files import write_private_json
 from chatfn.channels.kit.images import (
     MAX_IMAGE_IN,
@@ -68,6 +68,7 @@ __all__ = [
     "data_uri",
     "decode_image",
     "fetch_image",
+    "friend_request",
     "image_mime",
     "image_name",
     "json_frames",

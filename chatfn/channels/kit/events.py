@@ -10,7 +10,7 @@ from typing import Any
 
 from chatfn.common.messages import SystemEvent, clean_text
 
-__all__ = ["FRIEND_REQUEST", "MEMBER_JOINED", "member_joined"]
+__all__ = ["FRIEND_REQUEST", "MEMBER_JOINED", "friend_request", "member_joined"]
 
 #: Someone joined a group chat (the welcome built-in answers it).
 MEMBER_JOINED = "member_joined"
@@ -29,4 +29,20 @@ def member_joined(platform: str, chat_id: str, user_id: str, name: str, **data: 
         user_name=clean_text(name),
         is_group=True,
         data=data,
+    )
+
+
+def friend_request(
+    platform: str, chat_id: str, user_id: str, approved: bool, **data: Any
+) -> SystemEvent:
+    """`user_id` asked to be the bot's friend (their private chat `chat_id`); `approved`: what
+    was done about it."""
+    return SystemEvent(
+        kind=FRIEND_REQUEST,
+        platform=platform,
+        chat_id=chat_id,
+        user_id=user_id,
+        user_name=user_id,
+        is_group=False,
+        data={**data, "approved": approved},
     )

@@ -336,17 +336,9 @@ class OneBotChannel(OneBotLink):
         logger.info("friend request from {} {}", user_id, "approved" if approve else "ignored")
         chat_id = f"private:{user_id}"
         self._remember_route(chat_id, self_id)
-        return [
-            SystemEvent(
-                kind=kit.FRIEND_REQUEST,
-                platform=self.platform,
-                chat_id=chat_id,
-                user_id=user_id,
-                user_name=user_id,
-                is_group=False,
-                data={"self_id": self_id, "approved": approve, "comment": event.get("comment", "")},
-            )
-        ]
+        comment = event.get("comment", "")
+        data = {"self_id": self_id, "comment": comment}
+        return [kit.friend_request(self.platform, chat_id, user_id, approve, **data)]
 
     def _on_meta(self, conn: _Connection, event: dict[str, Any]) -> None:
         """Lifecycle events are logged; heartbeats only refresh `last_seen` (the socket's own
