@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -101,7 +101,6 @@ class Unavailable(Exception):
 
 #: Network trouble and the platform's 5xx: the message waits in the outbox.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
-T = TypeVar("T")
 R = TypeVar("R", bound=BaseResponse)
 
 
@@ -257,27 +256,32 @@ class FeishuApi(ApiSession):
         raw.content = content
         return raw
 
-    async def _model(self, request: BaseRequest, option: RequestOption, kind: type[R]) -> R:
-        """`request` sent; its answer as the SDK's response model `kind` (raw kept)."""
+    async def _answer(
+        self, request: BaseRequest, option: RequestOption, kind: type[R], binary: bool
+    ) -> R:
+        """`request` sent; its answer as the SDK's response model `kind` (raw kept). A binary
+        answer (a file, 2xx) is code 0 with the file in `raw.content`."""
         raw = await self.send_raw(request, option)
+        binary = binary and 200 <= raw.status_code < 300
         try:
-            response = JSON.unmarshal(str(raw.content, UTF_8), kind)
+            response = kind() if binary else JSON.unmarshal(str(raw.content, UTF_8), kind)
         except ValueError:  # not JSON (a proxy's error page): status and body tell
             response = kind()
+        if binary:
+            response.code = 0
         response.raw = raw
         return response
 
-    async def ask(self, request: Callable[[], BaseRequest], kind: type[R]) -> R:
-        """The request `request()` builds, sent with the tenant token (`call`); its answer as
-        the SDK's response model `kind`."""
-        return await self.call(lambda option: self._model(request(), option, kind))
+    async def ask(
+        self, request: Callable[[], BaseRequest], kind: type[R], binary: bool = False
+    ) -> R:
+        """The request `request()` builds (anew for each try), sent with the tenant token, once
+        more with a new token if the platform says the token is not valid; its answer as the
+        SDK's response model `kind`, checked (`check`); `binary`: a file's."""
 
-    async def call(self, do: Callable[[RequestOption], Awaitable[T]]) -> T:
-        """`do(option)` with the tenant token; once more with a new token if the platform
-        says the token is not valid."""
-
-        async def once(token: str) -> T:
-            return check(await do(RequestOption.builder().tenant_access_token(token).build()))
+        async def once(token: str) -> R:
+            option = RequestOption.builder().tenant_access_token(token).build()
+            return check(await self._answer(request(), option, kind, binary))
 
         return await self.token.using(once, _token_invalid)
 
@@ -390,33 +394,11 @@ class FeishuApi(ApiSession):
 
     async def download(self, message_id: str, key: str, kind: str = "image") -> bytes:
         """im/v1/messages/{message_id}/resources/{key}?type=image: an image a user sent."""
-
-        def do(option: RequestOption) -> Awaitable[Any]:
-            request = (
-                GetMessageResourceRequest.builder()
-                .message_id(message_id)
-                .file_key(key)
-                .type(kind)
-                .build()
-            )
-            return self._file(request, option)
-
-        response = await self.call(do)
+        request = (
+            GetMessageResourceRequest.builder().message_id(message_id).file_key(key).type(kind)
+        )
+        response = await self.ask(request.build, BaseResponse, binary=True)
         return bytes(response.raw.content or b"")
-
-    async def _file(self, request: BaseRequest, option: RequestOption) -> BaseResponse:
-        """A binary answer: the file in `raw.content`; an error answer as JSON."""
-        raw = await self.send_raw(request, option)
-        if 200 <= raw.status_code < 300:
-            response = BaseResponse()
-            response.code = 0
-        else:
-            try:
-                response = JSON.unmarshal(str(raw.content, UTF_8), BaseResponse)
-            except ValueError:
-                response = BaseResponse()
-        response.raw = raw
-        return response
 
     async def chat(self, chat_id: str) -> dict[str, Any]:
         """im/v1/chats/{chat_id} (open ids): owner_id, user_manager_id_list, name, ..."""
@@ -431,19 +413,15 @@ class FeishuApi(ApiSession):
         names: dict[str, str] = {}
         token = ""
         for _ in range(pages):
-
-            def do(option: RequestOption, token: str = token) -> Awaitable[Any]:
-                builder = (
-                    GetChatMembersRequest.builder()
-                    .chat_id(chat_id)
-                    .member_id_type("open_id")
-                    .page_size(100)
-                )
-                if token:
-                    builder = builder.page_token(token)
-                return self._model(builder.build(), option, GetChatMembersResponse)
-
-            response = await self.call(do)
+            builder = (
+                GetChatMembersRequest.builder()
+                .chat_id(chat_id)
+                .member_id_type("open_id")
+                .page_size(100)
+            )
+            if token:
+                builder = builder.page_token(token)
+            response = await self.ask(builder.build, GetChatMembersResponse)
             data = response.data
             for item in (data.items if data is not None else None) or []:
                 if item.member_id:
