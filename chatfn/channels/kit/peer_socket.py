@@ -3,6 +3,8 @@ connect (a shared token), and whether it still reads what is written to it.
 
 - `token_refusal`: the token as `Authorization: Bearer|Token <t>` or `?access_token=`; 401
   without one, 403 with a wrong one (compared in constant time).
+- `PeerSocket`: one peer's server-side WebSocket, with what a request/response protocol over
+  it keeps (answers awaited by id, the write lock, the frames waiting to be written).
 - `Peers`: the open socket of each peer that connected (a peer connecting again replaces its
   old one), and a wait for a peer that is away to come back.
 - `unsent`: bytes written that the peer has not taken, in the transport's buffer and (Linux)
@@ -16,11 +18,12 @@ import asyncio
 import contextlib
 import hmac
 import struct
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
-__all__ = ["Peers", "token_refusal", "unsent"]
+__all__ = ["PeerSocket", "Peers", "token_refusal", "unsent"]
 
 try:  # POSIX only: elsewhere the transport's own buffer is all that is known
     import fcntl
@@ -62,6 +65,27 @@ def unsent(transport: asyncio.BaseTransport | None) -> int:
     if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
         return 0
     return transport.get_write_buffer_size() + _kernel_unsent(transport)
+
+
+@dataclass(slots=True, kw_only=True)
+class PeerSocket:
+    """One peer's socket (module docstring)."""
+
+    ws: web.WebSocketResponse
+    pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
+    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The TCP transport under the socket: its unsent bytes tell a peer that stopped reading.
+    transport: asyncio.Transport | None = None
+    queued: int = 0  # frames waiting to be written
+
+    @property
+    def gone(self) -> bool:
+        """Closed, or aborted and about to be dropped."""
+        return self.ws.closed or (self.transport is not None and self.transport.is_closing())
+
+    def unsent(self) -> int:
+        """Bytes written to the socket that the peer has not taken (`unsent`)."""
+        return unsent(self.transport)
 
 
 class _Socket(Protocol):

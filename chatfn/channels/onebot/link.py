@@ -30,7 +30,7 @@ from aiohttp import WSMsgType, web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.peer_socket import Peers, token_refusal, unsent
+from chatfn.channels.kit.peer_socket import Peers, PeerSocket, token_refusal
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
 
@@ -62,27 +62,12 @@ class NotConnected(ActionError):
     in_flight: bool = False
 
 
-@dataclass(slots=True)
-class _Connection:
+@dataclass(slots=True, kw_only=True)
+class _Connection(PeerSocket):
     self_id: str
-    ws: web.WebSocketResponse
     role: str
-    pending: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
-    send_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     heartbeat_interval: float | None = None
     last_seen: float = field(default_factory=time.monotonic)
-    # The TCP transport under the socket: its unsent bytes tell a peer that stopped reading.
-    transport: asyncio.Transport | None = None
-    queued: int = 0  # frames waiting to be written (bounded by MAX_QUEUED)
-
-    @property
-    def gone(self) -> bool:
-        """Closed, or aborted and about to be dropped."""
-        return self.ws.closed or (self.transport is not None and self.transport.is_closing())
-
-    def unsent(self) -> int:
-        """Bytes written to the socket that the peer has not taken (kit.peer_socket)."""
-        return unsent(self.transport)
 
     @property
     def can_act(self) -> bool:
