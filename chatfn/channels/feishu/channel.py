@@ -66,8 +66,8 @@ from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.feishu.webhook import Refused, open_request
 from chatfn.channels.feishu.ws import CARD_ACTION, Answer, WsLink
 from chatfn.channels.kit import media, presses, webhook
-from chatfn.channels.kit.cache import Remembered
 from chatfn.channels.kit.downloads import downloaded
+from chatfn.channels.kit.roster import Roster, Rosters
 from chatfn.common import i18n
 from chatfn.common.messages import (
     IncomingMessage,
@@ -93,7 +93,8 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         self.sender = FeishuSender(self.api, settings, self.policy)
         self.bot_open_id: str | None = None
         self.bot_name = ""
-        self._chats = Remembered[str, dict[str, Any]](settings.role_cache_seconds)
+        warning = "Feishu chat {} owner, managers and names not read: {}"
+        self._chats = Rosters(settings.role_cache_seconds, self._roster, _API_ERRORS, warning)
         self._link: WsLink | None = None
         # Clicks being answered or answered lately, by event id: a resent callback gets the
         # first one's answer (the command runs once).
@@ -339,27 +340,17 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         return await downloaded(what, _API_ERRORS, download, message_id, key, kind, log=self.log)
 
     async def _person(self, chat: str, user: str, is_group: bool) -> tuple[str, list[str]]:
-        """(name, roles) of a user in a group: roles "owner" or "admin" (a manager). The
-        group's owner, managers (im/v1/chats/{chat_id}) and member names (its members list)
-        are cached `role_cache_seconds`, a failure too (one warning, not one per message); a
-        user missing from a list older than 10 s is asked for again (a member who just
-        joined). A one-to-one chat asks nothing: its name is not shown to the model."""
-        if not is_group:
-            return "", []
-        cached = self._chats.get(chat)
-        if cached is None or (user not in cached["names"] and self._chats.get(chat, 10) is None):
-            try:
-                info = await self.api.chat(chat)
-                names = await self.api.members(chat)
-            except _API_ERRORS as exc:
-                logger.warning("Feishu chat {} owner, managers and names not read: {}", chat, exc)
-                info, names = {}, {}
-            owners = [str(info["owner_id"])] if info.get("owner_id") else []
-            managers = [str(m) for m in info.get("user_manager_id_list") or []]
-            cached = {"owner": owners, "admin": managers, "names": names}
-            self._chats.put(chat, cached)
-        name = str(cached["names"].get(user, ""))
-        return name, [r for r in ("owner", "admin") if user in cached[r]][:1]
+        """(name, roles) of a user in a group (kit/roster.py). A one-to-one chat asks nothing:
+        its name is not shown to the model."""
+        return await self._chats.person(chat, user) if is_group else ("", [])
+
+    async def _roster(self, chat: str) -> Roster:
+        """A group's owner and managers (im/v1/chats/{chat_id}) and member names (its
+        members list)."""
+        info = await self.api.chat(chat)
+        names = await self.api.members(chat)
+        owners = [str(info["owner_id"])] if info.get("owner_id") else []
+        return Roster(owners, [str(m) for m in info.get("user_manager_id_list") or []], names)
 
     async def _member_joined(self, key: str, event: dict[str, Any]) -> list[SystemEvent]:
         operator = object_at(event, "operator_id")
