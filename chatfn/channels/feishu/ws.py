@@ -87,27 +87,21 @@ def _set_type(frame: Any, old: str, new: str) -> bool:
     return False
 
 
-def answered_failed(data: bytes) -> bytes:
-    """A response frame saying the event failed (code 500): the platform pushes it again."""
+def answered(data: bytes, answer: dict[str, Any] | None) -> bytes:
+    """The response frame `data` saying the event failed (`answer` None: code 500, the
+    platform pushes it again) or carrying a callback's answer (base64 of its JSON, as the
+    SDK writes a callback handler's result; of type "card" when the frame came so)."""
     from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
     frame = Frame()
     frame.ParseFromString(data)
-    frame.payload = json.dumps({"code": 500}).encode()
-    return bytes(frame.SerializeToString())
-
-
-def answered_with(data: bytes, answer: dict[str, Any]) -> bytes:
-    """A response frame carrying a callback's answer: `data` is base64 of its JSON, as the
-    SDK writes a callback handler's result."""
-    from lark_oapi.ws.pb.pbbp2_pb2 import Frame
-
-    frame = Frame()
-    frame.ParseFromString(data)
-    body = base64.b64encode(json.dumps(answer, ensure_ascii=False).encode()).decode()
-    frame.payload = json.dumps({"code": 200, "data": body}).encode()
-    if _CARD_FRAME.get():
-        _set_type(frame, "event", "card")  # answered as the frame came
+    if answer is None:
+        frame.payload = json.dumps({"code": 500}).encode()
+    else:
+        body = base64.b64encode(json.dumps(answer, ensure_ascii=False).encode()).decode()
+        frame.payload = json.dumps({"code": 200, "data": body}).encode()
+        if _CARD_FRAME.get():
+            _set_type(frame, "event", "card")  # answered as the frame came
     return bytes(frame.SerializeToString())
 
 
@@ -189,10 +183,8 @@ class WsLink:
                     stored = await asyncio.wrap_future(answer)
                 except Exception:  # noqa: BLE001 - the bot stopping: not stored
                     stored = False
-                if isinstance(stored, dict):
-                    data = answered_with(data, stored)
-                elif not stored:
-                    data = answered_failed(data)
+                if isinstance(stored, dict) or not stored:  # an answer {} is an answer
+                    data = answered(data, stored if isinstance(stored, dict) else None)
             await write(data)
 
         return write_when_stored
