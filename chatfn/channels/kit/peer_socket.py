@@ -4,7 +4,11 @@ connect (a shared token), and whether it still reads what is written to it.
 - `token_refusal`: the token as `Authorization: Bearer|Token <t>` or `?access_token=`; 401
   without one, 403 with a wrong one (compared in constant time).
 - `PeerSocket`: one peer's server-side WebSocket, with what a request/response protocol over
-  it keeps (answers awaited by id, the write lock, the frames waiting to be written).
+  it keeps (answers awaited by id, the write lock, the frames waiting to be written). Its
+  writes are bounded, so a peer that stops reading holds nothing else: at most `limit` frames
+  wait (more are refused at once), a frame waits at most `timeout` to be written, and a socket
+  whose writes do not drain in that time, or whose request went unanswered while
+  `STALLED_BYTES` of ours sit unread, is aborted (PeerGone).
 - `Peers`: the open socket of each peer that connected (a peer connecting again replaces its
   old one), and a wait for a peer that is away to come back.
 - `unsent`: bytes written that the peer has not taken, in the transport's buffer and (Linux)
@@ -22,14 +26,41 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
+from loguru import logger
 
-__all__ = ["PeerSocket", "Peers", "token_refusal", "unsent"]
+__all__ = [
+    "STALLED_BYTES",
+    "NoAnswer",
+    "PeerGone",
+    "PeerSocket",
+    "Peers",
+    "token_refusal",
+    "unsent",
+]
 
 try:  # POSIX only: elsewhere the transport's own buffer is all that is known
     import fcntl
     import termios
 except ImportError:  # pragma: no cover - Windows
     fcntl = termios = None  # type: ignore[assignment]
+
+
+# A request unanswered in time while this many of our bytes are not taken by the peer: the
+# peer stopped reading (a slow one leaves less behind than this on a healthy network).
+STALLED_BYTES = 16 * 1024
+
+
+class PeerGone(Exception):
+    """The peer's socket is closed or not taking data; `in_flight`: the frame went (partly)
+    out first, so the peer may have acted on it."""
+
+    def __init__(self, why: str, *, in_flight: bool = False) -> None:
+        super().__init__(why)
+        self.in_flight = in_flight
+
+
+class NoAnswer(Exception):
+    """No answer in time: what was asked may or may not have been done."""
 
 
 def token_refusal(request: web.Request, token: str | None) -> web.Response | None:
@@ -83,9 +114,74 @@ class PeerSocket:
         """Closed, or aborted and about to be dropped."""
         return self.ws.closed or (self.transport is not None and self.transport.is_closing())
 
+    #: Who the peer is, in log lines.
+    name: str = "peer"
+
     def unsent(self) -> int:
         """Bytes written to the socket that the peer has not taken (`unsent`)."""
         return unsent(self.transport)
+
+    def check(self, limit: int) -> None:
+        """PeerGone (not in flight) when closed or `limit` frames wait already."""
+        if self.gone:
+            raise PeerGone("is not connected")
+        if self.queued >= limit:
+            raise PeerGone(f"has {self.queued} frames waiting to be written")
+
+    async def write(self, frame: str, timeout: float, limit: int) -> None:
+        """Write one frame, bounded (module docstring)."""
+        self.check(limit)
+        self.queued += 1
+        writing = False
+        try:
+            async with asyncio.timeout(timeout):
+                async with self.send_lock:
+                    if self.gone:
+                        raise PeerGone("disconnected")
+                    writing = True
+                    await self.ws.send_str(frame)
+        except TimeoutError:
+            if writing:
+                self.abort(f"a frame was not written within {timeout:g} s")
+            raise PeerGone("the socket is not taking data", in_flight=writing) from None
+        except (ConnectionError, RuntimeError) as exc:  # closed under us while writing
+            raise PeerGone(str(exc) or "connection closed", in_flight=writing) from None
+        finally:
+            self.queued -= 1
+
+    async def answer(self, fut: asyncio.Future[dict[str, Any]], timeout: float) -> dict[str, Any]:
+        """The answer to a request that went out: NoAnswer in time, or PeerGone (in flight)
+        when the socket dropped first or the peer stopped reading (then it is aborted)."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            if (waiting := self.unsent()) >= STALLED_BYTES:
+                self.abort(f"unanswered and {waiting} bytes not taken")
+                raise PeerGone("the peer stopped reading its socket", in_flight=True) from None
+            raise NoAnswer("no response in time") from None
+        except (ConnectionError, RuntimeError, PeerGone) as exc:  # closed under us
+            raise PeerGone(str(exc) or "connection closed", in_flight=True) from None
+
+    def abort(self, why: str) -> None:
+        """Drop a socket whose peer stopped reading: its buffered bytes are discarded and its
+        waiting requests fail; its messages wait in the outbox until it reconnects."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        logger.warning(
+            "{} is not reading its socket ({}): closing it; its messages wait in the outbox "
+            "until it reconnects",
+            self.name,
+            why,
+        )
+        self.transport.abort()
+
+    def closed(self) -> None:
+        """The socket ended: every request still waiting fails (PeerGone)."""
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(PeerGone("connection closed"))
+        self.pending.clear()
 
 
 class _Socket(Protocol):

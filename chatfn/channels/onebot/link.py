@@ -30,16 +30,13 @@ from aiohttp import WSMsgType, web
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.peer_socket import Peers, PeerSocket, token_refusal
+from chatfn.channels.kit.peer_socket import NoAnswer, PeerGone, Peers, PeerSocket, token_refusal
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.runtime.channel_host import ChannelHost, section_of
 
 WS_PATH = "/onebot/v11/ws"
 # Frames that may wait to be written to one socket; more are refused (the outbox keeps them).
 MAX_QUEUED = 64
-# An action unanswered in time while this many of our bytes are not taken by the peer: the
-# peer stopped reading (a slow one leaves less behind than this on a healthy network).
-STALLED_BYTES = 16 * 1024
 
 
 class ActionError(Exception):
@@ -60,6 +57,12 @@ class NotConnected(ActionError):
     (the implementation may or may not have carried it out)."""
 
     in_flight: bool = False
+
+    @classmethod
+    def of(cls, action: str, self_id: str, gone: PeerGone) -> NotConnected:
+        err = cls(action, -1, f"account {self_id} {gone}")
+        err.in_flight = gone.in_flight
+        return err
 
 
 @dataclass(slots=True, kw_only=True)
@@ -126,7 +129,13 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
             role = request.path.rsplit("/", 1)[1]
         ws = web.WebSocketResponse(heartbeat=30, max_msg_size=16 * 1024 * 1024)
         await ws.prepare(request)
-        conn = _Connection(self_id=self_id, ws=ws, role=role, transport=request.transport)
+        conn = _Connection(
+            self_id=self_id,
+            ws=ws,
+            role=role,
+            transport=request.transport,
+            name=f"OneBot account {self_id}",
+        )
         if conn.can_act:
             old = self._conns.put(self_id, conn)
             if old is not None:
@@ -148,10 +157,7 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
     def _drop(self, conn: _Connection) -> None:
         if self._conns.drop(conn.self_id, conn):
             logger.warning("OneBot account {} disconnected", conn.self_id)
-        for fut in conn.pending.values():
-            if not fut.done():
-                fut.set_exception(NotConnected("action", -1, "connection closed"))
-        conn.pending.clear()
+        conn.closed()
 
     # -- frames ----------------------------------------------------------------------------
     def _on_frame(self, conn: _Connection, raw: str) -> None:
@@ -181,70 +187,6 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
                 fut.set_result(data)
 
     # -- actions ---------------------------------------------------------------------------
-    async def _send_frame(self, conn: _Connection, action: str, frame: str) -> None:
-        """Write one frame to `conn`, bounded: refused at once (NotConnected, not in flight)
-        when `MAX_QUEUED` frames wait already or the socket is closed; a write that does not
-        finish within `action_timeout` aborts the socket (NotConnected, in flight: part of it
-        may have gone out), so one account that stopped reading holds nothing else."""
-        _refuse_if_full(conn, action)
-        conn.queued += 1
-        writing = False
-        try:
-            async with asyncio.timeout(self.cfg.action_timeout):
-                async with conn.send_lock:
-                    if conn.gone:
-                        raise NotConnected(action, -1, f"account {conn.self_id} disconnected")
-                    writing = True
-                    await conn.ws.send_str(frame)
-        except TimeoutError:
-            if writing:
-                self._abort(conn, f"a frame was not written within {self.cfg.action_timeout:g} s")
-            err = NotConnected(action, -1, "the account's socket is not taking data")
-            err.in_flight = writing
-            raise err from None
-        except (ConnectionError, RuntimeError) as exc:  # closed under us while writing
-            err = NotConnected(action, -1, str(exc) or "connection closed")
-            err.in_flight = writing
-            raise err from None
-        finally:
-            conn.queued -= 1
-
-    async def _answer(
-        self, conn: _Connection, action: str, fut: asyncio.Future[dict[str, Any]], timeout: float
-    ) -> dict[str, Any]:
-        """The response to an action that went out; NotConnected (in flight) when the socket
-        dropped first, or when the peer stopped reading (then the socket is aborted)."""
-        try:
-            async with asyncio.timeout(timeout):
-                return await fut
-        except TimeoutError:
-            unsent = conn.unsent()
-            if unsent >= STALLED_BYTES:
-                # Unanswered while our own bytes sit unread: the peer is not reading at all.
-                self._abort(conn, f"{action} unanswered and {unsent} bytes not taken")
-                err = NotConnected(action, -1, "the account stopped reading its socket")
-                err.in_flight = True
-                raise err from None
-            raise ActionTimeout(action, -1, "no response in time") from None
-        except (ConnectionError, RuntimeError, NotConnected) as exc:  # socket closed under us
-            err = NotConnected(action, -1, str(exc) or "connection closed")
-            err.in_flight = True
-            raise err from None
-
-    def _abort(self, conn: _Connection, why: str) -> None:
-        """Drop a socket whose peer stopped reading: its buffered bytes are discarded, its
-        waiting actions fail (NotConnected) and its messages wait in the outbox for the
-        account to reconnect (implementations reconnect on their own)."""
-        if conn.transport is None or conn.transport.is_closing():
-            return
-        logger.warning(
-            "OneBot account {} is not reading its socket ({}): closing it; its messages wait "
-            "in the outbox until it reconnects",
-            conn.self_id,
-            why,
-        )
-        conn.transport.abort()
-
     async def _can_send(self, self_id: str, action: str) -> None:
         """Wait up to `reconnect_wait` for the account; NotConnected (not in flight) at once
         when it stays away or already has `MAX_QUEUED` frames waiting to be written. A sender
@@ -300,8 +242,12 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         frame = json.dumps({"action": action, "params": params, "echo": echo}, ensure_ascii=False)
         conn.pending[echo] = fut  # before the write: the answer may come while it drains
         try:
-            await self._send_frame(conn, action, frame)  # NotConnected says if it went out
-            resp = await self._answer(conn, action, fut, timeout or self.cfg.action_timeout)
+            await conn.write(frame, self.cfg.action_timeout, MAX_QUEUED)  # in_flight: it went out
+            resp = await conn.answer(fut, timeout or self.cfg.action_timeout)
+        except PeerGone as exc:
+            raise NotConnected.of(action, self_id, exc) from None
+        except NoAnswer:
+            raise ActionTimeout(action, -1, "no response in time") from None
         finally:
             conn.pending.pop(echo, None)
             if fut.done() and not fut.cancelled():
@@ -318,12 +264,10 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
 
 def _refuse_if_full(conn: _Connection, action: str) -> None:
     """NotConnected (not in flight) when `conn` is closed or has `MAX_QUEUED` frames waiting."""
-    if conn.gone:
-        raise NotConnected(action, -1, f"account {conn.self_id} is not connected")
-    if conn.queued >= MAX_QUEUED:
-        raise NotConnected(
-            action, -1, f"account {conn.self_id} has {conn.queued} frames waiting to be written"
-        )
+    try:
+        conn.check(MAX_QUEUED)
+    except PeerGone as exc:
+        raise NotConnected.of(action, conn.self_id, exc) from None
 
 
 def _int(value: str) -> int | str:
