@@ -7,11 +7,12 @@ online."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit.declare import readme
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: FeishuSettings) -> Any:
@@ -20,25 +21,17 @@ def build(host: ChannelHost, settings: FeishuSettings) -> Any:
     return FeishuChannel(host, settings)
 
 
-def _offline(settings: FeishuSettings) -> Probe:
-    if why := settings.problem():  # app_id or app_secret not set
-        return Probe("fail", why)
-    if settings.mode == "webhook":
-        how = (
-            f"webhook at {settings.webhook_path} on the HTTP channel's port (needs --channel "
-            "http), " + ("encrypted and signed" if settings.encrypt_key else "not encrypted")
-        )
-    else:
-        how = "the long connection (websocket)"
-    return Probe("ok", f"events by {how}, API at {settings.base_url}")
-
-
-async def check(settings: FeishuSettings, online: bool) -> list[Probe]:
-    first = _offline(settings)
-    if first.status == "fail":
-        return [first]
-    probes = [first]
-    if settings.mode == "webhook" and settings.encrypt_key is None:
+def offline(settings: FeishuSettings) -> list[Probe]:
+    if settings.mode != "webhook":
+        return [
+            Probe("ok", f"events by the long connection (websocket), API at {settings.base_url}")
+        ]
+    how = (
+        f"webhook at {settings.webhook_path} on the HTTP channel's port (needs --channel "
+        "http), " + ("encrypted and signed" if settings.encrypt_key else "not encrypted")
+    )
+    probes = [Probe("ok", f"events by {how}, API at {settings.base_url}")]
+    if settings.encrypt_key is None:
         probes.append(
             Probe(
                 "warn",
@@ -46,8 +39,6 @@ async def check(settings: FeishuSettings, online: bool) -> list[Probe]:
                 "and unsigned (only the verification_token is checked)",
             )
         )
-    if online:
-        probes.append(await who_am_i(settings))
     return probes
 
 
@@ -55,19 +46,21 @@ async def who_am_i(settings: FeishuSettings) -> Probe:
     """A tenant_access_token and bot/v3/info: the bot's name and open_id, or why not."""
     from chatfn.channels.feishu.api import ERRORS, FeishuApi
 
-    name = "channel feishu bot/v3/info"
     api = FeishuApi(settings)
-    try:
-        bot = await api.bot_info()
-    except ERRORS.every as exc:
-        why = ERRORS.for_connect(exc, "bot/v3/info", settings.base_url)
-        return Probe("fail", str(why), name=name)
-    finally:
-        await api.aclose()
-    return Probe(
-        "ok", f"bot {bot.get('app_name')} ({bot.get('open_id')}) at {settings.base_url}", name=name
-    )
 
+    async def ask() -> str:
+        bot = await api.bot_info()
+        return f"bot {bot.get('app_name')} ({bot.get('open_id')}) at {settings.base_url}"
+
+    def failed(exc: Exception) -> str | None:
+        if not isinstance(exc, ERRORS.every):
+            return None
+        return str(ERRORS.for_connect(exc, "bot/v3/info", settings.base_url))
+
+    return await asked("channel feishu bot/v3/info", ask, failed, api.aclose)
+
+
+check = checks(offline, who_am_i)
 
 SPEC = ChannelSpec(
     name="feishu",
@@ -78,15 +71,8 @@ SPEC = ChannelSpec(
     modules=("lark_oapi",),
     check=check,
     readme=readme(__file__),
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
+    capabilities=replace(
+        CHAT,
         buttons=True,
         markdown="post (rich text)",
         delivery_ids=True,
