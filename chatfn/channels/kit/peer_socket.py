@@ -163,6 +163,26 @@ class PeerSocket:
         except (ConnectionError, RuntimeError, PeerGone) as exc:  # closed under us
             raise PeerGone(str(exc) or "connection closed", in_flight=True) from None
 
+    async def request(
+        self, key: str, frame: str, *, write_within: float, answer_within: float, limit: int
+    ) -> dict[str, Any]:
+        """Write `frame` and wait for the answer the reader files under `key` (`answered`)."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[key] = fut  # before the write: the answer may come while it drains
+        try:
+            await self.write(frame, write_within, limit)  # PeerGone.in_flight: it went out
+            return await self.answer(fut, answer_within)
+        finally:
+            self.pending.pop(key, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: a drop after a refused write is not an error
+
+    def answered(self, key: str, answer: dict[str, Any]) -> None:
+        """The answer to the request `key` came (one nobody waits for any more is dropped)."""
+        fut = self.pending.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result(answer)
+
     def abort(self, why: str) -> None:
         """Drop a socket whose peer stopped reading: its buffered bytes are discarded and its
         waiting requests fail; its messages wait in the outbox until it reconnects."""

@@ -19,7 +19,6 @@ what the bot sends, is decided there.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -182,9 +181,7 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         if "post_type" in data:
             self._on_event(conn, data)
         elif "echo" in data:
-            fut = conn.pending.pop(str(data["echo"]), None)
-            if fut is not None and not fut.done():
-                fut.set_result(data)
+            conn.answered(str(data["echo"]), data)
 
     # -- actions ---------------------------------------------------------------------------
     async def _can_send(self, self_id: str, action: str) -> None:
@@ -238,20 +235,19 @@ class OneBotLink(kit.PlatformChannel[OneBotSettings]):
         (NapCat's get_recent_contact)."""
         conn = await self._connection(self_id, self.cfg.reconnect_wait if wait is None else wait)
         echo = f"chatfn-{next(self._echo)}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         frame = json.dumps({"action": action, "params": params, "echo": echo}, ensure_ascii=False)
-        conn.pending[echo] = fut  # before the write: the answer may come while it drains
         try:
-            await conn.write(frame, self.cfg.action_timeout, MAX_QUEUED)  # in_flight: it went out
-            resp = await conn.answer(fut, timeout or self.cfg.action_timeout)
+            resp = await conn.request(
+                echo,
+                frame,
+                write_within=self.cfg.action_timeout,
+                answer_within=timeout or self.cfg.action_timeout,
+                limit=MAX_QUEUED,
+            )
         except PeerGone as exc:
             raise NotConnected.of(action, self_id, exc) from None
         except NoAnswer:
             raise ActionTimeout(action, -1, "no response in time") from None
-        finally:
-            conn.pending.pop(echo, None)
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # retrieved: a drop after a refused write is not an error
         retcode = resp.get("retcode", 0)
         if resp.get("status") == "failed" or retcode not in (0, 1):
             raise ActionError(
