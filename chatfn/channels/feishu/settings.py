@@ -68,9 +68,6 @@ class FeishuSettings(
         return DOMAINS.get(self.domain, self.domain)
 
     def problem(self) -> str | None:
-        if not self.app_id or self.app_secret is None:
-            return (
-                "channels.feishu.app_id and channels.feishu.app_secret must be set (the app's "
-                "Credentials & Basic Info page)"
-            )
-        return None
+        return self.unset(
+            "feishu", ("app_id", "app_secret"), "(the app's Credentials & Basic Info page)"
+        )
