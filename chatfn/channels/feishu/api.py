@@ -38,7 +38,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiohttp
 import lark_oapi as lark
 from lark_oapi.api.auth.v3 import (
     InternalTenantAccessTokenRequest,
@@ -75,6 +74,7 @@ from lark_oapi.core.utils import Files
 
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import rest
+from chatfn.channels.kit.bodies import request_body
 from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kit.rest import ApiSession
 from chatfn.channels.kit.token import ExpiringToken
@@ -230,18 +230,8 @@ class FeishuApi(ApiSession):
         request.files = Files.extract_files(request.body)
         url = _build_url(config.domain, request.uri, request.paths)
         headers = _build_header(request, option, config)
-        body: Any = None
-        if request.files:
-            form = aiohttp.FormData()
-            fields = json.loads(JSON.marshal(request.body)) if request.body is not None else {}
-            for name, value in (fields or {}).items():
-                if value is not None:
-                    form.add_field(name, str(value))
-            for name, file in request.files.items():
-                form.add_field(name, file.read(), filename=name)
-            body = form
-        elif request.body is not None:
-            body = aiohttp.JsonPayload(json.loads(JSON.marshal(request.body)))
+        fields = json.loads(JSON.marshal(request.body)) if request.body is not None else None
+        body = request_body(fields, request.files)
         async with self.session().request(
             str(request.http_method.name),
             url,
