@@ -5,15 +5,16 @@ through the `chatfn.channels` entry point `onebot`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from loguru import logger
 
-from chatfn.channels.kit.declare import readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.probes import open_without_token, port_probe
 from chatfn.common.config import CoreSettings
-from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
+from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
 def build(host: ChannelHost, settings: OneBotSettings) -> Any:
@@ -22,15 +23,19 @@ def build(host: ChannelHost, settings: OneBotSettings) -> Any:
     return OneBotChannel(host, settings)
 
 
-async def check(settings: OneBotSettings, online: bool) -> list[Probe]:
+def offline(settings: OneBotSettings) -> list[Probe]:
     where = f"ws://{settings.host}:{settings.port}/onebot/v11/ws"
     probes = [Probe("ok", f"listening on {where} (the account connects to the bot)")]
     warning = open_without_token("onebot", "access_token", settings.host, settings.access_token)
-    if warning is not None:
-        probes.append(warning)
-    if online:  # reverse WebSocket: the account's "who am I" comes when it connects
-        probes.append(await port_probe("onebot", settings.host, settings.port))
-    return probes
+    return probes if warning is None else [*probes, warning]
+
+
+async def online(settings: OneBotSettings) -> Probe:
+    """Reverse WebSocket: the account's "who am I" comes when it connects; the port is free."""
+    return await port_probe("onebot", settings.host, settings.port)
+
+
+check = checks(offline, online, unset=lambda settings: None)  # nothing of it must be set
 
 
 def adopt(core: CoreSettings, settings: OneBotSettings) -> None:
@@ -49,16 +54,5 @@ SPEC = ChannelSpec(
     check=check,
     readme=readme(__file__),
     adopt=adopt,
-    capabilities=Capabilities(
-        dms=True,
-        groups=True,
-        mentions=True,
-        replies=True,
-        images_in=True,
-        images_out=True,
-        voice_in=True,
-        voice_out=True,
-        delivery_ids=True,
-        connection=("long connection",),
-    ),
+    capabilities=replace(CHAT, delivery_ids=True, connection=("long connection",)),
 )
