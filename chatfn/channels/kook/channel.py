@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from chatfn.channels import kit
+from chatfn.channels.kit.gateway_channel import GatewayChannel
 from chatfn.channels.kook.api import ERRORS, KookApi
 from chatfn.channels.kook.gateway import Gateway
 from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, read_text, roles_of
@@ -53,7 +54,7 @@ class _Allow:
         self.allow_networks = list(getattr(base, "allow_networks", ()))
 
 
-class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOOK"):
+class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="kook", label="KOOK"):
     def __init__(self, host: ChannelHost, settings: KookSettings) -> None:
         super().__init__(host, settings)
         self.bot_id = ""
@@ -96,18 +97,10 @@ class KookChannel(kit.PlatformChannel[KookSettings], platform="kook", label="KOO
             self.gateway.keep = self.store.keep
         await self.gateway.run()
 
-    async def close(self) -> None:
-        if self.gateway is not None:
-            await self.gateway.close()
+    async def settle(self) -> None:
+        """The session and sequence number kept on disk once the gateway is closed."""
         if self.store is not None:
             await self.store.flush()
-        if self._http is not None:
-            await self._http.close()
-
-    async def drop_connection(self) -> None:
-        """Cut the gateway's socket (tests): the channel resumes."""
-        if self.gateway is not None:
-            await self.gateway.drop()
 
     # -- events --------------------------------------------------------------------------------
     def _on_event(self, d: dict[str, Any]) -> kit.Taken | None:

@@ -36,6 +36,7 @@ from aiohttp import web
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.gateway_channel import GatewayChannel
 from chatfn.channels.qq.api import QQApi, QQApiError
 from chatfn.channels.qq.gateway import Gateway
 from chatfn.channels.qq.media import MEDIA_ROUTE, MediaShelf
@@ -60,7 +61,7 @@ _MESSAGES = {
 }
 
 
-class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
+class QQChannel(GatewayChannel, kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
     def __init__(self, host: ChannelHost, settings: QQSettings) -> None:
         super().__init__(host, settings)
         self.passive = Passive()
@@ -115,17 +116,6 @@ class QQChannel(kit.PlatformChannel[QQSettings], platform="qq", label="QQ"):
         assert self.api is not None and self._http is not None
         self.gateway = Gateway(self.api, self.cfg, self._http, self._on_event, self)
         await self.gateway.run()
-
-    async def close(self) -> None:
-        if self.gateway is not None:
-            await self.gateway.close()
-        if self._http is not None:
-            await self._http.close()
-
-    async def drop_connection(self) -> None:
-        """Cut the gateway's socket (tests): the channel reconnects and resumes."""
-        if self.gateway is not None:
-            await self.gateway.drop()
 
     # -- webhook -------------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:
