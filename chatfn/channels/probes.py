@@ -1,9 +1,12 @@
-"""Pieces of `check_system.py` probes that several channels use."""
+"""Pieces of `check_system.py` probes that several channels use, and the matching warning of
+a listener started open."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+
+from loguru import logger
 
 from chatfn.runtime.channel_host import Probe
 
@@ -17,6 +20,20 @@ def open_without_token(name: str, key: str, host: str, token: str | None) -> Pro
     return Probe(
         "warn", f"channels.{name}.{key} is not set but it listens on {host}: anyone can connect"
     )
+
+
+def warn_open(name: str, key: str, host: str, token: str | None, who: str) -> None:
+    """The start-up warning of `open_without_token`: a listener beyond this machine with no
+    token lets anyone speak as `who`."""
+    if not token and host not in LOCAL:
+        logger.warning(
+            "channels.{}.{} is not set but the channel listens on {}: "
+            "anyone who can reach it can speak as {}",
+            name,
+            key,
+            host,
+            who,
+        )
 
 
 async def port_probe(name: str, host: str, port: int) -> Probe:

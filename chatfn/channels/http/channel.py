@@ -53,6 +53,7 @@ from chatfn.channels.http.openapi import PATH as OPENAPI_PATH
 from chatfn.channels.http.openapi import handler as openapi_handler
 from chatfn.channels.http.settings import HttpSettings
 from chatfn.channels.http.signature import signed_headers
+from chatfn.channels.probes import warn_open
 from chatfn.common import bearer
 from chatfn.common.i18n import LANGUAGES, catalogue
 from chatfn.common.messages import (
@@ -610,12 +611,7 @@ class HttpChannel(Channel):
                 )
             self._webhook_task = asyncio.create_task(self._webhook_loop())
         logger.info("HTTP channel listening on http://{}:{}", self.bind, self.bound_port)
-        if not self.token and self.bind not in ("127.0.0.1", "localhost", "::1"):
-            logger.warning(
-                "channels.http.token is not set but the channel listens on {}: "
-                "anyone who can reach it can speak as any sender, admins included",
-                self.bind,
-            )
+        warn_open("http", "token", self.bind, self.token, "any sender, admins included")
 
     async def run(self) -> None:
         await self.start()

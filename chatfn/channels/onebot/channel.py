@@ -59,6 +59,7 @@ from chatfn.channels.onebot.link import (
 from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
 from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.outbound import Outbound
+from chatfn.channels.probes import warn_open
 from chatfn.common import audio
 from chatfn.common.messages import (
     DeliveryRefused,
@@ -152,12 +153,7 @@ class OneBotChannel(OneBotLink):
         logger.info(
             "OneBot v11 channel listening on ws://{}:{}{}", self.bind, self.bound_port, WS_PATH
         )
-        if not self.cfg.access_token and self.bind not in ("127.0.0.1", "localhost", "::1"):
-            logger.warning(
-                "channels.onebot.access_token is not set but the channel listens on "
-                "{}: anyone who can reach it can speak as any QQ account",
-                self.bind,
-            )
+        warn_open("onebot", "access_token", self.bind, self.cfg.access_token, "any QQ account")
 
     async def connect(self) -> None:
         """The server the accounts connect to (`start`): nothing to log in to."""
