@@ -62,7 +62,6 @@ class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="k
         self.api: KookApi | None = None
         self.sender: KookSender | None = None
         self.gateway: Gateway | None = None
-        self._http: aiohttp.ClientSession | None = None
         base = getattr(getattr(getattr(host, "settings", None), "bot", None), "fetch", None)
         self.fetch_allow = _Allow(base, settings.api_base)
         self._guilds: dict[str, tuple[float, dict[str, Any], set[str]]] = {}

@@ -70,7 +70,6 @@ class QQChannel(GatewayChannel, kit.PlatformChannel[QQSettings], platform="qq", 
         self.api: QQApi | None = None
         self.sender: QQSender | None = None
         self.gateway: Gateway | None = None
-        self._http: aiohttp.ClientSession | None = None
         self._welcome_channels: dict[str, str] = {}
         self._signer: Any = None
         if settings.mode == "webhook":
