@@ -267,7 +267,9 @@ async def test_a_held_message_gets_one_notice_and_its_answer(tmp_path: Path) -> 
         tmp_path,
         model=ScriptedModel([]),
         plugins=[_plugin(tmp_path)],
-        config={"bot": {"held_notice_after": 0.05}},
+        # Long enough that the quick answer below is never held, even on a loaded machine (at
+        # 0.05 s a full run once gave it a notice); the held turn waits on a gate anyway.
+        config={"bot": {"held_notice_after": 0.5}},
     )
     told: list[OutgoingMessage] = []
     deliver = tb.bot.delivery.deliver
