@@ -1,15 +1,17 @@
-"""An idempotency key for one part of an outbox row, for a platform that sends at most one
-message per key (a request's idempotency field): made from the row's
-event id, the part's place in it and a digest of its content, so a part sent just before a
-crash (before the row was marked delivered) is not posted again when the outbox sends the row
-after the restart, nor when a retry follows a timeout whose answer was lost."""
+"""Ids that make one part of an outbox row safe to send again, the same on every retry of the
+row: a key for a platform that sends at most one message per key (a request's idempotency
+field, a transaction id), made from the row's event id, the part's place in it and a digest
+of its content; and a number for a platform that takes one message per (message, sequence
+number). A part sent just before a crash (before the row was marked delivered) is then not
+posted again when the outbox sends the row after the restart, nor when a retry follows a
+timeout whose answer was lost."""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
 
-__all__ = ["part_key"]
+__all__ = ["part_key", "part_seq"]
 
 
 def part_key(event_id: int | None, index: object, content: str, limit: int = 64) -> str:
@@ -20,3 +22,9 @@ def part_key(event_id: int | None, index: object, content: str, limit: int = 64)
         return uuid.uuid4().hex
     digest = hashlib.blake2s(content.encode(), digest_size=8).hexdigest()
     return f"chatfn-{event_id}-{index}-{digest}"[:limit]
+
+
+def part_seq(row: int, index: int) -> int:
+    """A number for part `index` of outbox row `row`: the same on every retry of the row,
+    different for every part and row that may answer the same message (within 2^31)."""
+    return (row % 50_000_000) * 40 + index + 1

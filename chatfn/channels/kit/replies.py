@@ -5,7 +5,7 @@ platform has such rules; its wire format (which fields carry the ids) is the pla
 
 A message without `reply_to` (a reminder, a welcome) answers the chat's newest message, else
 its newest event, still inside the window. A reply's parts are counted by their sequence
-numbers (kit/idempotent.py's `part_seq`), so a row sent again counts once against a
+numbers (kit/keys.py's `part_seq`), so a row sent again counts once against a
 message's replies. Memory only: after a restart a reply
 tries its `reply_to`.
 """

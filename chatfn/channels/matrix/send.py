@@ -45,7 +45,7 @@ from nio import AsyncClient, ErrorResponse, RoomSendResponse, UploadResponse
 from chatfn.channels import kit
 from chatfn.channels.kit.fit import fitted_parts
 from chatfn.channels.kit.hold import AccountHold
-from chatfn.channels.kit.idempotent import part_key
+from chatfn.channels.kit.keys import part_key
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.uploads import Upload, image_upload
 from chatfn.channels.matrix.format import to_body, to_html
@@ -69,7 +69,7 @@ _TOKEN_REFUSED = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 
 def transaction_id(out: OutgoingMessage, index: int, part: str) -> str:
     """The transaction id of the `index`th event of `out` (see the module docstring)."""
-    return part_key(out, index, part)
+    return part_key(out.event_id, index, f"{out.chat_id}\0{part}")
 
 
 class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix"):

@@ -57,7 +57,7 @@ import aiohttp
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit.idempotent import part_seq
+from chatfn.channels.kit.keys import part_seq
 from chatfn.channels.kit.replies import Answer, ReplyWindow, fit_replies, unlinked
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
