@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -68,10 +67,8 @@ from chatfn.channels.feishu.ws import CARD_ACTION, Answer, WsLink
 from chatfn.channels.kit import media, presses, webhook
 from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.roster import Roster, Rosters
-from chatfn.common import i18n
 from chatfn.common.messages import (
     IncomingMessage,
-    OutgoingMessage,
     SystemEvent,
 )
 from chatfn.common.payload import object_at
@@ -82,6 +79,7 @@ __all__ = ["FeishuChannel"]
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
 TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
+TOASTS = {"pending": "info", "refused": "error", "expired": "error", "decided": "success"}
 # A Feishu API call that failed: the platform's answer or the network.
 _API_ERRORS = ERRORS.every
 
@@ -246,49 +244,25 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
             )
             return {}
         ident = f"press:{event_id or user + ':' + str(time.time_ns())}"
-        approval = presses.approval_of(text)
         clicked = str(context.get("open_message_id") or "")
-        later = self._card_update(clicked, user, value, approval) if approval and clicked else None
-        replies = presses.PressReplies(self.deliver, approval is not None, later)
-        job = self.inbound.message(
-            ref.key, ident, lambda: self._pressed(ref, user, text, ident), sink=replies.sink
-        )
-        if approval is None:  # another button: its answer is a message, as a command's
-            return {}
-        said = await replies.said(job, PRESS_WAIT)
-        if said is None:  # not ready: a toast says so, the answer follows in the chat
-            language = i18n.language_of(self.host.settings, self.platform, ref.key)
-            return _toast(
-                "info", i18n.translate(language, "core.approval.press_pending", id=approval)
-            )
-        if not said:
-            return {}
-        if presses.expired(said, approval):  # nobody can answer it now: the card says so
-            shown = json.loads(_decided_card(said, "", value))
-            return {**_toast("error", said), "card": {"type": "raw", "data": shown}}
-        if not presses.decided(said, approval):  # refused: the clicker sees why, the card stays
-            return _toast("error", said)
-        shown = json.loads(_decided_card(said, user, value))
-        return {**_toast("success", said), "card": {"type": "raw", "data": shown}}
 
-    def _card_update(
-        self, message_id: str, user: str, value: dict[str, Any], approval: str
-    ) -> Callable[[OutgoingMessage], Awaitable[None]]:
-        """What shows the clicked card again once the decision comes after the click's answer
-        (`PRESS_WAIT` passed), through the API; the card keeps its buttons if that fails (the
-        decision was said in the chat)."""
-        pending = [message_id]
-
-        async def update(out: OutgoingMessage) -> None:
-            if not pending or not presses.decided(out.text, approval):
-                return
-            pending.clear()
+        async def redraw(said: str) -> None:  # the decision came after the click's answer
             try:
-                await self.api.update_card(message_id, _decided_card(out.text, user, value))
-            except _API_ERRORS as exc:
-                logger.warning("Feishu card {} not updated: {}", message_id, exc)
+                await self.api.update_card(clicked, _decided_card(said, user, value))
+            except _API_ERRORS as exc:  # the card keeps its buttons: the chat has the decision
+                logger.warning("Feishu card {} not updated: {}", clicked, exc)
 
-        return update
+        read = lambda: self._pressed(ref, user, text, ident)  # noqa: E731
+        got = await presses.answer_press(
+            self, ref.key, ident, text, read, PRESS_WAIT, redraw if clicked else None
+        )
+        if got is None:
+            return {}
+        toast = _toast(TOASTS[got.kind], got.said)
+        if got.kind in ("pending", "refused"):  # the clicker sees it; the card stays as it was
+            return toast
+        shown = json.loads(_decided_card(got.said, user if got.kind == "decided" else "", value))
+        return {**toast, "card": {"type": "raw", "data": shown}}
 
     async def _pressed(
         self, ref: ChatRef, user: str, text: str, ident: str

@@ -13,7 +13,9 @@ time. `AnsweredOnce` gives a press sent again the first one's answer (the comman
 comes later to the chat. For an approval's buttons (`approval_of`), whether that answer
 decided the request (`decided`) or found it expired (`expired`) tells the platform whether to
 show the message again without its buttons: both are read from the bot's own sentences, in
-any language of its catalogues (chatfn/common/i18n.py).
+any language of its catalogues (chatfn/common/i18n.py). `answer_press` puts those together:
+the press queued as the presser's message, and what it came to by the time the platform
+wants its answer (`Pressed`), for the platform to show in its own way.
 """
 
 from __future__ import annotations
@@ -21,13 +23,23 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from chatfn.channels.kit.recent import Recent
 from chatfn.common import i18n
 from chatfn.common.messages import IncomingMessage, OutgoingMessage
 
-__all__ = ["AnsweredOnce", "PressReplies", "approval_of", "decided", "expired", "press_message"]
+__all__ = [
+    "AnsweredOnce",
+    "PressReplies",
+    "Pressed",
+    "answer_press",
+    "approval_of",
+    "decided",
+    "expired",
+    "press_message",
+]
 
 T = TypeVar("T")
 Deliver = Callable[[OutgoingMessage], Awaitable[None]]
@@ -40,6 +52,16 @@ class _Channel(Protocol):
     def incoming(
         self, chat_id: str, sender_id: str, text: str, **fields: Any
     ) -> IncomingMessage | None: ...
+
+
+class _Pressing(Protocol):
+    """What `answer_press` reads of its channel (a `PlatformChannel`)."""
+
+    platform: str
+    host: Any
+    inbound: Any  # its Inbound (kit/inbound.py)
+
+    async def deliver(self, message: OutgoingMessage) -> None: ...
 
 
 def press_message(
@@ -171,3 +193,54 @@ class PressReplies:
                 return None
         self.inline = False
         return "\n".join(r.text for r in self.replies if r.text).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Pressed:
+    """What the press of an approval's button came to when its answer was due: `kind`
+    "pending" (not ready: `said` is the sentence saying the answer follows in the chat),
+    "refused" (the presser may not answer it: the message stays as it was), "expired" or
+    "decided" (the message is shown again without its buttons, with `said`)."""
+
+    kind: Literal["pending", "refused", "expired", "decided"]
+    said: str
+
+
+async def answer_press(
+    channel: _Pressing,
+    chat: str,
+    ident: str,
+    text: str,
+    read: Callable[[], Awaitable[IncomingMessage | None]],
+    wait: float,
+    redraw: Callable[[str], Awaitable[None]] | None = None,
+) -> Pressed | None:
+    """The press `text` (platform id `ident`) queued in `chat` as the presser's message
+    (`read()`: `press_message`); for an approval's button, what it came to within `wait`
+    seconds (`Pressed`); None for another button (its answer is a message in the chat, as a
+    command's) or when the command said nothing. `redraw(said)` shows the message again when
+    the decision comes after the press was answered (once, a decision only)."""
+    approval = approval_of(text)
+    later = None
+    if approval is not None and redraw is not None:
+        pending = [redraw]
+
+        async def later(out: OutgoingMessage) -> None:
+            if pending and decided(out.text, approval):
+                await pending.pop()(out.text)
+
+    replies = PressReplies(channel.deliver, approval is not None, later)
+    job = channel.inbound.message(chat, ident, read, sink=replies.sink)
+    if approval is None:
+        return None
+    said = await replies.said(job, wait)
+    if said is None:  # not ready: the answer follows in the chat
+        language = i18n.language_of(channel.host.settings, channel.platform, chat)
+        return Pressed(
+            "pending", i18n.translate(language, "core.approval.press_pending", id=approval)
+        )
+    if not said:
+        return None
+    if expired(said, approval):
+        return Pressed("expired", said)
+    return Pressed("decided" if decided(said, approval) else "refused", said)
