@@ -35,6 +35,8 @@ import xml.etree.ElementTree as ET
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from chatfn.channels.kit.webhook import Refused
+
 __all__ = ["BLOCK", "CryptError", "WxCrypt", "cdata", "read_xml", "sha1_signature", "xml_reply"]
 
 #: PKCS#7 pads to multiples of 32 bytes in this scheme.
@@ -44,13 +46,12 @@ _KEY_SHAPE = re.compile(r"^[A-Za-z0-9+/]{43}$")
 MAX_BODY = 1 << 20
 
 
-class CryptError(Exception):
+class CryptError(Refused):
     """A callback that is not the platform's: a bad signature, a body that does not decrypt,
     another receiver's message. `status` is the HTTP answer (401 or 400)."""
 
     def __init__(self, why: str, status: int = 401) -> None:
-        super().__init__(why)
-        self.status = status
+        super().__init__(status, why)
 
 
 def sha1_signature(*parts: str) -> str:

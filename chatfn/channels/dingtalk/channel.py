@@ -80,8 +80,7 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         try:
             data = check_request(body, request.headers, self.cfg.secret_text("client_secret"))
         except Refused as exc:
-            self.log.warning("DingTalk callback refused: {}", exc)
-            return web.json_response({"msg": str(exc)}, status=exc.status)
+            return webhook.refused(self.log, "DingTalk callback", exc, webhook.json_says("msg"))
         ok, take = web.json_response({"msg": "success"}), lambda: self._take(data)
         return await webhook.answer(self, take, ACK_WAIT, ok, webhook.json_says("msg"))
 

@@ -18,18 +18,11 @@ import time
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit.webhook import Refused
 
 __all__ = ["MAX_SKEW_MS", "Refused", "check_request", "signature"]
 
 MAX_SKEW_MS = 3600 * 1000
-
-
-class Refused(Exception):
-    """A request that is not DingTalk's (or not this app's): HTTP `status`."""
-
-    def __init__(self, status: int, why: str) -> None:
-        super().__init__(why)
-        self.status = status
 
 
 def signature(timestamp: str, secret: str) -> str:

@@ -78,6 +78,7 @@ __all__ = ["FeishuChannel"]
 
 ACK_WAIT = 2.5  # how long an event's answer waits for its message to be stored (3 s allowed)
 PRESS_WAIT = 2.5  # how long a click's answer waits for the command's answer (3 s allowed)
+SAY = webhook.json_says("msg")  # the webhook's answers: {"msg": ...}
 TOAST_LIMIT = 300  # characters of a toast (a sentence: the platform shows it briefly)
 TOASTS = {"pending": "info", "refused": "error", "expired": "error", "decided": "success"}
 # A Feishu API call that failed: the platform's answer or the network.
@@ -154,15 +155,14 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
                 self.cfg.secret_text("encrypt_key"),
             )
         except Refused as exc:
-            logger.warning("Feishu webhook request refused: {}", exc)
-            return web.json_response({"msg": str(exc)}, status=exc.status)
+            return webhook.refused(self.log, "Feishu webhook request", exc, SAY)
         if opened.challenge is not None:
             return web.json_response({"challenge": opened.challenge})
         if _kind(opened.payload) == CARD_ACTION and self.logged_in and not self.stopping:
             return web.json_response(await self._clicked(opened.payload))
         # Not ready, or not stored within ACK_WAIT: a 503, and the platform sends it again.
         ok, take = web.json_response({"msg": "success"}), lambda: self._event(opened.payload)
-        return await webhook.answer(self, take, ACK_WAIT, ok, webhook.json_says("msg"))
+        return await webhook.answer(self, take, ACK_WAIT, ok, SAY)
 
     # -- events --------------------------------------------------------------------------------
     async def _linked(self, payload: dict[str, Any]) -> Answer:

@@ -24,17 +24,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from chatfn.channels.kit.webhook import Refused
 from chatfn.channels.kit.wire import same_secret
 
 __all__ = ["Opened", "Refused", "open_request"]
-
-
-class Refused(Exception):
-    """A request that is not from the platform (or not for this app): HTTP `status`."""
-
-    def __init__(self, status: int, why: str) -> None:
-        super().__init__(why)
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True)

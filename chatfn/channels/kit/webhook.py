@@ -11,20 +11,23 @@ its message is stored, and the resend, recognised by its key, is answered at onc
 
 What is the platform's own: checking and reading the request, how long it waits, the status
 it sends again on, and the shape of its answers (`Say`: plain text, or a JSON object whose
-one field carries the words).
+one field carries the words). A request the check refuses (`Refused`: not the platform's, or
+not for this app) is answered the same everywhere (`refused`): one warning, and the reason
+with its status (401, 400), so the platform does not retry a forged request as if the bot
+were failing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from chatfn.channels.intake import Taken
 
-__all__ = ["Say", "answer", "json_says", "stored", "text_says"]
+__all__ = ["Refused", "Say", "answer", "json_says", "refused", "stored", "text_says"]
 
 #: The platform's answer of `status` saying `words`.
 Say = Callable[[int, str], web.Response]
@@ -38,6 +41,21 @@ def text_says(status: int, words: str) -> web.Response:
 def json_says(field: str) -> Say:
     """The words as the JSON object `{field: words}`."""
     return lambda status, words: web.json_response({field: words}, status=status)
+
+
+class Refused(Exception):
+    """A request that is not the platform's (or not for this app): answered HTTP `status`."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
+def refused(log: Any, what: str, exc: Refused, say: Say = text_says) -> web.Response:
+    """The answer to a request `what` ("X callback") refused with `exc`: one warning on `log`
+    (the channel's logger), and `exc`'s reason with its status."""
+    log.warning("{} refused: {}", what, exc)
+    return say(exc.status, str(exc))
 
 
 class _Channel(Protocol):

@@ -33,6 +33,7 @@ import time
 from aiohttp import web
 
 from chatfn.channels import kit, wxapi
+from chatfn.channels.kit import webhook
 from chatfn.channels.wechat_mp.api import CREDENTIALS_FIX as FIX
 from chatfn.channels.wechat_mp.api import ERRORS, MpApi
 from chatfn.channels.wechat_mp.send import MpSender, Passive
@@ -90,8 +91,7 @@ class WechatMpChannel(
 
     # -- the callback ----------------------------------------------------------------------------
     def _refused(self, exc: CryptError) -> web.Response:
-        self.log.warning("WeChat Official Account callback refused: {}", exc)
-        return web.Response(status=exc.status, text=str(exc))
+        return webhook.refused(self.log, "WeChat Official Account callback", exc)
 
     def _signed(self, request: web.Request) -> None:
         q = request.query

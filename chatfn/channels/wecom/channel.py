@@ -96,8 +96,7 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
 
     # -- the callback --------------------------------------------------------------------------
     def refused(self, exc: CryptError) -> web.Response:
-        self.log.warning("WeCom callback refused: {}", exc)
-        return web.Response(status=exc.status, text=str(exc))
+        return webhook.refused(self.log, "WeCom callback", exc)
 
     async def _verify(self, request: web.Request) -> web.Response:
         """The URL check: the echostr decrypted, as plain text."""
