@@ -120,7 +120,7 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if self.cfg.mode != "websocket":
             await super().serve()
             return
-        self._link = WsLink(self.cfg, self._linked, self._link_state)
+        self._link = WsLink(self.cfg, self._linked, self)
         self._link.start()
         await self._stopping.wait()
 
@@ -128,21 +128,6 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
         if self._link is not None:
             await self._link.stop()
         await self.api.aclose()
-
-    def _link_state(self, state: str, detail: str) -> None:
-        """What the long connection reports (on this loop)."""
-        if state == "connected":
-            self.up()
-        elif state == "refused":
-            self.down(
-                kit.CredentialsRefused(
-                    f"Feishu refused the long connection for {ERRORS.credentials} ({detail}): "
-                    "check the app's credentials and that events use the long connection"
-                )
-            )
-        else:
-            what = "lost" if state == "lost" else "failed"
-            self.down(kit.Unreachable(f"Feishu long connection {what} ({detail})"))
 
     # -- webhook -------------------------------------------------------------------------------
     async def _webhook(self, request: web.Request) -> web.Response:

@@ -7,8 +7,8 @@ Why it runs in a thread of its own (kit.loop_thread): the SDK's client is writte
 module-level event loop (`lark_oapi.ws.client.loop`, taken when the module is first imported)
 and a `start()` that blocks that loop forever with no way to stop it. So the client runs on a
 private loop (that module global is pointed at it: one Feishu long connection per process);
-the link drives the first connection itself (`_connect`, with backoff and one clear line for
-refused credentials) instead of `start()`, and stops it by closing the connection.
+the link drives the first connection itself (`_connect`, in the kit's `sessions`: backoff, one
+clear line for refused credentials) instead of `start()`, and stops it by closing it.
 After a drop the SDK reconnects as the platform's endpoint tells it
 (ReconnectInterval / ReconnectNonce / ReconnectCount); should that give up, the link starts
 over with its own backoff. Events are handed to the channel's loop with
@@ -16,7 +16,7 @@ over with its own backoff. Events are handed to the channel's loop with
 
 An event frame is answered only once the channel says its message is stored (`on_event`'s
 result): the SDK handles each frame in a task of its own, calls the handler, then writes the
-response frame; the handler leaves the channel's answer in a context variable of that task,
+response frame; the handler leaves the channel's answer in that task (the kit's `Answers`),
 and the link's `_write_message` waits for it (without blocking the SDK's loop) and answers a
 message not stored in time with code 500, which the platform pushes again.
 
@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import concurrent.futures
-import contextlib
 import contextvars
 import json
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.feishu.api import ERRORS
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit.loop_thread import LoopThread
+from chatfn.channels.kit.loop_thread import Answers, LoopThread, Up
 
 __all__ = ["CARD_ACTION", "EVENTS", "WsLink"]
 
@@ -56,13 +55,6 @@ CARD_ACTION = "card.action.trigger"
 # it runs on the bot's loop from the SDK's thread.
 Answer = bool | dict[str, Any]
 OnEvent = Callable[[dict[str, Any]], Coroutine[Any, Any, Answer]]
-OnState = Callable[[str, str], None]  # ("connected" | "lost" | "refused" | "failing", detail)
-
-
-# The channel's answer to the event frame being handled, in the SDK's task for that frame.
-_ANSWER: contextvars.ContextVar[concurrent.futures.Future[Answer] | None] = contextvars.ContextVar(
-    "feishu_answer", default=None
-)
 
 
 # Whether the frame being handled (in the SDK's task for it) came as type "card".
@@ -105,6 +97,14 @@ def answered(data: bytes, answer: dict[str, Any] | None) -> bytes:
     return bytes(frame.SerializeToString())
 
 
+def _rewritten(data: bytes, stored: Answer) -> bytes:
+    """The response frame as the channel's answer makes it: as the SDK wrote it when stored
+    (True), else `answered` (an answer {} is an answer)."""
+    if isinstance(stored, dict) or not stored:
+        return answered(data, stored if isinstance(stored, dict) else None)
+    return data
+
+
 def card_payload(data: Any) -> dict[str, Any]:
     """The SDK's P2CardActionTrigger back as the callback's JSON shape (schema 2.0)."""
     from lark_oapi.core.json import JSON
@@ -127,14 +127,16 @@ def as_payload(data: Any) -> dict[str, Any]:
 
 
 class WsLink:
-    """The long connection (module docstring). `on_event` and `on_state` are called on the
-    loop that called `start()`."""
+    """The long connection (module docstring). `on_event` is called on the loop that called
+    `start()`, and `channel` told there how the link is."""
 
-    def __init__(self, settings: FeishuSettings, on_event: OnEvent, on_state: OnState) -> None:
+    def __init__(self, settings: FeishuSettings, on_event: OnEvent, channel: kit.Lifecycle) -> None:
         self.cfg = settings
         self._on_event = on_event
-        self._on_state = on_state
-        self.thread = LoopThread("feishu-ws", "Feishu long connection", self._session, _point)
+        self.thread = LoopThread(
+            "feishu-ws", "Feishu long connection", self._session, _point, channel, _refused
+        )
+        self._answers = Answers[Answer](self.thread, "feishu_answer", False)
         self.client: Any = None
 
     def start(self) -> None:
@@ -144,18 +146,15 @@ class WsLink:
         await self.thread.stop()
 
     # -- on the link's thread ------------------------------------------------------------------
-    def _tell(self, state: str, detail: str = "") -> None:
-        self.thread.tell(self._on_state, state, detail)
-
     def _event(self, data: Any) -> None:
-        """The SDK's handler: hand the event to the channel; its answer goes in `_ANSWER` for
-        `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
-        _ANSWER.set(self.thread.submit(self._on_event(as_payload(data))))
+        """The SDK's handler: hand the event to the channel; its answer is written by the
+        client's `_write_message` (a home loop gone answers 500 through the SDK's own except)."""
+        self._answers.hand(self._on_event(as_payload(data)))
 
     def _card(self, data: Any) -> None:
         """The SDK's card action handler: like `_event`; the channel's answer (the toast and
         card for the clicker) is written by `_write_message`, so the SDK's is None."""
-        _ANSWER.set(self.thread.submit(self._on_event(card_payload(data))))
+        self._answers.hand(self._on_event(card_payload(data)))
 
     @staticmethod
     def _cards_too(handle: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
@@ -169,87 +168,58 @@ class WsLink:
 
         return handle_data_frame
 
-    @staticmethod
-    def _answering(write: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
-        """The client's `_write_message`, waiting for the channel's answer to an event frame
-        (awaited: the SDK's loop goes on with pings and other frames meanwhile)."""
-
-        async def write_when_stored(data: bytes) -> None:
-            answer = _ANSWER.get()
-            if answer is not None:
-                _ANSWER.set(None)
-                stored: Answer
-                try:
-                    stored = await asyncio.wrap_future(answer)
-                except Exception:  # noqa: BLE001 - the bot stopping: not stored
-                    stored = False
-                if isinstance(stored, dict) or not stored:  # an answer {} is an answer
-                    data = answered(data, stored if isinstance(stored, dict) else None)
-            await write(data)
-
-        return write_when_stored
-
     async def _session(self, thread: LoopThread) -> None:
+        import lark_oapi as lark
+        from lark_oapi.ws.exception import ClientException
+
+        builder = lark.EventDispatcherHandler.builder("", "")
+        for kind in EVENTS:
+            builder = builder.register_p2_customized_event(kind, self._event)
+        self._handler = builder.register_p2_card_action_trigger(self._card).build()
+        await thread.sessions(self._connect, (ClientException,))
+
+    async def _connect(self, lost: asyncio.Event) -> Up:
+        """One connection: a new SDK client, connected (`start()` would block this loop for
+        good), its give-up reported and `lost` set, its writes waiting for the answers."""
         import lark_oapi as lark
         import lark_oapi.ws.client as ws_client
         from lark_oapi.ws.exception import ClientException
 
-        stopping = thread.stopping
-        assert stopping is not None
-        builder = lark.EventDispatcherHandler.builder("", "")
-        for kind in EVENTS:
-            builder = builder.register_p2_customized_event(kind, self._event)
-        builder = builder.register_p2_card_action_trigger(self._card)
-        handler = builder.build()
-        backoff = kit.Backoff(0.5, 60.0)
-        while not stopping.is_set():
-            lost = asyncio.Event()
-            client = ws_client.Client(
-                self.cfg.app_id,
-                self.cfg.secret_text("app_secret"),
-                # The SDK logs each drop and retry at ERROR; the channel says it once.
-                log_level=lark.LogLevel.CRITICAL,
-                event_handler=handler,
-                domain=self.cfg.base_url,
-                auto_reconnect=True,
-            )
-            self.client = client
-            reconnect = client._reconnect
+        client = ws_client.Client(
+            self.cfg.app_id,
+            self.cfg.secret_text("app_secret"),
+            # The SDK logs each drop and retry at ERROR; the channel says it once.
+            log_level=lark.LogLevel.CRITICAL,
+            event_handler=self._handler,
+            domain=self.cfg.base_url,
+            auto_reconnect=True,
+        )
+        self.client = client
+        reconnect, report = client._reconnect, self.thread.report
 
-            async def reconnect_or_give_up(reconnect: Any = reconnect, lost: Any = lost) -> None:
-                try:
-                    await reconnect()
-                except Exception as exc:  # the SDK gave up (or was refused): start over
-                    refused = isinstance(exc, ClientException)
-                    self._tell("refused" if refused else "failing", f"{type(exc).__name__}: {exc}")
-                    lost.set()
-
-            client._reconnect = reconnect_or_give_up
-            client._write_message = self._answering(client._write_message)
-            client._handle_data_frame = self._cards_too(client._handle_data_frame)
-            client.on_reconnecting = lambda: self._tell("lost", "connection closed")
-            client.on_reconnected = lambda: self._tell("connected", "again")
-            refused = False
+        async def reconnect_or_give_up() -> None:
             try:
-                await client._connect()  # start() would block this loop for good
-            except ClientException as exc:  # the endpoint refused app_id / app_secret
-                self._tell("refused", str(exc))  # the channel says it once per outage
-                refused = True
-            except Exception as exc:  # the channel says it once per outage
-                self._tell("failing", f"{type(exc).__name__}: {exc}")
-            else:
-                backoff.reset()
-                self._tell("connected", "")
-                ping = asyncio.ensure_future(client._ping_loop())
-                stop = asyncio.ensure_future(stopping.wait())
-                gone = asyncio.ensure_future(lost.wait())
-                await asyncio.wait([stop, gone], return_when=asyncio.FIRST_COMPLETED)
-                for task in (ping, stop, gone):
-                    task.cancel()
-                client._auto_reconnect = False
-                with contextlib.suppress(Exception):
-                    await client._disconnect()
-                if stopping.is_set():
-                    return
-            if not await thread.pause(backoff, refused):
-                return
+                await reconnect()
+            except Exception as exc:  # the SDK gave up (or was refused): start over
+                refused = isinstance(exc, ClientException)
+                report("refused" if refused else "failing", f"{type(exc).__name__}: {exc}")
+                lost.set()
+
+        async def close() -> None:
+            client._auto_reconnect = False
+            await client._disconnect()
+
+        client._reconnect = reconnect_or_give_up
+        client._write_message = self._answers.writing(client._write_message, _rewritten)
+        client._handle_data_frame = self._cards_too(client._handle_data_frame)
+        client.on_reconnecting = lambda: report("lost", "connection closed")
+        client.on_reconnected = lambda: report("connected", "again")
+        await client._connect()
+        return Up(client._ping_loop, close)
+
+
+def _refused(detail: str) -> str:
+    return (
+        f"Feishu refused the long connection for {ERRORS.credentials} ({detail}): "
+        "check the app's credentials and that events use the long connection"
+    )
