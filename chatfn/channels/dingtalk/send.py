@@ -121,11 +121,9 @@ class DingTalkSender(SharedStateSender[ChatRef, Sessions], platform="dingtalk", 
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> int:
         at = out.at if out.at and ref.is_group else None
-        images = [kit.decode_image(i, MAX_IMAGE_BYTES, "DingTalk") for i in out.images]
-        text = out.text
-        links = [i for i in images if isinstance(i, str)]
-        if links:
-            text = "\n\n".join([text, *(f"![image]({u})" for u in links)]).strip()
+        text, uploads = kit.images_out(
+            out.images, out.text, MAX_IMAGE_BYTES, "DingTalk", "![image]({})"
+        )
         room = self.cfg.max_message_length - (len(at) + 2 if at else 0)
         parts = self.split(text, room) if text.strip() else []
         owed.parts = parts
@@ -135,7 +133,7 @@ class DingTalkSender(SharedStateSender[ChatRef, Sessions], platform="dingtalk", 
             owed.sent += 1
         # Then the images, each a message of its own (DingTalk's Markdown shows only images
         # it can fetch by URL).
-        for data in (i for i in images if isinstance(i, bytes)):
+        for data in uploads:
             mime = kit.image_mime(data) or "image/jpeg"
             upload = functools.partial(self.api.upload_image, data, kit.image_name(data), mime)
             media = await self._call(out.chat_id, upload)

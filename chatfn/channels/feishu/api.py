@@ -78,6 +78,7 @@ from chatfn.channels.kit.bodies import request_body
 from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kit.rest import ApiSession
 from chatfn.channels.kit.token import ExpiringToken
+from chatfn.channels.kit.wire import json_object
 
 __all__ = [
     "ERRORS",
@@ -141,11 +142,7 @@ class Sent:
 
 
 def _body(raw: Any) -> dict[str, Any]:
-    try:
-        data = json.loads(raw.content or b"{}")
-    except (ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return json_object(raw.content or b"{}") or {}
 
 
 def check(response: Any) -> Any:

@@ -22,12 +22,13 @@ im-v1/message/events/receive and .../im-v1/message-content-description/message_c
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from chatfn.channels.kit.chats import ThreadChat
+from chatfn.channels.kit.mentions import folded
+from chatfn.channels.kit.wire import json_object
 
 __all__ = ["ChatRef", "Read", "chat_ref", "parse_chat_id", "read_message"]
 
@@ -68,11 +69,7 @@ class Read:
 
 
 def _content(message: dict[str, Any]) -> dict[str, Any]:
-    try:
-        content = json.loads(str(message.get("content") or "{}"))
-    except ValueError:
-        return {}
-    return content if isinstance(content, dict) else {}
+    return json_object(str(message.get("content") or "{}")) or {}
 
 
 def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
@@ -90,7 +87,7 @@ def read_message(message: dict[str, Any], bot_open_id: str) -> Read:
         read.text = _read_post(content, names, read.image_keys)
     elif kind == "audio" and content.get("file_key"):
         read.audio_keys.append(str(content["file_key"]))
-    read.text = re.sub(r"[ \t]{2,}", " ", read.text).strip()
+    read.text = folded(read.text)
     return read
 
 
@@ -133,7 +130,7 @@ def _read_post(content: dict[str, Any], names: dict[str, str], image_keys: list[
             if shown is not None:
                 parts.append(shown)
         if parts:
-            lines.append(re.sub(r"[ \t]{2,}", " ", _place(names, "".join(parts))).strip())
+            lines.append(folded(_place(names, "".join(parts))))
     return "\n".join(lines)
 
 

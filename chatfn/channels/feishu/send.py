@@ -95,13 +95,9 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
         quote = (
             out.reply_to if out.quote and out.reply_to and _MESSAGE_ID.match(out.reply_to) else None
         )
-        images = [kit.decode_image(i, MAX_IMAGE_BYTES, "Feishu") for i in out.images]
-        text = out.text
-        links = [i for i in images if isinstance(i, str)]
-        if links:
-            text = "\n\n".join([text, *(f"[image]({u})" for u in links)]).strip()
+        shown = "[image]({})"  # the platform shows only uploaded images: a URL is a link
+        text, uploads = kit.images_out(out.images, out.text, MAX_IMAGE_BYTES, "Feishu", shown)
         parts = self.split(text, self.cfg.max_message_length - len(at)) if text.strip() else []
-        uploads = [i for i in images if isinstance(i, bytes)]
         owed.parts = parts
         # Uploaded first: the reply's last part shows them under its text, one message.
         keys = [

@@ -30,6 +30,7 @@ from chatfn.channels.kit.images import (
     fetch_image,
     image_mime,
     image_name,
+    images_out,
 )
 from chatfn.channels.kit.inbound import Inbound
 from chatfn.channels.kit.incoming import chat_parts, sent_at
@@ -71,6 +72,7 @@ __all__ = [
     "friend_request",
     "image_mime",
     "image_name",
+    "images_out",
     "json_frames",
     "json_object",
     "voice_clips",

@@ -3,7 +3,8 @@
 Out: `OutgoingMessage.images` holds `data:image/...;base64,` URIs and http(s) URLs (a
 function's `FunctionResult.images`). `decode_image` turns one into the bytes to upload or the
 URL to hand the platform, and refuses anything else for good (DeliveryRefused: a malformed
-reference will not improve by waiting).
+reference will not improve by waiting). `images_out` does that for a reply on a platform that
+shows only the images it is given as uploads: the URLs go into the text as links.
 
 In: a platform's image becomes a data URI (`data_uri`): its download URL usually carries the
 bot's token, so the URL is never stored or shown. `fetch_image` downloads one within a size
@@ -24,7 +25,15 @@ from chatfn.common.messages import DeliveryRefused
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["MAX_IMAGE_IN", "data_uri", "decode_image", "fetch_image", "image_mime", "image_name"]
+__all__ = [
+    "MAX_IMAGE_IN",
+    "data_uri",
+    "decode_image",
+    "fetch_image",
+    "image_mime",
+    "image_name",
+    "images_out",
+]
 
 #: The largest image handed to a model (function_calls.images takes at most this).
 MAX_IMAGE_IN = 5 * 1024 * 1024
@@ -49,6 +58,18 @@ def decode_image(ref: str, max_bytes: int | None = None, platform: str = "") -> 
     if ref.startswith(("http://", "https://")):
         return ref
     raise DeliveryRefused(f"image reference {ref[:40]!r} is neither a data URI nor a URL")
+
+
+def images_out(
+    refs: list[str], text: str, max_bytes: int | None, platform: str, link: str = "{}"
+) -> tuple[str, list[bytes]]:
+    """A reply's images `refs` decoded (`decode_image`): (`text` with each URL among them
+    after it as `link` formats it, a paragraph each; the bytes of the others, to upload)."""
+    images = [decode_image(i, max_bytes, platform) for i in refs]
+    links = [link.format(i) for i in images if isinstance(i, str)]
+    if links:
+        text = "\n\n".join([text, *links]).strip()
+    return text, [i for i in images if isinstance(i, bytes)]
 
 
 def image_mime(data: bytes) -> str | None:

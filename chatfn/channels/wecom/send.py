@@ -75,15 +75,12 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         return split_message(text, limit, render=to_plain, measure=utf8_len)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> list[str]:
-        images = [kit.decode_image(i, MAX_IMAGE_OUT, "WeCom") for i in out.images]
-        text = out.text
-        links = [i for i in images if isinstance(i, str)]
-        if links:  # WeCom shows only uploaded images; a URL a model wrote is not fetched
-            text = "\n\n".join([text, *links]).strip()
+        # WeCom shows only uploaded images; a URL a model wrote is not fetched: it is text.
+        text, uploads = kit.images_out(out.images, out.text, MAX_IMAGE_OUT, "WeCom")
         owed.parts = self.split(text) if text.strip() else []
         ids: list[str] = []
         # The images first, then the text: a member reads the text under what it describes.
-        for data in (i for i in images if isinstance(i, bytes)):
+        for data in uploads:
             mime = kit.image_mime(data) or "image/jpeg"
             upload = functools.partial(self.client.upload_image, data, kit.image_name(data), mime)
             media_id = await self.call(ref.key, upload)
