@@ -45,6 +45,7 @@ from chatfn.channels.dingtalk.parse import ChatRef, parse_chat_id
 from chatfn.channels.dingtalk.render import title_of, to_dingtalk_markdown
 from chatfn.channels.dingtalk.settings import DingTalkSettings
 from chatfn.channels.kit.sender import SharedStateSender
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.split import split_message
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -145,15 +146,13 @@ class DingTalkSender(SharedStateSender[ChatRef, Sessions], platform="dingtalk", 
     async def _send_voice(self, ref: ChatRef, key: str, voice_ref: str) -> None:
         """A spoken reply as `sampleAudio` messages (module docstring); one that cannot be
         converted or is refused is logged, the text being the answer."""
-        try:
+        with unsent(self.log, "DingTalk", key):
             plays = "DingTalk plays only uploaded voice"
             for wav, seconds in await kit.voice_clips(voice_ref, VOICE_CLIP, plays):
                 amr = await audio.to_amr(wav)
                 media = await self._call(key, functools.partial(self.api.upload_voice, amr))
                 param = {"mediaId": media, "duration": str(max(round(seconds * 1000), 1))}
                 await self._api_send(ref, key, "sampleAudio", param)
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            self.log.warning("DingTalk voice reply to {} not sent: {}", key, exc)
 
     async def _call(self, key: str, call: Callable[[], Any]) -> Any:
         result = await self.call(key, call)

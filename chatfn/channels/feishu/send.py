@@ -52,6 +52,7 @@ from chatfn.channels.feishu.render import card, mention, press_value, to_feishu_
 from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import media
 from chatfn.channels.kit.keys import part_key
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.split import split_message
 from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
@@ -135,7 +136,7 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
         """A spoken reply as an audio message after its text: converted to OGG/Opus (what
         Feishu plays), uploaded (im/v1/files, with its length) and sent with its file_key.
         One that cannot be converted or is refused is logged; the text is the answer."""
-        try:
+        with unsent(self.log, "Feishu", out.chat_id):
             opus = await media.opus_voice(voice_ref, "Feishu plays only uploaded files")
             _wav, seconds = await audio.to_wav(opus, max_seconds=3600)
             key = await self.call(
@@ -144,9 +145,7 @@ class FeishuSender(kit.PlatformSender[ChatRef], platform="feishu", label="Feishu
             content = json.dumps({"file_key": key})
             uuid = uuid_of(out.event_id, f"audio{number}", content)
             return await self._send(out.chat_id, ref, "audio", content, uuid, ref.thread)
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            logger.warning("Feishu voice reply to {} not sent: {}", out.chat_id, exc)
-            return None
+        return None
 
     async def _send(
         self,

@@ -1,11 +1,28 @@
 """A spoken reply (voice.tts) on its way to a platform that plays only voice uploaded as a
-file, and only so long a message: the reply cut into clips, each sent as its own voice."""
+file, and only so long a message: the reply cut into clips, each sent as its own voice. One
+that cannot be sent is one warning, and the text is the answer (`unsent`)."""
 
 from __future__ import annotations
 
-from chatfn.common import audio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["spoken_audio", "voice_clips"]
+from chatfn.common import audio
+from chatfn.common.messages import DeliveryRefused
+
+__all__ = ["spoken_audio", "unsent", "voice_clips"]
+
+
+@contextlib.contextmanager
+def unsent(log: Any, label: str, key: str) -> Iterator[None]:
+    """Around the sending of a spoken reply to the chat `key`: one that is not an audio data
+    URI (ValueError), cannot be converted (AudioError) or is refused (DeliveryRefused) is one
+    warning on `log`, "<label> voice reply to <key> not sent: <why>", and goes no further."""
+    try:
+        yield
+    except (audio.AudioError, ValueError, DeliveryRefused) as exc:
+        log.warning("{} voice reply to {} not sent: {}", label, key, exc)
 
 
 def spoken_audio(voice_ref: str, plays: str) -> bytes:

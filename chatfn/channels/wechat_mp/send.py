@@ -37,6 +37,7 @@ from typing import Any
 
 from chatfn.channels import kit, wxapi
 from chatfn.channels.kit.sender import SharedStateSender, chat_kind
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.wechat_mp.api import MpApi
@@ -165,15 +166,13 @@ class MpSender(
     async def _voice(self, ref: ChatRef, voice_ref: str) -> None:
         """A spoken reply as customer-service `voice` messages (module docstring); one that
         cannot be converted or is refused is logged, the text being the answer."""
-        try:
+        with unsent(self.log, "WeChat", ref.key):
             plays = "WeChat plays only uploaded voice"
             async for media_id in wxapi.voice_uploads(
                 self, ref.key, voice_ref, audio.to_mp3, plays
             ):
                 body = {"voice": {"media_id": media_id}}
                 await self.call(ref.key, functools.partial(self._custom, ref, "voice", body))
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            self.log.warning("WeChat voice reply to {} not sent: {}", ref.key, exc)
 
     async def _image(self, ref: ChatRef, data: bytes) -> None:
         mime = kit.image_mime(data) or "image/jpeg"

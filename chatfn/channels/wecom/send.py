@@ -29,6 +29,7 @@ from typing import Any
 
 from chatfn.channels import kit, wxapi
 from chatfn.channels.kit.sender import chat_kind
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.wecom.api import WecomApi
@@ -98,7 +99,7 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
         """A spoken reply as `voice` messages (module docstring); one that cannot be converted
         or is refused is logged, the text being the answer."""
         ids: list[str] = []
-        try:
+        with unsent(self.log, "WeCom", ref.key):
             plays = "WeCom plays only uploaded voice"
             async for media_id in wxapi.voice_uploads(
                 self, ref.key, voice_ref, audio.to_amr, plays
@@ -106,8 +107,6 @@ class WecomSender(kit.PlatformSender[ChatRef], platform="wecom", label="WeCom"):
                 body = {"voice": {"media_id": media_id}}
                 post = functools.partial(self._post, ref, "voice", body)
                 ids.append(await self.call(ref.key, post))
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            self.log.warning("WeCom voice reply to {} not sent: {}", ref.key, exc)
         return ids
 
     async def _post(self, ref: ChatRef, msgtype: str, body: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit.sender import SocketSender
+from chatfn.channels.kit.voice import spoken_audio, unsent
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.xmpp.settings import XmppSettings
@@ -104,13 +105,8 @@ class XmppSender(SocketSender[ChatRef], platform="xmpp", label="XMPP"):
     async def _send_voice(self, ref: ChatRef, origin: str, voice: str) -> None:
         """A spoken reply as OGG/Opus on the server's HTTP upload, sent as an XEP-0066 link
         after its text; one log line when it cannot be converted or the server refuses it."""
-        try:
-            spoken = audio.decode_audio_uri(voice)
-            if spoken is None:
-                raise ValueError("not an audio data URI (XMPP needs a file to upload)")
-            ogg = await audio.to_ogg_opus(spoken[1])
+        with unsent(logger, "XMPP", ref.key):
+            ogg = await audio.to_ogg_opus(spoken_audio(voice, "XMPP needs a file to upload"))
             name = f"voice-{hashlib.sha256(ogg).hexdigest()[:12]}.ogg"
             url = await self.call(ref.key, lambda: self.client.upload(ogg, name, "audio/ogg"))
             await self.call(ref.key, lambda: self.client.send_body(ref, url, origin, url))
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            logger.warning("XMPP voice reply to {} not sent: {}", ref.key, exc)
