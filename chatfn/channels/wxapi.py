@@ -33,7 +33,7 @@ import aiohttp
 
 from chatfn.channels import kit
 from chatfn.channels.kit import rest
-from chatfn.channels.kit.rest import ApiSession
+from chatfn.channels.kit.rest import ApiSession, Unavailable
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
@@ -88,11 +88,9 @@ class RateLimited(WxError):
         self.wait = wait
 
 
-class Unavailable(Exception):
-    """HTTP 5xx, system busy, or an answer that is not the platform's: try again later."""
-
-
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
+#: HTTP 5xx, system busy, or an answer that is not the platform's (`Unavailable`), and the
+#: network's: try again later.
+NETWORK_ERRORS = rest.PASSING_ERRORS
 #: Any failure of a call: the platform's refusal or the network.
 API_ERRORS: tuple[type[BaseException], ...] = (WxError, *NETWORK_ERRORS)
 

@@ -76,7 +76,7 @@ from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import rest
 from chatfn.channels.kit.bodies import request_body
 from chatfn.channels.kit.classify import ErrorKinds
-from chatfn.channels.kit.rest import ApiSession
+from chatfn.channels.kit.rest import ApiSession, Unavailable
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.kit.wire import json_object
 
@@ -96,12 +96,8 @@ TOKEN_INVALID = frozenset({99991661, 99991663, 99991664})
 RATE_LIMIT_CODES = frozenset({99991400, 230020})
 
 
-class Unavailable(Exception):
-    """The platform answered 5xx (or something that is not its answer): try again later."""
-
-
-#: Network trouble and the platform's 5xx: the message waits in the outbox.
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (*rest.NETWORK_ERRORS, Unavailable)
+#: Network trouble and the platform's 5xx (`Unavailable`): the message waits in the outbox.
+NETWORK_ERRORS = rest.PASSING_ERRORS
 R = TypeVar("R", bound=BaseResponse)
 
 

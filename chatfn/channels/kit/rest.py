@@ -2,7 +2,8 @@
 opened when first needed (and again after it closed) and closed once, the errors that mean
 "the network, not the platform", the wait a rate-limited answer names, and what an HTTP error
 status means for a send (`by_status`, and `SendErrors` with the sentences every such platform
-wrote the same), and the error a client raises for an error answer (`HttpError`)."""
+wrote the same), and the error a client raises for an error answer (`HttpError`), or for
+the platform's passing trouble (`Unavailable`: tried again later, as the network's)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ from chatfn.common.messages import (
 
 __all__ = [
     "NETWORK_ERRORS",
+    "PASSING_ERRORS",
     "ApiSession",
     "BearerApi",
     "HttpError",
     "SendErrors",
+    "Unavailable",
     "by_status",
     "read_file",
     "retry_after",
@@ -34,6 +37,15 @@ __all__ = [
 
 #: The network failed, not the platform: the outbox tries again later.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+class Unavailable(Exception):
+    """The platform answered 5xx, said it is busy, or answered what is not its answer: try
+    again later."""
+
+
+#: The network's errors and the platform's passing trouble: the message waits in the outbox.
+PASSING_ERRORS: tuple[type[BaseException], ...] = (*NETWORK_ERRORS, Unavailable)
 
 
 class ApiSession:
