@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from typing import Any
 
 import aiohttp
 
 from chatfn.channels.dingtalk.settings import DingTalkSettings
 from chatfn.channels.kit.classify import ErrorKinds
-from chatfn.channels.kit.rest import HttpError
+from chatfn.channels.kit.rest import ApiSession, HttpError
+from chatfn.channels.kit.token import ExpiringToken
 
 __all__ = [
     "NETWORK_ERRORS",
@@ -49,7 +49,6 @@ __all__ = [
     "Throttled",
 ]
 
-TIMEOUT = aiohttp.ClientTimeout(total=30)
 _AUTH_CODES = ("InvalidAuthentication", "Forbidden.AccessDenied.AccessTokenPermissionDenied")
 _THROTTLE_ERRCODES = (130101, 90018, 90002)
 
@@ -104,24 +103,15 @@ def _refusal(status: int, body: dict[str, Any], raw: str) -> DingTalkError:
     return DingTalkError(status, code, message)
 
 
-class DingTalkApi:
+class DingTalkApi(ApiSession):
     """DingTalk's APIs for one app (module docstring)."""
 
+    timeout = 30.0
+
     def __init__(self, settings: DingTalkSettings) -> None:
+        super().__init__()
         self.cfg = settings
-        self._session: aiohttp.ClientSession | None = None
-        self._token: tuple[str, float] | None = None  # (token, monotonic time it expires)
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=TIMEOUT)
-        return self._session
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        self._token = ExpiringToken(self._fetch_token, lambda life: max(life - 300, 60))
 
     # -- the token and the Stream ticket -------------------------------------------------------
     def _credentials(self) -> tuple[str, str]:
@@ -129,8 +119,9 @@ class DingTalkApi:
 
     async def token(self) -> str:
         """The app's access token (cached until 5 minutes before it expires)."""
-        if self._token is not None and time.monotonic() < self._token[1]:
-            return self._token[0]
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
         key, secret = self._credentials()
         body = await self._post_plain(
             "/v1.0/oauth2/accessToken", {"appKey": key, "appSecret": secret}, auth=True
@@ -138,12 +129,7 @@ class DingTalkApi:
         token = str(body.get("accessToken") or "")
         if not token:
             raise DingTalkError(200, "", "no accessToken in the answer")
-        expires = float(body.get("expireIn") or 7200)
-        self._token = (token, time.monotonic() + max(expires - 300, 60))
-        return token
-
-    def forget_token(self) -> None:
-        self._token = None
+        return token, float(body.get("expireIn") or 7200)
 
     async def open_connection(self, subscriptions: list[dict[str, str]], ua: str) -> dict[str, Any]:
         """A Stream connection's endpoint and one-use ticket."""
@@ -162,7 +148,7 @@ class DingTalkApi:
 
     async def _post_plain(self, path: str, payload: dict[str, Any], *, auth: bool) -> Any:
         """A POST without a token; with `auth`, a 4xx other than 429 is the credentials'."""
-        async with self.session.post(self.cfg.api_base + path, json=payload) as response:
+        async with self.session().post(self.cfg.api_base + path, json=payload) as response:
             body, raw = await _read(response)
         if response.status >= 500:
             raise ServerError(f"HTTP {response.status} from {path}")
@@ -177,10 +163,10 @@ class DingTalkApi:
     async def call(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         """POST `payload` to the OpenAPI with the token; a refused token is fetched again
         once before the refusal is raised."""
-        for attempt in (1, 2):
-            token = await self.token()
+
+        async def once(token: str) -> dict[str, Any]:
             headers = {"x-acs-dingtalk-access-token": token}
-            async with self.session.post(
+            async with self.session().post(
                 self.cfg.api_base + path, json=payload, headers=headers
             ) as response:
                 body, raw = await _read(response)
@@ -188,12 +174,9 @@ class DingTalkApi:
                 raise ServerError(f"HTTP {response.status} from {path}")
             if response.status < 400:
                 return body
-            refusal = _refusal(response.status, body, raw)
-            if isinstance(refusal, AuthRefused) and attempt == 1:
-                self.forget_token()
-                continue
-            raise refusal
-        raise AssertionError("unreachable")
+            raise _refusal(response.status, body, raw)
+
+        return await self._token.using(once, lambda exc: isinstance(exc, AuthRefused))
 
     async def send_group(self, conversation: str, msg_key: str, param: dict[str, Any]) -> str:
         body = await self.call(
@@ -225,7 +208,7 @@ class DingTalkApi:
 
     async def session_send(self, url: str, payload: dict[str, Any]) -> None:
         """A message through a session webhook (no token: the URL is the credential)."""
-        async with self.session.post(url, json=payload) as response:
+        async with self.session().post(url, json=payload) as response:
             body, raw = await _read(response)
         if response.status >= 500:
             raise ServerError(f"HTTP {response.status} from the session webhook")
@@ -261,7 +244,7 @@ class DingTalkApi:
         form.add_field("type", kind)
         form.add_field("media", data, filename=name, content_type=mime)
         url = f"{self.cfg.oapi_base}/media/upload"
-        async with self.session.post(
+        async with self.session().post(
             url, params={"access_token": token, "type": kind}, data=form
         ) as response:
             body, raw = await _read(response)
@@ -269,7 +252,7 @@ class DingTalkApi:
             raise ServerError(f"HTTP {response.status} from media/upload")
         code = body.get("errcode", response.status if response.status >= 400 else 0)
         if code in (40014, 42001, 88):  # token invalid / expired
-            self.forget_token()
+            self._token.forget(token)
             raise AuthRefused(response.status, str(code), str(body.get("errmsg") or ""))
         if code not in (0, "0") or not body.get("media_id"):
             raise DingTalkError(response.status, str(code), str(body.get("errmsg") or raw[:200]))

@@ -148,4 +148,4 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
         except ERRORS.every as exc:
             self.log.warning("DingTalk image not downloaded: {}", exc)
             return None
-        return await kit.fetch_image(self.api.session, url, what="DingTalk image")
+        return await kit.fetch_image(self.api.session(), url, what="DingTalk image")
