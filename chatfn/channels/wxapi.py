@@ -33,7 +33,7 @@ import aiohttp
 
 from chatfn.channels import kit
 from chatfn.channels.kit import rest
-from chatfn.channels.kit.rest import ApiSession, Unavailable
+from chatfn.channels.kit.rest import ApiSession, CodedError, Unavailable
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
@@ -63,13 +63,8 @@ VOICE_CLIP = 59.0
 T = TypeVar("T")
 
 
-class WxError(Exception):
+class WxError(CodedError):
     """The platform refused a call: its errcode and errmsg."""
-
-    def __init__(self, code: int, msg: str) -> None:
-        super().__init__(f"{code}: {msg}" if code else msg)
-        self.code = code
-        self.msg = msg
 
 
 class AuthRefused(WxError):

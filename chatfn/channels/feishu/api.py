@@ -76,7 +76,7 @@ from chatfn.channels.feishu.settings import FeishuSettings
 from chatfn.channels.kit import rest
 from chatfn.channels.kit.bodies import request_body
 from chatfn.channels.kit.classify import ErrorKinds
-from chatfn.channels.kit.rest import ApiSession, Unavailable
+from chatfn.channels.kit.rest import ApiSession, CodedError, Unavailable
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.kit.wire import json_object
 
@@ -101,14 +101,8 @@ NETWORK_ERRORS = rest.PASSING_ERRORS
 R = TypeVar("R", bound=BaseResponse)
 
 
-class FeishuError(Exception):
+class FeishuError(CodedError):
     """The platform refused a call: its `code` and `msg` (and the HTTP status)."""
-
-    def __init__(self, code: int, msg: str, status: int = 200) -> None:
-        super().__init__(f"{code}: {msg}" if code else msg)
-        self.code = code
-        self.msg = msg
-        self.status = status
 
 
 class AuthRefused(FeishuError):

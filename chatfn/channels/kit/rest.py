@@ -2,8 +2,9 @@
 opened when first needed (and again after it closed) and closed once, the errors that mean
 "the network, not the platform", the wait a rate-limited answer names, and what an HTTP error
 status means for a send (`by_status`, and `SendErrors` with the sentences every such platform
-wrote the same), and the error a client raises for an error answer (`HttpError`), or for
-the platform's passing trouble (`Unavailable`: tried again later, as the network's)."""
+wrote the same), and the error a client raises for an error answer (`HttpError`; a platform
+that answers its own error code and message whatever the status, `CodedError`), or for the
+platform's passing trouble (`Unavailable`: tried again later, as the network's)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ __all__ = [
     "PASSING_ERRORS",
     "ApiSession",
     "BearerApi",
+    "CodedError",
     "HttpError",
     "SendErrors",
     "Unavailable",
@@ -140,6 +142,15 @@ def by_status(
     if status >= 500 or status == 0:
         return Unreachable(failing)
     return DeliveryRefused(rejected)
+
+
+class CodedError(Exception):
+    """The platform refused a call with its own error `code` (0: none) and `msg` ("code: msg"),
+    in an answer of HTTP `status`."""
+
+    def __init__(self, code: int, msg: str, status: int = 200) -> None:
+        super().__init__(f"{code}: {msg}" if code else msg)
+        self.code, self.msg, self.status = code, msg, status
 
 
 class HttpError(Exception):
