@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from chatfn.channels.kit.webhook import Refused
+from chatfn.channels.kit.webhook import Refused, json_request
 from chatfn.channels.kit.wire import same_secret
 
 __all__ = ["Opened", "Refused", "open_request"]
@@ -46,12 +46,7 @@ def decrypt(encrypt_key: str, encrypted: str) -> str:
 
 def open_request(body: bytes, headers: Any, verification_token: str, encrypt_key: str) -> Opened:
     """The request's event, or Refused saying why (module docstring)."""
-    try:
-        outer = json.loads(body)
-    except ValueError:
-        raise Refused(400, "body is not JSON") from None
-    if not isinstance(outer, dict):
-        raise Refused(400, "body is not a JSON object")
+    outer = json_request(body)
     if "encrypt" in outer:
         if not encrypt_key:
             raise Refused(400, "encrypted event but channels.feishu.encrypt_key is not set")

@@ -12,7 +12,8 @@ its message is stored, and the resend, recognised by its key, is answered at onc
 What is the platform's own: checking and reading the request, how long it waits, the status
 it sends again on, and the shape of its answers (`Say`: plain text, or a JSON object whose
 one field carries the words). A request the check refuses (`Refused`: not the platform's, or
-not for this app) is answered the same everywhere (`refused`): one warning, and the reason
+not for this app; a body that is not the JSON object it sends: `json_request`) is answered
+the same everywhere (`refused`): one warning, and the reason
 with its status (401, 400), so the platform does not retry a forged request as if the bot
 were failing.
 """
@@ -20,6 +21,7 @@ were failing.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -27,7 +29,16 @@ from aiohttp import web
 
 from chatfn.channels.intake import Taken
 
-__all__ = ["Refused", "Say", "answer", "json_says", "refused", "stored", "text_says"]
+__all__ = [
+    "Refused",
+    "Say",
+    "answer",
+    "json_request",
+    "json_says",
+    "refused",
+    "stored",
+    "text_says",
+]
 
 #: The platform's answer of `status` saying `words`.
 Say = Callable[[int, str], web.Response]
@@ -49,6 +60,18 @@ class Refused(Exception):
     def __init__(self, status: int, why: str) -> None:
         super().__init__(why)
         self.status = status
+
+
+def json_request(body: bytes | str, what: str = "body") -> dict[str, Any]:
+    """`body` as the JSON object it should be, or Refused (400) saying "<what> is not JSON"
+    or "<what> is not a JSON object"."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise Refused(400, f"{what} is not JSON") from None
+    if not isinstance(data, dict):
+        raise Refused(400, f"{what} is not a JSON object")
+    return data
 
 
 def refused(log: Any, what: str, exc: Refused, say: Say = text_says) -> web.Response:

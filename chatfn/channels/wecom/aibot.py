@@ -41,6 +41,7 @@ from aiohttp import web
 
 from chatfn.channels import kit
 from chatfn.channels.kit.sender import SharedStateSender
+from chatfn.channels.kit.webhook import Refused, json_request
 from chatfn.channels.split import split_message
 from chatfn.channels.wecom.api import WecomApi
 from chatfn.channels.wecom.channel import ACK_WAIT, WecomChannel, read_body
@@ -203,13 +204,9 @@ class AibotChannel(WecomChannel):
 
     async def _callback(self, request: web.Request) -> web.StreamResponse:
         try:
-            message = json.loads(await self.opened(request))
-        except CryptError as exc:
+            message = json_request(await self.opened(request), "message")
+        except Refused as exc:  # a CryptError, or not JSON
             return self.refused(exc)
-        except ValueError:
-            return self.refused(CryptError("message is not JSON", 400))
-        if not isinstance(message, dict):
-            return self.refused(CryptError("message is not a JSON object", 400))
         if self.stopping:
             return web.Response(status=503, text="stopping")
         nonce = request.query.get("nonce", "")

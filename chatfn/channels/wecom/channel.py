@@ -95,7 +95,7 @@ class WecomChannel(kit.PlatformChannel[WecomSettings], platform="wecom", label="
         await self.api.aclose()
 
     # -- the callback --------------------------------------------------------------------------
-    def refused(self, exc: CryptError) -> web.Response:
+    def refused(self, exc: webhook.Refused) -> web.Response:
         return webhook.refused(self.log, "WeCom callback", exc)
 
     async def _verify(self, request: web.Request) -> web.Response:
