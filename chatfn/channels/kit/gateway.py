@@ -14,14 +14,19 @@ more connecting), the platform asking for a new connection (`RECONNECT`: at once
 session that worked), or a drop (one quick try after a session that worked, then the
 backoff). The protocol (hello, identify, resume, sequence numbers, the close-code table, the
 beat's frame) is the platform's.
+
+A connection's frames are read the same way too (`follow`): each acted on by its opcode (the
+frame's key `op_key`), the beat's answer (`beat_answer`) setting `answered`, any other by the
+platform's handler that `ops` names for it, until one says why the connection ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import random
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterable, AsyncIterator, Coroutine
 from typing import Any, ClassVar, Generic, TypeVar
 
 import aiohttp
@@ -67,6 +72,12 @@ class GatewaySocket(HeldSocket, Generic[A, S, D]):
     backoff_cap: ClassVar[float] = 60.0
     #: The largest frame read (0: any).
     max_msg_size: ClassVar[int] = 4 * 1024 * 1024
+    #: A frame's key that holds its opcode; the opcode of the answer to a beat; the name of
+    #: the platform's handler of each other opcode (a method, or an async one: the frame in,
+    #: why the connection ends out, None to read on); an opcode not named is ignored.
+    op_key: ClassVar[str] = "op"
+    beat_answer: ClassVar[object] = None
+    ops: ClassVar[dict[object, str]] = {}
 
     def __init__(
         self,
@@ -135,6 +146,25 @@ class GatewaySocket(HeldSocket, Generic[A, S, D]):
                     return
             elif not await self.channel.failed(lost, self.backoff):
                 return
+
+    async def follow(self, frames: AsyncIterable[dict[str, Any]]) -> str | None:
+        """Act on each of `frames` (module docstring) until a handler says why the connection
+        ends; None when the frames end (the socket closed)."""
+        async for payload in frames:
+            why = await self.signal(payload)
+            if why is not None:
+                return why
+        return None
+
+    async def signal(self, payload: dict[str, Any]) -> str | None:
+        """One frame acted on by its opcode; why the connection ends, or None."""
+        op = payload.get(self.op_key)
+        if op is not None and op == self.beat_answer:
+            self.answered.set()
+            return None
+        handler = self.ops.get(op)
+        why = None if handler is None else getattr(self, handler)(payload)
+        return await why if inspect.isawaitable(why) else why
 
     def lost(self, why: str) -> None:  # noqa: B027 - optional hook
         """A connection ended by a drop or a refusal (not asked for): the platform's count of

@@ -18,48 +18,24 @@ from typing import Any
 import aiohttp
 
 from chatfn.channels.kit.classify import ErrorKinds
+from chatfn.channels.kit.errors import ApiError
+from chatfn.channels.kit.rest import NETWORK_ERRORS, retry_after
 from chatfn.channels.kook.settings import KookSettings
 
-__all__ = ["ERRORS", "NETWORK_ERRORS", "KookApi", "KookApiError", "KookAuthError"]
+__all__ = ["ERRORS", "KookApi", "KookApiError", "KookAuthError"]
 
 
-class KookApiError(Exception):
+class KookApiError(ApiError):
     """A call KOOK answered with an error (HTTP status, KOOK's `code`, its `message`);
     `retry_after` is the wait a rate limit named (seconds), else None."""
 
-    def __init__(
-        self, status: int, code: int, message: str, retry_after: float | None = None
-    ) -> None:
-        what = f"HTTP {status}" + (f", code {code}" if code else "")
-        super().__init__(f"{what}: {message}" if message else what)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
-
-    @property
-    def is_auth(self) -> bool:
-        return self.status == 401 or self.code == 401
-
-    @property
-    def is_rate_limit(self) -> bool:
-        return self.status == 429 or self.retry_after is not None
-
-    @property
-    def is_retryable(self) -> bool:
-        return self.status >= 500 or self.is_rate_limit
+    auth_codes = frozenset({401})
 
 
 class KookAuthError(KookApiError):
     """KOOK refused the token."""
 
 
-#: The network failed, not KOOK.
-NETWORK_ERRORS: tuple[type[BaseException], ...] = (
-    aiohttp.ClientError,
-    TimeoutError,
-    ConnectionError,
-)
 #: The calls' errors as the kit's (kit/classify.py).
 ERRORS = ErrorKinds(
     "KOOK", "channels.kook.token", (KookAuthError,), (KookApiError,), NETWORK_ERRORS
@@ -67,11 +43,7 @@ ERRORS = ErrorKinds(
 
 
 def _reset(headers: Any) -> float | None:
-    raw = headers.get("X-Rate-Limit-Reset")
-    try:
-        return max(0.0, float(raw)) if raw is not None else None
-    except ValueError:
-        return None
+    return retry_after(headers, ("X-Rate-Limit-Reset",))
 
 
 class KookApi:

@@ -99,6 +99,7 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
     )
     api_errors, where = (KookApiError,), "GET /v3/gateway/index"
     max_msg_size = 0
+    op_key, beat_answer, ops = "s", 3, {0: "_event", 5: "_reconnect", 6: "_resumed"}
     #: Seconds: HELLO's deadline, the ping interval (+-5 s of jitter), the pong's deadline and
     #: the two pings after a missed pong (tests shorten them).
     hello_timeout = 6.0
@@ -167,7 +168,7 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
                 if payload is not None and payload.get("s") == 1:
                     break
                 if payload is not None and payload.get("s") == 5:  # the resume was refused
-                    return self._signal(payload)
+                    return self._reconnect(payload)
         d = object_at(payload, "d")
         try:
             code = int(d.get("code") or 0)
@@ -199,31 +200,19 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
             ws, self.ping_interval, self.pong_timeout, self.ping_jitter, self.retry_pings
         )
         async with self.beating(heartbeat):
-            async for frame in ws:
-                payload = decode(frame)
-                if payload is None:
-                    continue
-                why = self._signal(payload)
-                if why is not None:
-                    return why
-            return f"closed ({ws.close_code})"
+            why = await self.follow(p async for f in ws if (p := decode(f)) is not None)
+            return f"closed ({ws.close_code})" if why is None else why
 
-    def _signal(self, payload: dict[str, Any]) -> str | None:
-        s = payload.get("s")
-        if s == 0:
-            self._event(payload)
-        elif s == 3:
-            self.answered.set()
-        elif s == 5:
-            d = object_at(payload, "d")
-            logger.info("KOOK gateway RECONNECT ({}): a new session", d.get("code"))
-            self.forget()
-            return RECONNECT
-        elif s == 6:
-            d = object_at(payload, "d")
-            self.session_id = str(d.get("session_id") or self.session_id or "")
-            logger.info("KOOK gateway session {} resumed at sn {}", self.session_id, self.acked)
-        return None
+    def _reconnect(self, payload: dict[str, Any]) -> str:
+        d = object_at(payload, "d")
+        logger.info("KOOK gateway RECONNECT ({}): a new session", d.get("code"))
+        self.forget()
+        return RECONNECT
+
+    def _resumed(self, payload: dict[str, Any]) -> None:
+        d = object_at(payload, "d")
+        self.session_id = str(d.get("session_id") or self.session_id or "")
+        logger.info("KOOK gateway session {} resumed at sn {}", self.session_id, self.acked)
 
     def _event(self, payload: dict[str, Any]) -> None:
         sn, data = payload.get("sn"), payload.get("d")

@@ -26,7 +26,7 @@ import aiohttp
 
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
-from chatfn.channels.kook.api import NETWORK_ERRORS, KookApi, KookApiError
+from chatfn.channels.kook.api import ERRORS, KookApi, KookApiError, KookAuthError
 from chatfn.channels.kook.parse import ChatRef, parse_chat_id
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
@@ -84,18 +84,13 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
     parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, NETWORK_ERRORS):
-            return kit.Unreachable(f"KOOK not reachable ({exc})")
-        if not isinstance(exc, KookApiError):
-            return None
-        if exc.is_auth:
-            return kit.CredentialsRefused(f"KOOK refused channels.kook.token ({exc})")
-        if exc.is_rate_limit:
-            wait = exc.retry_after
-            return kit.RateLimited(f"KOOK asks to wait before sending to {key} ({exc})", wait)
-        if exc.status >= 500:
-            return kit.Unreachable(f"KOOK failed ({exc})")
-        return kit.DeliveryRefused(f"KOOK refused the message to {key}: {exc}")
+        if isinstance(exc, KookApiError) and not isinstance(exc, KookAuthError):
+            if exc.is_rate_limit:
+                wait = exc.retry_after
+                return kit.RateLimited(f"KOOK asks to wait before sending to {key} ({exc})", wait)
+            if exc.status >= 500:
+                return kit.Unreachable(f"KOOK failed ({exc})")
+        return ERRORS.for_send(exc, key)
 
     def path(self, ref: ChatRef) -> str:
         return "/v3/message/create" if ref.is_group else "/v3/direct-message/create"

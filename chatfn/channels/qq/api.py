@@ -18,7 +18,9 @@ from typing import Any
 
 import aiohttp
 
-from chatfn.channels.kit.errors import CredentialsRefused, Unreachable
+from chatfn.channels.kit.classify import ErrorKinds
+from chatfn.channels.kit.errors import ApiError
+from chatfn.channels.kit.rest import NETWORK_ERRORS
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.qq.settings import QQSettings
 
@@ -47,23 +49,10 @@ ASYNC_OK_CODES = frozenset({304023, 304024})
 ACTIVE_REFUSED_CODES = frozenset({22007, 40034006, 304022, 304031})
 
 
-class QQApiError(Exception):
+class QQApiError(ApiError):
     """A call QQ answered with an error status or code."""
 
-    def __init__(self, status: int, code: int, message: str, trace_id: str = "") -> None:
-        super().__init__(f"HTTP {status}, code {code}: {message}" if code else f"HTTP {status}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.trace_id = trace_id
-
-    @property
-    def is_auth(self) -> bool:
-        return self.status == 401 or self.code in AUTH_CODES
-
-    @property
-    def is_rate_limit(self) -> bool:
-        return self.status == 429 or self.code in RATE_CODES
+    auth_codes, rate_codes = AUTH_CODES, RATE_CODES
 
     @property
     def is_duplicate(self) -> bool:
@@ -73,14 +62,24 @@ class QQApiError(Exception):
     def is_expired(self) -> bool:
         return self.code in EXPIRED_CODES
 
-    @property
-    def is_retryable(self) -> bool:
-        """Worth sending again later (QQ's side failed, or a limit)."""
-        return self.status >= 500 or self.is_rate_limit or self.is_auth
-
 
 class QQAuthError(QQApiError):
     """getAppAccessToken refused the AppID and AppSecret."""
+
+    def __str__(self) -> str:
+        return f"getAppAccessToken: {super().__str__()}"
+
+
+#: The calls' errors as the kit's (kit/classify.py), and what the operator does when QQ refuses
+#: the AppID and AppSecret.
+ERRORS = ErrorKinds(
+    "QQ",
+    "channels.qq.app_id / channels.qq.secret",
+    (QQAuthError,),
+    (QQApiError,),
+    NETWORK_ERRORS,
+)
+FIX = "check the AppID and AppSecret at q.qq.com -> Development -> Settings"
 
 
 class QQApi:
@@ -122,15 +121,8 @@ class QQApi:
         CredentialsRefused (naming the keys to fix) or Unreachable."""
         try:
             me = await self.call("GET", "/users/@me")
-        except QQAuthError as exc:
-            raise CredentialsRefused(
-                "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: "
-                f"{exc}): check the AppID and AppSecret at q.qq.com -> Development -> Settings"
-            ) from None
-        except QQApiError as exc:
-            raise Unreachable(f"QQ GET /users/@me failed ({exc})") from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise Unreachable(f"QQ not reachable at {self.cfg.api_root} ({exc})") from None
+        except ERRORS.every as exc:
+            raise ERRORS.for_connect(exc, "GET /users/@me", self.cfg.api_root, FIX) from None
         return me if isinstance(me, dict) else {}
 
     async def call(
@@ -161,8 +153,7 @@ class QQApi:
                 code, message = _error(data)
                 if response.status < 300 and (not code or code in ASYNC_OK_CODES):
                     return data
-                trace = response.headers.get("X-Tps-trace-ID", "")
-                raise QQApiError(response.status, code, message, trace)
+                raise QQApiError(response.status, code, message)
 
         # a call said 401: a new token, once (kit/token.py)
         return await self._token.using(

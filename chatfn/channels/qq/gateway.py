@@ -23,7 +23,7 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit.gateway import RECONNECT, SLOW_DOWN, GatewaySocket, GiveUp
-from chatfn.channels.qq.api import QQApi, QQApiError, QQAuthError
+from chatfn.channels.qq.api import ERRORS, FIX, QQApi, QQApiError, QQAuthError
 from chatfn.channels.qq.settings import QQSettings
 
 __all__ = ["Gateway"]
@@ -71,12 +71,10 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
 
     platform = "QQ"
     refusals = (QQAuthError,)
-    refused = (
-        "QQ refused channels.qq.app_id / channels.qq.secret (getAppAccessToken: {}): check the "
-        "AppID and AppSecret at q.qq.com"
-    )
+    refused = f"QQ refused {ERRORS.credentials} ({{}}): {FIX}"
     api_errors, where = (QQApiError,), "GET /gateway"
     backoff_first = 0.5
+    beat_answer, ops = 11, {0: "_dispatch", 1: "_asked", 7: "_reconnect", 9: "_invalid"}
 
     def setup(self) -> None:
         self.seq: int | None = None
@@ -123,21 +121,21 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
             )
         # a heartbeat not acknowledged before the next one is due: a dead connection
         async with self.beating(self.heartbeat(ws, interval, within=interval)):
-            async for payload in kit.json_frames(ws, "QQ gateway"):
-                op = payload.get("op")
-                if op == 0:
-                    self._dispatch(payload)
-                elif op == 11:
-                    self.answered.set()
-                elif op == 1:
-                    await ws.send_json(self.beat())
-                elif op == 7:
-                    return RECONNECT
-                elif op == 9:
-                    logger.info("QQ gateway: invalid session: identifying afresh")
-                    self.session_id, self.seq = None, None
-                    return "invalid session"
-            return await self._closed(ws.close_code or 0)
+            why = await self.follow(kit.json_frames(ws, "QQ gateway"))
+            return await self._closed(ws.close_code or 0) if why is None else why
+
+    async def _asked(self, payload: dict[str, Any]) -> None:
+        """op 1: QQ asks for a heartbeat now."""
+        if self._ws is not None:
+            await self._ws.send_json(self.beat())
+
+    def _reconnect(self, payload: dict[str, Any]) -> str:
+        return RECONNECT
+
+    def _invalid(self, payload: dict[str, Any]) -> str:
+        logger.info("QQ gateway: invalid session: identifying afresh")
+        self.session_id, self.seq = None, None
+        return "invalid session"
 
     async def _closed(self, code: int) -> str:
         """Act on a close code as QQ's table says; why the connection ended."""
