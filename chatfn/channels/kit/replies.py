@@ -8,18 +8,36 @@ its newest event, still inside the window. A reply's parts are counted by their 
 numbers (kit/keys.py's `part_seq`), so a row sent again counts once against a
 message's replies. Memory only: after a restart a reply
 tries its `reply_to`.
+
+The way out of such a platform (`AnswerSender`) says when a reply goes as an active message
+(its message too old, or nothing to answer), cuts a reply to the room its message has left
+(none left: given up, counted), and sends each call as an answer, once more as an active
+message when the platform says the window passed (`WindowPassed`), and once more with its
+links replaced when the platform refused one (`LinkRefused`: told once, naming the fix).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from chatfn.channels.kit.keys import part_seq
 from chatfn.channels.kit.recent import Recent
+from chatfn.channels.kit.sender import R, SharedStateSender
+from chatfn.common.messages import DeliveryRefused
 
-__all__ = ["Answer", "ReplyWindow", "fit_replies", "unlinked"]
+__all__ = [
+    "Answer",
+    "AnswerSender",
+    "LinkRefused",
+    "ReplyWindow",
+    "WindowPassed",
+    "fit_replies",
+    "unlinked",
+]
 
 T = TypeVar("T")
 
@@ -120,3 +138,145 @@ def fit_replies(
     if parts:
         parts[-1] = parts[-1][: limit - len(note)] + note
     return parts, extras
+
+
+class WindowPassed(Exception):
+    """The platform said the message (or event) a reply answers is too old to answer."""
+
+
+class LinkRefused(Exception):
+    """The platform refused a link in a message (its domain not registered with it)."""
+
+
+Send = Callable[[Answer], Awaitable[Any]]
+
+
+class AnswerSender(SharedStateSender[R, ReplyWindow]):
+    """The way out of a platform whose replies answer a message within a window (module
+    docstring); `shared` is the channel's `ReplyWindow`. Its `classify` turns the platform's
+    refusals of an expired answer and of a link into `WindowPassed` and `LinkRefused`."""
+
+    #: Why a link was refused and where the operator registers its domain.
+    link_fix: ClassVar[str] = ""
+    #: Said after "sending it as an active message" where `counted` (it will be refused).
+    active_note: ClassVar[str] = ""
+    #: The end of the last part of a reply cut to its message's room.
+    cut_note: ClassVar[str] = ""
+
+    def __init__(self, client: Any, settings: Any, policy: Any, shared: ReplyWindow) -> None:
+        super().__init__(client, settings, policy, shared)
+        self.dropped: Callable[[str], None] = lambda reason: None  # a reply given up, by reason
+        self._told_links = False
+
+    def window(self, ref: R) -> float:
+        """Seconds after a message that a reply in `ref`'s chat may answer it."""
+        raise NotImplementedError
+
+    def counted(self, ref: R) -> bool:
+        """`ref`'s chat counts the replies to a message and refuses active messages."""
+        return True
+
+    def _note(self, ref: R) -> str:
+        return self.active_note if self.counted(ref) else ""
+
+    def answer(self, ref: R, reply_to: str | None) -> Answer:
+        """What a message to `ref` answers (`ReplyWindow.answer`); an active one said."""
+        window = self.window(ref)
+        answer = self.shared.answer(ref.key, reply_to, window)
+        if answer.late is not None:
+            self.log.warning(
+                "{}: the reply to message {} in {} comes {:.0f} s after it, past the passive "
+                "reply window ({:.0f} s): sending it as an active message{}",
+                self.label,
+                reply_to,
+                ref.key,
+                answer.late,
+                window,
+                self._note(ref),
+            )
+        elif not (answer.msg_id or answer.event_id):
+            self.log.info(
+                "{}: nothing in {} to answer within the passive reply window: sending an "
+                "active message{}",
+                self.label,
+                ref.key,
+                self._note(ref),
+            )
+        return answer
+
+    def took(self, ref: R, answer: Answer, seq: int) -> None:
+        """The platform took the reply `seq` answering `answer`'s message: counted."""
+        if answer.msg_id and self.counted(ref):
+            self.shared.replied(answer.msg_id, seq)
+
+    def within(
+        self, ref: R, msg_id: str, row: int, parts: list[str], extras: list[T], limit: int
+    ) -> tuple[list[str], list[T]]:
+        """The parts and extras (images) of the outbox row `row` that fit in the replies
+        `msg_id` still takes (`fit_replies`, said); none left: given up (DeliveryRefused),
+        counted as dropped."""
+        needed = len(parts) + len(extras)
+        room = self.shared.room(msg_id, [part_seq(row, i) for i in range(needed)])
+        if needed <= room:
+            return parts, extras
+        if room <= 0:
+            self.dropped("reply_limit")
+            raise DeliveryRefused(
+                f"{self.label}: message {msg_id} in {ref.key} already has the "
+                f"{self.shared.max_replies} replies {self.label} takes, and {self.label} "
+                "refuses active messages here: this reply is dropped"
+            )
+        self.log.warning(
+            "{}: the reply to {} in {} needs {} messages; {} takes {} more replies to that "
+            "message: the rest is cut",
+            self.label,
+            msg_id,
+            ref.key,
+            needed,
+            self.label,
+            room,
+        )
+        return fit_replies(parts, extras, room, limit, self.cut_note)
+
+    async def answering(
+        self, ref: R, answer: Answer, send: Send, unlinked: Send | None = None
+    ) -> None:
+        """`send(answer)`; when the window passed, once more as an active message; a link
+        refused, once more through `unlinked` (None: the message is refused)."""
+        try:
+            await self._linking(ref, answer, send, unlinked)
+        except WindowPassed:
+            self.log.warning(
+                "{}: the passive reply window of {} in {} has passed ({} said so): sending it "
+                "as an active message{}",
+                self.label,
+                answer.msg_id or answer.event_id,
+                ref.key,
+                self.label,
+                self._note(ref),
+            )
+            try:
+                await self._linking(ref, Answer(), send, unlinked)
+            except WindowPassed:
+                raise DeliveryRefused(
+                    f"{self.label} refused an active message to {ref.key}"
+                ) from None
+
+    async def _linking(self, ref: R, answer: Answer, send: Send, unlinked: Send | None) -> None:
+        try:
+            await send(answer)
+        except LinkRefused:
+            if unlinked is None:
+                raise DeliveryRefused(
+                    f"{self.label} refused a URL in the message to {ref.key}"
+                ) from None
+            if not self._told_links:
+                self.log.warning(
+                    "{} refused a link in a message to {} ({}): sent with the links replaced "
+                    "by [link]",
+                    self.label,
+                    ref.key,
+                    self.link_fix,
+                )
+                self._told_links = True
+            await unlinked(answer)

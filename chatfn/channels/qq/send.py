@@ -58,7 +58,14 @@ from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit.keys import part_seq
-from chatfn.channels.kit.replies import Answer, ReplyWindow, fit_replies, unlinked
+from chatfn.channels.kit.replies import (
+    Answer,
+    AnswerSender,
+    LinkRefused,
+    ReplyWindow,
+    WindowPassed,
+    unlinked,
+)
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
@@ -84,16 +91,18 @@ class Passive(ReplyWindow):
         super().__init__(MAX_REPLIES)
 
 
-class _Expired(Exception):
-    pass
-
-
-class _UrlRefused(Exception):
-    pass
-
-
-class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
+class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
     """Sends OutgoingMessages through the OpenAPI (api.py)."""
+
+    link_fix = (
+        "304003: the URL's domain is not registered for the bot at q.qq.com -> Development -> "
+        "Message URL settings"
+    )
+    active_note = (
+        " (QQ refuses active messages to groups and C2C chats since 2025-04-21: it will likely "
+        "be refused and given up)"
+    )
+    cut_note = CUT_NOTE
 
     def __init__(
         self,
@@ -104,16 +113,17 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         dropped: Callable[[str], None] | None = None,
         media: MediaShelf | None = None,
     ) -> None:
-        super().__init__(api, settings, policy)
+        super().__init__(api, settings, policy, passive)
         self.media = media  # pictures by URL (channels.qq.public_url), else file_data
-        self.api = api
-        self.passive = passive
-        self.dropped = dropped or (lambda reason: None)  # counts a message given up, by reason
-        self._told_urls = False
+        self.api, self.passive = api, passive
+        self.dropped = dropped or self.dropped
         self._spare_rows = 0  # rows without an outbox id (a direct sink): their own seqs
 
     def window(self, ref: ChatRef) -> float:
         return self.cfg.c2c_reply_window if ref.scene == "c2c" else self.cfg.group_reply_window
+
+    def counted(self, ref: ChatRef) -> bool:
+        return ref.v2
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_plain)
@@ -135,9 +145,9 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
         if exc.is_rate_limit:  # QQ names no wait: the policy's backoff
             return kit.RateLimited(f"QQ rate limit on {key} ({exc})")
         if exc.is_expired:
-            return _Expired()
+            return WindowPassed()
         if exc.code == 304003:
-            return _UrlRefused()
+            return LinkRefused()
         if exc.is_auth:
             return kit.CredentialsRefused(
                 f"QQ refused the bot's token ({exc}): check channels.qq.app_id and "
@@ -150,30 +160,8 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             why += " (QQ takes no active messages here)"
         return kit.DeliveryRefused(why)
 
-    def _answer(self, ref: ChatRef, out: OutgoingMessage) -> Answer:
-        window = self.window(ref)
-        answer = self.passive.answer(ref.key, out.reply_to, window)
-        if answer.late is not None:
-            logger.warning(
-                "QQ: the reply to message {} in {} comes {:.0f} s after it, past the passive "
-                "reply window ({:.0f} s): sending it as an active message{}",
-                out.reply_to,
-                ref.key,
-                answer.late,
-                window,
-                _ACTIVE_NOTE if ref.v2 else "",
-            )
-        elif not (answer.msg_id or answer.event_id):
-            logger.info(
-                "QQ: nothing in {} to answer within the passive reply window: sending an "
-                "active message{}",
-                ref.key,
-                _ACTIVE_NOTE if ref.v2 else "",
-            )
-        return answer
-
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
-        answer = self._answer(ref, out)
+        answer = self.answer(ref, out.reply_to)
         # guild channels only: a group shows a plain-text mention as its raw token
         mention = f"<@{out.at}> " if out.at and ref.scene == "channel" and _ID.match(out.at) else ""
         limit = self.cfg.max_message_length - len(mention)
@@ -187,7 +175,8 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             self._spare_rows += 1
             row = 49_000_000 + self._spare_rows
         if answer.msg_id and ref.v2:
-            parts, images = self._within_replies(ref, answer.msg_id, row, parts, images)
+            limit = self.cfg.max_message_length
+            parts, images = self.within(ref, answer.msg_id, row, parts, images, limit)
         # A passive v2 reply is sent again whole, its `msg_seq`es skipping what QQ has; else
         # what a message still owes is the parts not sent.
         whole = ref.v2 and answer.msg_id
@@ -196,7 +185,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             text = (mention if index == 0 else "") + part
             quote = out.reply_to if index == 0 and out.quote else None
             await self._send_text(ref, answer, msg_seq(row, index), text, quote)
-            self._took(ref, answer, msg_seq(row, index))
+            self.took(ref, answer, msg_seq(row, index))
             owed.sent += 0 if whole else 1
         for number, image in enumerate(images):
             text = caption if number == 0 and caption is not None else ""
@@ -205,7 +194,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             quote = out.reply_to if not parts and number == 0 and out.quote else None
             seq = msg_seq(row, len(parts) + number)
             await self._send_image(ref, answer, seq, image, text, quote)
-            self._took(ref, answer, seq)
+            self.took(ref, answer, seq)
         if out.audio and ref.v2:  # the reply spoken (voice.tts): after its text, as QQ voice
             await self._send_voices(ref, answer, row, len(parts) + len(images), out.audio)
 
@@ -229,36 +218,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
                 logger.warning("QQ voice reply to {} not sent: {}", ref.key, exc)
                 return
-            self._took(ref, answer, seq)
-
-    def _took(self, ref: ChatRef, answer: Answer, seq: int) -> None:
-        if answer.msg_id and ref.v2:
-            self.passive.replied(answer.msg_id, seq)
-
-    def _within_replies(
-        self, ref: ChatRef, msg_id: str, row: int, parts: list[str], images: list[bytes | str]
-    ) -> tuple[list[str], list[bytes | str]]:
-        """The parts and images that fit in what `msg_id` still takes (QQ: 5 replies to one
-        message); none left: given up (DeliveryRefused), counted, one log line."""
-        needed = len(parts) + len(images)
-        room = self.passive.room(msg_id, [msg_seq(row, i) for i in range(needed)])
-        if needed <= room:
-            return parts, images
-        if room <= 0:
-            self.dropped("reply_limit")
-            raise kit.DeliveryRefused(
-                f"QQ: message {msg_id} in {ref.key} already has the {MAX_REPLIES} replies QQ "
-                "takes, and QQ refuses active messages here: this reply is dropped"
-            )
-        logger.warning(
-            "QQ: the reply to {} in {} needs {} messages; QQ takes {} more replies to that "
-            "message: the rest is cut",
-            msg_id,
-            ref.key,
-            needed,
-            room,
-        )
-        return fit_replies(parts, images, room, self.cfg.max_message_length, CUT_NOTE)
+            self.took(ref, answer, seq)
 
     # -- one message -----------------------------------------------------------------------
     def _body(self, ref: ChatRef, answer: Answer, seq: int) -> dict[str, Any]:
@@ -282,7 +242,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 b["message_reference"] = {"message_id": quote, "ignore_get_message_error": True}
             return b
 
-        await self._passive_or_active(
+        await self.answering(
             ref,
             answer,
             lambda a: self._post(ref, lambda: self._json(ref, body(a, text))),
@@ -329,7 +289,7 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
 
             return self._post(ref, form)
 
-        await self._passive_or_active(ref, answer, guild, None)
+        await self.answering(ref, answer, guild, None)
 
     async def _send_media(
         self, ref: ChatRef, answer: Answer, seq: int, file_type: int, data: bytes | str, text: str
@@ -361,56 +321,10 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
             }
             return self._post(ref, lambda: self._json(ref, body))
 
-        await self._passive_or_active(ref, answer, media, None)
+        await self.answering(ref, answer, media, None)
 
     def _json(self, ref: ChatRef, body: dict[str, Any]) -> Awaitable[Any]:
         return self.api.call("POST", ref.messages_path, json=body)
-
-    async def _passive_or_active(
-        self,
-        ref: ChatRef,
-        answer: Answer,
-        send: Callable[[Answer], Awaitable[Any]],
-        unlinked: Callable[[Answer], Awaitable[Any]] | None,
-    ) -> None:
-        """`send(answer)`; past the reply window once more as an active message; a refused
-        URL once more without links (`unlinked`)."""
-        try:
-            await self._refusing_urls(send, unlinked, answer, ref)
-        except _Expired:
-            logger.warning(
-                "QQ: the passive reply window of {} in {} has passed (QQ said so): sending it "
-                "as an active message{}",
-                answer.msg_id or answer.event_id,
-                ref.key,
-                _ACTIVE_NOTE if ref.v2 else "",
-            )
-            try:
-                await self._refusing_urls(send, unlinked, Answer(), ref)
-            except _Expired:
-                raise kit.DeliveryRefused(f"QQ refused an active message to {ref.key}") from None
-
-    async def _refusing_urls(
-        self,
-        send: Callable[[Answer], Awaitable[Any]],
-        unlinked: Callable[[Answer], Awaitable[Any]] | None,
-        answer: Answer,
-        ref: ChatRef,
-    ) -> None:
-        try:
-            await send(answer)
-        except _UrlRefused:
-            if unlinked is None:
-                raise kit.DeliveryRefused(f"QQ refused a URL in the message to {ref.key}") from None
-            if not self._told_urls:
-                logger.warning(
-                    "QQ refused a link in a message to {} (304003: the URL's domain is not "
-                    "registered for the bot at q.qq.com -> Development -> Message URL "
-                    "settings): sent with the links replaced by [link]",
-                    ref.key,
-                )
-                self._told_urls = True
-            await unlinked(answer)
 
     async def _post(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
         """One call for the chat (the kit's: paced, rate limits as the policy says); a
@@ -428,12 +342,6 @@ class QQSender(kit.PlatformSender[ChatRef], platform="qq", label="QQ"):
                 return None
 
         return await self.call(ref.key, once)
-
-
-_ACTIVE_NOTE = (
-    " (QQ refuses active messages to groups and C2C chats since 2025-04-21: it will likely "
-    "be refused and given up)"
-)
 
 
 # parse_chat_id is re-exported for the channel's probe and tests.
