@@ -54,10 +54,8 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
     # -- connect, serve, close -----------------------------------------------------------------
     async def connect(self) -> str:
         """The app's access token: the credentials work."""
-        try:
+        with ERRORS.connecting("accessToken", self.cfg.api_base, FIX):
             await self.api.token()
-        except ERRORS.every as exc:
-            raise ERRORS.for_connect(exc, "accessToken", self.cfg.api_base, FIX) from None
         how = "the Stream connection"
         if self.cfg.mode == "webhook":
             how = f"HTTP callback at {self.cfg.webhook_path}"

@@ -134,11 +134,8 @@ class StreamLink:
         from dingtalk_stream.version import VERSION_STRING
 
         ua = f"dingtalk-sdk-python/v{VERSION_STRING}-union chatfn"
-        try:
+        with ERRORS.connecting("Stream connection", self.cfg.api_base, FIX):
             opened = await self.api.open_connection(subscriptions(self.client), ua)
-        except ERRORS.every as exc:
-            where = self.cfg.api_base
-            raise ERRORS.for_connect(exc, "Stream connection", where, FIX) from None
         uri = f"{opened['endpoint']}?ticket={quote_plus(str(opened['ticket']))}"
         async with websockets.connect(uri, open_timeout=15, ping_interval=30) as ws:
             self._ws = ws

@@ -104,11 +104,9 @@ class FeishuChannel(kit.PlatformChannel[FeishuSettings], platform="feishu", labe
     # -- connect, serve, close -----------------------------------------------------------------
     async def connect(self) -> str:
         """A token and bot/v3/info: the bot's open_id (how it recognises its own mention)."""
-        try:
+        fix = "check the app's Credentials & Basic Info page"
+        with ERRORS.connecting("bot/v3/info", self.cfg.base_url, fix):
             bot = await self.api.bot_info()
-        except _API_ERRORS as exc:
-            fix = "check the app's Credentials & Basic Info page"
-            raise ERRORS.for_connect(exc, "bot/v3/info", self.cfg.base_url, fix) from None
         self.bot_open_id = str(bot["open_id"])
         self.bot_name = str(bot.get("app_name") or "")
         how = "the long connection"

@@ -5,6 +5,8 @@ exception classes are which kind is the platform's (`ErrorKinds`)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from chatfn.common.messages import CredentialsRefused, DeliveryRefused, Unreachable
@@ -42,6 +44,15 @@ class ErrorKinds:
         if isinstance(exc, self.platform):
             return DeliveryRefused(f"{self.label} refused the message to {key}: {exc}")
         return None
+
+    @contextlib.contextmanager
+    def connecting(self, call: str, where: str, fix: str = "") -> Iterator[None]:
+        """Around the call `call` that logs in at `where`: its failure of these kinds raised
+        as `for_connect` says (the kit's connect loop takes it)."""
+        try:
+            yield
+        except self.every as exc:
+            raise self.for_connect(exc, call, where, fix) from None
 
     def for_connect(self, exc: BaseException, call: str, where: str, fix: str = "") -> Exception:
         """`exc` raised by the call `call` that logs in at `where` as the kit's error: refused

@@ -77,10 +77,8 @@ class WechatMpChannel(
     keepalive: float | None = 300.0
 
     async def connect(self) -> str:
-        try:
+        with ERRORS.connecting("check", self.cfg.api_base, FIX):
             await self.api.check()
-        except ERRORS.every as exc:
-            raise ERRORS.for_connect(exc, "check", self.cfg.api_base, FIX) from None
         mode = "safe mode" if self.crypt is not None else "plain mode"
         return f"account {self.cfg.app_id} ({mode}), callback at {self.cfg.webhook_path}"
 
