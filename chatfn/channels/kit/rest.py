@@ -4,7 +4,9 @@ opened when first needed (and again after it closed) and closed once, the errors
 status means for a send (`by_status`, and `SendErrors` with the sentences every such platform
 wrote the same), and the error a client raises for an error answer (`HttpError`; a platform
 that answers its own error code and message whatever the status, `CodedError`), or for the
-platform's passing trouble (`Unavailable`: tried again later, as the network's)."""
+platform's passing trouble (`Unavailable`: tried again later, as the network's). A client on
+its channel's own session whose calls each read a JSON answer the platform checks is a
+`ChannelApi`."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ __all__ = [
     "PASSING_ERRORS",
     "ApiSession",
     "BearerApi",
+    "ChannelApi",
     "CodedError",
     "HttpError",
     "SendErrors",
@@ -104,6 +107,59 @@ class BearerApi(ApiSession):
     def garbled(self, status: int, message: str) -> Exception:
         """The platform's error for an answer it should not have given."""
         return HttpError(status, "", message)
+
+
+class ChannelApi:
+    """A platform's REST client on its channel's aiohttp `session` (settings `cfg`): `call` is
+    one request to `root` + its path with the platform's `headers`, its JSON answer (None: an
+    empty one, or not JSON) handed to the platform's `answered`, which raises its error or
+    gives what the call returns."""
+
+    def __init__(self, settings: Any, session: aiohttp.ClientSession) -> None:
+        self.cfg = settings
+        self.session = session
+
+    @property
+    def root(self) -> str:
+        """The API's address, which each call's path follows."""
+        raise NotImplementedError
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Every call's headers (its credentials); none by default."""
+        return {}
+
+    def answered(self, path: str, response: aiohttp.ClientResponse, body: Any) -> Any:
+        """What the call to `path` returns, from its `body` (the platform's error raised)."""
+        raise NotImplementedError
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        form: aiohttp.FormData | None = None,
+        timeout: float = 30.0,
+    ) -> Any:
+        """One call (class docstring), at most `timeout` seconds; `form` a multipart body."""
+        kw = {"params": params, "json": json, "data": form}
+        return await self.request(
+            method, path, kw | {"timeout": aiohttp.ClientTimeout(total=timeout)}
+        )
+
+    async def request(self, method: str, path: str, kw: dict[str, Any]) -> Any:
+        """The call with `headers` (a platform overrides it to look before, or to try again)."""
+        return await self.send(method, path, kw, self.headers)
+
+    async def send(self, method: str, path: str, kw: dict[str, Any], headers: Any) -> Any:
+        async with self.session.request(method, self.root + path, headers=headers, **kw) as r:
+            try:
+                body = await r.json(content_type=None)
+            except ValueError:
+                body = None
+            return self.answered(path, r, body)
 
 
 def retry_after(

@@ -19,7 +19,7 @@ import aiohttp
 
 from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kit.errors import ApiError
-from chatfn.channels.kit.rest import NETWORK_ERRORS, retry_after
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ChannelApi, retry_after
 from chatfn.channels.kook.settings import KookSettings
 
 __all__ = ["ERRORS", "KookApi", "KookApiError", "KookAuthError"]
@@ -46,58 +46,38 @@ def _reset(headers: Any) -> float | None:
     return retry_after(headers, ("X-Rate-Limit-Reset",))
 
 
-class KookApi:
+class KookApi(ChannelApi):
     """The calls of one bot through the channel's aiohttp session."""
 
+    cfg: KookSettings
+
     def __init__(self, settings: KookSettings, session: aiohttp.ClientSession) -> None:
-        self.cfg = settings
-        self.session = session
+        super().__init__(settings, session)
         self._exhausted: dict[str, float] = {}  # path -> time.monotonic() of its bucket's reset
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bot {self.cfg.token_value()}"}
 
-    def url(self, path: str) -> str:
-        return self.cfg.api_base + path
+    @property
+    def root(self) -> str:
+        return self.cfg.api_base
 
-    async def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, Any] | None = None,
-        json: dict[str, Any] | None = None,
-        form: aiohttp.FormData | None = None,
-        timeout: float = 30.0,
-    ) -> Any:
-        """One call; its `data`. Raises KookAuthError (401), KookApiError (any other refusal,
-        with `retry_after` for a rate limit), aiohttp.ClientError / TimeoutError."""
+    async def request(self, method: str, path: str, kw: dict[str, Any]) -> Any:
+        """One call (`call`); its `data`. Raises KookAuthError (401), KookApiError (any other
+        refusal, with `retry_after` for a rate limit), aiohttp.ClientError / TimeoutError."""
         wait = self._exhausted.get(path, 0.0) - time.monotonic()
         if wait > 0:
             raise KookApiError(429, 0, f"rate limit bucket of {path} is empty", wait)
-        async with self.session.request(
-            method,
-            self.url(path),
-            params=params,
-            json=json,
-            data=form,
-            headers=self.headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as response:
-            try:
-                body = await response.json(content_type=None)
-            except ValueError:
-                body = None
-            self._note_limit(path, response)
-            return _answer(response, body)
+        return await super().request(method, path, kw)
 
-    def _note_limit(self, path: str, response: aiohttp.ClientResponse) -> None:
+    def answered(self, path: str, response: aiohttp.ClientResponse, body: Any) -> Any:
         reset = _reset(response.headers)
         if reset is not None and response.headers.get("X-Rate-Limit-Remaining") == "0":
             self._exhausted[path] = time.monotonic() + reset
         else:
             self._exhausted.pop(path, None)
+        return _answer(response, body)
 
 
 def _answer(response: aiohttp.ClientResponse, body: Any) -> Any:

@@ -14,13 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import aiohttp
 
 from chatfn.channels.kit.classify import ErrorKinds
 from chatfn.channels.kit.errors import ApiError
-from chatfn.channels.kit.rest import NETWORK_ERRORS
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ChannelApi
 from chatfn.channels.kit.token import ExpiringToken
 from chatfn.channels.qq.settings import QQSettings
 
@@ -82,12 +83,13 @@ ERRORS = ErrorKinds(
 FIX = "check the AppID and AppSecret at q.qq.com -> Development -> Settings"
 
 
-class QQApi:
+class QQApi(ChannelApi):
     """The token and the calls of one bot; `session` is the channel's aiohttp session."""
 
+    cfg: QQSettings
+
     def __init__(self, settings: QQSettings, session: aiohttp.ClientSession) -> None:
-        self.cfg = settings
-        self.session = session
+        super().__init__(settings, session)
         # Used until REFRESH_BEFORE seconds (a quarter of a short life) before it expires.
         self._token = ExpiringToken(
             self._fetch_token, lambda life: life - min(REFRESH_BEFORE, life / 4)
@@ -125,40 +127,27 @@ class QQApi:
             raise ERRORS.for_connect(exc, "GET /users/@me", self.cfg.api_root, FIX) from None
         return me if isinstance(me, dict) else {}
 
-    async def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: dict[str, Any] | None = None,
-        form: aiohttp.FormData | None = None,
-        timeout: float = 30.0,
-    ) -> Any:
-        """One OpenAPI call; its JSON answer (None for 204). Raises QQApiError. A 401 fetches
-        a new token and tries once more."""
+    @property
+    def root(self) -> str:
+        return self.cfg.api_root
 
-        async def once(token: str) -> Any:
+    async def request(self, method: str, path: str, kw: dict[str, Any]) -> Any:
+        """One OpenAPI call (`call`); its JSON answer (None for 204). Raises QQApiError. A 401
+        fetches a new token and tries once more (kit/token.py)."""
+
+        def once(token: str) -> Awaitable[Any]:
             headers = {"Authorization": f"QQBot {token}", "X-Union-Appid": self.cfg.app_id}
-            async with self.session.request(
-                method,
-                self.cfg.api_root + path,
-                json=json,
-                data=form,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as response:
-                if response.status == 204:
-                    return None
-                data = await _json(response)
-                code, message = _error(data)
-                if response.status < 300 and (not code or code in ASYNC_OK_CODES):
-                    return data
-                raise QQApiError(response.status, code, message)
+            return self.send(method, path, kw, headers)
 
-        # a call said 401: a new token, once (kit/token.py)
         return await self._token.using(
             once, lambda exc: isinstance(exc, QQApiError) and exc.status == 401
         )
+
+    def answered(self, path: str, response: aiohttp.ClientResponse, body: Any) -> Any:
+        code, message = _error(body)
+        if response.status < 300 and (not code or code in ASYNC_OK_CODES):
+            return body
+        raise QQApiError(response.status, code, message)
 
 
 async def _json(response: aiohttp.ClientResponse) -> Any:
