@@ -4,7 +4,7 @@ Why the token is kept here rather than by lark-oapi: the SDK fetches the tenant_
 inside `verify()` with the blocking `requests` library, even on its async (`a...`) methods, so
 every refresh would stall the event loop; and it forgets a token only by its clock, never when
 the platform says the token is no longer valid. So the client is built with
-`enable_set_token(True)` and each call carries the token kept by `TenantToken`:
+`enable_set_token(True)` and each call carries the token the client keeps (kit.token.ExpiringToken):
 
 - fetched with auth/v3/tenant_access_token/internal (app_id + app_secret), through the SDK's
   async transport (https://open.feishu.cn/document/ukTMukTMukTM/ukDNz4SO0MjL5QzM/auth-v3/auth/
@@ -88,7 +88,6 @@ __all__ = [
     "NETWORK_ERRORS",
     "RateLimited",
     "Sent",
-    "TenantToken",
 ]
 
 #: Codes of a call whose access token is missing or no longer valid: fetch a new one.
@@ -156,39 +155,6 @@ def _token_invalid(exc: Exception) -> bool:
     return isinstance(exc, FeishuError) and exc.code in TOKEN_INVALID
 
 
-class TenantToken(ExpiringToken):
-    """The app's tenant_access_token, fetched and renewed as the module docstring says (the
-    bookkeeping is the kit's; the fetch and what a refusal is are here)."""
-
-    def __init__(self, api: FeishuApi, settings: FeishuSettings) -> None:
-        super().__init__(self._fetch_token, lambda life: max(life - 1800.0, life / 2))
-        self.api = api
-        self.cfg = settings
-
-    async def _fetch_token(self) -> tuple[str, float]:
-        request = (
-            InternalTenantAccessTokenRequest.builder()
-            .request_body(
-                InternalTenantAccessTokenRequestBody.builder()
-                .app_id(self.cfg.app_id)
-                .app_secret(self.cfg.secret_text("app_secret"))
-                .build()
-            )
-            .build()
-        )
-        raw = await self.api.send_raw(request, RequestOption())
-        if int(getattr(raw, "status_code", 200) or 200) >= 500:
-            raise Unavailable(f"Feishu answered HTTP {raw.status_code}")
-        # The token and its life are top-level fields of this answer, not under `data`
-        # (which is where the SDK's response model looks), so the body is read here.
-        body = _body(raw)
-        code = int(body.get("code", -1) if isinstance(body.get("code"), int) else -1)
-        token = str(body.get("tenant_access_token") or "")
-        if code != 0 or not token:
-            raise AuthRefused(code, str(body.get("msg") or "no token"), raw.status_code)
-        return token, max(1.0, float(body.get("expire") or 7200))
-
-
 class FeishuApi(ApiSession):
     """The calls the channel makes, each with the tenant token, errors as FeishuError."""
 
@@ -207,7 +173,31 @@ class FeishuApi(ApiSession):
             .log_level(lark.LogLevel.ERROR)
             .build()
         )
-        self.token = TenantToken(self, settings)
+        self.token = ExpiringToken(self._fetch_token, lambda life: max(life - 1800.0, life / 2))
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        """A new tenant_access_token and its life; AuthRefused when the app's are refused."""
+        request = (
+            InternalTenantAccessTokenRequest.builder()
+            .request_body(
+                InternalTenantAccessTokenRequestBody.builder()
+                .app_id(self.cfg.app_id)
+                .app_secret(self.cfg.secret_text("app_secret"))
+                .build()
+            )
+            .build()
+        )
+        raw = await self.send_raw(request, RequestOption())
+        if int(getattr(raw, "status_code", 200) or 200) >= 500:
+            raise Unavailable(f"Feishu answered HTTP {raw.status_code}")
+        # The token and its life are top-level fields of this answer, not under `data`
+        # (which is where the SDK's response model looks), so the body is read here.
+        body = _body(raw)
+        code = int(body.get("code", -1) if isinstance(body.get("code"), int) else -1)
+        token = str(body.get("tenant_access_token") or "")
+        if code != 0 or not token:
+            raise AuthRefused(code, str(body.get("msg") or "no token"), raw.status_code)
+        return token, max(1.0, float(body.get("expire") or 7200))
 
     async def send_raw(self, request: BaseRequest, option: RequestOption) -> RawResponse:
         """One request as the SDK builds it, over the pooled client (module docstring)."""
