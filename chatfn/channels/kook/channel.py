@@ -24,14 +24,15 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from chatfn.channels import kit
+from chatfn.channels.kit.downloads import downloaded
 from chatfn.channels.kit.gateway_channel import GatewayChannel
+from chatfn.channels.kit.media import image_uri, voice_uri
 from chatfn.channels.kook.api import ERRORS, KookApi
 from chatfn.channels.kook.gateway import Gateway
 from chatfn.channels.kook.parse import ADMINISTRATOR, ChatRef, parse_chat_id, read_text, roles_of
 from chatfn.channels.kook.send import KookSender, parts_of
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.kook.state import SessionStore
-from chatfn.common import audio
 from chatfn.common.fetch import FetchError, fetch
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
 from chatfn.common.payload import object_at
@@ -153,11 +154,11 @@ class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="k
         voices: list[str] = []
         text, mentioned = "", False
         if kind == 2:
-            image = await self._image(str(d.get("content") or ""))
-            images = [image] if image else []
+            data = await self._file(str(d.get("content") or ""), "image")
+            images = [uri] if data and (uri := image_uri(data)) else []
         elif kind == 8:  # a voice message: its file on KOOK's asset CDN, for voice.stt
-            voice = await self._voice(str(d.get("content") or ""))
-            voices = [voice] if voice else []
+            data = await self._file(str(d.get("content") or ""), "voice")
+            voices = [uri] if data and (uri := voice_uri(data)) else []
         else:
             text, mentioned = read_text(str(d.get("content") or ""), kind, extra, self.bot_id)
         quote = object_at(extra, "quote")
@@ -186,34 +187,17 @@ class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="k
             sender_is_bot=bool(author.get("bot")),
         )
 
-    async def _image(self, url: str) -> str | None:
-        """An image a user sent (its URL is KOOK's asset CDN) as a data URI."""
+    async def _file(self, url: str, what: str) -> bytes | None:
+        """A file a user sent (its URL on KOOK's asset CDN), within the bot's fetch bounds;
+        a failed download is one warning (kit/downloads.py)."""
         if not url.startswith(("https://", "http://")):
             return None
-        try:
-            got = await fetch(
-                url,
-                allow=self.fetch_allow,
-                max_bytes=kit.MAX_IMAGE_IN,
-                timeout=30,
-                accept=lambda kind: kind.startswith("image/") or kind == "",
-            )
-        except FetchError as exc:
-            self.log.warning("KOOK image not downloaded: {}", exc)
-            return None
-        return kit.data_uri(got.data, got.content_type or None)
 
-    async def _voice(self, url: str) -> str | None:
-        """A voice message's file (KOOK's asset CDN, within the same fetch bounds as images)
-        as an audio data URI."""
-        if not url.startswith(("https://", "http://")):
-            return None
-        try:
-            got = await fetch(url, allow=self.fetch_allow, max_bytes=kit.MAX_IMAGE_IN, timeout=30)
-        except FetchError as exc:
-            self.log.warning("KOOK voice not downloaded: {}", exc)
-            return None
-        return kit.data_uri(got.data, audio.audio_mime(got.data))
+        async def get() -> bytes:
+            allow, most = self.fetch_allow, kit.MAX_IMAGE_IN
+            return (await fetch(url, allow=allow, max_bytes=most, timeout=30)).data
+
+        return await downloaded(f"KOOK {what}", (FetchError,), get, log=self.log)
 
     async def _guild(self, guild: str) -> tuple[dict[str, Any], set[str]]:
         """The guild (/v3/guild/view) and its administrator roles (/v3/guild-role/list),
