@@ -11,6 +11,10 @@ A platform's sender subclasses `PlatformSender` and writes what is its own:
 - `classify(exc, key)`: its SDK's exceptions as the kit's errors (errors.py), None to let one
   through unchanged. A platform that writes to the channel's own socket subclasses
   `SocketSender`: a socket error is the connection lost, tried again from the outbox.
+- for a platform that fails a call without saying when to try again (a failure code, no
+  answer in time), `failure(exc)` and `unsure(exc)`: its calls made through `retried()` are
+  made again in place as the delivery policy says, refused (`refused`) after the last, and
+  one that may have gone out is looked for (its `sent`) before it is made again.
 
 Order: every send to a chat (a reply's parts, its images, a reminder meanwhile) runs in that
 chat's queue, so a part that waits on a rate limit holds back the ones after it. Rate limits
@@ -22,10 +26,12 @@ again; the messages wait in the outbox meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from loguru import logger
@@ -111,6 +117,9 @@ class PlatformSender(ABC, Generic[R]):
 
     platform: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    #: What a message refused for good is raised as: a platform's own DeliveryRefused where
+    #: its callers catch it by name.
+    refused: ClassVar[type[DeliveryRefused]] = DeliveryRefused
 
     def __init_subclass__(cls, platform: str = "", label: str = "", **kw: Any) -> None:
         """`class XSender(PlatformSender[Ref], platform="x", label="X")`."""
@@ -145,7 +154,7 @@ class PlatformSender(ABC, Generic[R]):
         try:
             ref = self.parse_chat(out.chat_id)
         except ValueError as exc:
-            raise DeliveryRefused(str(exc)) from None
+            raise self.refused(str(exc)) from None
         return await self.runner.submit(ref.key, lambda: self._deliver(ref, out))
 
     async def _deliver(self, ref: R, out: OutgoingMessage) -> Any:
@@ -183,6 +192,71 @@ class PlatformSender(ABC, Generic[R]):
             raise
         self._told_refused = False
         return result
+
+    def failure(self, exc: Exception) -> str | None:
+        """Why the platform failed a call without saying when to try again (a failure code, no
+        answer in time), as the log shows it: the call is made again in place (`retried`);
+        None: `exc` is not such a failure, raised as it is."""
+        return None
+
+    def unsure(self, exc: Exception) -> bool:
+        """Whether the failed call may have been carried out all the same (no answer in time,
+        the connection lost after it was written): looked for before it is made again."""
+        return False
+
+    async def retried(
+        self,
+        where: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        what: str,
+        about: str = "",
+        sent: Callable[[datetime], Awaitable[bool]] | None = None,
+    ) -> T | None:
+        """`call` (`what`, for the chat `where`, of the message beginning `about`) made again
+        in place while the platform fails it (`failure`): after the policy's `pause`s, its
+        `retries` times, each failure a warning; failed every time, an error line with every
+        failure and `refused` raised. A call that may have gone out (`unsure`) is first looked
+        for, `sent(since)` (None: never): found, it is not made again (None). One lost with
+        its connection (`unsure`, no `failure`) and not found is made again once at once; lost
+        again, or any other error, is raised as it is (the message waits in the outbox)."""
+        started = datetime.now(UTC)
+        whys: list[str] = []
+        resent = False
+        while True:
+            try:
+                return await call()
+            except Exception as exc:
+                unsure = self.unsure(exc)
+                if unsure and sent is not None and await sent(started):
+                    self.log.info(
+                        "message to {} was sent before the connection dropped: not resent", where
+                    )
+                    return None
+                why = self.failure(exc)
+                if why is None:
+                    if not unsure or resent:
+                        raise
+                    resent = True
+                    self.log.warning(
+                        "{} to {}: connection dropped before the answer; resending", what, where
+                    )
+                    continue
+                whys.append(why)
+                if len(whys) > self.policy.retries:
+                    self.log.error(
+                        "message to {} not delivered: {} {}: {!r}",
+                        where,
+                        what,
+                        " then ".join(whys),
+                        about[:80],
+                    )
+                    raise self.refused(str(exc)) from exc
+            pause = self.policy.pause(len(whys) - 1)
+            self.log.warning(
+                "{} to {} failed ({}): trying again in {:.1f} s", what, where, whys[-1], pause
+            )
+            await asyncio.sleep(pause)
 
 
 class SocketSender(PlatformSender[R]):

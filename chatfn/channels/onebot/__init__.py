@@ -1,7 +1,7 @@
 """The OneBot v11 channel: QQ through NapCat, LLOneBot, Lagrange (channel.py; sockets and
-actions link.py, the message codec message.py, "was it sent already?" history.py, what was
-said while the bot was away catchup.py). This module is the channel's declaration, found
-through the `chatfn.channels` entry point `onebot`."""
+actions link.py, the way out send.py, the message codec message.py, "was it sent already?"
+history.py, what was said while the bot was away catchup.py). This module is the channel's
+declaration, found through the `chatfn.channels` entry point `onebot`."""
 
 from __future__ import annotations
 

@@ -23,7 +23,8 @@ Delivery policy (a reply must not vanish silently):
   retcodes and raised (DeliveryError, a DeliveryRefused) to the caller of `send()`.
 
 When an account (re)connects, what recently active chats said while it was away is read back
-from their history and handled once (catchup.py). Sockets and actions: link.py.
+from their history and handled once (catchup.py). Sockets and actions: link.py; the way
+out: send.py.
 
 Hostile or broken input: a frame that is not JSON, nests too deep, or has fields of the wrong
 type is logged and skipped, never closes the socket; an event whose `self_id` differs from the
@@ -33,20 +34,17 @@ MAX_TEXT_CHARS is stored truncated with a note.
 
 from __future__ import annotations
 
-import asyncio
-import base64
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from loguru import logger
 
 from chatfn.channels import kit
 from chatfn.channels.kit import sent as kit_sent
-from chatfn.channels.kit.plain import plain_parts, plain_text
+from chatfn.channels.kit.plain import plain_text
 from chatfn.channels.kit.recent import Recent
-from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.onebot.catchup import CatchUp
-from chatfn.channels.onebot.history import CLOCK_SLACK, HistoryReader, Owed, match_sent, plain_words
+from chatfn.channels.onebot.history import CLOCK_SLACK, HistoryReader, plain_words
 from chatfn.channels.onebot.link import (
     WS_PATH,
     ActionError,
@@ -56,13 +54,11 @@ from chatfn.channels.onebot.link import (
     _Connection,
     _int,
 )
-from chatfn.channels.onebot.message import normalize, outgoing_segments, parse_message
+from chatfn.channels.onebot.message import normalize, parse_message
+from chatfn.channels.onebot.send import DeliveryError, OneBotSender
 from chatfn.channels.onebot.settings import OneBotSettings
-from chatfn.channels.outbound import Outbound
 from chatfn.channels.probes import warn_open
-from chatfn.common import audio
 from chatfn.common.messages import (
-    DeliveryRefused,
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
@@ -89,10 +85,6 @@ _QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and
 ROUTES_KEPT = 50_000
 
 
-class DeliveryError(DeliveryRefused):
-    """A message could not be delivered after its retry; raised from `OneBotChannel.send`."""
-
-
 class OneBotChannel(OneBotLink):
     def __init__(
         self,
@@ -107,24 +99,19 @@ class OneBotChannel(OneBotLink):
         self.port = self.cfg.port if port is None else port
         self.web.listen(self.bind, self.port)
         self._owns_web = False
-        # QQ shows no Markdown: the model's Markdown goes out as plain text (to_plain: emphasis
-        # dropped, links as `label (url)`, lists as bullets), split where a reader would
-        # (never inside a code block), each part converted as it is sent. The parts stay
-        # Markdown until then, so what is owed after a partial send is still the model's text.
-        limit = self.cfg.max_message_length
-        self.outbound = Outbound(
-            max_length=limit,
-            rate=self.cfg.send_rate,
-            burst=self.cfg.send_burst,
-            split=lambda text: plain_parts(text, limit),
-        )
         self._route: Recent[str, str] = Recent(ROUTES_KEPT)  # chat id -> the account that saw it
-        # Per account: one message at a time is split and rendered, one per pass of the event
-        # loop, so a thousand owed to one account do not take the loop from the others.
-        self._preparing: dict[str, asyncio.Lock] = {}
         # message id -> (text, image references)
         self._quotes: Recent[str, tuple[str, list[str]]] = Recent(_QUOTE_CACHE)
         self.history = HistoryReader(self.call_action)
+        name = host.settings.bot.name
+        self.sender: OneBotSender = OneBotSender(
+            self,
+            self.cfg,
+            self.policy,
+            route=self._self_id_for,
+            history=self.history,
+            sent=lambda message_id, text: self._remember(message_id, f"{name}: {text}"),
+        )
         self.catch_up = CatchUp(self, self._missed)
         self.bound_port: int | None = None
 
@@ -195,9 +182,10 @@ class OneBotChannel(OneBotLink):
             self._remember_route(msg.chat_id, self_id)
 
             async def sink(out: OutgoingMessage) -> None:
-                # The account the message came to answers it. NotDelivered: the bot's outbox
-                # keeps it; DeliveryError: logged with retcodes.
-                await self._deliver(self_id, out)
+                # The account the message came to answers it (the route, read at once by the
+                # sender). NotDelivered: the bot's outbox keeps it; DeliveryError: logged.
+                self._remember_route(out.chat_id, self_id)
+                await self.deliver(out)
 
             read = lambda: self._quoted(self_id, msg, reply_id)  # noqa: E731
             self.inbound.message((self_id, msg.chat_id), msg.message_id, read, sink=sink)
@@ -372,161 +360,6 @@ class OneBotChannel(OneBotLink):
         now (the outbox keeps it)."""
         await self.deliver(message)
 
-    async def deliver(self, message: OutgoingMessage) -> None:
-        await self._deliver(self._self_id_for(message.chat_id), message)
-
-    async def _deliver(self, self_id: str, out: OutgoingMessage) -> None:
-        kind, _, target = out.chat_id.partition(":")
-        if kind not in ("group", "private") or not target:
-            raise DeliveryError(f"{out.chat_id!r} is not a OneBot chat id (group:N, private:N)")
-        action = "send_group_msg" if kind == "group" else "send_private_msg"
-        id_key = "group_id" if kind == "group" else "user_id"
-
-        key = (self_id, out.chat_id)
-        parts: list[str] = []
-        parts_sent = 0
-
-        async def send_part(text: str, index: int) -> None:
-            nonlocal parts_sent
-            first = index == 0
-            plain = plain_text(text)
-            segments = outgoing_segments(
-                plain,
-                at=out.at if first and kind == "group" else None,
-                reply_to=out.reply_to if first and out.quote else None,
-                images=out.images if index == len(parts) - 1 else (),
-            )
-            params = {id_key: _int(target), "message": segments}
-            data = await self._send_with_retry(self_id, action, params, out)
-            parts_sent += 1
-            if data.get("message_id") is not None:
-                self._remember(str(data["message_id"]), f"{self.host.settings.bot.name}: {plain}")
-
-        async def send_parts() -> None:
-            # In the chat's order: first the account, then the work. A message its account
-            # cannot take now is refused before it is split and rendered (a millisecond for
-            # 9 KB: a thousand owed to an account that stopped reading, tried at once, held
-            # every other account's replies for seconds).
-            await self._can_send(self_id, action)  # waits up to reconnect_wait for it
-            async with self._preparing.setdefault(self_id, asyncio.Lock()):
-                self._writable(self_id, action)  # still, after waiting for the lock
-                parts[:] = self.outbound.split(out.text)
-                await asyncio.sleep(0)  # the account's next message: on the loop's next pass
-            for index, text in enumerate(parts):
-                await self.outbound.limiter.acquire(key)
-                await send_part(text, index)
-            for ref in out.audio:  # the reply spoken (voice.tts): a record message of its own
-                await self.outbound.limiter.acquire(key)
-                await self._send_record(self_id, action, {id_key: _int(target)}, ref)
-
-        try:
-            await self.outbound.runner.submit(key, send_parts)
-        except NotConnected as exc:
-            raise NotDelivered(
-                f"account {self_id} is not connected ({exc})",
-                rest="\n".join(parts[parts_sent:]) if parts_sent else None,
-            ) from None
-
-    async def _send_record(
-        self, self_id: str, action: str, params: dict[str, Any], ref: str
-    ) -> None:
-        """A spoken reply as a `record` segment in SILK (what QQ plays), sent once after its
-        text: a voice that cannot be converted or sent is logged, the text having gone."""
-        try:
-            silk = await audio.to_silk(spoken_audio(ref, "QQ plays SILK sent as base64"))
-            file = "base64://" + base64.b64encode(silk).decode()
-            record = {"type": "record", "data": {"file": file}}
-            await self.call_action(self_id, action, {**params, "message": [record]})
-        except (audio.AudioError, ActionError, NotConnected, ValueError) as exc:
-            logger.warning("OneBot voice reply not sent: {}", exc)
-
-    async def _send_with_retry(
-        self, self_id: str, action: str, params: dict[str, Any], out: OutgoingMessage
-    ) -> dict[str, Any]:
-        """One send, retried once. A send that may have happened (the socket dropped after it
-        went out, or no answer came in time) is first looked for in the chat's history once
-        the account is back (chatfn/channels/onebot/history.py): found, it is not sent again; where
-        the history cannot be read, it is sent again (at least once). An account that stays
-        away raises NotConnected, and the caller keeps the message for its return."""
-        started = datetime.now(UTC)
-        try:
-            return await self.call_action(self_id, action, params)
-        except NotConnected as exc:
-            if not exc.in_flight:
-                raise
-            if await self._sent_meanwhile(self_id, out.chat_id, params, started):
-                return {}
-            logger.warning(
-                "{} to {}: connection dropped before the answer; resending", action, out.chat_id
-            )
-            return await self.call_action(self_id, action, params)
-        except ActionError as first:
-            if isinstance(first, ActionTimeout) and await self._sent_meanwhile(
-                self_id, out.chat_id, params, started
-            ):
-                return {}
-            return await self._again(self_id, action, params, out, first)
-
-    async def _again(
-        self,
-        self_id: str,
-        action: str,
-        params: dict[str, Any],
-        out: OutgoingMessage,
-        failed: ActionError,
-    ) -> dict[str, Any]:
-        """A failed action (a retcode, no answer) tried again as the delivery policy says
-        (chatfn/runtime/delivery_policy.py: `retries` times, after its `pause`s); refused
-        every time: logged with every retcode and raised as DeliveryError."""
-        codes = [str(failed.retcode)]
-        for attempt in range(self.policy.retries):
-            pause = self.policy.pause(attempt)
-            logger.warning(
-                "{} to {} failed (retcode {}): trying again in {:.1f} s",
-                action,
-                out.chat_id,
-                codes[-1],
-                pause,
-            )
-            await asyncio.sleep(pause)
-            try:
-                return await self.call_action(self_id, action, params)
-            except NotConnected:
-                raise
-            except ActionError as again:
-                failed = again
-                codes.append(str(again.retcode))
-        logger.error(
-            "message to {} not delivered: {} retcode {}: {!r}",
-            out.chat_id,
-            action,
-            " then ".join(codes),
-            out.text[:80],
-        )
-        raise DeliveryError(str(failed)) from failed
-
-    async def _sent_meanwhile(
-        self, self_id: str, chat_id: str, params: dict[str, Any], started: datetime
-    ) -> bool:
-        """Whether the part in `params` shows in the chat's history since `started` (waiting
-        up to `reconnect_wait` for the account); False when that cannot be told. An account
-        that stays away raises NotConnected: the message waits in the outbox, and is not
-        waited for a second time by a resend."""
-        text = "".join(
-            str(s["data"].get("text", "")) for s in params["message"] if s["type"] == "text"
-        )
-        if not text.strip():  # an image alone: nothing to recognise it by; sent again
-            return False
-        await self._connection(self_id, self.cfg.reconnect_wait)
-        try:
-            own = await self.history.own_messages(self_id, chat_id)
-        except NotConnected:
-            return False
-        if own is None or not match_sent([Owed(0, [text], started)], own):
-            return False
-        logger.info("message to {} was sent before the connection dropped: not resent", chat_id)
-        return True
-
     async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
         """The outbox asks, before sending rows owed from before a restart, which of them went
         out already (sent, but the bot died before marking them): event id -> True (found in
@@ -542,7 +375,7 @@ class OneBotChannel(OneBotLink):
             return found or []
 
         def parts(out: OutgoingMessage) -> list[str]:  # as they go out, as QQ shows them
-            return [plain_words(plain_text(part)) for part in self.outbound.split(out.text)]
+            return [plain_words(plain_text(part)) for part in self.sender.split(out.text)]
 
         return await kit_sent.find_sent(owed, parts, own, CLOCK_SLACK)
 

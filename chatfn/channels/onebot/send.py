@@ -1,0 +1,178 @@
+"""The way out to OneBot: a message's parts as `send_group_msg` / `send_private_msg` actions
+on the account that serves the chat, on the kit's sender (chatfn/channels/kit/sender.py: one
+queue and pace per account and chat, the parts still owed when a send stops half way).
+
+A failed action (a retcode, no answer) is made again as the delivery policy says and refused
+as DeliveryError after the last; one that may have gone out (no answer in time, the socket
+dropped after it was written) is first looked for in the chat's history (history.py): found,
+it is not sent again. An account that is away raises NotDelivered: the message waits in the
+outbox. The delivery policy in full: channel.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from chatfn.channels import kit
+from chatfn.channels.kit.plain import plain_parts, plain_text
+from chatfn.channels.kit.sender import chat_kind
+from chatfn.channels.kit.voice import spoken_audio
+from chatfn.channels.onebot.history import HistoryReader, Owed, match_sent
+from chatfn.channels.onebot.link import ActionError, ActionTimeout, NotConnected, OneBotLink, _int
+from chatfn.channels.onebot.message import outgoing_segments
+from chatfn.channels.onebot.settings import OneBotSettings
+from chatfn.common import audio
+from chatfn.common.messages import DeliveryRefused, NotDelivered, OutgoingMessage
+from chatfn.runtime.channel_host import DeliveryPolicy
+
+__all__ = ["DeliveryError", "OneBotSender", "Target"]
+
+_ID = re.compile(r".+")
+
+
+class DeliveryError(DeliveryRefused):
+    """A message could not be delivered after its retry; raised from `OneBotChannel.send`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A chat and the account that sends to it."""
+
+    self_id: str
+    is_group: bool
+    target: str
+
+    @property
+    def chat_id(self) -> str:
+        return f"{'group' if self.is_group else 'private'}:{self.target}"
+
+    @property
+    def key(self) -> str:  # one queue and one pace per account and chat
+        return f"{self.chat_id}@{self.self_id}"
+
+    @property
+    def action(self) -> str:
+        return "send_group_msg" if self.is_group else "send_private_msg"
+
+    def params(self, message: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"group_id" if self.is_group else "user_id": _int(self.target), "message": message}
+
+
+class OneBotSender(kit.PlatformSender[Target], platform="onebot", label="OneBot"):
+    """Sends OutgoingMessages through the account `route(chat_id)` names (the one that last
+    saw the chat); `sent(message_id, text)` is told of each part that went out (quotes)."""
+
+    refused = DeliveryError
+
+    def __init__(
+        self,
+        link: OneBotLink,
+        settings: OneBotSettings,
+        policy: DeliveryPolicy | None,
+        *,
+        route: Callable[[str], str],
+        history: HistoryReader,
+        sent: Callable[[str, str], None],
+    ) -> None:
+        super().__init__(link, settings, policy)
+        self.link, self.route, self.history, self.sent = link, route, history, sent
+        # Per account: one message at a time is split and rendered, one per pass of the event
+        # loop, so a thousand owed to one account do not take the loop from the others.
+        self._preparing: dict[str, asyncio.Lock] = {}
+
+    def parse_chat(self, chat_id: str) -> Target:
+        self_id = self.route(chat_id)  # NotDelivered when no account is connected
+        shapes = "group:N, private:N"
+        return Target(
+            self_id, *chat_kind(chat_id, "a OneBot chat id", shapes, private=_ID, group=_ID)
+        )
+
+    def split(self, text: str) -> list[str]:
+        """QQ shows no Markdown: the model's Markdown goes out as plain text (to_plain: emphasis
+        dropped, links as `label (url)`, lists as bullets), split where a reader would (never
+        inside a code block), each part converted as it is sent. The parts stay Markdown until
+        then, so what is owed after a partial send is still the model's text."""
+        return plain_parts(text, self.cfg.max_message_length)
+
+    async def send_parts(self, ref: Target, out: OutgoingMessage, owed: kit.Owed) -> None:
+        try:
+            # In the chat's order: first the account, then the work. A message its account
+            # cannot take now is refused before it is split and rendered (a millisecond for
+            # 9 KB: a thousand owed to an account that stopped reading, tried at once, held
+            # every other account's replies for seconds).
+            await self.link._can_send(ref.self_id, ref.action)  # waits up to reconnect_wait
+            async with self._preparing.setdefault(ref.self_id, asyncio.Lock()):
+                self.link._writable(ref.self_id, ref.action)  # still, after waiting for the lock
+                owed.parts = self.split(out.text)
+                await asyncio.sleep(0)  # the account's next message: on the loop's next pass
+            for index in range(len(owed.parts)):
+                await self.call(ref.key, partial(self._send_part, ref, out, index, owed.parts))
+                owed.sent += 1
+            for voice in out.audio:  # the reply spoken (voice.tts): a record message of its own
+                await self.limiter.acquire(ref.key)
+                await self._send_record(ref, voice)
+        except NotConnected as exc:
+            raise NotDelivered(f"account {ref.self_id} is not connected ({exc})") from None
+
+    async def _send_part(
+        self, ref: Target, out: OutgoingMessage, index: int, parts: list[str]
+    ) -> None:
+        first = index == 0
+        plain = plain_text(parts[index])
+        segments = outgoing_segments(
+            plain,
+            at=out.at if first and ref.is_group else None,
+            reply_to=out.reply_to if first and out.quote else None,
+            images=out.images if index == len(parts) - 1 else (),
+        )
+        params = ref.params(segments)
+        data = await self.retried(
+            ref.chat_id,
+            partial(self.link.call_action, ref.self_id, ref.action, params),
+            what=ref.action,
+            about=out.text,
+            sent=partial(self._sent_meanwhile, ref, plain),
+        )
+        if data and data.get("message_id") is not None:
+            self.sent(str(data["message_id"]), plain)
+
+    def failure(self, exc: Exception) -> str | None:
+        """A retcode (or no answer) is tried again; an account away is not (it waits)."""
+        if isinstance(exc, ActionError) and not isinstance(exc, NotConnected):
+            return f"retcode {exc.retcode}"
+        return None
+
+    def unsure(self, exc: Exception) -> bool:
+        return isinstance(exc, ActionTimeout) or isinstance(exc, NotConnected) and exc.in_flight
+
+    async def _send_record(self, ref: Target, ref_audio: str) -> None:
+        """A spoken reply as a `record` segment in SILK (what QQ plays), sent once after its
+        text: a voice that cannot be converted or sent is logged, the text having gone."""
+        try:
+            silk = await audio.to_silk(spoken_audio(ref_audio, "QQ plays SILK sent as base64"))
+            file = "base64://" + base64.b64encode(silk).decode()
+            record = [{"type": "record", "data": {"file": file}}]
+            await self.link.call_action(ref.self_id, ref.action, ref.params(record))
+        except (audio.AudioError, ActionError, NotConnected, ValueError) as exc:
+            self.log.warning("OneBot voice reply not sent: {}", exc)
+
+    async def _sent_meanwhile(self, ref: Target, text: str, started: datetime) -> bool:
+        """Whether the part `text` shows in the chat's history since `started` (waiting up to
+        `reconnect_wait` for the account); False when that cannot be told. An account that
+        stays away raises NotConnected: the message waits in the outbox, and is not waited
+        for a second time by a resend."""
+        if not text.strip():  # an image alone: nothing to recognise it by; sent again
+            return False
+        await self.link._connection(ref.self_id, self.cfg.reconnect_wait)
+        try:
+            own = await self.history.own_messages(ref.self_id, ref.chat_id)
+        except NotConnected:
+            return False
+        return own is not None and bool(match_sent([Owed(0, [text], started)], own))
