@@ -7,7 +7,8 @@ A platform writes what is its own:
 - `serve()`: read events until the channel stops (the default, for a platform whose events
   come by webhook: say it is up, then wait; for one connection that `connect` opens,
   `serve_sessions`: read it, and connect again in place when it ends; for a socket of its
-  own after logging in, `serve_socket`: read it, and open it again when it drops); raise
+  own after logging in, `serve_socket`: read it, and open it again when it drops; for one
+  read by asking again and again, a long poll or a sync, `serve_polls`); raise
   `CredentialsRefused` when the platform refuses the credentials while serving (a token
   revoked);
 - parse: turn an event into an `IncomingMessage` or a system event, handed to `self.inbound`
@@ -47,6 +48,7 @@ from chatfn.common.messages import (
     IncomingMessage,
     NotDelivered,
     OutgoingMessage,
+    RateLimited,
     Unreachable,
 )
 from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
@@ -156,15 +158,8 @@ class PlatformChannel(Channel, Generic[S]):
             why = await session(backoff)
             if self.stopping or not await self.failed(why, backoff):
                 return
-            while True:
-                try:
-                    await self.connect()
-                    break
-                except CredentialsRefused:
-                    raise
-                except NotDelivered as exc:
-                    if not await self.failed(exc, backoff):
-                        return
+            if not await self.retrying(self.connect, backoff):
+                return
 
     async def serve_socket(
         self,
@@ -188,6 +183,65 @@ class PlatformChannel(Channel, Generic[S]):
                 self.down(Unreachable(f"{where}: {exc!r}"))
             if not await self.pause(backoff.next_delay()):
                 return
+
+    async def serve_polls(
+        self,
+        fetch: Callable[[], Awaitable[T]],
+        handle: Callable[[T], None] | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        """A `serve` for a platform read by asking again and again (a long poll, a sync, a
+        socket opened and read until it ends), written once so each such platform does not
+        keep its own copy of the loop: `fetch()` asks once and returns what came, handed to
+        `handle`; it raises `Unreachable` (the platform's network error, in the words to log)
+        for a passing failure: the channel is down, and asks again after the backoff's delay
+        (0.5 s doubling to 30 s unless `backoff` is given); `RateLimited` with a
+        `retry_after` when the platform asks to wait: asked again after that wait, not down.
+        The first fetch that works after failures puts the channel up; the backoff starts
+        over then, and at a failure while up (a socket that said hello, then dropped).
+        Refused credentials are raised: the kit's connect loop takes over."""
+        backoff = backoff or Backoff(0.5, 30.0)
+        while not self.stopping:
+            try:
+                got = await fetch()
+            except CredentialsRefused:
+                raise
+            except NotDelivered as exc:
+                if isinstance(exc, RateLimited) and exc.retry_after is not None:
+                    if not await self.pause(exc.retry_after):  # asked to wait: not down
+                        return
+                    continue
+                if self.connected:  # it was up: the backoff starts over
+                    backoff.reset()
+                if self.stopping or not await self.failed(exc, backoff):
+                    return
+                continue
+            if self.stopping:
+                return
+            if not self.connected:  # it works again
+                backoff.reset()
+                self.up()
+            if handle is not None:
+                handle(got)
+
+    async def retrying(
+        self, op: Callable[[], Awaitable[Any]], backoff: Backoff | None = None
+    ) -> bool:
+        """Call `op` until it works (a platform's setting made at start-up, a connect): each
+        `NotDelivered` it raises marks the channel down for the backoff's delay (0.5 s doubling
+        to 60 s unless `backoff` is given); refused credentials are raised. True once it
+        worked, False if the channel stops first."""
+        backoff = backoff or Backoff(0.5, 60.0)
+        while not self.stopping:
+            try:
+                await op()
+                return True
+            except CredentialsRefused:
+                raise
+            except NotDelivered as exc:
+                if not await self.failed(exc, backoff):
+                    return False
+        return False
 
     async def deliver(self, message: OutgoingMessage) -> None:
         """Send one message (an outbox delivery or a reply): by default through `sender`."""

@@ -141,9 +141,11 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
         since = self.store.since
         first_ever = since is None
         full_state = True
-        backoff = kit.Backoff(0.5, 30.0)
         filt = sync_filter(self.cfg.timeline_limit)
-        while not self.stopping:
+
+        async def sync() -> None:
+            """One sync, its events handled; its failures as the kit's errors."""
+            nonlocal since, first_ever, full_state
             try:
                 response = await self.client.sync(
                     timeout=0 if full_state else int(self.cfg.sync_timeout * 1000),
@@ -152,31 +154,25 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
                     full_state=True if full_state and since else None,
                 )
             except _NETWORK as exc:
-                why = repr(exc)
-            else:
-                if isinstance(response, SyncResponse):
-                    await self._on_sync(response, since if not first_ever else None)
-                    since = response.next_batch
-                    first_ever = full_state = False
-                    self.syncs += 1
-                    if not self.connected:  # the first sync, or one after failures
-                        backoff.reset()
-                        self.up()
-                    continue
-                code = str(getattr(response, "status_code", "") or "")
-                why = f"{code}: {getattr(response, 'message', response)}"
-                if code == "M_LIMIT_EXCEEDED" and getattr(response, "retry_after_ms", None):
-                    await self.pause(response.retry_after_ms / 1000)
-                    continue
-                if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
-                    raise kit.CredentialsRefused(
-                        f"Matrix refused the access token of {self.user_id} during sync "
-                        f"({why}): log in again"
-                    )
-            if self.stopping:
+                raise kit.Unreachable(f"Matrix sync failed ({exc!r})") from None
+            if isinstance(response, SyncResponse):
+                await self._on_sync(response, since if not first_ever else None)
+                since = response.next_batch
+                first_ever = full_state = False
+                self.syncs += 1
                 return
-            if not await self.failed(kit.Unreachable(f"Matrix sync failed ({why})"), backoff):
-                return
+            code = str(getattr(response, "status_code", "") or "")
+            why = f"{code}: {getattr(response, 'message', response)}"
+            if code == "M_LIMIT_EXCEEDED" and getattr(response, "retry_after_ms", None):
+                raise kit.RateLimited(why, response.retry_after_ms / 1000)
+            if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+                raise kit.CredentialsRefused(
+                    f"Matrix refused the access token of {self.user_id} during sync "
+                    f"({why}): log in again"
+                )
+            raise kit.Unreachable(f"Matrix sync failed ({why})")
+
+        await self.serve_polls(sync)
 
     async def _on_sync(self, response: SyncResponse, since: str | None) -> None:
         """One sync's events. `since` None: the account's first sync ever (only state and

@@ -122,7 +122,7 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
 
     async def serve(self) -> None:
         if self.cfg.mode == "socket":
-            await self._socket_mode()
+            await self.serve_polls(self._socket_mode)  # again with backoff while it fails
         else:
             await super().serve()
 
@@ -132,36 +132,30 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
 
     # -- Socket Mode ---------------------------------------------------------------------------
     async def _socket_mode(self) -> None:
-        """apps.connections.open, then read envelopes until the socket drops; again with
-        backoff while it fails."""
-        backoff = kit.Backoff(0.5, 30.0)
+        """apps.connections.open, then read envelopes until the socket drops: returns when
+        Slack asked for a new connection (opened at once), raises Unreachable when it was
+        lost."""
         assert self._http is not None
-        while not self.stopping:
-            try:
-                opened = await self.client.apps_connections_open(
-                    app_token=self.cfg.secret_text("app_token")
-                )
-                async with self._http.ws_connect(str(opened["url"]), heartbeat=30) as ws:
-                    self._ws = ws
-                    why = await self._read_socket(ws, backoff)
-            except SlackApiError as exc:
-                fix = "check the app-level token (xapp-...) and its connections:write scope"
-                if refused := token_refused(exc, "app_token", fix):
-                    raise refused from None
-                why = f"apps.connections.open: {error_code(exc) or exc}"
-            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
-                why = f"{type(exc).__name__}: {exc}"
-            finally:
-                self._ws = None
-            if self.stopping:
-                return
-            if why == "refresh":
-                continue  # Slack asked for a new connection: open one now
-            lost = kit.Unreachable(f"Slack Socket Mode connection lost ({why})")
-            if not await self.failed(lost, backoff):
-                return
+        try:
+            opened = await self.client.apps_connections_open(
+                app_token=self.cfg.secret_text("app_token")
+            )
+            async with self._http.ws_connect(str(opened["url"]), heartbeat=30) as ws:
+                self._ws = ws
+                why = await self._read_socket(ws)
+        except SlackApiError as exc:
+            fix = "check the app-level token (xapp-...) and its connections:write scope"
+            if refused := token_refused(exc, "app_token", fix):
+                raise refused from None
+            why = f"apps.connections.open: {error_code(exc) or exc}"
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._ws = None
+        if why != "refresh":  # "refresh": Slack asked for a new connection
+            raise kit.Unreachable(f"Slack Socket Mode connection lost ({why})")
 
-    async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse, backoff: kit.Backoff) -> str:
+    async def _read_socket(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """Envelopes until the socket closes; returns why it ended ("refresh": Slack asked
         for a new connection, reconnect at once)."""
         async for envelope in kit.json_frames(ws, "Slack Socket Mode"):
@@ -186,7 +180,6 @@ class SlackChannel(kit.PlatformChannel[SlackSettings], platform="slack", label="
                     self.spawn(self._ack_when_stored(ws, ack, taken))
                 # released (its job failed before the store): no ack, Slack sends it again
             if kind == "hello":
-                backoff.reset()
                 self.up()  # what waited for the connection goes out now
             elif kind == "disconnect":
                 if envelope.get("reason", "") == "link_disabled":

@@ -127,8 +127,9 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
         self.up()
         last: int | None = None  # the newest update id taken
         waiting: dict[int, kit.Taken] = {}  # taken, not confirmed: the offset stays below them
-        backoff = kit.Backoff(0.5, 30.0)
-        while not self.stopping:
+
+        async def fetch() -> tuple[Update, ...]:
+            nonlocal waiting
             if waiting:
                 undecided = [t.outcome for t in waiting.values() if not t.done]
                 if undecided:
@@ -142,32 +143,28 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             else:
                 offset, timeout = (None if last is None else last + 1), self.cfg.poll_timeout
             try:
-                updates = await self.bot.get_updates(
+                return await self.bot.get_updates(
                     offset=offset, timeout=timeout, allowed_updates=ALLOWED_UPDATES
                 )
             except InvalidToken:
                 raise kit.CredentialsRefused(_REFUSED.format("getUpdates")) from None
             except TelegramError as exc:
-                if self.stopping:
-                    return
                 why = (
                     "another getUpdates or a webhook holds this bot"
                     if isinstance(exc, Conflict)
                     else exc
                 )
-                if not await self.failed(
-                    kit.Unreachable(f"Telegram getUpdates failed ({why})"), backoff
-                ):
-                    return
-                continue
-            if not self.connected:  # it works again
-                backoff.reset()
-                self.up()
+                raise kit.Unreachable(f"Telegram getUpdates failed ({why})") from None
+
+        def handle(updates: tuple[Update, ...]) -> None:
+            nonlocal last
             for update in updates:
                 last = max(last or 0, update.update_id)
                 taken = self._take(update)
                 if not taken.confirmed:
                     waiting[update.update_id] = taken
+
+        await self.serve_polls(fetch, handle)
 
     async def _set_webhook(self) -> bool:
         """setWebhook until it works (backoff); the HTTP channel serves the route."""
@@ -177,21 +174,18 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
                 "channels.telegram.secret_token is not set: anyone who finds {} can post updates",
                 self.cfg.webhook_path,
             )
-        backoff = kit.Backoff(0.5, 60.0)
-        while not self.stopping:
+
+        async def set_webhook() -> None:
             try:
                 await self.bot.set_webhook(
                     self.cfg.webhook_url or "", secret_token=secret, allowed_updates=ALLOWED_UPDATES
                 )
-                return True
             except InvalidToken:
                 raise kit.CredentialsRefused(_REFUSED.format("setWebhook")) from None
             except TelegramError as exc:
-                if not await self.failed(
-                    kit.Unreachable(f"Telegram setWebhook failed ({exc})"), backoff
-                ):
-                    return False
-        return False
+                raise kit.Unreachable(f"Telegram setWebhook failed ({exc})") from None
+
+        return await self.retrying(set_webhook)
 
     async def _webhook(self, request: web.Request) -> web.Response:
         secret = self.cfg.secret_token

@@ -101,33 +101,27 @@ class WeixinChannel(kit.PlatformChannel[WeixinSettings], platform="weixin", labe
         return f"bot {bot or '(token from the config)'}, long polling {base_url}"
 
     async def serve(self) -> None:
-        backoff = kit.Backoff(1.0, 60.0)
         self.up()
-        while not self.stopping:
-            if self._rewind:
-                self._rewind = False
-                self._generation += 1
-                self._last_batch = None
-                if not await self.pause(RETAKE_AFTER):
-                    return
-                self.read_buf = self.stored_buf
-            try:
-                answer = await self.poll()
-            except IlinkError as exc:
-                if exc.expired:
-                    raise expired(exc) from None
-                if not await self.failed(kit.Unreachable(f"WeChat getupdates: {exc}"), backoff):
-                    return
-                continue
-            except (aiohttp.ClientError, ConnectionError) as exc:
-                why = kit.Unreachable(f"WeChat (iLink) not reachable ({exc})")
-                if not await self.failed(why, backoff):
-                    return
-                continue
-            if not self.connected:
-                self.up()
-            backoff = kit.Backoff(1.0, 60.0)
-            self.take(answer)
+        await self.serve_polls(self.fetch, self.take, kit.Backoff(1.0, 60.0))
+
+    async def fetch(self) -> dict[str, Any]:
+        """One getupdates (after a rewind's pause, from the kept cursor); its failures as the
+        kit's errors."""
+        if self._rewind:
+            self._rewind = False
+            self._generation += 1
+            self._last_batch = None
+            if not await self.pause(RETAKE_AFTER):
+                return {}
+            self.read_buf = self.stored_buf
+        try:
+            return await self.poll()
+        except IlinkError as exc:
+            if exc.expired:
+                raise expired(exc) from None
+            raise kit.Unreachable(f"WeChat getupdates: {exc}") from None
+        except (aiohttp.ClientError, ConnectionError) as exc:
+            raise kit.Unreachable(f"WeChat (iLink) not reachable ({exc})") from None
 
     async def poll(self) -> dict[str, Any]:
         assert self.api is not None
