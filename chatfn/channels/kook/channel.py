@@ -76,10 +76,8 @@ class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="k
             self.sender = KookSender(self.api, self.cfg, self.policy)
             self.sender.fetch_allow = self.fetch_allow
         assert self.api is not None
-        try:
+        with ERRORS.connecting("GET /v3/user/me", self.cfg.api_base, FIX):
             me = await self.api.call("GET", "/v3/user/me")
-        except ERRORS.every as exc:
-            raise ERRORS.for_connect(exc, "GET /v3/user/me", self.cfg.api_base, FIX) from None
         me = me if isinstance(me, dict) else {}
         self.bot_id = str(me.get("id") or "")
         self.bot_name = str(me.get("username") or "")

@@ -26,7 +26,7 @@ import aiohttp
 
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
-from chatfn.channels.kook.api import ERRORS, KookApi, KookApiError, KookAuthError
+from chatfn.channels.kook.api import ERRORS, KookApi
 from chatfn.channels.kook.parse import ChatRef, parse_chat_id
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.channels.markdown import to_kmarkdown
@@ -84,12 +84,6 @@ class KookSender(kit.PlatformSender[ChatRef], platform="kook", label="KOOK"):
     parse_chat = staticmethod(parse_chat_id)
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, KookApiError) and not isinstance(exc, KookAuthError):
-            if exc.is_rate_limit:
-                wait = exc.retry_after
-                return kit.RateLimited(f"KOOK asks to wait before sending to {key} ({exc})", wait)
-            if exc.status >= 500:
-                return kit.Unreachable(f"KOOK failed ({exc})")
         return ERRORS.for_send(exc, key)
 
     def path(self, ref: ChatRef) -> str:

@@ -121,10 +121,8 @@ class QQApi(ChannelApi):
     async def who_am_i(self) -> dict[str, Any]:
         """GET /users/@me: the bot (connecting, and the online check). Raises the kit's
         CredentialsRefused (naming the keys to fix) or Unreachable."""
-        try:
+        with ERRORS.connecting("GET /users/@me", self.cfg.api_root, FIX):
             me = await self.call("GET", "/users/@me")
-        except ERRORS.every as exc:
-            raise ERRORS.for_connect(exc, "GET /users/@me", self.cfg.api_root, FIX) from None
         return me if isinstance(me, dict) else {}
 
     @property

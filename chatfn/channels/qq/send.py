@@ -68,7 +68,7 @@ from chatfn.channels.kit.replies import (
 )
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.channels.markdown import to_plain
-from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, QQApi, QQApiError
+from chatfn.channels.qq.api import ACTIVE_REFUSED_CODES, ERRORS, QQApi, QQApiError
 from chatfn.channels.qq.media import MediaShelf
 from chatfn.channels.qq.parse import _ID, ChatRef, parse_chat_id
 from chatfn.channels.qq.settings import QQSettings
@@ -138,27 +138,15 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
             raise
 
     def classify(self, exc: Exception, key: str) -> Exception | None:
-        if isinstance(exc, aiohttp.ClientError | TimeoutError):
-            return kit.Unreachable(f"QQ not reachable ({exc})")
-        if not isinstance(exc, QQApiError):
-            return None
-        if exc.is_rate_limit:  # QQ names no wait: the policy's backoff
-            return kit.RateLimited(f"QQ rate limit on {key} ({exc})")
-        if exc.is_expired:
-            return WindowPassed()
-        if exc.code == 304003:
-            return LinkRefused()
-        if exc.is_auth:
-            return kit.CredentialsRefused(
-                f"QQ refused the bot's token ({exc}): check channels.qq.app_id and "
-                "channels.qq.secret"
-            )
-        if exc.status >= 500 and exc.code not in ACTIVE_REFUSED_CODES:
-            return kit.Unreachable(f"QQ failed the call ({exc})")
-        why = f"QQ refused the message to {key}: {exc}"
-        if exc.code in ACTIVE_REFUSED_CODES:
-            why += " (QQ takes no active messages here)"
-        return kit.DeliveryRefused(why)
+        if isinstance(exc, QQApiError) and not exc.is_rate_limit:
+            if exc.is_expired:
+                return WindowPassed()
+            if exc.code == 304003:
+                return LinkRefused()
+            if exc.code in ACTIVE_REFUSED_CODES:
+                why = f"{exc} (QQ takes no active messages here)"
+                return kit.DeliveryRefused(f"QQ refused the message to {key}: {why}")
+        return ERRORS.for_send(exc, key)
 
     async def send_parts(self, ref: ChatRef, out: OutgoingMessage, owed: kit.Owed) -> None:
         answer = self.answer(ref, out.reply_to)
