@@ -66,8 +66,10 @@ class DingTalkChannel(kit.PlatformChannel[DingTalkSettings], platform="dingtalk"
             await super().serve()
             return
         if self.link is None:
-            self.link = StreamLink(self.cfg, self.api, self._stored, self.up, self.down)
-        await self.link.run()
+            self.link = StreamLink(self.cfg, self.api, self._stored, self.up)
+        # Connect, read, connect again after a drop (backoff to a cap); refused credentials
+        # are raised (the kit's connect loop takes them).
+        await self.serve_polls(self.link.session, backoff=kit.Backoff(0.5, 60.0))
 
     async def close(self) -> None:
         await self.quietly(self.link.close() if self.link is not None else None, self.api.aclose())

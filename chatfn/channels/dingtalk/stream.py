@@ -91,7 +91,7 @@ def subscriptions(client: Any) -> list[dict[str, str]]:
 
 
 class StreamLink:
-    """One app's Stream connection: `run()` until cancelled (module docstring)."""
+    """One app's Stream connection: `session()`, one at a time (module docstring)."""
 
     def __init__(
         self,
@@ -99,36 +99,28 @@ class StreamLink:
         api: DingTalkApi,
         on_message: OnMessage,
         on_up: Callable[[], None],
-        on_down: Callable[[Exception], None],
     ) -> None:
         self.cfg = settings
         self.api = api
         self.client = _client(settings, on_message)
-        self.on_up, self.on_down = on_up, on_down
+        self.on_up = on_up
         self.connections = 0  # tests
         self._ws: Any = None
         self._frames: set[asyncio.Task[Any]] = set()
 
-    async def run(self) -> None:
-        """Connect, read, connect again after a drop (backoff to a cap); refused credentials
-        are raised (the kit's connect loop takes them)."""
-        backoff = kit.Backoff(0.5, 60.0)
-        while True:
-            before = self.connections
-            try:
-                await self.session()
-            except kit.CredentialsRefused:
-                raise
-            except kit.Unreachable as exc:
-                self.on_down(exc)
-            except Exception as exc:  # noqa: BLE001 - websockets' own errors: passing trouble
-                self.on_down(kit.Unreachable(f"DingTalk Stream connection lost ({exc!r})"))
-            if self.connections > before:  # it was up: the next try soon
-                backoff.reset()
-            await asyncio.sleep(backoff.next_delay())
-
     async def session(self) -> None:
-        """One connection: the ticket, the socket, its frames until it closes."""
+        """One connection, read until it ends; raises why (refused credentials, Unreachable)
+        for the channel's read loop (`PlatformChannel.serve_polls`: again after a backoff)."""
+        try:
+            await self._read()
+        except (kit.CredentialsRefused, kit.Unreachable):
+            raise
+        except Exception as exc:  # websockets' own errors: passing trouble
+            raise kit.Unreachable(f"DingTalk Stream connection lost ({exc!r})") from None
+        raise kit.Unreachable("DingTalk Stream connection closed")
+
+    async def _read(self) -> None:
+        """The ticket, the socket, its frames until it closes."""
         import websockets
         from dingtalk_stream import DingTalkStreamClient
         from dingtalk_stream.version import VERSION_STRING
@@ -150,7 +142,6 @@ class StreamLink:
                     continue
                 if isinstance(frame, dict):
                     self._spawn(self._route(ws, frame, DingTalkStreamClient.TAG_DISCONNECT))
-        self.on_down(kit.Unreachable("DingTalk Stream connection closed"))
 
     def _spawn(self, job: Awaitable[None]) -> None:
         task = asyncio.ensure_future(job)
