@@ -106,6 +106,13 @@ class GatewaySocket(HeldSocket, Generic[A, S, D]):
         """The URL to connect to now (asked of the API; with resume parameters if resuming)."""
         raise NotImplementedError
 
+    def url_in(self, found: Any) -> str:
+        """The `url` of the answer `found` to asking for it (`where`); ValueError if none."""
+        url = str(found.get("url") or "") if isinstance(found, dict) else ""
+        if not url:
+            raise ValueError(f"{self.where} gave no url")
+        return url
+
     async def read(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """One connection: hello, identify or resume, its frames; why it ended (`RECONNECT`,
         `SLOW_DOWN` or what the connection-lost line says). Raise `GiveUp` to stop."""

@@ -143,13 +143,9 @@ class Gateway(GatewaySocket[KookApi, KookSettings, Dispatch]):
     async def address(self) -> str:
         """The gateway's URL (asked for unless resuming), with the resume parameters."""
         if self.url is None or self.session_id is None:
-            found = await self.api.call(
-                "GET", "/v3/gateway/index", params={"compress": int(self.cfg.compress)}
-            )
-            url = str((found or {}).get("url") or "") if isinstance(found, dict) else ""
-            if not url:
-                raise KookApiError(200, 0, "GET /v3/gateway/index gave no url")
-            self.url = url
+            compress = {"compress": int(self.cfg.compress)}
+            found = await self.api.call("GET", "/v3/gateway/index", params=compress)
+            self.url = self.url_in(found)
         if self.session_id is None:
             return self.url
         self.resumes += 1

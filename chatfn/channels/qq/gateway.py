@@ -80,11 +80,7 @@ class Gateway(GatewaySocket[QQApi, QQSettings, Dispatch]):
         self.seq: int | None = None
 
     async def address(self) -> str:
-        found = await self.api.call("GET", "/gateway")
-        url = str((found or {}).get("url") or "")
-        if not url:
-            raise ValueError("GET /gateway gave no url")
-        return url
+        return self.url_in(await self.api.call("GET", "/gateway"))
 
     def beat(self) -> dict[str, Any]:
         return {"op": 1, "d": self.seq}
