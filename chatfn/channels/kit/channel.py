@@ -62,6 +62,16 @@ T = TypeVar("T")
 REFUSED_RETRY = 60.0
 
 
+class GroupOrNot(Protocol):
+    """A chat reference that knows its chat id and whether it is a group."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def is_group(self) -> bool: ...
+
+
 class Lifecycle(Protocol):
     """What a connection the channel hands its reading to (a gateway's socket) tells the
     channel: a `PlatformChannel` is one; a test may give a stand-in."""
@@ -382,11 +392,15 @@ class PlatformChannel(Channel, Generic[S]):
 
     # -- in and out ------------------------------------------------------------------------
     def incoming(
-        self, chat_id: str, sender_id: str, text: str, **fields: Any
+        self, chat_id: str | GroupOrNot, sender_id: str, text: str, **fields: Any
     ) -> IncomingMessage | None:
         """A user's message of this platform, cleaned the one way (kit/incoming.py); None
-        when it says nothing."""
-        return incoming(self.platform, self.label, chat_id, sender_id, text, **fields)
+        when it says nothing. `chat_id` may be the chat's reference: its `key`, and whether
+        it is a group (`is_group`)."""
+        if not isinstance(chat_id, str):
+            fields = {"is_group": chat_id.is_group, **fields}
+        key = chat_id if isinstance(chat_id, str) else chat_id.key
+        return incoming(self.platform, self.label, key, sender_id, text, **fields)
 
     async def send(self, message: OutgoingMessage) -> None:
         if not self.logged_in:

@@ -169,10 +169,9 @@ class KookChannel(GatewayChannel, kit.PlatformChannel[KookSettings], platform="k
         if ref.is_group and guild:
             roles = await self._roles(guild, sender, author.get("roles") or [])
         return self.incoming(
-            ref.key,
+            ref,
             sender,
             text,
-            is_group=ref.is_group,
             sender_name=str(author.get("nickname") or author.get("username") or sender),
             chat_name=str(extra.get("channel_name") or ""),
             is_at_bot=mentioned,

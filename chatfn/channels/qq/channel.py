@@ -188,10 +188,9 @@ class QQChannel(GatewayChannel, kit.PlatformChannel[QQSettings], platform="qq", 
         images = [i for a in attachments if (i := await self._image(a))]
         audio, transcript = voice_of(attachments)
         return self.incoming(
-            ref.key,
+            ref,
             sender,
             text,
-            is_group=ref.is_group,
             sender_name=str(member.get("nick") or author.get("username") or sender),
             is_at_bot=mentioned,
             message_id=msg_id,
