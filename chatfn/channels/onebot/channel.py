@@ -40,11 +40,8 @@ from typing import Any
 from loguru import logger
 
 from chatfn.channels import kit
-from chatfn.channels.kit import sent as kit_sent
-from chatfn.channels.kit.plain import plain_text
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.onebot.catchup import CatchUp
-from chatfn.channels.onebot.history import CLOCK_SLACK, HistoryReader, plain_words
 from chatfn.channels.onebot.link import (
     WS_PATH,
     ActionError,
@@ -60,7 +57,6 @@ from chatfn.channels.onebot.settings import OneBotSettings
 from chatfn.channels.probes import warn_open
 from chatfn.common.messages import (
     IncomingMessage,
-    NotDelivered,
     OutgoingMessage,
     SystemEvent,
     capped_text,
@@ -81,9 +77,6 @@ __all__ = [
 ROLES = ("owner", "admin")  # the OneBot `sender.role` values that are a group's admins
 _QUOTE_CACHE = 2000  # message ids remembered for `reply` segments (incoming and sent)
 
-# Chats whose serving account is remembered (the most recently active ones; ~150 bytes each).
-ROUTES_KEPT = 50_000
-
 
 class OneBotChannel(OneBotLink):
     def __init__(
@@ -99,19 +92,11 @@ class OneBotChannel(OneBotLink):
         self.port = self.cfg.port if port is None else port
         self.web.listen(self.bind, self.port)
         self._owns_web = False
-        self._route: Recent[str, str] = Recent(ROUTES_KEPT)  # chat id -> the account that saw it
         # message id -> (text, image references)
         self._quotes: Recent[str, tuple[str, list[str]]] = Recent(_QUOTE_CACHE)
-        self.history = HistoryReader(self.call_action)
         name = host.settings.bot.name
-        self.sender: OneBotSender = OneBotSender(
-            self,
-            self.cfg,
-            self.policy,
-            route=self._self_id_for,
-            history=self.history,
-            sent=lambda message_id, text: self._remember(message_id, f"{name}: {text}"),
-        )
+        sent = lambda message_id, text: self._remember(message_id, f"{name}: {text}")  # noqa: E731
+        self.sender: OneBotSender = OneBotSender(self, self.cfg, self.policy, sent=sent)
         self.catch_up = CatchUp(self, self._missed)
         self.bound_port: int | None = None
 
@@ -179,12 +164,12 @@ class OneBotChannel(OneBotLink):
             msg, reply_id = parsed
             if msg.message_id and not self.inbound.first_sight((self_id, msg.message_id)):
                 return  # caught up from the history already, or sent twice by the peer
-            self._remember_route(msg.chat_id, self_id)
+            self.sender.serves(msg.chat_id, self_id)
 
             async def sink(out: OutgoingMessage) -> None:
                 # The account the message came to answers it (the route, read at once by the
                 # sender). NotDelivered: the bot's outbox keeps it; DeliveryError: logged.
-                self._remember_route(out.chat_id, self_id)
+                self.sender.serves(out.chat_id, self_id)
                 await self.deliver(out)
 
             read = lambda: self._quoted(self_id, msg, reply_id)  # noqa: E731
@@ -292,7 +277,7 @@ class OneBotChannel(OneBotLink):
             logger.info("OneBot account {} joined group {}", self_id, event.get("group_id"))
             return []
         chat_id = f"group:{event.get('group_id')}"
-        self._remember_route(chat_id, self_id)
+        self.sender.serves(chat_id, self_id)
         by = str(event.get("operator_id", ""))
         data = {"self_id": self_id, "sub_type": event.get("sub_type"), "operator_id": by}
         return [kit.member_joined(self.platform, chat_id, user_id, user_id, **data)]
@@ -319,7 +304,7 @@ class OneBotChannel(OneBotLink):
                 approve = False
         logger.info("friend request from {} {}", user_id, "approved" if approve else "ignored")
         chat_id = f"private:{user_id}"
-        self._remember_route(chat_id, self_id)
+        self.sender.serves(chat_id, self_id)
         comment = event.get("comment", "")
         data = {"self_id": self_id, "comment": comment}
         return [kit.friend_request(self.platform, chat_id, user_id, approve, **data)]
@@ -335,24 +320,7 @@ class OneBotChannel(OneBotLink):
         elif kind == "lifecycle":
             logger.info("OneBot account {} lifecycle: {}", conn.self_id, event.get("sub_type"))
 
-    # -- actions ---------------------------------------------------------------------------
-    # -- outgoing --------------------------------------------------------------------------
-    def _remember_route(self, chat_id: str, self_id: str) -> None:
-        """Note the account that serves `chat_id`, keeping the `ROUTES_KEPT` most recent chats:
-        a bot in more chats than that forgets the longest idle ones (a message to one of those
-        goes through the first connected account until that chat speaks again)."""
-        self._route.put(chat_id, self_id)
-
-    def _self_id_for(self, chat_id: str) -> str:
-        """The account that last saw this chat; with none known, the only (or first)
-        connected account (a reminder after a restart)."""
-        known = self._route.get(chat_id)
-        if known is not None:
-            return known
-        if self._conns:
-            return next(iter(self._conns))
-        raise NotDelivered(f"no OneBot account is connected; message to {chat_id} waits")
-
+    # -- outgoing: OneBotSender (send.py) -------------------------------------------------
     async def send(self, message: OutgoingMessage) -> None:
         """Unsolicited messages (reminders, welcomes), through the account that last saw the
         chat: no login gates it, each account is there or not. Raises DeliveryError when the
@@ -361,23 +329,8 @@ class OneBotChannel(OneBotLink):
         await self.deliver(message)
 
     async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
-        """The outbox asks, before sending rows owed from before a restart, which of them went
-        out already (sent, but the bot died before marking them): event id -> True (found in
-        the chat's history: mark delivered), False (not found, or the history cannot be read:
-        send). Rows of chats whose account is not connected are left out (ask again when it
-        is). One history action per chat (chatfn/channels/kit/sent.py)."""
-
-        async def own(chat_id: str, _since: datetime) -> list[tuple[float, str]] | None:
-            try:
-                found = await self.history.own_messages(self._self_id_for(chat_id), chat_id)
-            except (NotConnected, NotDelivered):
-                return None
-            return found or []
-
-        def parts(out: OutgoingMessage) -> list[str]:  # as they go out, as QQ shows them
-            return [plain_words(plain_text(part)) for part in self.sender.split(out.text)]
-
-        return await kit_sent.find_sent(owed, parts, own, CLOCK_SLACK)
+        """Which rows owed from before a restart went out already (`OneBotSender.find_sent`)."""
+        return await self.sender.find_sent(owed)
 
 
 def _invalid_id(event: dict[str, Any], kind: str) -> bool:

@@ -1,12 +1,7 @@
 """The way out to OneBot: a message's parts as `send_group_msg` / `send_private_msg` actions
 on the account that serves the chat, on the kit's sender (chatfn/channels/kit/sender.py: one
-queue and pace per account and chat, the parts still owed when a send stops half way).
-
-A failed action (a retcode, no answer) is made again as the delivery policy says and refused
-as DeliveryError after the last; one that may have gone out (no answer in time, the socket
-dropped after it was written) is first looked for in the chat's history (history.py): found,
-it is not sent again. An account that is away raises NotDelivered: the message waits in the
-outbox. The delivery policy in full: channel.py.
+queue and pace per account and chat, a failed action tried again, what is still owed). The
+delivery policy, retries and the history check before a resend: channel.py's docstring.
 """
 
 from __future__ import annotations
@@ -21,10 +16,18 @@ from functools import partial
 from typing import Any
 
 from chatfn.channels import kit
+from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.kit.plain import plain_parts, plain_text
+from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.sender import chat_kind
 from chatfn.channels.kit.voice import spoken_audio
-from chatfn.channels.onebot.history import HistoryReader, Owed, match_sent
+from chatfn.channels.onebot.history import (
+    CLOCK_SLACK,
+    HistoryReader,
+    Owed,
+    match_sent,
+    plain_words,
+)
 from chatfn.channels.onebot.link import ActionError, ActionTimeout, NotConnected, OneBotLink, _int
 from chatfn.channels.onebot.message import outgoing_segments
 from chatfn.channels.onebot.settings import OneBotSettings
@@ -35,6 +38,8 @@ from chatfn.runtime.channel_host import DeliveryPolicy
 __all__ = ["DeliveryError", "OneBotSender", "Target"]
 
 _ID = re.compile(r".+")
+# Chats whose serving account is remembered (the most recently active ones; ~150 bytes each).
+ROUTES_KEPT = 50_000
 
 
 class DeliveryError(DeliveryRefused):
@@ -77,15 +82,31 @@ class OneBotSender(kit.PlatformSender[Target], platform="onebot", label="OneBot"
         settings: OneBotSettings,
         policy: DeliveryPolicy | None,
         *,
-        route: Callable[[str], str],
-        history: HistoryReader,
         sent: Callable[[str, str], None],
     ) -> None:
         super().__init__(link, settings, policy)
-        self.link, self.route, self.history, self.sent = link, route, history, sent
+        self.link, self.sent = link, sent
+        self.routes: Recent[str, str] = Recent(ROUTES_KEPT)  # chat id -> the account that saw it
+        self.history = HistoryReader(link.call_action)
         # Per account: one message at a time is split and rendered, one per pass of the event
         # loop, so a thousand owed to one account do not take the loop from the others.
         self._preparing: dict[str, asyncio.Lock] = {}
+
+    def serves(self, chat_id: str, self_id: str) -> None:
+        """Note the account that serves `chat_id`, keeping the `ROUTES_KEPT` most recent chats:
+        a bot in more chats than that forgets the longest idle ones (a message to one of those
+        goes through the first connected account until that chat speaks again)."""
+        self.routes.put(chat_id, self_id)
+
+    def route(self, chat_id: str) -> str:
+        """The account that last saw this chat; with none known, the only (or first)
+        connected account (a reminder after a restart)."""
+        known = self.routes.get(chat_id)
+        if known is not None:
+            return known
+        if self.link.self_ids:
+            return self.link.self_ids[0]
+        raise NotDelivered(f"no OneBot account is connected; message to {chat_id} waits")
 
     def parse_chat(self, chat_id: str) -> Target:
         self_id = self.route(chat_id)  # NotDelivered when no account is connected
@@ -176,3 +197,22 @@ class OneBotSender(kit.PlatformSender[Target], platform="onebot", label="OneBot"
         except NotConnected:
             return False
         return own is not None and bool(match_sent([Owed(0, [text], started)], own))
+
+    async def find_sent(self, owed: list[tuple[OutgoingMessage, datetime]]) -> dict[int, bool]:
+        """The outbox asks, before sending rows owed from before a restart, which of them went
+        out already (sent, but the bot died before marking them): event id -> True (found in
+        the chat's history: mark delivered), False (not found, or the history cannot be read:
+        send). Rows of chats whose account is not connected are left out (ask again when it
+        is). One history action per chat (chatfn/channels/kit/sent.py)."""
+
+        async def own(chat_id: str, _since: datetime) -> list[tuple[float, str]] | None:
+            try:
+                found = await self.history.own_messages(self.route(chat_id), chat_id)
+            except (NotConnected, NotDelivered):
+                return None
+            return found or []
+
+        def parts(out: OutgoingMessage) -> list[str]:  # as they go out, as QQ shows them
+            return [plain_words(plain_text(part)) for part in self.split(out.text)]
+
+        return await kit_sent.find_sent(owed, parts, own, CLOCK_SLACK)

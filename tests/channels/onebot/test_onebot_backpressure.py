@@ -127,7 +127,7 @@ async def test_an_account_that_never_reads_does_not_stall_the_others(
     deaf = channel._conns[str(DEAF)]
     sim = await connected(url)  # a second account, reading as usual
     for i in range(1500):
-        channel._route[f"private:{i}"] = str(DEAF)  # chats the deaf account served
+        channel.sender.routes[f"private:{i}"] = str(DEAF)  # chats the deaf account served
     reply = "word " * 1800  # 9 KB: three parts of 3000 characters
     messages = [OutgoingMessage("onebot", f"private:{i}", f"{i} {reply}") for i in range(1500)]
     owed = await _owe(bot, messages)
