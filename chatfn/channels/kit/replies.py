@@ -13,7 +13,9 @@ The way out of such a platform (`AnswerSender`) says when a reply goes as an act
 (its message too old, or nothing to answer), cuts a reply to the room its message has left
 (none left: given up, counted), and sends each call as an answer, once more as an active
 message when the platform says the window passed (`WindowPassed`), and once more with its
-links replaced when the platform refused one (`LinkRefused`: told once, naming the fix).
+links replaced when the platform refused one (`LinkRefused`: told once, naming the fix); a
+reply the platform refuses as one it has (its sequence number seen: a row sent again) is
+delivered.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ class AnswerSender(SharedStateSender[R, ReplyWindow]):
     active_note: ClassVar[str] = ""
     #: The end of the last part of a reply cut to its message's room.
     cut_note: ClassVar[str] = ""
+    #: What the platform calls a reply's sequence number.
+    seq_name: ClassVar[str] = "sequence number"
 
     def __init__(self, client: Any, settings: Any, policy: Any, shared: ReplyWindow) -> None:
         super().__init__(client, settings, policy, shared)
@@ -203,6 +207,40 @@ class AnswerSender(SharedStateSender[R, ReplyWindow]):
                 self._note(ref),
             )
         return answer
+
+    def duplicate(self, exc: Exception) -> bool:
+        """`exc` is the platform refusing a reply whose sequence number it has (a row sent
+        again): it has the reply. None is by default."""
+        return False
+
+    async def post(self, ref: R, call: Callable[[], Awaitable[Any]]) -> Any:
+        """One call for the chat (`call`: paced, under the delivery policy); one the platform
+        refuses as a `duplicate` is delivered (None)."""
+
+        async def once() -> Any:
+            try:
+                return await call()
+            except Exception as exc:
+                if not self.duplicate(exc):
+                    raise
+                self.log.info(
+                    "{} already has this message to {} (duplicate {}): delivered",
+                    self.label,
+                    ref.key,
+                    self.seq_name,
+                )
+                return None
+
+        return await self.call(ref.key, once)
+
+    def has_room(self, ref: R, answer: Answer, seq: int, what: str) -> bool:
+        """Whether the reply `seq` answering `answer`'s message fits in what it still takes
+        (a warning naming `what` it is for when not)."""
+        if not answer.msg_id or self.shared.room(answer.msg_id, [seq]) > 0:
+            return True
+        msg = "{}: no reply left to {} in {} for {}"
+        self.log.warning(msg, self.label, answer.msg_id, ref.key, what)
+        return False
 
     def took(self, ref: R, answer: Answer, seq: int) -> None:
         """The platform took the reply `seq` answering `answer`'s message: counted."""

@@ -102,7 +102,7 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
         " (QQ refuses active messages to groups and C2C chats since 2025-04-21: it will likely "
         "be refused and given up)"
     )
-    cut_note = CUT_NOTE
+    cut_note, seq_name = CUT_NOTE, "msg_seq"
 
     def __init__(
         self,
@@ -124,6 +124,9 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
 
     def counted(self, ref: ChatRef) -> bool:
         return ref.v2
+
+    def duplicate(self, exc: Exception) -> bool:
+        return isinstance(exc, QQApiError) and exc.is_duplicate
 
     def split(self, text: str, limit: int | None = None) -> list[str]:
         return split_message(text, limit or self.cfg.max_message_length, render=to_plain)
@@ -194,10 +197,7 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
         room for, or that QQ refuses is logged and left out (the text is the answer)."""
         for number, voice_ref in enumerate(refs):
             seq = msg_seq(row, first + number)
-            if answer.msg_id and self.passive.room(answer.msg_id, [seq]) <= 0:
-                logger.warning(
-                    "QQ: no reply left to {} in {} for its voice", answer.msg_id, ref.key
-                )
+            if not self.has_room(ref, answer, seq, "its voice"):
                 return
             try:
                 plays = "QQ needs SILK it can fetch"
@@ -233,8 +233,8 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
         await self.answering(
             ref,
             answer,
-            lambda a: self._post(ref, lambda: self._json(ref, body(a, text))),
-            lambda a: self._post(ref, lambda: self._json(ref, body(a, unlinked(text)))),
+            lambda a: self.post(ref, lambda: self._json(ref, body(a, text))),
+            lambda a: self.post(ref, lambda: self._json(ref, body(a, unlinked(text)))),
         )
 
     async def _send_image(
@@ -261,7 +261,7 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
                         "message_id": quote,
                         "ignore_get_message_error": True,
                     }
-                return self._post(ref, lambda: self._json(ref, body))
+                return self.post(ref, lambda: self._json(ref, body))
 
             def form() -> Awaitable[Any]:
                 data = aiohttp.FormData()
@@ -275,7 +275,7 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
                 )
                 return self.api.call("POST", ref.messages_path, form=data, timeout=60)
 
-            return self._post(ref, form)
+            return self.post(ref, form)
 
         await self.answering(ref, answer, guild, None)
 
@@ -292,7 +292,7 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
             upload["url"] = self.media.put(data)
         else:
             upload["file_data"] = base64.b64encode(data).decode()
-        info = await self._post(
+        info = await self.post(
             ref, lambda: self.api.call("POST", ref.files_path, json=upload, timeout=60)
         )
         file_info = str((info or {}).get("file_info") or "")
@@ -307,29 +307,12 @@ class QQSender(AnswerSender[ChatRef], platform="qq", label="QQ"):
                 "media": {"file_info": file_info},
                 **self._body(ref, a, seq),
             }
-            return self._post(ref, lambda: self._json(ref, body))
+            return self.post(ref, lambda: self._json(ref, body))
 
         await self.answering(ref, answer, media, None)
 
     def _json(self, ref: ChatRef, body: dict[str, Any]) -> Awaitable[Any]:
         return self.api.call("POST", ref.messages_path, json=body)
-
-    async def _post(self, ref: ChatRef, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One call for the chat (the kit's: paced, rate limits as the policy says); a
-        duplicate `msg_seq` taken as delivered."""
-
-        async def once() -> Any:
-            try:
-                return await call()
-            except QQApiError as exc:
-                if not exc.is_duplicate:
-                    raise
-                logger.info(
-                    "QQ already has this message to {} (duplicate msg_seq): delivered", ref.key
-                )
-                return None
-
-        return await self.call(ref.key, once)
 
 
 # parse_chat_id is re-exported for the channel's probe and tests.
