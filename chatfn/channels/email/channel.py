@@ -60,7 +60,7 @@ def _text(line: Any) -> str:
     return line.decode(errors="replace") if isinstance(line, bytes | bytearray) else str(line)
 
 
-class EmailChannel(kit.PlatformChannel[EmailSettings], platform="email", label="e-mail"):
+class EmailChannel(kit.SessionChannel[EmailSettings], platform="email", label="e-mail"):
     def __init__(self, host: ChannelHost, settings: EmailSettings) -> None:
         super().__init__(host, settings)
         self.imap: aioimaplib.IMAP4 | None = None
@@ -87,10 +87,7 @@ class EmailChannel(kit.PlatformChannel[EmailSettings], platform="email", label="
         return f"{self.cfg.address} ({self.cfg.mailbox} at {self.cfg.imap_url})"
 
     # -- serve -----------------------------------------------------------------------------
-    async def serve(self) -> None:
-        await self.serve_sessions(self._session)
-
-    async def _session(self, backoff: kit.Backoff) -> Exception:
+    async def session(self, backoff: kit.Backoff) -> Exception:
         imap = self.imap
         assert imap is not None
         self._in_hand.clear()

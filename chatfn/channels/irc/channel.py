@@ -43,7 +43,7 @@ _REFUSED = re.compile(r"password|access denied|authenticat", re.IGNORECASE)
 _CANNOT_JOIN = {"471": "full", "473": "invite only", "474": "banned", "475": "key wrong"}
 
 
-class IrcChannel(kit.PlatformChannel[IrcSettings], platform="irc", label="IRC"):
+class IrcChannel(kit.SessionChannel[IrcSettings], platform="irc", label="IRC"):
     skip_stored = False  # IRC gives no message ids
 
     def __init__(self, host: ChannelHost, settings: IrcSettings) -> None:
@@ -163,10 +163,7 @@ class IrcChannel(kit.PlatformChannel[IrcSettings], platform="irc", label="IRC"):
             await conn.send("CAP", "END", paced=False)
 
     # -- serve -----------------------------------------------------------------------------
-    async def serve(self) -> None:
-        await self.serve_sessions(self._session)
-
-    async def _session(self, backoff: kit.Backoff) -> Exception:
+    async def session(self, backoff: kit.Backoff) -> Exception:
         """Join, then read until the connection ends; what ended it."""
         conn = self.conn
         assert conn is not None

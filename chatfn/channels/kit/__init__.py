@@ -12,7 +12,7 @@ names a platform.
 """
 
 from chatfn.channels.intake import Taken, settled
-from chatfn.channels.kit.channel import REFUSED_RETRY, Lifecycle, PlatformChannel
+from chatfn.channels.kit.channel import REFUSED_RETRY, Lifecycle, PlatformChannel, SessionChannel
 from chatfn.channels.kit.declare import readme
 from chatfn.channels.kit.errors import (
     CredentialsRefused,
@@ -60,6 +60,7 @@ __all__ = [
     "NotDelivered",
     "Owed",
     "PlatformChannel",
+    "SessionChannel",
     "PlatformSender",
     "PlatformSettings",
     "RateLimited",

@@ -53,7 +53,7 @@ from chatfn.common.messages import (
 )
 from chatfn.runtime.channel_host import ChannelHost, DeliveryPolicy
 
-__all__ = ["REFUSED_RETRY", "Lifecycle", "PlatformChannel"]
+__all__ = ["REFUSED_RETRY", "Lifecycle", "PlatformChannel", "SessionChannel"]
 
 S = TypeVar("S", bound=BaseModel)
 T = TypeVar("T")
@@ -406,3 +406,17 @@ class PlatformChannel(Channel, Generic[S]):
         if not self.logged_in:
             raise NotDelivered(f"the {self.label} channel is not connected yet")
         await self.deliver(message)
+
+
+class SessionChannel(PlatformChannel[S]):
+    """A platform read over the one connection `connect` opens (a mailbox, a chat protocol's
+    stream): its `serve` is `serve_sessions(self.session)`, so such a channel writes only
+    what one connection's reading is."""
+
+    async def serve(self) -> None:
+        await self.serve_sessions(self.session)
+
+    @abstractmethod
+    async def session(self, backoff: Backoff) -> Exception:
+        """Read the connection `connect` opened until it ends (reset `backoff` once it is up);
+        return why it ended."""

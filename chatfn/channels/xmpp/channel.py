@@ -120,7 +120,7 @@ async def session(client: slixmpp.ClientXMPP, address: tuple[str, int] | None) -
     return await outcome
 
 
-class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMPP"):
+class XmppChannel(kit.SessionChannel[XmppSettings], platform="xmpp", label="XMPP"):
     def __init__(self, host: ChannelHost, settings: XmppSettings) -> None:
         super().__init__(host, settings)
         self.client: slixmpp.ClientXMPP | None = None
@@ -160,10 +160,7 @@ class XmppChannel(kit.PlatformChannel[XmppSettings], platform="xmpp", label="XMP
             client.abort()
 
     # -- serve -----------------------------------------------------------------------------
-    async def serve(self) -> None:
-        await self.serve_sessions(self._session)
-
-    async def _session(self, backoff: kit.Backoff) -> Exception:
+    async def session(self, backoff: kit.Backoff) -> Exception:
         client = self.client
         assert client is not None
         client.send_presence()
