@@ -64,7 +64,7 @@ from chatfn.channels.discord.message import (
 )
 from chatfn.channels.discord.settings import DiscordSettings
 from chatfn.channels.kit import sent as kit_sent
-from chatfn.channels.kit.catchup import missed_window, unstored
+from chatfn.channels.kit.catchup import missed_window, read_back
 from chatfn.channels.kit.presses import press_message
 from chatfn.common import audio
 from chatfn.common.messages import IncomingMessage, OutgoingMessage, SystemEvent
@@ -172,19 +172,21 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         it was spoken in), and more than HISTORY messages of one chat."""
         if self.client is None or self.client.user is None:
             return 0
-        me, found = self.client.user.id, 0
+        me = self.client.user.id
         window = await missed_window(self.host, self.platform, datetime.now(UTC))
-        for chat_id, after in window.chats.items() if window is not None else ():
-            try:
-                read = self.history(chat_id, after, HISTORY)
-                theirs = (seen async for seen in read if seen.author.id != me)
-                async for seen in unstored(self.host, self.platform, chat_id, theirs, _ident):
-                    found += 1
-                    await self._on_message(seen, chat_id)
-            except discord.HTTPException as exc:
-                logger.debug("Discord catch-up of {} skipped: {}", chat_id, exc)
-            except OSError as exc:
-                logger.debug("Discord catch-up of {} skipped: {!r}", chat_id, exc)
+
+        def theirs(chat_id: str, after: datetime) -> AsyncIterator[discord.Message]:
+            read = self.history(chat_id, after, HISTORY)
+            return (seen async for seen in read if seen.author.id != me)
+
+        def skipped(chat_id: str, exc: Exception) -> None:
+            why = exc if isinstance(exc, discord.HTTPException) else repr(exc)
+            logger.debug("Discord catch-up of {} skipped: {}", chat_id, why)
+
+        errors = (discord.HTTPException, OSError)
+        found = await read_back(
+            self.host, self.platform, window, theirs, _ident, self._on_message, errors, skipped
+        )
         if found:
             logger.info("Discord: {} message(s) said while the bot was away handled now", found)
         return found
@@ -337,17 +339,12 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
             return {}
         me = self.client.user.id
 
+        def mine(seen: discord.Message) -> tuple[float, str] | None:
+            return (seen.created_at.timestamp(), seen.content) if seen.author.id == me else None
+
         async def own(chat_id: str, since: datetime) -> list[tuple[float, str]] | None:
-            try:
-                return [
-                    (seen.created_at.timestamp(), seen.content)
-                    async for seen in self.history(chat_id, since, 100)
-                    if seen.author.id == me
-                ]
-            except (discord.Forbidden, discord.NotFound):
-                return []
-            except (*_NETWORK, discord.HTTPException):
-                return None
+            gone, later = (discord.Forbidden, discord.NotFound), (*_NETWORK, discord.HTTPException)
+            return await kit_sent.own_since(self.history(chat_id, since, 100), mine, gone, later)
 
         def first_part(out: OutgoingMessage) -> list[str]:
             parts = parts_of(out, self.cfg.max_message_length)

@@ -12,21 +12,21 @@ Chat ids (what `chats:` rules match, `fnmatch` style):
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
 import discord
 
+from chatfn.channels.kit.keys import part_key
+from chatfn.channels.kit.media import is_audio, is_image
 from chatfn.channels.kit.mentions import read_mentions
+from chatfn.channels.kit.quotes import quote_line
 from chatfn.channels.markdown import to_discord
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.common.messages import OutgoingMessage
 
 #: A user's mention (`<@id>`, `<@!id>` the legacy nick form), a role's and a channel's.
 _MENTION = re.compile(r"<(@!?|@&|#)(\d+)>")
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-_AUDIO_SUFFIXES = (".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".amr", ".flac")
 #: Room kept in the first part for the `<@id> ` mention placed before it.
 MENTION_ROOM = 32
 
@@ -107,33 +107,22 @@ def readable(message: discord.Message, bot_id: int) -> tuple[str, bool]:
     files = [
         f"[file: {a.filename}, {a.size} bytes]"
         for a in message.attachments
-        if not is_image(a) and not is_audio(a)
+        if not is_image(a.content_type, a.filename) and not is_audio(a.content_type, a.filename)
     ]
     if files:
         text = "\n".join([text, *files]).strip()
     return text, mentioned  # the kit's `incoming` cleans the text and caps its length
 
 
-def is_image(attachment: discord.Attachment) -> bool:
-    kind = attachment.content_type or ""
-    return kind.startswith("image/") or attachment.filename.lower().endswith(_IMAGE_SUFFIXES)
-
-
-def is_audio(attachment: discord.Attachment) -> bool:
-    """A voice message (Discord's own are `voice-message.ogg`, audio/ogg) or an audio file."""
-    kind = attachment.content_type or ""
-    return kind.startswith("audio/") or attachment.filename.lower().endswith(_AUDIO_SUFFIXES)
-
-
 def audio_of(message: discord.Message) -> list[str]:
     """The first audio attachment's CDN URL (downloaded, bounded, and transcribed by
-    voice.stt)."""
-    return [a.url for a in message.attachments if is_audio(a)][:1]
+    voice.stt); Discord's own voice messages are `voice-message.ogg`, audio/ogg."""
+    return [a.url for a in message.attachments if is_audio(a.content_type, a.filename)][:1]
 
 
 def images_of(message: discord.Message) -> list[str]:
     """The image attachments' CDN URLs (fetched, bounded, when a vision model needs them)."""
-    return [a.url for a in message.attachments if is_image(a)]
+    return [a.url for a in message.attachments if is_image(a.content_type, a.filename)]
 
 
 def roles_of(guild: discord.Guild | None, author: object) -> list[str]:
@@ -154,8 +143,7 @@ def quoted(message: discord.Message) -> tuple[str | None, list[str]]:
     resolved = ref.resolved if ref is not None else None
     if not isinstance(resolved, discord.Message):
         return None, []
-    text = f"{resolved.author.display_name}: {readable(resolved, -1)[0][:500]}"
-    return text, images_of(resolved)
+    return quote_line(resolved.author.display_name, readable(resolved, -1)[0]), images_of(resolved)
 
 
 @dataclass(slots=True)
@@ -182,13 +170,7 @@ def parts_of(out: OutgoingMessage, limit: int) -> list[Part]:
     if parts and out.at:
         parts[0].content = f"<@{out.at}> {parts[0].content}".rstrip()
     for index, part in enumerate(parts):
-        part.nonce = nonce(out.event_id, index, part.content)
+        # At most 25 characters (Discord's limit); none without an outbox row (a random one).
+        if out.event_id is not None:
+            part.nonce = part_key(out.event_id, index, part.content, 25, short=True)
     return parts
-
-
-def nonce(event_id: int | None, index: int, content: str) -> str | None:
-    """At most 25 characters (Discord's limit); None without an outbox row (a random one)."""
-    if event_id is None:
-        return None
-    digest = hashlib.blake2s(content.encode(), digest_size=4).hexdigest()
-    return f"cf{event_id}.{index}.{digest}"[:25]

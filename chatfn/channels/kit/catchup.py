@@ -15,14 +15,14 @@ iterator), whose messages are the bot's, and which other chats it can learn were
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from chatfn.runtime.channel_host import ChannelHost
 
-__all__ = ["MissedWindow", "missed_window", "unstored"]
+__all__ = ["MissedWindow", "missed_window", "read_back", "unstored"]
 
 T = TypeVar("T")
 
@@ -78,3 +78,29 @@ async def unstored(
         for item in history:
             if not await host.was_stored(platform, chat_id, ident(item)):
                 yield item
+
+
+async def read_back(
+    host: ChannelHost,
+    platform: str,
+    window: MissedWindow | None,
+    history: Callable[[str, datetime], AsyncIterable[T]],
+    ident: Callable[[T], str],
+    handle: Callable[[T, str], Awaitable[object]],
+    errors: tuple[type[Exception], ...],
+    skipped: Callable[[str, Exception], None],
+) -> int:
+    """Each chat of `window` (none when it is None) read back: its `history(chat_id, after)`
+    (oldest first, without the bot's own messages) from the time the window gives it, each
+    message that is not stored yet handed to `handle(message, chat_id)` in order; returns
+    how many. A read (or handling) failing with one of `errors` leaves the rest of that chat
+    for now: `skipped(chat_id, error)` logs it, and the next chat is read."""
+    found = 0
+    for chat_id, after in window.chats.items() if window is not None else ():
+        try:
+            async for item in unstored(host, platform, chat_id, history(chat_id, after), ident):
+                found += 1
+                await handle(item, chat_id)
+        except errors as exc:
+            skipped(chat_id, exc)
+    return found

@@ -14,14 +14,18 @@ import uuid
 __all__ = ["part_key", "part_seq"]
 
 
-def part_key(event_id: int | None, index: object, content: str, limit: int = 64) -> str:
+def part_key(
+    event_id: int | None, index: object, content: str, limit: int = 64, short: bool = False
+) -> str:
     """`chatfn-<event id>-<index>-<digest of content>`, cut to the platform's `limit` of
     characters; without a row (a direct send), one of the content alone would merge two equal
-    messages, so a random one."""
+    messages, so a random one. `short`: `cf<event id>.<index>.<shorter digest>`, for a
+    platform whose keys are a few characters long."""
     if event_id is None:
         return uuid.uuid4().hex
-    digest = hashlib.blake2s(content.encode(), digest_size=8).hexdigest()
-    return f"chatfn-{event_id}-{index}-{digest}"[:limit]
+    digest = hashlib.blake2s(content.encode(), digest_size=4 if short else 8).hexdigest()
+    key = f"cf{event_id}.{index}.{digest}" if short else f"chatfn-{event_id}-{index}-{digest}"
+    return key[:limit]
 
 
 def part_seq(row: int, index: int) -> int:

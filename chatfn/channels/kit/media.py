@@ -5,14 +5,37 @@ reply (voice.tts) as OGG/Opus, what most platforms play as a voice message."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chatfn.channels.kit.images import MAX_IMAGE_IN, data_uri, image_mime
 from chatfn.channels.kit.voice import spoken_audio
 from chatfn.common import audio
 
-__all__ = ["MAX_VOICE_IN", "image_uri", "opus_voice", "spoken_files", "voice_uri"]
+__all__ = [
+    "MAX_VOICE_IN",
+    "caption_from",
+    "image_uri",
+    "is_audio",
+    "is_image",
+    "opus_voice",
+    "spoken_files",
+    "voice_uri",
+]
 
 #: The largest voice a user sent that is taken for speech to text.
 MAX_VOICE_IN = 20 * 1024 * 1024
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_AUDIO_SUFFIXES = (".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".amr", ".flac")
+
+
+def is_image(mime: str | None, name: str) -> bool:
+    """A file a user sent is an image: by the type the platform gives, else its name."""
+    return (mime or "").startswith("image/") or name.lower().endswith(_IMAGE_SUFFIXES)
+
+
+def is_audio(mime: str | None, name: str) -> bool:
+    """A file a user sent is a voice message or an audio file: by its type, else its name."""
+    return (mime or "").startswith("audio/") or name.lower().endswith(_AUDIO_SUFFIXES)
 
 
 def image_uri(data: bytes, max_bytes: int = MAX_IMAGE_IN) -> str | None:
@@ -54,3 +77,10 @@ async def opus_voice(voice_ref: str, plays: str) -> bytes:
     if data.startswith(b"OggS") and data[28:36] == b"OpusHead":
         return data
     return await audio.to_ogg_opus(data)
+
+
+def caption_from(parts: list[str], media: bool, fits: Callable[[str], bool]) -> str | None:
+    """The last part of a reply's text, taken out of `parts` to go as the caption of its first
+    image when the reply has `media` and the part `fits` the platform's caption; else None,
+    `parts` left as they are."""
+    return parts.pop() if media and parts and fits(parts[-1]) else None

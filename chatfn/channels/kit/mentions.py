@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
-__all__ = ["folded", "read_mentions"]
+__all__ = ["folded", "read_mentions", "remove_once", "starts_with_word"]
 
 _SPACES = re.compile(r"[ \t]{2,}")
 
@@ -48,3 +48,23 @@ def read_mentions(
 
     read = markup.sub(one, text)
     return (folded(read) if fold else read), mentioned
+
+
+def remove_once(text: str, word: str) -> tuple[str, bool]:
+    """`text` without the first `word` in it (the bot's name a client wrote), and whether it
+    was there; `text` as it is for an empty `word`."""
+    if not word:
+        return text, False
+    at = text.find(word)
+    if at < 0:
+        return text, False
+    return text[:at] + text[at + len(word) :], True
+
+
+def starts_with_word(text: str, word: str) -> bool:
+    """`text` begins with the word `word` ("Helper: hi", not "Helpers are")."""
+    stripped = text.lstrip()
+    if not word or not stripped.startswith(word):
+        return False
+    rest = stripped[len(word) :]
+    return not rest or not (rest[0].isalnum() or rest[0] == "_")

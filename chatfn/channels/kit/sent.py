@@ -12,13 +12,16 @@ parts of a row they would show (its text as sent, or only the first part).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from chatfn.common.messages import OutgoingMessage
 
-__all__ = ["Owed", "find_sent", "match_sent"]
+__all__ = ["Owed", "find_sent", "match_sent", "own_since"]
+
+T = TypeVar("T")
 
 #: The bot's own messages in one chat: (sent at, in seconds since the epoch; text), oldest
 #: first.
@@ -75,3 +78,21 @@ async def find_sent(
             found = match_sent(rows, mine, leeway)
             verdicts |= {row.key: row.key in found for row in rows}
     return verdicts
+
+
+async def own_since(
+    history: AsyncIterable[T],
+    own: Callable[[T], tuple[float, str] | None],
+    gone: tuple[type[Exception], ...],
+    later: tuple[type[Exception], ...],
+) -> list[tuple[float, str]] | None:
+    """`find_sent`'s `own` for a platform that reads a chat's history message by message:
+    what `own(message)` gives of each message of `history` (None: not the bot's); [] when
+    reading it fails with one of `gone` (the chat is not there to read, or not for the bot),
+    None with one of `later` (it cannot be read now)."""
+    try:
+        return [mine async for item in history if (mine := own(item)) is not None]
+    except gone:
+        return []
+    except later:
+        return None

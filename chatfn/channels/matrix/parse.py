@@ -31,7 +31,8 @@ from html import unescape
 from typing import Any
 from urllib.parse import unquote
 
-from chatfn.channels.kit.mentions import folded
+from chatfn.channels.kit.mentions import folded, remove_once, starts_with_word
+from chatfn.channels.kit.quotes import leading_quote
 from chatfn.channels.kit.sender import ChatTarget
 
 __all__ = ["ChatRef", "Reading", "parse_chat_id", "read_content"]
@@ -89,41 +90,15 @@ def _pill_target(href: str) -> str | None:
 
 def _strip_fallback(body: str) -> tuple[str, str | None, str | None]:
     """(body without the reply fallback, the quoted text, the quoted sender)."""
-    lines = body.split("\n")
-    if not lines or not lines[0].startswith(">"):
+    rest, quoted = leading_quote(body)
+    if not quoted:
         return body, None, None
-    quoted: list[str] = []
-    i = 0
-    while i < len(lines) and lines[i].startswith(">"):
-        quoted.append(lines[i][2:] if lines[i].startswith("> ") else lines[i][1:])
-        i += 1
-    if i < len(lines) and lines[i].strip() == "":
-        i += 1
     sender = None
-    if quoted:
-        m = _QUOTE_SENDER.match(quoted[0])
-        if m:
-            sender = m.group(0).strip().lstrip("*").strip().strip("<>")
-            quoted[0] = quoted[0][m.end() :]
-    return "\n".join(lines[i:]), "\n".join(quoted).strip() or None, sender
-
-
-def _remove_once(text: str, word: str) -> tuple[str, bool]:
-    if not word:
-        return text, False
-    at = text.find(word)
-    if at < 0:
-        return text, False
-    return text[:at] + text[at + len(word) :], True
-
-
-def _starts_with_name(body: str, name: str) -> bool:
-    """`body` begins with the word `name` ("Helper: hi", not "Helpers are")."""
-    stripped = body.lstrip()
-    if not name or not stripped.startswith(name):
-        return False
-    rest = stripped[len(name) :]
-    return not rest or not (rest[0].isalnum() or rest[0] == "_")
+    m = _QUOTE_SENDER.match(quoted[0])
+    if m:
+        sender = m.group(0).strip().lstrip("*").strip().strip("<>")
+        quoted[0] = quoted[0][m.end() :]
+    return rest, "\n".join(quoted).strip() or None, sender
 
 
 def _tidy(text: str) -> str:
@@ -164,16 +139,16 @@ def read_content(content: dict[str, Any], bot_id: str, bot_names: list[str]) -> 
     ]
     names = [n for n in bot_names if n]
     legacy = not isinstance(mentions, dict) and (
-        bot_id in body or any(_starts_with_name(body, n) for n in names)
+        bot_id in body or any(starts_with_word(body, n) for n in names)
     )
     reading.mentioned = bot_id in reading.mentions or bool(labels) or legacy
 
     if reading.mentioned:
         for label in labels:
-            body, _ = _remove_once(body, label)
+            body, _ = remove_once(body, label)
         body = body.replace(bot_id, "")
         for name in sorted(names, key=len, reverse=True):
-            if _starts_with_name(body, name):
+            if starts_with_word(body, name):
                 body = body.lstrip()[len(name) :]
                 break
     reading.text = _tidy(body)

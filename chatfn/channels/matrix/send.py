@@ -46,6 +46,7 @@ from chatfn.channels import kit
 from chatfn.channels.kit.fit import fitted_parts
 from chatfn.channels.kit.hold import AccountHold
 from chatfn.channels.kit.keys import part_key
+from chatfn.channels.kit.media import caption_from
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.uploads import Upload, image_upload
 from chatfn.channels.matrix.format import to_body, to_html
@@ -125,9 +126,8 @@ class MatrixSender(kit.PlatformSender[ChatRef], platform="matrix", label="Matrix
         mention = out.at if out.at and ref.is_group and out.at.startswith("@") else None
         parts = self.split(out.text) if out.text.strip() else []
         images = list(out.images or [])
-        caption: str | None = None
-        if images and parts and len(to_body(parts[-1])) <= CAPTION_LIMIT:
-            caption = parts.pop()
+        fits = lambda last: len(to_body(last)) <= CAPTION_LIMIT  # noqa: E731
+        caption = caption_from(parts, bool(images), fits)
         reply_to = out.reply_to if out.quote and out.reply_to else None
         thread = (self.threads.get(out.reply_to or ""), out.reply_to)
         index = 0

@@ -112,10 +112,9 @@ class SlackSender(kit.PlatformSender[ChatRef], platform="slack", label="Slack"):
         limit = self.cfg.max_message_length - len(mention)
         parts = self.split(out.text, limit) if out.text.strip() else []
         images = [kit.decode_image(i) for i in out.images]
-        caption: str | None = None
-        uploads = [i for i in images if isinstance(i, bytes)]
-        if uploads and parts and len(to_slack_mrkdwn(parts[-1])) <= COMMENT_LIMIT:
-            caption = parts.pop()
+        uploads = any(isinstance(i, bytes) for i in images)
+        fits = lambda last: len(to_slack_mrkdwn(last)) <= COMMENT_LIMIT  # noqa: E731
+        caption = media.caption_from(parts, uploads, fits)
         owed.parts = parts + ([caption] if caption is not None else [])
         actions = button_block(out.buttons)
         for index, part in enumerate(parts):

@@ -101,9 +101,8 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
         limit = self.cfg.max_message_length - utf16_len(mention)
         parts = self.split(out.text, limit) if out.text.strip() else []
         images: list[str] = list(getattr(out, "images", None) or [])
-        caption: str | None = None
-        if images and parts and utf16_len(to_telegram_markdown_v2(parts[-1])) <= CAPTION_LIMIT:
-            caption = parts.pop()
+        fits = lambda last: utf16_len(to_telegram_markdown_v2(last)) <= CAPTION_LIMIT  # noqa: E731
+        caption = media.caption_from(parts, bool(images), fits)
         owed.parts = parts + ([caption] if caption is not None else [])
         reply_to = (
             int(out.reply_to) if out.quote and out.reply_to and out.reply_to.isdigit() else None
