@@ -21,6 +21,7 @@ from chatfn.channels.kit.keys import part_key
 from chatfn.channels.kit.media import is_audio, is_image
 from chatfn.channels.kit.mentions import read_mentions
 from chatfn.channels.kit.quotes import quote_line
+from chatfn.channels.kit.roster import roles
 from chatfn.channels.markdown import to_discord
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.common.messages import OutgoingMessage
@@ -131,10 +132,8 @@ def roles_of(guild: discord.Guild | None, author: object) -> list[str]:
     `bot.trust_group_admins`."""
     if not isinstance(author, discord.Member):
         return []
-    if guild is not None and guild.owner_id == author.id:
-        return ["owner"]
-    perms = author.guild_permissions
-    return ["admin"] if perms.administrator or perms.manage_guild else []
+    owner, perms = guild is not None and guild.owner_id == author.id, author.guild_permissions
+    return roles(owner, perms.administrator or perms.manage_guild)
 
 
 def quoted(message: discord.Message) -> tuple[str | None, list[str]]:

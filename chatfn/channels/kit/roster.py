@@ -12,7 +12,13 @@ from loguru import logger
 
 from chatfn.channels.kit.cache import Remembered
 
-__all__ = ["Roster", "Rosters"]
+__all__ = ["Roster", "Rosters", "roles"]
+
+
+def roles(owner: bool, admin: bool) -> list[str]:
+    """A sender's roles as the bot takes them (`bot.trust_group_admins`): "owner" for the
+    group's owner, else "admin" for one the platform says manages it, else none."""
+    return ["owner"] if owner else ["admin"] if admin else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,5 +55,4 @@ class Rosters(Remembered[str, Roster]):
                 logger.warning(self._warning, group, exc)
                 roster = Roster()
             self.put(group, roster)
-        roles = [r for r, ids in (("owner", roster.owner), ("admin", roster.admin)) if user in ids]
-        return roster.names.get(user, ""), roles[:1]
+        return roster.names.get(user, ""), roles(user in roster.owner, user in roster.admin)
