@@ -40,6 +40,7 @@ from typing import Any
 from loguru import logger
 
 from chatfn.channels import kit
+from chatfn.channels.kit.quotes import quote_line
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.onebot.catchup import CatchUp
 from chatfn.channels.onebot.link import (
@@ -212,7 +213,7 @@ class OneBotChannel(OneBotLink):
         if _invalid_id(event, "message"):
             return None
         if message_id:
-            self._remember(message_id, f"{name}: {text[:500]}", parsed.images)
+            self._remember(message_id, quote_line(name, text), parsed.images)
         msg = IncomingMessage(
             platform=self.platform,
             chat_id=chat_id,

@@ -37,6 +37,7 @@ from chatfn.channels import kit
 from chatfn.channels.kit import media as kit_media
 from chatfn.channels.kit import presses, webhook
 from chatfn.channels.kit.downloads import downloaded
+from chatfn.channels.kit.quotes import quote_line
 from chatfn.channels.kit.wire import same_secret
 from chatfn.channels.telegram.parse import ChatRef, address, chat_ref
 from chatfn.channels.telegram.send import TelegramSender
@@ -295,10 +296,10 @@ class TelegramChannel(kit.PlatformChannel[TelegramSettings], platform="telegram"
             who = (
                 replied.from_user.full_name
                 if replied.from_user
-                else (replied.sender_chat.title if replied.sender_chat else "?")
-            )
+                else (replied.sender_chat.title if replied.sender_chat else None)
+            ) or "?"
             body = replied.text or replied.caption or ("[photo]" if replied.photo else "")
-            quoted = f"{who}: {body[:500]}"
+            quoted = quote_line(who, body)
             if replied.photo and (img := await self._photo(replied.photo)):
                 images.append(img)  # "what is in this?" about a quoted photo
         command = clean_text(said.text).startswith("/")
