@@ -3,12 +3,13 @@ fresh Registry and a scripted model, and a OneBot channel listening on a free po
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from loguru import logger
 from pydantic import BaseModel
 
 from chatfn.channels.onebot.channel import OneBotChannel
@@ -26,6 +27,17 @@ from tests.kit import serve  # noqa: F401 - the channel tests' old address for i
 pytest.register_assert_rewrite("tests.channels.contract")
 
 TOKEN = "sim-secret-token"
+
+
+@pytest.fixture
+def logs() -> Iterator[list[str]]:
+    """The log lines written while the test runs, INFO and up, as "LEVEL message"."""
+    lines: list[str] = []
+    sink = logger.add(
+        lambda m: lines.append(str(m).rstrip()), level="INFO", format="{level} {message}"
+    )
+    yield lines
+    logger.remove(sink)
 
 
 ESSAY = [f"line {i:03d} " + "x" * 40 for i in range(60)]

@@ -7,12 +7,10 @@ reply sent again as an active message (the window passed) or with its links repl
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from loguru import logger
 
 from chatfn.channels.kit.keys import part_seq
 from chatfn.channels.kit.replies import (
@@ -65,16 +63,6 @@ PRIVATE = ChatTarget(False, "u1")
 def sender(max_replies: int = 5) -> Answering:
     policy = DeliveryPolicy(retry_pause=0.001)
     return Answering(None, SimpleNamespace(), policy, ReplyWindow(max_replies))
-
-
-@pytest.fixture
-def logs() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(
-        lambda m: lines.append(str(m).rstrip()), level="INFO", format="{level} {message}"
-    )
-    yield lines
-    logger.remove(sink)
 
 
 def test_a_reply_inside_the_window_answers_its_message() -> None:

@@ -7,13 +7,11 @@ any other error is raised as it is. A third-party channel relies on exactly this
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from loguru import logger
 
 from chatfn.channels.kit.sender import ChatTarget, Owed, PlatformSender
 from chatfn.common.messages import DeliveryRefused, OutgoingMessage
@@ -56,16 +54,6 @@ class TinySender(PlatformSender[ChatTarget], platform="tiny", label="Tiny"):
 
 def sender(retries: int = 2, pause: float = 0.001) -> TinySender:
     return TinySender(None, SimpleNamespace(), DeliveryPolicy(retry_pause=pause, retries=retries))
-
-
-@pytest.fixture
-def logs() -> Iterator[list[str]]:
-    lines: list[str] = []
-    sink = logger.add(
-        lambda m: lines.append(str(m).rstrip()), level="INFO", format="{level} {message}"
-    )
-    yield lines
-    logger.remove(sink)
 
 
 def scripted(*steps: Any) -> tuple[Any, list[int]]:
