@@ -15,13 +15,17 @@ __all__ = ["spoken_audio", "unsent", "voice_clips"]
 
 
 @contextlib.contextmanager
-def unsent(log: Any, label: str, key: str) -> Iterator[None]:
+def unsent(
+    log: Any, label: str, key: str, also: tuple[type[Exception], ...] = ()
+) -> Iterator[None]:
     """Around the sending of a spoken reply to the chat `key`: one that is not an audio data
-    URI (ValueError), cannot be converted (AudioError) or is refused (DeliveryRefused) is one
-    warning on `log`, "<label> voice reply to <key> not sent: <why>", and goes no further."""
+    URI (ValueError), cannot be converted (AudioError) or is refused (DeliveryRefused, or one
+    of the platform's own errors in `also`, raised by its SDK) is one warning on `log`,
+    "<label> voice reply to <key> not sent: <why>", and goes no further."""
+    caught: tuple[type[Exception], ...] = (audio.AudioError, ValueError, DeliveryRefused, *also)
     try:
         yield
-    except (audio.AudioError, ValueError, DeliveryRefused) as exc:
+    except caught as exc:
         log.warning("{} voice reply to {} not sent: {}", label, key, exc)
 
 

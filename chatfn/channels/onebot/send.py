@@ -20,7 +20,7 @@ from chatfn.channels.kit import sent as kit_sent
 from chatfn.channels.kit.plain import plain_parts, plain_text
 from chatfn.channels.kit.recent import Recent
 from chatfn.channels.kit.sender import chat_kind
-from chatfn.channels.kit.voice import spoken_audio
+from chatfn.channels.kit.voice import spoken_audio, unsent
 from chatfn.channels.onebot.history import (
     CLOCK_SLACK,
     HistoryReader,
@@ -176,13 +176,11 @@ class OneBotSender(kit.PlatformSender[Target], platform="onebot", label="OneBot"
     async def _send_record(self, ref: Target, ref_audio: str) -> None:
         """A spoken reply as a `record` segment in SILK (what QQ plays), sent once after its
         text: a voice that cannot be converted or sent is logged, the text having gone."""
-        try:
+        with unsent(self.log, self.label, ref.chat_id, also=(ActionError,)):  # NotConnected too
             silk = await audio.to_silk(spoken_audio(ref_audio, "QQ plays SILK sent as base64"))
             file = "base64://" + base64.b64encode(silk).decode()
             record = [{"type": "record", "data": {"file": file}}]
             await self.link.call_action(ref.self_id, ref.action, ref.params(record))
-        except (audio.AudioError, ActionError, NotConnected, ValueError) as exc:
-            self.log.warning("OneBot voice reply not sent: {}", exc)
 
     async def _sent_meanwhile(self, ref: Target, text: str, started: datetime) -> bool:
         """Whether the part `text` shows in the chat's history since `started` (waiting up to

@@ -36,11 +36,11 @@ from telegram.error import (
 from chatfn.channels import kit
 from chatfn.channels.kit import media
 from chatfn.channels.kit.classify import ErrorKinds
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.markdown import TelegramV2, to_plain, to_telegram_markdown_v2
 from chatfn.channels.split import split_message, utf16_len
 from chatfn.channels.telegram.parse import ChatRef, parse_chat_id
 from chatfn.channels.telegram.settings import TelegramSettings
-from chatfn.common import audio
 from chatfn.common.messages import OutgoingMessage
 from chatfn.runtime.channel_host import DeliveryPolicy
 
@@ -173,14 +173,12 @@ class TelegramSender(kit.PlatformSender[ChatRef], platform="telegram", label="Te
     async def _voice(self, ref: ChatRef, voice: str) -> None:
         """A spoken reply as a voice message (`sendVoice`, OGG/Opus), after its text: one
         that cannot be converted or is refused is logged, the text having gone."""
-        try:
+        with unsent(logger, "Telegram", ref.key, also=(TelegramError,)):
             data = await media.opus_voice(voice, "Telegram plays only uploaded voice")
             await self._call(
                 ref,
                 lambda chat: self.bot.send_voice(chat, data, message_thread_id=ref.thread_id),
             )
-        except (audio.AudioError, TelegramError, kit.DeliveryRefused, ValueError) as exc:
-            logger.warning("Telegram voice reply to {} not sent: {}", ref.key, exc)
 
     async def _formatted(
         self,

@@ -29,6 +29,7 @@ from loguru import logger
 from chatfn.channels import kit
 from chatfn.channels.kit.image_urls import fetch_image_url
 from chatfn.channels.kit.sender import SharedStateSender
+from chatfn.channels.kit.voice import unsent
 from chatfn.channels.markdown import to_plain
 from chatfn.channels.split import split_message
 from chatfn.channels.weixin.api import IlinkApi, IlinkError
@@ -133,7 +134,7 @@ class WeixinSender(SharedStateSender[ChatRef, ContextToken], platform="weixin", 
         lengths, in clips of VOICE_CLIP seconds; what went (one log line when it cannot be
         converted or WeChat refuses it)."""
         ids: list[str] = []
-        try:
+        with unsent(logger, "WeChat", ref.key):
             clips = await kit.voice_clips(
                 voice_ref, VOICE_CLIP, "WeChat plays only SILK on its CDN"
             )
@@ -153,8 +154,6 @@ class WeixinSender(SharedStateSender[ChatRef, ContextToken], platform="weixin", 
                 item = uploaded.voice_item(max(1, round(seconds * 1000)))
                 name = f"voice{number}.{clip}-{hashlib.sha256(silk).hexdigest()[:12]}"
                 ids.append(await self.post(ref, token, item, self.client_id(out, 0, name)))
-        except (audio.AudioError, ValueError, kit.DeliveryRefused) as exc:
-            logger.warning("WeChat voice reply to {} not sent: {}", ref.key, exc)
         return ids
 
     @staticmethod
