@@ -1,9 +1,10 @@
 """A platform client's exceptions as the kit's errors (errors.py), for a platform whose client
 raises three kinds: its credentials refused, its other refusals, and the network failing. The
 sentences are the same on every such platform, naming it and the settings to fix; which
-exception classes are which kind is the platform's (`ErrorKinds`). A refusal that is an
-`ApiError` (errors.py) says more of itself: a rate limit (waited out), refused credentials,
-or the platform failing (5xx: tried again)."""
+exception classes are which kind is the platform's (`ErrorKinds`). A refusal of the kit's
+error family (`PlatformError`, errors.py: `ApiError`, `HttpError`, `CodedError`) says more of
+itself: a rate limit (waited out), refused credentials, or the platform failing (5xx: tried
+again)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from chatfn.channels.kit.errors import ApiError
+from chatfn.channels.kit.errors import PlatformError
 from chatfn.common.messages import CredentialsRefused, DeliveryRefused, RateLimited, Unreachable
 
 __all__ = ["ErrorKinds"]
@@ -39,14 +40,14 @@ class ErrorKinds:
 
     def for_send(self, exc: BaseException, key: str) -> Exception | None:
         """`exc` raised sending to the chat `key` as the kit's error (None: not one of these:
-        raised as it is). The platform's other refusals refuse the message for good (an
-        `ApiError` that is not a limit, refused credentials or 5xx)."""
-        if isinstance(exc, ApiError) and exc.is_rate_limit:
+        raised as it is). The platform's other refusals refuse the message for good (a
+        `PlatformError` that is not a limit, refused credentials or 5xx)."""
+        if isinstance(exc, PlatformError) and exc.is_rate_limit:
             wait = exc.retry_after
             return RateLimited(f"{self.label} rate limit sending to {key} ({exc})", wait)
-        if isinstance(exc, self.refused) or isinstance(exc, ApiError) and exc.is_auth:
+        if isinstance(exc, self.refused) or isinstance(exc, PlatformError) and exc.is_auth:
             return CredentialsRefused(f"{self.label} refused {self.credentials} ({exc})")
-        if isinstance(exc, ApiError) and exc.status >= 500:
+        if isinstance(exc, PlatformError) and exc.status >= 500:
             return Unreachable(f"{self.label} answered {exc} sending to {key}")
         if isinstance(exc, self.network):
             return Unreachable(f"{self.label} not reachable ({exc})")

@@ -3,20 +3,21 @@ opened when first needed (and again after it closed) and closed once, the errors
 "the network, not the platform", the wait a rate-limited answer names, and what an HTTP error
 status means for a send (`by_status`, and `SendErrors` with the sentences every such platform
 wrote the same), and the error a client raises for an error answer (`HttpError`; a platform
-that answers its own error code and message whatever the status, `CodedError`), or for the
-platform's passing trouble (`Unavailable`: tried again later, as the network's). A client on
-its channel's own session whose calls each read a JSON answer the platform checks is a
-`ChannelApi`."""
+that answers its own error code and message whatever the status, `CodedError`: both of the
+family of errors.py, and named here too), or for the platform's passing trouble
+(`Unavailable`: tried again later, as the network's). A client on its channel's own session
+whose calls each read a JSON answer the platform checks is a `ChannelApi`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import aiohttp
 
+from chatfn.channels.kit.errors import CodedError, HttpError
 from chatfn.common.fetch import FetchTooLarge, read_limited
 from chatfn.common.messages import (
     CredentialsRefused,
@@ -198,42 +199,6 @@ def by_status(
     if status >= 500 or status == 0:
         return Unreachable(failing)
     return DeliveryRefused(rejected)
-
-
-class CodedError(Exception):
-    """The platform refused a call with its own error `code` (0: none) and `msg` ("code: msg"),
-    in an answer of HTTP `status`."""
-
-    def __init__(self, code: int, msg: str, status: int = 200) -> None:
-        super().__init__(f"{code}: {msg}" if code else msg)
-        self.code, self.msg, self.status = code, msg, status
-
-
-class HttpError(Exception):
-    """The platform answered a call with an error `status` (0: none, the call did not get that
-    far), its own error `code` when it names one, its `message`, and the wait it asked for."""
-
-    def __init__(
-        self, status: int, code: str, message: str, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"HTTP {' '.join(filter(None, (str(status), code)))}: {message}")
-        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
-
-    @classmethod
-    def answered(
-        cls, status: int, body: bytes, wait: float | None, *, under: str = "", code: str = "code"
-    ) -> Self:
-        """The error of an answer whose JSON body is `{code, "message"}` (inside the key
-        `under`, when given); a body that is not is the message, its first 120 characters."""
-        try:
-            data = json.loads(body)
-        except ValueError:
-            data = None
-        if under and isinstance(data, dict):
-            data = data.get(under)
-        if not isinstance(data, dict):
-            return cls(status, "", body[:120].decode(errors="replace"), wait)
-        return cls(status, str(data.get(code) or ""), str(data.get("message") or ""), wait)
 
 
 @dataclass(frozen=True, slots=True)
