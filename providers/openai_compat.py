@@ -10,7 +10,9 @@ through the SDK's TypedDict transformer and builds a pydantic model tree for eve
 every stream chunk; we need neither, because we convert to our own dataclasses anyway. `post` is
 the SDK's documented way to make a request it has no typed method for, and keeps everything we
 want from the SDK: auth headers, retries with `retry-after`, timeouts, SSE decoding and its
-exception types. Requests and responses are therefore plain dicts here.
+exception types. Requests and responses are therefore plain dicts here. From the second
+non-streamed request on, a client this adapter made posts through `providers/openai_light.py`,
+which keeps all of that but makes the SDK's per-request set-up once.
 
 The SDK itself (about 18 MB and 0.5 s: `import openai` loads all of its API types) is imported
 when the first request is made, or earlier by `prepare` (which the bot runs in a thread once
@@ -39,6 +41,7 @@ from providers.errors import (
     StreamInterrupted,
 )
 from providers.openai_errors import map_openai_error
+from providers.openai_light import LightPost
 from providers.schema import openai_parameters, openai_plain_parameters
 from providers.types import (
     LLMResponse,
@@ -136,6 +139,11 @@ class OpenAICompatModel(ServerModel):
         self._thinking_params = thinking_params(cfg, deepseek=self._thinking_provider == "deepseek")
         self._owns_client = client is None
         self._sdk_client = client
+        # The HTTP client this adapter gave the SDK (None: the SDK's own, or a client passed
+        # in), and the light poster made on it after the first request (providers/openai_light).
+        self._http_client: Any = None
+        self._light: LightPost | None = None
+        self._light_made = False
         self._client_kwargs: dict[str, Any] = (
             {} if client else self._client_args(name, cfg, base_url, openai_itself)
         )
@@ -152,7 +160,7 @@ class OpenAICompatModel(ServerModel):
 
                 http_client = aiohttp_client("openai", kwargs["timeout"])
                 if http_client is not None:
-                    kwargs["http_client"] = http_client
+                    kwargs["http_client"] = self._http_client = http_client
             self._sdk_client = AsyncOpenAI(**kwargs)
         return self._sdk_client
 
@@ -237,7 +245,14 @@ class OpenAICompatModel(ServerModel):
         import openai  # loaded with the client above: for its exception types
 
         try:
-            data = await client.post("/chat/completions", body=body, cast_to=object)
+            if self._light is not None:
+                data = await self._light(body)
+            else:
+                data = await client.post("/chat/completions", body=body, cast_to=object)
+                if not self._light_made:
+                    # Made after a first request: the SDK has looked up its platform headers.
+                    self._light_made = True
+                    self._light = LightPost.for_client(client, self._http_client)
             if not isinstance(data, dict):
                 # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
                 raise ProviderError(
