@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import inspect
 import random
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable, AsyncIterator, Coroutine
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -53,7 +54,7 @@ class GiveUp(Exception):
     gateway says so in one error line and connects no more until the channel restarts."""
 
 
-class GatewaySocket(HeldSocket, Generic[A, S, D]):
+class GatewaySocket(HeldSocket, ABC, Generic[A, S, D]):
     """One gateway session of a channel (module docstring): `api` (A), `cfg` (S), `session`,
     `dispatch` (D), `channel`, `session_id` (None: identify afresh); `run()` until the channel
     stops."""
@@ -102,9 +103,9 @@ class GatewaySocket(HeldSocket, Generic[A, S, D]):
     def setup(self) -> None:  # noqa: B027 - optional hook
         """The platform's own state of a new gateway (sequence numbers, counters)."""
 
+    @abstractmethod
     async def address(self) -> str:
         """The URL to connect to now (asked of the API; with resume parameters if resuming)."""
-        raise NotImplementedError
 
     def url_in(self, found: Any) -> str:
         """The `url` of the answer `found` to asking for it (`where`); ValueError if none."""
@@ -113,15 +114,15 @@ class GatewaySocket(HeldSocket, Generic[A, S, D]):
             raise ValueError(f"{self.where} gave no url")
         return url
 
+    @abstractmethod
     async def read(self, ws: aiohttp.ClientWebSocketResponse) -> str:
         """One connection: hello, identify or resume, its frames; why it ended (`RECONNECT`,
         `SLOW_DOWN` or what the connection-lost line says). Raise `GiveUp` to stop."""
-        raise NotImplementedError
 
+    @abstractmethod
     def beat(self) -> dict[str, Any]:
         """The heartbeat's frame (what the platform answers with a frame that sets
         `answered`)."""
-        raise NotImplementedError
 
     def open(self) -> None:
         """The session is open (identified or resumed): the backoff starts again, the channel

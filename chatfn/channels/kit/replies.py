@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import time
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -172,9 +173,9 @@ class AnswerSender(SharedStateSender[R, ReplyWindow]):
         self.dropped: Callable[[str], None] = lambda reason: None  # a reply given up, by reason
         self._told_links = False
 
+    @abstractmethod
     def window(self, ref: R) -> float:
         """Seconds after a message that a reply in `ref`'s chat may answer it."""
-        raise NotImplementedError
 
     def counted(self, ref: R) -> bool:
         """`ref`'s chat counts the replies to a message and refuses active messages."""

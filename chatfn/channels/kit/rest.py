@@ -11,6 +11,7 @@ whose calls each read a JSON answer the platform checks is a `ChannelApi`."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -110,7 +111,7 @@ class BearerApi(ApiSession):
         return HttpError(status, "", message)
 
 
-class ChannelApi:
+class ChannelApi(ABC):
     """A platform's REST client on its channel's aiohttp `session` (settings `cfg`): `call` is
     one request to `root` + its path with the platform's `headers`, its JSON answer (None: an
     empty one, or not JSON) handed to the platform's `answered`, which raises its error or
@@ -121,18 +122,18 @@ class ChannelApi:
         self.session = session
 
     @property
+    @abstractmethod
     def root(self) -> str:
         """The API's address, which each call's path follows."""
-        raise NotImplementedError
 
     @property
     def headers(self) -> dict[str, str]:
         """Every call's headers (its credentials); none by default."""
         return {}
 
+    @abstractmethod
     def answered(self, path: str, response: aiohttp.ClientResponse, body: Any) -> Any:
         """What the call to `path` returns, from its `body` (the platform's error raised)."""
-        raise NotImplementedError
 
     async def call(
         self,
