@@ -76,10 +76,11 @@ class NotPermitted(WxError):
 
 
 class RateLimited(WxError):
-    """A rate-limit code: wait `wait` seconds."""
+    """A rate-limit code: wait `wait` seconds (its `retry_after` too, so the kit's error
+    family reads it as a limit)."""
 
     def __init__(self, code: int, msg: str, wait: float = RATE_WAIT) -> None:
-        super().__init__(code, msg)
+        super().__init__(code, msg, retry_after=wait)
         self.wait = wait
 
 

@@ -109,10 +109,11 @@ class AuthRefused(FeishuError):
 
 
 class RateLimited(FeishuError):
-    """429 / 99991400 / 230020: wait `wait` seconds before the same call."""
+    """429 / 99991400 / 230020: wait `wait` seconds before the same call (its `retry_after`
+    too, so the kit's error family reads it as a limit)."""
 
     def __init__(self, code: int, msg: str, wait: float, status: int = 429) -> None:
-        super().__init__(code, msg, status)
+        super().__init__(code, msg, status, wait)
         self.wait = wait
 
 
