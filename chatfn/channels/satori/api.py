@@ -4,7 +4,8 @@ and the login it speaks as in `Satori-Platform` / `Satori-User-ID` (the current 
 names; `X-Platform` / `X-Self-ID`, the names before v1.1, are sent too for older servers).
 
 Errors: the HTTP status (400 a malformed request, 401 the token, 403, 404 an API the platform
-lacks, 5xx), raised as `ApiError(status, text, retry_after)`; a 429 (a proxy's, the spec
+lacks, 5xx), raised as `ApiError(status, text, retry_after)` (the kit's HttpError, with no
+code of Satori's own); a 429 (a proxy's, the spec
 names none) with `Retry-After`.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chatfn.channels.kit.errors import HttpError
 from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
@@ -20,12 +22,19 @@ from chatfn.common.fetch import FetchTooLarge, read_limited
 __all__ = ["NETWORK_ERRORS", "ApiError", "SatoriApi"]
 
 
-class ApiError(Exception):
+class ApiError(HttpError):
+    """The Satori server answered with an error status: the HTTP `status`, its `text` (the
+    kit's `message`) and the wait it named; "HTTP <status>: <text>"."""
+
     def __init__(self, status: int, text: str, retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {text}".strip())
-        self.status = status
-        self.text = text
-        self.retry_after = retry_after
+        super().__init__(status, "", text, retry_after)
+
+    @property
+    def text(self) -> str:
+        return self.message
+
+    def describe(self) -> str:
+        return f"HTTP {self.status}: {self.message}".strip()
 
 
 class SatoriApi(ApiSession):
