@@ -8,9 +8,9 @@ whatsapp/cloud-api/reference), over one aiohttp session with the access token.
   of a file a user sent; the channel downloads it through chatfn.common.fetch.
 
 An error answer is Graph's `{"error": {"message", "type", "code", "error_subcode"}}`, raised
-as `GraphError(status, code, message)`: 190 (the token is invalid or expired) and HTTP 401
-are refused credentials; 130429, 131056, 80007, 4 and 80008 rate limits (RATE_CODES);
-131047 the 24-hour window (WINDOW_CODE).
+as `GraphError(status, code, message)` (the kit's ApiError, with Graph's codes): 190 (the
+token is invalid or expired) and HTTP 401 are refused credentials; 130429, 131056, 80007, 4
+and 80008 rate limits (RATE_CODES); 131047 the 24-hour window (WINDOW_CODE).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.errors import ApiError
 from chatfn.channels.kit.rest import NETWORK_ERRORS, BearerApi, retry_after
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
 
@@ -41,13 +42,14 @@ AUTH_CODES = frozenset({190, 102})
 WINDOW_CODE = 131047
 
 
-class GraphError(Exception):
-    def __init__(self, status: int, code: int, message: str, retry_after: float | None = None):
-        super().__init__(f"HTTP {status}, code {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.retry_after = retry_after
+class GraphError(ApiError):
+    """Graph answered with an error: "HTTP <status>, code <code>: <message>" (the code named
+    even when 0)."""
+
+    auth_codes, rate_codes = AUTH_CODES, RATE_CODES
+
+    def describe(self) -> str:
+        return f"HTTP {self.status}, code {self.code}: {self.message}"
 
 
 def _error(status: int, body: bytes, headers: Any) -> GraphError:
