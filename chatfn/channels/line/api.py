@@ -13,8 +13,9 @@
 - `profile(source, user)`: the display name of a user (in a group or room: its member
   profile).
 
-Failures come out as `LineError(status, message, retry_after, accepted)` from the SDK's
-ApiException, or as the network's own errors (NETWORK_ERRORS).
+Failures come out as `LineError(status, message, retry_after, accepted)` (the kit's
+HttpError, with no code of LINE's own) from the SDK's ApiException, or as the network's own
+errors (NETWORK_ERRORS).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from linebot.v3.messaging import (
 )
 from linebot.v3.messaging.exceptions import ApiException
 
+from chatfn.channels.kit.errors import HttpError
 from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession
 from chatfn.channels.line.settings import LineSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
@@ -40,8 +42,9 @@ __all__ = ["CALL_TIMEOUT", "NETWORK_ERRORS", "LineApi", "LineError"]
 CALL_TIMEOUT = 20.0
 
 
-class LineError(Exception):
-    """LINE answered a call with an error status (`message` from its JSON body)."""
+class LineError(HttpError):
+    """LINE answered a call with an error status (`message` from its JSON body): "HTTP
+    <status>: <message>", the message alone when there is no status."""
 
     def __init__(
         self,
@@ -50,11 +53,11 @@ class LineError(Exception):
         retry_after: float | None = None,
         accepted: str | None = None,
     ) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
-        self.status = status
-        self.message = message
-        self.retry_after = retry_after
+        super().__init__(status, "", message, retry_after)
         self.accepted = accepted  # 409 to a retry key: the request id LINE accepted before
+
+    def describe(self) -> str:
+        return f"HTTP {self.status}: {self.message}" if self.status else self.message
 
 
 def _header(headers: Any, name: str) -> str | None:
