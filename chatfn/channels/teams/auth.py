@@ -23,6 +23,7 @@ import aiohttp
 import jwt
 from jwt.algorithms import RSAAlgorithm
 
+from chatfn.channels.kit.errors import HttpError
 from chatfn.channels.teams.settings import TeamsSettings
 
 __all__ = ["ISSUER", "SCOPE", "AuthError", "Keys", "TokenError", "Tokens"]
@@ -37,12 +38,16 @@ class AuthError(Exception):
     """An activity's token is not the Bot Framework's for this bot (answer 401/403)."""
 
 
-class TokenError(Exception):
-    """The login endpoint refused the bot's credentials (status, its error)."""
+class TokenError(HttpError):
+    """The login endpoint refused the bot's credentials (status, its `error`: the kit's
+    HttpError with no code, its `message`): "HTTP <status>: <error>"."""
 
     def __init__(self, status: int, error: str, retry_after: float | None = None) -> None:
-        super().__init__(f"HTTP {status}: {error}")
-        self.status, self.error, self.retry_after = status, error, retry_after
+        super().__init__(status, "", error, retry_after)
+
+    @property
+    def error(self) -> str:
+        return self.message
 
 
 class Keys:
