@@ -62,6 +62,11 @@ class LightPost:
         # The httpx flavour the SDK's client is built on (httpx2 in openai 3.x): its
         # exception classes tell a timeout from a connection error.
         self.httpx = sys.modules[_async_client_base(type(http)).__module__.split(".")[0]]
+        # What `http.build_request` merges in on every call, merged once: the HTTP client's
+        # own headers under ours, and its timeout (which the transport reads from the request).
+        self.merged = self.httpx.Headers(http.headers)
+        self.merged.update(headers)
+        self.timeout = {"timeout": http.timeout.as_dict()}
 
     @classmethod
     def for_client(cls, client: AsyncOpenAI, http: Any) -> LightPost | None:
@@ -85,7 +90,14 @@ class LightPost:
 
     async def __call__(self, body: dict[str, Any]) -> Any:
         content = _dumps(body)
-        request = self.http.build_request("POST", self.url, headers=self.headers, content=content)
+        if self.http.cookies:  # a server set cookies: the HTTP client adds them to the request
+            request = self.http.build_request(
+                "POST", self.url, headers=self.headers, content=content
+            )
+        else:
+            request = self.httpx.Request(
+                "POST", self.url, headers=self.merged, content=content, extensions=self.timeout
+            )
         retries = self.client.max_retries
         try:
             response = await self.http.send(request)

@@ -292,3 +292,33 @@ async def test_the_httpx_transport_keeps_the_sdks_path() -> None:
             assert model._light is None
         finally:
             await model.aclose()
+
+
+async def test_a_cookie_the_server_set_is_sent_back_as_the_sdk_sends_it() -> None:
+    """A gateway's session cookie (a load balancer's, Cloudflare's): the HTTP client keeps it
+    and adds it to later requests, whichever way they are posted."""
+
+    async def with_cookie(_request: web.Request) -> web.StreamResponse:
+        response = web.json_response(ANSWER)
+        response.set_cookie("lb", "node-7")
+        return response
+
+    sent: list[str | None] = []
+    for light in (False, True):
+        async with serving() as server:
+            client, http = sdk_client(server.url, retries=0)
+            try:
+                server.replies = [json_reply(ANSWER)]
+                await client.post("/chat/completions", body=BODY, cast_to=object)
+                poster = LightPost.for_client(client, http)
+                assert poster is not None
+                server.replies = [json_reply(ANSWER), with_cookie, json_reply(ANSWER)]
+                for _ in range(2):
+                    if light:
+                        await poster(BODY)
+                    else:
+                        await client.post("/chat/completions", body=BODY, cast_to=object)
+                sent.append(server.seen[-1].headers.get("Cookie"))
+            finally:
+                await client.close()
+    assert sent == ["lb=node-7", "lb=node-7"]
