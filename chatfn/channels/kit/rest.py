@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from chatfn.channels.kit.errors import CodedError, HttpError
+from chatfn.channels.kit.errors import CodedError, HttpError, PlatformError
 from chatfn.common.fetch import FetchTooLarge, read_limited
 from chatfn.common.messages import (
     CredentialsRefused,
@@ -204,12 +204,12 @@ def by_status(
 
 @dataclass(frozen=True, slots=True)
 class SendErrors:
-    """A REST platform's failed send as the kit's error: its client's `error` (an exception
-    with the HTTP `status` and the `retry_after` it named) by `by_status`, the network's as
-    unreachable. `name` is the platform as the sentences name it ("the X server"),
-    `credentials` the settings a 401 refused ("channels.x.token")."""
+    """A REST platform's failed send as the kit's error: its client's `error` (a member of the
+    kit's error family, errors.py: its HTTP `status` and the `retry_after` it named) by
+    `by_status`, the network's as unreachable. `name` is the platform as the sentences name
+    it ("the X server"), `credentials` the settings a 401 refused ("channels.x.token")."""
 
-    error: type[Exception]
+    error: type[PlatformError[Any]]
     name: str
     credentials: str
 
@@ -226,7 +226,7 @@ class SendErrors:
         other the platform failing, the network unreachable (both tried again by the kit's
         connect loop); anything else as it is."""
         if isinstance(exc, self.error):
-            if int(getattr(exc, "status", 0)) in refused:
+            if exc.status in refused:
                 said = f"{self.name} refused {self.credentials} ({exc})"
                 return CredentialsRefused(f"{said}: {fix}" if fix else said)
             return Unreachable(f"{self.name} answered {exc} at {where}")
@@ -238,10 +238,9 @@ class SendErrors:
         """`exc` raised sending to the chat `key` (None: not the platform's nor the network's:
         raised as it is); `where` is the address a network failure names."""
         if isinstance(exc, self.error):
-            status, wait = int(getattr(exc, "status", 0)), getattr(exc, "retry_after", None)
             return by_status(
-                status,
-                wait,
+                exc.status,
+                exc.retry_after,
                 rate=f"{self.name} rate limit sending to {key}",
                 refused=f"{self.name} refused {self.credentials} ({exc})",
                 failing=f"{self.name} answered {exc} sending to {key}",
