@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from chatfn.channels.kit.errors import CodedError
 from chatfn.common.version import __version__
 
 __all__ = [
@@ -38,14 +39,18 @@ SESSION_EXPIRED = -14
 RATE_LIMITED = -2
 
 
-class IlinkError(Exception):
-    """iLink answered with an error (`ret`/`errcode` non-zero) or an HTTP status."""
+class IlinkError(CodedError):
+    """iLink answered the call `what` with an error (`ret`/`errcode` non-zero) or an HTTP
+    status: the kit's CodedError, its text "<what>: <code> <message>"."""
+
+    auth_codes, rate_codes = frozenset({SESSION_EXPIRED}), frozenset({RATE_LIMITED})
 
     def __init__(self, what: str, code: int, message: str, status: int = 200) -> None:
-        super().__init__(f"{what}: {code} {message}".strip())
-        self.code = code
-        self.status = status
-        self.retry_after: float | None = None
+        self.what = what
+        super().__init__(code, message, status)
+
+    def describe(self) -> str:
+        return f"{self.what}: {self.code} {self.message}".strip()
 
     @property
     def expired(self) -> bool:
