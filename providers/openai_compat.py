@@ -11,8 +11,8 @@ every stream chunk; we need neither, because we convert to our own dataclasses a
 the SDK's documented way to make a request it has no typed method for, and keeps everything we
 want from the SDK: auth headers, retries with `retry-after`, timeouts, SSE decoding and its
 exception types. Requests and responses are therefore plain dicts here. From the second
-non-streamed request on, a client this adapter made posts through `providers/openai_light.py`,
-which keeps all of that but makes the SDK's per-request set-up once.
+request on, a client this adapter made posts through `providers/openai_light.py`, which keeps
+all of that but makes the SDK's per-request set-up once.
 
 The SDK itself (about 18 MB and 0.5 s: `import openai` loads all of its API types) is imported
 when the first request is made, or earlier by `prepare` (which the bot runs in a thread once
@@ -249,10 +249,7 @@ class OpenAICompatModel(ServerModel):
                 data = await self._light(body)
             else:
                 data = await client.post("/chat/completions", body=body, cast_to=object)
-                if not self._light_made:
-                    # Made after a first request: the SDK has looked up its platform headers.
-                    self._light_made = True
-                    self._light = LightPost.for_client(client, self._http_client)
+                self._make_light(client)
             if not isinstance(data, dict):
                 # The SDK hands back text when the content-type is not JSON (a proxy's HTML page).
                 raise ProviderError(
@@ -302,9 +299,21 @@ class OpenAICompatModel(ServerModel):
     # -- streaming --------------------------------------------------------------------------
 
     async def _open_stream(self, body: dict[str, Any]) -> Any:
-        return await self._client.post(
+        if self._light is not None:
+            return await self._light.stream(body, _stream_cls())
+        client = self._client
+        stream = await client.post(
             "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_stream_cls()
         )
+        self._make_light(client)
+        return stream
+
+    def _make_light(self, client: AsyncOpenAI) -> None:
+        """The light poster, made once, after a first request: by then the SDK has looked up
+        the platform its headers name."""
+        if not self._light_made:
+            self._light_made = True
+            self._light = LightPost.for_client(client, self._http_client)
 
     async def _stream(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition] | None = None

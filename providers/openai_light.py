@@ -8,11 +8,13 @@ about 0.4 ms of CPU a request here (`python bench/bench_pipeline.py --profile ch
 the CPU chatfn spends on a message. For a client the adapter made itself, from a plain API
 key and a base URL without a query, none of it changes from one request to the next. So the
 URL and the headers are made once, from the SDK's public properties (`base_url`,
-`auth_headers`, `default_headers`, `timeout`), and a non-streamed request goes out over the
+`auth_headers`, `default_headers`, `timeout`), and each request, streamed or not, goes out over the
 SDK's own HTTP client (the one the adapter gave it).
 
 What stays the SDK's:
 - the HTTP client and its transport (aiohttp by default, `providers/sdk_http.py`);
+- a streamed answer's decoding: `stream` hands the response to the SDK's `AsyncStream`, which
+  reads the events and raises the SDK's errors mid-stream;
 - every retry: a first attempt that fails in a way the SDK retries (a connection error, a
   timeout, 408/409/429/5xx, `x-should-retry`) waits what the SDK's first retry waits
   (`retry-after` up to two minutes, else about 0.5 s), then goes to `client.post` with one
@@ -89,6 +91,28 @@ class LightPost:
         return cls(client, http, url, headers)
 
     async def __call__(self, body: dict[str, Any]) -> Any:
+        """What `client.post(PATH, body=body, cast_to=object)` returns: the JSON answer, or
+        its text when the content type is not JSON."""
+        response = await self._send(body, None)
+        if not isinstance(response, self.httpx.Response):
+            return response  # the SDK's retry's answer
+        content_type = response.headers.get("content-type", "*").split(";")[0]
+        if not content_type.endswith("json"):
+            return response.text
+        return response.json()
+
+    async def stream(self, body: dict[str, Any], stream_cls: type[Any]) -> Any:
+        """What `client.post(PATH, body=body, cast_to=object, stream=True,
+        stream_cls=stream_cls)` returns: the SDK's stream over the answer, which decodes the
+        events and raises the SDK's errors mid-stream."""
+        response = await self._send(body, stream_cls)
+        if not isinstance(response, self.httpx.Response):
+            return response
+        return stream_cls(cast_to=object, response=response, client=self.client)
+
+    async def _send(self, body: dict[str, Any], stream_cls: type[Any] | None) -> Any:
+        """The first attempt's successful response (its body read unless streamed), or what
+        the SDK's `post` made of the retries left."""
         content = _dumps(body)
         if self.http.cookies:  # a server set cookies: the HTTP client adds them to the request
             request = self.http.build_request(
@@ -100,40 +124,45 @@ class LightPost:
             )
         retries = self.client.max_retries
         try:
-            response = await self.http.send(request)
+            response = await self.http.send(request, stream=stream_cls is not None)
         except self.httpx.TimeoutException as exc:
             if retries <= 0:
                 import openai
 
                 raise openai.APITimeoutError(request=request) from exc
-            return await self._retry(body, None)
+            return await self._retry(body, None, stream_cls)
         except Exception as exc:  # noqa: BLE001 - as the SDK: any transport error is a connection error
             if retries <= 0:
                 import openai
 
                 raise openai.APIConnectionError(request=request) from exc
-            return await self._retry(body, None)
+            return await self._retry(body, None, stream_cls)
         if not response.is_success:
             if retries > 0 and self.client._should_retry(response):
                 await response.aclose()
-                return await self._retry(body, response.headers)
+                return await self._retry(body, response.headers, stream_cls)
             await response.aread()
             raise self.client._make_status_error_from_response(response) from None
-        await response.aread()
-        content_type = response.headers.get("content-type", "*").split(";")[0]
-        if not content_type.endswith("json"):
-            return response.text
-        return response.json()
+        return response
 
-    async def _retry(self, body: dict[str, Any], headers: Any) -> Any:
+    async def _retry(self, body: dict[str, Any], headers: Any, stream_cls: type[Any] | None) -> Any:
         """The first retry's wait, then the SDK's own `post` with the retries left."""
         wait = self.client._parse_retry_after_header(headers)
         if wait is None or not 0 < wait <= _MAX_RETRY_AFTER:
             wait = _FIRST_RETRY_DELAY * (1 - 0.25 * random.random())  # noqa: S311 - jitter
         await asyncio.sleep(wait)
         left = self.client.max_retries - 1
+        if stream_cls is None:
+            return await self.client.post(
+                PATH, body=body, cast_to=object, options={"max_retries": left}
+            )
         return await self.client.post(
-            PATH, body=body, cast_to=object, options={"max_retries": left}
+            PATH,
+            body=body,
+            cast_to=object,
+            stream=True,
+            stream_cls=stream_cls,
+            options={"max_retries": left},
         )
 
 

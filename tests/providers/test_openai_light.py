@@ -99,7 +99,7 @@ def sdk_client(url: str, *, retries: int, timeout: float = 10.0) -> tuple[openai
 
 
 async def both_ways(
-    replies: list[Reply], *, retries: int = 0, timeout: float = 10.0
+    replies: list[Reply], *, retries: int = 0, timeout: float = 10.0, stream: bool = False
 ) -> list[tuple[Any, list[Seen]]]:
     """[(result or exception, what the server saw)] for the SDK's post and the light one. The
     SDK's platform headers are looked up by a first request, as the adapter's first request
@@ -116,8 +116,10 @@ async def both_ways(
                 server.seen.clear()
                 server.replies = replies
                 try:
-                    if light:
-                        result: Any = await poster(BODY)
+                    if stream:
+                        result: Any = await streamed(client, poster if light else None)
+                    elif light:
+                        result = await poster(BODY)
                     else:
                         result = await client.post("/chat/completions", body=BODY, cast_to=object)
                 except openai.OpenAIError as exc:
@@ -126,6 +128,37 @@ async def both_ways(
             finally:
                 await client.close()
     return out
+
+
+async def streamed(client: openai.AsyncOpenAI, poster: LightPost | None) -> list[Any]:
+    """The chunks of a streamed answer, read to the end through the SDK's stream."""
+    cls = openai.AsyncStream[object]
+    if poster is not None:
+        stream = await poster.stream(BODY, cls)
+    else:
+        stream = await client.post(
+            "/chat/completions", body=BODY, cast_to=object, stream=True, stream_cls=cls
+        )
+    assert isinstance(stream, openai.AsyncStream)
+    try:
+        return [chunk async for chunk in stream]
+    finally:
+        await stream.close()
+
+
+def sse_reply(*events: str) -> Reply:
+    async def reply(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for event in events:
+            await response.write(f"data: {event}\n\n".encode())
+        await response.write_eof()
+        return response
+
+    return reply
+
+
+CHUNKS = ['{"choices":[{"delta":{"content":"o"}}]}', '{"choices":[{"delta":{"content":"k"}}]}']
 
 
 def same_error(a: Any, b: Any) -> None:
@@ -322,3 +355,53 @@ async def test_a_cookie_the_server_set_is_sent_back_as_the_sdk_sends_it() -> Non
             finally:
                 await client.close()
     assert sent == ["lb=node-7", "lb=node-7"]
+
+
+async def test_a_stream_is_the_same_request_and_the_same_chunks() -> None:
+    (sdk, sdk_seen), (light, light_seen) = await both_ways(
+        [sse_reply(*CHUNKS, "[DONE]")], stream=True
+    )
+    assert sdk == light == [{"choices": [{"delta": {"content": c}}]} for c in "ok"]
+    assert comparable(light_seen[0].headers) == comparable(sdk_seen[0].headers)
+    assert light_seen[0].body == sdk_seen[0].body
+
+
+async def test_an_error_event_mid_stream_is_the_sdks_error() -> None:
+    error = '{"error":{"message":"overloaded mid-stream"}}'
+    (sdk, _), (light, _) = await both_ways([sse_reply(CHUNKS[0], error)], stream=True)
+    same_error(sdk, light)
+    assert "overloaded mid-stream" in str(light)
+
+
+async def test_a_stream_refused_or_retried_as_the_sdk_does() -> None:
+    refused = json_reply({"error": {"message": "stream_options unknown"}}, 400)
+    (sdk, sdk_seen), (light, light_seen) = await both_ways([refused], retries=2, stream=True)
+    same_error(sdk, light)
+    assert isinstance(light, openai.BadRequestError)
+    assert len(sdk_seen) == len(light_seen) == 1
+    busy = json_reply({"error": {"message": "busy"}}, 503, **{"retry-after-ms": "10"})
+    replies = [busy, sse_reply(*CHUNKS, "[DONE]")]
+    (sdk, sdk_seen), (light, light_seen) = await both_ways(replies, retries=2, stream=True)
+    assert sdk == light and len(light) == 2
+    assert len(sdk_seen) == len(light_seen) == 2
+
+
+async def test_the_adapter_streams_light_from_its_second_request() -> None:
+    async with serving() as server:
+        end = '{"choices":[{"delta":{},"finish_reason":"stop"}]}'
+        server.replies = [sse_reply(*CHUNKS, end, "[DONE]")]
+        cfg = ModelConfig(
+            provider="openai", model="m", base_url=server.url, api_key=SecretStr("sk-test")
+        )
+        model = OpenAICompatModel("test", cfg, stream_usage=False)
+        texts = []
+        try:
+            for _ in range(2):
+                events = [e async for e in model.stream([Message(role="user", content="hi")])]
+                texts.append("".join(getattr(e, "text", "") or "" for e in events))
+                assert model._light is not None
+        finally:
+            await model.aclose()
+    assert texts == ["ok", "ok"]
+    assert comparable(server.seen[0].headers) == comparable(server.seen[1].headers)
+    assert server.seen[0].body == server.seen[1].body
