@@ -114,8 +114,10 @@ class ModelConfig(BaseModel):
     # Retries of a request that failed for a passing reason (429, 5xx, a dropped connection).
     max_retries: int = Field(default=2, ge=0, le=10)
     # The HTTP stack under the openai and anthropic SDKs: "aiohttp", the SDK's own aiohttp
-    # transport (less CPU per request; providers/sdk_http.py), or "httpx", the SDK's default.
-    # An SDK without the aiohttp transport uses httpx either way; Gemini's is not concerned.
+    # transport (less CPU per request; providers/sdk_http.py; an OpenAI-compatible model also
+    # makes the SDK's per-request set-up once, providers/openai_light.py), or "httpx", the
+    # SDK's default and its whole request path. An SDK without the aiohttp transport uses httpx
+    # either way; Gemini's is not concerned.
     http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
     # The most tokens a request may hold (tool list, prompt, history, and room for the answer):
     # the history is cut to the newest turns that fit. Estimated locally (no network call).

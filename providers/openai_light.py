@@ -68,17 +68,17 @@ class LightPost:
         # own headers under ours, and its timeout (which the transport reads from the request).
         self.merged = self.httpx.Headers(http.headers)
         self.merged.update(headers)
-        self.timeout = {"timeout": http.timeout.as_dict()}
+        self.extensions = {"timeout": http.timeout.as_dict()}
 
     @classmethod
     def for_client(cls, client: AsyncOpenAI, http: Any) -> LightPost | None:
         """A poster for `client`, whose HTTP client is `http` (the one the adapter made and
         passed as `http_client`); None when the request would not be the same: a base URL with
-        a query or default query parameters, a header the SDK computes per request, a key that
-        is not a plain string, an SDK without the methods named above."""
+        a query or default query parameters, an auth the SDK computes per request (a key that
+        is not a plain string, a custom `httpx.Auth`), an SDK without the methods named above."""
         if http is None or not all(hasattr(client, name) for name in _SDK_METHODS):
             return None
-        if not isinstance(client.api_key, str) or client.default_query:
+        if not isinstance(client.api_key, str) or client.default_query or client.custom_auth:
             return None
         base = client.base_url
         if b"?" in base.raw_path or not base.raw_path.endswith(b"/"):
@@ -120,7 +120,7 @@ class LightPost:
             )
         else:
             request = self.httpx.Request(
-                "POST", self.url, headers=self.merged, content=content, extensions=self.timeout
+                "POST", self.url, headers=self.merged, content=content, extensions=self.extensions
             )
         retries = self.client.max_retries
         try:
