@@ -33,8 +33,8 @@ Measurements:
               (bench/peak_rss_child.py) doing the concurrent workload; VmHWM of each, plus the
               raw loop once more in pydantic-ai's venv (the environment's share).
 
-Targets: chatfn/raw CPU <= 1.0 (issue 27), streaming <= 0.7 (issue 41), chatfn/raw throughput
->= 0.7; issue 41 also asks peak RSS <= pydantic-ai's.
+Targets (issue 41): chatfn/raw CPU <= 0.8, streaming <= 0.7, chatfn/raw throughput >= 1.0 and
+peak RSS <= pydantic-ai's (issue 27 had set 1.0 and 0.7).
 
 Run: `python bench/bench_pipeline.py` (about a minute); `--json` for machine-readable output;
 `--profile chatfn` prints where chatfn's CPU goes (cProfile, per message);
@@ -90,9 +90,10 @@ from function_calls.registry import Registry, tool_function  # noqa: E402
 from function_calls.spec import FunctionResult  # noqa: E402
 from providers.schema import openai_plain_parameters  # noqa: E402
 
-# Issue 27 (with the outbox, limits and usage rows on); issue 2 had set 1.5.
-TARGET_CPU_RATIO = 1.0
-TARGET_THROUGHPUT_RATIO = 0.7
+# Issue 41 (with the outbox, limits and usage rows on); issue 27 had set 1.0, issue 2 1.5.
+TARGET_CPU_RATIO = 0.8
+# Issue 41 asks for at least the raw loop's messages per second at 200 in flight (issue 27: 0.7).
+TARGET_THROUGHPUT_RATIO = 1.0
 # Issue 41: streaming, chatfn at or under 0.7x the raw loop's CPU per message.
 TARGET_STREAM_CPU_RATIO = 0.7
 
