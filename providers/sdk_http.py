@@ -7,7 +7,7 @@ channels: with it, chatfn's CPU per message fell from 1.04-1.11x the raw openai 
 0.93-0.95x, and 200 turns in flight went from 132 to 243 msg/s (bench/README, "Follow-up
 ... the SDK's own aiohttp transport"). Each SDK ships that transport itself
 (`DefaultAioHttpClient`, their `aiohttp` extra, vendored in current releases of both), so
-only the SDK's own code talks HTTP.
+only the SDK's own code talks HTTP (providers/openai_light.py sends through this same client).
 
 One thing is corrected on the way: the openai SDK's copy of the transport reports every
 `aiohttp.ClientConnectionError` as `ConnectTimeout`, so a refused connection or a server that
