@@ -125,18 +125,14 @@ class LightPost:
         retries = self.client.max_retries
         try:
             response = await self.http.send(request, stream=stream_cls is not None)
-        except self.httpx.TimeoutException as exc:
-            if retries <= 0:
-                import openai
-
-                raise openai.APITimeoutError(request=request) from exc
-            return await self._retry(body, None, stream_cls)
         except Exception as exc:  # noqa: BLE001 - as the SDK: any transport error is a connection error
-            if retries <= 0:
-                import openai
+            if retries > 0:
+                return await self._retry(body, None, stream_cls)
+            import openai
 
-                raise openai.APIConnectionError(request=request) from exc
-            return await self._retry(body, None, stream_cls)
+            if isinstance(exc, self.httpx.TimeoutException):
+                raise openai.APITimeoutError(request=request) from exc
+            raise openai.APIConnectionError(request=request) from exc
         if not response.is_success:
             if retries > 0 and self.client._should_retry(response):
                 await response.aclose()
@@ -151,18 +147,13 @@ class LightPost:
         if wait is None or not 0 < wait <= _MAX_RETRY_AFTER:
             wait = _FIRST_RETRY_DELAY * (1 - 0.25 * random.random())  # noqa: S311 - jitter
         await asyncio.sleep(wait)
-        left = self.client.max_retries - 1
-        if stream_cls is None:
-            return await self.client.post(
-                PATH, body=body, cast_to=object, options={"max_retries": left}
-            )
         return await self.client.post(
             PATH,
             body=body,
             cast_to=object,
-            stream=True,
+            stream=stream_cls is not None,
             stream_cls=stream_cls,
-            options={"max_retries": left},
+            options={"max_retries": self.client.max_retries - 1},
         )
 
 

@@ -81,7 +81,10 @@ class RateLimited(WxError):
 
     def __init__(self, code: int, msg: str, wait: float = RATE_WAIT) -> None:
         super().__init__(code, msg, retry_after=wait)
-        self.wait = wait
+
+    @property
+    def wait(self) -> float:
+        return self.retry_after or 0.0
 
 
 #: HTTP 5xx, system busy, or an answer that is not the platform's (`Unavailable`), and the

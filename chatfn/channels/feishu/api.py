@@ -114,7 +114,10 @@ class RateLimited(FeishuError):
 
     def __init__(self, code: int, msg: str, wait: float, status: int = 429) -> None:
         super().__init__(code, msg, status, wait)
-        self.wait = wait
+
+    @property
+    def wait(self) -> float:
+        return self.retry_after or 0.0
 
 
 #: What the channel and its sender make of a failed call (kit.classify).

@@ -31,7 +31,6 @@ from chatfn.channels.kit.rest import SendErrors
 from chatfn.channels.kit.sender import SharedStateSender, chat_kind
 from chatfn.channels.split import split_message
 from chatfn.channels.whatsapp.api import (
-    AUTH_CODES,
     RATE_CODES,
     WINDOW_CODE,
     GraphApi,
@@ -110,7 +109,7 @@ class WhatsAppSender(SharedStateSender[ChatRef, Windows], platform="whatsapp", l
                 return kit.RateLimited(
                     f"WhatsApp rate limit sending to {key} ({exc.code})", exc.retry_after
                 )
-            if exc.code in AUTH_CODES or exc.status == 401:
+            if exc.is_auth:
                 return kit.CredentialsRefused(f"WhatsApp refused {CREDENTIALS} ({exc.message})")
             if exc.code == WINDOW_CODE:
                 return OutsideWindow(str(exc))
