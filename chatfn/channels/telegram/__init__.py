@@ -10,7 +10,8 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.telegram.settings import DEFAULT_BASE_URL, TelegramSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -46,30 +47,8 @@ def offline(settings: TelegramSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: TelegramSettings) -> Probe:
-    """getMe: the bot's username, or the reason the token or the server is not usable."""
-    from telegram import Bot
-    from telegram.error import InvalidToken, TelegramError
-
-    bot = Bot(
-        settings.token_value(),
-        base_url=f"{settings.base_url}/bot",
-        base_file_url=f"{settings.base_url}/file/bot",
-    )
-
-    async def ask() -> str:
-        async with bot:  # initialize() is getMe
-            me = bot.bot
-        return f"@{me.username} (id {me.id}) at {settings.base_url}"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, InvalidToken):
-            return "Telegram refused channels.telegram.token (unauthorized)"
-        if isinstance(exc, TelegramError):
-            return f"Telegram not reachable at {settings.base_url}: {exc}"
-        return None
-
-    return await asked("channel telegram getMe", ask, failed)
+#: getMe: the channel's own connect (kit/probe.py), as the bot asks it at start.
+who_am_i = connects(build, "channel telegram getMe")
 
 
 check = checks(offline, who_am_i)  # problem(): the token not set
