@@ -33,7 +33,7 @@ from linebot.v3.messaging import (
 from linebot.v3.messaging.exceptions import ApiException
 
 from chatfn.channels.kit.errors import HttpError
-from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession
+from chatfn.channels.kit.rest import NETWORK_ERRORS, ApiSession, retry_after
 from chatfn.channels.line.settings import LineSettings
 from chatfn.common.fetch import FetchTooLarge, read_limited
 
@@ -87,13 +87,8 @@ def from_api(exc: ApiException) -> LineError:
                     for d in details
                     if isinstance(d, dict)
                 )
-    retry = _header(exc.headers, "Retry-After")
-    try:
-        retry_after = float(retry) if retry else None
-    except ValueError:
-        retry_after = None
     accepted = _header(exc.headers, "x-line-accepted-request-id")
-    return LineError(int(exc.status or 0), message, retry_after, accepted)
+    return LineError(int(exc.status or 0), message, retry_after(exc.headers), accepted)
 
 
 class LineApi(ApiSession):
