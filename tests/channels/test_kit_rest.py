@@ -31,12 +31,8 @@ from chatfn.common.messages import (
     RateLimited,
     Unreachable,
 )
+from tests.channels.test_kit_errors import TinyApiError
 from tests.kit import serve
-
-
-class TinyError(ApiError):
-    auth_codes = frozenset({40001})
-    rate_codes = frozenset({45009})
 
 
 class TinyApi(ChannelApi):
@@ -59,7 +55,7 @@ class TinyApi(ChannelApi):
             raise Unavailable(f"{path}: HTTP {response.status}")
         if response.status != 200 or body.get("code"):
             wait = retry_after(response.headers)
-            raise TinyError(response.status, int(body.get("code", 0)), body.get("msg", ""), wait)
+            raise TinyApiError(response.status, int(body.get("code", 0)), body.get("msg", ""), wait)
         return body.get("data")
 
 
@@ -129,7 +125,7 @@ async def test_an_empty_or_non_json_answer_is_handed_over_as_none(api: TinyApi) 
 
 
 async def test_a_platform_code_of_refused_credentials_is_auth(api: TinyApi) -> None:
-    with pytest.raises(TinyError) as raised:
+    with pytest.raises(TinyApiError) as raised:
         await api.call("GET", "/badtoken")
     err = raised.value
     assert (err.status, err.code, err.message) == (200, 40001, "token invalid")
@@ -138,14 +134,14 @@ async def test_a_platform_code_of_refused_credentials_is_auth(api: TinyApi) -> N
 
 
 async def test_http_401_is_auth_whatever_the_code(api: TinyApi) -> None:
-    with pytest.raises(TinyError) as raised:
+    with pytest.raises(TinyApiError) as raised:
         await api.call("GET", "/unauthorized")
     assert raised.value.is_auth
     assert str(raised.value) == "HTTP 401: who are you"
 
 
 async def test_a_rate_limit_carries_the_wait_it_named(api: TinyApi) -> None:
-    with pytest.raises(TinyError) as raised:
+    with pytest.raises(TinyApiError) as raised:
         await api.call("GET", "/slow")
     assert raised.value.is_rate_limit and not raised.value.is_auth
     assert raised.value.retry_after == 3.0
@@ -157,7 +153,7 @@ async def test_a_5xx_is_passing_trouble(api: TinyApi) -> None:
 
 
 async def test_a_refusal_is_neither_auth_nor_a_rate_limit(api: TinyApi) -> None:
-    with pytest.raises(TinyError) as raised:
+    with pytest.raises(TinyApiError) as raised:
         await api.call("GET", "/refused")
     assert not raised.value.is_auth and not raised.value.is_rate_limit
     assert str(raised.value) == "HTTP 400, code 1234: no such chat"
@@ -165,8 +161,8 @@ async def test_a_refusal_is_neither_auth_nor_a_rate_limit(api: TinyApi) -> None:
 
 def test_api_error_text_and_rate_code() -> None:
     assert str(ApiError(500, 0, "")) == "HTTP 500"
-    assert TinyError(200, 45009, "slow").is_rate_limit
-    assert TinyError(200, 0, "", retry_after=1.0).is_rate_limit
+    assert TinyApiError(200, 45009, "slow").is_rate_limit
+    assert TinyApiError(200, 0, "", retry_after=1.0).is_rate_limit
     assert not ApiError(200, 40001, "x").is_auth  # the platform's codes, not the kit's
 
 
