@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.teams.settings import TeamsSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -24,28 +25,17 @@ def offline(settings: TeamsSettings) -> list[Probe]:
     return [Probe("ok", f"app {settings.app_id}, messaging endpoint {settings.webhook_path}")]
 
 
-async def who_am_i(settings: TeamsSettings) -> list[Probe]:
-    """A token from the login endpoint (the credentials) and the Bot Framework's keys."""
+#: A token from the login endpoint (the credentials) and the Bot Framework's keys: the
+#: channel's own connect (kit/probe.py), as the bot asks them at start.
+logs_in = connects(build, "channel teams login")
+
+
+async def keys_read(settings: TeamsSettings) -> Probe:
+    """The Bot Framework's signing keys, how many (connect reads them too: this line names
+    them on their own)."""
     from chatfn.channels.teams.api import NETWORK_ERRORS, TeamsApi
-    from chatfn.channels.teams.auth import TokenError
 
     api = TeamsApi(settings)
-
-    async def token() -> str:
-        await api.tokens.token(fresh=True)
-        return f"a token for app {settings.app_id}"
-
-    def refused(exc: Exception) -> str | None:
-        if isinstance(exc, TokenError):
-            what = (
-                "Microsoft refused channels.teams.app_id / channels.teams.app_password"
-                if exc.status in (400, 401, 403)
-                else "the login endpoint answered"
-            )
-            return f"{what} ({exc}) at {settings.token_url}"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"{settings.token_url} not reachable: {exc!r}"
-        return None
 
     async def keys() -> str:
         await api.keys.refresh()
@@ -56,13 +46,12 @@ async def who_am_i(settings: TeamsSettings) -> list[Probe]:
             return f"channels.teams.openid_metadata_url: keys not read ({exc!r})"
         return None
 
-    try:
-        return [
-            await asked("channel teams login", token, refused),
-            await asked("channel teams keys", keys, unread),
-        ]
-    finally:
-        await api.aclose()
+    return await asked("channel teams keys", keys, unread, api.aclose)
+
+
+async def who_am_i(settings: TeamsSettings) -> list[Probe]:
+    """The login (connect) and the keys."""
+    return [await logs_in(settings), await keys_read(settings)]
 
 
 check = checks(offline, who_am_i)
