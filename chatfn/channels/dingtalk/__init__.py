@@ -10,7 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.dingtalk.settings import DingTalkSettings
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
@@ -40,26 +41,9 @@ def offline(settings: DingTalkSettings) -> list[Probe]:
     return [Probe("ok", f"messages by {how}, API at {settings.api_base}")]
 
 
-async def who_am_i(settings: DingTalkSettings) -> Probe:
-    """The app's access token (/v1.0/oauth2/accessToken): the credentials work, or why not."""
-    from chatfn.channels.dingtalk.api import NETWORK_ERRORS, AuthRefused, DingTalkApi, DingTalkError
-
-    api = DingTalkApi(settings)
-
-    async def ask() -> str:
-        await api.token()
-        return f"app {settings.client_id} has an access token at {settings.api_base}"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, AuthRefused):
-            return f"DingTalk refused channels.dingtalk.client_id / client_secret ({exc})"
-        if isinstance(exc, DingTalkError):
-            return f"DingTalk accessToken failed: {exc}"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"DingTalk not reachable at {settings.api_base}: {exc}"
-        return None
-
-    return await asked("channel dingtalk accessToken", ask, failed, api.aclose)
+#: The app's access token (/v1.0/oauth2/accessToken): the channel's own connect (kit/probe.py),
+#: as the bot asks it at start.
+who_am_i = connects(build, "channel dingtalk accessToken")
 
 
 check = checks(offline, who_am_i, unset=unset)
