@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.wecom.settings import WecomSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -35,31 +36,14 @@ def offline(settings: WecomSettings) -> list[Probe]:
     ]
 
 
+#: gettoken and agent/get: the app's own connect (kit/probe.py), as the bot asks it at start.
+agent_get = connects(build, "channel wecom agent/get")
+
+
 async def who_am_i(settings: WecomSettings) -> list[Probe]:
-    """gettoken and agent/get: the app's name, or which key was refused (a robot: nothing to
-    ask)."""
-    from chatfn.channels.wecom.api import WecomApi
-    from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
-    from chatfn.channels.wxapi import WxError as WecomError
-
-    if settings.mode == "aibot":
-        return []
-    api = WecomApi(settings)
-
-    async def ask() -> str:
-        agent = await api.agent()
-        return f"app {agent.get('name')} (agent {settings.agent_id})"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, AuthRefused):
-            return f"WeCom refused channels.wecom.corp_id / secret / agent_id ({exc})"
-        if isinstance(exc, WecomError):
-            return f"WeCom refused channels.wecom.agent_id {settings.agent_id} ({exc})"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"WeCom not reachable at {settings.api_base}: {exc}"
-        return None
-
-    return [await asked("channel wecom agent/get", ask, failed, api.aclose)]
+    """The app's name, or which key was refused (a robot: nothing to ask; its connect calls
+    no API)."""
+    return [] if settings.mode == "aibot" else [await agent_get(settings)]
 
 
 check = checks(offline, who_am_i)
