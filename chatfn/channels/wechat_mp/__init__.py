@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.wechat_mp.settings import WechatMpSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -40,29 +41,9 @@ def offline(settings: WechatMpSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: WechatMpSettings) -> Probe:
-    """An access_token from /cgi-bin/token: the AppID and AppSecret work, or which failed."""
-    from chatfn.channels.wechat_mp.api import MpApi
-    from chatfn.channels.wxapi import NETWORK_ERRORS, AuthRefused
-    from chatfn.channels.wxapi import WxError as MpError
-
-    api = MpApi(settings)
-
-    async def ask() -> str:
-        await api.token()
-        return f"access_token for {settings.app_id}"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, AuthRefused):
-            return (
-                f"WeChat refused channels.wechat_mp.app_id / app_secret ({exc}; 40164: the IP "
-                "whitelist)"
-            )
-        if isinstance(exc, (MpError, *NETWORK_ERRORS)):
-            return f"WeChat not reachable at {settings.api_base}: {exc}"
-        return None
-
-    return await asked("channel wechat_mp access_token", ask, failed, api.aclose)
+#: An access_token from /cgi-bin/token and a call with it (get_api_domain_ip): the channel's own
+#: connect (kit/probe.py), as the bot asks it at start and every five minutes.
+who_am_i = connects(build, "channel wechat_mp access_token")
 
 
 check = checks(offline, who_am_i)
