@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from chatfn.channels.irc.settings import IrcSettings
-from chatfn.channels.kit.declare import asked, checks, readme
+from chatfn.channels.kit.declare import checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.runtime.channel_host import Capabilities, ChannelHost, ChannelSpec, Probe
 
 
@@ -23,29 +24,10 @@ def offline(settings: IrcSettings) -> list[Probe]:
     return [Probe("ok", f"IRC server {where}, nick {settings.nick}")]
 
 
-async def registers(settings: IrcSettings) -> Probe:
-    """Connect and register (the server's welcome, 001), then QUIT: the nick and password
-    work, or why not (a NotDelivered: refused credentials naming the key, unreachable)."""
-    from chatfn.channels.irc.channel import IrcChannel
-
-    channel = IrcChannel(_ProbeHost(), settings)  # type: ignore[arg-type]
-
-    async def ask() -> str:
-        return f"registered as {await channel.connect()}"
-
-    return await asked("channel irc register", ask, close=channel.close)
-
-
-class _ProbeHost:
-    """The little of a ChannelHost a channel needs to connect once (the probe)."""
-
-    delivery_policy = None
-
-    def register(self, channel: Any) -> None:
-        pass
-
-    def kick(self) -> None:
-        pass
+#: Connect and register (the server's welcome, 001), then QUIT: the channel's own connect
+#: and close (kit/probe.py). The nick and password work, or why not (refused credentials
+#: naming the key, unreachable).
+registers = connects(build, "channel irc register")
 
 
 check = checks(offline, registers)
