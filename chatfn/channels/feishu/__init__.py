@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.feishu.settings import FeishuSettings
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
@@ -42,22 +43,9 @@ def offline(settings: FeishuSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: FeishuSettings) -> Probe:
-    """A tenant_access_token and bot/v3/info: the bot's name and open_id, or why not."""
-    from chatfn.channels.feishu.api import ERRORS, FeishuApi
-
-    api = FeishuApi(settings)
-
-    async def ask() -> str:
-        bot = await api.bot_info()
-        return f"bot {bot.get('app_name')} ({bot.get('open_id')}) at {settings.base_url}"
-
-    def failed(exc: Exception) -> str | None:
-        if not isinstance(exc, ERRORS.every):
-            return None
-        return str(ERRORS.for_connect(exc, "bot/v3/info", settings.base_url))
-
-    return await asked("channel feishu bot/v3/info", ask, failed, api.aclose)
+#: A tenant_access_token and bot/v3/info: the channel's own connect (kit/probe.py), as the bot
+#: asks it at start (the bot's name and open_id, or why not).
+who_am_i = connects(build, "channel feishu bot/v3/info")
 
 
 check = checks(offline, who_am_i)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.qq.settings import QQSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -39,19 +40,9 @@ def offline(settings: QQSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: QQSettings) -> Probe:
-    """An access token, then GET /users/@me: the bot, or why the credentials or the API are
-    not usable (the channel's own words: QQApi.who_am_i)."""
-    import aiohttp
-
-    from chatfn.channels.qq.api import QQApi
-
-    async def ask() -> str:
-        async with aiohttp.ClientSession() as session:
-            me = await QQApi(settings, session).who_am_i()
-        return f"bot {me.get('username')} (id {me.get('id')}) at {settings.api_root}"
-
-    return await asked("channel qq /users/@me", ask)
+#: An access token, then GET /users/@me: the channel's own connect (kit/probe.py), as the bot
+#: asks it at start (the bot, or why the credentials or the API are not usable).
+who_am_i = connects(build, "channel qq /users/@me")
 
 
 check = checks(offline, who_am_i)

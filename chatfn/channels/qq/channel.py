@@ -106,7 +106,7 @@ class QQChannel(GatewayChannel, kit.PlatformChannel[QQSettings], platform="qq", 
         self.bot_id = str(me.get("id") or "")
         self.bot_name = str(me.get("username") or "")
         way = "gateway" if self.cfg.mode == "websocket" else f"webhook {self.cfg.webhook_path}"
-        return f"bot {self.bot_name} ({self.bot_id}) at {self.cfg.api_root} ({way})"
+        return f"bot {self.bot_name} (id {self.bot_id}) at {self.cfg.api_root} ({way})"
 
     async def serve(self) -> None:
         if self.cfg.mode != "websocket":

@@ -246,7 +246,8 @@ async def test_probe_offline_and_online(fake: FakeFeishu) -> None:
     _, refused = await check(dead, online=True)
     assert refused.status == "fail"
     assert refused.detail == (
-        "Feishu refused channels.feishu.app_id / app_secret (10014: app secret invalid)"
+        "Feishu refused channels.feishu.app_id / app_secret (10014: app secret invalid): "
+        "check the app's Credentials & Basic Info page"
     )
     hook = settings_for(fake, mode="webhook", verification_token="v")
     ok, warn = await check(hook, online=False)
