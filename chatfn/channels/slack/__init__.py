@@ -5,11 +5,11 @@ slack_sdk is imported only when the channel is built or probed online."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.slack.settings import SlackSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -36,44 +36,30 @@ async def online(settings: SlackSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: SlackSettings) -> Probe:
-    """auth.test: the bot user and workspace, or the reason the token or the API is not
-    usable."""
-
-    async def call(client: Any) -> str:
-        me = await client.auth_test()
-        who = f"bot user {me.get('user')} ({me.get('user_id')}) in {me.get('team')}"
-        return f"{who} at {settings.api_base}"
-
-    return await _probe(settings, "auth.test", "bot_token", call)
+#: auth.test: the channel's own connect (kit/probe.py), as the bot asks it at start (the bot
+#: user and workspace, or the reason the token or the API is not usable).
+who_am_i = connects(build, "channel slack auth.test")
 
 
 async def socket_mode_open(settings: SlackSettings) -> Probe:
-    """apps.connections.open with the app-level token (the URL it gives is left unused)."""
-
-    async def call(client: Any) -> str:
-        await client.apps_connections_open(app_token=settings.secret_text("app_token"))
-        return "Socket Mode accepts channels.slack.app_token"
-
-    return await _probe(settings, "apps.connections.open", "app_token", call)
-
-
-async def _probe(
-    settings: SlackSettings, method: str, token: str, call: Callable[[Any], Awaitable[str]]
-) -> Probe:
-    """One Web API call with a client of its own: what it says, or why it failed (the
-    setting `token` refused, another error, or the network)."""
+    """apps.connections.open with the app-level token (the URL it gives is left unused): what
+    connect does not ask (the channel opens Socket Mode only once it serves)."""
     import aiohttp
     from slack_sdk.errors import SlackApiError
 
     from chatfn.channels.slack.channel import web_client
     from chatfn.channels.slack.send import error_code, token_refused
 
+    method = "apps.connections.open"
     client = web_client(settings, settings.secret_text("bot_token"))
+
+    async def ask() -> str:
+        await client.apps_connections_open(app_token=settings.secret_text("app_token"))
+        return "Socket Mode accepts channels.slack.app_token"
 
     def failed(exc: Exception) -> str | None:
         if isinstance(exc, SlackApiError):
-            refused = token_refused(exc, token)
+            refused = token_refused(exc, "app_token")
             return str(refused) if refused else f"Slack {method} failed: {error_code(exc) or exc}"
         if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
             return f"Slack not reachable at {settings.api_base}: {exc}"
@@ -83,7 +69,7 @@ async def _probe(
         if client.session is not None:
             await client.session.close()
 
-    return await asked(f"channel slack {method}", lambda: call(client), failed, close)
+    return await asked(f"channel slack {method}", ask, failed, close)
 
 
 check = checks(offline, online)  # problem(): no bot token, or no way for events to come

@@ -98,7 +98,10 @@ async def test_probe_offline_and_online(fake: FakeSlack) -> None:
     dead = good.model_copy(update={"bot_token": SlackSettings(bot_token="xoxb-dead").bot_token})
     _, refused, _ = await check(dead, online=True)
     assert refused.status == "fail"
-    assert refused.detail == "Slack refused channels.slack.bot_token (invalid_auth)"
+    assert refused.detail == (
+        "Slack refused channels.slack.bot_token (auth.test: invalid_auth): check the app's Bot "
+        "User OAuth Token (xoxb-...)"
+    )
     dead_app = good.model_copy(update={"app_token": SlackSettings(app_token="xapp-x").app_token})
     *_, refused_app = await check(dead_app, online=True)
     assert refused_app.detail == "Slack refused channels.slack.app_token (invalid_auth)"
