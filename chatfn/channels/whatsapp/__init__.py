@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.whatsapp.settings import WhatsAppSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -38,31 +39,9 @@ def offline(settings: WhatsAppSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: WhatsAppSettings) -> Probe:
-    """GET /{phone-number-id} with the access token: the number and its verified name."""
-    from chatfn.channels.whatsapp.api import NETWORK_ERRORS, GraphApi, GraphError
-
-    api = GraphApi(settings)
-
-    async def ask() -> str:
-        number, verified = await api.whoami()
-        return f"{verified} ({number})"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, GraphError) and (
-            exc.status == 401 or exc.code in (190, 102, 100, 10, 200)
-        ):
-            return (
-                "WhatsApp refused channels.whatsapp.access_token or "
-                f"channels.whatsapp.phone_number_id ({exc.message})"
-            )
-        if isinstance(exc, GraphError):
-            return f"WhatsApp answered {exc} at {settings.api_base}"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"WhatsApp not reachable at {settings.api_base}: {exc!r}"
-        return None
-
-    return await asked("channel whatsapp phone number", ask, failed, api.aclose)
+#: GET /{phone-number-id} with the access token (the number and its verified name): the
+#: channel's own connect (kit/probe.py), as the bot asks it at start and every five minutes.
+who_am_i = connects(build, "channel whatsapp phone number")
 
 
 check = checks(offline, who_am_i)
