@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.line.settings import LineSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -42,26 +43,9 @@ def offline(settings: LineSettings) -> list[Probe]:
     return probes
 
 
-async def who_am_i(settings: LineSettings) -> Probe:
-    """GET /v2/bot/info with the channel access token: the bot's name, or what failed."""
-    from chatfn.channels.line.api import NETWORK_ERRORS, LineApi, LineError
-
-    api = LineApi(settings)
-
-    async def ask() -> str:
-        user, display = await api.bot_info()
-        return f"{display} ({user})"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, LineError) and exc.status in (401, 403):
-            return f"LINE refused channels.line.channel_access_token ({exc.message})"
-        if isinstance(exc, LineError):
-            return f"LINE answered {exc} at {settings.api_base}"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"LINE not reachable at {settings.api_base}: {exc!r}"
-        return None
-
-    return await asked("channel line bot info", ask, failed, api.aclose)
+#: GET /v2/bot/info with the channel access token (the bot's name): the channel's own connect
+#: (kit/probe.py), as the bot asks it at start and every five minutes.
+who_am_i = connects(build, "channel line bot info")
 
 
 check = checks(offline, who_am_i)
