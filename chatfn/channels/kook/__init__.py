@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.kook.settings import KookSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -24,29 +25,9 @@ def offline(settings: KookSettings) -> list[Probe]:
     return [Probe("ok", f"WebSocket gateway and API at {settings.api_base}")]
 
 
-async def who_am_i(settings: KookSettings) -> Probe:
-    """GET /v3/user/me: the bot, or why the token or the API is not usable."""
-    import aiohttp
-
-    from chatfn.channels.kook.api import KookApi, KookApiError, KookAuthError
-
-    session = aiohttp.ClientSession()
-
-    async def ask() -> str:
-        me = await KookApi(settings, session).call("GET", "/v3/user/me", timeout=15)
-        bot = me if isinstance(me, dict) else {}
-        return f"bot {bot.get('username')} (id {bot.get('id')}) at {settings.api_base}"
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, KookAuthError):
-            return f"KOOK refused channels.kook.token ({exc})"
-        if isinstance(exc, KookApiError):
-            return f"KOOK GET /v3/user/me failed: {exc}"
-        if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
-            return f"KOOK not reachable at {settings.api_base} ({exc})"
-        return None
-
-    return await asked("channel kook /v3/user/me", ask, failed, session.close)
+#: GET /v3/user/me (the bot): the channel's own connect (kit/probe.py), as the bot asks it at
+#: start.
+who_am_i = connects(build, "channel kook /v3/user/me")
 
 
 check = checks(offline, who_am_i)
