@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.satori.settings import SatoriSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -25,38 +26,26 @@ def offline(settings: SatoriSettings) -> list[Probe]:
     return [Probe("ok", f"{settings.endpoint}{only}")]
 
 
-async def who_am_i(settings: SatoriSettings) -> Probe:
-    """POST /v1/meta: the logins the server serves, or what failed."""
-    from chatfn.channels.satori.api import NETWORK_ERRORS, ApiError, SatoriApi
-    from chatfn.channels.satori.channel import login_of
-
-    api = SatoriApi(settings)
-
-    async def ask() -> str:
-        meta = await api.meta()
-        logins = [login_of(x) for x in meta["logins"] if isinstance(x, dict)]
-        ours = [f"{p}:{u}" for p, u in logins if settings.platform in ("", p)]
-        if not ours:
-            served = ", ".join(f"{p}:{u}" for p, u in logins) or "none"
-            raise _NoLogin(
-                f"no login of channels.satori.platform {settings.platform!r} (served: {served})"
-            )
-        return ", ".join(ours)
-
-    def failed(exc: Exception) -> str | None:
-        if isinstance(exc, ApiError) and exc.status in (401, 403):
-            return f"the Satori server refused channels.satori.token ({exc.text})"
-        if isinstance(exc, ApiError):
-            return f"Satori answered {exc} at {settings.endpoint}"
-        if isinstance(exc, NETWORK_ERRORS):
-            return f"Satori server not reachable at {settings.endpoint}: {exc!r}"
-        return str(exc) if isinstance(exc, _NoLogin) else None
-
-    return await asked("channel satori logins", ask, failed, api.aclose)
+#: The online probes' name.
+NAME = "channel satori logins"
 
 
-class _NoLogin(LookupError):
-    """The server serves no login of the configured platform: the probe's ✗."""
+async def who_am_i(settings: SatoriSettings) -> list[Probe]:
+    """POST /v1/meta: the channel's own connect (kit/probe.py), as the bot asks it at start
+    (the logins of `platform` it answers; a refused token or none of `platform` among those
+    the server serves: ✗); and, as before, ✗ when the server serves no login at all yet, which
+    connect lets pass (an account may still log in, an older server names them at READY)."""
+    built: list[Any] = []
+
+    def building(host: ChannelHost, given: SatoriSettings) -> Any:
+        built.append(build(host, given))  # kept: its logins, once connected
+        return built[-1]
+
+    found = await connects(building, NAME)(settings)
+    if found.status != "ok" or built[0].logins:
+        return [found]
+    none = f"no login of channels.satori.platform {settings.platform!r} (served: none)"
+    return [found, Probe("fail", none, name=NAME)]
 
 
 check = checks(offline, who_am_i)
