@@ -50,7 +50,7 @@ async def test_a_gateway_holds_discord_and_telegram_and_a_worker_answers(
             tmp_path / "gateway.log",
         )
         procs.append(gateway)
-        await asyncio.to_thread(gateway.wait_for, "Discord: logged in as")
+        await asyncio.to_thread(gateway.wait_for, "Discord channel: logged in as")
         await asyncio.to_thread(gateway.wait_for, "Telegram channel: @")
         await asyncio.to_thread(worker.wait_for, "1 live worker(s)")
         await wait_event(discord.connected, 30, "the gateway did not connect to Discord")

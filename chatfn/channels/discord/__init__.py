@@ -10,6 +10,7 @@ from typing import Any
 
 from chatfn.channels.discord.settings import API_BASE, DiscordSettings
 from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
@@ -28,10 +29,20 @@ def offline(settings: DiscordSettings) -> list[Probe]:
     return [Probe("ok", f"token set{where}")]
 
 
-async def online(settings: DiscordSettings) -> Probe:
-    from chatfn.channels.discord.probe import who_am_i  # discord.py only when asked
+#: Log in (GET /users/@me): the channel's own connect (kit/probe.py), as the bot asks it at
+#: start.
+who_am_i = connects(build, "channel discord")
 
-    return await who_am_i(settings)
+
+async def online(settings: DiscordSettings) -> list[Probe]:
+    """The login, then (with a token that works) the privileged intents, which the login does
+    not show."""
+    probes = [await who_am_i(settings)]
+    if probes[0].status == "ok":
+        from chatfn.channels.discord.probe import intents  # discord.py only when asked
+
+        probes.append(await intents(settings))
+    return probes
 
 
 check = checks(offline, online, unset=unset)

@@ -95,8 +95,9 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
         if self._running is None:
             self._running = asyncio.ensure_future(self.run())
 
-    async def connect(self) -> None:
-        """Log in (REST `/users/@me`) with a fresh client (a closed one cannot log in)."""
+    async def connect(self) -> str:
+        """Log in (REST `/users/@me`) with a fresh client (a closed one cannot log in): who the
+        bot is."""
         if not self.cfg.token:
             raise kit.CredentialsRefused("channels.discord.token is not set")
         if self.client is not None:
@@ -122,8 +123,8 @@ class DiscordChannel(kit.PlatformChannel[DiscordSettings], platform="discord", l
                 f"Discord not reachable at {self.cfg.api_base}: {exc!r}"
             ) from None
         user = self.client.user
-        logger.info("Discord: logged in as {} ({})", user, user.id if user else "?")
         self.host.kick()  # REST works now: what the outbox owes can go
+        return f"logged in as {user} ({user.id if user else '?'})"
 
     async def serve(self) -> None:
         """discord.py's connect loop: RESUME after a drop, re-IDENTIFY after an invalid

@@ -1,5 +1,7 @@
-"""`check_system.py --online` for Discord: `GET /users/@me` (discord.py's login) and the
-application's privileged-intent flags (`GET /applications/@me`)."""
+"""`check_system.py --online` for Discord, beside the channel's own login (`connects`, in
+__init__.py): the application's privileged-intent flags (`GET /applications/@me`), which the
+login does not show (switched off, the Gateway refuses the bot only once it connects: close
+code 4014)."""
 
 from __future__ import annotations
 
@@ -16,31 +18,29 @@ _MEMBERS = (1 << 14) | (1 << 15)
 _CONTENT = (1 << 18) | (1 << 19)
 
 
-async def who_am_i(settings: DiscordSettings) -> Probe:
+async def intents(settings: DiscordSettings) -> Probe:
+    """The privileged intents the channel asks for, switched on or not (run once the login
+    worked: the application is read with the bot's token)."""
+    name = "channel discord /applications/@me"
     client = make_client(settings)
     try:
         await client.login(settings.token or "")
-        user = client.user
-        missing = []
-        try:
-            app = await client.http.application_info()
-            flags = int(app.get("flags") or 0)
-            if not flags & _CONTENT:
-                missing.append("Message Content Intent")
-            if settings.member_events and not flags & _MEMBERS:
-                missing.append("Server Members Intent")
-        except discord.HTTPException:
-            pass
-        if missing:
-            return Probe(
-                "fail",
-                f"logged in as {user} but {' and '.join(missing)} not switched on (developer "
-                "portal -> Bot -> Privileged Gateway Intents)",
-            )
-        return Probe("ok", f"logged in as {user} ({user.id if user else '?'})")
-    except discord.LoginFailure:
-        return Probe("fail", "Discord refused channels.discord.token (401 at /users/@me)")
-    except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
-        return Probe("fail", f"Discord API not reachable at {settings.api_base}: {exc}")
+        app = await client.http.application_info()
+    except (discord.LoginFailure, discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+        return Probe(
+            "warn", f"privileged intents not read (GET /applications/@me: {exc})", name=name
+        )
     finally:
         await client.close()
+    flags = int(app.get("flags") or 0)
+    missing = [] if flags & _CONTENT else ["Message Content Intent"]
+    if settings.member_events and not flags & _MEMBERS:
+        missing.append("Server Members Intent")
+    if missing:
+        return Probe(
+            "fail",
+            f"{' and '.join(missing)} not switched on (developer portal -> Bot -> Privileged "
+            "Gateway Intents)",
+            name=name,
+        )
+    return Probe("ok", "the privileged intents the channel asks for are switched on", name=name)

@@ -208,7 +208,7 @@ async def test_a_dead_token_is_one_line_and_a_cross_in_check(errors: list[str]) 
         good = DiscordSettings(token=server.token, **server.urls)
         assert (await check(good, True))[1].status == "ok"
         server.app_flags = 0  # the portal's privileged intents switched off
-        probe = (await check(good, True))[1]
+        probe = (await check(good, True))[-1]  # the intents: a probe beside the login
         assert probe.status == "fail" and "Message Content Intent" in probe.detail
         assert (await check(DiscordSettings(), False))[0].status == "fail"
 
