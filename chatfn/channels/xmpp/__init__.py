@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from chatfn.channels.kit.declare import CHAT, asked, checks, readme
-from chatfn.channels.kit.errors import CredentialsRefused, Unreachable
+from chatfn.channels.kit.declare import CHAT, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.xmpp.settings import XmppSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -25,32 +25,9 @@ def offline(settings: XmppSettings) -> list[Probe]:
     return [Probe("ok", f"XMPP account {settings.jid} at {where}, {len(settings.rooms)} rooms")]
 
 
-async def logs_in(settings: XmppSettings) -> Probe:
-    """Connect and log in as `jid`, then disconnect: the password works, or why not."""
-    import asyncio
-
-    from chatfn.channels.xmpp.channel import make_client, session
-
-    client = make_client(settings.jid, settings.secret_text("password"), tls=settings.tls)
-
-    async def ask() -> str:
-        try:
-            async with asyncio.timeout(settings.connect_timeout):
-                said = await session(client, settings.address())
-        except TimeoutError:
-            said = "unreachable: no session in time"
-        if said == "refused":
-            raise CredentialsRefused(
-                f"XMPP server refused channels.xmpp.password for {settings.jid}"
-            )
-        if said != "ok":
-            raise Unreachable(f"XMPP server not reachable ({said})")
-        return f"logged in as {settings.jid}"
-
-    async def close() -> None:
-        client.abort()
-
-    return await asked("channel xmpp login", ask, close=close)
+#: Connect and log in as `jid`, then disconnect: the channel's own connect and close
+#: (kit/probe.py). The password works, or why not.
+logs_in = connects(build, "channel xmpp login")
 
 
 check = checks(offline, logs_in)

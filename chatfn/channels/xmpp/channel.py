@@ -140,6 +140,9 @@ class XmppChannel(kit.SessionChannel[XmppSettings], platform="xmpp", label="XMPP
                 said = await session(client, cfg.address())
         except TimeoutError:
             said = "unreachable: no session in time"
+        except BaseException:  # cancelled (a probe given up): the client is not kept to close
+            self._abort(client)
+            raise
         if said != "ok":
             self._abort(client)
             if said == "refused":
@@ -156,7 +159,10 @@ class XmppChannel(kit.SessionChannel[XmppSettings], platform="xmpp", label="XMPP
 
     @staticmethod
     def _abort(client: slixmpp.ClientXMPP) -> None:
+        """Close `client`'s connection, and stop its connection attempt when it has none yet
+        (slixmpp's abort() alone leaves that attempt running, and trying again later)."""
         with contextlib.suppress(Exception):
+            client.cancel_connection_attempt()
             client.abort()
 
     # -- serve -----------------------------------------------------------------------------
