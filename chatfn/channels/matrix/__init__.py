@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chatfn.channels.kit.declare import CHAT, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.channels.matrix.settings import MatrixSettings
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
@@ -47,20 +48,28 @@ async def check(settings: MatrixSettings, online: bool) -> list[Probe]:
     return probes
 
 
+#: /account/whoami with the configured access token: the channel's own connect
+#: (kit/probe.py), as the bot asks it at start.
+token_whoami = connects(build, "channel matrix whoami")
+
+
 async def who_am_i(settings: MatrixSettings) -> Probe:
-    """/account/whoami with the access token (configured, or kept from a password login):
-    the account and device, or why the token or the homeserver is not usable."""
+    """/account/whoami: the account and device, or why the token or the homeserver is not
+    usable. With `access_token` set, the channel's own connect, which then only asks whoami.
+    Without it the bot logs in with the password, which makes a new device (and keeps its
+    token in the store) each time: the probe never does that; it asks whoami with the token
+    kept from the bot's last password login, if there is one."""
+    if settings.secret_text("access_token"):  # a password login never follows: refused, said
+        return await token_whoami(settings)
     from nio import WhoamiResponse
 
     from chatfn.channels.matrix.login import make_client
     from chatfn.channels.matrix.store import SyncStore
 
     name = "channel matrix whoami"
-    token = settings.secret_text("access_token")
-    if not token:
-        token = str(
-            SyncStore(settings.store_path, settings.user_id or "").load().get("access_token") or ""
-        )
+    token = str(
+        SyncStore(settings.store_path, settings.user_id or "").load().get("access_token") or ""
+    )
     if not token:
         return Probe(
             "warn",

@@ -111,14 +111,14 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
         self.syncs = 0  # successful syncs (tests, health)
 
     # -- connect, serve, close -----------------------------------------------------------------
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         """whoami with the token (configured, or kept from a password login), or a password
-        login (login.py)."""
+        login (login.py): who the bot is, on which device."""
         if not self._loaded:
             await asyncio.to_thread(self.store.load)
             self._loaded = True
         try:
-            await login(self.client, self.cfg, self.store)
+            said = await login(self.client, self.cfg, self.store)
         except _NETWORK as exc:
             raise kit.Unreachable(
                 f"Matrix homeserver not reachable at {self.cfg.homeserver} ({exc!r})"
@@ -128,6 +128,7 @@ class MatrixChannel(kit.PlatformChannel[MatrixSettings], platform="matrix", labe
             self.display_name = str(getattr(got, "displayname", "") or "")
         except _NETWORK as exc:
             logger.debug("Matrix: own display name not read: {!r}", exc)
+        return said
 
     async def close(self) -> None:
         try:  # the position of what was handled is kept

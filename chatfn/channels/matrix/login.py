@@ -5,7 +5,6 @@ resend from posting twice). The AsyncClient is made here too, with nio's own ret
 
 from __future__ import annotations
 
-from loguru import logger
 from nio import AsyncClient, AsyncClientConfig, LoginResponse, WhoamiResponse
 
 from chatfn.channels import kit
@@ -35,9 +34,9 @@ def make_client(settings: MatrixSettings) -> AsyncClient:
     )
 
 
-async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> None:
-    """Logged in, or CredentialsRefused (the homeserver refused us: the line says what to fix)
-    or Unreachable."""
+async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> str:
+    """Logged in (who and which device, the channel's start-up line), or CredentialsRefused
+    (the homeserver refused us: the line says what to fix) or Unreachable."""
     user_id = cfg.user_id or ""
     refused = f"Matrix refused the login of {user_id}: "
     token = cfg.secret_text("access_token") or str(store.data.get("access_token") or "")
@@ -53,10 +52,7 @@ async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> N
                 )
             if whoami.device_id:
                 client.device_id = whoami.device_id
-            logger.info(
-                "Matrix channel: {} (device {}) on {}", user_id, client.device_id, cfg.homeserver
-            )
-            return
+            return f"{user_id} (device {client.device_id}) on {cfg.homeserver}"
         code = str(whoami.status_code or "")
         if code not in AUTH_ERRORS:
             why = f"{code or whoami.transport_response}: {whoami.message}"
@@ -77,9 +73,4 @@ async def login(client: AsyncClient, cfg: MatrixSettings, store: SyncStore) -> N
             )
         raise kit.Unreachable(f"Matrix homeserver {why}")
     await store.save(access_token=login.access_token, device_id=login.device_id)
-    logger.info(
-        "Matrix channel: logged in as {} (device {}) on {}",
-        user_id,
-        login.device_id,
-        cfg.homeserver,
-    )
+    return f"logged in as {user_id} (device {login.device_id}) on {cfg.homeserver}"
