@@ -5,12 +5,12 @@ channel's declaration, found through the `chatfn.channels` entry point `email`; 
 
 from __future__ import annotations
 
-from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
 from chatfn.channels.email.settings import EmailSettings
 from chatfn.channels.kit.declare import CHAT, asked, checks, readme
+from chatfn.channels.kit.probe import connects
 from chatfn.runtime.channel_host import ChannelHost, ChannelSpec, Probe
 
 
@@ -30,22 +30,9 @@ async def online(settings: EmailSettings) -> list[Probe]:
     return [await imap_probe(settings), await smtp_probe(settings)]
 
 
-async def imap_probe(settings: EmailSettings) -> Probe:
-    """Log in by IMAP and select the mailbox."""
-    from chatfn.channels.email.channel import ImapRefused, imap_login
-
-    async def ask() -> str:
-        client = await imap_login(settings)
-        with suppress(Exception):  # logged in: that was the question
-            await client.logout()
-        return f"logged in to {settings.imap_url}, {settings.mailbox} selected"
-
-    def failed(exc: Exception) -> str:  # any failure is the probe's answer
-        if isinstance(exc, ImapRefused):
-            return f"IMAP server refused channels.email.username/password ({exc})"
-        return f"IMAP server not reachable at {settings.imap_url} ({exc!r})"
-
-    return await asked("channel email IMAP login", ask, failed)
+#: Log in by IMAP and select the mailbox, then log out: the channel's own connect and close
+#: (kit/probe.py). connect() reads by IMAP only: the SMTP login is smtp_probe's.
+imap_probe = connects(build, "channel email IMAP login")
 
 
 async def smtp_probe(settings: EmailSettings) -> Probe:

@@ -44,16 +44,31 @@ async def imap_login(cfg: EmailSettings) -> aioimaplib.IMAP4:
         client = aioimaplib.IMAP4_SSL(host, port, timeout=cfg.connect_timeout)
     else:
         client = aioimaplib.IMAP4(host, port, timeout=cfg.connect_timeout)
-    await client.wait_hello_from_server()
-    done = await client.login(cfg.username, cfg.secret_text("password"))
-    if done.result != "OK":
-        with contextlib.suppress(Exception):
-            await client.logout()
-        raise ImapRefused(" ".join(_text(line) for line in done.lines))
-    selected = await client.select(cfg.mailbox)
-    if selected.result != "OK":
-        raise OSError(f"mailbox {cfg.mailbox!r} not selected: {selected.lines}")
+    try:
+        await client.wait_hello_from_server()
+        done = await client.login(cfg.username, cfg.secret_text("password"))
+        if done.result != "OK":
+            with contextlib.suppress(Exception):
+                await client.logout()
+            raise ImapRefused(" ".join(_text(line) for line in done.lines))
+        selected = await client.select(cfg.mailbox)
+        if selected.result != "OK":
+            with contextlib.suppress(Exception):
+                await client.logout()
+            raise OSError(f"mailbox {cfg.mailbox!r} not selected: {selected.lines}")
+    except BaseException:  # not returned: its connection is closed here (no one else can)
+        _drop(client)
+        raise
     return client
+
+
+def _drop(client: aioimaplib.IMAP4) -> None:
+    """Close `client`'s connection (one still being made is cancelled with the
+    wait_hello_from_server that awaited it)."""
+    with contextlib.suppress(Exception):
+        transport = getattr(client.protocol, "transport", None)
+        if transport is not None:
+            transport.close()
 
 
 def _text(line: Any) -> str:
