@@ -365,6 +365,10 @@ class XmppChannel(kit.SessionChannel[XmppSettings], platform="xmpp", label="XMPP
     async def close(self) -> None:
         client, self.client = self.client, None
         if client is not None:
+            # What a plugin still queues once the stream is gone (the capabilities query that
+            # answers a login just made, when a probe closes at once) cannot be sent: dropped
+            # quietly, not logged by slixmpp as an error with a traceback.
+            client.add_filter("out", lambda stanza: stanza if client.transport else None)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.disconnect(wait=1.0), 3)
             self._abort(client)

@@ -5,6 +5,7 @@ answered, the origin ids of what the bot sends, the `check` probe; settings and 
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,24 @@ async def test_check_online_logs_in(prosody: Prosody) -> None:
     closed = closed.model_copy(update={"connect_timeout": 5.0})
     [_, unreachable] = await check(closed, True)
     assert unreachable.status == "fail" and "not reachable" in unreachable.detail, unreachable
+
+
+@pytest.mark.services
+async def test_a_probe_closing_at_once_logs_no_error(
+    prosody: Prosody, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The probe closes right after the login: what slixmpp's plugins still queue then (the
+    capabilities query answering it) is dropped quietly, not logged as "Exception raised in
+    send queue" with a traceback in `chatfn check --online` and the console (it was, in most
+    of eight probes, before close() dropped it)."""
+    jid = prosody.account("probes", "right")
+    good = XmppSettings(jid=jid, password="right", server=f"127.0.0.1:{prosody.port}", tls=False)  # type: ignore[arg-type]
+    caplog.set_level(logging.ERROR, logger="slixmpp")
+    for _ in range(8):
+        [_, online] = await check(good, True)
+        assert online.status == "ok", online
+    await asyncio.sleep(0.1)  # the last probe's send queue gets its turn
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("slixmpp")] == []
 
 
 def test_settings_and_chat_ids() -> None:
