@@ -62,7 +62,7 @@ async def socket_mode_open(settings: SlackSettings) -> Probe:
             refused = token_refused(exc, "app_token")
             return str(refused) if refused else f"Slack {method} failed: {error_code(exc) or exc}"
         if isinstance(exc, (aiohttp.ClientError, TimeoutError)):
-            return f"Slack not reachable at {settings.api_base}: {exc}"
+            return f"Slack not reachable at {settings.api_base} ({exc})"
         return None
 
     async def close() -> None:
