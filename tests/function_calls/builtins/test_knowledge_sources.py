@@ -154,9 +154,11 @@ async def test_a_pdf_drawing_megabytes_from_one_shared_stream_stops_at_the_limit
     assert passages == [("page 3", "The warranty is two years.")]
     assert took < 3.0
     many = shared_stream_pdf(pages=1000, text_bytes=5_000_000)
-    began = time.process_time()
+    # This thread's CPU only: `read` runs here, while the bot made above may still be busy in
+    # threads of its own (process_time counted those too: 4.5 s once in a loaded full run).
+    began = time.thread_time()
     assert read(many, "pdf", 1_000_000) == []
-    assert time.process_time() - began < 2.0
+    assert time.thread_time() - began < 2.0
 
 
 async def test_a_pdf_is_read_up_to_max_source_bytes_and_no_further(
